@@ -1,0 +1,5 @@
+//! topoplan's planner: the topology model and its readers, paths, channel search, the schedule IR
+//! and the tuner. Everything else in topoplan depends on this crate; it depends on none of them.
+
+pub mod schedule;
+pub mod topology;

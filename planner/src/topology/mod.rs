@@ -1,0 +1,5 @@
+//! Topology: the model (`model`), its readers and writers, and paths between components.
+
+mod model;
+
+pub use model::*;

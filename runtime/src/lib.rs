@@ -1,0 +1,2 @@
+//! topoplan's runtime: the `Communicator` a training binary embeds. It executes the planner's
+//! schedule IR on a CPU backend (threads, processes, TCP) and a CUDA backend (cudarc).

@@ -1,0 +1,10 @@
+//! `topoplan detect`.
+
+use super::error::{CliError, CliResult};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> CliResult {
+    Err(CliError::failure("`topoplan detect` is not built yet"))
+}

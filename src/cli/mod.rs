@@ -1,0 +1,12 @@
+//! One module per subcommand. Each defines `Args` (clap) and `run(Args) -> CliResult`.
+
+pub mod error;
+
+pub mod bench;
+pub mod detect;
+pub mod plan;
+pub mod run;
+pub mod sim;
+pub mod topo;
+pub mod verify;
+pub mod whatif;

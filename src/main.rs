@@ -1,0 +1,57 @@
+//! The `topoplan` command line: one subcommand per job, each in `src/cli/`.
+
+use clap::{Parser, Subcommand};
+
+mod cli;
+
+#[derive(Parser)]
+#[command(
+    name = "topoplan",
+    version,
+    about = "Plan, simulate, verify and run GPU collectives on a machine's real topology",
+    long_about = "topoplan reads a GPU machine's topology (NCCL's NCCL_TOPO_DUMP_FILE XML or topoplan's JSON), \
+searches ring/tree/direct schedules, predicts their time with a simulator, proves them correct, and runs them.\n\n\
+Exit status: 0 success, 1 failure (e.g. a schedule that does not verify), 2 bad input or usage."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Read, show, convert and scale topology files.
+    Topo(cli::topo::Args),
+    /// Plan every collective on a topology: channels, algorithm and protocol per size.
+    Plan(cli::plan::Args),
+    /// Predict collective times on a topology with the simulator (nccl-tests style table).
+    Sim(cli::sim::Args),
+    /// Prove that planned (or imported) schedules compute their collective and cannot deadlock.
+    Verify(cli::verify::Args),
+    /// Compare what-if scenarios (more nodes, other links, failures) side by side.
+    Whatif(cli::whatif::Args),
+    /// Execute collectives with the runtime and check every element (nccl-tests style).
+    Run(cli::run::Args),
+    /// Benchmark collectives on the local GPUs, optionally against NCCL in the same run.
+    Bench(cli::bench::Args),
+    /// Write the local machine's topology as NCCL XML and topoplan JSON.
+    Detect(cli::detect::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Topo(a) => cli::topo::run(a),
+        Command::Plan(a) => cli::plan::run(a),
+        Command::Sim(a) => cli::sim::run(a),
+        Command::Verify(a) => cli::verify::run(a),
+        Command::Whatif(a) => cli::whatif::run(a),
+        Command::Run(a) => cli::run::run(a),
+        Command::Bench(a) => cli::bench::run(a),
+        Command::Detect(a) => cli::detect::run(a),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e}");
+        std::process::exit(e.exit_code());
+    }
+}
