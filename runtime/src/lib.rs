@@ -1,2 +1,6 @@
 //! topoplan's runtime: the `Communicator` a training binary embeds. It executes the planner's
 //! schedule IR on a CPU backend (threads, processes, TCP) and a CUDA backend (cudarc).
+
+pub mod types;
+
+pub use types::{DataType, ReduceOp};

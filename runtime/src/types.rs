@@ -1,0 +1,82 @@
+//! Element types and reduction operators shared by every backend.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DataType {
+    F32,
+    F64,
+    F16,
+    Bf16,
+    I32,
+    I64,
+    U8,
+    I8,
+}
+
+impl DataType {
+    pub const ALL: [DataType; 8] =
+        [DataType::F32, DataType::F64, DataType::F16, DataType::Bf16, DataType::I32, DataType::I64, DataType::U8, DataType::I8];
+
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DataType::F64 | DataType::I64 => 8,
+            DataType::F32 | DataType::I32 => 4,
+            DataType::F16 | DataType::Bf16 => 2,
+            DataType::U8 | DataType::I8 => 1,
+        }
+    }
+
+    /// Name as nccl-tests prints it (`float`, `half`, `bfloat16`, ...).
+    pub fn nccl_name(self) -> &'static str {
+        match self {
+            DataType::F32 => "float",
+            DataType::F64 => "double",
+            DataType::F16 => "half",
+            DataType::Bf16 => "bfloat16",
+            DataType::I32 => "int32",
+            DataType::I64 => "int64",
+            DataType::U8 => "uint8",
+            DataType::I8 => "int8",
+        }
+    }
+
+    /// Accepts our names (`f32`) and nccl-tests' (`float`).
+    pub fn parse(s: &str) -> Option<Self> {
+        let s = s.to_ascii_lowercase();
+        Self::ALL.into_iter().find(|d| {
+            d.nccl_name() == s || serde_json::to_value(d).ok().and_then(|v| v.as_str().map(|x| x == s)).unwrap_or(false)
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReduceOp {
+    Sum,
+    Prod,
+    Min,
+    Max,
+    /// Sum divided by the number of ranks (NCCL's ncclAvg).
+    Avg,
+}
+
+impl ReduceOp {
+    pub const ALL: [ReduceOp; 5] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Min => "min",
+            ReduceOp::Max => "max",
+            ReduceOp::Avg => "avg",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|o| o.name().eq_ignore_ascii_case(s))
+    }
+}
