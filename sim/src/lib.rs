@@ -9,6 +9,7 @@
 
 pub mod aggregate;
 pub mod config;
+pub mod fidelity;
 mod engine;
 pub mod flows;
 pub mod net;
