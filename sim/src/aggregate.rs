@@ -40,6 +40,7 @@ pub fn asymmetry(s: &Schedule) -> Option<String> {
                     || a.repeat != b.repeat
                     || a.transport != b.transport
                     || a.chunk_count() != b.chunk_count()
+                    || a.peer_stride != 0
                     || !a.deps.is_empty()
                 {
                     return Some(format!(
@@ -140,10 +141,7 @@ pub(crate) fn run(
         }
         demands.clear();
         let mut meta = Vec::with_capacity(nprog);
-        let touches = op0.kind.needs_src() as u32
-            + op0.kind.receives() as u32
-            + op0.kind.needs_dst() as u32
-            + (op0.kind == OpKind::Reduce) as u32;
+        let touches = cfg.local_touches(op0.kind);
         for rp in &s.ranks {
             for _ in 0..s.channels {
                 let mem = net.mem[rp.rank as usize];
@@ -218,7 +216,10 @@ pub(crate) fn run(
             let payload = chunk_elems * op.chunk_count() as u64 * cfg.elem_bytes as u64;
             let comm = op.kind.sends() || op.kind.receives();
             let m = if comm {
-                payload.div_ceil(proto.step_bytes.max(1)).max(1)
+                payload
+                    .div_ceil(proto.step_bytes.max(1))
+                    .max(proto.min_steps.max(1) as u64)
+                    .min(payload.max(1))
             } else {
                 1
             };
@@ -241,7 +242,8 @@ pub(crate) fn run(
                 } else if op.kind.receives() {
                     over += proto.step_us;
                 }
-                let t_step = if sub > 0.0 { sub * wire / rate } else { 0.0 } + over;
+                let moves = sends || cfg.local_touches(op.kind) > 0;
+                let t_step = if sub > 0.0 && moves { sub * wire / rate } else { 0.0 } + over;
                 let t = if sends {
                     (m as f64 * t_step).max(t_step + lat + proto.hop_us)
                 } else {

@@ -1,7 +1,7 @@
 //! Simulation parameters: protocol costs, launch and copy-engine overheads, link efficiencies.
 //! Defaults are calibrated on the lent 2×H200 machine (see `docs/fidelity.md`).
 
-use planner::schedule::Protocol;
+use planner::schedule::{OpKind, Protocol};
 use serde::{Deserialize, Serialize};
 
 /// Costs of one NCCL-style protocol.
@@ -11,6 +11,11 @@ pub struct ProtoParams {
     pub wire_factor: f64,
     /// Payload bytes per step (one connection slot); messages are cut into steps.
     pub step_bytes: u64,
+    /// Fewest steps a message is cut into (NCCL's ring Simple cuts every chunk into
+    /// CHUNKSTEPS = 4 steps, however small); a message is `max(ceil(payload/step_bytes),
+    /// min_steps)` steps.
+    #[serde(default = "one")]
+    pub min_steps: u32,
     /// Fixed cost per step in µs (flag/fence, polling), paid by the op that runs the step.
     pub step_us: f64,
     /// Extra one-way latency per transfer in µs, on top of the route's link latencies.
@@ -56,6 +61,10 @@ pub struct SimConfig {
     pub net_step_us: f64,
     /// Throughput cap of one channel doing local copies/reductions, GB/s.
     pub local_channel_gbps: f64,
+    /// Senders store straight into the receiver's destination (NCCL's P2P direct mode within a
+    /// process): `Recv` costs no local copy and `RecvCopySend` only reads what it forwards.
+    #[serde(default = "yes")]
+    pub direct_recv: bool,
     pub mode: Mode,
     /// Auto mode switches to the aggregated model above this many estimated events.
     pub detailed_limit: u64,
@@ -69,17 +78,19 @@ impl Default for SimConfig {
             seed: 0,
             jitter: 0.0,
             elem_bytes: 4,
-            launch_us: 9.0,
+            launch_us: 8.5,
             ll: ProtoParams {
                 wire_factor: 2.0,
                 step_bytes: 32 * 1024,
-                step_us: 0.9,
-                hop_us: 0.6,
+                min_steps: 1,
+                step_us: 0.95,
+                hop_us: 0.57,
                 channel_gbps: 12.0,
             },
             ll128: ProtoParams {
                 wire_factor: 128.0 / 120.0,
                 step_bytes: 576_000,
+                min_steps: 1,
                 step_us: 1.9,
                 hop_us: 1.2,
                 channel_gbps: 20.0,
@@ -87,15 +98,17 @@ impl Default for SimConfig {
             simple: ProtoParams {
                 wire_factor: 1.0,
                 step_bytes: 512 * 1024,
+                min_steps: 4,
                 step_us: 1.0,
-                hop_us: 7.0,
-                channel_gbps: 14.6,
+                hop_us: 5.87,
+                channel_gbps: 14.56,
             },
-            sm_link_efficiency: 0.74,
+            sm_link_efficiency: 0.738,
             ce_link_efficiency: 0.82,
             ce_setup_us: 2.0,
             net_step_us: 2.0,
-            local_channel_gbps: 200.0,
+            local_channel_gbps: 89.3,
+            direct_recv: true,
             mode: Mode::Auto,
             detailed_limit: 2_000_000,
             trace: false,
@@ -103,7 +116,30 @@ impl Default for SimConfig {
     }
 }
 
+fn yes() -> bool {
+    true
+}
+
+fn one() -> u32 {
+    1
+}
+
 impl SimConfig {
+    /// Local memory passes (reads + writes) per payload byte an op of `kind` makes on its GPU.
+    pub fn local_touches(&self, kind: OpKind) -> u32 {
+        if self.direct_recv {
+            match kind {
+                OpKind::Recv => return 0,
+                OpKind::RecvCopySend => return 1,
+                _ => {}
+            }
+        }
+        kind.needs_src() as u32
+            + kind.receives() as u32
+            + kind.needs_dst() as u32
+            + (kind == OpKind::Reduce) as u32
+    }
+
     pub fn proto(&self, p: Protocol) -> &ProtoParams {
         match p {
             Protocol::LL => &self.ll,

@@ -361,8 +361,9 @@ impl<'a> Engine<'a> {
         let op = pr.ops[e].clone();
         let payload = self.op_payload(&op, iter);
         let nsub = if op.kind.sends() || op.kind.receives() {
-            let step = self.cfg.proto(self.s.protocol).step_bytes.max(1);
-            payload.div_ceil(step).max(1) as u32
+            let pp = self.cfg.proto(self.s.protocol);
+            let steps = payload.div_ceil(pp.step_bytes.max(1));
+            steps.max(pp.min_steps.max(1) as u64).min(payload.max(1)) as u32
         } else {
             1
         };
@@ -423,10 +424,7 @@ impl<'a> Engine<'a> {
             cap: f64::INFINITY,
         };
         let mem = self.mem[rank as usize];
-        let local_touches = op.kind.needs_src() as u32
-            + op.kind.receives() as u32
-            + op.kind.needs_dst() as u32
-            + (op.kind == OpKind::Reduce) as u32;
+        let local_touches = self.cfg.local_touches(op.kind);
         let volume;
         if let Some(co) = cout {
             let wire = proto.wire_factor;
@@ -453,7 +451,7 @@ impl<'a> Engine<'a> {
                 overhead_us += self.cfg.net_step_us;
             }
         } else {
-            volume = bytes as f64;
+            volume = if local_touches > 0 { bytes as f64 } else { 0.0 };
             demand.res.push((mem, local_touches as f64));
             demand.cap = self.cfg.local_channel_gbps * 1e3;
             if cin.is_some() {

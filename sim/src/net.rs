@@ -1,7 +1,8 @@
 //! The simulator's view of a topology: the directional links that schedules use, routes between
 //! GPUs, and per-GPU resources (device memory, copy engine).
 //!
-//! Routes are computed on the topology graph as the widest path (largest bottleneck bandwidth,
+//! Routes are computed on the topology graph (restricted to the two end hosts and the fabric) as
+//! the widest path (largest bottleneck bandwidth,
 //! then fewest hops, then lowest latency) that does not pass through another GPU, falling back
 //! to paths through GPUs (NVLink relays) only when no other path exists. Ties break on graph
 //! order, so routes are deterministic.
@@ -48,6 +49,7 @@ pub struct Net<'t> {
     pub ce: Vec<u32>,
     routes: HashMap<(u32, u32), Route>,
     sm_eff: f64,
+    scratch: Scratch,
 }
 
 impl<'t> Net<'t> {
@@ -83,6 +85,7 @@ impl<'t> Net<'t> {
             ce,
             routes: HashMap::new(),
             sm_eff,
+            scratch: Scratch::default(),
         })
     }
 
@@ -112,8 +115,8 @@ impl<'t> Net<'t> {
         if !self.routes.contains_key(&(a, b)) {
             let ga = self.topo.gpu_of_rank(a).ok_or(NetError::NoGpu(a, 0))?;
             let gb = self.topo.gpu_of_rank(b).ok_or(NetError::NoGpu(b, 0))?;
-            let links = widest_path(self.topo, ga, gb, false)
-                .or_else(|| widest_path(self.topo, ga, gb, true))
+            let links = widest_path(self.topo, ga, gb, false, &mut self.scratch)
+                .or_else(|| widest_path(self.topo, ga, gb, true, &mut self.scratch))
                 .ok_or(NetError::NoRoute(a, b))?;
             let mut r = Route::default();
             for l in links {
@@ -157,15 +160,52 @@ fn better(a: (f64, u32, f64), b: (f64, u32, f64)) -> bool {
     a.0 > b.0 || (a.0 == b.0 && (a.1 < b.1 || (a.1 == b.1 && a.2 < b.2)))
 }
 
-/// Widest path from `src` to `dst`; intermediate GPUs only when `through_gpus`.
-fn widest_path(topo: &Topology, src: NodeId, dst: NodeId, through_gpus: bool) -> Option<Vec<LinkId>> {
+/// Reusable per-node arrays for route searches, reset through a touched list so a search costs
+/// only the nodes it visits (8192-rank clusters have tens of thousands of nodes).
+#[derive(Default)]
+pub(crate) struct Scratch {
+    best: Vec<Option<(f64, u32, f64)>>,
+    prev: Vec<Option<LinkId>>,
+    done: Vec<bool>,
+    touched: Vec<usize>,
+}
+
+impl Scratch {
+    fn reset(&mut self, n: usize) {
+        if self.best.len() != n {
+            self.best = vec![None; n];
+            self.prev = vec![None; n];
+            self.done = vec![false; n];
+            self.touched.clear();
+        }
+        for &i in &self.touched {
+            self.best[i] = None;
+            self.prev[i] = None;
+            self.done[i] = false;
+        }
+        self.touched.clear();
+    }
+}
+
+/// Widest path from `src` to `dst` through nodes of the two end hosts and the fabric only;
+/// intermediate GPUs only when `through_gpus`.
+fn widest_path(
+    topo: &Topology,
+    src: NodeId,
+    dst: NodeId,
+    through_gpus: bool,
+    sc: &mut Scratch,
+) -> Option<Vec<LinkId>> {
     use petgraph::visit::EdgeRef;
-    let n = topo.graph.node_count();
-    let mut best: Vec<Option<(f64, u32, f64)>> = vec![None; n];
-    let mut prev: Vec<Option<LinkId>> = vec![None; n];
-    let mut done = vec![false; n];
+    sc.reset(topo.graph.node_count());
+    let (ha, hb) = (topo.graph[src].host, topo.graph[dst].host);
+    let allowed = |n: NodeId| {
+        let h = topo.graph[n].host;
+        h.is_none() || h == ha || h == hb
+    };
     let mut heap = BinaryHeap::new();
-    best[src.index()] = Some((f64::INFINITY, 0, 0.0));
+    sc.best[src.index()] = Some((f64::INFINITY, 0, 0.0));
+    sc.touched.push(src.index());
     heap.push(Label {
         bw: f64::INFINITY,
         hops: 0,
@@ -173,10 +213,10 @@ fn widest_path(topo: &Topology, src: NodeId, dst: NodeId, through_gpus: bool) ->
         node: src,
     });
     while let Some(Label { bw, hops, lat, node }) = heap.pop() {
-        if done[node.index()] {
+        if sc.done[node.index()] {
             continue;
         }
-        done[node.index()] = true;
+        sc.done[node.index()] = true;
         if node == dst {
             break;
         }
@@ -185,14 +225,17 @@ fn widest_path(topo: &Topology, src: NodeId, dst: NodeId, through_gpus: bool) ->
         }
         for e in topo.graph.edges(node) {
             let t = e.target();
-            if done[t.index()] {
+            if sc.done[t.index()] || !allowed(t) {
                 continue;
             }
             let l = e.weight();
             let cand = (bw.min(l.bw_gbps), hops + 1, lat + l.lat_us);
-            if best[t.index()].is_none_or(|b| better(cand, b)) {
-                best[t.index()] = Some(cand);
-                prev[t.index()] = Some(e.id());
+            if sc.best[t.index()].is_none_or(|b| better(cand, b)) {
+                if sc.best[t.index()].is_none() {
+                    sc.touched.push(t.index());
+                }
+                sc.best[t.index()] = Some(cand);
+                sc.prev[t.index()] = Some(e.id());
                 heap.push(Label {
                     bw: cand.0,
                     hops: cand.1,
@@ -202,13 +245,13 @@ fn widest_path(topo: &Topology, src: NodeId, dst: NodeId, through_gpus: bool) ->
             }
         }
     }
-    if !done[dst.index()] {
+    if !sc.done[dst.index()] {
         return None;
     }
     let mut path = Vec::new();
     let mut cur = dst;
     while cur != src {
-        let l = prev[cur.index()]?;
+        let l = sc.prev[cur.index()]?;
         path.push(l);
         cur = topo.graph.edge_endpoints(l)?.0;
     }

@@ -29,6 +29,7 @@ fn empty(kind: CollectiveKind, n: u32, nch: u32, cpb: u32, proto: Protocol, slot
         scratch_blocks: 0,
         slots,
         loop_elems: None,
+        orders: Vec::new(),
         ranks: (0..n)
             .map(|r| RankProgram {
                 rank: r,
