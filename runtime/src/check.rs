@@ -72,9 +72,21 @@ impl Case {
     }
 
     /// Runs the case on `comm` with buffers from [`Case::buffers`].
-    pub fn run(&self, comm: &mut Communicator, send: Option<&[u8]>, recv: &mut [u8]) -> Result<(), CommError> {
+    pub fn run(
+        &self,
+        comm: &mut Communicator,
+        send: Option<&[u8]>,
+        recv: &mut [u8],
+    ) -> Result<(), CommError> {
         let mut g = comm.group();
-        g.raw(self.coll.clone(), self.dtype, self.op, self.count, send, recv)?;
+        g.raw(
+            self.coll.clone(),
+            self.dtype,
+            self.op,
+            self.count,
+            send,
+            recv,
+        )?;
         g.run()
     }
 

@@ -52,7 +52,10 @@ struct Ports {
 impl Ports {
     fn loop_fifo(&mut self, channel: u32) -> Arc<Fifo<HeapMem>> {
         let (n, b) = (self.nslots, self.slot_bytes);
-        self.loopback.entry(channel).or_insert_with(|| Arc::new(Fifo::new(HeapMem::new(n, b)))).clone()
+        self.loopback
+            .entry(channel)
+            .or_insert_with(|| Arc::new(Fifo::new(HeapMem::new(n, b))))
+            .clone()
     }
 }
 
@@ -111,12 +114,20 @@ impl Communicator {
     /// per rank; move each to its own thread.
     pub fn init_all(n: u32, cfg: Config) -> Result<Vec<Communicator>, CommError> {
         if n == 0 {
-            return Err(CommError::InvalidArgument("a communicator needs at least one rank".into()));
+            return Err(CommError::InvalidArgument(
+                "a communicator needs at least one rank".into(),
+            ));
         }
-        let hub = crate::transport::local::LocalHub::new(cfg.slots, cfg.slot_bytes + crate::protocol::SLOT_HEADER);
+        let hub = crate::transport::local::LocalHub::new(
+            cfg.slots,
+            cfg.slot_bytes + crate::protocol::SLOT_HEADER,
+        );
         (0..n)
             .map(|rank| {
-                let t = crate::transport::local::LocalTransport { hub: hub.clone(), rank };
+                let t = crate::transport::local::LocalTransport {
+                    hub: hub.clone(),
+                    rank,
+                };
                 Communicator::with_transport(rank, n, cfg.clone(), Box::new(t), Vec::new())
             })
             .collect()
@@ -140,7 +151,17 @@ impl Communicator {
             nslots: cfg.slots,
             slot_bytes: cfg.slot_bytes + crate::protocol::SLOT_HEADER,
         };
-        Ok(Communicator { rank, nranks, cfg, ports, plans, seq: 0, abort: Arc::new(AtomicBool::new(false)), poisoned: None, _keep: keep })
+        Ok(Communicator {
+            rank,
+            nranks,
+            cfg,
+            ports,
+            plans,
+            seq: 0,
+            abort: Arc::new(AtomicBool::new(false)),
+            poisoned: None,
+            _keep: keep,
+        })
     }
 
     pub fn rank(&self) -> u32 {
@@ -171,21 +192,37 @@ impl Communicator {
     }
 
     /// The schedule this communicator would run for `coll` at `bytes` bytes per rank.
-    pub fn schedule_for(&mut self, coll: &Collective, bytes: u64) -> Result<Arc<planner::schedule::Schedule>, CommError> {
+    pub fn schedule_for(
+        &mut self,
+        coll: &Collective,
+        bytes: u64,
+    ) -> Result<Arc<planner::schedule::Schedule>, CommError> {
         self.plans.schedule(coll, bytes)
     }
 
     /// Starts a group: operations added to it run together when [`Group::run`] is called.
     pub fn group<'b>(&mut self) -> Group<'_, 'b> {
-        Group { comm: self, work: Vec::new() }
+        Group {
+            comm: self,
+            work: Vec::new(),
+        }
     }
 
-    pub fn all_reduce<T: Element>(&mut self, send: &[T], recv: &mut [T], op: ReduceOp) -> Result<(), CommError> {
+    pub fn all_reduce<T: Element>(
+        &mut self,
+        send: &[T],
+        recv: &mut [T],
+        op: ReduceOp,
+    ) -> Result<(), CommError> {
         let mut g = self.group();
         g.all_reduce(send, recv, op)?;
         g.run()
     }
-    pub fn all_reduce_in_place<T: Element>(&mut self, buf: &mut [T], op: ReduceOp) -> Result<(), CommError> {
+    pub fn all_reduce_in_place<T: Element>(
+        &mut self,
+        buf: &mut [T],
+        op: ReduceOp,
+    ) -> Result<(), CommError> {
         let mut g = self.group();
         g.all_reduce_in_place(buf, op)?;
         g.run()
@@ -203,35 +240,64 @@ impl Communicator {
         g.run()
     }
     /// `send` holds `nranks * recv.len()` elements; rank r receives the reduction of block r.
-    pub fn reduce_scatter<T: Element>(&mut self, send: &[T], recv: &mut [T], op: ReduceOp) -> Result<(), CommError> {
+    pub fn reduce_scatter<T: Element>(
+        &mut self,
+        send: &[T],
+        recv: &mut [T],
+        op: ReduceOp,
+    ) -> Result<(), CommError> {
         let mut g = self.group();
         g.reduce_scatter(send, recv, op)?;
         g.run()
     }
     /// `buf` holds `nranks * count` elements; the result lands at `rank * count`.
-    pub fn reduce_scatter_in_place<T: Element>(&mut self, buf: &mut [T], op: ReduceOp) -> Result<(), CommError> {
+    pub fn reduce_scatter_in_place<T: Element>(
+        &mut self,
+        buf: &mut [T],
+        op: ReduceOp,
+    ) -> Result<(), CommError> {
         let mut g = self.group();
         g.reduce_scatter_in_place(buf, op)?;
         g.run()
     }
     /// `send` is read on the root only (but must have `recv.len()` elements everywhere).
-    pub fn broadcast<T: Element>(&mut self, send: &[T], recv: &mut [T], root: u32) -> Result<(), CommError> {
+    pub fn broadcast<T: Element>(
+        &mut self,
+        send: &[T],
+        recv: &mut [T],
+        root: u32,
+    ) -> Result<(), CommError> {
         let mut g = self.group();
         g.broadcast(send, recv, root)?;
         g.run()
     }
-    pub fn broadcast_in_place<T: Element>(&mut self, buf: &mut [T], root: u32) -> Result<(), CommError> {
+    pub fn broadcast_in_place<T: Element>(
+        &mut self,
+        buf: &mut [T],
+        root: u32,
+    ) -> Result<(), CommError> {
         let mut g = self.group();
         g.broadcast_in_place(buf, root)?;
         g.run()
     }
     /// The result is written on the root only.
-    pub fn reduce<T: Element>(&mut self, send: &[T], recv: &mut [T], op: ReduceOp, root: u32) -> Result<(), CommError> {
+    pub fn reduce<T: Element>(
+        &mut self,
+        send: &[T],
+        recv: &mut [T],
+        op: ReduceOp,
+        root: u32,
+    ) -> Result<(), CommError> {
         let mut g = self.group();
         g.reduce(send, recv, op, root)?;
         g.run()
     }
-    pub fn reduce_in_place<T: Element>(&mut self, buf: &mut [T], op: ReduceOp, root: u32) -> Result<(), CommError> {
+    pub fn reduce_in_place<T: Element>(
+        &mut self,
+        buf: &mut [T],
+        op: ReduceOp,
+        root: u32,
+    ) -> Result<(), CommError> {
         let mut g = self.group();
         g.reduce_in_place(buf, op, root)?;
         g.run()
@@ -270,7 +336,14 @@ impl Communicator {
         let mut g = self.group();
         let mut c = Collective::new(CollectiveKind::SendRecv);
         c.send_peers = send_peers.to_vec();
-        g.raw(c, T::DTYPE, ReduceOp::Sum, send.len(), Some(bytemuck::cast_slice(send)), bytemuck::cast_slice_mut(recv))?;
+        g.raw(
+            c,
+            T::DTYPE,
+            ReduceOp::Sum,
+            send.len(),
+            Some(bytemuck::cast_slice(send)),
+            bytemuck::cast_slice_mut(recv),
+        )?;
         g.run()
     }
 
@@ -296,7 +369,10 @@ impl Communicator {
     }
 
     fn execute_inner(&mut self, work: Vec<Work<'_>>) -> Result<(), CommError> {
-        let policy = WaitPolicy { timeout: self.cfg.timeout, abort: self.abort.clone() };
+        let policy = WaitPolicy {
+            timeout: self.cfg.timeout,
+            abort: self.abort.clone(),
+        };
         let rank = self.rank;
         let mut p2p: Vec<Box<dyn Task + '_>> = Vec::new();
         let mut colls = Vec::new();
@@ -304,13 +380,34 @@ impl Communicator {
             match w {
                 Work::Send { data, peer } if !data.is_empty() => {
                     let port = self.ports.send(P2P_CHANNEL, peer)?;
-                    let ctx = Ctx { what: format!("send to rank {peer}"), seq: self.seq, rank };
-                    p2p.push(Box::new(P2pSend { ctx, port, peer, data, off: 0 }));
+                    let ctx = Ctx {
+                        what: format!("send to rank {peer}"),
+                        seq: self.seq,
+                        rank,
+                    };
+                    p2p.push(Box::new(P2pSend {
+                        ctx,
+                        port,
+                        peer,
+                        data,
+                        off: 0,
+                    }));
                 }
                 Work::Recv { data, peer } if !data.is_empty() => {
                     let port = self.ports.recv(P2P_CHANNEL, peer)?;
-                    let ctx = Ctx { what: format!("recv from rank {peer}"), seq: self.seq, rank };
-                    p2p.push(Box::new(P2pRecv { ctx, port, peer, cap: self.cfg.slot_bytes, data, off: 0 }));
+                    let ctx = Ctx {
+                        what: format!("recv from rank {peer}"),
+                        seq: self.seq,
+                        rank,
+                    };
+                    p2p.push(Box::new(P2pRecv {
+                        ctx,
+                        port,
+                        peer,
+                        cap: self.cfg.slot_bytes,
+                        data,
+                        off: 0,
+                    }));
                 }
                 Work::Send { .. } | Work::Recv { .. } => {}
                 Work::Coll(c) => colls.push(c),
@@ -324,16 +421,33 @@ impl Communicator {
             }
             let bytes = c.count as u64 * c.dtype.size() as u64;
             let sched = self.plans.schedule(&c.coll, bytes)?;
-            let ctx = Ctx { what: c.coll.kind.name().to_string(), seq, rank };
-            let rop = if c.op == ReduceOp::Avg { ReduceOp::Sum } else { c.op };
+            let ctx = Ctx {
+                what: c.coll.kind.name().to_string(),
+                seq,
+                rank,
+            };
+            let rop = if c.op == ReduceOp::Avg {
+                ReduceOp::Sum
+            } else {
+                c.op
+            };
             let input: &[u8] = match &c.input {
                 Input::Borrowed(b) => b,
                 Input::Owned(v) => v,
             };
             let output = c.output;
             {
-                let mut task =
-                    CollTask::new(ctx, &sched, c.count as u64, c.dtype, rop, input, &mut *output, self.cfg.slot_bytes, &mut self.ports)?;
+                let mut task = CollTask::new(
+                    ctx,
+                    &sched,
+                    c.count as u64,
+                    c.dtype,
+                    rop,
+                    input,
+                    &mut *output,
+                    self.cfg.slot_bytes,
+                    &mut self.ports,
+                )?;
                 let mut tasks: Vec<&mut dyn Task> = vec![&mut task];
                 for t in p2p.iter_mut() {
                     tasks.push(t.as_mut());
@@ -351,7 +465,10 @@ impl Communicator {
             }
         }
         if !p2p.is_empty() {
-            let mut tasks: Vec<&mut dyn Task> = p2p.iter_mut().map(|t| t.as_mut() as &mut dyn Task).collect();
+            let mut tasks: Vec<&mut dyn Task> = p2p
+                .iter_mut()
+                .map(|t| t.as_mut() as &mut dyn Task)
+                .collect();
             drive(&mut tasks, &policy, self.ports.transport.as_ref())?;
         }
         Ok(())
@@ -390,7 +507,10 @@ pub struct Group<'c, 'b> {
 
 impl std::fmt::Debug for Group<'_, '_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Group").field("rank", &self.comm.rank).field("ops", &self.work.len()).finish()
+        f.debug_struct("Group")
+            .field("rank", &self.comm.rank)
+            .field("ops", &self.work.len())
+            .finish()
     }
 }
 
@@ -433,10 +553,21 @@ impl<'b> Group<'_, 'b> {
         }
         if let Some(r) = coll.root {
             if r >= self.comm.nranks {
-                return Err(bad(format!("{}: root {r} is not below {} ranks", coll.kind.name(), self.comm.nranks)));
+                return Err(bad(format!(
+                    "{}: root {r} is not below {} ranks",
+                    coll.kind.name(),
+                    self.comm.nranks
+                )));
             }
         }
-        self.work.push(Work::Coll(CollWork { coll, count, dtype, op, input, output }));
+        self.work.push(Work::Coll(CollWork {
+            coll,
+            count,
+            dtype,
+            op,
+            input,
+            output,
+        }));
         Ok(())
     }
 
@@ -459,7 +590,9 @@ impl<'b> Group<'_, 'b> {
         {
             let (n, r, es) = (self.n(), self.comm.rank as usize, dtype.size());
             let need = match coll.kind {
-                CollectiveKind::AllGather | CollectiveKind::ReduceScatter | CollectiveKind::AllToAll => n * count,
+                CollectiveKind::AllGather
+                | CollectiveKind::ReduceScatter
+                | CollectiveKind::AllToAll => n * count,
                 _ => count,
             } * es;
             if recv.len() != need {
@@ -470,7 +603,9 @@ impl<'b> Group<'_, 'b> {
                 )));
             }
             let (input, output) = match coll.kind {
-                CollectiveKind::AllGather => (recv[r * count * es..(r + 1) * count * es].to_vec(), recv),
+                CollectiveKind::AllGather => {
+                    (recv[r * count * es..(r + 1) * count * es].to_vec(), recv)
+                }
                 CollectiveKind::ReduceScatter => {
                     let input = recv.to_vec();
                     (input, &mut recv[r * count * es..(r + 1) * count * es])
@@ -489,69 +624,206 @@ impl<'b> Group<'_, 'b> {
         send: Option<&'b [T]>,
         recv: &'b mut [T],
     ) -> Result<(), CommError> {
-        self.raw(coll, T::DTYPE, op, count, send.map(bytemuck::cast_slice), bytemuck::cast_slice_mut(recv))
+        self.raw(
+            coll,
+            T::DTYPE,
+            op,
+            count,
+            send.map(bytemuck::cast_slice),
+            bytemuck::cast_slice_mut(recv),
+        )
     }
 
-    pub fn all_reduce<T: Element>(&mut self, send: &'b [T], recv: &'b mut [T], op: ReduceOp) -> Result<(), CommError> {
-        self.typed(Collective::new(CollectiveKind::AllReduce), op, send.len(), Some(send), recv)
+    pub fn all_reduce<T: Element>(
+        &mut self,
+        send: &'b [T],
+        recv: &'b mut [T],
+        op: ReduceOp,
+    ) -> Result<(), CommError> {
+        self.typed(
+            Collective::new(CollectiveKind::AllReduce),
+            op,
+            send.len(),
+            Some(send),
+            recv,
+        )
     }
-    pub fn all_reduce_in_place<T: Element>(&mut self, buf: &'b mut [T], op: ReduceOp) -> Result<(), CommError> {
-        self.typed(Collective::new(CollectiveKind::AllReduce), op, buf.len(), None, buf)
+    pub fn all_reduce_in_place<T: Element>(
+        &mut self,
+        buf: &'b mut [T],
+        op: ReduceOp,
+    ) -> Result<(), CommError> {
+        self.typed(
+            Collective::new(CollectiveKind::AllReduce),
+            op,
+            buf.len(),
+            None,
+            buf,
+        )
     }
-    pub fn all_gather<T: Element>(&mut self, send: &'b [T], recv: &'b mut [T]) -> Result<(), CommError> {
-        self.typed(Collective::new(CollectiveKind::AllGather), ReduceOp::Sum, send.len(), Some(send), recv)
+    pub fn all_gather<T: Element>(
+        &mut self,
+        send: &'b [T],
+        recv: &'b mut [T],
+    ) -> Result<(), CommError> {
+        self.typed(
+            Collective::new(CollectiveKind::AllGather),
+            ReduceOp::Sum,
+            send.len(),
+            Some(send),
+            recv,
+        )
     }
     pub fn all_gather_in_place<T: Element>(&mut self, buf: &'b mut [T]) -> Result<(), CommError> {
         let count = self.divided("all-gather", buf.len())?;
-        self.typed(Collective::new(CollectiveKind::AllGather), ReduceOp::Sum, count, None, buf)
+        self.typed(
+            Collective::new(CollectiveKind::AllGather),
+            ReduceOp::Sum,
+            count,
+            None,
+            buf,
+        )
     }
-    pub fn reduce_scatter<T: Element>(&mut self, send: &'b [T], recv: &'b mut [T], op: ReduceOp) -> Result<(), CommError> {
-        self.typed(Collective::new(CollectiveKind::ReduceScatter), op, recv.len(), Some(send), recv)
+    pub fn reduce_scatter<T: Element>(
+        &mut self,
+        send: &'b [T],
+        recv: &'b mut [T],
+        op: ReduceOp,
+    ) -> Result<(), CommError> {
+        self.typed(
+            Collective::new(CollectiveKind::ReduceScatter),
+            op,
+            recv.len(),
+            Some(send),
+            recv,
+        )
     }
-    pub fn reduce_scatter_in_place<T: Element>(&mut self, buf: &'b mut [T], op: ReduceOp) -> Result<(), CommError> {
+    pub fn reduce_scatter_in_place<T: Element>(
+        &mut self,
+        buf: &'b mut [T],
+        op: ReduceOp,
+    ) -> Result<(), CommError> {
         let count = self.divided("reduce-scatter", buf.len())?;
-        self.typed(Collective::new(CollectiveKind::ReduceScatter), op, count, None, buf)
+        self.typed(
+            Collective::new(CollectiveKind::ReduceScatter),
+            op,
+            count,
+            None,
+            buf,
+        )
     }
-    pub fn broadcast<T: Element>(&mut self, send: &'b [T], recv: &'b mut [T], root: u32) -> Result<(), CommError> {
-        self.typed(Collective::rooted(CollectiveKind::Broadcast, root), ReduceOp::Sum, recv.len(), Some(send), recv)
+    pub fn broadcast<T: Element>(
+        &mut self,
+        send: &'b [T],
+        recv: &'b mut [T],
+        root: u32,
+    ) -> Result<(), CommError> {
+        self.typed(
+            Collective::rooted(CollectiveKind::Broadcast, root),
+            ReduceOp::Sum,
+            recv.len(),
+            Some(send),
+            recv,
+        )
     }
-    pub fn broadcast_in_place<T: Element>(&mut self, buf: &'b mut [T], root: u32) -> Result<(), CommError> {
-        self.typed(Collective::rooted(CollectiveKind::Broadcast, root), ReduceOp::Sum, buf.len(), None, buf)
+    pub fn broadcast_in_place<T: Element>(
+        &mut self,
+        buf: &'b mut [T],
+        root: u32,
+    ) -> Result<(), CommError> {
+        self.typed(
+            Collective::rooted(CollectiveKind::Broadcast, root),
+            ReduceOp::Sum,
+            buf.len(),
+            None,
+            buf,
+        )
     }
-    pub fn reduce<T: Element>(&mut self, send: &'b [T], recv: &'b mut [T], op: ReduceOp, root: u32) -> Result<(), CommError> {
-        self.typed(Collective::rooted(CollectiveKind::Reduce, root), op, recv.len(), Some(send), recv)
+    pub fn reduce<T: Element>(
+        &mut self,
+        send: &'b [T],
+        recv: &'b mut [T],
+        op: ReduceOp,
+        root: u32,
+    ) -> Result<(), CommError> {
+        self.typed(
+            Collective::rooted(CollectiveKind::Reduce, root),
+            op,
+            recv.len(),
+            Some(send),
+            recv,
+        )
     }
-    pub fn reduce_in_place<T: Element>(&mut self, buf: &'b mut [T], op: ReduceOp, root: u32) -> Result<(), CommError> {
-        self.typed(Collective::rooted(CollectiveKind::Reduce, root), op, buf.len(), None, buf)
+    pub fn reduce_in_place<T: Element>(
+        &mut self,
+        buf: &'b mut [T],
+        op: ReduceOp,
+        root: u32,
+    ) -> Result<(), CommError> {
+        self.typed(
+            Collective::rooted(CollectiveKind::Reduce, root),
+            op,
+            buf.len(),
+            None,
+            buf,
+        )
     }
-    pub fn all_to_all<T: Element>(&mut self, send: &'b [T], recv: &'b mut [T]) -> Result<(), CommError> {
+    pub fn all_to_all<T: Element>(
+        &mut self,
+        send: &'b [T],
+        recv: &'b mut [T],
+    ) -> Result<(), CommError> {
         let count = self.divided("all-to-all", recv.len())?;
-        self.typed(Collective::new(CollectiveKind::AllToAll), ReduceOp::Sum, count, Some(send), recv)
+        self.typed(
+            Collective::new(CollectiveKind::AllToAll),
+            ReduceOp::Sum,
+            count,
+            Some(send),
+            recv,
+        )
     }
     pub fn all_to_all_in_place<T: Element>(&mut self, buf: &'b mut [T]) -> Result<(), CommError> {
         let count = self.divided("all-to-all", buf.len())?;
-        self.typed(Collective::new(CollectiveKind::AllToAll), ReduceOp::Sum, count, None, buf)
+        self.typed(
+            Collective::new(CollectiveKind::AllToAll),
+            ReduceOp::Sum,
+            count,
+            None,
+            buf,
+        )
     }
     pub fn send<T: Element>(&mut self, buf: &'b [T], peer: u32) -> Result<(), CommError> {
         self.peer_ok("send", peer)?;
-        self.work.push(Work::Send { data: bytemuck::cast_slice(buf), peer });
+        self.work.push(Work::Send {
+            data: bytemuck::cast_slice(buf),
+            peer,
+        });
         Ok(())
     }
     pub fn recv<T: Element>(&mut self, buf: &'b mut [T], peer: u32) -> Result<(), CommError> {
         self.peer_ok("recv", peer)?;
-        self.work.push(Work::Recv { data: bytemuck::cast_slice_mut(buf), peer });
+        self.work.push(Work::Recv {
+            data: bytemuck::cast_slice_mut(buf),
+            peer,
+        });
         Ok(())
     }
 
     fn peer_ok(&self, what: &str, peer: u32) -> Result<(), CommError> {
         if peer >= self.comm.nranks {
-            return Err(bad(format!("{what}: peer {peer} is not below {} ranks", self.comm.nranks)));
+            return Err(bad(format!(
+                "{what}: peer {peer} is not below {} ranks",
+                self.comm.nranks
+            )));
         }
         Ok(())
     }
     fn divided(&self, what: &str, len: usize) -> Result<usize, CommError> {
         if len % self.n() != 0 {
-            return Err(bad(format!("{what}: buffer of {len} elements is not nranks ({}) × count", self.n())));
+            return Err(bad(format!(
+                "{what}: buffer of {len} elements is not nranks ({}) × count",
+                self.n()
+            )));
         }
         Ok(len / self.n())
     }

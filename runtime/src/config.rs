@@ -85,18 +85,33 @@ impl Config {
     /// Like [`Config::from_env`] with an arbitrary variable source (tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, CommError> {
         let mut c = Config::default();
-        let bad = |k: &str, v: &str, want: &str| CommError::Config(format!("{k}={v:?}: expected {want}"));
+        let bad =
+            |k: &str, v: &str, want: &str| CommError::Config(format!("{k}={v:?}: expected {want}"));
         if let Some(v) = get("TOPOPLAN_TIMEOUT") {
-            c.timeout = parse_duration(&v).ok_or_else(|| bad("TOPOPLAN_TIMEOUT", &v, "a duration like 600, 30s, 500ms or 10m"))?;
+            c.timeout = parse_duration(&v).ok_or_else(|| {
+                bad(
+                    "TOPOPLAN_TIMEOUT",
+                    &v,
+                    "a duration like 600, 30s, 500ms or 10m",
+                )
+            })?;
         }
         if let Some(v) = get("TOPOPLAN_ALGO").filter(|v| !v.is_empty()) {
             c.algorithm = Some(v.to_ascii_lowercase());
         }
         if let Some(v) = get("TOPOPLAN_PROTO").filter(|v| !v.is_empty()) {
-            c.protocol = Some(Protocol::parse(&v).ok_or_else(|| bad("TOPOPLAN_PROTO", &v, "Simple, LL128 or LL"))?);
+            c.protocol = Some(
+                Protocol::parse(&v)
+                    .ok_or_else(|| bad("TOPOPLAN_PROTO", &v, "Simple, LL128 or LL"))?,
+            );
         }
         if let Some(v) = get("TOPOPLAN_CHANNELS").filter(|v| !v.is_empty()) {
-            c.channels = Some(v.parse().ok().filter(|&n: &u32| n >= 1).ok_or_else(|| bad("TOPOPLAN_CHANNELS", &v, "a count >= 1"))?);
+            c.channels = Some(
+                v.parse()
+                    .ok()
+                    .filter(|&n: &u32| n >= 1)
+                    .ok_or_else(|| bad("TOPOPLAN_CHANNELS", &v, "a count >= 1"))?,
+            );
         }
         if let Some(v) = get("TOPOPLAN_PLAN").filter(|v| !v.is_empty()) {
             c.plan_file = Some(PathBuf::from(v));
@@ -106,7 +121,13 @@ impl Config {
                 .parse()
                 .ok()
                 .filter(|&n: &usize| (64..=(1 << 30)).contains(&n))
-                .ok_or_else(|| bad("TOPOPLAN_SLOT_BYTES", &v, "a byte count between 64 and 1 GiB"))?;
+                .ok_or_else(|| {
+                    bad(
+                        "TOPOPLAN_SLOT_BYTES",
+                        &v,
+                        "a byte count between 64 and 1 GiB",
+                    )
+                })?;
         }
         if let Some(v) = get("TOPOPLAN_TRANSPORT") {
             c.transport = match v.to_ascii_lowercase().as_str() {
@@ -125,8 +146,15 @@ impl Config {
     /// A fingerprint of everything that must agree across ranks (plan overrides and slot
     /// geometry); the bootstrap refuses ranks whose fingerprints differ.
     pub fn fingerprint(&self) -> u64 {
-        let plan = self.plan_file.as_ref().and_then(|p| std::fs::read(p).ok()).unwrap_or_default();
-        let s = format!("{:?}|{:?}|{:?}|{}|{}", self.algorithm, self.protocol, self.channels, self.slot_bytes, self.slots);
+        let plan = self
+            .plan_file
+            .as_ref()
+            .and_then(|p| std::fs::read(p).ok())
+            .unwrap_or_default();
+        let s = format!(
+            "{:?}|{:?}|{:?}|{}|{}",
+            self.algorithm, self.protocol, self.channels, self.slot_bytes, self.slots
+        );
         fnv1a(s.as_bytes()) ^ fnv1a(&plan).rotate_left(17)
     }
 }
@@ -159,7 +187,8 @@ mod tests {
         .unwrap();
         assert_eq!(c.timeout, Duration::from_secs(3));
         assert_eq!(c.protocol, Some(Protocol::LL128));
-        let e = Config::from_lookup(|k| (k == "TOPOPLAN_TIMEOUT").then(|| "forever".into())).unwrap_err();
+        let e = Config::from_lookup(|k| (k == "TOPOPLAN_TIMEOUT").then(|| "forever".into()))
+            .unwrap_err();
         assert!(e.to_string().contains("TOPOPLAN_TIMEOUT"), "{e}");
     }
 }

@@ -18,9 +18,21 @@ pub enum CommError {
     #[error("{what} #{seq} on rank {rank}: aborted")]
     Aborted { what: String, seq: u64, rank: u32 },
     #[error("{what} #{seq} on rank {rank}: peer rank {peer} is gone: {detail}")]
-    PeerGone { what: String, seq: u64, rank: u32, peer: u32, detail: String },
+    PeerGone {
+        what: String,
+        seq: u64,
+        rank: u32,
+        peer: u32,
+        detail: String,
+    },
     #[error("{what} #{seq} on rank {rank}: message from rank {peer} does not match: {detail} (do all ranks call the same collectives with the same counts and plans?)")]
-    Mismatch { what: String, seq: u64, rank: u32, peer: u32, detail: String },
+    Mismatch {
+        what: String,
+        seq: u64,
+        rank: u32,
+        peer: u32,
+        detail: String,
+    },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     #[error("no schedule: {0}")]

@@ -16,7 +16,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Algorithm names accepted by `TOPOPLAN_ALGO`.
-pub const ALGORITHMS: &[&str] = &["ring", "tree", "one-shot", "two-shot", "direct", "copy-engine-pipeline"];
+pub const ALGORITHMS: &[&str] = &[
+    "ring",
+    "tree",
+    "one-shot",
+    "two-shot",
+    "direct",
+    "copy-engine-pipeline",
+];
 
 pub fn parse_algorithm(s: &str) -> Option<Algorithm> {
     Some(match s.to_ascii_lowercase().replace('_', "-").as_str() {
@@ -47,25 +54,44 @@ impl Plans {
         let algorithm = match &cfg.algorithm {
             None => None,
             Some(a) => Some(parse_algorithm(a).ok_or_else(|| {
-                CommError::Config(format!("TOPOPLAN_ALGO={a:?}: expected one of {}", ALGORITHMS.join(", ")))
+                CommError::Config(format!(
+                    "TOPOPLAN_ALGO={a:?}: expected one of {}",
+                    ALGORITHMS.join(", ")
+                ))
             })?),
         };
         let mut file = Vec::new();
         if let Some(p) = &cfg.plan_file {
-            let text = std::fs::read_to_string(p).map_err(|e| CommError::Config(format!("plan file {}: {e}", p.display())))?;
-            let v: serde_json::Value =
-                serde_json::from_str(&text).map_err(|e| CommError::Config(format!("plan file {}: {e}", p.display())))?;
-            let list = if v.is_array() { v } else { serde_json::Value::Array(vec![v]) };
-            let scheds: Vec<Schedule> = serde_json::from_value(list)
-                .map_err(|e| CommError::Config(format!("plan file {}: not schedule IR: {e}", p.display())))?;
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| CommError::Config(format!("plan file {}: {e}", p.display())))?;
+            let v: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| CommError::Config(format!("plan file {}: {e}", p.display())))?;
+            let list = if v.is_array() {
+                v
+            } else {
+                serde_json::Value::Array(vec![v])
+            };
+            let scheds: Vec<Schedule> = serde_json::from_value(list).map_err(|e| {
+                CommError::Config(format!("plan file {}: not schedule IR: {e}", p.display()))
+            })?;
             for (i, s) in scheds.into_iter().enumerate() {
-                s.validate().map_err(|e| CommError::Config(format!("plan file {} schedule {i}: {e}", p.display())))?;
+                s.validate().map_err(|e| {
+                    CommError::Config(format!("plan file {} schedule {i}: {e}", p.display()))
+                })?;
                 if s.nranks == nranks {
                     file.push(s);
                 }
             }
         }
-        Ok(Plans { nranks, algorithm, protocol: cfg.protocol, channels: cfg.channels, slots: cfg.slots, file, cache: HashMap::new() })
+        Ok(Plans {
+            nranks,
+            algorithm,
+            protocol: cfg.protocol,
+            channels: cfg.channels,
+            slots: cfg.slots,
+            file,
+            cache: HashMap::new(),
+        })
     }
 
     /// The schedule for `coll` at `bytes` bytes per rank.
@@ -79,7 +105,13 @@ impl Plans {
             return Ok(s.clone());
         }
         let s = self.build(coll, &alg, proto, ch).map_err(|e| {
-            CommError::Plan(format!("{} with {} / {} / {ch} channel(s) on {} ranks: {e}", coll.kind.name(), alg.name(), proto.name(), self.nranks))
+            CommError::Plan(format!(
+                "{} with {} / {} / {ch} channel(s) on {} ranks: {e}",
+                coll.kind.name(),
+                alg.name(),
+                proto.name(),
+                self.nranks
+            ))
         })?;
         let s = self.admit(s, coll)?;
         self.cache.insert(key, s.clone());
@@ -87,9 +119,13 @@ impl Plans {
     }
 
     fn admit(&self, s: Schedule, coll: &Collective) -> Result<Arc<Schedule>, CommError> {
-        s.validate().map_err(|e| CommError::Plan(format!("{}: invalid schedule: {e}", coll.kind.name())))?;
+        s.validate()
+            .map_err(|e| CommError::Plan(format!("{}: invalid schedule: {e}", coll.kind.name())))?;
         if s.nranks != self.nranks || &s.collective != coll {
-            return Err(CommError::Plan(format!("{}: schedule is for another collective or rank count", coll.kind.name())));
+            return Err(CommError::Plan(format!(
+                "{}: schedule is for another collective or rank count",
+                coll.kind.name()
+            )));
         }
         if s.slots > self.slots {
             return Err(CommError::Plan(format!(
@@ -104,17 +140,30 @@ impl Plans {
 
     /// Algorithm, protocol and channel count for `coll`: the forced ones, else the default.
     fn choose(&self, coll: &Collective) -> (Algorithm, Protocol, u32) {
-        let direct_only = matches!(coll.kind, CollectiveKind::AllToAll | CollectiveKind::SendRecv);
+        let direct_only = matches!(
+            coll.kind,
+            CollectiveKind::AllToAll | CollectiveKind::SendRecv
+        );
         let alg = match &self.algorithm {
             Some(a) if !direct_only || *a == Algorithm::Direct => a.clone(),
             _ if direct_only => Algorithm::Direct,
             // TODO(planner::plan::Planner): ask the tuner once it has landed.
             _ => Algorithm::Ring,
         };
-        (alg, self.protocol.unwrap_or(Protocol::Simple), self.channels.unwrap_or(1))
+        (
+            alg,
+            self.protocol.unwrap_or(Protocol::Simple),
+            self.channels.unwrap_or(1),
+        )
     }
 
-    fn build(&self, coll: &Collective, alg: &Algorithm, proto: Protocol, ch: u32) -> Result<Schedule, String> {
+    fn build(
+        &self,
+        coll: &Collective,
+        alg: &Algorithm,
+        proto: Protocol,
+        ch: u32,
+    ) -> Result<Schedule, String> {
         let n = self.nranks;
         let e = |e: planner::schedule::ScheduleError| e.to_string();
         match alg {
@@ -137,7 +186,10 @@ impl Plans {
             Algorithm::TwoShot => build::two_shot_channels(coll, n, proto, ch).map_err(e),
             Algorithm::Direct => build::direct(coll, n).map_err(e),
             Algorithm::CopyEnginePipeline => build::copy_engine_pipeline(coll, 4 * ch).map_err(e),
-            other => Err(format!("{} cannot be built without a topology", other.name())),
+            other => Err(format!(
+                "{} cannot be built without a topology",
+                other.name()
+            )),
         }
     }
 }

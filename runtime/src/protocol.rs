@@ -65,8 +65,12 @@ impl Header {
         slot[8..16].copy_from_slice(&self.tag.to_le_bytes());
     }
     fn read(slot: &[u8]) -> Header {
-        let word = |r: std::ops::Range<usize>| u64::from_le_bytes(slot[r].try_into().unwrap_or([0; 8]));
-        Header { len: word(0..8), tag: word(8..16) }
+        let word =
+            |r: std::ops::Range<usize>| u64::from_le_bytes(slot[r].try_into().unwrap_or([0; 8]));
+        Header {
+            len: word(0..8),
+            tag: word(8..16),
+        }
     }
 }
 
@@ -115,16 +119,29 @@ impl<M: SlotMem> Fifo<M> {
 
     /// Sender: fills the next slot with `len` bytes via `fill` and publishes it.
     /// Call only after `send_ready()` returned true.
-    pub fn post(&self, tag: u64, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<(), ProtocolError> {
+    pub fn post(
+        &self,
+        tag: u64,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<(), ProtocolError> {
         if len > self.capacity() {
-            return Err(ProtocolError::TooLarge { len, cap: self.capacity() });
+            return Err(ProtocolError::TooLarge {
+                len,
+                cap: self.capacity(),
+            });
         }
         let i = self.sent();
         debug_assert!(self.send_ready(), "post without a free slot");
-        self.mem.with_slot_mut((i % self.mem.nslots() as u64) as u32, |slot| {
-            Header { len: len as u64, tag }.write(slot);
-            fill(&mut slot[SLOT_HEADER..SLOT_HEADER + len]);
-        });
+        self.mem
+            .with_slot_mut((i % self.mem.nslots() as u64) as u32, |slot| {
+                Header {
+                    len: len as u64,
+                    tag,
+                }
+                .write(slot);
+                fill(&mut slot[SLOT_HEADER..SLOT_HEADER + len]);
+            });
         // Release: our slot writes happen before the receiver sees the new tail.
         self.mem.tail().store(i + 1, Ordering::Release);
         Ok(())
@@ -141,13 +158,15 @@ impl<M: SlotMem> Fifo<M> {
         let i = self.consumed();
         debug_assert!(self.recv_ready(), "consume of an unpublished slot");
         let cap = self.capacity();
-        let r = self.mem.with_slot((i % self.mem.nslots() as u64) as u32, |slot| {
-            let h = Header::read(slot);
-            if h.len as usize > cap {
-                return Err(ProtocolError::Corrupt { len: h.len, cap });
-            }
-            Ok(f(h, &slot[SLOT_HEADER..SLOT_HEADER + h.len as usize]))
-        })?;
+        let r = self
+            .mem
+            .with_slot((i % self.mem.nslots() as u64) as u32, |slot| {
+                let h = Header::read(slot);
+                if h.len as usize > cap {
+                    return Err(ProtocolError::Corrupt { len: h.len, cap });
+                }
+                Ok(f(h, &slot[SLOT_HEADER..SLOT_HEADER + h.len as usize]))
+            })?;
         // Release: our reads of the slot happen before the sender may overwrite it.
         self.mem.head().store(i + 1, Ordering::Release);
         Ok(r)
@@ -171,7 +190,9 @@ impl HeapMem {
             tail: AtomicU64::new(0),
             slot_bytes,
             // Allocated lazily: a connection that never carries a big message stays small.
-            slots: (0..nslots).map(|_| std::sync::Mutex::new(Vec::new())).collect(),
+            slots: (0..nslots)
+                .map(|_| std::sync::Mutex::new(Vec::new()))
+                .collect(),
         }
     }
 }
@@ -191,14 +212,18 @@ impl SlotMem for HeapMem {
         self.slot_bytes
     }
     fn with_slot_mut<R>(&self, slot: u32, f: impl FnOnce(&mut [u8]) -> R) -> R {
-        let mut g = self.slots[slot as usize].lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.slots[slot as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         if g.len() != self.slot_bytes {
             g.resize(self.slot_bytes, 0);
         }
         f(&mut g)
     }
     fn with_slot<R>(&self, slot: u32, f: impl FnOnce(&[u8]) -> R) -> R {
-        let g = self.slots[slot as usize].lock().unwrap_or_else(|p| p.into_inner());
+        let g = self.slots[slot as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         f(&g)
     }
 }
@@ -216,12 +241,21 @@ mod tests {
             f.post(7, 1, |b| b[0] = i).unwrap();
         }
         assert!(!f.send_ready(), "both slots full");
-        assert_eq!(f.consume(|h, d| (h, d.to_vec())).unwrap(), (Header { len: 1, tag: 7 }, vec![0]));
+        assert_eq!(
+            f.consume(|h, d| (h, d.to_vec())).unwrap(),
+            (Header { len: 1, tag: 7 }, vec![0])
+        );
         assert!(f.send_ready());
         f.post(8, 3, |b| b.copy_from_slice(&[5, 6, 7])).unwrap();
         assert_eq!(f.consume(|_, d| d.to_vec()).unwrap(), vec![1]);
-        assert_eq!(f.consume(|h, d| (h.tag, d.to_vec())).unwrap(), (8, vec![5, 6, 7]));
+        assert_eq!(
+            f.consume(|h, d| (h.tag, d.to_vec())).unwrap(),
+            (8, vec![5, 6, 7])
+        );
         assert!(!f.recv_ready());
-        assert_eq!(f.post(0, 9, |_| ()), Err(ProtocolError::TooLarge { len: 9, cap: 8 }));
+        assert_eq!(
+            f.post(0, 9, |_| ()),
+            Err(ProtocolError::TooLarge { len: 9, cap: 8 })
+        );
     }
 }

@@ -23,7 +23,12 @@ pub trait PortSource {
 /// block, so any slice length gives the same result; the runtime picks the schedule's own
 /// `loop_elems`, cut down until the largest message fits one slot (`cap` payload bytes). All
 /// ranks compute the same value from the same schedule, so message sequences still match.
-pub fn slice_elems(sched: &Schedule, count: u64, esize: usize, cap: usize) -> Result<u64, CommError> {
+pub fn slice_elems(
+    sched: &Schedule,
+    count: u64,
+    esize: usize,
+    cap: usize,
+) -> Result<u64, CommError> {
     let max_chunks = sched
         .ranks
         .iter()
@@ -41,7 +46,10 @@ pub fn slice_elems(sched: &Schedule, count: u64, esize: usize, cap: usize) -> Re
         )));
     }
     let want = sched.loop_elems.filter(|&l| l > 0).unwrap_or(count);
-    Ok(want.min(per_chunk * sched.chunks_per_block as u64).min(count).max(1))
+    Ok(want
+        .min(per_chunk * sched.chunks_per_block as u64)
+        .min(count)
+        .max(1))
 }
 
 struct Chan {
@@ -105,7 +113,13 @@ impl<'a> CollTask<'a> {
                 let r = o.recv_from.map(|from| ports.recv(c, from)).transpose()?;
                 p.push((s, r));
             }
-            chans.push(Chan { ops, ports: p, end_of, iter: 0, pc: 0 });
+            chans.push(Chan {
+                ops,
+                ports: p,
+                end_of,
+                iter: 0,
+                pc: 0,
+            });
         }
         let scratch = vec![0u8; sched.scratch_blocks as usize * count as usize * esize];
         Ok(CollTask {
@@ -135,7 +149,10 @@ impl<'a> CollTask<'a> {
             let (block, sub) = ((k / self.cpb) as u64, k % self.cpb);
             let r = chunk_range(len, self.cpb, sub);
             let base = block * self.count + lo;
-            push_merged(&mut v, ((base + r.start) as usize * self.esize)..((base + r.end) as usize * self.esize));
+            push_merged(
+                &mut v,
+                ((base + r.start) as usize * self.esize)..((base + r.end) as usize * self.esize),
+            );
         }
         v
     }
@@ -178,16 +195,39 @@ impl<'a> CollTask<'a> {
         Ok(true)
     }
 
-    fn run_op(&mut self, op: &Op, iter: u64, sp: Option<&dyn SendPort>, rp: Option<&dyn RecvPort>) -> Result<(), CommError> {
+    fn run_op(
+        &mut self,
+        op: &Op,
+        iter: u64,
+        sp: Option<&dyn SendPort>,
+        rp: Option<&dyn RecvPort>,
+    ) -> Result<(), CommError> {
         let sp_pieces = op.src.map(|c| self.pieces(c, iter));
         let dp_pieces = op.dst.map(|c| self.pieces(c, iter));
-        let len = sp_pieces.as_deref().or(dp_pieces.as_deref()).map(total).unwrap_or(0);
+        let len = sp_pieces
+            .as_deref()
+            .or(dp_pieces.as_deref())
+            .map(total)
+            .unwrap_or(0);
         if op.dst.is_some_and(|d| d.buffer == BufferKind::Input) {
-            return Err(CommError::Plan(format!("{}: the schedule writes rank {}'s input buffer", self.ctx.what, self.ctx.rank)));
+            return Err(CommError::Plan(format!(
+                "{}: the schedule writes rank {}'s input buffer",
+                self.ctx.what, self.ctx.rank
+            )));
         }
         // Resolve operands. A src in the same buffer as dst is gathered into `tmp` first, so
         // that the source can be read while the destination is written.
-        let CollTask { input, output, scratch, tmp, ctx, tag, dtype, op: rop, .. } = self;
+        let CollTask {
+            input,
+            output,
+            scratch,
+            tmp,
+            ctx,
+            tag,
+            dtype,
+            op: rop,
+            ..
+        } = self;
         let (tag, dtype, rop) = (*tag, *dtype, *rop);
         let mut src_pieces = sp_pieces.unwrap_or_default();
         let same = matches!((op.src, op.dst), (Some(s), Some(d)) if s.buffer == d.buffer);
@@ -204,30 +244,42 @@ impl<'a> CollTask<'a> {
             src_pieces = vec![0..tmp.len()];
         }
         let dst_pieces = dp_pieces.unwrap_or_default();
-        let (src, dst): (&[u8], &mut [u8]) = match (op.src.map(|s| s.buffer), op.dst.map(|d| d.buffer)) {
-            _ if same => (
-                tmp.as_slice(),
-                match op.dst.map(|d| d.buffer) {
-                    Some(BufferKind::Scratch) => scratch.as_mut_slice(),
-                    _ => &mut **output,
-                },
-            ),
-            (Some(BufferKind::Input), Some(BufferKind::Scratch)) => (input, scratch.as_mut_slice()),
-            (Some(BufferKind::Input), _) => (input, &mut **output),
-            (Some(BufferKind::Output), Some(BufferKind::Scratch)) => (&**output, scratch.as_mut_slice()),
-            (Some(BufferKind::Output), _) => (&**output, &mut []),
-            (Some(BufferKind::Scratch), Some(BufferKind::Output)) => (scratch.as_slice(), &mut **output),
-            (Some(BufferKind::Scratch), _) => (scratch.as_slice(), &mut []),
-            (None, Some(BufferKind::Scratch)) => (&[], scratch.as_mut_slice()),
-            (None, _) => (&[], &mut **output),
-        };
+        let (src, dst): (&[u8], &mut [u8]) =
+            match (op.src.map(|s| s.buffer), op.dst.map(|d| d.buffer)) {
+                _ if same => (
+                    tmp.as_slice(),
+                    match op.dst.map(|d| d.buffer) {
+                        Some(BufferKind::Scratch) => scratch.as_mut_slice(),
+                        _ => &mut **output,
+                    },
+                ),
+                (Some(BufferKind::Input), Some(BufferKind::Scratch)) => {
+                    (input, scratch.as_mut_slice())
+                }
+                (Some(BufferKind::Input), _) => (input, &mut **output),
+                (Some(BufferKind::Output), Some(BufferKind::Scratch)) => {
+                    (&**output, scratch.as_mut_slice())
+                }
+                (Some(BufferKind::Output), _) => (&**output, &mut []),
+                (Some(BufferKind::Scratch), Some(BufferKind::Output)) => {
+                    (scratch.as_slice(), &mut **output)
+                }
+                (Some(BufferKind::Scratch), _) => (scratch.as_slice(), &mut []),
+                (None, Some(BufferKind::Scratch)) => (&[], scratch.as_mut_slice()),
+                (None, _) => (&[], &mut **output),
+            };
         let whole = [0..len];
-        let gather = |slot: &mut [u8], from: &[u8], pieces: &[Range<usize>]| zip2(pieces, &whole, |a, b| slot[b].copy_from_slice(&from[a]));
+        let gather = |slot: &mut [u8], from: &[u8], pieces: &[Range<usize>]| {
+            zip2(pieces, &whole, |a, b| slot[b].copy_from_slice(&from[a]))
+        };
         let check = |h: Header, peer: Option<u32>| -> Result<(), CommError> {
             if h.tag != tag || h.len as usize != len {
                 return Err(ctx.mismatch(
                     peer.unwrap_or(u32::MAX),
-                    format!("expected a {len}-byte message of collective #{tag}, got {} bytes of #{}", h.len, h.tag),
+                    format!(
+                        "expected a {len}-byte message of collective #{tag}, got {} bytes of #{}",
+                        h.len, h.tag
+                    ),
                 ));
             }
             Ok(())
@@ -236,27 +288,35 @@ impl<'a> CollTask<'a> {
         match op.kind {
             OpKind::Send => {
                 let sp = sp.expect("ports resolved for sends");
-                sp.post(tag, len, &mut |slot| gather(slot, src, &src_pieces)).map_err(post_err)?;
+                sp.post(tag, len, &mut |slot| gather(slot, src, &src_pieces))
+                    .map_err(post_err)?;
             }
-            OpKind::Copy => zip2(&src_pieces, &dst_pieces, |a, b| dst[b].copy_from_slice(&src[a])),
-            OpKind::Reduce => {
-                zip2(&src_pieces, &dst_pieces, |a, b| crate::element::reduce_into(dtype, rop, &mut dst[b], &src[a]))
-            }
+            OpKind::Copy => zip2(&src_pieces, &dst_pieces, |a, b| {
+                dst[b].copy_from_slice(&src[a])
+            }),
+            OpKind::Reduce => zip2(&src_pieces, &dst_pieces, |a, b| {
+                crate::element::reduce_into(dtype, rop, &mut dst[b], &src[a])
+            }),
             kind => {
                 let rp = rp.expect("ports resolved for receives");
                 rp.consume(&mut |h, data| {
                     check(h, op.recv_from)?;
                     match kind {
-                        OpKind::Recv => zip2(&whole, &dst_pieces, |a, b| dst[b].copy_from_slice(&data[a])),
+                        OpKind::Recv => {
+                            zip2(&whole, &dst_pieces, |a, b| dst[b].copy_from_slice(&data[a]))
+                        }
                         OpKind::RecvCopySend => {
                             zip2(&whole, &dst_pieces, |a, b| dst[b].copy_from_slice(&data[a]));
                             let sp = sp.expect("ports resolved for sends");
-                            sp.post(tag, len, &mut |slot| slot.copy_from_slice(data)).map_err(post_err)?;
+                            sp.post(tag, len, &mut |slot| slot.copy_from_slice(data))
+                                .map_err(post_err)?;
                         }
                         OpKind::RecvReduceSend => {
                             let sp = sp.expect("ports resolved for sends");
                             sp.post(tag, len, &mut |slot| {
-                                zip3(&whole, &src_pieces, &whole, |a, b, o| reduce_to(dtype, rop, &mut slot[o], &data[a], &src[b]))
+                                zip3(&whole, &src_pieces, &whole, |a, b, o| {
+                                    reduce_to(dtype, rop, &mut slot[o], &data[a], &src[b])
+                                })
                             })
                             .map_err(post_err)?;
                         }
@@ -266,7 +326,8 @@ impl<'a> CollTask<'a> {
                             });
                             if kind == OpKind::RecvReduceCopySend {
                                 let sp = sp.expect("ports resolved for sends");
-                                sp.post(tag, len, &mut |slot| gather(slot, dst, &dst_pieces)).map_err(post_err)?;
+                                sp.post(tag, len, &mut |slot| gather(slot, dst, &dst_pieces))
+                                    .map_err(post_err)?;
                             }
                         }
                         _ => unreachable!("sending/local kinds handled above"),
@@ -290,7 +351,9 @@ impl Task for CollTask<'_> {
         Ok(moved)
     }
     fn done(&self) -> bool {
-        self.chans.iter().all(|c| c.iter >= self.iters || c.ops.is_empty())
+        self.chans
+            .iter()
+            .all(|c| c.iter >= self.iters || c.ops.is_empty())
     }
     fn blocked(&self) -> Blocked {
         for (ci, ch) in self.chans.iter().enumerate() {
@@ -298,22 +361,34 @@ impl Task for CollTask<'_> {
                 continue;
             }
             let op = &ch.ops[ch.pc];
-            let at = format!("channel {ci} op {} ({:?}) of loop iteration {}", ch.pc, op.kind, ch.iter);
+            let at = format!(
+                "channel {ci} op {} ({:?}) of loop iteration {}",
+                ch.pc, op.kind, ch.iter
+            );
             if let (Some(from), Some((_, Some(r)))) = (op.recv_from, ch.ports.get(ch.pc)) {
                 if !r.ready().unwrap_or(false) {
-                    return Blocked { peer: Some(from), what: format!("a message from rank {from} at {at}") };
+                    return Blocked {
+                        peer: Some(from),
+                        what: format!("a message from rank {from} at {at}"),
+                    };
                 }
             }
             if let (Some(to), Some((Some(s), _))) = (op.send_to, ch.ports.get(ch.pc)) {
                 if !s.ready().unwrap_or(false) {
-                    return Blocked { peer: Some(to), what: format!("rank {to} to free a slot at {at}") };
+                    return Blocked {
+                        peer: Some(to),
+                        what: format!("rank {to} to free a slot at {at}"),
+                    };
                 }
             }
             if !op.deps.is_empty() {
                 continue; // waits on another channel, which is reported in turn
             }
         }
-        Blocked { peer: None, what: "a dependency between channels".into() }
+        Blocked {
+            peer: None,
+            what: "a dependency between channels".into(),
+        }
     }
     fn ctx(&self) -> &Ctx {
         &self.ctx

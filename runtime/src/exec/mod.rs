@@ -31,14 +31,30 @@ pub struct Ctx {
 impl Ctx {
     pub fn gone(&self, peer: u32, e: PortError) -> CommError {
         match e {
-            PortError::Gone(detail) => CommError::PeerGone { what: self.what.clone(), seq: self.seq, rank: self.rank, peer, detail },
-            PortError::Protocol(detail) => {
-                CommError::Mismatch { what: self.what.clone(), seq: self.seq, rank: self.rank, peer, detail }
-            }
+            PortError::Gone(detail) => CommError::PeerGone {
+                what: self.what.clone(),
+                seq: self.seq,
+                rank: self.rank,
+                peer,
+                detail,
+            },
+            PortError::Protocol(detail) => CommError::Mismatch {
+                what: self.what.clone(),
+                seq: self.seq,
+                rank: self.rank,
+                peer,
+                detail,
+            },
         }
     }
     pub fn mismatch(&self, peer: u32, detail: String) -> CommError {
-        CommError::Mismatch { what: self.what.clone(), seq: self.seq, rank: self.rank, peer, detail }
+        CommError::Mismatch {
+            what: self.what.clone(),
+            seq: self.seq,
+            rank: self.rank,
+            peer,
+            detail,
+        }
     }
 }
 
@@ -68,7 +84,11 @@ pub struct WaitPolicy {
 
 /// Runs `tasks` to completion. On error the tasks are left as they are: the communicator is
 /// then poisoned, because peers may hold half-finished messages of this collective.
-pub fn drive(tasks: &mut [&mut dyn Task], policy: &WaitPolicy, transport: &dyn Transport) -> Result<(), CommError> {
+pub fn drive(
+    tasks: &mut [&mut dyn Task],
+    policy: &WaitPolicy,
+    transport: &dyn Transport,
+) -> Result<(), CommError> {
     let mut idle: u32 = 0;
     let mut last_progress = Instant::now();
     let mut last_liveness = Instant::now();
@@ -93,8 +113,16 @@ pub fn drive(tasks: &mut [&mut dyn Task], policy: &WaitPolicy, transport: &dyn T
         idle = idle.saturating_add(1);
         let stuck = || tasks.iter().find(|t| !t.done());
         if policy.abort.load(Ordering::Relaxed) {
-            let t = stuck().map(|t| t.ctx().clone()).unwrap_or(Ctx { what: "collective".into(), seq: 0, rank: 0 });
-            return Err(CommError::Aborted { what: t.what, seq: t.seq, rank: t.rank });
+            let t = stuck().map(|t| t.ctx().clone()).unwrap_or(Ctx {
+                what: "collective".into(),
+                seq: 0,
+                rank: 0,
+            });
+            return Err(CommError::Aborted {
+                what: t.what,
+                seq: t.seq,
+                rank: t.rank,
+            });
         }
         // Spin briefly (the peer is usually microseconds away), then yield the core (ranks may
         // outnumber cores), then sleep so that a long wait costs no CPU.
@@ -155,7 +183,9 @@ impl Task for P2pSend<'_> {
             }
             let n = cap.min(self.data.len() - self.off);
             let src = &self.data[self.off..self.off + n];
-            self.port.post(P2P_TAG, n, &mut |slot| slot.copy_from_slice(src)).map_err(|e| self.ctx.gone(self.peer, e))?;
+            self.port
+                .post(P2P_TAG, n, &mut |slot| slot.copy_from_slice(src))
+                .map_err(|e| self.ctx.gone(self.peer, e))?;
             self.off += n;
             moved = true;
         }
@@ -165,7 +195,15 @@ impl Task for P2pSend<'_> {
         self.off >= self.data.len()
     }
     fn blocked(&self) -> Blocked {
-        Blocked { peer: Some(self.peer), what: format!("a free slot to send to rank {} (byte {} of {})", self.peer, self.off, self.data.len()) }
+        Blocked {
+            peer: Some(self.peer),
+            what: format!(
+                "a free slot to send to rank {} (byte {} of {})",
+                self.peer,
+                self.off,
+                self.data.len()
+            ),
+        }
     }
     fn ctx(&self) -> &Ctx {
         &self.ctx
@@ -211,7 +249,15 @@ impl Task for P2pRecv<'_> {
         self.off >= self.data.len()
     }
     fn blocked(&self) -> Blocked {
-        Blocked { peer: Some(self.peer), what: format!("data from rank {} (byte {} of {})", self.peer, self.off, self.data.len()) }
+        Blocked {
+            peer: Some(self.peer),
+            what: format!(
+                "data from rank {} (byte {} of {})",
+                self.peer,
+                self.off,
+                self.data.len()
+            ),
+        }
     }
     fn ctx(&self) -> &Ctx {
         &self.ctx

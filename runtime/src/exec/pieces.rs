@@ -90,7 +90,10 @@ mod tests {
         let b = vec![100..102, 200..206];
         let mut got = vec![];
         zip2(&a, &b, |x, y| got.push((x, y)));
-        assert_eq!(got, vec![(0..2, 100..102), (2..3, 200..201), (10..15, 201..206)]);
+        assert_eq!(
+            got,
+            vec![(0..2, 100..102), (2..3, 200..201), (10..15, 201..206)]
+        );
         let mut n = 0;
         zip3(&a, &b, &[0..8], |x, y, z| {
             assert_eq!(x.len(), y.len());

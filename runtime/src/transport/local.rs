@@ -19,11 +19,17 @@ pub struct LocalHub {
 
 impl LocalHub {
     pub fn new(nslots: u32, slot_bytes: usize) -> Arc<Self> {
-        Arc::new(LocalHub { nslots, slot_bytes, fifos: Mutex::new(HashMap::new()) })
+        Arc::new(LocalHub {
+            nslots,
+            slot_bytes,
+            fifos: Mutex::new(HashMap::new()),
+        })
     }
     fn fifo(&self, key: Key) -> Arc<Fifo<HeapMem>> {
         let mut m = self.fifos.lock().unwrap_or_else(|p| p.into_inner());
-        m.entry(key).or_insert_with(|| Arc::new(Fifo::new(HeapMem::new(self.nslots, self.slot_bytes)))).clone()
+        m.entry(key)
+            .or_insert_with(|| Arc::new(Fifo::new(HeapMem::new(self.nslots, self.slot_bytes))))
+            .clone()
     }
 }
 
