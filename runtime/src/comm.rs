@@ -819,7 +819,7 @@ impl<'b> Group<'_, 'b> {
         Ok(())
     }
     fn divided(&self, what: &str, len: usize) -> Result<usize, CommError> {
-        if len % self.n() != 0 {
+        if !len.is_multiple_of(self.n()) {
             return Err(bad(format!(
                 "{what}: buffer of {len} elements is not nranks ({}) × count",
                 self.n()

@@ -1,5 +1,8 @@
 //! One rank's execution of a schedule: a [`Task`] whose channels advance independently.
 
+// A piece list with a single range is the normal case for contiguous message data.
+#![allow(clippy::single_range_in_vec_init)]
+
 use super::pieces::{push_merged, total, zip2, zip3};
 use super::{Blocked, Ctx, Task};
 use crate::element::reduce_to;
@@ -52,9 +55,12 @@ pub fn slice_elems(
         .max(1))
 }
 
+/// The connection ends an op sends on and receives from.
+type OpPorts = (Option<Arc<dyn SendPort>>, Option<Arc<dyn RecvPort>>);
+
 struct Chan {
     ops: Vec<Op>,
-    ports: Vec<(Option<Arc<dyn SendPort>>, Option<Arc<dyn RecvPort>>)>,
+    ports: Vec<OpPorts>,
     /// Expanded index one past the last copy of each written op (for deps).
     end_of: Vec<usize>,
     iter: u64,

@@ -133,7 +133,7 @@ pub fn drive(
         } else {
             std::thread::sleep(Duration::from_micros(if idle < 4096 { 20 } else { 200 }));
         }
-        if idle % 64 != 0 {
+        if !idle.is_multiple_of(64) {
             continue;
         }
         let waited = last_progress.elapsed();

@@ -38,15 +38,15 @@ pub trait SendPort: Send + Sync {
     fn capacity(&self) -> usize;
 }
 
+/// What a receiver does with a message (header, payload).
+pub type Consumer<'a> = dyn FnMut(Header, &[u8]) -> Result<(), CommError> + 'a;
+
 /// The receiving end of a connection.
 pub trait RecvPort: Send + Sync {
     /// Whether the next message has arrived.
     fn ready(&self) -> PortResult<bool>;
     /// Hands the next message to `f` and frees its slot; only after `ready()` returned true.
-    fn consume(
-        &self,
-        f: &mut dyn FnMut(Header, &[u8]) -> Result<(), CommError>,
-    ) -> Result<(), CommError>;
+    fn consume(&self, f: &mut Consumer<'_>) -> Result<(), CommError>;
 }
 
 impl<M: SlotMem + Send + Sync> SendPort for Fifo<M> {
@@ -65,10 +65,7 @@ impl<M: SlotMem + Send + Sync> RecvPort for Fifo<M> {
     fn ready(&self) -> PortResult<bool> {
         Ok(self.recv_ready())
     }
-    fn consume(
-        &self,
-        f: &mut dyn FnMut(Header, &[u8]) -> Result<(), CommError>,
-    ) -> Result<(), CommError> {
+    fn consume(&self, f: &mut Consumer<'_>) -> Result<(), CommError> {
         Fifo::consume(self, f).map_err(|e| CommError::Transport(e.to_string()))?
     }
 }
