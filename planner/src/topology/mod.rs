@@ -12,6 +12,7 @@ pub mod gpus;
 mod json;
 mod model;
 mod paths;
+pub mod report;
 mod scale;
 pub mod synth;
 mod xml;
