@@ -8,6 +8,8 @@
 mod build;
 pub mod doc;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gpus;
 mod json;
 mod model;
