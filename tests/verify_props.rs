@@ -152,7 +152,10 @@ fn mutate(s: &Schedule, which: u64, rng: &mut Rng) -> Option<(Schedule, String)>
         0 => {
             let (r, c, i) = pick(rng, &|_| true)?;
             let op = ops_mut(&mut m, r, c).remove(i);
-            Some((m, format!("dropped rank {r} channel {c} op {i} ({:?})", op.kind)))
+            Some((
+                m,
+                format!("dropped rank {r} channel {c} op {i} ({:?})", op.kind),
+            ))
         }
         1 => {
             if s.nranks < 3 {
@@ -166,7 +169,10 @@ fn mutate(s: &Schedule, which: u64, rng: &mut Rng) -> Option<(Schedule, String)>
                 new = (new + 1) % s.nranks;
             }
             op.send_to = Some(new);
-            Some((m, format!("rank {r} channel {c} op {i} sends to {new} instead of {old}")))
+            Some((
+                m,
+                format!("rank {r} channel {c} op {i} sends to {new} instead of {old}"),
+            ))
         }
         2 => {
             let (r, c, i) = pick(rng, &|o| o.dst.is_some())?;
@@ -177,12 +183,19 @@ fn mutate(s: &Schedule, which: u64, rng: &mut Rng) -> Option<(Schedule, String)>
                 return None;
             }
             let old = d.chunk;
-            d.chunk = (d.chunk + 1 + rng.below((total - d.count) as u64) as u32) % (total - d.count + 1);
+            d.chunk =
+                (d.chunk + 1 + rng.below((total - d.count) as u64) as u32) % (total - d.count + 1);
             if d.chunk == old {
                 d.chunk = (old + 1) % (total - d.count + 1);
             }
             op.dst = Some(d);
-            Some((m, format!("rank {r} channel {c} op {i} writes {:?} chunk {} instead of {old}", d.buffer, d.chunk)))
+            Some((
+                m,
+                format!(
+                    "rank {r} channel {c} op {i} writes {:?} chunk {} instead of {old}",
+                    d.buffer, d.chunk
+                ),
+            ))
         }
         3 => {
             // Two receives from the same peer on one channel swapped: each reads the other's slot.
@@ -208,14 +221,20 @@ fn mutate(s: &Schedule, which: u64, rng: &mut Rng) -> Option<(Schedule, String)>
             }
             let (r, c, i, j) = cands[rng.below(cands.len() as u64) as usize];
             ops_mut(&mut m, r, c).swap(i, j);
-            Some((m, format!("rank {r} channel {c}: receives {i} and {j} swapped")))
+            Some((
+                m,
+                format!("rank {r} channel {c}: receives {i} and {j} swapped"),
+            ))
         }
         _ => {
             let (r, c, i) = pick(rng, &|o| o.kind.reduces() && o.dst.is_some())?;
             let op = s.ranks[r].channels[c].ops[i].clone();
             let last = s.op_copy(&op, op.repeat.max(1) - 1);
             ops_mut(&mut m, r, c).insert(i + 1, Op::reduce(last.src?, last.dst?));
-            Some((m, format!("rank {r} channel {c} op {i} ({:?}) reduced twice", op.kind)))
+            Some((
+                m,
+                format!("rank {r} channel {c} op {i} ({:?}) reduced twice", op.kind),
+            ))
         }
     }
 }
@@ -264,13 +283,17 @@ fn deadlock_names_ranks_channel_and_ops() {
     let e = sim::verify(&s).unwrap_err();
     let msg = e.to_string();
     assert!(matches!(e, sim::VerifyError::Deadlock { .. }), "{msg}");
-    assert!(msg.contains("rank 0 channel 0") && msg.contains("rank 1 channel 0"), "{msg}");
+    assert!(
+        msg.contains("rank 0 channel 0") && msg.contains("rank 1 channel 0"),
+        "{msg}"
+    );
     assert!(msg.contains("free slot"), "{msg}");
 }
 
 #[test]
 fn unordered_cross_channel_writes_are_races() {
-    let mut s = build::copy_engine_pipeline(&Collective::new(CollectiveKind::AllReduce), 2).unwrap();
+    let mut s =
+        build::copy_engine_pipeline(&Collective::new(CollectiveKind::AllReduce), 2).unwrap();
     sim::verify(&s).unwrap();
     for rp in &mut s.ranks {
         for ch in &mut rp.channels {
@@ -281,7 +304,10 @@ fn unordered_cross_channel_writes_are_races() {
     }
     let e = sim::verify(&s).unwrap_err();
     assert!(
-        matches!(e, sim::VerifyError::Race { .. } | sim::VerifyError::Uninitialized { .. }),
+        matches!(
+            e,
+            sim::VerifyError::Race { .. } | sim::VerifyError::Uninitialized { .. }
+        ),
         "{e}"
     );
 }

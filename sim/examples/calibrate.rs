@@ -6,7 +6,12 @@ use sim::fidelity::*;
 use sim::SimConfig;
 
 fn score(cfg: &SimConfig, data: &[(CollectiveKind, Vec<(u64, f64)>)]) -> f64 {
-    let topo = sim::reference::two_gpus(478.0);
+    let topo = planner::topology::load_file(
+        std::path::Path::new("tests/data/topologies/h200x2-topo.xml"),
+        &Default::default(),
+    )
+    .unwrap()
+    .topology;
     let mut worst: f64 = 0.0;
     let mut sum = 0.0;
     for (k, m) in data {
@@ -31,7 +36,12 @@ fn main() {
         (CollectiveKind::AllGather, "all_gather_g2.txt"),
     ]
     .iter()
-    .map(|(k, f)| (*k, parse_nccl_tests(&std::fs::read_to_string(format!("{dir}/{f}")).unwrap())))
+    .map(|(k, f)| {
+        (
+            *k,
+            parse_nccl_tests(&std::fs::read_to_string(format!("{dir}/{f}")).unwrap()),
+        )
+    })
     .collect();
     let mut cfg = SimConfig::default();
     type Get = fn(&mut SimConfig) -> &mut f64;
@@ -40,6 +50,7 @@ fn main() {
         ("ll.step_us", |c| &mut c.ll.step_us),
         ("ll.hop_us", |c| &mut c.ll.hop_us),
         ("ll.channel_gbps", |c| &mut c.ll.channel_gbps),
+        ("ll.wire_factor", |c| &mut c.ll.wire_factor),
         ("simple.channel_gbps", |c| &mut c.simple.channel_gbps),
         ("simple.step_us", |c| &mut c.simple.step_us),
         ("simple.hop_us", |c| &mut c.simple.hop_us),
@@ -53,6 +64,10 @@ fn main() {
             for f in [0.5, 0.8, 0.9, 0.95, 1.05, 1.1, 1.25, 2.0] {
                 let mut c = cfg.clone();
                 *get(&mut c) *= f;
+                // Physical bounds: links give at most their nominal bandwidth; LL moves at
+                // least its payload.
+                c.sm_link_efficiency = c.sm_link_efficiency.min(1.0);
+                c.ll.wire_factor = c.ll.wire_factor.max(1.0);
                 let sc = score(&c, &data);
                 if sc < best {
                     best = sc;

@@ -8,7 +8,10 @@ use sim::{simulate, Mode, SimConfig};
 use std::time::Instant;
 
 fn main() {
-    let nodes: u32 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1024);
+    let nodes: u32 = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1024);
     let (gpus, nch) = (8u32, 16u32);
     let t0 = Instant::now();
     let topo = rail_cluster(nodes, gpus, 478.0, 50.0);
@@ -22,7 +25,8 @@ fn main() {
     let t1 = Instant::now();
     let r = simulate(&topo, &s, 1 << 30, &cfg).expect("simulates");
     let el = t1.elapsed().as_secs_f64();
-    let busbw = (1u64 << 30) as f64 / r.time_us / 1e3 * 2.0 * (nodes * gpus - 1) as f64 / (nodes * gpus) as f64;
+    let busbw = (1u64 << 30) as f64 / r.time_us / 1e3 * 2.0 * (nodes * gpus - 1) as f64
+        / (nodes * gpus) as f64;
     println!(
         "aggregated: {} ranks x {nch} channels, 1 GiB ring all-reduce: predicted {:.1} us (busbw {busbw:.1} GB/s); \
          simulated in {el:.2} s (+{:.2} s building topology/schedule); {} flow evaluations, {} protocol steps represented ({:.3e} steps/s)",
@@ -44,7 +48,16 @@ fn main() {
     let t2 = Instant::now();
     let d = simulate(&topo, &s, 1 << 30, &cfg).expect("simulates");
     let el = t2.elapsed().as_secs_f64();
-    let a = simulate(&topo, &s, 1 << 30, &SimConfig { mode: Mode::Aggregated, ..SimConfig::default() }).unwrap();
+    let a = simulate(
+        &topo,
+        &s,
+        1 << 30,
+        &SimConfig {
+            mode: Mode::Aggregated,
+            ..SimConfig::default()
+        },
+    )
+    .unwrap();
     println!(
         "detailed: 16 ranks x {nch} channels, 1 GiB: {:.1} us in {el:.2} s, {} events ({:.3e} events/s); aggregated says {:.1} us ({:+.1}%)",
         d.time_us,

@@ -59,7 +59,10 @@ fn check(s: &Schedule) -> Result<(), SimError> {
     if s.version != SCHEDULE_IR_VERSION {
         return Err(SimError::Invalid(ScheduleError::Version(s.version)));
     }
-    if s.nranks == 0 || s.ranks.len() != s.nranks as usize || s.chunks_per_block == 0 || s.slots == 0
+    if s.nranks == 0
+        || s.ranks.len() != s.nranks as usize
+        || s.chunks_per_block == 0
+        || s.slots == 0
     {
         return Err(SimError::Invalid(ScheduleError::Shape(
             "nranks, rank programs, chunks_per_block or slots are inconsistent".into(),
@@ -132,7 +135,11 @@ pub(crate) fn run(
         let peers: Vec<u32> = s
             .ranks
             .iter()
-            .flat_map(|rp| rp.channels.iter().map(move |ch| ch.ops[i].send_to.unwrap_or(u32::MAX)))
+            .flat_map(|rp| {
+                rp.channels
+                    .iter()
+                    .map(move |ch| ch.ops[i].send_to.unwrap_or(u32::MAX))
+            })
             .collect();
         let key = (op0.kind, op0.transport, peers);
         if let Some(&p) = cache.get(&key) {
@@ -243,7 +250,11 @@ pub(crate) fn run(
                     over += proto.step_us;
                 }
                 let moves = sends || cfg.local_touches(op.kind) > 0;
-                let t_step = if sub > 0.0 && moves { sub * wire / rate } else { 0.0 } + over;
+                let t_step = if sub > 0.0 && moves {
+                    sub * wire / rate
+                } else {
+                    0.0
+                } + over;
                 let t = if sends {
                     (m as f64 * t_step).max(t_step + lat + proto.hop_us)
                 } else {

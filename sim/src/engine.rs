@@ -1,8 +1,9 @@
 //! The detailed discrete-event engine. See `docs/sim.md` for the model; in short:
 //!
 //! - Every (rank, channel) program runs its expanded ops in order, once per loop iteration.
-//! - An op's message is cut into protocol *steps* (`ProtoParams::step_bytes` of payload); each step
-//!   occupies one of the connection's `slots` until the receiver has consumed it.
+//! - An op's message is cut into protocol *steps* (`ProtoParams::step_bytes` of payload) that
+//!   stream to the receiver one by one; the message holds one of the connection's `slots` from
+//!   its first step until the receiver has consumed its last (the IR's slot semantics).
 //! - A step starts when its program reached it, its deps completed (first step of an op), the
 //!   incoming step has arrived (receiving ops) and a slot is free at the peer (sending ops). It
 //!   then becomes one *flow* over the route's links, the GPU memories it reads and writes, and its
@@ -58,7 +59,9 @@ struct Conn {
     to_prog: u32,
     arrived: u64,
     recv_next: u64,
-    send_next: u64,
+    /// Messages whose first step the sender has started.
+    msgs_started: u64,
+    /// Messages the receiver has fully consumed (known to the sender).
     credits: u64,
 }
 
@@ -170,7 +173,7 @@ impl<'a> Engine<'a> {
                                     to_prog: u32::MAX,
                                     arrived: 0,
                                     recv_next: 0,
-                                    send_next: 0,
+                                    msgs_started: 0,
                                     credits: 0,
                                 });
                                 conn_ids.insert(key, conns.len() as u32 - 1);
@@ -386,9 +389,8 @@ impl<'a> Engine<'a> {
             let first = (pr.rank * self.s.channels) as usize;
             for d in &op.deps {
                 let other = &self.progs[first + d.channel as usize];
-                let need = iter * other.ops.len() as u64
-                    + other.last_copy[d.index as usize] as u64
-                    + 1;
+                let need =
+                    iter * other.ops.len() as u64 + other.last_copy[d.index as usize] as u64 + 1;
                 if other.pc < need {
                     return;
                 }
@@ -401,8 +403,10 @@ impl<'a> Engine<'a> {
             }
         }
         if let Some(co) = cout {
+            // A message holds one slot (IR semantics) from its first step until the receiver
+            // has consumed its last step; its steps stream without further slot checks.
             let c = &self.conns[co as usize];
-            if c.send_next >= c.credits + self.s.slots as u64 {
+            if pr.sub == 0 && c.msgs_started >= c.credits + self.s.slots as u64 {
                 return;
             }
         }
@@ -411,7 +415,9 @@ impl<'a> Engine<'a> {
             self.conns[ci as usize].recv_next += 1;
         }
         if let Some(co) = cout {
-            self.conns[co as usize].send_next += 1;
+            if pr.sub == 0 {
+                self.conns[co as usize].msgs_started += 1;
+            }
         }
         let pr = &self.progs[p as usize];
         let op = pr.ops[e].clone();
@@ -510,7 +516,12 @@ impl<'a> Engine<'a> {
         let active = &self.active;
         self.alloc.allocate(
             &self.caps,
-            |i| &flows[active[i] as usize].as_ref().expect("active flow").demand,
+            |i| {
+                &flows[active[i] as usize]
+                    .as_ref()
+                    .expect("active flow")
+                    .demand
+            },
             active.len(),
             &mut self.rates,
         );
@@ -577,7 +588,8 @@ impl<'a> Engine<'a> {
                 end_ps: self.now,
             });
         }
-        if let Some(ci) = cin {
+        let last_step = pr.sub + 1 >= pr.nsub;
+        if let (Some(ci), true) = (cin, last_step) {
             let lat = self.routes[self.conns[ci as usize].route as usize].lat_us;
             let t = self.now + ((lat + proto_hop) * PS_PER_US).round() as u64;
             self.push(t, Ev::Credit(ci));

@@ -99,9 +99,10 @@ impl Allocator {
                 }
                 let f = flows(i);
                 let at_cap = rates[i] >= f.cap * (1.0 - 1e-12);
-                let saturated = f.res.iter().any(|&(r, w)| {
-                    w > 0.0 && self.rem[r as usize] <= caps[r as usize] * 1e-12
-                });
+                let saturated = f
+                    .res
+                    .iter()
+                    .any(|&(r, w)| w > 0.0 && self.rem[r as usize] <= caps[r as usize] * 1e-12);
                 if at_cap || saturated {
                     self.frozen[i] = true;
                     live -= 1;
@@ -122,7 +123,7 @@ mod tests {
     fn max_min_shares_bottleneck_and_gives_rest_to_others() {
         // Two flows share link 0 (cap 10); flow 1 also crosses link 1 (cap 2).
         let caps = vec![10.0, 2.0];
-        let f = vec![
+        let f = [
             Demand {
                 res: vec![(0, 1.0)],
                 cap: f64::INFINITY,
@@ -142,7 +143,7 @@ mod tests {
     #[test]
     fn caps_and_weights_are_honoured() {
         let caps = vec![12.0];
-        let f = vec![
+        let f = [
             Demand {
                 res: vec![(0, 2.0)],
                 cap: f64::INFINITY,

@@ -9,8 +9,9 @@
 
 pub mod aggregate;
 pub mod config;
-pub mod fidelity;
 mod engine;
+pub mod fidelity;
+#[allow(clippy::needless_range_loop)] // parallel arrays indexed by flow
 pub mod flows;
 pub mod net;
 pub mod reference;
@@ -83,7 +84,12 @@ pub fn count_for_bytes(s: &Schedule, bytes: u64, elem_bytes: u32) -> u64 {
     bytes / elem_bytes.max(1) as u64 / inb.max(outb).max(1) as u64
 }
 
-pub(crate) fn link_loads(names: &[String], caps: &[f64], bytes: &[f64], time_us: f64) -> Vec<LinkLoad> {
+pub(crate) fn link_loads(
+    names: &[String],
+    caps: &[f64],
+    bytes: &[f64],
+    time_us: f64,
+) -> Vec<LinkLoad> {
     let mut v: Vec<LinkLoad> = names
         .iter()
         .zip(caps)

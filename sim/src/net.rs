@@ -1,8 +1,9 @@
 //! The simulator's view of a topology: the directional links that schedules use, routes between
 //! GPUs, and per-GPU resources (device memory, copy engine).
 //!
-//! Routes are computed on the topology graph (restricted to the two end hosts and the fabric) as
-//! the widest path (largest bottleneck bandwidth,
+//! Routes are the topology's own [`Topology::gpu_path`] (NCCL's path rules, as the planner sees
+//! them). Only for graphs those rules do not cover, a route is computed on the graph (restricted
+//! to the two end hosts and the fabric) as the widest path (largest bottleneck bandwidth,
 //! then fewest hops, then lowest latency) that does not pass through another GPU, falling back
 //! to paths through GPUs (NVLink relays) only when no other path exists. Ties break on graph
 //! order, so routes are deterministic.
@@ -93,7 +94,11 @@ impl<'t> Net<'t> {
         if let Some(&i) = self.link_res.get(&l) {
             return i;
         }
-        let (a, b) = self.topo.graph.edge_endpoints(l).expect("link of this graph");
+        let (a, b) = self
+            .topo
+            .graph
+            .edge_endpoints(l)
+            .expect("link of this graph");
         let w = &self.topo.graph[l];
         let i = self.res.len() as u32;
         self.res.push(Resource {
@@ -115,9 +120,14 @@ impl<'t> Net<'t> {
         if !self.routes.contains_key(&(a, b)) {
             let ga = self.topo.gpu_of_rank(a).ok_or(NetError::NoGpu(a, 0))?;
             let gb = self.topo.gpu_of_rank(b).ok_or(NetError::NoGpu(b, 0))?;
-            let links = widest_path(self.topo, ga, gb, false, &mut self.scratch)
-                .or_else(|| widest_path(self.topo, ga, gb, true, &mut self.scratch))
-                .ok_or(NetError::NoRoute(a, b))?;
+            // NCCL's path rules first (the planner sees the same routes); the widest path only
+            // for hand-built graphs that those rules do not cover.
+            let links = match self.topo.gpu_path(a, b) {
+                Some(p) if !p.links.is_empty() => p.links,
+                _ => widest_path(self.topo, ga, gb, false, &mut self.scratch)
+                    .or_else(|| widest_path(self.topo, ga, gb, true, &mut self.scratch))
+                    .ok_or(NetError::NoRoute(a, b))?,
+            };
             let mut r = Route::default();
             for l in links {
                 let w = &self.topo.graph[l];
@@ -212,7 +222,13 @@ fn widest_path(
         lat: 0.0,
         node: src,
     });
-    while let Some(Label { bw, hops, lat, node }) = heap.pop() {
+    while let Some(Label {
+        bw,
+        hops,
+        lat,
+        node,
+    }) = heap.pop()
+    {
         if sc.done[node.index()] {
             continue;
         }

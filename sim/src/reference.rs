@@ -17,7 +17,14 @@ fn chunk(j: u32, c: u32, nch: u32) -> u32 {
     j * nch + c
 }
 
-fn empty(kind: CollectiveKind, n: u32, nch: u32, cpb: u32, proto: Protocol, slots: u32) -> Schedule {
+fn empty(
+    kind: CollectiveKind,
+    n: u32,
+    nch: u32,
+    cpb: u32,
+    proto: Protocol,
+    slots: u32,
+) -> Schedule {
     Schedule {
         version: SCHEDULE_IR_VERSION,
         collective: Collective::new(kind),
@@ -33,7 +40,9 @@ fn empty(kind: CollectiveKind, n: u32, nch: u32, cpb: u32, proto: Protocol, slot
         ranks: (0..n)
             .map(|r| RankProgram {
                 rank: r,
-                channels: (0..nch).map(|_| ChannelProgram { ops: Vec::new() }).collect(),
+                channels: (0..nch)
+                    .map(|_| ChannelProgram { ops: Vec::new() })
+                    .collect(),
             })
             .collect(),
     }
@@ -182,6 +191,10 @@ pub fn nccl_ring(kind: CollectiveKind, n: u32, bytes: u64, elem: u32, t: &NcclTa
     };
     // Elements per block per loop: every chunk of the block once.
     s.loop_elems = Some(chunk_elems * s.chunks_per_block as u64);
+    // NCCL's 8 step slots per connection hold 8 / CHUNKSTEPS = 2 Simple chunks in flight.
+    if proto == Protocol::Simple {
+        s.slots = 2;
+    }
     s
 }
 

@@ -53,7 +53,9 @@ impl Trace {
         ranks.sort_unstable();
         ranks.dedup();
         for &(r, c) in &ranks {
-            ev.push(json!({"ph":"M","name":"process_name","pid":r,"args":{"name":format!("rank {r}")}}));
+            ev.push(
+                json!({"ph":"M","name":"process_name","pid":r,"args":{"name":format!("rank {r}")}}),
+            );
             ev.push(json!({"ph":"M","name":"thread_name","pid":r,"tid":c,"args":{"name":format!("channel {c}")}}));
         }
         for s in &self.steps {

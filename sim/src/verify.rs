@@ -71,7 +71,9 @@ pub struct Blocked {
 impl fmt::Display for Blocked {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.wait {
-            Wait::Message { from } => write!(f, "{} waits for a message from rank {from}", self.site),
+            Wait::Message { from } => {
+                write!(f, "{} waits for a message from rank {from}", self.site)
+            }
             Wait::Slot { to, unread } => write!(
                 f,
                 "{} waits for a free slot to rank {to} ({unread} unread)",

@@ -12,7 +12,12 @@ fn reference_rings_verify() {
                 ring_reduce_scatter(n, nch, Protocol::Simple),
             ] {
                 let r = verify(&s);
-                assert!(r.is_ok(), "n={n} nch={nch} {:?}: {}", s.collective.kind, r.unwrap_err());
+                assert!(
+                    r.is_ok(),
+                    "n={n} nch={nch} {:?}: {}",
+                    s.collective.kind,
+                    r.unwrap_err()
+                );
             }
         }
     }
@@ -23,8 +28,17 @@ fn sim_two_gpus() {
     let t = two_gpus(478.0);
     let cfg = SimConfig::default();
     for bytes in [8u64, 1 << 20, 1 << 26] {
-        let s = nccl_ring(CollectiveKind::AllReduce, 2, bytes, 4, &NcclTable::h200x2(CollectiveKind::AllReduce));
+        let s = nccl_ring(
+            CollectiveKind::AllReduce,
+            2,
+            bytes,
+            4,
+            &NcclTable::h200x2(CollectiveKind::AllReduce),
+        );
         let r = simulate(&t, &s, bytes, &cfg).unwrap();
-        eprintln!("{bytes} {:?} ch={} t={:.2} ev={}", s.protocol, s.channels, r.time_us, r.events);
+        eprintln!(
+            "{bytes} {:?} ch={} t={:.2} ev={}",
+            s.protocol, s.channels, r.time_us, r.events
+        );
     }
 }

@@ -27,7 +27,12 @@ impl RankSet {
     }
     pub fn union(&self, o: &Self) -> Self {
         Self {
-            words: self.words.iter().zip(o.words.iter()).map(|(a, b)| a | b).collect(),
+            words: self
+                .words
+                .iter()
+                .zip(o.words.iter())
+                .map(|(a, b)| a | b)
+                .collect(),
         }
     }
     /// Ranks in both sets, ascending.
