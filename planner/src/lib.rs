@@ -2,4 +2,7 @@
 //! and the tuner. Everything else in topoplan depends on this crate; it depends on none of them.
 
 pub mod schedule;
+pub mod plan;
+pub mod search;
 pub mod topology;
+pub mod tuner;
