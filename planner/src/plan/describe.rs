@@ -40,7 +40,7 @@ pub fn describe(t: &Topology, ch: &Channels) -> String {
             }
         }
     }
-    kinds.sort_by(|a, b| a.0.cmp(&b.0));
+    kinds.sort_by_key(|k| k.0);
     if !kinds.is_empty() {
         let parts: Vec<String> = kinds
             .iter()
@@ -71,8 +71,14 @@ pub fn describe(t: &Topology, ch: &Channels) -> String {
         s += &format!("; fabric {:?}, {:.1} GB/s ports", f.kind, f.port_gbps);
     }
     match ch.all_peers_nvlink_gbps {
-        Some(bw) => s += &format!("; all GPUs are NVLink peers ({bw:.1} GB/s per GPU): direct patterns apply"),
-        None if nhosts == 1 => s += "; not all GPUs are NVLink peers: no direct (one-shot/two-shot) patterns",
+        Some(bw) => {
+            s += &format!(
+                "; all GPUs are NVLink peers ({bw:.1} GB/s per GPU): direct patterns apply"
+            )
+        }
+        None if nhosts == 1 => {
+            s += "; not all GPUs are NVLink peers: no direct (one-shot/two-shot) patterns"
+        }
         None => {}
     }
     s + "."

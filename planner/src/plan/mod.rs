@@ -90,7 +90,11 @@ impl Planner {
             .collect();
         // Network latency per hop: the slowest NIC's plus the fabric's switch hops.
         let net_lat_us = if nnodes > 1 {
-            let fab = t.fabric.as_ref().map(|f| 2.0 * f.switch_lat_us).unwrap_or(0.0);
+            let fab = t
+                .fabric
+                .as_ref()
+                .map(|f| 2.0 * f.switch_lat_us)
+                .unwrap_or(0.0);
             fab + t
                 .gpus()
                 .next()
@@ -158,7 +162,10 @@ impl Planner {
 
     /// The fastest candidate the filter allows (`None`: the filter excludes them all).
     pub fn choose_filtered(&self, coll: &Collective, bytes: u64, f: &Filter) -> Option<Choice> {
-        let e = self.candidates_filtered(coll, bytes, f).into_iter().next()?;
+        let e = self
+            .candidates_filtered(coll, bytes, f)
+            .into_iter()
+            .next()?;
         let algbw = bytes as f64 / 1000.0 / e.time_us;
         Some(Choice {
             algorithm: e.algorithm,
@@ -247,7 +254,8 @@ impl Planner {
         if ha != hb {
             return Transport::Network;
         }
-        let k = self.local_kind[self.local_of[a as usize] as usize][self.local_of[b as usize] as usize];
+        let k =
+            self.local_kind[self.local_of[a as usize] as usize][self.local_of[b as usize] as usize];
         match k {
             PathType::Loc
             | PathType::Nvl
@@ -282,7 +290,10 @@ impl Planner {
                         }
                     }
                     op.transport = match (t, op.transport) {
-                        (Transport::P2pStore, keep @ (Transport::P2pLoad | Transport::CopyEngine)) => keep,
+                        (
+                            Transport::P2pStore,
+                            keep @ (Transport::P2pLoad | Transport::CopyEngine),
+                        ) => keep,
                         (t, _) => t,
                     };
                 }

@@ -311,7 +311,10 @@ impl ChainSearch {
             starts.sort_by(|&a, &b| {
                 let pa = self.from_nic[a][k].as_ref();
                 let pb = self.from_nic[b][k].as_ref();
-                let key = |p: Option<&Path>| p.map(|p| (p.kind, -p.bw_gbps)).unwrap_or((PathType::Dis, 0.0));
+                let key = |p: Option<&Path>| {
+                    p.map(|p| (p.kind, -p.bw_gbps))
+                        .unwrap_or((PathType::Dis, 0.0))
+                };
                 let (ka, kb) = (key(pa), key(pb));
                 ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1)).then(a.cmp(&b))
             });
@@ -343,19 +346,35 @@ impl ChainSearch {
         None
     }
 
-    fn close(&self, st: &mut State, order: &[usize], speed: f64, hop: Hop, nic: Option<usize>) -> bool {
+    fn close(
+        &self,
+        st: &mut State,
+        order: &[usize],
+        speed: f64,
+        hop: Hop,
+        nic: Option<usize>,
+    ) -> bool {
         let last = *order.last().unwrap();
         match (hop, nic) {
             (_, Some(k)) => match self.to_nic[last][k].as_ref() {
                 Some(p) => self.charge(st, p, speed),
                 None => false,
             },
-            (Hop::Ring, None) => order.len() == 1 || self.take(st, last, order[0], speed, Hop::Ring),
+            (Hop::Ring, None) => {
+                order.len() == 1 || self.take(st, last, order[0], speed, Hop::Ring)
+            }
             (Hop::Chain, None) => true,
         }
     }
 
-    fn try_fixed(&self, st: &mut State, order: &[usize], speed: f64, hop: Hop, nic: Option<usize>) -> bool {
+    fn try_fixed(
+        &self,
+        st: &mut State,
+        order: &[usize],
+        speed: f64,
+        hop: Hop,
+        nic: Option<usize>,
+    ) -> bool {
         let snapshot = st.rem.clone();
         let ok = (|| {
             if let Some(k) = nic {

@@ -54,12 +54,16 @@ pub enum SearchError {
 /// NCCL's per-channel speeds (GB/s) tried, fastest first (sm90 / sm100 / older; intra / inter).
 fn speeds(sm: u32, inter: bool) -> &'static [f64] {
     match (sm >= 100, sm >= 90, inter) {
-        (true, _, false) => &[90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0],
+        (true, _, false) => &[
+            90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0,
+        ],
         (true, _, true) => &[
             96.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4,
             1.2, 0.24, 0.12,
         ],
-        (false, true, false) => &[60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0],
+        (false, true, false) => &[
+            60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0,
+        ],
         (false, true, true) => &[
             48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2,
             0.24, 0.12,
@@ -116,7 +120,12 @@ pub fn search(t: &Topology) -> Result<Channels, SearchError> {
             notes.push(
                 "no ring fits the link capacities; falling back to one ring in rank order".into(),
             );
-            (vec![(0..l as u32).collect()], vec![None], 0.1, PathType::Sys)
+            (
+                vec![(0..l as u32).collect()],
+                vec![None],
+                0.1,
+                PathType::Sys,
+            )
         }
     };
     let (ring_chains, ring_nic_idx, ring_bw) = duplicate(ring_chains, ring_nic_idx, ring_bw);

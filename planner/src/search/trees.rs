@@ -36,7 +36,7 @@ pub fn dtree(n: u32, rank: u32, which: u32) -> Option<u32> {
     if which == 0 || n <= 1 {
         return btree(n, rank).0;
     }
-    if n % 2 == 0 {
+    if n.is_multiple_of(2) {
         btree(n, n - 1 - rank).0.map(|p| n - 1 - p)
     } else {
         btree(n, (rank + n - 1) % n).0.map(|p| (p + 1) % n)
@@ -51,7 +51,8 @@ pub fn host_tree(hosts: &[Vec<u32>], chain: &[u32], which: u32) -> TreeChannel {
     let mut parent = vec![None; n];
     for (h, g) in hosts.iter().enumerate() {
         let head = g[chain[0] as usize];
-        parent[head as usize] = dtree(nh, h as u32, which).map(|ph| hosts[ph as usize][chain[0] as usize]);
+        parent[head as usize] =
+            dtree(nh, h as u32, which).map(|ph| hosts[ph as usize][chain[0] as usize]);
         for w in chain.windows(2) {
             parent[g[w[1] as usize] as usize] = Some(g[w[0] as usize]);
         }

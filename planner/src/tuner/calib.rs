@@ -71,9 +71,12 @@ pub const RAMP_A: f64 = 0.376;
 
 pub fn ramp(proto: Protocol, bytes: u64) -> f64 {
     match proto {
-        // LL/LL128 run small messages whose time is latency; NCCL's own factors stand.
-        Protocol::LL | Protocol::LL128 => 1.0,
-        Protocol::Simple => 1.0 / (1.0 + (RAMP_S0 / (bytes.max(1) as f64)).powf(RAMP_A)),
+        // LL runs small messages whose time is latency; NCCL's own factors stand.
+        Protocol::LL => 1.0,
+        // Simple and LL128 pipeline large steps through the ring or tree.
+        Protocol::LL128 | Protocol::Simple => {
+            1.0 / (1.0 + (RAMP_S0 / (bytes.max(1) as f64)).powf(RAMP_A))
+        }
     }
 }
 
@@ -84,8 +87,9 @@ pub const SM_PEER_EFF: f64 = 0.91;
 pub const CE_EFF: f64 = 1.06;
 /// Fixed cost of one copy-engine copy (µs): probe 195 GB/s at 1 MiB, 302 at 4 MiB.
 pub const CE_COPY_OVERHEAD_US: f64 = 2.7;
-/// Launch of the copy-engine pipeline's reduce kernel and events (µs), on top of LAUNCH_US.
-pub const CE_LAUNCH_US: f64 = 4.0;
+/// Events, memcpy calls and the reduce kernel's launch of the copy-engine pipeline (µs), on top
+/// of LAUNCH_US (estimate: two cross-stream event waits and a launch).
+pub const CE_LAUNCH_US: f64 = 8.0;
 /// Cross-GPU flag synchronisation of a direct pattern (µs).
 pub const DIRECT_SYNC_US: f64 = 2.0;
 /// Local device copy bandwidth (GB/s): probe ~1960 on H200.

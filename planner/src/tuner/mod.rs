@@ -136,9 +136,14 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
     let nnodes = m.nnodes.max(1);
     let ppn = n.div_ceil(nnodes);
     let busf = kind.busbw_factor(n);
-    let mut push = |algorithm: Algorithm, protocol: Protocol, channels: u32, lat: f64, algbw: f64| {
+    let mut push_r = |algorithm: Algorithm,
+                      protocol: Protocol,
+                      channels: u32,
+                      lat: f64,
+                      algbw: f64,
+                      ramped: bool| {
         if algbw > 0.0 && f.allows(&algorithm, protocol) {
-            let ramp = ramp(protocol, bytes);
+            let ramp = if ramped { ramp(protocol, bytes) } else { 1.0 };
             out.push(Estimate {
                 time_us: LAUNCH_US + lat + b / 1000.0 / (algbw * ramp),
                 lat_us: LAUNCH_US + lat,
@@ -178,7 +183,7 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
                 let lat = BASE_LAT[1][proto_idx(p)]
                     + (nsteps - ninter) as f64 * intra
                     + ninter as f64 * inter;
-                push(Algorithm::Ring, p, nc, lat, bus / busf.max(1e-9));
+                push_r(Algorithm::Ring, p, nc, lat, bus / busf.max(1e-9), true);
             }
         }
     }
@@ -187,19 +192,28 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
         if kind == CollectiveKind::AllReduce {
             for p in Protocol::ALL {
                 let nc = channels_for(bytes, t.count, p);
-                let mut bw = nc as f64 * t.bw_gbps * 0.92;
+                // One host: a chain carries the data once each way per link. Across hosts a
+                // double binary tree's interior host forwards to two children and a parent, so
+                // its NICs carry twice the data (nccl-2.28-facts.md §4).
+                let fanout = if nnodes > 1 { 0.5 } else { 1.0 };
+                let mut bw = nc as f64 * t.bw_gbps * 0.92 * fanout;
                 bw = bw.min(nc as f64 * PER_CH_TREE[cc]);
                 bw = match p {
                     Protocol::LL => (bw / 3.8).min(llmax),
-                    Protocol::LL128 => (bw * if nnodes == 1 { 7.0 / 9.0 } else { 120.0 / 128.0 })
-                        .min(nc as f64 * PER_CH_TREE_LL128[cc]),
+                    Protocol::LL128 => (bw
+                        * if nnodes == 1 {
+                            7.0 / 9.0
+                        } else {
+                            120.0 / 128.0
+                        })
+                    .min(nc as f64 * PER_CH_TREE_LL128[cc]),
                     Protocol::Simple => bw,
                 };
                 let intra = hw_lat(t.intra, 0, p);
                 let inter = hw_lat(Hw::Net, 0, p) + m.net_lat_us;
                 let lat = BASE_LAT[0][proto_idx(p)]
                     + 2.0 * ((ppn - 1) as f64 * intra + log2i(nnodes) as f64 * inter);
-                push(Algorithm::Tree, p, nc, lat, bw);
+                push_r(Algorithm::Tree, p, nc, lat, bw, true);
             }
         }
     }
@@ -224,20 +238,25 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
                 _ => Algorithm::OneShot,
             };
             for p in [Protocol::LL, Protocol::Simple] {
-                let bw = if p == Protocol::LL { one_algbw.min(llmax) * 0.5 } else { one_algbw };
+                let bw = if p == Protocol::LL {
+                    one_algbw.min(llmax) * 0.5
+                } else {
+                    one_algbw
+                };
                 let lat = sync + BASE_LAT[1][proto_idx(p)] * 0.5;
-                push(algo.clone(), p, 1, lat, bw);
+                push_r(algo.clone(), p, 1, lat, bw, false);
             }
         }
         if kind == CollectiveKind::AllReduce {
             // Two-shot: reduce-scatter then all-gather, each moving (n−1)/n of the data.
             let bw = peer * nf / (2.0 * (nf - 1.0));
-            push(
+            push_r(
                 Algorithm::TwoShot,
                 Protocol::Simple,
                 1,
                 2.0 * sync + BASE_LAT[1][2] * 0.5,
                 bw,
+                false,
             );
             if n == 2 {
                 let ce = gbw * CE_EFF;
@@ -246,16 +265,15 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
                 let per_copy = chunk / 1000.0 / ce + CE_COPY_OVERHEAD_US;
                 let eff_bw = chunk / 1000.0 / per_copy;
                 let tail = chunk * 3.0 / 1000.0 / LOCAL_COPY_GBPS;
-                if f.allows(&Algorithm::CopyEnginePipeline, Protocol::Simple) {
-                    out.push(Estimate {
-                        algorithm: Algorithm::CopyEnginePipeline,
-                        protocol: Protocol::Simple,
-                        channels: 2,
-                        time_us: LAUNCH_US + CE_LAUNCH_US + b / 1000.0 / eff_bw + tail,
-                        lat_us: LAUNCH_US + CE_LAUNCH_US,
-                        peak_algbw_gbps: ce,
-                    });
-                }
+                let _ = ce;
+                push_r(
+                    Algorithm::CopyEnginePipeline,
+                    Protocol::Simple,
+                    2,
+                    CE_LAUNCH_US + tail,
+                    eff_bw,
+                    false,
+                );
             }
         }
     }
@@ -265,14 +283,23 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
     {
         let nf = n as f64;
         let bw = m.direct_gbps * SM_PEER_EFF;
-        let algbw = if kind == CollectiveKind::AllToAll { bw * nf / (nf - 1.0) } else { bw };
-        let net = if nnodes > 1 { hw_lat(Hw::Net, 1, Protocol::Simple) + m.net_lat_us } else { 0.0 };
-        push(
+        let algbw = if kind == CollectiveKind::AllToAll {
+            bw * nf / (nf - 1.0)
+        } else {
+            bw
+        };
+        let net = if nnodes > 1 {
+            hw_lat(Hw::Net, 1, Protocol::Simple) + m.net_lat_us
+        } else {
+            0.0
+        };
+        push_r(
             Algorithm::Direct,
             Protocol::Simple,
             1,
             DIRECT_SYNC_US + BASE_LAT[1][2] * 0.5 + net,
             algbw,
+            false,
         );
     }
     out
