@@ -802,7 +802,14 @@ impl<'a> Builder<'a> {
         for (id, g, cpu, name) in &docs {
             let sm = self.topo.gpu(*id).map(|g| g.sm).unwrap_or(0);
             for (i, l) in g.nvlinks.iter().enumerate() {
-                let lname = format!("{name} → <nvlink target=\"{}\"> #{i}", l.target);
+                let lname = if l.at.line > 0 {
+                    format!(
+                        "<nvlink target=\"{}\"> at line {}, column {} (in {name})",
+                        l.target, l.at.line, l.at.col
+                    )
+                } else {
+                    format!("{name} → <nvlink target=\"{}\"> #{i}", l.target)
+                };
                 if l.count <= 0 {
                     return Err(TopoError::semantic(
                         self.file,

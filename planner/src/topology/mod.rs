@@ -8,10 +8,13 @@
 mod build;
 pub mod doc;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gpus;
 mod json;
 mod model;
 mod paths;
+pub mod report;
 mod scale;
 pub mod synth;
 mod xml;

@@ -68,7 +68,17 @@ fn syntax_error(text: &str, file: &str, e: &roxmltree::Error) -> TopoError {
         text,
         pos.row,
         pos.col,
-        format!("malformed XML: {e}"),
+        {
+            // roxmltree ends its message with " at L:C"; the position is shown separately.
+            let m = e.to_string();
+            let m = match m.rfind(" at ") {
+                Some(i) if m[i + 4..].bytes().all(|b| b.is_ascii_digit() || b == b':') => {
+                    m[..i].to_string()
+                }
+                _ => m,
+            };
+            format!("malformed XML: {m}")
+        },
         expected,
     )))
 }
