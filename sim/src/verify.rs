@@ -7,8 +7,9 @@
 //! per (channel, from, to) and the connection's `slots` (a send blocks while `slots` messages are
 //! unread). Because every (rank, channel) is a sequential process reading FIFO connections, the
 //! final state does not depend on the order the scheduler picks (Kahn's determinacy), except
-//! through shared buffers touched by two channels of one rank: those accesses must be ordered by
-//! `deps` (checked with vector clocks), otherwise the schedule has a race.
+//! through shared buffers touched by two channels of one rank: those accesses must be ordered
+//! (by `deps`, or through messages via other ranks), otherwise the schedule has a race. Vector
+//! clocks over all programs, carried by messages, decide the ordering.
 //!
 //! Errors name the rank, channel and op (index in the channel's *compact* op list, plus the
 //! repeat copy and loop iteration) so a planner author can find the faulty op.
@@ -159,6 +160,14 @@ pub struct VerifyReport {
     pub messages: u64,
     /// Most unread messages seen on one connection (<= slots).
     pub max_slots_used: u32,
+    /// Whether unordered cross-channel buffer accesses were checked (see [`RACE_CHECK_LIMIT`]).
+    pub race_checked: bool,
+}
+
+fn join(mine: &mut [u32], other: &[u32]) {
+    for (m, o) in mine.iter_mut().zip(other) {
+        *m = (*m).max(*o);
+    }
 }
 
 /// Largest number of symbolic chunk states `verify` accepts (memory guard).
@@ -190,7 +199,13 @@ struct Access {
 
 struct Msg {
     vals: Vec<Val>,
+    /// The sender's vector clock (race check only).
+    clock: Option<Vec<u32>>,
 }
+
+/// Largest rank × channel count for which races are checked (vector clocks cost that much per
+/// op); larger schedules are verified without the race check (`VerifyReport::race_checked`).
+pub const RACE_CHECK_LIMIT: u32 = 4096;
 
 /// Verify `s`: structure (`Schedule::validate`), then symbolic execution. See module docs.
 pub fn verify(s: &Schedule) -> Result<VerifyReport, VerifyError> {
@@ -213,8 +228,11 @@ struct Verifier<'a> {
     /// buffer state per rank: [input, output, scratch] chunks × iterations
     bufs: Vec<[Vec<Option<Val>>; 3]>,
     access: Vec<[Vec<Access>; 3]>,
-    /// vector clock per rank per channel (length nch); only when nch > 1
-    vc: Vec<Vec<Vec<u32>>>,
+    /// Race check on (several channels, at most RACE_CHECK_LIMIT programs).
+    races: bool,
+    /// Vector clock per program (rank·channels + channel) over all programs; messages carry
+    /// them, so orderings established through other ranks count.
+    vc: Vec<Vec<u32>>,
     /// vc snapshots of completed dep-target ops: (rank, channel, global step) -> vc
     snaps: HashMap<(u32, u32, u64), Vec<u32>>,
     dep_targets: HashSet<(u32, u32, u32)>,
@@ -278,6 +296,7 @@ impl<'a> Verifier<'a> {
         }
         // Initial buffers.
         let cpb = s.chunks_per_block;
+        let races = nch > 1 && n.saturating_mul(nch) <= RACE_CHECK_LIMIT;
         let mut bufs = Vec::with_capacity(n as usize);
         let mut access = Vec::with_capacity(n as usize);
         for r in 0..n {
@@ -300,7 +319,7 @@ impl<'a> Verifier<'a> {
                 vec![None; (chunks[1] * iters) as usize],
                 vec![None; (chunks[2] * iters) as usize],
             ]);
-            if nch > 1 {
+            if races {
                 access.push([
                     vec![Access::default(); (chunks[0] * iters) as usize],
                     vec![Access::default(); (chunks[1] * iters) as usize],
@@ -321,7 +340,12 @@ impl<'a> Verifier<'a> {
             pc: vec![vec![0; nch as usize]; n as usize],
             bufs,
             access,
-            vc: vec![vec![vec![0; nch as usize]; nch as usize]; n as usize],
+            races,
+            vc: if races {
+                vec![vec![0; (n * nch) as usize]; (n * nch) as usize]
+            } else {
+                Vec::new()
+            },
             snaps: HashMap::new(),
             dep_targets,
             conns: HashMap::new(),
@@ -437,6 +461,7 @@ impl<'a> Verifier<'a> {
             ops_executed: self.ops_executed,
             messages: self.messages,
             max_slots_used: self.max_slots_used,
+            race_checked: self.races,
         })
     }
 
@@ -490,12 +515,13 @@ impl<'a> Verifier<'a> {
         write: bool,
         site: OpSite,
     ) -> Result<(), VerifyError> {
-        if self.nch <= 1 {
+        if !self.races {
             return Ok(());
         }
-        let vc = &self.vc[r as usize][c as usize];
-        let me = vc[c as usize];
-        let hb = |ch: u32, t: u32| ch == c || vc[ch as usize] >= t;
+        let pid = r * self.nch + c;
+        let vc = &self.vc[pid as usize];
+        let me = vc[pid as usize];
+        let hb = |p: u32, t: u32| p == pid || vc[p as usize] >= t;
         let a = &mut self.access[r as usize][bidx(b)][idx];
         let chunk = (idx % self.s.buffer_chunks(b).max(1) as usize) as u32;
         let race = |first: OpSite| VerifyError::Race {
@@ -516,12 +542,12 @@ impl<'a> Verifier<'a> {
                     return Err(race(rs));
                 }
             }
-            a.write = Some((c, me, site));
+            a.write = Some((pid, me, site));
             a.reads.clear();
-        } else if let Some(e) = a.reads.iter_mut().find(|e| e.0 == c) {
-            *e = (c, me, site);
+        } else if let Some(e) = a.reads.iter_mut().find(|e| e.0 == pid) {
+            *e = (pid, me, site);
         } else {
-            a.reads.push((c, me, site));
+            a.reads.push((pid, me, site));
         }
         Ok(())
     }
@@ -613,27 +639,29 @@ impl<'a> Verifier<'a> {
         let (iter, e) = (step / len, (step % len) as usize);
         let op = self.ops[r as usize][c as usize][e].clone();
         let site = self.site(r, c, step);
-        // Vector clock: join the clocks of completed deps, then tick.
-        if self.nch > 1 {
+        let pid = (r * self.nch + c) as usize;
+        let recv: Option<Vec<Val>> = match op.recv_from {
+            Some(from) => {
+                let q = self.conns.get_mut(&(c, from, r)).expect("wait_of checked");
+                let m = q.pop_front().expect("wait_of checked");
+                if let Some(clock) = m.clock {
+                    join(&mut self.vc[pid], &clock);
+                }
+                Some(m.vals)
+            }
+            None => None,
+        };
+        // Vector clock: join the clocks of completed deps (and the message, above), then tick.
+        if self.races {
             for d in &op.deps {
                 let dstep = iter * self.len(r, d.channel)
                     + self.last_copy[r as usize][d.channel as usize][d.index as usize] as u64;
                 if let Some(snap) = self.snaps.get(&(r, d.channel, dstep)) {
-                    let mine = &mut self.vc[r as usize][c as usize];
-                    for (m, s) in mine.iter_mut().zip(snap) {
-                        *m = (*m).max(*s);
-                    }
+                    join(&mut self.vc[pid], snap);
                 }
             }
-            self.vc[r as usize][c as usize][c as usize] += 1;
+            self.vc[pid][pid] += 1;
         }
-        let recv: Option<Vec<Val>> = match op.recv_from {
-            Some(from) => {
-                let q = self.conns.get_mut(&(c, from, r)).expect("wait_of checked");
-                Some(q.pop_front().expect("wait_of checked").vals)
-            }
-            None => None,
-        };
         let src = match op.src {
             Some(cr) => Some(self.read(r, c, cr, iter, site)?),
             None => None,
@@ -657,18 +685,20 @@ impl<'a> Verifier<'a> {
             self.write(r, c, d, iter, &result, site)?;
         }
         if let Some(to) = op.send_to {
+            let clock = self.races.then(|| self.vc[pid].clone());
             let q = self.conns.entry((c, r, to)).or_default();
-            q.push_back(Msg { vals: result });
+            q.push_back(Msg {
+                vals: result,
+                clock,
+            });
             self.max_slots_used = self.max_slots_used.max(q.len() as u32);
             self.messages += 1;
         }
-        if self.nch > 1 {
-            let (ci, k) = self.origin[r as usize][c as usize][e];
+        if self.races {
+            let (ci, _) = self.origin[r as usize][c as usize][e];
             let last = self.last_copy[r as usize][c as usize][ci as usize] as usize;
             if e == last && self.dep_targets.contains(&(r, c, ci)) {
-                let _ = k;
-                self.snaps
-                    .insert((r, c, step), self.vc[r as usize][c as usize].clone());
+                self.snaps.insert((r, c, step), self.vc[pid].clone());
             }
         }
         self.pc[r as usize][c as usize] += 1;
