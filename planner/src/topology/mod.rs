@@ -98,11 +98,15 @@ pub fn load_file(path: &FsPath, opts: &LoadOptions) -> Result<Loaded, TopoError>
 /// Reads a topology from text; `name` is used for the format guess and in messages.
 pub fn load_str(text: &str, name: &str, opts: &LoadOptions) -> Result<Loaded, TopoError> {
     let mut warnings = Vec::new();
-    let mut doc = match detect_format(text, name) {
-        Format::Xml => read_xml(text, name, &mut warnings)?,
+    let format = detect_format(text, name);
+    let mut doc = match format {
+        Format::Xml => read_xml(text, name, &mut warnings).map_err(|e| e.with_source(text))?,
         Format::Json => read_json(text, name)?,
     };
-    let topology = topology_of(&mut doc, name, opts, &mut warnings)?;
+    let topology = topology_of(&mut doc, name, opts, &mut warnings).map_err(|e| match format {
+        Format::Xml => e.with_source(text),
+        Format::Json => e,
+    })?;
     Ok(Loaded {
         topology,
         warnings,

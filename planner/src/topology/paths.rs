@@ -19,32 +19,45 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::OnceLock;
 
-/// NCCL's path types, best first: a path is as good as its worst hop.
+/// NCCL's path types, best first: a path is as good as its worst hop. Serialized with NCCL's
+/// spelling ("NVL"); the Rust names ("Nvl") are accepted when reading.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum PathType {
     /// To itself.
+    #[serde(rename = "LOC", alias = "Loc")]
     Loc,
     /// NVLink, direct or through NVSwitches.
+    #[serde(rename = "NVL", alias = "Nvl")]
     Nvl,
     /// NVLink through one intermediate GPU.
+    #[serde(rename = "NVB", alias = "Nvb")]
     Nvb,
     /// GPU ↔ its CPU over C2C (Grace).
+    #[serde(rename = "C2C", alias = "C2c")]
     C2c,
     /// Through at most one PCIe switch.
+    #[serde(rename = "PIX", alias = "Pix")]
     Pix,
     /// Through several PCIe switches, without the host bridge.
+    #[serde(rename = "PXB", alias = "Pxb")]
     Pxb,
     /// GPU – C2C – CPU – PCIe – NIC.
+    #[serde(rename = "P2C", alias = "P2c")]
     P2c,
     /// GPU → NVLink → peer GPU → PCIe → NIC.
+    #[serde(rename = "PXN", alias = "Pxn")]
     Pxn,
     /// Through a PCIe host bridge (the CPU).
+    #[serde(rename = "PHB", alias = "Phb")]
     Phb,
     /// Across the SMP interconnect between NUMA domains.
+    #[serde(rename = "SYS", alias = "Sys")]
     Sys,
     /// Through the network, between hosts.
+    #[serde(rename = "NET", alias = "Net")]
     Net,
     /// Disconnected.
+    #[serde(rename = "DIS", alias = "Dis")]
     Dis,
 }
 
