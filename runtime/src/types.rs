@@ -16,8 +16,16 @@ pub enum DataType {
 }
 
 impl DataType {
-    pub const ALL: [DataType; 8] =
-        [DataType::F32, DataType::F64, DataType::F16, DataType::Bf16, DataType::I32, DataType::I64, DataType::U8, DataType::I8];
+    pub const ALL: [DataType; 8] = [
+        DataType::F32,
+        DataType::F64,
+        DataType::F16,
+        DataType::Bf16,
+        DataType::I32,
+        DataType::I64,
+        DataType::U8,
+        DataType::I8,
+    ];
 
     /// Bytes per element.
     pub fn size(self) -> usize {
@@ -47,7 +55,11 @@ impl DataType {
     pub fn parse(s: &str) -> Option<Self> {
         let s = s.to_ascii_lowercase();
         Self::ALL.into_iter().find(|d| {
-            d.nccl_name() == s || serde_json::to_value(d).ok().and_then(|v| v.as_str().map(|x| x == s)).unwrap_or(false)
+            d.nccl_name() == s
+                || serde_json::to_value(d)
+                    .ok()
+                    .and_then(|v| v.as_str().map(|x| x == s))
+                    .unwrap_or(false)
         })
     }
 }
@@ -64,7 +76,13 @@ pub enum ReduceOp {
 }
 
 impl ReduceOp {
-    pub const ALL: [ReduceOp; 5] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg];
+    pub const ALL: [ReduceOp; 5] = [
+        ReduceOp::Sum,
+        ReduceOp::Prod,
+        ReduceOp::Min,
+        ReduceOp::Max,
+        ReduceOp::Avg,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -77,6 +95,8 @@ impl ReduceOp {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|o| o.name().eq_ignore_ascii_case(s))
+        Self::ALL
+            .into_iter()
+            .find(|o| o.name().eq_ignore_ascii_case(s))
     }
 }

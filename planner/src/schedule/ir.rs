@@ -23,7 +23,21 @@
 //! **Order.** Ops of one (rank, channel) run in order. `deps` add edges to ops of other channels of
 //! the same rank (the op may not start before they complete). `repeat` expands an op into
 //! `repeat` consecutive copies, copy k shifting every chunk index by `k * chunk_stride` modulo the
-//! buffer's chunk count; it keeps ring programs linear in ranks × channels.
+//! buffer's chunk count; it keeps ring programs linear in ranks × channels. Two more per-copy
+//! shifts keep the other patterns linear too:
+//! - `peer_stride`: copy k talks to `(peer + k * peer_stride) mod nranks` (both `send_to` and
+//!   `recv_from`); direct patterns (one-shot, all-to-all) are one repeated op per direction.
+//! - `walk`: copy k's chunk range on buffer `walk.buffer` lies in block
+//!   `orders[walk.order][(walk.start + k * walk.step) mod len]` (same chunk offset inside the
+//!   block). Ring all-gather and reduce-scatter visit blocks in ring order, which is any
+//!   permutation of the ranks; `Schedule::orders` holds those permutations once per schedule.
+//!
+//! **Dependencies and loops.** A dependency names an op of another channel of the same rank *in
+//! the same loop iteration*; on a repeated op it binds the first copy. Program order and deps must
+//! form no cycle (`validate` checks); send/recv waits are the simulator's deadlock check.
+//!
+//! **Consumers** should read programs through [`Schedule::expanded_ops`], which applies
+//! `repeat`, `chunk_stride`, `peer_stride` and `walk`, so every expanded op is a plain op.
 
 use serde::{Deserialize, Serialize};
 
@@ -353,6 +367,23 @@ pub struct Op {
     /// Chunk index shift between copies, applied modulo the buffer's chunk count.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub chunk_stride: i32,
+    /// Peer shift between copies, applied modulo `nranks` to `send_to` and `recv_from`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub peer_stride: i32,
+    /// Block walk of the copies' chunk ranges on one buffer; see module docs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walk: Option<BlockWalk>,
+}
+
+/// Copy k of a repeated op uses block `orders[order][(start + k*step) mod len]` of `buffer`
+/// (keeping the chunk offset within the block). Copy 0's chunk must already lie in that block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct BlockWalk {
+    pub buffer: BufferKind,
+    /// Index into `Schedule::orders`.
+    pub order: u32,
+    pub start: u32,
+    pub step: i32,
 }
 
 fn default_transport() -> Transport {
@@ -380,6 +411,8 @@ impl Op {
             deps: Vec::new(),
             repeat: 1,
             chunk_stride: 0,
+            peer_stride: 0,
+            walk: None,
         }
     }
     pub fn send(src: ChunkRef, to: u32) -> Self {
@@ -456,6 +489,16 @@ impl Op {
         self.chunk_stride = chunk_stride;
         self
     }
+    /// Sets the peer shift between repeated copies (see module docs).
+    pub fn peer_strided(mut self, peer_stride: i32) -> Self {
+        self.peer_stride = peer_stride;
+        self
+    }
+    /// Sets the block walk of repeated copies (see module docs).
+    pub fn walking(mut self, walk: BlockWalk) -> Self {
+        self.walk = Some(walk);
+        self
+    }
     /// Number of chunks this op moves or computes.
     pub fn chunk_count(&self) -> u32 {
         self.src.or(self.dst).map(|c| c.count).unwrap_or(0)
@@ -492,6 +535,9 @@ pub struct Schedule {
     /// Elements per block per loop iteration; `None`: one iteration over the whole buffer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loop_elems: Option<u64>,
+    /// Rank permutations referenced by ops' `walk` (e.g. one ring order per channel).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub orders: Vec<Vec<u32>>,
     pub ranks: Vec<RankProgram>,
 }
 
@@ -541,32 +587,59 @@ impl Schedule {
         }
     }
 
-    /// The ops of a rank's channel with `repeat` expanded, in execution order.
+    /// The ops of a rank's channel with `repeat` expanded, in execution order: every returned op
+    /// has `repeat == 1` and no strides or walk. Copies after the first carry no deps.
     pub fn expanded_ops(&self, rank: u32, channel: u32) -> Vec<Op> {
         let ops = &self.ranks[rank as usize].channels[channel as usize].ops;
-        let mut out = Vec::with_capacity(ops.len());
+        let mut out = Vec::with_capacity(ops.iter().map(|o| o.repeat.max(1) as usize).sum());
         for op in ops {
             for k in 0..op.repeat.max(1) {
-                let mut o = op.clone();
-                o.repeat = 1;
-                o.chunk_stride = 0;
-                if k > 0 {
-                    let shift = |c: Option<ChunkRef>| {
-                        c.map(|mut c| {
-                            let total = self.buffer_chunks(c.buffer).max(1) as i64;
-                            let idx = (c.chunk as i64 + k as i64 * op.chunk_stride as i64)
-                                .rem_euclid(total);
-                            c.chunk = idx as u32;
-                            c
-                        })
-                    };
-                    o.src = shift(o.src);
-                    o.dst = shift(o.dst);
-                    o.deps.clear(); // deps bind the first copy only
-                }
-                out.push(o);
+                out.push(self.op_copy(op, k));
             }
         }
         out
+    }
+
+    /// Copy `k` of a (possibly repeated) op as a plain op.
+    pub fn op_copy(&self, op: &Op, k: u32) -> Op {
+        let mut o = op.clone();
+        o.repeat = 1;
+        o.chunk_stride = 0;
+        o.peer_stride = 0;
+        o.walk = None;
+        if k == 0 {
+            return o;
+        }
+        o.deps.clear(); // deps bind the first copy only
+        let shift = |c: Option<ChunkRef>| {
+            c.map(|mut c| {
+                match op.walk {
+                    Some(w) if w.buffer == c.buffer => {
+                        let order = &self.orders[w.order as usize];
+                        let len = order.len().max(1) as i64;
+                        let idx = (w.start as i64 + k as i64 * w.step as i64).rem_euclid(len);
+                        let block = order[idx as usize];
+                        c.chunk = block * self.chunks_per_block + c.chunk % self.chunks_per_block;
+                    }
+                    _ => {
+                        let total = self.buffer_chunks(c.buffer).max(1) as i64;
+                        let idx =
+                            (c.chunk as i64 + k as i64 * op.chunk_stride as i64).rem_euclid(total);
+                        c.chunk = idx as u32;
+                    }
+                }
+                c
+            })
+        };
+        o.src = shift(o.src);
+        o.dst = shift(o.dst);
+        if op.peer_stride != 0 {
+            let n = self.nranks.max(1) as i64;
+            let shift_peer =
+                |p: u32| (p as i64 + k as i64 * op.peer_stride as i64).rem_euclid(n) as u32;
+            o.send_to = o.send_to.map(shift_peer);
+            o.recv_from = o.recv_from.map(shift_peer);
+        }
+        o
     }
 }

@@ -1,7 +1,11 @@
-//! The schedule IR (`ir`) and its structural validation (`validate`).
+//! The schedule IR (`ir`), its structural validation (`validate`), topology-free builders
+//! (`build`) and a chunk-level symbolic check (`symbolic`).
 
+pub mod build;
 mod ir;
+pub mod symbolic;
 mod validate;
 
+pub use build::TreeChannel;
 pub use ir::*;
 pub use validate::*;

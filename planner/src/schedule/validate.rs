@@ -20,6 +20,10 @@ pub enum ScheduleError {
         kind: OpKind,
         what: String,
     },
+    #[error("rank {rank}: dependency cycle through channel {channel} op {index} (program order and `deps` must form no cycle)")]
+    Cycle { rank: u32, channel: u32, index: u32 },
+    #[error("{0}")]
+    Unsupported(String),
     #[error("channel {channel}: rank {from} sends {sends} message(s) to rank {to}, which receives {recvs} from it")]
     Unmatched {
         channel: u32,
@@ -86,6 +90,17 @@ impl Schedule {
                 }
             }
         }
+        for (i, o) in self.orders.iter().enumerate() {
+            if o.is_empty() {
+                return shape(format!("orders[{i}] is empty"));
+            }
+            if let Some(r) = o.iter().find(|r| **r >= self.nranks) {
+                return shape(format!(
+                    "orders[{i}] names rank {r}, not below nranks {}",
+                    self.nranks
+                ));
+            }
+        }
         let mut expanded_total: u64 = 0;
         for (i, rp) in self.ranks.iter().enumerate() {
             if rp.rank != i as u32 {
@@ -104,6 +119,7 @@ impl Schedule {
                     expanded_total += op.repeat as u64;
                 }
             }
+            check_cycles(rp)?;
         }
         self.check_pairing(expanded_total <= FULL_PAIRING_LIMIT)
     }
@@ -161,6 +177,79 @@ impl Schedule {
                 ));
             }
         }
+        if op.peer_stride != 0 {
+            if op.send_to.is_none() && op.recv_from.is_none() {
+                return err("peer_stride is set but the op has no peer".into());
+            }
+            for peer in [op.send_to, op.recv_from].into_iter().flatten() {
+                if let Some(k) =
+                    first_hit(peer, op.peer_stride as i64, rank, self.nranks, op.repeat)
+                {
+                    return err(format!(
+                        "copy {k} of the repeated op talks to the rank itself (peer {peer} + {k} × peer_stride {})",
+                        op.peer_stride
+                    ));
+                }
+            }
+        }
+        if let Some(w) = op.walk {
+            let Some(order) = self.orders.get(w.order as usize) else {
+                return err(format!(
+                    "walk names orders[{}] but the schedule has {} order(s)",
+                    w.order,
+                    self.orders.len()
+                ));
+            };
+            if w.start as usize >= order.len() {
+                return err(format!(
+                    "walk start {} is beyond orders[{}] (length {})",
+                    w.start,
+                    w.order,
+                    order.len()
+                ));
+            }
+            let (inb, outb) = self.collective.blocks(self.nranks);
+            let blocks = match w.buffer {
+                BufferKind::Input => inb,
+                BufferKind::Output => outb,
+                BufferKind::Scratch => self.scratch_blocks,
+            };
+            if let Some(b) = order.iter().find(|b| **b >= blocks) {
+                return err(format!(
+                    "walk visits block {b} but the {:?} buffer has {blocks} block(s)",
+                    w.buffer
+                ));
+            }
+            let walked: Vec<ChunkRef> = [op.src, op.dst]
+                .into_iter()
+                .flatten()
+                .filter(|c| c.buffer == w.buffer)
+                .collect();
+            if walked.is_empty() {
+                return err(format!(
+                    "walk is on the {:?} buffer, which the op does not use",
+                    w.buffer
+                ));
+            }
+            let cpb = self.chunks_per_block;
+            for c in walked {
+                if c.chunk / cpb != order[w.start as usize] {
+                    return err(format!(
+                        "chunk {} lies in block {}, but the walk starts at block {}",
+                        c.chunk,
+                        c.chunk / cpb,
+                        order[w.start as usize]
+                    ));
+                }
+                if c.chunk % cpb + c.count > cpb {
+                    return err(format!(
+                        "a walked chunk range must stay inside one block: chunks {}..{} cross a block of {cpb}",
+                        c.chunk,
+                        c.chunk + c.count
+                    ));
+                }
+            }
+        }
         for c in [op.src, op.dst].into_iter().flatten() {
             let total = self.buffer_chunks(c.buffer);
             if c.count == 0 {
@@ -172,20 +261,29 @@ impl Schedule {
                     c.buffer
                 ));
             }
-            // Every repeated copy must stay in bounds; shifts wrap modulo the buffer's chunk count.
-            for k in 0..op.repeat.min(total.max(1)) {
-                let first = (c.chunk as i64 + k as i64 * op.chunk_stride as i64)
-                    .rem_euclid(total as i64) as u32;
-                if k == 0 && c.chunk >= total || first + c.count > total {
-                    return err(format!(
-                        "chunks {}..{} of the {:?} buffer are out of range (it has {total})",
-                        first,
-                        first + c.count,
-                        c.buffer
-                    ));
-                }
-                if op.chunk_stride == 0 {
-                    break;
+            if c.chunk >= total || c.chunk + c.count > total {
+                return err(format!(
+                    "chunks {}..{} of the {:?} buffer are out of range (it has {total})",
+                    c.chunk,
+                    c.chunk + c.count,
+                    c.buffer
+                ));
+            }
+            let walked = op.walk.is_some_and(|w| w.buffer == c.buffer);
+            // Repeated copies shift modulo the chunk count; a range of one chunk always stays in
+            // bounds, longer ranges are checked copy by copy (they are rare and short).
+            if !walked && op.chunk_stride != 0 && c.count > 1 {
+                for k in 1..op.repeat.min(total) {
+                    let first = (c.chunk as i64 + k as i64 * op.chunk_stride as i64)
+                        .rem_euclid(total as i64) as u32;
+                    if first + c.count > total {
+                        return err(format!(
+                            "copy {k}: chunks {}..{} of the {:?} buffer are out of range (it has {total})",
+                            first,
+                            first + c.count,
+                            c.buffer
+                        ));
+                    }
                 }
             }
         }
@@ -244,11 +342,24 @@ impl Schedule {
                     }
                 } else {
                     for op in &rp.channels[c as usize].ops {
-                        if let Some(to) = op.send_to {
-                            *send_n.entry((c, rp.rank, to)).or_default() += op.repeat as u64;
-                        }
-                        if let Some(from) = op.recv_from {
-                            *recv_n.entry((c, from, rp.rank)).or_default() += op.repeat as u64;
+                        // Peer-strided copies talk to different peers: count each copy's peer.
+                        let copies = if op.peer_stride != 0 { op.repeat } else { 1 };
+                        let each = if op.peer_stride != 0 {
+                            1
+                        } else {
+                            op.repeat as u64
+                        };
+                        let n = self.nranks as i64;
+                        for k in 0..copies {
+                            let sh = |p: u32| {
+                                (p as i64 + k as i64 * op.peer_stride as i64).rem_euclid(n) as u32
+                            };
+                            if let Some(to) = op.send_to {
+                                *send_n.entry((c, rp.rank, sh(to))).or_default() += each;
+                            }
+                            if let Some(from) = op.recv_from {
+                                *recv_n.entry((c, sh(from), rp.rank)).or_default() += each;
+                            }
                         }
                     }
                 }
@@ -299,4 +410,96 @@ impl Schedule {
         }
         Ok(())
     }
+}
+
+/// Smallest `k < repeat` with `(peer + k*stride) mod n == target`, if any.
+fn first_hit(peer: u32, stride: i64, target: u32, n: u32, repeat: u32) -> Option<u32> {
+    let n = n as i64;
+    let s = stride.rem_euclid(n);
+    let d = (target as i64 - peer as i64).rem_euclid(n);
+    if d == 0 {
+        return Some(0);
+    }
+    let g = gcd(s, n);
+    if s == 0 || d % g != 0 {
+        return None;
+    }
+    let (m, s1, d1) = (n / g, s / g, d / g);
+    let k = (d1 * mod_inverse(s1, m)).rem_euclid(m);
+    (k < repeat as i64).then_some(k as u32)
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 {
+        a.abs()
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Inverse of `a` modulo `m` (`a` and `m` coprime, `m >= 1`).
+fn mod_inverse(a: i64, m: i64) -> i64 {
+    let (mut old_r, mut r) = (a.rem_euclid(m), m);
+    let (mut old_s, mut s) = (1i64, 0i64);
+    while r != 0 {
+        let q = old_r / r;
+        (old_r, r) = (r, old_r - q * r);
+        (old_s, s) = (s, old_s - q * s);
+    }
+    old_s.rem_euclid(m.max(1))
+}
+
+/// Program order plus `deps` must be acyclic within a rank (Kahn's algorithm over raw ops;
+/// repeated copies are consecutive in program order, so raw ops suffice).
+fn check_cycles(rp: &RankProgram) -> Result<(), ScheduleError> {
+    if rp
+        .channels
+        .iter()
+        .all(|ch| ch.ops.iter().all(|o| o.deps.is_empty()))
+    {
+        return Ok(()); // program order alone is a set of chains
+    }
+    let mut base = Vec::with_capacity(rp.channels.len());
+    let mut total = 0usize;
+    for ch in &rp.channels {
+        base.push(total);
+        total += ch.ops.len();
+    }
+    let id = |r: OpRef| base[r.channel as usize] + r.index as usize;
+    let mut indeg = vec![0u32; total];
+    let mut out: Vec<Vec<usize>> = vec![Vec::new(); total];
+    for (c, ch) in rp.channels.iter().enumerate() {
+        for (i, op) in ch.ops.iter().enumerate() {
+            let me = base[c] + i;
+            if i > 0 {
+                out[me - 1].push(me);
+                indeg[me] += 1;
+            }
+            for d in &op.deps {
+                out[id(*d)].push(me);
+                indeg[me] += 1;
+            }
+        }
+    }
+    let mut stack: Vec<usize> = (0..total).filter(|i| indeg[*i] == 0).collect();
+    let mut done = 0;
+    while let Some(v) = stack.pop() {
+        done += 1;
+        for &w in &out[v] {
+            indeg[w] -= 1;
+            if indeg[w] == 0 {
+                stack.push(w);
+            }
+        }
+    }
+    if done == total {
+        return Ok(());
+    }
+    let stuck = (0..total).find(|i| indeg[*i] > 0).unwrap_or(0);
+    let channel = base.iter().rposition(|b| *b <= stuck).unwrap_or(0);
+    Err(ScheduleError::Cycle {
+        rank: rp.rank,
+        channel: channel as u32,
+        index: (stuck - base[channel]) as u32,
+    })
 }
