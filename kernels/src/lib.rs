@@ -44,7 +44,11 @@ mod tests {
     #[test]
     fn every_type_code_has_a_branch() {
         for (i, t) in TYPE_CODES.iter().enumerate() {
-            let branch = if i == 0 { format!("#if TP_TYPE == {i}") } else { format!("#elif TP_TYPE == {i}") };
+            let branch = if i == 0 {
+                format!("#if TP_TYPE == {i}")
+            } else {
+                format!("#elif TP_TYPE == {i}")
+            };
             assert!(EXEC_CU.contains(&branch), "{t}");
         }
         assert!(type_options("bf16").unwrap()[0].ends_with("=3"));

@@ -21,7 +21,13 @@ pub fn nvrtc_present() -> bool {
 }
 
 pub(crate) fn drv(e: result::DriverError) -> CudaError {
-    CudaError::Driver(format!("{} ({})", e.error_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(), e.0 as i32))
+    CudaError::Driver(format!(
+        "{} ({})",
+        e.error_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        e.0 as i32
+    ))
 }
 
 /// A `cuMemAlloc` allocation (peer-accessible after `cuCtxEnablePeerAccess`, IPC-exportable),
@@ -39,28 +45,38 @@ impl DevBuf {
         // Zero bytes would be an error for cuMemAlloc; keep a minimal allocation instead.
         // SAFETY: plain allocation in the bound context.
         let ptr = unsafe { result::malloc_sync(bytes.max(256)) }.map_err(drv)?;
-        Ok(Self { ctx: ctx.clone(), ptr, bytes })
+        Ok(Self {
+            ctx: ctx.clone(),
+            ptr,
+            bytes,
+        })
     }
 
     /// Synchronous memset to a byte value.
     pub fn fill(&self, byte: u8) -> Result<(), CudaError> {
         self.ctx.bind_to_thread().map_err(drv)?;
         // SAFETY: the range is inside the allocation.
-        unsafe { sys::cuMemsetD8_v2(self.ptr, byte, self.bytes.max(256)) }.result().map_err(drv)
+        unsafe { sys::cuMemsetD8_v2(self.ptr, byte, self.bytes.max(256)) }
+            .result()
+            .map_err(drv)
     }
 
     pub fn upload(&self, data: &[u8]) -> Result<(), CudaError> {
         assert!(data.len() <= self.bytes.max(256));
         self.ctx.bind_to_thread().map_err(drv)?;
         // SAFETY: host slice valid for its length; destination inside the allocation.
-        unsafe { sys::cuMemcpyHtoD_v2(self.ptr, data.as_ptr() as *const _, data.len()) }.result().map_err(drv)
+        unsafe { sys::cuMemcpyHtoD_v2(self.ptr, data.as_ptr() as *const _, data.len()) }
+            .result()
+            .map_err(drv)
     }
 
     pub fn download(&self, out: &mut [u8]) -> Result<(), CudaError> {
         assert!(out.len() <= self.bytes.max(256));
         self.ctx.bind_to_thread().map_err(drv)?;
         // SAFETY: as above.
-        unsafe { sys::cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut _, self.ptr, out.len()) }.result().map_err(drv)
+        unsafe { sys::cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut _, self.ptr, out.len()) }
+            .result()
+            .map_err(drv)
     }
 
     pub fn context(&self) -> &Arc<CudaContext> {
@@ -86,7 +102,9 @@ pub fn open_devices(ordinals: &[usize]) -> Result<Vec<Arc<CudaContext>>, CudaErr
     let mut ctxs = Vec::new();
     for &o in ordinals {
         if o >= n {
-            return Err(CudaError::Input(format!("GPU {o} requested but only {n} present")));
+            return Err(CudaError::Input(format!(
+                "GPU {o} requested but only {n} present"
+            )));
         }
         let c = CudaContext::new(o).map_err(drv)?;
         // The runtime orders all work itself (schedules, events, device flags).
@@ -101,14 +119,17 @@ pub fn open_devices(ordinals: &[usize]) -> Result<Vec<Arc<CudaContext>>, CudaErr
             }
             let mut can = 0i32;
             // SAFETY: valid device handles.
-            unsafe { sys::cuDeviceCanAccessPeer(&mut can, a.cu_device(), b.cu_device()) }.result().map_err(drv)?;
+            unsafe { sys::cuDeviceCanAccessPeer(&mut can, a.cu_device(), b.cu_device()) }
+                .result()
+                .map_err(drv)?;
             if can == 0 {
                 return Err(CudaError::NoPeerAccess(a.ordinal(), b.ordinal()));
             }
             a.bind_to_thread().map_err(drv)?;
             // SAFETY: a is current; b a valid context.
             match unsafe { sys::cuCtxEnablePeerAccess(b.cu_ctx(), 0) } {
-                sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {}
+                sys::CUresult::CUDA_SUCCESS
+                | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {}
                 e => return Err(drv(result::DriverError(e))),
             }
         }
@@ -151,7 +172,10 @@ pub fn load_exec(ctx: &Arc<CudaContext>, dtype: DataType) -> Result<ExecModule, 
     }
     let (maj, min) = ctx.compute_capability().map_err(drv)?;
     let arch = arch_name(maj, min);
-    let tyname = serde_json::to_value(dtype).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+    let tyname = serde_json::to_value(dtype)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
     let ptx = {
         let mut cache = ptx_cache().lock().unwrap_or_else(|p| p.into_inner());
         match cache.get(&(dtype, arch.to_string())) {
@@ -173,7 +197,17 @@ pub fn load_exec(ctx: &Arc<CudaContext>, dtype: DataType) -> Result<ExecModule, 
     };
     let module = ctx.load_module(ptx).map_err(drv)?;
     let f = |name: &str| module.load_function(name).map_err(drv);
-    let funcs = [f(kernels::EXEC_KERNELS[0])?, f(kernels::EXEC_KERNELS[1])?, f(kernels::EXEC_KERNELS[2])?, f(kernels::EXEC_KERNELS[3])?];
+    let funcs = [
+        f(kernels::EXEC_KERNELS[0])?,
+        f(kernels::EXEC_KERNELS[1])?,
+        f(kernels::EXEC_KERNELS[2])?,
+        f(kernels::EXEC_KERNELS[3])?,
+    ];
     let (signal, wait) = (f("tp_signal")?, f("tp_wait")?);
-    Ok(ExecModule { _module: module, funcs, signal, wait })
+    Ok(ExecModule {
+        _module: module,
+        funcs,
+        signal,
+        wait,
+    })
 }

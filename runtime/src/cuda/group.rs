@@ -108,9 +108,12 @@ pub struct Request<'a> {
     pub outputs: &'a [u64],
 }
 
+/// Lowered plans by key; the schedule is kept alive so that its address stays unique.
+type LoweredCache = Mutex<HashMap<PlanKey, (Arc<Schedule>, Arc<Lowered>)>>;
+
 pub struct CudaGroup {
     pub(crate) ranks: Vec<RankState>,
-    lowered: Mutex<HashMap<PlanKey, (Arc<Schedule>, Arc<Lowered>)>>,
+    lowered: LoweredCache,
     scratch_elems_cap_bytes: usize,
 }
 
@@ -126,7 +129,10 @@ impl CudaGroup {
     /// `TOPOPLAN_SCRATCH_MB`).
     pub fn new(ordinals: &[usize]) -> Result<Self, CudaError> {
         if ordinals.is_empty() || ordinals.len() > 8 {
-            return Err(CudaError::Input(format!("{} GPUs: need 1 to 8", ordinals.len())));
+            return Err(CudaError::Input(format!(
+                "{} GPUs: need 1 to 8",
+                ordinals.len()
+            )));
         }
         let scratch_bytes = std::env::var("TOPOPLAN_SCRATCH_MB")
             .ok()
@@ -153,7 +159,11 @@ impl CudaGroup {
                 ce: Mutex::new(ce),
             });
         }
-        Ok(Self { ranks, lowered: Mutex::new(HashMap::new()), scratch_elems_cap_bytes: scratch_bytes })
+        Ok(Self {
+            ranks,
+            lowered: Mutex::new(HashMap::new()),
+            scratch_elems_cap_bytes: scratch_bytes,
+        })
     }
 
     pub fn nranks(&self) -> usize {
@@ -199,7 +209,9 @@ impl CudaGroup {
         } else if flags.iter().all(|&f| !f) {
             Ok(false)
         } else {
-            Err(CudaError::Input("some ranks call in place and some do not".into()))
+            Err(CudaError::Input(
+                "some ranks call in place and some do not".into(),
+            ))
         }
     }
 
@@ -218,7 +230,9 @@ impl CudaGroup {
             )));
         }
         if req.inputs.len() != self.ranks.len() || req.outputs.len() != self.ranks.len() {
-            return Err(CudaError::Input("one input and one output pointer per rank".into()));
+            return Err(CudaError::Input(
+                "one input and one output pointer per rank".into(),
+            ));
         }
         Ok(PlanKey {
             sched: Arc::as_ptr(req.schedule) as usize,
@@ -242,6 +256,9 @@ impl CudaGroup {
                     in_place: key.in_place,
                     average: key.average,
                     scratch_cap: (self.scratch_elems_cap_bytes / req.dtype.size()) as u64,
+                    flatten_loops: true,
+                    elide_copies: std::env::var("TOPOPLAN_NO_ELIDE").is_err(),
+                    ce_push: std::env::var("TOPOPLAN_CE_PULL").is_err(),
                 },
             )
             .map_err(|e| CudaError::Lower(e.to_string()))?,
@@ -263,7 +280,11 @@ impl CudaGroup {
         let mut items = Vec::new();
         for ph in 1..l.nphases() {
             let first = items.len() as u32;
-            for it in l.items.iter().filter(|i| i.phase == ph && i.exec as usize == rank) {
+            for it in l
+                .items
+                .iter()
+                .filter(|i| i.phase == ph && i.exec as usize == rank)
+            {
                 let mut src = [0u64; 8];
                 let mut dst = [0u64; 2];
                 if it.srcs.len() > 8 || it.dsts.len() > 2 {
@@ -285,14 +306,27 @@ impl CudaGroup {
                     dst,
                 });
             }
-            phases.push(TpPhase { first, count: items.len() as u32 - first, barrier: l.barriers[ph as usize] as u32, pad: 0 });
+            phases.push(TpPhase {
+                first,
+                count: items.len() as u32 - first,
+                barrier: l.barriers[ph as usize] as u32,
+                pad: 0,
+            });
         }
         if l.end_barrier != Barrier::None {
-            phases.push(TpPhase { first: items.len() as u32, count: 0, barrier: l.end_barrier as u32, pad: 0 });
+            phases.push(TpPhase {
+                first: items.len() as u32,
+                count: 0,
+                barrier: l.end_barrier as u32,
+                pad: 0,
+            });
         }
         let min_sm = self.ranks.iter().map(|r| r.sm_count).min().unwrap_or(1);
         let bytes = l.max_item() * key.elem as u64;
-        let grid = match std::env::var("TOPOPLAN_CTAS").ok().and_then(|v| v.parse::<u32>().ok()) {
+        let grid = match std::env::var("TOPOPLAN_CTAS")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+        {
             Some(g) => g,
             None => bytes.div_ceil(32 << 10) as u32,
         }
@@ -301,8 +335,17 @@ impl CudaGroup {
         pbuf.upload(as_bytes(&phases))?;
         let ibuf = DevBuf::new(&st.ctx, std::mem::size_of_val(items.as_slice()))?;
         ibuf.upload(as_bytes(&items))?;
-        let p = Arc::new(DevPlan { phases: pbuf, nphases: phases.len() as u32, items: ibuf, grid, lowered: l });
-        st.plans.lock().unwrap_or_else(|p| p.into_inner()).insert(key, p.clone());
+        let p = Arc::new(DevPlan {
+            phases: pbuf,
+            nphases: phases.len() as u32,
+            items: ibuf,
+            grid,
+            lowered: l,
+        });
+        st.plans
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, p.clone());
         Ok(p)
     }
 
@@ -315,12 +358,22 @@ impl CudaGroup {
             base[r * 3 + Buf::Scratch as usize] = st.scratch.ptr;
             flags[r] = st.flags.ptr;
         }
-        TpCtx { base, flags, rank: rank as u32, nranks: self.ranks.len() as u32 }
+        TpCtx {
+            base,
+            flags,
+            rank: rank as u32,
+            nranks: self.ranks.len() as u32,
+        }
     }
 
     /// Enqueues rank `rank`'s part of the collective on `stream` (a stream of that rank's
     /// context). Every rank must enqueue the same sequence of collectives.
-    pub fn enqueue(&self, rank: usize, req: &Request, stream: sys::CUstream) -> Result<(), CudaError> {
+    pub fn enqueue(
+        &self,
+        rank: usize,
+        req: &Request,
+        stream: sys::CUstream,
+    ) -> Result<(), CudaError> {
         if rank >= self.ranks.len() {
             return Err(CudaError::Input(format!("rank {rank} out of range")));
         }
@@ -340,7 +393,16 @@ impl CudaGroup {
             ReduceOp::Max => 3,
         };
         let ctx = self.tp_ctx(rank, req);
-        launch_exec(&self.ranks[rank].ctx, &module.funcs[op_index], plan.grid, plan.phases.ptr, plan.nphases, plan.items.ptr, &ctx, stream)
+        launch_exec(
+            &self.ranks[rank].ctx,
+            &module.funcs[op_index],
+            plan.grid,
+            plan.phases.ptr,
+            plan.nphases,
+            plan.items.ptr,
+            &ctx,
+            stream,
+        )
     }
 }
 
@@ -368,11 +430,24 @@ pub(crate) fn launch_exec(
     ];
     // SAFETY: argument types and order match the kernel's signature; pointers outlive the call
     // (cuLaunchKernel copies the parameter values).
-    unsafe { result::launch_kernel(f.cu_function(), (grid, 1, 1), (BLOCK, 1, 1), 0, stream, &mut params) }.map_err(drv)
+    unsafe {
+        result::launch_kernel(
+            f.cu_function(),
+            (grid, 1, 1),
+            (BLOCK, 1, 1),
+            0,
+            stream,
+            &mut params,
+        )
+    }
+    .map_err(drv)
 }
 
 /// Builds a one-phase, barrier-free plan for local items (used by the copy-engine path).
-pub(crate) fn upload_local_plan(ctx: &Arc<CudaContext>, items: &[(ItemKind, Vec<Operand>, Vec<Operand>, u64)]) -> Result<(DevBuf, DevBuf), CudaError> {
+pub(crate) fn upload_local_plan(
+    ctx: &Arc<CudaContext>,
+    items: &[(ItemKind, Vec<Operand>, Vec<Operand>, u64)],
+) -> Result<(DevBuf, DevBuf), CudaError> {
     let mut v = Vec::new();
     for (kind, srcs, dsts, n) in items {
         let mut src = [0u64; 8];
@@ -383,9 +458,22 @@ pub(crate) fn upload_local_plan(ctx: &Arc<CudaContext>, items: &[(ItemKind, Vec<
         for (k, d) in dsts.iter().enumerate() {
             dst[k] = enc(d);
         }
-        v.push(TpItem { kind: if *kind == ItemKind::Scale { 1 } else { 0 }, nsrc: srcs.len() as u32, ndst: dsts.len() as u32, pad: 0, n: *n, src, dst });
+        v.push(TpItem {
+            kind: if *kind == ItemKind::Scale { 1 } else { 0 },
+            nsrc: srcs.len() as u32,
+            ndst: dsts.len() as u32,
+            pad: 0,
+            n: *n,
+            src,
+            dst,
+        });
     }
-    let ph = [TpPhase { first: 0, count: v.len() as u32, barrier: 0, pad: 0 }];
+    let ph = [TpPhase {
+        first: 0,
+        count: v.len() as u32,
+        barrier: 0,
+        pad: 0,
+    }];
     let pbuf = DevBuf::new(ctx, std::mem::size_of_val(&ph))?;
     pbuf.upload(as_bytes(&ph))?;
     let ibuf = DevBuf::new(ctx, std::mem::size_of_val(v.as_slice()))?;

@@ -109,6 +109,12 @@ pub struct LowerParams {
     pub average: bool,
     /// Scratch ring capacity per rank, in elements.
     pub scratch_cap: u64,
+    /// Run the program once over whole blocks instead of per `loop_elems` slice.
+    pub flatten_loops: bool,
+    /// Elide local copies whose destination is only read back (see `Lowerer::place`).
+    pub elide_copies: bool,
+    /// Copy-engine transfers issued by the sender (push) instead of the receiver (pull).
+    pub ce_push: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -140,6 +146,12 @@ struct Lowerer<'a> {
     acc: HashMap<(u32, Buf), Vec<Access>>,
     scratch_next: u64,
     scratch_used: u64,
+    /// The schedule's scratch chunks, renamed onto the scratch ring: (rank, iter, chunk) -> start.
+    scratch_map: HashMap<(u32, u64, u32), Operand>,
+    /// In-place calls: input chunks saved to scratch before their alias was overwritten.
+    input_map: HashMap<(u32, u64, u32), Operand>,
+    pending: Vec<Item>,
+    elide: bool,
 }
 
 impl<'a> Lowerer<'a> {
@@ -149,9 +161,14 @@ impl<'a> Lowerer<'a> {
         let kind = self.s.collective.kind;
         match b {
             BufferKind::Scratch => (Buf::Scratch, e),
-            _ if !self.p.in_place => {
-                (if b == BufferKind::Input { Buf::Input } else { Buf::Output }, e)
-            }
+            _ if !self.p.in_place => (
+                if b == BufferKind::Input {
+                    Buf::Input
+                } else {
+                    Buf::Output
+                },
+                e,
+            ),
             BufferKind::Input => match kind {
                 CollectiveKind::AllGather => (Buf::Output, rank as u64 * c + e),
                 CollectiveKind::ReduceScatter => (Buf::Input, e),
@@ -164,8 +181,16 @@ impl<'a> Lowerer<'a> {
         }
     }
 
-    /// Contiguous physical segments of a chunk reference in loop iteration `iter`.
-    fn segs(&self, rank: u32, r: &ChunkRef, iter: u64) -> Result<Vec<(Operand, u64)>, LowerError> {
+    /// Contiguous physical segments of a chunk reference in loop iteration `iter`. The schedule's
+    /// scratch chunks are renamed onto the scratch ring: a write gets fresh ring space (the hazard
+    /// tracking orders its reuse), a read finds the last write's.
+    fn segs(
+        &mut self,
+        rank: u32,
+        r: &ChunkRef,
+        iter: u64,
+        write: bool,
+    ) -> Result<Vec<(Operand, u64)>, LowerError> {
         let total = self.s.buffer_chunks(r.buffer);
         let mut out: Vec<(Operand, u64)> = Vec::new();
         for k in 0..r.count {
@@ -180,15 +205,40 @@ impl<'a> Lowerer<'a> {
             if er.is_empty() {
                 continue;
             }
-            let (buf, off) = self.phys(rank, r.buffer, er.start);
             let len = er.end - er.start;
+            let o = if r.buffer == BufferKind::Scratch {
+                // Keyed by chunk; sub-ranges of a looped chunk get their own key per iteration.
+                let key = (rank, iter, c);
+                match (write, self.scratch_map.get(&key)) {
+                    (false, Some(o)) => *o,
+                    (false, None) => {
+                        return Err(LowerError::Invalid(format!(
+                            "rank {rank}: scratch chunk {c} is read before anything writes it"
+                        )))
+                    }
+                    (true, _) => {
+                        let o = self.scratch(rank, len)?[0].0;
+                        self.scratch_map.insert(key, o);
+                        o
+                    }
+                }
+            } else if let Some(o) = self
+                .input_map
+                .get(&(rank, iter, c))
+                .filter(|_| r.buffer == BufferKind::Input && !write)
+            {
+                *o
+            } else {
+                let (buf, off) = self.phys(rank, r.buffer, er.start);
+                Operand { rank, buf, off }
+            };
             if let Some(last) = out.last_mut() {
-                if last.0.buf == buf && last.0.rank == rank && last.0.off + last.1 == off {
+                if last.0.buf == o.buf && last.0.rank == o.rank && last.0.off + last.1 == o.off {
                     last.1 += len;
                     continue;
                 }
             }
-            out.push((Operand { rank, buf, off }, len));
+            out.push((o, len));
         }
         Ok(out)
     }
@@ -206,12 +256,76 @@ impl<'a> Lowerer<'a> {
         let off = self.scratch_next;
         self.scratch_next += len;
         self.scratch_used = self.scratch_used.max(self.scratch_next);
-        Ok(vec![(Operand { rank, buf: Buf::Scratch, off }, len)])
+        Ok(vec![(
+            Operand {
+                rank,
+                buf: Buf::Scratch,
+                off,
+            },
+            len,
+        )])
+    }
+
+    /// Places an item, eliding copies: a pure copy is held back as *pending*; a later item that
+    /// reads exactly its destination reads its source instead, and one that then overwrites the
+    /// destination makes the copy unnecessary. One-shot's "copy own input, then add the peer's"
+    /// thus becomes one pass. Any other touch of a pending copy's memory places it first.
+    fn place(&mut self, mut it: Item) {
+        for s in it.srcs.iter_mut() {
+            if let Some(pc) = self
+                .pending
+                .iter()
+                .find(|pc| pc.dsts[0] == *s && pc.n == it.n)
+            {
+                *s = pc.srcs[0];
+            }
+        }
+        let touches = |pc: &Item, it: &Item| {
+            let ov = |a: &Operand, an: u64, b: &Operand, bn: u64| {
+                a.rank == b.rank && a.buf == b.buf && a.off < b.off + bn && b.off < a.off + an
+            };
+            let d = pc.dsts[0];
+            it.srcs.iter().any(|x| ov(x, it.n, &d, pc.n))
+                || it.dsts.iter().any(|x| ov(x, it.n, &pc.srcs[0], pc.n))
+                || it
+                    .dsts
+                    .iter()
+                    .any(|x| ov(x, it.n, &d, pc.n) && !(*x == d && it.n == pc.n))
+        };
+        let mut k = 0;
+        while k < self.pending.len() {
+            if touches(&self.pending[k], &it) {
+                let pc = self.pending.remove(k);
+                self.place_now(pc);
+            } else {
+                k += 1;
+            }
+        }
+        // An exact overwrite kills the pending copy to that destination.
+        self.pending
+            .retain(|pc| !it.dsts.iter().any(|x| *x == pc.dsts[0] && it.n == pc.n));
+        let pure_copy = it.kind == ItemKind::Reduce
+            && it.srcs.len() == 1
+            && it.dsts.len() == 1
+            && !it.copy_engine;
+        if pure_copy && self.elide {
+            if it.srcs[0] != it.dsts[0] {
+                self.pending.push(it);
+            }
+            return;
+        }
+        self.place_now(it);
+    }
+
+    fn flush_pending(&mut self) {
+        for pc in std::mem::take(&mut self.pending) {
+            self.place_now(pc);
+        }
     }
 
     /// Places an item: finds the earliest phase after every conflicting access, raises that
     /// phase's barrier as needed, records its accesses.
-    fn place(&mut self, mut it: Item) -> usize {
+    fn place_now(&mut self, mut it: Item) -> usize {
         let id = self.items.len();
         let mut phase = 1u32;
         let mut needs: Vec<(u32, Barrier)> = Vec::new(); // (producer phase, barrier needed after it)
@@ -308,7 +422,10 @@ impl<'a> Lowerer<'a> {
                 .unwrap_or(0);
             let at = |k: usize| {
                 let (o, _) = all[k][idx[k]];
-                Operand { off: o.off + used[k], ..o }
+                Operand {
+                    off: o.off + used[k],
+                    ..o
+                }
             };
             let it = Item {
                 exec,
@@ -334,23 +451,74 @@ impl<'a> Lowerer<'a> {
         Ok(())
     }
 
+    /// Physical ranges (outside scratch) that `op` of rank `r` writes in iteration `iter`.
+    fn dst_ranges(
+        &self,
+        r: u32,
+        op: &planner::schedule::Op,
+        iter: u64,
+    ) -> Vec<(u32, Buf, u64, u64)> {
+        let Some(d) = &op.dst else { return Vec::new() };
+        if d.buffer == BufferKind::Scratch {
+            return Vec::new();
+        }
+        let total = self.s.buffer_chunks(d.buffer);
+        (0..d.count)
+            .filter(|k| d.chunk + k < total)
+            .map(|k| {
+                let er = self.s.chunk_elems(self.p.count, iter, d.chunk + k);
+                let (b, off) = self.phys(r, d.buffer, er.start);
+                (r, b, off, off + (er.end - er.start))
+            })
+            .filter(|x| x.3 > x.2)
+            .collect()
+    }
+
     /// False when an item placed after the payload was registered wrote the payload's memory.
     fn payload_intact(&self, p: &Payload) -> bool {
         self.items[p.mark..].iter().all(|it| {
             it.dsts.iter().all(|d| {
                 p.segs.iter().all(|(o, len)| {
-                    d.rank != o.rank || d.buf != o.buf || d.off + it.n <= o.off || d.off >= o.off + len
+                    d.rank != o.rank
+                        || d.buf != o.buf
+                        || d.off + it.n <= o.off
+                        || d.off >= o.off + len
                 })
             })
         })
     }
 }
 
+fn overlaps(segs: &[(Operand, u64)], w: &[(u32, Buf, u64, u64)]) -> bool {
+    segs.iter().any(|(o, len)| {
+        w.iter()
+            .any(|&(r, b, lo, hi)| r == o.rank && b == o.buf && lo < o.off + len && o.off < hi)
+    })
+}
+
 /// Lowers `s` for per-rank element count `p.count`.
 pub fn lower(s: &Schedule, p: LowerParams) -> Result<Lowered, LowerError> {
-    s.validate().map_err(|e| LowerError::Invalid(e.to_string()))?;
+    s.validate()
+        .map_err(|e| LowerError::Invalid(e.to_string()))?;
+    // Loop iterations only pipeline a program over slices of the buffer; every op is
+    // elementwise, so running the program once over whole blocks computes the same result.
+    // On GPUs the CTAs of one phase already overlap, and one large item per transfer keeps
+    // every SM busy, so the SM path flattens the loop (the copy-engine pipeline uses chunks).
+    let flat;
+    let s = if p.flatten_loops && s.loop_elems.is_some() {
+        flat = Schedule {
+            loop_elems: None,
+            ..s.clone()
+        };
+        &flat
+    } else {
+        s
+    };
     if s.nranks > 8 {
-        return Err(LowerError::Unsupported(format!("{} ranks (at most 8)", s.nranks)));
+        return Err(LowerError::Unsupported(format!(
+            "{} ranks (at most 8)",
+            s.nranks
+        )));
     }
     let mut l = Lowerer {
         s,
@@ -360,62 +528,201 @@ pub fn lower(s: &Schedule, p: LowerParams) -> Result<Lowered, LowerError> {
         acc: HashMap::new(),
         scratch_next: 0,
         scratch_used: 0,
+        scratch_map: HashMap::new(),
+        input_map: HashMap::new(),
+        pending: Vec::new(),
+        elide: p.elide_copies,
     };
     let n = s.nranks;
     let progs: Vec<Vec<Vec<planner::schedule::Op>>> = (0..n)
         .map(|r| (0..s.channels).map(|c| s.expanded_ops(r, c)).collect())
+        .collect();
+    // Dependencies name ops of the unexpanded list; map each to its last expanded copy's end.
+    let ends: Vec<Vec<Vec<usize>>> = (0..n as usize)
+        .map(|r| {
+            s.ranks[r]
+                .channels
+                .iter()
+                .map(|ch| {
+                    ch.ops
+                        .iter()
+                        .scan(0usize, |acc, o| {
+                            *acc += o.repeat.max(1) as usize;
+                            Some(*acc)
+                        })
+                        .collect()
+                })
+                .collect()
+        })
         .collect();
     for iter in 0..s.loop_iterations(p.count) {
         // Messages in flight per (channel, from, to), in program order.
         let mut inflight: HashMap<(u32, u32, u32), std::collections::VecDeque<Payload>> =
             HashMap::new();
         let mut cursor = vec![vec![0usize; s.channels as usize]; n as usize];
+        // One op per (rank, channel) per round, so that ranks advance together. An op whose
+        // writes would clobber a message still in flight (its receiver has not read it) waits;
+        // when only such ops are left, the receivers pull those messages into their scratch.
         loop {
             let mut progressed = false;
             let mut done = true;
+            let mut postponed: Vec<Vec<(u32, Buf, u64, u64)>> = Vec::new();
             for r in 0..n {
                 for c in 0..s.channels {
                     let ops = &progs[r as usize][c as usize];
-                    loop {
-                        let i = cursor[r as usize][c as usize];
-                        if i >= ops.len() {
-                            break;
-                        }
-                        done = false;
-                        let op = &ops[i];
-                        // deps on other channels of this rank must be processed first.
-                        if op.deps.iter().any(|d| cursor[r as usize][d.channel as usize] <= d.index as usize) {
-                            break;
-                        }
-                        let recv = if op.kind.receives() {
-                            let from = op.recv_from.ok_or_else(|| LowerError::Invalid(format!("rank {r} channel {c} op {i}: receive without recv_from")))?;
-                            match inflight.get_mut(&(c, from, r)).and_then(|q| q.pop_front()) {
-                                Some(pl) => Some(pl),
-                                None => break, // sender not there yet
-                            }
-                        } else {
-                            None
-                        };
-                        lower_op(&mut l, r, op, recv, iter, &mut inflight, c)?;
-                        cursor[r as usize][c as usize] += 1;
-                        progressed = true;
+                    let i = cursor[r as usize][c as usize];
+                    if i >= ops.len() {
+                        continue;
                     }
+                    done = false;
+                    let op = &ops[i];
+                    // deps on other channels of this rank must be processed first.
+                    let unmet = |d: &planner::schedule::OpRef| {
+                        let end = ends[r as usize]
+                            .get(d.channel as usize)
+                            .and_then(|v| v.get(d.index as usize))
+                            .copied()
+                            .unwrap_or(0);
+                        cursor[r as usize][d.channel as usize] < end
+                    };
+                    if op.deps.iter().any(unmet) {
+                        continue;
+                    }
+                    let from = if op.kind.receives() {
+                        let from = op.recv_from.ok_or_else(|| {
+                            LowerError::Invalid(format!(
+                                "rank {r} channel {c} op {i}: receive without recv_from"
+                            ))
+                        })?;
+                        if inflight.get(&(c, from, r)).is_none_or(|q| q.is_empty()) {
+                            continue; // sender not there yet
+                        }
+                        Some(from)
+                    } else {
+                        None
+                    };
+                    let writes = l.dst_ranges(r, op, iter);
+                    let clobbers = inflight.iter().any(|(k, q)| {
+                        q.iter().enumerate().any(|(qi, pl)| {
+                            // The message this op consumes is read by the op itself.
+                            let own = Some(k.1) == from && k.0 == c && k.2 == r && qi == 0;
+                            !own && overlaps(&pl.segs, &writes)
+                        })
+                    });
+                    if clobbers {
+                        postponed.push(writes);
+                        continue;
+                    }
+                    if p.in_place && !writes.is_empty() {
+                        // Inputs that this rank still reads later but that this op's writes
+                        // clobber through in-place aliasing are saved to scratch first.
+                        for c2 in 0..s.channels {
+                            let from_idx = cursor[r as usize][c2 as usize] + usize::from(c2 == c);
+                            for later in progs[r as usize][c2 as usize].iter().skip(from_idx) {
+                                let Some(src) = later.src.filter(|x| x.buffer == BufferKind::Input)
+                                else {
+                                    continue;
+                                };
+                                for k in 0..src.count {
+                                    let ch = src.chunk + k;
+                                    if l.input_map.contains_key(&(r, iter, ch))
+                                        || ch >= s.buffer_chunks(BufferKind::Input)
+                                    {
+                                        continue;
+                                    }
+                                    let er = s.chunk_elems(p.count, iter, ch);
+                                    let (b, off) = l.phys(r, BufferKind::Input, er.start);
+                                    let len = er.end - er.start;
+                                    if len == 0
+                                        || !writes.iter().any(|&(wr, wb, lo, hi)| {
+                                            wr == r && wb == b && lo < off + len && off < hi
+                                        })
+                                    {
+                                        continue;
+                                    }
+                                    let seg = vec![(
+                                        Operand {
+                                            rank: r,
+                                            buf: b,
+                                            off,
+                                        },
+                                        len,
+                                    )];
+                                    let stage = l.scratch(r, len)?;
+                                    let el = std::mem::replace(&mut l.elide, false);
+                                    l.emit(
+                                        r,
+                                        ItemKind::Reduce,
+                                        std::slice::from_ref(&seg),
+                                        std::slice::from_ref(&stage),
+                                        false,
+                                    )?;
+                                    l.elide = el;
+                                    l.input_map.insert((r, iter, ch), stage[0].0);
+                                }
+                            }
+                        }
+                    }
+                    let recv =
+                        from.and_then(|f| inflight.get_mut(&(c, f, r)).and_then(|q| q.pop_front()));
+                    lower_op(&mut l, r, op, recv, iter, &mut inflight, c)?;
+                    cursor[r as usize][c as usize] += 1;
+                    progressed = true;
                 }
             }
             if done {
                 break;
             }
             if !progressed {
-                return Err(LowerError::Invalid(
-                    "schedule deadlocks: some receive never gets its message".into(),
-                ));
+                if postponed.is_empty() {
+                    return Err(LowerError::Invalid(
+                        "schedule deadlocks: some receive never gets its message".into(),
+                    ));
+                }
+                // Stage every in-flight message that a waiting op would clobber.
+                let mut keys: Vec<(u32, u32, u32)> = inflight.keys().copied().collect();
+                keys.sort_unstable();
+                for k in keys {
+                    let len = inflight[&k].len();
+                    for qi in 0..len {
+                        let (segs, tr) = {
+                            let pl = &inflight[&k][qi];
+                            (pl.segs.clone(), pl.transport)
+                        };
+                        if !postponed.iter().any(|w| overlaps(&segs, w)) {
+                            continue;
+                        }
+                        let total = segs.iter().map(|x| x.1).sum();
+                        let stage = l.scratch(k.2, total)?;
+                        let ce = tr == Transport::CopyEngine;
+                        let exec = if ce && l.p.ce_push { k.1 } else { k.2 };
+                        // A snapshot must really be taken: never elided.
+                        let el = std::mem::replace(&mut l.elide, false);
+                        l.emit(
+                            exec,
+                            ItemKind::Reduce,
+                            std::slice::from_ref(&segs),
+                            std::slice::from_ref(&stage),
+                            ce,
+                        )?;
+                        l.elide = el;
+                        let pl = &mut inflight.get_mut(&k).expect("key")[qi];
+                        pl.segs = stage;
+                        pl.mark = l.items.len();
+                    }
+                }
             }
         }
     }
     if p.average && s.collective.kind.reduces() {
+        l.flush_pending();
         // Scale each rank's final output (after everything, including peers' reads of it).
         let (_, outb) = s.collective.blocks(n);
-        let out_len = if s.collective.kind == CollectiveKind::ReduceScatter { p.count } else { outb as u64 * p.count };
+        let out_len = if s.collective.kind == CollectiveKind::ReduceScatter {
+            p.count
+        } else {
+            outb as u64 * p.count
+        };
         for r in 0..n {
             if s.collective.kind == CollectiveKind::Reduce && Some(r) != s.collective.root {
                 continue;
@@ -423,23 +730,46 @@ pub fn lower(s: &Schedule, p: LowerParams) -> Result<Lowered, LowerError> {
             let (buf, off) = l.phys(r, BufferKind::Output, 0);
             let seg = vec![(Operand { rank: r, buf, off }, out_len)];
             // Hazard tracking places it after every read (peers' too) of this output.
-            l.emit(r, ItemKind::Scale, std::slice::from_ref(&seg), std::slice::from_ref(&seg), false)?;
+            l.emit(
+                r,
+                ItemKind::Scale,
+                std::slice::from_ref(&seg),
+                std::slice::from_ref(&seg),
+                false,
+            )?;
         }
     }
+    l.flush_pending();
     // End barrier: needed when any rank touched another rank's memory after the last full or
     // per-CTA barrier (a per-CTA barrier suffices: a kernel ends only when all its CTAs do).
     let mut last_remote = 0u32;
     for it in &l.items {
-        if it.srcs.iter().chain(it.dsts.iter()).any(|o| o.rank != it.exec) {
+        if it
+            .srcs
+            .iter()
+            .chain(it.dsts.iter())
+            .any(|o| o.rank != it.exec)
+        {
             last_remote = last_remote.max(it.phase);
         }
     }
     let nph = l.barriers.len();
     let covered = (last_remote as usize + 1..nph).any(|q| l.barriers[q] != Barrier::None);
-    let end_barrier = if last_remote > 0 && !covered { Barrier::Cta } else { Barrier::None };
+    let end_barrier = if last_remote > 0 && !covered {
+        Barrier::Cta
+    } else {
+        Barrier::None
+    };
     let uses_copy_engine = l.items.iter().any(|i| i.copy_engine);
     let scratch_elems = l.scratch_used;
-    Ok(Lowered { nranks: n, items: l.items, barriers: l.barriers, end_barrier, scratch_elems, uses_copy_engine })
+    Ok(Lowered {
+        nranks: n,
+        items: l.items,
+        barriers: l.barriers,
+        end_barrier,
+        scratch_elems,
+        uses_copy_engine,
+    })
 }
 
 fn lower_op(
@@ -452,17 +782,23 @@ fn lower_op(
     channel: u32,
 ) -> Result<(), LowerError> {
     let src = match &op.src {
-        Some(c) => Some(l.segs(r, c, iter)?),
+        Some(c) => Some(l.segs(r, c, iter, false)?),
         None => None,
     };
+    // A destination that is also read (`Reduce`: dst = dst ⊕ src) is read first.
+    let dst_old = match (&op.dst, op.kind) {
+        (Some(c), OpKind::Reduce) => Some(l.segs(r, c, iter, false)?),
+        _ => None,
+    };
     let dst = match &op.dst {
-        Some(c) => Some(l.segs(r, c, iter)?),
+        Some(c) => Some(l.segs(r, c, iter, true)?),
         None => None,
     };
     if let Some(pl) = &recv {
         if !l.payload_intact(pl) {
             return Err(LowerError::Unsupported(
-                "a message's source is overwritten before the receive reads it (needs staging)".into(),
+                "a message's source is overwritten before the receive reads it (needs staging)"
+                    .into(),
             ));
         }
     }
@@ -472,7 +808,14 @@ fn lower_op(
         OpKind::Send => out_payload = src.clone(),
         OpKind::Copy | OpKind::Reduce => {
             let (s, d) = (src.unwrap_or_default(), dst.unwrap_or_default());
-            let srcs = if op.kind == OpKind::Reduce { vec![d.clone(), s] } else { vec![s] };
+            if op.kind == OpKind::Copy && s == d {
+                return Ok(()); // in-place aliasing made it a no-op
+            }
+            let srcs = if op.kind == OpKind::Reduce {
+                vec![dst_old.unwrap_or_default(), s]
+            } else {
+                vec![s]
+            };
             l.emit(r, ItemKind::Reduce, &srcs, std::slice::from_ref(&d), false)?;
         }
         _ => {
@@ -484,29 +827,80 @@ fn lower_op(
                     let len = pl.segs.iter().map(|s| s.1).sum();
                     l.scratch(r, len)?
                 }
-                _ => return Err(LowerError::Invalid(format!("rank {r}: {:?} without dst", op.kind))),
+                _ => {
+                    return Err(LowerError::Invalid(format!(
+                        "rank {r}: {:?} without dst",
+                        op.kind
+                    )))
+                }
             };
             let local_src = if op.kind.reduces() { src.clone() } else { None };
             match (pl.transport, local_src) {
                 (Transport::CopyEngine, None) => {
-                    l.emit(r, ItemKind::Reduce, std::slice::from_ref(&pl.segs), std::slice::from_ref(&target), true)?;
+                    let exec = if l.p.ce_push {
+                        pl.segs.first().map(|s| s.0.rank).unwrap_or(r)
+                    } else {
+                        r
+                    };
+                    l.emit(
+                        exec,
+                        ItemKind::Reduce,
+                        std::slice::from_ref(&pl.segs),
+                        std::slice::from_ref(&target),
+                        true,
+                    )?;
                 }
                 (Transport::CopyEngine, Some(ls)) => {
                     let len = pl.segs.iter().map(|s| s.1).sum();
                     let stage = l.scratch(r, len)?;
-                    l.emit(r, ItemKind::Reduce, std::slice::from_ref(&pl.segs), std::slice::from_ref(&stage), true)?;
-                    l.emit(r, ItemKind::Reduce, &[stage, ls], std::slice::from_ref(&target), false)?;
+                    let exec = if l.p.ce_push {
+                        pl.segs.first().map(|s| s.0.rank).unwrap_or(r)
+                    } else {
+                        r
+                    };
+                    l.emit(
+                        exec,
+                        ItemKind::Reduce,
+                        std::slice::from_ref(&pl.segs),
+                        std::slice::from_ref(&stage),
+                        true,
+                    )?;
+                    l.emit(
+                        r,
+                        ItemKind::Reduce,
+                        &[stage, ls],
+                        std::slice::from_ref(&target),
+                        false,
+                    )?;
                 }
                 (Transport::P2pStore, None) => {
                     // The sender's SMs push the data into our buffer.
                     let sender = pl.segs.first().map(|s| s.0.rank).unwrap_or(r);
-                    l.emit(sender, ItemKind::Reduce, std::slice::from_ref(&pl.segs), std::slice::from_ref(&target), false)?;
+                    l.emit(
+                        sender,
+                        ItemKind::Reduce,
+                        std::slice::from_ref(&pl.segs),
+                        std::slice::from_ref(&target),
+                        false,
+                    )?;
                 }
                 (_, None) => {
-                    l.emit(r, ItemKind::Reduce, std::slice::from_ref(&pl.segs), std::slice::from_ref(&target), false)?;
+                    l.emit(
+                        r,
+                        ItemKind::Reduce,
+                        std::slice::from_ref(&pl.segs),
+                        std::slice::from_ref(&target),
+                        false,
+                    )?;
                 }
                 (_, Some(ls)) => {
-                    l.emit(r, ItemKind::Reduce, &[pl.segs, ls], std::slice::from_ref(&target), false)?;
+                    l.emit(
+                        r,
+                        ItemKind::Reduce,
+                        &[pl.segs, ls],
+                        std::slice::from_ref(&target),
+                        false,
+                    )?;
                 }
             }
             if op.kind.sends() {
@@ -515,13 +909,18 @@ fn lower_op(
         }
     }
     if op.kind.sends() {
-        let to = op.send_to.ok_or_else(|| LowerError::Invalid(format!("rank {r}: send without send_to")))?;
+        let to = op
+            .send_to
+            .ok_or_else(|| LowerError::Invalid(format!("rank {r}: send without send_to")))?;
         let segs = out_payload.unwrap_or_default();
-        inflight.entry((channel, r, to)).or_default().push_back(Payload {
-            segs,
-            transport: op.transport,
-            mark: l.items.len(),
-        });
+        inflight
+            .entry((channel, r, to))
+            .or_default()
+            .push_back(Payload {
+                segs,
+                transport: op.transport,
+                mark: l.items.len(),
+            });
     }
     Ok(())
 }
@@ -538,7 +937,8 @@ pub fn emulate<T: Copy>(
         let mut writes: Vec<(Operand, Vec<T>)> = Vec::new();
         for it in l.items.iter().filter(|i| i.phase == ph) {
             let read = |o: &Operand| -> Vec<T> {
-                mem[o.rank as usize][o.buf as usize][o.off as usize..(o.off + it.n) as usize].to_vec()
+                mem[o.rank as usize][o.buf as usize][o.off as usize..(o.off + it.n) as usize]
+                    .to_vec()
             };
             let mut acc = read(&it.srcs[0]);
             for s in &it.srcs[1..] {
@@ -560,3 +960,7 @@ pub fn emulate<T: Copy>(
         }
     }
 }
+
+#[cfg(test)]
+#[path = "lower_tests.rs"]
+mod tests;

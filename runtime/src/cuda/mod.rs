@@ -6,7 +6,6 @@
 //!   ([`ce`]) overlaps peer copies with reduce kernels;
 //! - [`device`]: contexts, peer access, `cuMemAlloc` buffers, NVRTC compilation;
 //! - [`nccl`]: NCCL loaded through cudarc, the baseline `topoplan bench --vs-nccl` compares with;
-//! - [`hostref`]: host reference collectives and typed random data for device checks.
 //!
 //! Everything that touches the driver first checks [`device::driver_present`], so machines
 //! without a GPU get an error (or a test skip), never a panic.
@@ -14,7 +13,7 @@
 pub mod ce;
 pub mod device;
 pub mod group;
-pub mod hostref;
+pub mod harness;
 pub mod lower;
 pub mod nccl;
 pub mod schedules;
