@@ -1,10 +1,29 @@
-//! topoplan's runtime: the `Communicator` a training binary embeds. It executes the planner's
+//! topoplan's runtime: the [`Communicator`] a training binary embeds. It executes the planner's
 //! schedule IR on a CPU backend (threads, processes, TCP) and a CUDA backend (cudarc).
+//!
+//! Module map: [`comm`] (public API), [`plan`] (where schedules come from), [`exec`] (runs one
+//! rank's schedule), [`protocol`] (the slot-FIFO step protocol), [`transport`] (threads, shared
+//! memory, TCP), [`bootstrap`] (TCP rendezvous), [`reference`] (serial oracle), [`element`]
+//! (types and reduction kernels). Design: `docs/runtime.md`, `docs/protocol.md`.
 
+pub mod bootstrap;
+pub mod check;
+pub mod comm;
+pub mod config;
 pub mod cuda;
 pub mod element;
+pub mod error;
+pub mod exec;
+pub mod init;
+pub mod plan;
+pub mod protocol;
 pub mod reference;
+pub mod transport;
 pub mod types;
 
+pub use comm::{AbortHandle, Communicator, Group, UniqueId};
+pub use config::Config;
 pub use element::Element;
+pub use error::CommError;
+pub use init::EnvRank;
 pub use types::{DataType, ReduceOp};

@@ -162,6 +162,9 @@ pub struct Topology {
     pub fabric: Option<Fabric>,
     /// GPU node of each rank, indexed by rank.
     gpus_by_rank: Vec<NodeId>,
+    /// Path caches (see `paths`); reset by every mutation through the methods below. After
+    /// editing `graph` directly, call `validate` (or `reindex`) before asking for paths.
+    pub(crate) cache: super::paths::CacheCell,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -176,6 +179,8 @@ pub enum ModelError {
     MissingRank(u32),
     #[error("host {host}: bus id {busid} appears more than once")]
     DuplicateBusId { host: u32, busid: String },
+    #[error("{0} has no route to any other GPU")]
+    Unreachable(String),
 }
 
 impl Topology {
@@ -192,16 +197,19 @@ impl Topology {
         }
         let id = self.graph.add_node(Node { host, kind });
         self.gpus_by_rank.clear(); // rebuilt lazily by `reindex`
+        self.cache.reset();
         id
     }
 
     /// Adds a link in one direction.
     pub fn add_link(&mut self, from: NodeId, to: NodeId, link: Link) -> LinkId {
+        self.cache.reset();
         self.graph.add_edge(from, to, link)
     }
 
     /// Adds the same link in both directions.
     pub fn add_duplex(&mut self, a: NodeId, b: NodeId, link: Link) {
+        self.cache.reset();
         self.graph.add_edge(a, b, link.clone());
         self.graph.add_edge(b, a, link);
     }
@@ -218,6 +226,7 @@ impl Topology {
             .collect();
         v.sort_by_key(|(r, _)| *r);
         self.gpus_by_rank = v.into_iter().map(|(_, n)| n).collect();
+        self.cache.reset();
     }
 
     /// Checks the model's invariants (see module docs) and rebuilds indexes.
@@ -253,24 +262,48 @@ impl Topology {
         let mut seen = std::collections::HashSet::new();
         for n in self.graph.node_indices() {
             let node = &self.graph[n];
+            // The ports of one multi-port NIC share its bus id; they differ by name.
             let busid = match &node.kind {
-                NodeKind::Gpu(g) => Some(g.busid.as_str()),
-                NodeKind::PciSwitch(p) => Some(p.busid.as_str()),
-                NodeKind::Nic(nic) => nic.busid.as_deref(),
+                NodeKind::Gpu(g) => Some(g.busid.clone()),
+                NodeKind::PciSwitch(p) => Some(p.busid.clone()),
+                NodeKind::Nic(nic) => nic.busid.as_ref().map(|b| format!("{b} {}", nic.name)),
                 _ => None,
             };
             if let Some(b) = busid {
                 let host = node.host.unwrap_or(0);
-                if !seen.insert((host, b.to_string(), std::mem::discriminant(&node.kind))) {
-                    return Err(ModelError::DuplicateBusId {
-                        host,
-                        busid: b.to_string(),
-                    });
+                if !seen.insert((host, b.clone(), std::mem::discriminant(&node.kind))) {
+                    return Err(ModelError::DuplicateBusId { host, busid: b });
                 }
             }
         }
         self.reindex();
+        self.check_gpus_connected()?;
         Ok(())
+    }
+
+    /// Every GPU must reach the others (links taken in either direction; one pass, O(V+E)).
+    fn check_gpus_connected(&self) -> Result<(), ModelError> {
+        let Some(&first) = self.gpus_by_rank.first() else {
+            return Ok(());
+        };
+        if self.gpus_by_rank.len() < 2 {
+            return Ok(());
+        }
+        let mut seen = vec![false; self.graph.node_count()];
+        let mut stack = vec![first];
+        seen[first.index()] = true;
+        while let Some(n) = stack.pop() {
+            for m in self.graph.neighbors_undirected(n) {
+                if !seen[m.index()] {
+                    seen[m.index()] = true;
+                    stack.push(m);
+                }
+            }
+        }
+        match self.gpus_by_rank.iter().find(|n| !seen[n.index()]) {
+            Some(n) => Err(ModelError::Unreachable(self.describe(*n))),
+            None => Ok(()),
+        }
     }
 
     /// GPUs in graph order with their node ids.

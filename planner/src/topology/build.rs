@@ -1,0 +1,950 @@
+//! [`TopoDoc`] → [`Topology`] with NCCL's semantics (nccl-2.28-facts.md §1.2, §2.1), plus the
+//! completion of cloud skeleton files (see `docs/topology.md`).
+
+use super::doc::*;
+use super::error::TopoError;
+use super::gpus::{self, GpuModel, NvFabric};
+use super::model::*;
+use super::LoadOptions;
+use std::collections::HashMap;
+
+/// NCCL's LOC_BW (GB/s): self paths, CPU-attached NICs, Broadcom `pcilink`s.
+pub const LOC_BW: f64 = 5000.0;
+
+/// Default one-way latencies per link kind (µs). NCCL has none per link; these are typical
+/// figures so that path latencies are not zero. Documented in docs/topology.md.
+pub fn default_lat(kind: LinkKind) -> f64 {
+    match kind {
+        LinkKind::NvLink | LinkKind::C2c => 0.2,
+        LinkKind::Pcie => 0.3,
+        LinkKind::InterCpu => 0.3,
+        LinkKind::Network => 0.0,
+        LinkKind::Local => 0.0,
+    }
+}
+
+fn link(kind: LinkKind, bw: f64, count: u32) -> Link {
+    Link {
+        kind,
+        bw_gbps: bw,
+        lat_us: default_lat(kind),
+        count,
+    }
+}
+
+/// Where an element is, for errors: XML line/column when known, else its JSON path.
+fn elem(tag: &str, key: &str, val: &str, at: &At, path: &str) -> String {
+    let mut s = format!("<{tag}");
+    if !val.is_empty() {
+        s.push_str(&format!(" {key}=\"{val}\""));
+    }
+    s.push('>');
+    if at.line > 0 {
+        s.push_str(&format!(" at line {}, column {}", at.line, at.col));
+    } else {
+        s.push_str(&format!(" ({path})"));
+    }
+    s
+}
+
+/// What a `<pci class>` means to NCCL (prefix dictionary, default PCI).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PciClass {
+    Bridge,
+    NvSwitch,
+    Cpu,
+    Gpu,
+    Nic,
+}
+
+fn pci_class(class: &str) -> Option<(PciClass, bool)> {
+    let c = class.trim().to_ascii_lowercase();
+    let hex = c.strip_prefix("0x")?;
+    if hex.is_empty() || hex.len() > 6 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    Some(if c.starts_with("0x060400") || c.starts_with("0x080100") {
+        (PciClass::Bridge, true)
+    } else if c.starts_with("0x068000") {
+        (PciClass::NvSwitch, true)
+    } else if c.starts_with("0x068001") {
+        (PciClass::Cpu, true)
+    } else if c.starts_with("0x03") {
+        (PciClass::Gpu, true)
+    } else if c.starts_with("0x02") {
+        (PciClass::Nic, true)
+    } else {
+        (PciClass::Bridge, false)
+    })
+}
+
+fn inter_cpu_bw(arch: CpuArch, vendor: CpuVendor, family: u32, model: u32) -> f64 {
+    match (arch, vendor) {
+        (CpuArch::X86_64, CpuVendor::Intel) => {
+            if family == 6 && model >= 0xCF {
+                40.0
+            } else if family == 6 && model >= 0x8F {
+                22.0
+            } else if family == 6 && model >= 0x55 {
+                10.0
+            } else {
+                6.0
+            }
+        }
+        (CpuArch::X86_64, CpuVendor::Amd) => 16.0,
+        (CpuArch::X86_64, CpuVendor::Zhaoxin) => {
+            if family == 7 && model == 0x5B {
+                9.0
+            } else {
+                6.0
+            }
+        }
+        (CpuArch::Ppc64, _) => 32.0,
+        (CpuArch::Arm64, _) => 6.0,
+        _ => LOC_BW,
+    }
+}
+
+/// The skeleton completion in effect, and what was assumed (for warnings and `assume`).
+struct Skeleton {
+    model: &'static GpuModel,
+    nic_gbps: f64,
+}
+
+struct Builder<'a> {
+    file: &'a str,
+    topo: Topology,
+    warnings: &'a mut Vec<String>,
+    skeleton: Option<Skeleton>,
+    /// busid (lower case) → node, for GPUs and PCI switches.
+    gpu_by_bus: HashMap<String, NodeId>,
+    switch_by_bus: HashMap<String, NodeId>,
+    seen_bus: HashMap<String, String>,
+    nvs: Option<NodeId>,
+    virt_nic_cpu: Option<NodeId>,
+    /// (gpu node, its doc, element name) to wire NVLinks/C2C after every GPU exists.
+    gpu_docs: Vec<(NodeId, &'a GpuDoc, NodeId, String)>,
+    /// Skeleton GPUs created (node), in document order, for NVLink synthesis.
+    synth_gpus: Vec<NodeId>,
+    pcilinks: Vec<(NodeId, &'a PciLinkDoc, String)>,
+    /// (rank as written, element name) to check duplicates.
+    ranks: Vec<(i64, String, NodeId)>,
+    next_synth_nic: u32,
+    host: u32,
+    /// Skeleton without any GPU-class device: put one GPU under each leaf-level switch.
+    gpu_per_switch: bool,
+    synthesized_bus: Vec<String>,
+}
+
+fn any_gpu(doc: &TopoDoc) -> bool {
+    fn pci_has(p: &PciDoc) -> bool {
+        p.gpu.is_some() || p.pci.iter().any(pci_has)
+    }
+    doc.system.cpus.iter().any(|c| c.pci.iter().any(pci_has))
+}
+
+fn gpu_class_leaves(doc: &TopoDoc) -> usize {
+    fn walk(p: &PciDoc) -> usize {
+        let me = usize::from(p.class.as_deref().is_some_and(|c| c.starts_with("0x03")));
+        me + p.pci.iter().map(walk).sum::<usize>()
+    }
+    doc.system
+        .cpus
+        .iter()
+        .flat_map(|c| c.pci.iter())
+        .map(walk)
+        .sum()
+}
+
+fn gpu_leaf_devices(doc: &TopoDoc) -> Vec<(String, u16)> {
+    fn walk(p: &PciDoc, out: &mut Vec<(String, u16)>) {
+        if let (Some(c), Some(d)) = (&p.class, &p.device) {
+            if c.starts_with("0x03") {
+                if let Some(x) = super::xml::parse_int(d) {
+                    out.push((p.busid.clone(), x as u16));
+                }
+            }
+        }
+        p.pci.iter().for_each(|c| walk(c, out));
+    }
+    let mut out = Vec::new();
+    for c in &doc.system.cpus {
+        c.pci.iter().for_each(|p| walk(p, &mut out));
+    }
+    out
+}
+
+/// Builds the single-machine topology of `doc.system` (host 0). Returns the assumptions applied
+/// if the file was a skeleton.
+pub fn build_system(
+    doc: &TopoDoc,
+    file: &str,
+    opts: &LoadOptions,
+    warnings: &mut Vec<String>,
+) -> Result<(Topology, Option<Assume>), TopoError> {
+    let skeleton = if any_gpu(doc) {
+        if let Some(g) = &opts.gpu_model {
+            let model = gpus::find_model(g).ok_or_else(|| unknown_model(g))?;
+            warnings.push(format!(
+                "{file}: --gpu {} ignored for NVLink/SM: the file has <gpu> elements, which win \
+                 (memory bandwidth of {} used)",
+                model.name, model.name
+            ));
+        }
+        None
+    } else {
+        Some(skeleton_choice(doc, file, opts, warnings)?)
+    };
+    let assume = skeleton.as_ref().map(|s| Assume {
+        gpu: Some(s.model.name.to_string()),
+        nic_gbps: Some(s.nic_gbps),
+    });
+    let mut b = Builder {
+        file,
+        topo: Topology::new(),
+        warnings,
+        skeleton,
+        gpu_by_bus: HashMap::new(),
+        switch_by_bus: HashMap::new(),
+        seen_bus: HashMap::new(),
+        nvs: None,
+        virt_nic_cpu: None,
+        gpu_docs: Vec::new(),
+        synth_gpus: Vec::new(),
+        pcilinks: Vec::new(),
+        ranks: Vec::new(),
+        next_synth_nic: 0,
+        host: 0,
+        gpu_per_switch: false,
+        synthesized_bus: Vec::new(),
+    };
+    b.gpu_per_switch = b.skeleton.is_some() && gpu_class_leaves(doc) == 0;
+    b.run(doc, opts)?;
+    let mut topo = b.topo;
+    topo.validate().map_err(|source| TopoError::Model {
+        file: file.to_string(),
+        source,
+    })?;
+    Ok((topo, assume))
+}
+
+fn unknown_model(g: &str) -> TopoError {
+    TopoError::Unsupported(format!(
+        "unknown GPU model `{g}`; known models: {}",
+        gpus::model_names()
+    ))
+}
+
+fn skeleton_choice(
+    doc: &TopoDoc,
+    file: &str,
+    opts: &LoadOptions,
+    warnings: &mut Vec<String>,
+) -> Result<Skeleton, TopoError> {
+    let from_doc = doc.assume.as_ref().and_then(|a| a.gpu.clone());
+    let (model, how) = if let Some(g) = &opts.gpu_model {
+        (
+            gpus::find_model(g).ok_or_else(|| unknown_model(g))?,
+            "--gpu".to_string(),
+        )
+    } else if let Some(g) = &from_doc {
+        (
+            gpus::find_model(g).ok_or_else(|| unknown_model(g))?,
+            "the file's `assume.gpu`".to_string(),
+        )
+    } else {
+        let devs = gpu_leaf_devices(doc);
+        match devs
+            .iter()
+            .find_map(|(b, d)| gpus::model_by_pci_device(*d).map(|m| (b, d, m)))
+        {
+            Some((bus, d, m)) => (
+                m,
+                format!("PCI device id {d:#06x} of <pci busid=\"{bus}\">"),
+            ),
+            None => (
+                gpus::find_model(gpus::DEFAULT_SKELETON_GPU).expect("default model exists"),
+                "the default (pass --gpu MODEL to choose)".to_string(),
+            ),
+        }
+    };
+    let nic_gbps = opts
+        .nic_gbps
+        .or_else(|| doc.assume.as_ref().and_then(|a| a.nic_gbps))
+        .unwrap_or(model.nic_gbps);
+    if !(nic_gbps.is_finite() && nic_gbps > 0.0) {
+        return Err(TopoError::Unsupported(format!(
+            "NIC speed {nic_gbps} Gbit/s must be finite and > 0"
+        )));
+    }
+    let fabric = match model.fabric {
+        NvFabric::NvSwitch => format!(
+            "{} NVLinks per GPU to one NVSwitch ({:.1} GB/s per GPU)",
+            model.nvlinks,
+            model.nvlinks as f64 * gpus::nvlink_bw(model.sm)
+        ),
+        NvFabric::CubeMesh => "the DGX-1 hybrid cube mesh (6 NVLinks per GPU, 8 GPUs)".to_string(),
+        NvFabric::None => "no NVLink".to_string(),
+    };
+    warnings.push(format!(
+        "{file}: skeleton file (no <gpu> elements): assumed GPU model {} (sm {}) from {how}, {fabric}; \
+         skeleton NICs at {nic_gbps} Gbit/s with GPUDirect RDMA; ranks in file order",
+        model.name, model.sm
+    ));
+    Ok(Skeleton { model, nic_gbps })
+}
+
+impl<'a> Builder<'a> {
+    fn run(&mut self, doc: &'a TopoDoc, opts: &LoadOptions) -> Result<(), TopoError> {
+        if doc.version != JSON_VERSION {
+            return Err(TopoError::semantic(
+                self.file,
+                "\"version\"",
+                format!(
+                    "version {} is not supported; this topoplan reads version 1",
+                    doc.version
+                ),
+            ));
+        }
+        let mut cpus = Vec::new();
+        let mut numa_seen: HashMap<i64, String> = HashMap::new();
+        for (ci, cpu) in doc.system.cpus.iter().enumerate() {
+            let path = format!("system.cpus[{ci}]");
+            let numa = cpu.numaid.map(|n| n.to_string()).unwrap_or_default();
+            let name = elem("cpu", "numaid", &numa, &cpu.at, &path);
+            let numa_id = match cpu.numaid {
+                Some(n) => n,
+                None if self.skeleton.is_some() => ci as i64,
+                None => {
+                    return Err(TopoError::semantic(
+                        self.file,
+                        name,
+                        "required attribute `numaid` is missing",
+                    ))
+                }
+            };
+            if let Some(prev) = numa_seen.insert(numa_id, name.clone()) {
+                return Err(TopoError::semantic(
+                    self.file,
+                    name,
+                    format!("numaid {numa_id} already used by {prev}"),
+                ));
+            }
+            let arch = match cpu.arch.as_deref() {
+                Some(a) if a.starts_with("x86_64") => CpuArch::X86_64,
+                Some(a) if a.starts_with("arm64") => CpuArch::Arm64,
+                Some(a) if a.starts_with("ppc64") => CpuArch::Ppc64,
+                _ => CpuArch::Unknown,
+            };
+            let vendor = match cpu.vendor.as_deref() {
+                Some(v) if v.starts_with("GenuineIntel") => CpuVendor::Intel,
+                Some(v) if v.starts_with("AuthenticAMD") => CpuVendor::Amd,
+                Some(v) if v.starts_with("CentaurHauls") || v.starts_with("  Shanghai  ") => {
+                    CpuVendor::Zhaoxin
+                }
+                _ => CpuVendor::Other,
+            };
+            let id = self.topo.add_node(
+                Some(self.host),
+                NodeKind::Cpu(Cpu {
+                    numa_id: numa_id.clamp(i32::MIN as i64, i32::MAX as i64) as i32,
+                    arch,
+                    vendor,
+                    family_id: cpu.familyid.unwrap_or(0).max(0) as u32,
+                    model_id: cpu.modelid.unwrap_or(0).max(0) as u32,
+                }),
+            );
+            cpus.push(id);
+            for (pi, p) in cpu.pci.iter().enumerate() {
+                self.pci(p, id, id, &format!("{path}.pci[{pi}]"))?;
+            }
+            for (ni, nic) in cpu.nics.iter().enumerate() {
+                // NCCL gives every CPU-attached <nic> the same id, so they all land on one NIC
+                // node under the first CPU that has one.
+                let parent = *self.virt_nic_cpu.get_or_insert(id);
+                // NCCL joins it to the CPU with a PCI link of LOC_BW (so paths to it are PHB).
+                let l = link(LinkKind::Pcie, LOC_BW, 1);
+                self.nic(nic, parent, None, l, &format!("{path}.nics[{ni}]"))?;
+            }
+        }
+        self.wire_gpus(&cpus)?;
+        self.wire_pcilinks()?;
+        // Every pair of NUMA domains is joined by the SMP interconnect.
+        for &a in &cpus {
+            for &b in &cpus {
+                if a != b {
+                    let bw = match &self.topo.graph[a].kind {
+                        NodeKind::Cpu(c) => inter_cpu_bw(c.arch, c.vendor, c.family_id, c.model_id),
+                        _ => LOC_BW,
+                    };
+                    self.topo.add_link(a, b, link(LinkKind::InterCpu, bw, 1));
+                }
+            }
+        }
+        self.finish_ranks()?;
+        if !self.synthesized_bus.is_empty() {
+            self.warnings.push(format!(
+                "{}: the skeleton lists no GPUs: assumed one GPU behind each of the {} leaf PCIe \
+                 switches, with made-up bus ids {} (leaf devices without a class taken as NICs)",
+                self.file,
+                self.synthesized_bus.len(),
+                self.synthesized_bus.join(", ")
+            ));
+        }
+        if let Some(g) = &opts.gpu_model {
+            if self.skeleton.is_none() {
+                let m = gpus::find_model(g).ok_or_else(|| unknown_model(g))?;
+                for n in self.topo.graph.node_indices() {
+                    if let NodeKind::Gpu(gpu) = &mut self.topo.graph[n].kind {
+                        gpu.mem_bw_gbps = m.mem_bw_gbps;
+                        gpu.model = Some(m.name.to_string());
+                    }
+                }
+            }
+        }
+        if self.topo.gpus().next().is_none() {
+            self.warnings
+                .push(format!("{}: the topology has no GPUs", self.file));
+        }
+        Ok(())
+    }
+
+    fn check_bus(&mut self, busid: &str, name: &str) -> Result<(), TopoError> {
+        let key = busid.to_ascii_lowercase();
+        if let Some(prev) = self.seen_bus.insert(key, name.to_string()) {
+            return Err(TopoError::semantic(
+                self.file,
+                name,
+                format!("duplicate bus id {busid}: already used by {prev}"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn pci_link(&mut self, p: &PciDoc, name: &str) -> Result<Link, TopoError> {
+        let width = match p.link_width {
+            Some(w) if w < 0 => {
+                return Err(TopoError::semantic(
+                    self.file,
+                    name,
+                    format!("link_width {w} is negative: PCIe bandwidth must be > 0"),
+                ))
+            }
+            Some(w) => w,
+            None if self.skeleton.is_some() => 16,
+            None => {
+                return Err(TopoError::semantic(
+                    self.file,
+                    name,
+                    "required attribute `link_width` is missing",
+                ))
+            }
+        };
+        let speed = match &p.link_speed {
+            Some(s) => s.as_str(),
+            None if self.skeleton.is_some() => "",
+            None => {
+                return Err(TopoError::semantic(
+                    self.file,
+                    name,
+                    "required attribute `link_speed` is missing",
+                ))
+            }
+        };
+        if !speed.is_empty() && !gpus::pci_speed(speed).1 {
+            self.warnings.push(format!(
+                "{}: {name}: link_speed \"{speed}\" is not in NCCL's table; NCCL's default (8 GT/s, Gen3) used",
+                self.file
+            ));
+        }
+        Ok(link(LinkKind::Pcie, gpus::pci_bw(speed, width), 1))
+    }
+
+    fn pci(
+        &mut self,
+        p: &'a PciDoc,
+        parent: NodeId,
+        cpu: NodeId,
+        path: &str,
+    ) -> Result<(), TopoError> {
+        let name = elem("pci", "busid", &p.busid, &p.at, path);
+        let class = match &p.class {
+            Some(c) => Some(pci_class(c).ok_or_else(|| {
+                TopoError::semantic(
+                    self.file,
+                    &name,
+                    format!(
+                        "unknown PCI class \"{c}\": expected a hex class code such as 0x060400 \
+                         (bridge), 0x030200 (GPU), 0x020700 (InfiniBand NIC), 0x068000 (NVSwitch)"
+                    ),
+                )
+            })?),
+            None => None,
+        };
+        self.check_bus(&p.busid, &name)?;
+        if let Some(g) = &p.gpu {
+            let up = self.pci_link(p, &name)?;
+            return self.gpu(p, g, parent, cpu, up, &format!("{path}.gpu"));
+        }
+        if let Some(nic) = &p.nic {
+            let up = self.pci_link(p, &name)?;
+            return self.nic(nic, parent, Some(&p.busid), up, &format!("{path}.nic"));
+        }
+        let is_leaf = p.pci.is_empty();
+        let kind = match class {
+            Some((k, known)) => {
+                if !known {
+                    self.warnings.push(format!(
+                        "{}: {name}: class {} is not one NCCL distinguishes; treated as a PCI bridge, as NCCL does",
+                        self.file,
+                        p.class.as_deref().unwrap_or("")
+                    ));
+                }
+                k
+            }
+            None if self.skeleton.is_some() => {
+                if is_leaf {
+                    PciClass::Nic
+                } else {
+                    PciClass::Bridge
+                }
+            }
+            None => {
+                return Err(TopoError::semantic(
+                    self.file,
+                    name,
+                    "required attribute `class` is missing",
+                ))
+            }
+        };
+        match kind {
+            PciClass::Bridge => {
+                let up = self.pci_link(p, &name)?;
+                let id = self.topo.add_node(
+                    Some(self.host),
+                    NodeKind::PciSwitch(PciSwitch {
+                        busid: p.busid.to_ascii_lowercase(),
+                    }),
+                );
+                self.topo.add_duplex(parent, id, up);
+                self.switch_by_bus.insert(p.busid.to_ascii_lowercase(), id);
+                for l in &p.pcilinks {
+                    self.pcilinks.push((id, l, name.clone()));
+                }
+                for (i, c) in p.pci.iter().enumerate() {
+                    self.pci(c, id, cpu, &format!("{path}.pci[{i}]"))?;
+                }
+                // Skeletons that list no GPU at all (AWS p5): one GPU behind every PCIe switch
+                // whose children are all leaves, as the vendor's file comment describes.
+                if self.gpu_per_switch
+                    && !p.pci.is_empty()
+                    && p.pci.iter().all(|c| c.pci.is_empty())
+                {
+                    let busid = self.synth_busid(&p.busid);
+                    let gl = match p.pci.first() {
+                        Some(c) => self.pci_link(c, &name)?,
+                        None => link(LinkKind::Pcie, gpus::pci_bw("", 16), 1),
+                    };
+                    self.synth_gpu(&busid, id, gl);
+                    self.synthesized_bus.push(busid);
+                }
+                Ok(())
+            }
+            PciClass::Gpu => {
+                if self.skeleton.is_some() {
+                    let up = self.pci_link(p, &name)?;
+                    self.synth_gpu(&p.busid, parent, up);
+                } else {
+                    self.warnings.push(format!(
+                        "{}: {name}: GPU-class PCI device without a <gpu> element is ignored (as NCCL does)",
+                        self.file
+                    ));
+                }
+                Ok(())
+            }
+            PciClass::Nic => {
+                if self.skeleton.is_some() {
+                    let up = self.pci_link(p, &name)?;
+                    self.synth_nic(&p.busid, parent, up);
+                } else {
+                    self.warnings.push(format!(
+                        "{}: {name}: NIC-class PCI device without a <nic> element is ignored (as NCCL does)",
+                        self.file
+                    ));
+                }
+                Ok(())
+            }
+            // NCCL creates no node for these without a <gpu>/<nic> child.
+            PciClass::NvSwitch | PciClass::Cpu => Ok(()),
+        }
+    }
+
+    fn gpu(
+        &mut self,
+        p: &PciDoc,
+        g: &'a GpuDoc,
+        parent: NodeId,
+        cpu: NodeId,
+        up: Link,
+        path: &str,
+    ) -> Result<(), TopoError> {
+        let name = elem("gpu", "busid", &p.busid, &g.at, path);
+        let Some(rank) = g.rank else {
+            self.warnings.push(format!(
+                "{}: {name}: <gpu> without `rank` is skipped entirely (as NCCL does)",
+                self.file
+            ));
+            return Ok(());
+        };
+        let req = |v: Option<i64>, key: &str| {
+            v.ok_or_else(|| {
+                TopoError::semantic(
+                    self.file,
+                    &name,
+                    format!("required attribute `{key}` is missing"),
+                )
+            })
+        };
+        let sm = req(g.sm, "sm")?;
+        let dev = req(g.dev, "dev")?;
+        let gdr = req(g.gdr, "gdr")?;
+        if rank < 0 || dev < 0 || sm < 0 {
+            return Err(TopoError::semantic(
+                self.file,
+                &name,
+                "rank, dev and sm must be >= 0",
+            ));
+        }
+        let device = p
+            .device
+            .as_deref()
+            .and_then(super::xml::parse_int)
+            .and_then(|d| gpus::model_by_pci_device(d as u16));
+        let sm = sm as u32;
+        let id = self.topo.add_node(
+            Some(self.host),
+            NodeKind::Gpu(Gpu {
+                rank: rank as u32,
+                dev: dev as u32,
+                busid: p.busid.to_ascii_lowercase(),
+                sm,
+                gdr: gdr != 0,
+                mem_bw_gbps: device
+                    .map(|m| m.mem_bw_gbps)
+                    .unwrap_or(gpus::default_mem_bw(sm)),
+                model: device.map(|m| m.name.to_string()),
+            }),
+        );
+        self.topo.add_duplex(parent, id, up);
+        self.gpu_by_bus.insert(p.busid.to_ascii_lowercase(), id);
+        self.ranks.push((rank, name.clone(), id));
+        self.gpu_docs.push((id, g, cpu, name));
+        Ok(())
+    }
+
+    /// A bus id for a GPU the file does not list: device 0x1f, function 7 on the switch's bus
+    /// (bumped until unused), so it cannot collide with a listed device.
+    fn synth_busid(&mut self, switch: &str) -> String {
+        let base = switch.rsplit_once(':').map(|(a, _)| a).unwrap_or("0000:00");
+        for f in (0..8).rev() {
+            for d in (0..0x20).rev() {
+                let b = format!("{base}:{d:02x}.{f}");
+                if !self.seen_bus.contains_key(&b) {
+                    self.seen_bus.insert(b.clone(), "a synthesized GPU".into());
+                    return b;
+                }
+            }
+        }
+        format!("{base}:ff.f")
+    }
+
+    fn synth_gpu(&mut self, busid: &str, parent: NodeId, up: Link) {
+        let sk = self.skeleton.as_ref().expect("skeleton mode");
+        let k = self.synth_gpus.len() as u32;
+        let id = self.topo.add_node(
+            Some(self.host),
+            NodeKind::Gpu(Gpu {
+                rank: k,
+                dev: k,
+                busid: busid.to_ascii_lowercase(),
+                sm: sk.model.sm,
+                gdr: true,
+                mem_bw_gbps: sk.model.mem_bw_gbps,
+                model: Some(sk.model.name.to_string()),
+            }),
+        );
+        self.topo.add_duplex(parent, id, up);
+        self.gpu_by_bus.insert(busid.to_ascii_lowercase(), id);
+        self.synth_gpus.push(id);
+    }
+
+    fn synth_nic(&mut self, busid: &str, parent: NodeId, up: Link) {
+        let sk = self.skeleton.as_ref().expect("skeleton mode");
+        let k = self.next_synth_nic;
+        self.next_synth_nic += 1;
+        let id = self.topo.add_node(
+            Some(self.host),
+            NodeKind::Nic(Nic {
+                busid: Some(busid.to_ascii_lowercase()),
+                name: format!("nic{k}"),
+                dev: k,
+                speed_gbps: sk.nic_gbps / 8.0,
+                port: 1,
+                guid: k as u64,
+                max_conn: 64,
+                gdr: true,
+                coll: false,
+                latency_us: 0.0,
+            }),
+        );
+        self.topo.add_duplex(parent, id, up);
+    }
+
+    fn nic(
+        &mut self,
+        nic: &NicDoc,
+        parent: NodeId,
+        busid: Option<&str>,
+        up: Link,
+        path: &str,
+    ) -> Result<(), TopoError> {
+        for (i, net) in nic.nets.iter().enumerate() {
+            let npath = format!("{path}.nets[{i}]");
+            let name = elem(
+                "net",
+                "name",
+                net.name.as_deref().unwrap_or(""),
+                &net.at,
+                &npath,
+            );
+            let Some(dev) = net.dev else {
+                self.warnings.push(format!(
+                    "{}: {name}: <net> without `dev` is ignored (as NCCL does)",
+                    self.file
+                ));
+                continue;
+            };
+            let speed_mbps = match net.speed {
+                Some(s) if s < 0 => {
+                    return Err(TopoError::semantic(
+                        self.file,
+                        name,
+                        format!("speed {s} Mb/s is negative: bandwidth must be > 0"),
+                    ))
+                }
+                Some(0) | None => {
+                    self.warnings.push(format!(
+                        "{}: {name}: no speed; NCCL's default 10000 Mb/s (1.25 GB/s) used",
+                        self.file
+                    ));
+                    10000
+                }
+                Some(s) => s,
+            };
+            let latency = net.latency.unwrap_or(0.0);
+            if latency < 0.0 {
+                return Err(TopoError::semantic(self.file, name, "latency must be >= 0"));
+            }
+            let guid = net
+                .guid
+                .as_deref()
+                .and_then(super::xml::parse_int)
+                .map(|g| g as u64)
+                .unwrap_or(dev as u64);
+            let id = self.topo.add_node(
+                Some(self.host),
+                NodeKind::Nic(Nic {
+                    busid: busid.map(|b| b.to_ascii_lowercase()),
+                    name: net.name.clone().unwrap_or_else(|| format!("net{dev}")),
+                    dev: dev.max(0) as u32,
+                    speed_gbps: speed_mbps as f64 / 8000.0,
+                    port: net.port.unwrap_or(0).max(0) as u32,
+                    guid,
+                    max_conn: net.maxconn.unwrap_or(64).clamp(0, u32::MAX as i64) as u32,
+                    gdr: net.gdr.unwrap_or(0) != 0,
+                    coll: net.coll.unwrap_or(0) != 0,
+                    latency_us: latency,
+                }),
+            );
+            self.topo.add_duplex(parent, id, up.clone());
+        }
+        Ok(())
+    }
+
+    fn nvswitch(&mut self) -> NodeId {
+        if let Some(n) = self.nvs {
+            return n;
+        }
+        let n = self.topo.add_node(Some(self.host), NodeKind::NvSwitch);
+        self.nvs = Some(n);
+        n
+    }
+
+    /// Adds `bw` to an existing link of the same kind a→b (NCCL aggregates NVLinks), or a new one.
+    fn connect(&mut self, a: NodeId, b: NodeId, kind: LinkKind, bw: f64, count: u32) {
+        if let Some(e) = self
+            .topo
+            .graph
+            .edges_connecting(a, b)
+            .find(|e| e.weight().kind == kind)
+            .map(|e| petgraph::visit::EdgeRef::id(&e))
+        {
+            let l = &mut self.topo.graph[e];
+            l.bw_gbps += bw;
+            l.count += count;
+        } else {
+            self.topo.add_link(a, b, link(kind, bw, count));
+        }
+    }
+
+    fn wire_gpus(&mut self, _cpus: &[NodeId]) -> Result<(), TopoError> {
+        let docs = std::mem::take(&mut self.gpu_docs);
+        for (id, g, cpu, name) in &docs {
+            let sm = self.topo.gpu(*id).map(|g| g.sm).unwrap_or(0);
+            for (i, l) in g.nvlinks.iter().enumerate() {
+                let lname = if l.at.line > 0 {
+                    format!(
+                        "<nvlink target=\"{}\"> at line {}, column {} (in {name})",
+                        l.target, l.at.line, l.at.col
+                    )
+                } else {
+                    format!("{name} → <nvlink target=\"{}\"> #{i}", l.target)
+                };
+                if l.count <= 0 {
+                    return Err(TopoError::semantic(
+                        self.file,
+                        lname,
+                        format!(
+                            "count {} gives zero bandwidth: an <nvlink> needs count >= 1",
+                            l.count
+                        ),
+                    ));
+                }
+                let count = l.count as u32;
+                let bw = count as f64 * gpus::nvlink_bw(sm);
+                let tclass = l
+                    .tclass
+                    .as_deref()
+                    .unwrap_or("0x068000")
+                    .to_ascii_lowercase();
+                let target = l.target.to_ascii_lowercase();
+                if tclass.starts_with("0x03") {
+                    match self.gpu_by_bus.get(&target).copied() {
+                        Some(t) if t == *id => self
+                            .warnings
+                            .push(format!("{}: {lname}: NVLink to itself ignored", self.file)),
+                        Some(t) => self.connect(*id, t, LinkKind::NvLink, bw, count),
+                        None => self.warnings.push(format!(
+                            "{}: {lname}: target GPU is not in the file; link ignored",
+                            self.file
+                        )),
+                    }
+                } else if tclass.starts_with("0x068001") {
+                    self.connect(*id, *cpu, LinkKind::NvLink, bw, count);
+                    self.connect(*cpu, *id, LinkKind::NvLink, bw, count);
+                } else {
+                    // NVSwitch (or the hidden target fffffff:ff:ff.0): every switch collapses
+                    // into one NVSwitch node, link counts aggregate.
+                    let nvs = self.nvswitch();
+                    self.connect(*id, nvs, LinkKind::NvLink, bw, count);
+                    self.connect(nvs, *id, LinkKind::NvLink, bw, count);
+                }
+            }
+            for (i, c) in g.c2c.iter().enumerate() {
+                let cname = format!("{name} → <c2c> #{i}");
+                if c.bw <= 0 || c.count <= 0 {
+                    return Err(TopoError::semantic(
+                        self.file,
+                        cname,
+                        format!("bw {} MB/s × count {} must be > 0", c.bw, c.count),
+                    ));
+                }
+                let bw = c.bw as f64 * c.count as f64 / 1000.0;
+                self.connect(*id, *cpu, LinkKind::C2c, bw, c.count as u32);
+                self.connect(*cpu, *id, LinkKind::C2c, bw, c.count as u32);
+            }
+        }
+        self.gpu_docs = docs;
+        if let Some(sk) = &self.skeleton {
+            let (model, gpus_) = (sk.model, self.synth_gpus.clone());
+            let per = gpus::nvlink_bw(model.sm);
+            match model.fabric {
+                NvFabric::NvSwitch if !gpus_.is_empty() => {
+                    let nvs = self.nvswitch();
+                    for g in gpus_ {
+                        let bw = model.nvlinks as f64 * per;
+                        self.connect(g, nvs, LinkKind::NvLink, bw, model.nvlinks);
+                        self.connect(nvs, g, LinkKind::NvLink, bw, model.nvlinks);
+                    }
+                }
+                NvFabric::CubeMesh if gpus_.len() == 8 => {
+                    for i in 0..8 {
+                        for j in 0..8 {
+                            let c = gpus::CUBE_MESH[i][j];
+                            if c > 0 {
+                                self.connect(gpus_[i], gpus_[j], LinkKind::NvLink, c as f64 * per, c);
+                            }
+                        }
+                    }
+                }
+                NvFabric::CubeMesh => self.warnings.push(format!(
+                    "{}: the hybrid cube mesh needs exactly 8 GPUs, the file has {}; no NVLink assumed",
+                    self.file,
+                    gpus_.len()
+                )),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn wire_pcilinks(&mut self) -> Result<(), TopoError> {
+        let links = std::mem::take(&mut self.pcilinks);
+        for (from, l, name) in links {
+            match self.switch_by_bus.get(&l.target.to_ascii_lowercase()).copied() {
+                Some(to) => {
+                    self.topo.add_link(from, to, link(LinkKind::Local, LOC_BW, 1));
+                }
+                None => self.warnings.push(format!(
+                    "{}: {name} → <pcilink target=\"{}\">: target is not a PCI switch in the file; ignored",
+                    self.file, l.target
+                )),
+            }
+        }
+        Ok(())
+    }
+
+    fn finish_ranks(&mut self) -> Result<(), TopoError> {
+        let mut sorted: Vec<_> = self.ranks.clone();
+        sorted.sort_by_key(|r| r.0);
+        for w in sorted.windows(2) {
+            if w[0].0 == w[1].0 {
+                return Err(TopoError::semantic(
+                    self.file,
+                    &w[1].1,
+                    format!("duplicate rank {}: already used by {}", w[1].0, w[0].1),
+                ));
+            }
+        }
+        // A dump taken on node k of a job holds ranks k*n..; topoplan's model is dense from 0.
+        let dense = sorted.iter().enumerate().all(|(i, r)| r.0 == i as i64);
+        if !dense && !sorted.is_empty() {
+            self.warnings.push(format!(
+                "{}: GPU ranks {} are not 0..{}; renumbered in rank order",
+                self.file,
+                sorted
+                    .iter()
+                    .map(|r| r.0.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                sorted.len() - 1
+            ));
+            for (i, (_, _, id)) in sorted.iter().enumerate() {
+                if let NodeKind::Gpu(g) = &mut self.topo.graph[*id].kind {
+                    g.rank = i as u32;
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,122 @@
+//! Errors of the topology readers, with miette-style rendering of the offending line.
+
+use super::model::ModelError;
+use std::fmt;
+
+/// A problem at a position in a file: rendered as `file:line:col: message`, the line itself, a
+/// caret under the column, and a hint saying what was expected.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Diagnostic {
+    pub file: String,
+    pub line: u32,
+    pub col: u32,
+    pub message: String,
+    /// What would have been accepted there.
+    pub expected: Option<String>,
+    /// The text of the offending line (without its newline), if known.
+    pub source_line: Option<String>,
+}
+
+impl Diagnostic {
+    /// Builds a diagnostic and fills the offending line from `text`.
+    pub fn at(
+        file: &str,
+        text: &str,
+        line: u32,
+        col: u32,
+        message: impl Into<String>,
+        expected: Option<String>,
+    ) -> Self {
+        let source_line = text
+            .lines()
+            .nth(line.saturating_sub(1) as usize)
+            .map(|l| l.to_string());
+        Diagnostic {
+            file: file.to_string(),
+            line,
+            col,
+            message: message.into(),
+            expected,
+            source_line,
+        }
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.file, self.line, self.col, self.message
+        )?;
+        if let Some(src) = &self.source_line {
+            // Tabs are shown as single spaces so the caret lines up with the column.
+            let shown: String = src
+                .chars()
+                .map(|c| if c == '\t' { ' ' } else { c })
+                .collect();
+            let shown = if shown.chars().count() > 160 {
+                let s: String = shown.chars().take(160).collect();
+                format!("{s}…")
+            } else {
+                shown
+            };
+            let num = self.line.to_string();
+            let pad = " ".repeat(num.len());
+            let caret_col = (self.col.max(1) as usize - 1).min(shown.chars().count());
+            write!(
+                f,
+                "\n{pad} |\n{num} | {shown}\n{pad} | {}^",
+                " ".repeat(caret_col)
+            )?;
+        }
+        if let Some(e) = &self.expected {
+            write!(
+                f,
+                "\n{} = expected {e}",
+                " ".repeat(self.line.to_string().len())
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Everything that can go wrong reading, building, scaling or writing a topology.
+#[derive(Debug, thiserror::Error)]
+pub enum TopoError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Malformed XML or JSON.
+    #[error("{0}")]
+    Syntax(Box<Diagnostic>),
+    /// Well-formed, but wrong: names the element (and its line when the file is XML).
+    #[error("{file}: {element}: {message}")]
+    Semantic {
+        file: String,
+        element: String,
+        message: String,
+    },
+    #[error("{file}: {source}")]
+    Model {
+        file: String,
+        #[source]
+        source: ModelError,
+    },
+    /// A request that cannot be honoured (e.g. a cluster as NCCL XML, an unknown GPU model).
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+impl TopoError {
+    pub fn semantic(file: &str, element: impl Into<String>, message: impl Into<String>) -> Self {
+        TopoError::Semantic {
+            file: file.to_string(),
+            element: element.into(),
+            message: message.into(),
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! Unit tests of the topology module: golden paths on real dumps, synthetic topologies, scaling.
+
+use super::*;
+
+fn fixture(name: &str) -> Loaded {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data/topologies")
+        .join(name);
+    load_file(&p, &LoadOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+fn h200x2_golden() {
+    let l = fixture("h200x2-topo.xml");
+    let t = &l.topology;
+    assert_eq!(t.n_ranks(), 2);
+    let p = t.gpu_path(0, 1).unwrap();
+    assert_eq!(p.kind, PathType::Nvl);
+    assert!((p.bw_gbps - 370.8).abs() < 1e-9, "{}", p.bw_gbps);
+    // Through the NVSwitch: GPU → NVS → GPU, 18 links on each hop.
+    assert_eq!(p.hops(), 2);
+    for l in &p.links {
+        assert_eq!(t.graph[*l].count, 18);
+        assert_eq!(t.graph[*l].kind, LinkKind::NvLink);
+    }
+    let cpu = t
+        .graph
+        .node_indices()
+        .find(|n| matches!(t.graph[*n].kind, NodeKind::Cpu(_)))
+        .unwrap();
+    for r in 0..2 {
+        let g = t.gpu_of_rank(r).unwrap();
+        let p = t.path(g, cpu).unwrap();
+        assert_eq!(p.kind, PathType::Phb);
+        assert_eq!(p.bw_gbps, 48.0);
+        // NCCL: GPU→NET (3/1.2/PHB) — the virtio NIC's 10 Gb/s is the bottleneck.
+        let nic = t.nics_of_host(0)[0];
+        let p = t.path(g, nic).unwrap();
+        assert_eq!(p.kind, PathType::Phb);
+        assert_eq!(p.bw_gbps, 1.25);
+    }
+}
+
+#[test]
+fn h800_nvswitch_and_nearest_nics() {
+    let l = fixture("github-yccl-8xh800-nvswitch-topo.xml");
+    let t = &l.topology;
+    assert_eq!(t.n_ranks(), 8);
+    for a in 0..8 {
+        for b in 0..8 {
+            if a != b {
+                let p = t.gpu_path(a, b).unwrap();
+                assert_eq!(p.kind, PathType::Nvl, "{a}->{b}");
+                assert!((p.bw_gbps - 8.0 * 20.6).abs() < 1e-9);
+                assert!(p.links.iter().any(|l| matches!(
+                    t.graph[t.graph.edge_endpoints(*l).unwrap().1].kind,
+                    NodeKind::NvSwitch
+                )));
+            }
+        }
+        let g = t.gpu_of_rank(a).unwrap();
+        let best = t
+            .nics_of_host(0)
+            .into_iter()
+            .map(|n| t.path(g, n).unwrap().kind)
+            .min()
+            .unwrap();
+        assert!(
+            best == PathType::Pix || best == PathType::Pxb,
+            "GPU{a}: {best}"
+        );
+    }
+}
+
+#[test]
+fn l20_pcie_types() {
+    let l = fixture("github-yccl-16xl20-pcie-topo.xml");
+    let t = &l.topology;
+    assert_eq!(t.n_ranks(), 16);
+    // Ranks 0,1 share a switch; 2,3 sit under a sibling switch of the same parent.
+    assert_eq!(t.gpu_path(0, 1).unwrap().kind, PathType::Pix);
+    assert_eq!(t.gpu_path(0, 2).unwrap().kind, PathType::Pxb);
+    // Ranks 0..7 are on socket 0, 8..15 on socket 1.
+    for b in 8..16 {
+        assert_eq!(t.gpu_path(0, b).unwrap().kind, PathType::Sys);
+    }
+    assert_eq!(t.gpu_path(0, 8).unwrap().bw_gbps, 22.0);
+}
+
+#[test]
+fn random_topologies_are_valid_and_connected() {
+    for seed in 0..40 {
+        let t = synth::random(seed);
+        let n = t.n_ranks() as u32;
+        assert!((2..=64).contains(&n), "seed {seed}: {n} GPUs");
+        for a in 0..n {
+            for b in 0..n {
+                let p = t
+                    .gpu_path(a, b)
+                    .unwrap_or_else(|| panic!("seed {seed}: no path {a}->{b}"));
+                assert!(p.bw_gbps > 0.0, "seed {seed}");
+                if t.host_of_rank(a) != t.host_of_rank(b) {
+                    assert_eq!(p.kind, PathType::Net, "seed {seed}");
+                } else {
+                    assert!(p.kind < PathType::Net, "seed {seed}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn single_host_synth() {
+    let t = synth::single_host(8, LinkKind::NvLink, 100.0);
+    assert_eq!(t.gpu_path(0, 7).unwrap().kind, PathType::Nvl);
+    assert_eq!(t.gpu_path(0, 7).unwrap().bw_gbps, 100.0);
+    let t = synth::single_host(8, LinkKind::Pcie, 24.0);
+    assert_eq!(t.gpu_path(0, 3).unwrap().kind, PathType::Pix);
+    assert_eq!(t.gpu_path(0, 4).unwrap().kind, PathType::Phb);
+}
+
+#[test]
+fn scale_rail_and_fat_tree() {
+    let node = fixture("github-yccl-8xh800-nvswitch-topo.xml").topology;
+    let rail = scale(
+        &node,
+        4,
+        Fabric {
+            kind: FabricKind::RailOptimized,
+            port_gbps: 25.0,
+            switch_lat_us: 0.5,
+        },
+    )
+    .unwrap();
+    assert_eq!(rail.n_ranks(), 32);
+    assert_eq!(rail.host_of_rank(9), 1);
+    assert_eq!(rail.gpus_of_host(2), (16..24).collect::<Vec<_>>());
+    let p = rail.gpu_path(0, 8).unwrap();
+    assert_eq!(p.kind, PathType::Net);
+    assert_eq!(p.bw_gbps, 25.0);
+    // Same rail: NIC → leaf → NIC, two network hops.
+    let net_hops = p
+        .links
+        .iter()
+        .filter(|l| rail.graph[**l].kind == LinkKind::Network)
+        .count();
+    assert_eq!(net_hops, 2);
+    let fat = scale(
+        &node,
+        8,
+        Fabric {
+            kind: FabricKind::FatTree {
+                hosts_per_leaf: 2,
+                oversubscription: 4.0,
+            },
+            port_gbps: 25.0,
+            switch_lat_us: 0.5,
+        },
+    )
+    .unwrap();
+    let far = fat.gpu_path(0, 8 * 7).unwrap();
+    // leaf uplink: 2 hosts × 8 NICs × 25 / (4 × 8 spines) = 12.5 GB/s
+    assert_eq!(far.bw_gbps, 12.5);
+    assert!(far.lat_us > fat.gpu_path(0, 8).unwrap().lat_us);
+}

@@ -1,0 +1,830 @@
+//! The public [`Communicator`]: one rank's handle on a group of ranks.
+//!
+//! Create one per rank: [`Communicator::init_all`] for N ranks as threads of this process
+//! (like `ncclCommInitAll`), [`Communicator::from_env`] in each process of a torchrun-style job,
+//! or [`Communicator::init_rank`] with a [`UniqueId`] handed out by rank 0. Every collective
+//! comes in an out-of-place form (`send`, `recv` buffers) and an in-place form (`*_in_place`),
+//! takes any element count (0, 1, not divisible by the rank count) and any [`Element`] type.
+//! [`Communicator::group`] batches several operations into one execution, which is what
+//! send/recv exchanges need.
+//!
+//! A communicator is used by one thread at a time (`&mut self`); [`AbortHandle`] is the way
+//! another thread stops it. After any error the communicator is poisoned: peers may hold
+//! half-finished messages, so every later call fails too.
+
+use crate::config::Config;
+use crate::element::{finish_avg, Element};
+use crate::error::CommError;
+use crate::exec::{drive, CollTask, Ctx, P2pRecv, P2pSend, PortSource, Task, WaitPolicy};
+use crate::plan::Plans;
+use crate::protocol::{Fifo, HeapMem};
+use crate::transport::{RecvPort, SendPort, Transport, P2P_CHANNEL};
+use crate::types::{DataType, ReduceOp};
+use planner::schedule::{Collective, CollectiveKind};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+pub use crate::bootstrap::UniqueId;
+
+/// Stops a communicator from another thread: every wait of its current and future calls
+/// returns [`CommError::Aborted`].
+#[derive(Clone, Debug)]
+pub struct AbortHandle(Arc<AtomicBool>);
+
+impl AbortHandle {
+    pub fn abort(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Connection ends, cached; a rank's connection to itself is a private heap FIFO.
+struct Ports {
+    rank: u32,
+    transport: Box<dyn Transport>,
+    sends: HashMap<(u32, u32), Arc<dyn SendPort>>,
+    recvs: HashMap<(u32, u32), Arc<dyn RecvPort>>,
+    loopback: HashMap<u32, Arc<Fifo<HeapMem>>>,
+    nslots: u32,
+    slot_bytes: usize,
+}
+
+impl Ports {
+    fn loop_fifo(&mut self, channel: u32) -> Arc<Fifo<HeapMem>> {
+        let (n, b) = (self.nslots, self.slot_bytes);
+        self.loopback
+            .entry(channel)
+            .or_insert_with(|| Arc::new(Fifo::new(HeapMem::new(n, b))))
+            .clone()
+    }
+}
+
+impl PortSource for Ports {
+    fn send(&mut self, channel: u32, to: u32) -> Result<Arc<dyn SendPort>, CommError> {
+        if to == self.rank {
+            return Ok(self.loop_fifo(channel));
+        }
+        if let Some(p) = self.sends.get(&(channel, to)) {
+            return Ok(p.clone());
+        }
+        let p = self.transport.send_port(channel, to)?;
+        self.sends.insert((channel, to), p.clone());
+        Ok(p)
+    }
+    fn recv(&mut self, channel: u32, from: u32) -> Result<Arc<dyn RecvPort>, CommError> {
+        if from == self.rank {
+            return Ok(self.loop_fifo(channel));
+        }
+        if let Some(p) = self.recvs.get(&(channel, from)) {
+            return Ok(p.clone());
+        }
+        let p = self.transport.recv_port(channel, from)?;
+        self.recvs.insert((channel, from), p.clone());
+        Ok(p)
+    }
+}
+
+/// One rank of a communicator.
+pub struct Communicator {
+    rank: u32,
+    nranks: u32,
+    cfg: Config,
+    ports: Ports,
+    plans: Plans,
+    seq: u64,
+    abort: Arc<AtomicBool>,
+    poisoned: Option<String>,
+    /// Keeps transport state (threads, mappings) alive as long as the communicator.
+    _keep: Vec<Box<dyn std::any::Any + Send>>,
+}
+
+impl std::fmt::Debug for Communicator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Communicator")
+            .field("rank", &self.rank)
+            .field("nranks", &self.nranks)
+            .field("transport", &self.ports.transport.name())
+            .field("seq", &self.seq)
+            .finish()
+    }
+}
+
+impl Communicator {
+    /// `n` ranks as threads of this process (like `ncclCommInitAll`): returns one communicator
+    /// per rank; move each to its own thread.
+    pub fn init_all(n: u32, cfg: Config) -> Result<Vec<Communicator>, CommError> {
+        if n == 0 {
+            return Err(CommError::InvalidArgument(
+                "a communicator needs at least one rank".into(),
+            ));
+        }
+        let hub = crate::transport::local::LocalHub::new(
+            cfg.slots,
+            cfg.slot_bytes + crate::protocol::SLOT_HEADER,
+        );
+        (0..n)
+            .map(|rank| {
+                let t = crate::transport::local::LocalTransport {
+                    hub: hub.clone(),
+                    rank,
+                };
+                Communicator::with_transport(rank, n, cfg.clone(), Box::new(t), Vec::new())
+            })
+            .collect()
+    }
+
+    /// Builds a communicator over an established transport.
+    pub(crate) fn with_transport(
+        rank: u32,
+        nranks: u32,
+        cfg: Config,
+        transport: Box<dyn Transport>,
+        keep: Vec<Box<dyn std::any::Any + Send>>,
+    ) -> Result<Self, CommError> {
+        let plans = Plans::new(nranks, &cfg)?;
+        let ports = Ports {
+            rank,
+            transport,
+            sends: HashMap::new(),
+            recvs: HashMap::new(),
+            loopback: HashMap::new(),
+            nslots: cfg.slots,
+            slot_bytes: cfg.slot_bytes + crate::protocol::SLOT_HEADER,
+        };
+        Ok(Communicator {
+            rank,
+            nranks,
+            cfg,
+            ports,
+            plans,
+            seq: 0,
+            abort: Arc::new(AtomicBool::new(false)),
+            poisoned: None,
+            _keep: keep,
+        })
+    }
+
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+    pub fn nranks(&self) -> u32 {
+        self.nranks
+    }
+    /// `threads`, `shm`, `tcp` or `shm+tcp`.
+    pub fn transport_name(&self) -> &'static str {
+        self.ports.transport.name()
+    }
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+    /// Number of collectives issued so far (the next one's sequence number).
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// A handle that aborts this communicator from any thread.
+    pub fn abort_handle(&self) -> AbortHandle {
+        AbortHandle(self.abort.clone())
+    }
+    /// Aborts: wakes every wait with an error and poisons the communicator.
+    pub fn abort(&self) {
+        self.abort.store(true, Ordering::Relaxed);
+    }
+
+    /// The schedule this communicator would run for `coll` at `bytes` bytes per rank.
+    pub fn schedule_for(
+        &mut self,
+        coll: &Collective,
+        bytes: u64,
+    ) -> Result<Arc<planner::schedule::Schedule>, CommError> {
+        self.plans.schedule(coll, bytes)
+    }
+
+    /// Starts a group: operations added to it run together when [`Group::run`] is called.
+    pub fn group<'b>(&mut self) -> Group<'_, 'b> {
+        Group {
+            comm: self,
+            work: Vec::new(),
+        }
+    }
+
+    pub fn all_reduce<T: Element>(
+        &mut self,
+        send: &[T],
+        recv: &mut [T],
+        op: ReduceOp,
+    ) -> Result<(), CommError> {
+        let mut g = self.group();
+        g.all_reduce(send, recv, op)?;
+        g.run()
+    }
+    pub fn all_reduce_in_place<T: Element>(
+        &mut self,
+        buf: &mut [T],
+        op: ReduceOp,
+    ) -> Result<(), CommError> {
+        let mut g = self.group();
+        g.all_reduce_in_place(buf, op)?;
+        g.run()
+    }
+    /// `recv` holds `nranks * send.len()` elements, rank r's contribution at `r * send.len()`.
+    pub fn all_gather<T: Element>(&mut self, send: &[T], recv: &mut [T]) -> Result<(), CommError> {
+        let mut g = self.group();
+        g.all_gather(send, recv)?;
+        g.run()
+    }
+    /// `buf` holds `nranks * count` elements; this rank's contribution is already at `rank * count`.
+    pub fn all_gather_in_place<T: Element>(&mut self, buf: &mut [T]) -> Result<(), CommError> {
+        let mut g = self.group();
+        g.all_gather_in_place(buf)?;
+        g.run()
+    }
+    /// `send` holds `nranks * recv.len()` elements; rank r receives the reduction of block r.
+    pub fn reduce_scatter<T: Element>(
+        &mut self,
+        send: &[T],
+        recv: &mut [T],
+        op: ReduceOp,
+    ) -> Result<(), CommError> {
+        let mut g = self.group();
+        g.reduce_scatter(send, recv, op)?;
+        g.run()
+    }
+    /// `buf` holds `nranks * count` elements; the result lands at `rank * count`.
+    pub fn reduce_scatter_in_place<T: Element>(
+        &mut self,
+        buf: &mut [T],
+        op: ReduceOp,
+    ) -> Result<(), CommError> {
+        let mut g = self.group();
+        g.reduce_scatter_in_place(buf, op)?;
+        g.run()
+    }
+    /// `send` is read on the root only (but must have `recv.len()` elements everywhere).
+    pub fn broadcast<T: Element>(
+        &mut self,
+        send: &[T],
+        recv: &mut [T],
+        root: u32,
+    ) -> Result<(), CommError> {
+        let mut g = self.group();
+        g.broadcast(send, recv, root)?;
+        g.run()
+    }
+    pub fn broadcast_in_place<T: Element>(
+        &mut self,
+        buf: &mut [T],
+        root: u32,
+    ) -> Result<(), CommError> {
+        let mut g = self.group();
+        g.broadcast_in_place(buf, root)?;
+        g.run()
+    }
+    /// The result is written on the root only.
+    pub fn reduce<T: Element>(
+        &mut self,
+        send: &[T],
+        recv: &mut [T],
+        op: ReduceOp,
+        root: u32,
+    ) -> Result<(), CommError> {
+        let mut g = self.group();
+        g.reduce(send, recv, op, root)?;
+        g.run()
+    }
+    pub fn reduce_in_place<T: Element>(
+        &mut self,
+        buf: &mut [T],
+        op: ReduceOp,
+        root: u32,
+    ) -> Result<(), CommError> {
+        let mut g = self.group();
+        g.reduce_in_place(buf, op, root)?;
+        g.run()
+    }
+    /// `send` and `recv` hold `nranks * count` elements: block r of `send` goes to rank r, block
+    /// s of `recv` comes from rank s.
+    pub fn all_to_all<T: Element>(&mut self, send: &[T], recv: &mut [T]) -> Result<(), CommError> {
+        let mut g = self.group();
+        g.all_to_all(send, recv)?;
+        g.run()
+    }
+    pub fn all_to_all_in_place<T: Element>(&mut self, buf: &mut [T]) -> Result<(), CommError> {
+        let mut g = self.group();
+        g.all_to_all_in_place(buf)?;
+        g.run()
+    }
+    /// A blocking send. Two ranks that send to each other must use a [`Group`] instead.
+    pub fn send<T: Element>(&mut self, buf: &[T], peer: u32) -> Result<(), CommError> {
+        let mut g = self.group();
+        g.send(buf, peer)?;
+        g.run()
+    }
+    pub fn recv<T: Element>(&mut self, buf: &mut [T], peer: u32) -> Result<(), CommError> {
+        let mut g = self.group();
+        g.recv(buf, peer)?;
+        g.run()
+    }
+    /// Runs the IR-level `sendrecv` collective: rank `i` sends `send` to `coll.send_peers[i]`
+    /// and receives from whoever sends to it (the planner's schedule, not grouped p2p).
+    pub fn sendrecv_collective<T: Element>(
+        &mut self,
+        send_peers: &[Option<u32>],
+        send: &[T],
+        recv: &mut [T],
+    ) -> Result<(), CommError> {
+        let mut g = self.group();
+        let mut c = Collective::new(CollectiveKind::SendRecv);
+        c.send_peers = send_peers.to_vec();
+        g.raw(
+            c,
+            T::DTYPE,
+            ReduceOp::Sum,
+            send.len(),
+            Some(bytemuck::cast_slice(send)),
+            bytemuck::cast_slice_mut(recv),
+        )?;
+        g.run()
+    }
+
+    fn check_usable(&self) -> Result<(), CommError> {
+        if let Some(p) = &self.poisoned {
+            return Err(CommError::Poisoned(p.clone()));
+        }
+        if self.abort.load(Ordering::Relaxed) {
+            return Err(CommError::Poisoned("aborted".into()));
+        }
+        Ok(())
+    }
+
+    fn execute(&mut self, work: Vec<Work<'_>>) -> Result<(), CommError> {
+        self.check_usable()?;
+        let r = self.execute_inner(work);
+        if let Err(e) = &r {
+            if !e.is_usage() {
+                self.poisoned = Some(e.to_string());
+            }
+        }
+        r
+    }
+
+    fn execute_inner(&mut self, work: Vec<Work<'_>>) -> Result<(), CommError> {
+        let policy = WaitPolicy {
+            timeout: self.cfg.timeout,
+            abort: self.abort.clone(),
+        };
+        let rank = self.rank;
+        let mut p2p: Vec<Box<dyn Task + '_>> = Vec::new();
+        let mut colls = Vec::new();
+        for w in work {
+            match w {
+                Work::Send { data, peer } if !data.is_empty() => {
+                    let port = self.ports.send(P2P_CHANNEL, peer)?;
+                    let ctx = Ctx {
+                        what: format!("send to rank {peer}"),
+                        seq: self.seq,
+                        rank,
+                    };
+                    p2p.push(Box::new(P2pSend {
+                        ctx,
+                        port,
+                        peer,
+                        data,
+                        off: 0,
+                    }));
+                }
+                Work::Recv { data, peer } if !data.is_empty() => {
+                    let port = self.ports.recv(P2P_CHANNEL, peer)?;
+                    let ctx = Ctx {
+                        what: format!("recv from rank {peer}"),
+                        seq: self.seq,
+                        rank,
+                    };
+                    p2p.push(Box::new(P2pRecv {
+                        ctx,
+                        port,
+                        peer,
+                        cap: self.cfg.slot_bytes,
+                        data,
+                        off: 0,
+                    }));
+                }
+                Work::Send { .. } | Work::Recv { .. } => {}
+                Work::Coll(c) => colls.push(c),
+            }
+        }
+        for c in colls {
+            let seq = self.seq;
+            self.seq += 1;
+            if c.count == 0 {
+                continue;
+            }
+            let bytes = c.count as u64 * c.dtype.size() as u64;
+            let sched = self.plans.schedule(&c.coll, bytes)?;
+            let ctx = Ctx {
+                what: c.coll.kind.name().to_string(),
+                seq,
+                rank,
+            };
+            let rop = if c.op == ReduceOp::Avg {
+                ReduceOp::Sum
+            } else {
+                c.op
+            };
+            let input: &[u8] = match &c.input {
+                Input::Borrowed(b) => b,
+                Input::Owned(v) => v,
+            };
+            let output = c.output;
+            {
+                let mut task = CollTask::new(
+                    ctx,
+                    &sched,
+                    c.count as u64,
+                    c.dtype,
+                    rop,
+                    input,
+                    &mut *output,
+                    self.cfg.slot_bytes,
+                    &mut self.ports,
+                )?;
+                let mut tasks: Vec<&mut dyn Task> = vec![&mut task];
+                for t in p2p.iter_mut() {
+                    tasks.push(t.as_mut());
+                }
+                drive(&mut tasks, &policy, self.ports.transport.as_ref())?;
+            }
+            if c.op == ReduceOp::Avg {
+                let holds_result = match c.coll.kind {
+                    CollectiveKind::Reduce => c.coll.root == Some(rank),
+                    k => k.reduces(),
+                };
+                if holds_result {
+                    finish_avg(c.dtype, output, self.nranks);
+                }
+            }
+        }
+        if !p2p.is_empty() {
+            let mut tasks: Vec<&mut dyn Task> = p2p
+                .iter_mut()
+                .map(|t| t.as_mut() as &mut dyn Task)
+                .collect();
+            drive(&mut tasks, &policy, self.ports.transport.as_ref())?;
+        }
+        Ok(())
+    }
+}
+
+enum Input<'b> {
+    Borrowed(&'b [u8]),
+    Owned(Vec<u8>),
+}
+
+struct CollWork<'b> {
+    coll: Collective,
+    count: usize,
+    dtype: DataType,
+    op: ReduceOp,
+    input: Input<'b>,
+    output: &'b mut [u8],
+}
+
+enum Work<'b> {
+    Coll(CollWork<'b>),
+    Send { data: &'b [u8], peer: u32 },
+    Recv { data: &'b mut [u8], peer: u32 },
+}
+
+/// A batch of operations that run together (NCCL's group calls). Collectives run in the order
+/// added; sends and receives progress concurrently with them and with each other, so a rank may
+/// send to and receive from the same peers in one group without deadlock. Ranks must add the
+/// same collectives in the same order; sends to a peer match that peer's receives in order.
+/// Nothing runs until [`Group::run`]; dropping a group discards it.
+pub struct Group<'c, 'b> {
+    comm: &'c mut Communicator,
+    work: Vec<Work<'b>>,
+}
+
+impl std::fmt::Debug for Group<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Group")
+            .field("rank", &self.comm.rank)
+            .field("ops", &self.work.len())
+            .finish()
+    }
+}
+
+fn bad(msg: String) -> CommError {
+    CommError::InvalidArgument(msg)
+}
+
+impl<'b> Group<'_, 'b> {
+    /// Executes every operation of the group.
+    pub fn run(self) -> Result<(), CommError> {
+        self.comm.execute(self.work)
+    }
+
+    fn n(&self) -> usize {
+        self.comm.nranks as usize
+    }
+
+    fn push_coll(
+        &mut self,
+        coll: Collective,
+        count: usize,
+        dtype: DataType,
+        op: ReduceOp,
+        input: Input<'b>,
+        output: &'b mut [u8],
+    ) -> Result<(), CommError> {
+        let (ib, ob) = coll.blocks(self.comm.nranks);
+        let es = dtype.size();
+        let ilen = match &input {
+            Input::Borrowed(b) => b.len(),
+            Input::Owned(v) => v.len(),
+        };
+        if ilen != ib as usize * count * es || output.len() != ob as usize * count * es {
+            return Err(bad(format!(
+                "{}: buffers of {} and {} bytes do not fit {count} elements per rank",
+                coll.kind.name(),
+                ilen,
+                output.len()
+            )));
+        }
+        if let Some(r) = coll.root {
+            if r >= self.comm.nranks {
+                return Err(bad(format!(
+                    "{}: root {r} is not below {} ranks",
+                    coll.kind.name(),
+                    self.comm.nranks
+                )));
+            }
+        }
+        self.work.push(Work::Coll(CollWork {
+            coll,
+            count,
+            dtype,
+            op,
+            input,
+            output,
+        }));
+        Ok(())
+    }
+
+    /// Adds collective `coll` over byte buffers of `dtype` elements, `count` per rank (see
+    /// [`Collective::blocks`] for the buffer sizes). `send: None` is the in-place form, with
+    /// NCCL's layout: all-gather finds this rank's input at `rank * count` of `recv`,
+    /// reduce-scatter leaves its result there, the others use `recv` as input and output.
+    pub fn raw(
+        &mut self,
+        coll: Collective,
+        dtype: DataType,
+        op: ReduceOp,
+        count: usize,
+        send: Option<&'b [u8]>,
+        recv: &'b mut [u8],
+    ) -> Result<(), CommError> {
+        if let Some(send) = send {
+            return self.push_coll(coll, count, dtype, op, Input::Borrowed(send), recv);
+        }
+        {
+            let (n, r, es) = (self.n(), self.comm.rank as usize, dtype.size());
+            let need = match coll.kind {
+                CollectiveKind::AllGather
+                | CollectiveKind::ReduceScatter
+                | CollectiveKind::AllToAll => n * count,
+                _ => count,
+            } * es;
+            if recv.len() != need {
+                return Err(bad(format!(
+                    "{} in place: buffer of {} bytes, {need} expected for {count} elements per rank",
+                    coll.kind.name(),
+                    recv.len()
+                )));
+            }
+            let (input, output) = match coll.kind {
+                CollectiveKind::AllGather => {
+                    (recv[r * count * es..(r + 1) * count * es].to_vec(), recv)
+                }
+                CollectiveKind::ReduceScatter => {
+                    let input = recv.to_vec();
+                    (input, &mut recv[r * count * es..(r + 1) * count * es])
+                }
+                _ => (recv.to_vec(), recv),
+            };
+            self.push_coll(coll, count, dtype, op, Input::Owned(input), output)
+        }
+    }
+
+    fn typed<T: Element>(
+        &mut self,
+        coll: Collective,
+        op: ReduceOp,
+        count: usize,
+        send: Option<&'b [T]>,
+        recv: &'b mut [T],
+    ) -> Result<(), CommError> {
+        self.raw(
+            coll,
+            T::DTYPE,
+            op,
+            count,
+            send.map(bytemuck::cast_slice),
+            bytemuck::cast_slice_mut(recv),
+        )
+    }
+
+    pub fn all_reduce<T: Element>(
+        &mut self,
+        send: &'b [T],
+        recv: &'b mut [T],
+        op: ReduceOp,
+    ) -> Result<(), CommError> {
+        self.typed(
+            Collective::new(CollectiveKind::AllReduce),
+            op,
+            send.len(),
+            Some(send),
+            recv,
+        )
+    }
+    pub fn all_reduce_in_place<T: Element>(
+        &mut self,
+        buf: &'b mut [T],
+        op: ReduceOp,
+    ) -> Result<(), CommError> {
+        self.typed(
+            Collective::new(CollectiveKind::AllReduce),
+            op,
+            buf.len(),
+            None,
+            buf,
+        )
+    }
+    pub fn all_gather<T: Element>(
+        &mut self,
+        send: &'b [T],
+        recv: &'b mut [T],
+    ) -> Result<(), CommError> {
+        self.typed(
+            Collective::new(CollectiveKind::AllGather),
+            ReduceOp::Sum,
+            send.len(),
+            Some(send),
+            recv,
+        )
+    }
+    pub fn all_gather_in_place<T: Element>(&mut self, buf: &'b mut [T]) -> Result<(), CommError> {
+        let count = self.divided("all-gather", buf.len())?;
+        self.typed(
+            Collective::new(CollectiveKind::AllGather),
+            ReduceOp::Sum,
+            count,
+            None,
+            buf,
+        )
+    }
+    pub fn reduce_scatter<T: Element>(
+        &mut self,
+        send: &'b [T],
+        recv: &'b mut [T],
+        op: ReduceOp,
+    ) -> Result<(), CommError> {
+        self.typed(
+            Collective::new(CollectiveKind::ReduceScatter),
+            op,
+            recv.len(),
+            Some(send),
+            recv,
+        )
+    }
+    pub fn reduce_scatter_in_place<T: Element>(
+        &mut self,
+        buf: &'b mut [T],
+        op: ReduceOp,
+    ) -> Result<(), CommError> {
+        let count = self.divided("reduce-scatter", buf.len())?;
+        self.typed(
+            Collective::new(CollectiveKind::ReduceScatter),
+            op,
+            count,
+            None,
+            buf,
+        )
+    }
+    pub fn broadcast<T: Element>(
+        &mut self,
+        send: &'b [T],
+        recv: &'b mut [T],
+        root: u32,
+    ) -> Result<(), CommError> {
+        self.typed(
+            Collective::rooted(CollectiveKind::Broadcast, root),
+            ReduceOp::Sum,
+            recv.len(),
+            Some(send),
+            recv,
+        )
+    }
+    pub fn broadcast_in_place<T: Element>(
+        &mut self,
+        buf: &'b mut [T],
+        root: u32,
+    ) -> Result<(), CommError> {
+        self.typed(
+            Collective::rooted(CollectiveKind::Broadcast, root),
+            ReduceOp::Sum,
+            buf.len(),
+            None,
+            buf,
+        )
+    }
+    pub fn reduce<T: Element>(
+        &mut self,
+        send: &'b [T],
+        recv: &'b mut [T],
+        op: ReduceOp,
+        root: u32,
+    ) -> Result<(), CommError> {
+        self.typed(
+            Collective::rooted(CollectiveKind::Reduce, root),
+            op,
+            recv.len(),
+            Some(send),
+            recv,
+        )
+    }
+    pub fn reduce_in_place<T: Element>(
+        &mut self,
+        buf: &'b mut [T],
+        op: ReduceOp,
+        root: u32,
+    ) -> Result<(), CommError> {
+        self.typed(
+            Collective::rooted(CollectiveKind::Reduce, root),
+            op,
+            buf.len(),
+            None,
+            buf,
+        )
+    }
+    pub fn all_to_all<T: Element>(
+        &mut self,
+        send: &'b [T],
+        recv: &'b mut [T],
+    ) -> Result<(), CommError> {
+        let count = self.divided("all-to-all", recv.len())?;
+        self.typed(
+            Collective::new(CollectiveKind::AllToAll),
+            ReduceOp::Sum,
+            count,
+            Some(send),
+            recv,
+        )
+    }
+    pub fn all_to_all_in_place<T: Element>(&mut self, buf: &'b mut [T]) -> Result<(), CommError> {
+        let count = self.divided("all-to-all", buf.len())?;
+        self.typed(
+            Collective::new(CollectiveKind::AllToAll),
+            ReduceOp::Sum,
+            count,
+            None,
+            buf,
+        )
+    }
+    pub fn send<T: Element>(&mut self, buf: &'b [T], peer: u32) -> Result<(), CommError> {
+        self.peer_ok("send", peer)?;
+        self.work.push(Work::Send {
+            data: bytemuck::cast_slice(buf),
+            peer,
+        });
+        Ok(())
+    }
+    pub fn recv<T: Element>(&mut self, buf: &'b mut [T], peer: u32) -> Result<(), CommError> {
+        self.peer_ok("recv", peer)?;
+        self.work.push(Work::Recv {
+            data: bytemuck::cast_slice_mut(buf),
+            peer,
+        });
+        Ok(())
+    }
+
+    fn peer_ok(&self, what: &str, peer: u32) -> Result<(), CommError> {
+        if peer >= self.comm.nranks {
+            return Err(bad(format!(
+                "{what}: peer {peer} is not below {} ranks",
+                self.comm.nranks
+            )));
+        }
+        Ok(())
+    }
+    fn divided(&self, what: &str, len: usize) -> Result<usize, CommError> {
+        if !len.is_multiple_of(self.n()) {
+            return Err(bad(format!(
+                "{what}: buffer of {len} elements is not nranks ({}) × count",
+                self.n()
+            )));
+        }
+        Ok(len / self.n())
+    }
+}

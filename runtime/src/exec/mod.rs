@@ -1,0 +1,265 @@
+//! The executor: runs one rank's part of a schedule (and grouped point-to-point transfers) on
+//! the CPU, over any [`Transport`].
+//!
+//! One thread drives all of a rank's work. Every channel of a schedule (and every p2p transfer
+//! of a group) is a [`Task`] state machine that advances as far as it can without blocking; the
+//! [`drive`] loop sweeps all tasks and, when none can move, waits with back-off, checking the
+//! abort flag, the timeout and the liveness of the peers it waits on. This is how channels run
+//! "concurrently" without a thread each, and it is what lets one rank interleave sends and
+//! receives that would deadlock if each blocked in turn.
+
+mod coll;
+mod pieces;
+
+pub use coll::{slice_elems, CollTask, PortSource};
+
+use crate::error::CommError;
+use crate::protocol::Header;
+use crate::transport::{PortError, RecvPort, SendPort, Transport};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What the error messages of a task say it is: e.g. `all-reduce #12`.
+#[derive(Clone, Debug)]
+pub struct Ctx {
+    pub what: String,
+    pub seq: u64,
+    pub rank: u32,
+}
+
+impl Ctx {
+    pub fn gone(&self, peer: u32, e: PortError) -> CommError {
+        match e {
+            PortError::Gone(detail) => CommError::PeerGone {
+                what: self.what.clone(),
+                seq: self.seq,
+                rank: self.rank,
+                peer,
+                detail,
+            },
+            PortError::Protocol(detail) => CommError::Mismatch {
+                what: self.what.clone(),
+                seq: self.seq,
+                rank: self.rank,
+                peer,
+                detail,
+            },
+        }
+    }
+    pub fn mismatch(&self, peer: u32, detail: String) -> CommError {
+        CommError::Mismatch {
+            what: self.what.clone(),
+            seq: self.seq,
+            rank: self.rank,
+            peer,
+            detail,
+        }
+    }
+}
+
+/// What a blocked task waits for (for timeout errors and liveness checks).
+#[derive(Clone, Debug)]
+pub struct Blocked {
+    pub peer: Option<u32>,
+    pub what: String,
+}
+
+/// A unit of work the drive loop advances.
+pub trait Task {
+    /// Advances as far as possible without blocking; returns whether anything moved.
+    fn step(&mut self) -> Result<bool, CommError>;
+    fn done(&self) -> bool;
+    /// What the task is stuck on (meaningful when `step` made no progress).
+    fn blocked(&self) -> Blocked;
+    fn ctx(&self) -> &Ctx;
+}
+
+/// Back-off and timeout policy while nothing can move.
+#[derive(Clone, Debug)]
+pub struct WaitPolicy {
+    pub timeout: Duration,
+    pub abort: Arc<AtomicBool>,
+}
+
+/// Runs `tasks` to completion. On error the tasks are left as they are: the communicator is
+/// then poisoned, because peers may hold half-finished messages of this collective.
+pub fn drive(
+    tasks: &mut [&mut dyn Task],
+    policy: &WaitPolicy,
+    transport: &dyn Transport,
+) -> Result<(), CommError> {
+    let mut idle: u32 = 0;
+    let mut last_progress = Instant::now();
+    let mut last_liveness = Instant::now();
+    loop {
+        let mut progress = false;
+        let mut all_done = true;
+        for t in tasks.iter_mut() {
+            if t.done() {
+                continue;
+            }
+            progress |= t.step()?;
+            all_done &= t.done();
+        }
+        if all_done {
+            return Ok(());
+        }
+        if progress {
+            idle = 0;
+            last_progress = Instant::now();
+            continue;
+        }
+        idle = idle.saturating_add(1);
+        let stuck = || tasks.iter().find(|t| !t.done());
+        if policy.abort.load(Ordering::Relaxed) {
+            let t = stuck().map(|t| t.ctx().clone()).unwrap_or(Ctx {
+                what: "collective".into(),
+                seq: 0,
+                rank: 0,
+            });
+            return Err(CommError::Aborted {
+                what: t.what,
+                seq: t.seq,
+                rank: t.rank,
+            });
+        }
+        // Spin briefly (the peer is usually microseconds away), then yield the core (ranks may
+        // outnumber cores), then sleep so that a long wait costs no CPU.
+        if idle < 64 {
+            std::hint::spin_loop();
+        } else if idle < 1024 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(if idle < 4096 { 20 } else { 200 }));
+        }
+        if !idle.is_multiple_of(64) {
+            continue;
+        }
+        let waited = last_progress.elapsed();
+        if last_liveness.elapsed() >= Duration::from_millis(100) {
+            last_liveness = Instant::now();
+            for t in tasks.iter().filter(|t| !t.done()) {
+                if let Some(p) = t.blocked().peer {
+                    transport.check_peer(p).map_err(|e| t.ctx().gone(p, e))?;
+                }
+            }
+        }
+        if waited >= policy.timeout {
+            let t = stuck().expect("not all done");
+            let b = t.blocked();
+            let c = t.ctx();
+            return Err(CommError::Timeout {
+                what: c.what.clone(),
+                seq: c.seq,
+                rank: c.rank,
+                peer: b.peer,
+                waiting_for: b.what,
+                waited,
+            });
+        }
+    }
+}
+
+/// Tag of point-to-point messages (collectives tag with their sequence number).
+const P2P_TAG: u64 = u64::MAX;
+
+/// A grouped `send`: `data` cut into slot-sized messages.
+pub struct P2pSend<'a> {
+    pub ctx: Ctx,
+    pub port: Arc<dyn SendPort>,
+    pub peer: u32,
+    pub data: &'a [u8],
+    pub off: usize,
+}
+
+impl Task for P2pSend<'_> {
+    fn step(&mut self) -> Result<bool, CommError> {
+        let mut moved = false;
+        let cap = self.port.capacity().max(1);
+        while self.off < self.data.len() {
+            if !self.port.ready().map_err(|e| self.ctx.gone(self.peer, e))? {
+                break;
+            }
+            let n = cap.min(self.data.len() - self.off);
+            let src = &self.data[self.off..self.off + n];
+            self.port
+                .post(P2P_TAG, n, &mut |slot| slot.copy_from_slice(src))
+                .map_err(|e| self.ctx.gone(self.peer, e))?;
+            self.off += n;
+            moved = true;
+        }
+        Ok(moved)
+    }
+    fn done(&self) -> bool {
+        self.off >= self.data.len()
+    }
+    fn blocked(&self) -> Blocked {
+        Blocked {
+            peer: Some(self.peer),
+            what: format!(
+                "a free slot to send to rank {} (byte {} of {})",
+                self.peer,
+                self.off,
+                self.data.len()
+            ),
+        }
+    }
+    fn ctx(&self) -> &Ctx {
+        &self.ctx
+    }
+}
+
+/// A grouped `recv`: slot-sized messages written into `data`.
+pub struct P2pRecv<'a> {
+    pub ctx: Ctx,
+    pub port: Arc<dyn RecvPort>,
+    pub peer: u32,
+    pub cap: usize,
+    pub data: &'a mut [u8],
+    pub off: usize,
+}
+
+impl Task for P2pRecv<'_> {
+    fn step(&mut self) -> Result<bool, CommError> {
+        let mut moved = false;
+        while self.off < self.data.len() {
+            if !self.port.ready().map_err(|e| self.ctx.gone(self.peer, e))? {
+                break;
+            }
+            let want = self.cap.max(1).min(self.data.len() - self.off);
+            let (ctx, peer, off) = (&self.ctx, self.peer, self.off);
+            let dst = &mut self.data[off..off + want];
+            self.port.consume(&mut |h: Header, bytes: &[u8]| {
+                if h.tag != P2P_TAG || h.len as usize != want {
+                    return Err(ctx.mismatch(
+                        peer,
+                        format!("expected a {want}-byte send at byte {off}, got a {}-byte message tagged {}", h.len, h.tag),
+                    ));
+                }
+                dst.copy_from_slice(bytes);
+                Ok(())
+            })?;
+            self.off += want;
+            moved = true;
+        }
+        Ok(moved)
+    }
+    fn done(&self) -> bool {
+        self.off >= self.data.len()
+    }
+    fn blocked(&self) -> Blocked {
+        Blocked {
+            peer: Some(self.peer),
+            what: format!(
+                "data from rank {} (byte {} of {})",
+                self.peer,
+                self.off,
+                self.data.len()
+            ),
+        }
+    }
+    fn ctx(&self) -> &Ctx {
+        &self.ctx
+    }
+}

@@ -1,0 +1,257 @@
+//! Communicators for ranks in separate processes: bootstrap, then shared memory with the peers
+//! on this host and TCP with the others.
+
+use crate::bootstrap::{self, BootstrapError, PeerInfo, UniqueId};
+use crate::comm::Communicator;
+use crate::config::{Config, TransportChoice};
+use crate::error::CommError;
+use crate::protocol::SLOT_HEADER;
+use crate::transport::shm::ShmLinks;
+use crate::transport::tcp::TcpLinks;
+use crate::transport::{PortResult, RecvPort, SendPort, Transport};
+use std::net::{TcpListener, UdpSocket};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Shared memory with same-host peers, TCP with the rest.
+struct ProcTransport {
+    shm: Option<ShmLinks>,
+    tcp: TcpLinks,
+    name: &'static str,
+}
+
+impl Transport for ProcTransport {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn send_port(&mut self, channel: u32, to: u32) -> Result<Arc<dyn SendPort>, CommError> {
+        match &self.shm {
+            Some(s) if s.has(to) => s.send_port(channel, to),
+            _ => self.tcp.send_port(channel, to),
+        }
+    }
+    fn recv_port(&mut self, channel: u32, from: u32) -> Result<Arc<dyn RecvPort>, CommError> {
+        match &self.shm {
+            Some(s) if s.has(from) => s.recv_port(channel, from),
+            _ => self.tcp.recv_port(channel, from),
+        }
+    }
+    fn check_peer(&self, peer: u32) -> PortResult<()> {
+        match &self.shm {
+            Some(s) if s.has(peer) => s.check(peer),
+            _ => self.tcp.check(peer),
+        }
+    }
+}
+
+/// The torchrun environment, read once.
+#[derive(Clone, Debug)]
+pub struct EnvRank {
+    pub rank: u32,
+    pub world_size: u32,
+    pub local_rank: Option<u32>,
+    pub id: UniqueId,
+}
+
+impl EnvRank {
+    /// Reads `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT` (or
+    /// `TOPOPLAN_MASTER_PORT`, to keep clear of torch's own store on `MASTER_PORT`), and
+    /// `TOPOPLAN_UNIQUE_ID` (an id from [`UniqueId`]'s text form, which then wins).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, BootstrapError> {
+        let num =
+            |k: &str| -> Result<Option<u32>, BootstrapError> {
+                match get(k) {
+                    None => Ok(None),
+                    Some(v) => v.trim().parse().map(Some).map_err(|_| {
+                        BootstrapError::Env(format!("{k}={v:?} is not a rank number"))
+                    }),
+                }
+            };
+        let need = |k: &str| {
+            num(k)?.ok_or_else(|| BootstrapError::Env(format!("{k} is not set (run under torchrun or set RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT)")))
+        };
+        let rank = need("RANK")?;
+        let world_size = need("WORLD_SIZE")?;
+        if world_size == 0 {
+            return Err(BootstrapError::Env("WORLD_SIZE=0".into()));
+        }
+        let local_rank = num("LOCAL_RANK")?;
+        let id = match get("TOPOPLAN_UNIQUE_ID") {
+            Some(s) if !s.is_empty() => s.parse()?,
+            _ => {
+                let addr = get("MASTER_ADDR").unwrap_or_else(|| "127.0.0.1".into());
+                let port = match num("TOPOPLAN_MASTER_PORT")? {
+                    Some(p) => p,
+                    None => need("MASTER_PORT")?,
+                };
+                let shared = format!(
+                    "{world_size}|{}|{}",
+                    get("TORCHELASTIC_RUN_ID").unwrap_or_default(),
+                    get("TOPOPLAN_SECRET").unwrap_or_default()
+                );
+                UniqueId::derived(format!("{addr}:{port}"), &shared)
+            }
+        };
+        Ok(EnvRank {
+            rank,
+            world_size,
+            local_rank,
+            id,
+        })
+    }
+}
+
+/// The address other hosts reach this one at: the local end of a route to rank 0.
+fn local_ip_towards(addr: &str) -> String {
+    let probe = || -> Option<String> {
+        let u = UdpSocket::bind("0.0.0.0:0").ok()?;
+        u.connect(addr).ok()?; // no packet is sent: this only picks a route
+        Some(u.local_addr().ok()?.ip().to_string())
+    };
+    probe().unwrap_or_else(|| "127.0.0.1".into())
+}
+
+impl Communicator {
+    /// Joins a job as `rank` of `nranks` through rank 0's [`UniqueId`] (rank 0 passes the id it
+    /// created and hands its text form to the others).
+    pub fn init_rank(
+        id: &UniqueId,
+        nranks: u32,
+        rank: u32,
+        cfg: Config,
+    ) -> Result<Communicator, CommError> {
+        let start = Instant::now();
+        let listener = TcpListener::bind("0.0.0.0:0")
+            .map_err(|e| CommError::Transport(format!("data listener: {e}")))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| CommError::Transport(e.to_string()))?
+            .port();
+        let info = PeerInfo {
+            rank,
+            host: bootstrap::hostname(),
+            pid: std::process::id(),
+            listen: format!("{}:{port}", local_ip_towards(&id.addr)),
+        };
+        let mut rv = bootstrap::rendezvous(id, rank, nranks, cfg.fingerprint(), info, cfg.timeout)?;
+        let me = rv.peers[rank as usize].clone();
+        let slot = cfg.slot_bytes + SLOT_HEADER;
+        let local = |p: &PeerInfo| {
+            p.rank != rank && p.host == me.host && cfg.transport != TransportChoice::Tcp
+        };
+        if cfg.transport == TransportChoice::Shm {
+            if let Some(p) = rv.peers.iter().find(|p| p.host != me.host) {
+                return Err(CommError::Config(format!(
+                    "TOPOPLAN_TRANSPORT=shm but rank {} runs on {} and this rank on {}",
+                    p.rank, p.host, me.host
+                )));
+            }
+        }
+        // Shared memory: every rank maps its pair files, then a barrier, then the inboxes go.
+        let shm_peers: Vec<(u32, u32)> = rv
+            .peers
+            .iter()
+            .filter(|p| local(p))
+            .map(|p| (p.rank, p.pid))
+            .collect();
+        let shm = if shm_peers.is_empty() {
+            None
+        } else {
+            Some(ShmLinks::open(
+                &cfg.shm_dir,
+                &id.job_tag(),
+                rank,
+                &shm_peers,
+                cfg.slots,
+                slot,
+            )?)
+        };
+        // TCP: connect to lower ranks, accept higher ones.
+        let mut tcp = TcpLinks::default();
+        let remote: Vec<PeerInfo> = rv
+            .peers
+            .iter()
+            .filter(|p| p.rank != rank && !local(p))
+            .cloned()
+            .collect();
+        let deadline = start + cfg.timeout;
+        for p in remote.iter().filter(|p| p.rank < rank) {
+            let mut s = connect_retry(&p.listen, deadline).map_err(|e| {
+                CommError::Transport(format!(
+                    "connecting to rank {} at {}: {e}",
+                    p.rank, p.listen
+                ))
+            })?;
+            bootstrap::link_greet(&mut s, id, rank)
+                .map_err(|e| CommError::Transport(format!("greeting rank {}: {e}", p.rank)))?;
+            tcp.add(p.rank, s, cfg.slots, slot)?;
+        }
+        let mut expect: Vec<u32> = remote
+            .iter()
+            .filter(|p| p.rank > rank)
+            .map(|p| p.rank)
+            .collect();
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| CommError::Transport(e.to_string()))?;
+        while !expect.is_empty() {
+            match listener.accept() {
+                Ok((mut s, _)) => {
+                    s.set_nonblocking(false).ok();
+                    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+                    // A stranger (wrong secret, garbage) is dropped; the wait goes on.
+                    if let Ok(r) = bootstrap::link_accept(&mut s, id) {
+                        if let Some(i) = expect.iter().position(|&x| x == r) {
+                            expect.swap_remove(i);
+                            tcp.add(r, s, cfg.slots, slot)?;
+                        }
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if Instant::now() >= deadline {
+                        return Err(CommError::Bootstrap(BootstrapError::Timeout {
+                            doing: format!("waiting for data connections from ranks {expect:?}"),
+                            waited: cfg.timeout,
+                        }));
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err(e) => {
+                    return Err(CommError::Transport(format!(
+                        "accepting data connections: {e}"
+                    )))
+                }
+            }
+        }
+        rv.barrier()?;
+        if let Some(s) = &shm {
+            s.unlink();
+        }
+        let name = match (shm.is_some(), !remote.is_empty()) {
+            (true, true) => "shm+tcp",
+            (true, false) => "shm",
+            (false, true) => "tcp",
+            (false, false) => "self",
+        };
+        let t = ProcTransport { shm, tcp, name };
+        Communicator::with_transport(rank, nranks, cfg, Box::new(t), vec![Box::new(rv)])
+    }
+
+    /// Joins a job from the torchrun environment (see [`EnvRank::from_lookup`]), with the
+    /// configuration from `TOPOPLAN_*` variables.
+    pub fn from_env() -> Result<Communicator, CommError> {
+        let cfg = Config::from_env()?;
+        let env = EnvRank::from_lookup(|k| std::env::var(k).ok())?;
+        Communicator::init_rank(&env.id, env.world_size, env.rank, cfg)
+    }
+}
+
+fn connect_retry(addr: &str, deadline: Instant) -> std::io::Result<std::net::TcpStream> {
+    loop {
+        match std::net::TcpStream::connect(addr) {
+            Ok(s) => return Ok(s),
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! Where a communicator's schedules come from. The runtime has no algorithm of its own: it asks
+//! the planner (or a plan file, or the `TOPOPLAN_ALGO`/`TOPOPLAN_PROTO` overrides, which name
+//! one of the planner's builders) and executes the schedule IR it gets back.
+//!
+//! Order of precedence for a collective:
+//! 1. a schedule in the plan file (`TOPOPLAN_PLAN`) for the same collective and rank count;
+//! 2. the algorithm/protocol/channels forced by the configuration, built by `planner::schedule::build`;
+//! 3. the planner's choice for this size.
+//!
+//! Every schedule is validated before use and cached (schedules are size-independent).
+
+use crate::config::Config;
+use crate::error::CommError;
+use planner::schedule::{build, Algorithm, Collective, CollectiveKind, Protocol, Schedule};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Algorithm names accepted by `TOPOPLAN_ALGO`.
+pub const ALGORITHMS: &[&str] = &[
+    "ring",
+    "tree",
+    "one-shot",
+    "two-shot",
+    "direct",
+    "copy-engine-pipeline",
+];
+
+pub fn parse_algorithm(s: &str) -> Option<Algorithm> {
+    Some(match s.to_ascii_lowercase().replace('_', "-").as_str() {
+        "ring" => Algorithm::Ring,
+        "tree" => Algorithm::Tree,
+        "one-shot" | "oneshot" => Algorithm::OneShot,
+        "two-shot" | "twoshot" => Algorithm::TwoShot,
+        "direct" => Algorithm::Direct,
+        "copy-engine-pipeline" | "ce" => Algorithm::CopyEnginePipeline,
+        _ => return None,
+    })
+}
+
+/// The schedule source of one communicator.
+#[derive(Debug)]
+pub struct Plans {
+    nranks: u32,
+    algorithm: Option<Algorithm>,
+    protocol: Option<Protocol>,
+    channels: Option<u32>,
+    slots: u32,
+    file: Vec<Schedule>,
+    cache: HashMap<(String, String, Protocol, u32), Arc<Schedule>>,
+}
+
+impl Plans {
+    pub fn new(nranks: u32, cfg: &Config) -> Result<Self, CommError> {
+        let algorithm = match &cfg.algorithm {
+            None => None,
+            Some(a) => Some(parse_algorithm(a).ok_or_else(|| {
+                CommError::Config(format!(
+                    "TOPOPLAN_ALGO={a:?}: expected one of {}",
+                    ALGORITHMS.join(", ")
+                ))
+            })?),
+        };
+        let mut file = Vec::new();
+        if let Some(p) = &cfg.plan_file {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| CommError::Config(format!("plan file {}: {e}", p.display())))?;
+            let v: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| CommError::Config(format!("plan file {}: {e}", p.display())))?;
+            let list = if v.is_array() {
+                v
+            } else {
+                serde_json::Value::Array(vec![v])
+            };
+            let scheds: Vec<Schedule> = serde_json::from_value(list).map_err(|e| {
+                CommError::Config(format!("plan file {}: not schedule IR: {e}", p.display()))
+            })?;
+            for (i, s) in scheds.into_iter().enumerate() {
+                s.validate().map_err(|e| {
+                    CommError::Config(format!("plan file {} schedule {i}: {e}", p.display()))
+                })?;
+                if s.nranks == nranks {
+                    file.push(s);
+                }
+            }
+        }
+        Ok(Plans {
+            nranks,
+            algorithm,
+            protocol: cfg.protocol,
+            channels: cfg.channels,
+            slots: cfg.slots,
+            file,
+            cache: HashMap::new(),
+        })
+    }
+
+    /// The schedule for `coll` at `bytes` bytes per rank.
+    pub fn schedule(&mut self, coll: &Collective, _bytes: u64) -> Result<Arc<Schedule>, CommError> {
+        if let Some(s) = self.file.iter().find(|s| &s.collective == coll) {
+            return self.admit(s.clone(), coll);
+        }
+        let (alg, proto, ch) = self.choose(coll);
+        let key = (format!("{coll:?}"), alg.name(), proto, ch);
+        if let Some(s) = self.cache.get(&key) {
+            return Ok(s.clone());
+        }
+        let s = self.build(coll, &alg, proto, ch).map_err(|e| {
+            CommError::Plan(format!(
+                "{} with {} / {} / {ch} channel(s) on {} ranks: {e}",
+                coll.kind.name(),
+                alg.name(),
+                proto.name(),
+                self.nranks
+            ))
+        })?;
+        let s = self.admit(s, coll)?;
+        self.cache.insert(key, s.clone());
+        Ok(s)
+    }
+
+    fn admit(&self, s: Schedule, coll: &Collective) -> Result<Arc<Schedule>, CommError> {
+        s.validate()
+            .map_err(|e| CommError::Plan(format!("{}: invalid schedule: {e}", coll.kind.name())))?;
+        if s.nranks != self.nranks || &s.collective != coll {
+            return Err(CommError::Plan(format!(
+                "{}: schedule is for another collective or rank count",
+                coll.kind.name()
+            )));
+        }
+        if s.slots > self.slots {
+            return Err(CommError::Plan(format!(
+                "{}: schedule needs {} slots per connection, the runtime has {}",
+                coll.kind.name(),
+                s.slots,
+                self.slots
+            )));
+        }
+        Ok(Arc::new(s))
+    }
+
+    /// Algorithm, protocol and channel count for `coll`: the forced ones, else the default.
+    fn choose(&self, coll: &Collective) -> (Algorithm, Protocol, u32) {
+        let direct_only = matches!(
+            coll.kind,
+            CollectiveKind::AllToAll | CollectiveKind::SendRecv
+        );
+        let alg = match &self.algorithm {
+            Some(a) if !direct_only || *a == Algorithm::Direct => a.clone(),
+            _ if direct_only => Algorithm::Direct,
+            // TODO(planner::plan::Planner): ask the tuner once it has landed.
+            _ => Algorithm::Ring,
+        };
+        (
+            alg,
+            self.protocol.unwrap_or(Protocol::Simple),
+            self.channels.unwrap_or(1),
+        )
+    }
+
+    fn build(
+        &self,
+        coll: &Collective,
+        alg: &Algorithm,
+        proto: Protocol,
+        ch: u32,
+    ) -> Result<Schedule, String> {
+        let n = self.nranks;
+        let e = |e: planner::schedule::ScheduleError| e.to_string();
+        match alg {
+            Algorithm::Ring => {
+                let rings: Vec<Vec<u32>> = (0..ch).map(|_| (0..n).collect()).collect();
+                build::ring(coll, &rings, proto).map_err(e)
+            }
+            Algorithm::Tree => {
+                // A binary tree hanging from the collective's root (rank 0 when unrooted).
+                let root = coll.root.unwrap_or(0);
+                let order: Vec<u32> = (0..n).map(|i| (root + i) % n).collect();
+                let mut parent = vec![None; n as usize];
+                for i in 1..n as usize {
+                    parent[order[i] as usize] = Some(order[(i - 1) / 2]);
+                }
+                let t = build::TreeChannel::from_parents(parent).map_err(e)?;
+                build::tree(coll, &vec![t; ch as usize], proto).map_err(e)
+            }
+            Algorithm::OneShot => build::one_shot_channels(coll, n, proto, ch).map_err(e),
+            Algorithm::TwoShot => build::two_shot_channels(coll, n, proto, ch).map_err(e),
+            Algorithm::Direct => build::direct(coll, n).map_err(e),
+            Algorithm::CopyEnginePipeline => build::copy_engine_pipeline(coll, 4 * ch).map_err(e),
+            other => Err(format!(
+                "{} cannot be built without a topology",
+                other.name()
+            )),
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! Ranks as separate processes: this test binary re-runs itself as each rank (torchrun-style
+//! environment), over shared memory and over TCP; plus a rank killed mid-run and a stalled rank.
+
+use planner::schedule::CollectiveKind;
+use runtime::check::{collective_for, Case};
+use runtime::{CommError, Communicator, DataType, ReduceOp};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const ROLE: &str = "TOPOPLAN_TEST_ROLE";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts `n` copies of this binary as ranks running `role`; returns their (status, output).
+fn spawn(n: u32, role: &str, extra: &[(&str, &str)]) -> Vec<(bool, String)> {
+    let port = free_port().to_string();
+    let exe = std::env::current_exe().unwrap();
+    let kids: Vec<_> = (0..n)
+        .map(|r| {
+            let mut c = Command::new(&exe);
+            c.args([
+                "--exact",
+                "rank_entry_point",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(ROLE, role)
+            .env("RANK", r.to_string())
+            .env("LOCAL_RANK", r.to_string())
+            .env("WORLD_SIZE", n.to_string())
+            .env("MASTER_ADDR", "127.0.0.1")
+            .env("MASTER_PORT", &port)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+            for (k, v) in extra {
+                c.env(k, v);
+            }
+            c.spawn().unwrap()
+        })
+        .collect();
+    kids.into_iter()
+        .map(|k| {
+            let o = k.wait_with_output().unwrap();
+            (
+                o.status.success(),
+                format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&o.stdout),
+                    String::from_utf8_lossy(&o.stderr)
+                ),
+            )
+        })
+        .collect()
+}
+
+fn cases(n: u32) -> Vec<Case> {
+    let mut v = Vec::new();
+    let mut seed = 5;
+    for kind in CollectiveKind::ALL {
+        for (dtype, op) in [
+            (DataType::F32, ReduceOp::Sum),
+            (DataType::Bf16, ReduceOp::Avg),
+            (DataType::I8, ReduceOp::Prod),
+            (DataType::F64, ReduceOp::Max),
+        ] {
+            if !kind.reduces() && op != ReduceOp::Sum {
+                continue;
+            }
+            for in_place in [false, true] {
+                for count in [1usize, 1000, 70_001] {
+                    seed += 1;
+                    v.push(Case {
+                        coll: collective_for(kind, n, (seed % n as u64) as u32),
+                        dtype,
+                        op,
+                        count,
+                        in_place,
+                        seed,
+                    });
+                }
+            }
+        }
+    }
+    v
+}
+
+/// The body of every child process (a no-op when run as a normal test).
+#[test]
+fn rank_entry_point() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    let mut comm = Communicator::from_env().expect("join");
+    let (n, r) = (comm.nranks(), comm.rank());
+    match role.as_str() {
+        "matrix" => {
+            println!("transport {}", comm.transport_name());
+            for c in cases(n) {
+                let want = c.expected(n);
+                let (send, mut recv) = c.buffers(n, r);
+                c.run(&mut comm, send.as_deref(), &mut recv)
+                    .unwrap_or_else(|e| panic!("{c:?}: {e}"));
+                let w = c.wrong(r, &recv, want[r as usize].as_deref());
+                assert_eq!(w, 0, "rank {r}: {w} wrong in {c:?}");
+            }
+            // Grouped send/recv around the ring, both directions at once.
+            let mut g = comm.group();
+            let out: Vec<i32> = (0..100_003).map(|i| i * (r as i32 + 1)).collect();
+            let mut a = vec![0i32; out.len()];
+            let mut b = vec![0i32; out.len()];
+            g.send(&out, (r + 1) % n).unwrap();
+            g.send(&out, (r + n - 1) % n).unwrap();
+            g.recv(&mut a, (r + n - 1) % n).unwrap();
+            g.recv(&mut b, (r + 1) % n).unwrap();
+            g.run().unwrap();
+            let from = |p: u32| {
+                (0..100_003)
+                    .map(|i| i * (p as i32 + 1))
+                    .collect::<Vec<i32>>()
+            };
+            assert_eq!(a, from((r + n - 1) % n));
+            assert_eq!(b, from((r + 1) % n));
+            println!("rank {r} ok");
+        }
+        "killed" => {
+            let mut v = vec![1.0f32; 4096];
+            comm.all_reduce_in_place(&mut v, ReduceOp::Sum).unwrap();
+            if r == 1 {
+                std::process::exit(3); // dies between collectives
+            }
+            let t = Instant::now();
+            let mut big = vec![1.0f32; 1 << 20];
+            let e = comm
+                .all_reduce_in_place(&mut big, ReduceOp::Sum)
+                .unwrap_err();
+            println!("rank {r} error after {:?}: {e}", t.elapsed());
+            // Rank 1 is dead; a rank may also see the other survivor leave after its own error.
+            assert!(
+                matches!(e, CommError::PeerGone { .. } | CommError::Timeout { .. }),
+                "{e}"
+            );
+            assert!(t.elapsed() < Duration::from_secs(20));
+            // The communicator stays failed.
+            assert!(matches!(
+                comm.all_reduce_in_place(&mut v, ReduceOp::Sum),
+                Err(CommError::Poisoned(_))
+            ));
+        }
+        "stall" => {
+            let mut v = vec![r as i64; 333];
+            comm.all_reduce_in_place(&mut v, ReduceOp::Sum).unwrap();
+            if r == n - 1 {
+                std::thread::sleep(Duration::from_secs(4)); // alive but never calls the collective
+                return;
+            }
+            let t = Instant::now();
+            let e = comm.all_reduce_in_place(&mut v, ReduceOp::Sum).unwrap_err();
+            println!("rank {r} error after {:?}: {e}", t.elapsed());
+            let s = e.to_string();
+            assert!(matches!(e, CommError::Timeout { seq: 1, .. }), "{s}");
+            assert!(
+                s.contains("all-reduce #1") && s.contains(&format!("rank {r}")),
+                "{s}"
+            );
+            assert!(t.elapsed() < Duration::from_secs(3));
+        }
+        other => panic!("unknown role {other}"),
+    }
+}
+
+fn assert_all_ok(res: &[(bool, String)]) {
+    for (i, (ok, out)) in res.iter().enumerate() {
+        assert!(ok, "rank {i} failed:\n{out}");
+    }
+}
+
+#[test]
+fn processes_over_shared_memory() {
+    let res = spawn(3, "matrix", &[("TOPOPLAN_TIMEOUT", "60s")]);
+    assert_all_ok(&res);
+    assert!(res[0].1.contains("transport shm"), "{}", res[0].1);
+}
+
+#[test]
+fn processes_over_tcp() {
+    let res = spawn(
+        3,
+        "matrix",
+        &[
+            ("TOPOPLAN_TIMEOUT", "60s"),
+            ("TOPOPLAN_TRANSPORT", "tcp"),
+            ("TOPOPLAN_SLOT_BYTES", "8192"),
+        ],
+    );
+    assert_all_ok(&res);
+    assert!(res[0].1.contains("transport tcp"), "{}", res[0].1);
+}
+
+#[test]
+fn killed_rank_is_reported_in_bounded_time() {
+    for transport in ["shm", "tcp"] {
+        let res = spawn(
+            3,
+            "killed",
+            &[
+                ("TOPOPLAN_TIMEOUT", "10s"),
+                ("TOPOPLAN_TRANSPORT", transport),
+            ],
+        );
+        assert!(!res[1].0, "rank 1 was meant to die");
+        assert!(res[0].0 && res[2].0, "{transport}: {:#?}", res);
+        assert!(
+            res.iter().any(|r| r.1.contains("peer rank 1 is gone")),
+            "{res:#?}"
+        );
+    }
+}
+
+#[test]
+fn stalled_rank_times_out_with_context() {
+    let res = spawn(3, "stall", &[("TOPOPLAN_TIMEOUT", "1s")]);
+    assert_all_ok(&res);
+    assert!(res[0].1.contains("timed out after"), "{}", res[0].1);
+}
