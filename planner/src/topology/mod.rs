@@ -11,19 +11,23 @@ mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gpus;
+mod host_paths;
 mod json;
+mod links;
 mod model;
+mod nccl;
 mod paths;
 pub mod report;
 mod scale;
+mod skeleton;
 pub mod synth;
 mod xml;
 
-pub use build::{default_lat, LOC_BW};
 pub use doc::TopoDoc;
 pub use error::{Diagnostic, TopoError};
 pub use json::{read_json, write_json};
 pub use model::*;
+pub use nccl::{default_lat, LOC_BW};
 pub use paths::{CacheCell, Path, PathType};
 pub use scale::{scale, scale_doc, FabricChoice};
 pub use xml::{read_xml, write_xml};
