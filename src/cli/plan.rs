@@ -1,10 +1,546 @@
-//! `topoplan plan`.
+//! `topoplan plan`: channels and, per collective and size, the chosen algorithm, protocol,
+//! channel count and predicted time, in an nccl-tests style table.
 
 use super::error::{CliError, CliResult};
+use planner::plan::{describe, Planner};
+use planner::schedule::{msccl, Algorithm, Collective, CollectiveKind, Protocol, Schedule};
+use planner::topology::{load_file, LoadOptions};
+use planner::tuner::Filter;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+#[command(after_help = "EXAMPLES:
+  topoplan plan tests/data/topologies/h200x2-topo.xml
+  topoplan plan topo.xml -c all-reduce -b 1K -e 1G -f 2
+  topoplan plan topo.xml --explain 2M            # every candidate at 2 MiB, fastest first
+  topoplan plan topo.xml --algo ring --proto ^LL  # like NCCL_ALGO=ring NCCL_PROTO=^LL
+  topoplan plan cluster.json --json > plan.json  # everything, with the chosen schedules
+  topoplan plan topo.xml --msccl-xml out/        # one MSCCL-IR file per collective
+  topoplan plan cluster.json --timing            # how long planning took
 
-pub fn run(_args: Args) -> CliResult {
-    Err(CliError::failure("`topoplan plan` is not built yet"))
+Sizes accept K, M, G suffixes (powers of 1024), like nccl-tests. algbw = size / time; busbw
+follows nccl-tests: x 2(n-1)/n for all-reduce, x (n-1)/n for all-gather, reduce-scatter and
+all-to-all, x 1 for broadcast, reduce and sendrecv.")]
+pub struct Args {
+    /// Topology file: NCCL's NCCL_TOPO_DUMP_FILE XML or topoplan JSON (clusters from `topo scale`).
+    pub file: PathBuf,
+    /// Smallest size in bytes (nccl-tests -b).
+    #[arg(short = 'b', long = "minbytes", default_value = "8", value_parser = parse_size)]
+    pub min_bytes: u64,
+    /// Largest size in bytes (nccl-tests -e).
+    #[arg(short = 'e', long = "maxbytes", default_value = "4G", value_parser = parse_size)]
+    pub max_bytes: u64,
+    /// Multiplication factor between sizes (nccl-tests -f).
+    #[arg(short = 'f', long = "stepfactor", default_value_t = 4)]
+    pub step_factor: u64,
+    /// Collectives to plan (comma list): all-reduce, all-gather, reduce-scatter, broadcast,
+    /// reduce, all-to-all, sendrecv. Default: all.
+    #[arg(short = 'c', long = "collective", value_delimiter = ',')]
+    pub collective: Vec<String>,
+    /// Root rank of broadcast and reduce.
+    #[arg(long, default_value_t = 0)]
+    pub root: u32,
+    /// Allowed algorithms, NCCL_ALGO syntax: "ring,tree", "^tree" (all but tree),
+    /// "allreduce:tree;allgather:ring". Names: ring, tree, one-shot, two-shot, ce (copy-engine
+    /// pipeline), direct.
+    #[arg(long)]
+    pub algo: Option<String>,
+    /// Allowed protocols, NCCL_PROTO syntax: "LL,LL128", "^LL", "allreduce:Simple".
+    #[arg(long)]
+    pub proto: Option<String>,
+    /// Print every candidate's estimate at this size, fastest first, instead of the table.
+    #[arg(long, value_parser = parse_size)]
+    pub explain: Option<u64>,
+    /// Print the whole plan as JSON (channels, tables, the chosen schedules).
+    #[arg(long)]
+    pub json: bool,
+    /// Write the chosen schedule of each collective (at the largest size) as MSCCL-IR XML files
+    /// into this directory.
+    #[arg(long, value_name = "OUT_DIR")]
+    pub msccl_xml: Option<PathBuf>,
+    /// Print how long loading, channel search, tuning and schedule building took (stderr).
+    #[arg(long)]
+    pub timing: bool,
+    /// GPU model for skeleton topology files (e.g. h100-sxm).
+    #[arg(long)]
+    pub gpu_model: Option<String>,
+}
+
+/// Parses "8", "64K", "4M", "1G" (binary multiples), optionally followed by "B" or "iB".
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (num, mul) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M') => (&t[..t.len() - 1], 1 << 20),
+        Some('G') => (&t[..t.len() - 1], 1 << 30),
+        Some('T') => (&t[..t.len() - 1], 1 << 40),
+        _ => (t, 1),
+    };
+    let v: u64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("\"{s}\" is not a size (e.g. 8, 64K, 4M, 1G)"))?;
+    v.checked_mul(mul)
+        .ok_or_else(|| format!("\"{s}\" is too large"))
+}
+
+/// Parses NCCL_ALGO / NCCL_PROTO style lists for one collective: `[^]a,b` or
+/// `func:a,b;func2:c`. Returns the allowed names (`None`: no restriction for this collective).
+fn list_for<T: Clone + PartialEq>(
+    spec: &str,
+    kind: CollectiveKind,
+    all: &[T],
+    parse: &dyn Fn(&str) -> Result<T, String>,
+) -> Result<Option<Vec<T>>, String> {
+    let mut chosen: Option<&str> = None;
+    for part in spec.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once(':') {
+            Some((func, list)) => {
+                let k = CollectiveKind::parse(func)
+                    .ok_or_else(|| format!("\"{func}\" is not a collective"))?;
+                if k == kind {
+                    chosen = Some(list);
+                }
+            }
+            None => {
+                if chosen.is_none() {
+                    chosen = Some(part);
+                }
+            }
+        }
+    }
+    let Some(list) = chosen else { return Ok(None) };
+    let (neg, list) = match list.strip_prefix('^') {
+        Some(l) => (true, l),
+        None => (false, list),
+    };
+    let names: Vec<T> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(parse)
+        .collect::<Result<_, _>>()?;
+    Ok(Some(if neg {
+        all.iter().filter(|a| !names.contains(a)).cloned().collect()
+    } else {
+        names
+    }))
+}
+
+fn parse_algo(s: &str) -> Result<Algorithm, String> {
+    let n: String = s
+        .to_ascii_lowercase()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    Ok(match n.as_str() {
+        "ring" => Algorithm::Ring,
+        "tree" => Algorithm::Tree,
+        "oneshot" => Algorithm::OneShot,
+        "twoshot" => Algorithm::TwoShot,
+        "ce" | "copyengine" | "copyenginepipeline" => Algorithm::CopyEnginePipeline,
+        "direct" => Algorithm::Direct,
+        "nvls" | "nvlstree" | "collnetdirect" | "collnetchain" | "pat" => {
+            return Err(format!(
+                "NCCL algorithm \"{s}\" is not planned by topoplan (no NVLink SHARP, CollNet or PAT); use ring, tree, one-shot, two-shot, ce, direct"
+            ))
+        }
+        _ => {
+            return Err(format!(
+                "unknown algorithm \"{s}\" (ring, tree, one-shot, two-shot, ce, direct)"
+            ))
+        }
+    })
+}
+
+fn parse_proto(s: &str) -> Result<Protocol, String> {
+    Protocol::parse(s.trim()).ok_or_else(|| format!("unknown protocol \"{s}\" (LL, LL128, Simple)"))
+}
+
+const ALL_ALGOS: [Algorithm; 6] = [
+    Algorithm::Ring,
+    Algorithm::Tree,
+    Algorithm::OneShot,
+    Algorithm::TwoShot,
+    Algorithm::CopyEnginePipeline,
+    Algorithm::Direct,
+];
+
+#[derive(Serialize)]
+struct Row {
+    bytes: u64,
+    algorithm: String,
+    protocol: &'static str,
+    channels: u32,
+    time_us: f64,
+    algbw_gbps: f64,
+    busbw_gbps: f64,
+}
+
+#[derive(Serialize)]
+struct CollPlan {
+    collective: Collective,
+    busbw_factor: f64,
+    rows: Vec<Row>,
+    schedules: Vec<Schedule>,
+}
+
+#[derive(Serialize)]
+struct PlanJson<'a> {
+    file: String,
+    topology: String,
+    warnings: &'a [String],
+    channels: &'a planner::search::Channels,
+    collectives: Vec<CollPlan>,
+}
+
+fn collective(kind: CollectiveKind, n: u32, root: u32) -> Collective {
+    match kind {
+        CollectiveKind::Broadcast | CollectiveKind::Reduce => Collective::rooted(kind, root),
+        CollectiveKind::SendRecv => {
+            // nccl-tests sendrecv_perf: every rank sends to the next one.
+            let mut c = Collective::new(kind);
+            c.send_peers = (0..n).map(|i| Some((i + 1) % n)).collect();
+            c
+        }
+        _ => Collective::new(kind),
+    }
+}
+
+pub fn run(a: Args) -> CliResult {
+    let t0 = Instant::now();
+    if a.step_factor < 2 {
+        return Err(CliError::input("-f/--stepfactor must be >= 2"));
+    }
+    if a.min_bytes > a.max_bytes {
+        return Err(CliError::input(format!(
+            "-b {} is larger than -e {}",
+            a.min_bytes, a.max_bytes
+        )));
+    }
+    let kinds: Vec<CollectiveKind> = if a.collective.is_empty() {
+        CollectiveKind::ALL.to_vec()
+    } else {
+        a.collective
+            .iter()
+            .map(|s| {
+                CollectiveKind::parse(s).ok_or_else(|| {
+                    CliError::input(format!(
+                        "unknown collective \"{s}\" (all-reduce, all-gather, reduce-scatter, broadcast, reduce, all-to-all, sendrecv)"
+                    ))
+                })
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let opts = LoadOptions {
+        gpu_model: a.gpu_model.clone(),
+        ..Default::default()
+    };
+    let loaded = load_file(&a.file, &opts).map_err(CliError::input)?;
+    let t = &loaded.topology;
+    let t_load = t0.elapsed();
+    let t1 = Instant::now();
+    let planner = Planner::new(t).map_err(CliError::input)?;
+    let t_search = t1.elapsed();
+    let n = planner.nranks();
+    if a.root >= n {
+        return Err(CliError::input(format!(
+            "--root {} is not a rank (the topology has {n})",
+            a.root
+        )));
+    }
+    let filter_for = |k: CollectiveKind| -> Result<Filter, CliError> {
+        let algorithms = match &a.algo {
+            Some(s) => list_for(s, k, &ALL_ALGOS, &parse_algo).map_err(CliError::input)?,
+            None => None,
+        };
+        let protocols = match &a.proto {
+            Some(s) => list_for(s, k, &Protocol::ALL, &parse_proto).map_err(CliError::input)?,
+            None => None,
+        };
+        Ok(Filter {
+            algorithms,
+            protocols,
+        })
+    };
+    let mut sizes = Vec::new();
+    let mut s = a.min_bytes.max(1);
+    while s <= a.max_bytes {
+        sizes.push(s);
+        match s.checked_mul(a.step_factor) {
+            Some(x) => s = x,
+            None => break,
+        }
+    }
+
+    let topo_text = describe(t, planner.channels());
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
+
+    if let Some(size) = a.explain {
+        println!("# {}\n# Topology: {topo_text}", a.file.display());
+        for &k in &kinds {
+            let coll = collective(k, n, a.root);
+            let f = filter_for(k)?;
+            let c = planner.candidates_filtered(&coll, size, &f);
+            println!(
+                "#\n# {} at {} bytes: {} candidate(s), fastest first (time = latency + size / (bandwidth x ramp))",
+                k.name(),
+                size,
+                c.len()
+            );
+            println!(
+                "# {:>13} {:>6} {:>8} {:>11} {:>11} {:>15} {:>11}",
+                "algorithm", "proto", "channels", "time(us)", "lat(us)", "peak algbw", "busbw"
+            );
+            for e in &c {
+                let algbw = size as f64 / 1000.0 / e.time_us;
+                println!(
+                    "  {:>13} {:>6} {:>8} {:>11.2} {:>11.2} {:>15.1} {:>11.2}",
+                    e.algorithm.name(),
+                    e.protocol.name(),
+                    e.channels,
+                    e.time_us,
+                    e.lat_us,
+                    e.peak_algbw_gbps,
+                    algbw * k.busbw_factor(n)
+                );
+            }
+            if c.is_empty() {
+                println!("  (no candidate: --algo/--proto exclude them all)");
+            }
+        }
+        return Ok(());
+    }
+
+    let t2 = Instant::now();
+    let mut plans = Vec::new();
+    for &k in &kinds {
+        let coll = collective(k, n, a.root);
+        let f = filter_for(k)?;
+        let mut rows = Vec::new();
+        for &b in &sizes {
+            let ch = planner.choose_filtered(&coll, b, &f).ok_or_else(|| {
+                CliError::input(format!(
+                    "--algo/--proto leave no algorithm for {} on this topology",
+                    k.name()
+                ))
+            })?;
+            rows.push(Row {
+                bytes: b,
+                algorithm: ch.algorithm.name(),
+                protocol: ch.protocol.name(),
+                channels: ch.channels,
+                time_us: ch.est_us,
+                algbw_gbps: ch.algbw_gbps,
+                busbw_gbps: ch.busbw_gbps,
+            });
+        }
+        plans.push((coll, f, rows));
+    }
+    let t_tune = t2.elapsed();
+
+    // Schedules are built for --json and --msccl-xml (and timed with --timing).
+    let t3 = Instant::now();
+    let mut coll_plans = Vec::new();
+    let want_sched = a.json || a.msccl_xml.is_some() || a.timing;
+    for (coll, _f, rows) in plans {
+        let mut schedules: Vec<Schedule> = Vec::new();
+        if want_sched {
+            // One schedule per distinct (algorithm, protocol), at the most channels chosen.
+            let mut seen: Vec<(String, &str, u32)> = Vec::new();
+            for r in &rows {
+                match seen
+                    .iter_mut()
+                    .find(|x| x.0 == r.algorithm && x.1 == r.protocol)
+                {
+                    Some(x) => x.2 = x.2.max(r.channels),
+                    None => seen.push((r.algorithm.clone(), r.protocol, r.channels)),
+                }
+            }
+            // The largest size's choice goes first (it is what --msccl-xml writes).
+            if let Some(last) = rows.last() {
+                if let Some(i) = seen
+                    .iter()
+                    .position(|x| x.0 == last.algorithm && x.1 == last.protocol)
+                {
+                    let x = seen.remove(i);
+                    seen.insert(0, x);
+                }
+            }
+            for (algo, proto, ch) in seen {
+                let algo = parse_algo(&algo).map_err(CliError::failure)?;
+                let proto = parse_proto(proto).map_err(CliError::failure)?;
+                let nch = match algo {
+                    Algorithm::Ring | Algorithm::Tree => Some(ch),
+                    _ => None,
+                };
+                let s = planner
+                    .schedule(&coll, &algo, proto, nch)
+                    .map_err(CliError::failure)?;
+                schedules.push(s);
+            }
+        }
+        coll_plans.push(CollPlan {
+            busbw_factor: coll.kind.busbw_factor(n),
+            collective: coll,
+            rows,
+            schedules,
+        });
+    }
+    let t_sched = t3.elapsed();
+
+    if let Some(dir) = &a.msccl_xml {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| CliError::input(format!("cannot create {}: {e}", dir.display())))?;
+        for cp in &coll_plans {
+            if let Some(s) = cp.schedules.first() {
+                let name = format!("{}-{}", cp.collective.kind.name(), s.algorithm.name());
+                let xml = msccl::export(s, &name).map_err(CliError::failure)?;
+                let path = dir.join(format!("{}.xml", cp.collective.kind.name()));
+                std::fs::write(&path, xml).map_err(|e| {
+                    CliError::failure(format!("cannot write {}: {e}", path.display()))
+                })?;
+                eprintln!("wrote {}", path.display());
+            }
+        }
+    }
+
+    if a.json {
+        let j = PlanJson {
+            file: a.file.display().to_string(),
+            topology: topo_text,
+            warnings: &loaded.warnings,
+            channels: planner.channels(),
+            collectives: coll_plans,
+        };
+        let out = serde_json::to_string(&j).map_err(CliError::failure)?;
+        println!("{out}");
+    } else {
+        print_text(&a, &planner, &topo_text, &coll_plans);
+    }
+    if a.timing {
+        eprintln!(
+            "timing: {} ranks; load {:.1} ms, channel search {:.1} ms, tuning {} sizes x {} collectives {:.1} ms, schedules {:.1} ms, total {:.1} ms",
+            n,
+            ms(t_load),
+            ms(t_search),
+            sizes.len(),
+            kinds.len(),
+            ms(t_tune),
+            ms(t_sched),
+            ms(t0.elapsed())
+        );
+    }
+    Ok(())
+}
+
+fn ms(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn print_text(a: &Args, p: &Planner, topo: &str, plans: &[CollPlan]) {
+    let ch = p.channels();
+    let n = p.nranks();
+    println!("# topoplan plan: {}", a.file.display());
+    println!("# Topology: {topo}");
+    let nh = ch.hosts.len();
+    println!(
+        "# Rings: {} channels x {:.1} GB/s = {:.1} GB/s per GPU, hops over {:?}{}",
+        ch.ring.count,
+        ch.ring.bw_gbps,
+        ch.ring.count as f64 * ch.ring.bw_gbps,
+        ch.ring.intra,
+        if nh > 1 {
+            format!("; each ring crosses {nh} hosts, entering and leaving every host through one NIC (rail-aligned)")
+        } else {
+            String::new()
+        }
+    );
+    let mut shown: Vec<(&Vec<u32>, &Option<String>)> = Vec::new();
+    for (c, nic) in ch.ring_chains.iter().zip(&ch.ring_nics) {
+        if !shown.iter().any(|s| s.0 == c && s.1 == nic) {
+            shown.push((c, nic));
+        }
+    }
+    for (i, (c, nic)) in shown.iter().enumerate().take(8) {
+        let order: Vec<String> = c
+            .iter()
+            .map(|x| ch.hosts[0][*x as usize].to_string())
+            .collect();
+        let count = ch
+            .ring_chains
+            .iter()
+            .zip(&ch.ring_nics)
+            .filter(|(x, y)| x == c && y == nic)
+            .count();
+        println!(
+            "#   ring order {i}: {}{}{} (x{count} channels)",
+            order.join(" -> "),
+            if nh > 1 {
+                " (host 0; every host alike)"
+            } else {
+                " -> back"
+            },
+            nic.as_ref()
+                .map(|x| format!(" via NIC {x}"))
+                .unwrap_or_default()
+        );
+    }
+    if shown.len() > 8 {
+        println!("#   ... {} more distinct orders", shown.len() - 8);
+    }
+    println!(
+        "# Trees: {} channels x {:.1} GB/s ({}), hops over {:?}",
+        ch.tree.count,
+        ch.tree.bw_gbps,
+        if nh > 1 {
+            "double binary trees over hosts, each host's GPUs chained below its head"
+        } else {
+            "chains, in pairs running opposite ways"
+        },
+        ch.tree.intra
+    );
+    for (i, c) in ch.tree_chains.iter().take(2).enumerate() {
+        let order: Vec<String> = c
+            .iter()
+            .map(|x| ch.hosts[0][*x as usize].to_string())
+            .collect();
+        println!(
+            "#   tree {i} chain (host 0, root side first): {}",
+            order.join(" -> ")
+        );
+    }
+    for note in &ch.notes {
+        println!("# note: {note}");
+    }
+    for cp in plans {
+        println!("#");
+        println!(
+            "# {} on {n} ranks{} (busbw = algbw x {:.3})",
+            cp.collective.kind.name(),
+            cp.collective
+                .root
+                .map(|r| format!(", root {r}"))
+                .unwrap_or_default(),
+            cp.busbw_factor
+        );
+        println!(
+            "# {:>12} {:>13} {:>6} {:>8} {:>11} {:>11} {:>11}",
+            "size(B)", "algorithm", "proto", "channels", "time(us)", "algbw(GB/s)", "busbw(GB/s)"
+        );
+        for r in &cp.rows {
+            println!(
+                "  {:>12} {:>13} {:>6} {:>8} {:>11.2} {:>11.2} {:>11.2}",
+                r.bytes, r.algorithm, r.protocol, r.channels, r.time_us, r.algbw_gbps, r.busbw_gbps
+            );
+        }
+    }
 }

@@ -2,7 +2,9 @@
 //! (`build`) and a chunk-level symbolic check (`symbolic`).
 
 pub mod build;
+mod expand;
 mod ir;
+pub mod msccl;
 pub mod symbolic;
 mod validate;
 

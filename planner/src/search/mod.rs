@@ -1,0 +1,223 @@
+//! Channel search: rings and trees through every GPU, sized so that channels sharing a link never
+//! ask for more than it carries (NCCL's search, `nccl-2.28-facts.md` §3–4, re-derived; see
+//! `docs/planner.md` for where we differ).
+//!
+//! The search runs on one host (host 0) and, when there are several, replicates the host's chains
+//! by local GPU index: hosts built by `topo scale` are identical, and a 1024-host cluster then
+//! costs one 8-GPU search plus O(ranks × channels) assembly. Across hosts a ring enters every host
+//! through NIC k and leaves through NIC k (rail-aligned: NIC k of every host sits on rail k), and
+//! trees are NCCL's double binary trees over hosts with each host's GPUs chained below its head.
+
+mod chain;
+mod trees;
+
+pub use trees::{btree, dtree};
+
+use crate::schedule::TreeChannel;
+use crate::topology::{NodeKind, PathType, Topology};
+use crate::tuner::{ChannelSet, Hw};
+use chain::{ChainSearch, Hop};
+use serde::{Deserialize, Serialize};
+
+/// What the search found.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Channels {
+    /// One rank order per ring channel.
+    pub rings: Vec<Vec<u32>>,
+    pub ring: ChannelSet,
+    /// Host-0 chain (local indices) of each ring channel, and the NIC it uses (multi-host).
+    pub ring_chains: Vec<Vec<u32>>,
+    pub ring_nics: Vec<Option<String>>,
+    /// One tree per tree channel (double binary trees come in pairs).
+    pub trees: Vec<TreeChannel>,
+    pub tree: ChannelSet,
+    /// Host-0 chain of each tree channel (local indices, head first).
+    pub tree_chains: Vec<Vec<u32>>,
+    /// Ranks per host (ascending), host by host.
+    pub hosts: Vec<Vec<u32>>,
+    /// Every GPU pair of a single host joined over NVLink: per-GPU NVLink bandwidth to its peers.
+    pub all_peers_nvlink_gbps: Option<f64>,
+    /// Facts worth printing (fallbacks, asymmetries).
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SearchError {
+    #[error("the topology has no GPU")]
+    NoGpu,
+    #[error("host {host} has {got} GPUs but host 0 has {want}; every host must have the same number of GPUs")]
+    UnevenHosts { host: u32, got: usize, want: usize },
+    #[error("{0}")]
+    Path(String),
+}
+
+/// NCCL's per-channel speeds (GB/s) tried, fastest first (sm90 / sm100 / older; intra / inter).
+fn speeds(sm: u32, inter: bool) -> &'static [f64] {
+    match (sm >= 100, sm >= 90, inter) {
+        (true, _, false) => &[
+            90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0,
+        ],
+        (true, _, true) => &[
+            96.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4,
+            1.2, 0.24, 0.12,
+        ],
+        (false, true, false) => &[
+            60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0,
+        ],
+        (false, true, true) => &[
+            48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2,
+            0.24, 0.12,
+        ],
+        (false, false, false) => &[
+            40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0,
+        ],
+        (false, false, true) => &[
+            48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0,
+            2.4, 1.2, 0.24, 0.12,
+        ],
+    }
+}
+
+/// Most search channels before duplication (NCCL: MAXCHANNELS/2).
+pub const MAX_SEARCH_CHANNELS: usize = 16;
+
+fn hw_of(kind: PathType) -> Hw {
+    match kind {
+        PathType::Loc | PathType::Nvl | PathType::Nvb => Hw::NvLink,
+        PathType::Net => Hw::Net,
+        _ => Hw::Pci,
+    }
+}
+
+/// Runs the ring and tree searches.
+pub fn search(t: &Topology) -> Result<Channels, SearchError> {
+    let nhosts = t.n_hosts.max(1);
+    let hosts: Vec<Vec<u32>> = (0..nhosts).map(|h| t.gpus_of_host(h)).collect();
+    let l = hosts[0].len();
+    if l == 0 || t.n_ranks() == 0 {
+        return Err(SearchError::NoGpu);
+    }
+    for (h, g) in hosts.iter().enumerate() {
+        if g.len() != l {
+            return Err(SearchError::UnevenHosts {
+                host: h as u32,
+                got: g.len(),
+                want: l,
+            });
+        }
+    }
+    let sm = t.gpus().map(|(_, g)| g.sm).min().unwrap_or(0);
+    let multi = nhosts > 1;
+    let mut notes = Vec::new();
+    let cs = ChainSearch::new(t, &hosts[0], multi)?;
+    let speeds = speeds(sm, multi);
+
+    // Rings.
+    let ring = cs.best(speeds, Hop::Ring, MAX_SEARCH_CHANNELS);
+    let (ring_chains, ring_nic_idx, ring_bw, ring_kind) = match ring {
+        Some(r) => (r.chains, r.nics, r.speed, r.worst),
+        None => {
+            notes.push(
+                "no ring fits the link capacities; falling back to one ring in rank order".into(),
+            );
+            (
+                vec![(0..l as u32).collect()],
+                vec![None],
+                0.1,
+                PathType::Sys,
+            )
+        }
+    };
+    let (ring_chains, ring_nic_idx, ring_bw) = duplicate(ring_chains, ring_nic_idx, ring_bw);
+    let rings: Vec<Vec<u32>> = ring_chains
+        .iter()
+        .map(|ch| {
+            hosts
+                .iter()
+                .flat_map(|g| ch.iter().map(move |&i| g[i as usize]))
+                .collect()
+        })
+        .collect();
+    let nic_name = |i: Option<usize>| {
+        i.and_then(|i| match &t.graph[cs.nics[i]].kind {
+            NodeKind::Nic(n) => Some(n.name.clone()),
+            _ => None,
+        })
+    };
+    let ring_nics: Vec<Option<String>> = ring_nic_idx.iter().map(|i| nic_name(*i)).collect();
+    let ring_set = ChannelSet {
+        count: rings.len() as u32,
+        bw_gbps: ring_bw,
+        intra: hw_of(ring_kind),
+    };
+
+    // Trees: chains through each host (both directions of every hop carry data), double binary
+    // trees over hosts.
+    let (tree_chains, tree_bw, tree_kind) = if multi {
+        // Each host's head talks to the network through the ring channel's NIC: reuse the ring
+        // chains, as NCCL sizes trees with the ring's channel count.
+        (ring_chains.clone(), ring_bw, ring_kind)
+    } else {
+        match cs.best(speeds, Hop::Chain, MAX_SEARCH_CHANNELS) {
+            Some(c) => {
+                let (ch, _, bw) = duplicate(c.chains, c.nics, c.speed);
+                (ch, bw, c.worst)
+            }
+            None => (ring_chains.clone(), ring_bw, ring_kind),
+        }
+    };
+    let mut trees = Vec::with_capacity(tree_chains.len() * 2);
+    let mut chains_out = Vec::new();
+    for chain in tree_chains.iter() {
+        for which in 0..2u32 {
+            // Single host: the second tree of a pair runs the chain backwards so roots alternate.
+            let chain: Vec<u32> = if !multi && which == 1 {
+                chain.iter().rev().copied().collect()
+            } else {
+                chain.clone()
+            };
+            trees.push(trees::host_tree(&hosts, &chain, which));
+            chains_out.push(chain);
+        }
+    }
+    // Pairs halve per-tree bandwidth: two trees share the chain's capacity.
+    let tree_set = ChannelSet {
+        count: trees.len() as u32,
+        bw_gbps: tree_bw / 2.0,
+        intra: hw_of(tree_kind),
+    };
+    let all_peers_nvlink_gbps = if multi || l < 2 {
+        None
+    } else {
+        cs.all_peers_nvlink()
+    };
+    Ok(Channels {
+        rings,
+        ring: ring_set,
+        ring_chains,
+        ring_nics,
+        trees,
+        tree: tree_set,
+        tree_chains: chains_out,
+        hosts,
+        all_peers_nvlink_gbps,
+        notes,
+    })
+}
+
+/// NCCL duplicates fast channels (halving their bandwidth) so more SMs drive the links: only when
+/// the per-channel speed is at least 25 GB/s.
+fn duplicate(
+    chains: Vec<Vec<u32>>,
+    nics: Vec<Option<usize>>,
+    bw: f64,
+) -> (Vec<Vec<u32>>, Vec<Option<usize>>, f64) {
+    if bw < 25.0 || chains.len() * 2 > 2 * MAX_SEARCH_CHANNELS {
+        return (chains, nics, bw);
+    }
+    let mut c2 = chains.clone();
+    c2.extend(chains);
+    let mut n2 = nics.clone();
+    n2.extend(nics);
+    (c2, n2, bw / 2.0)
+}

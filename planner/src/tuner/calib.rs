@@ -1,0 +1,96 @@
+//! The tuner's constants: NCCL 2.28's tables (nccl-2.28-facts.md §5.2) plus the terms we
+//! calibrated on the 2×H200 machine (tests/data/measurements/h200x2/, docs/tuner.md).
+
+use crate::schedule::{CollectiveKind, Protocol};
+
+/// Host-side cost of launching a collective (kernel launch + enqueue), µs. NCCL's model omits
+/// it; nccl-tests' times include it. Fitted: measured all-reduce 8 B..32 KiB on 2×H200 averages
+/// 12.4 µs, NCCL's model says 7.8 µs for ring LL.
+pub const LAUNCH_US: f64 = 4.5;
+
+/// NCCL's base latencies [tree, ring][LL, LL128, Simple] (µs).
+pub const BASE_LAT: [[f64; 3]; 2] = [[6.8, 14.0, 8.4], [6.6, 14.0, 8.4]];
+
+/// NCCL's per-hop latencies [NVLink, PCI, NET][tree, ring][LL, LL128, Simple] (µs).
+pub const HW_LAT: [[[f64; 3]; 2]; 3] = [
+    [[0.6, 1.25, 4.0], [0.6, 1.9, 3.4]],
+    [[1.0, 1.9, 4.0], [1.0, 2.5, 5.7]],
+    [[5.0, 8.5, 14.0], [2.7, 4.0, 14.0]],
+];
+
+/// NCCL's LL bandwidth caps [compcap idx][nodes idx].
+const LL_MAX: [[f64; 3]; 4] = [
+    [39.0, 39.0, 20.4],
+    [87.7, 22.5, 19.0],
+    [141.0, 45.0, 35.0],
+    [282.0, 90.0, 70.0],
+];
+/// Per-channel caps [compcap idx] (single-node column).
+pub const PER_CH_RING_LL128: [f64; 4] = [20.0, 20.0, 36.7, 73.4];
+pub const PER_CH_TREE_LL128: [f64; 4] = [20.0, 20.0, 36.7, 55.6];
+pub const PER_CH_TREE: [f64; 4] = [26.5, 24.0, 38.7, 70.0];
+
+pub fn cc_idx(sm: u32) -> usize {
+    match sm {
+        0..=79 => 0,
+        80..=89 => 1,
+        90..=99 => 2,
+        _ => 3,
+    }
+}
+
+/// NCCL's LL cap for this GPU generation and node count (GB/s).
+pub fn ll_max_bw(sm: u32, nnodes: u32) -> f64 {
+    let i2 = if nnodes <= 2 { nnodes as usize - 1 } else { 2 };
+    let i1 = if nnodes == 1 { cc_idx(sm) } else { 0 };
+    LL_MAX[i1][i2]
+}
+
+pub fn coll_idx(k: CollectiveKind) -> usize {
+    match k {
+        CollectiveKind::AllReduce => 0,
+        CollectiveKind::AllGather => 1,
+        CollectiveKind::ReduceScatter => 2,
+        CollectiveKind::Broadcast => 3,
+        CollectiveKind::Reduce => 4,
+        CollectiveKind::AllToAll => 5,
+        CollectiveKind::SendRecv => 6,
+    }
+}
+
+/// Calibrated: achieved fraction of the ring's bus bandwidth per collective. All-reduce 1.0;
+/// all-gather measured 276 GB/s busbw at 2 GiB where all-reduce reaches 340 (0.81); reduce-scatter
+/// assumed like all-gather; the rest uncalibrated (1.0).
+pub const COLL_EFF: [f64; 7] = [1.0, 0.81, 0.81, 1.0, 1.0, 1.0, 1.0];
+
+/// Calibrated size ramp for Simple: the fraction of peak bandwidth reached at `bytes`,
+/// `1 / (1 + (S0/bytes)^A)`. Pipelines fill, channels start unevenly and buffers are cold at
+/// mid sizes; fitted to all-reduce busbw on 2×H200 (2 MiB 0.58 … 2 GiB 0.95 of 360 GB/s).
+pub const RAMP_S0: f64 = 0.87e6;
+pub const RAMP_A: f64 = 0.376;
+
+pub fn ramp(proto: Protocol, bytes: u64) -> f64 {
+    match proto {
+        // LL runs small messages whose time is latency; NCCL's own factors stand.
+        Protocol::LL => 1.0,
+        // Simple and LL128 pipeline large steps through the ring or tree.
+        Protocol::LL128 | Protocol::Simple => {
+            1.0 / (1.0 + (RAMP_S0 / (bytes.max(1) as f64)).powf(RAMP_A))
+        }
+    }
+}
+
+/// SM peer loads/stores with every peer at once reach this fraction of the topology's NVLink
+/// bandwidth (NCCL's 20.6 GB/s per H200 link × 18 = 370.8): probe 337 GB/s both ways.
+pub const SM_PEER_EFF: f64 = 0.91;
+/// Copy engines both ways reach this fraction (probe: 392 GB/s for 1 GiB copies).
+pub const CE_EFF: f64 = 1.06;
+/// Fixed cost of one copy-engine copy (µs): probe 195 GB/s at 1 MiB, 302 at 4 MiB.
+pub const CE_COPY_OVERHEAD_US: f64 = 2.7;
+/// Events, memcpy calls and the reduce kernel's launch of the copy-engine pipeline (µs), on top
+/// of LAUNCH_US (estimate: two cross-stream event waits and a launch).
+pub const CE_LAUNCH_US: f64 = 8.0;
+/// Cross-GPU flag synchronisation of a direct pattern (µs).
+pub const DIRECT_SYNC_US: f64 = 2.0;
+/// Local device copy bandwidth (GB/s): probe ~1960 on H200.
+pub const LOCAL_COPY_GBPS: f64 = 1960.0;

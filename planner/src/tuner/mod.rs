@@ -1,0 +1,318 @@
+//! The tuner: for a collective and a message size, an estimated time for every algorithm ×
+//! protocol the machine supports, and the fastest. The model is NCCL's latency/bandwidth model
+//! (`nccl-2.28-facts.md` §5) with our direct and copy-engine patterns added and three calibrated
+//! terms fitted to the 2×H200 measurements; `docs/tuner.md` states every constant and the fit.
+//!
+//! `time = launch + latency(algo, proto) + bytes / (bandwidth(algo, proto) × ramp(bytes))`
+//! where `bytes` is the nccl-tests size of the operation.
+
+mod calib;
+
+pub use calib::*;
+
+use crate::schedule::{Algorithm, CollectiveKind, Protocol};
+use serde::{Deserialize, Serialize};
+
+/// The hardware class a channel's hops run over (NCCL's hw index).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Hw {
+    NvLink,
+    Pci,
+    Net,
+}
+
+/// A set of channels the search found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChannelSet {
+    pub count: u32,
+    /// Bandwidth of one channel (GB/s) after link-sharing accounting.
+    pub bw_gbps: f64,
+    /// Worst intra-node hop class.
+    pub intra: Hw,
+}
+
+/// What the tuner knows about the system: sizes, channel sets, direct-pattern capabilities.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SystemModel {
+    pub nranks: u32,
+    pub nnodes: u32,
+    /// Compute capability × 10 of the slowest GPU.
+    pub sm: u32,
+    pub ring: Option<ChannelSet>,
+    pub tree: Option<ChannelSet>,
+    /// Every GPU pair is joined by NVLink (direct or NVSwitch) on a single host: direct
+    /// (one-shot / two-shot) patterns are possible. The value is the smallest per-GPU NVLink
+    /// bandwidth to all peers together (GB/s, one direction).
+    pub all_peers_nvlink_gbps: Option<f64>,
+    /// Extra per-hop latency of the network (µs), 0 on one host.
+    pub net_lat_us: f64,
+    /// Per-rank injection bandwidth of direct point-to-point patterns (GB/s): NVLink to all
+    /// peers, else the slowest GPU-to-GPU path, capped by the host's NIC share across hosts.
+    pub direct_gbps: f64,
+}
+
+/// One candidate's estimate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    pub algorithm: Algorithm,
+    pub protocol: Protocol,
+    pub channels: u32,
+    /// Predicted time (µs).
+    pub time_us: f64,
+    /// Its latency part (µs).
+    pub lat_us: f64,
+    /// Peak algorithm bandwidth the model allows (GB/s), before the size ramp.
+    pub peak_algbw_gbps: f64,
+}
+
+/// Restricts the candidates like NCCL_ALGO / NCCL_PROTO: `None` allows everything.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Filter {
+    pub algorithms: Option<Vec<Algorithm>>,
+    pub protocols: Option<Vec<Protocol>>,
+}
+
+impl Filter {
+    pub fn allows(&self, a: &Algorithm, p: Protocol) -> bool {
+        self.algorithms.as_ref().is_none_or(|v| v.contains(a))
+            && self.protocols.as_ref().is_none_or(|v| v.contains(&p))
+    }
+}
+
+fn log2i(x: u32) -> u32 {
+    31 - x.max(1).leading_zeros()
+}
+
+/// Latency row index of a hop class.
+fn hw_lat(hw: Hw, algo: usize, proto: Protocol) -> f64 {
+    let p = proto_idx(proto);
+    HW_LAT[match hw {
+        Hw::NvLink => 0,
+        Hw::Pci => 1,
+        Hw::Net => 2,
+    }][algo][p]
+}
+
+fn proto_idx(p: Protocol) -> usize {
+    match p {
+        Protocol::LL => 0,
+        Protocol::LL128 => 1,
+        Protocol::Simple => 2,
+    }
+}
+
+/// Channels NCCL would actually use for `bytes`: fewer for small messages so each channel keeps
+/// enough work (`nBytes < nc × threads × threshold` ⇒ one channel less).
+pub fn channels_for(bytes: u64, max: u32, proto: Protocol) -> u32 {
+    let per = match proto {
+        Protocol::LL => 512 * 8,
+        Protocol::LL128 => 640 * 8,
+        Protocol::Simple => 512 * 64,
+    } as u64;
+    let mut nc = max.max(1);
+    while nc >= 2 && bytes < nc as u64 * per {
+        nc -= 1;
+    }
+    nc
+}
+
+/// Every feasible candidate for `kind` at `bytes` (nccl-tests size), unsorted.
+pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter) -> Vec<Estimate> {
+    let mut out = Vec::new();
+    let n = m.nranks.max(1);
+    let b = bytes as f64;
+    if n == 1 {
+        // A local copy.
+        out.push(Estimate {
+            algorithm: Algorithm::Ring,
+            protocol: Protocol::Simple,
+            channels: 1,
+            time_us: LAUNCH_US + b / 1000.0 / LOCAL_COPY_GBPS,
+            lat_us: LAUNCH_US,
+            peak_algbw_gbps: LOCAL_COPY_GBPS,
+        });
+        return out;
+    }
+    let nnodes = m.nnodes.max(1);
+    let ppn = n.div_ceil(nnodes);
+    let busf = kind.busbw_factor(n);
+    let mut push_r = |algorithm: Algorithm,
+                      protocol: Protocol,
+                      channels: u32,
+                      lat: f64,
+                      algbw: f64,
+                      ramped: bool| {
+        if algbw > 0.0 && f.allows(&algorithm, protocol) {
+            let ramp = if ramped { ramp(protocol, bytes) } else { 1.0 };
+            out.push(Estimate {
+                time_us: LAUNCH_US + lat + b / 1000.0 / (algbw * ramp),
+                lat_us: LAUNCH_US + lat,
+                algorithm,
+                protocol,
+                channels,
+                peak_algbw_gbps: algbw,
+            });
+        }
+    };
+    let llmax = ll_max_bw(m.sm, nnodes);
+    let cc = cc_idx(m.sm);
+    // Ring: every collective but all-to-all and send/recv.
+    if let Some(r) = &m.ring {
+        if !matches!(kind, CollectiveKind::AllToAll | CollectiveKind::SendRecv) {
+            let nsteps = match kind {
+                CollectiveKind::AllReduce => 2 * (n - 1),
+                _ => n - 1,
+            };
+            let ninter = if nnodes == 1 {
+                0
+            } else if kind == CollectiveKind::AllReduce {
+                2 * (nnodes - 1)
+            } else {
+                nnodes - 1
+            };
+            for p in Protocol::ALL {
+                let nc = channels_for(bytes, r.count, p);
+                let mut bus = nc as f64 * r.bw_gbps * COLL_EFF[coll_idx(kind)];
+                bus = match p {
+                    Protocol::LL => llmax.min(bus * 0.5),
+                    Protocol::LL128 => (bus * 0.92).min(nc as f64 * PER_CH_RING_LL128[cc]),
+                    Protocol::Simple => bus,
+                };
+                let intra = hw_lat(r.intra, 1, p);
+                let inter = hw_lat(Hw::Net, 1, p) + m.net_lat_us;
+                let lat = BASE_LAT[1][proto_idx(p)]
+                    + (nsteps - ninter) as f64 * intra
+                    + ninter as f64 * inter;
+                push_r(Algorithm::Ring, p, nc, lat, bus / busf.max(1e-9), true);
+            }
+        }
+    }
+    // Tree: all-reduce (reduce up, broadcast down; each link carries the data once each way).
+    if let Some(t) = &m.tree {
+        if kind == CollectiveKind::AllReduce {
+            for p in Protocol::ALL {
+                let nc = channels_for(bytes, t.count, p);
+                // One host: a chain carries the data once each way per link. Across hosts a
+                // double binary tree's interior host forwards to two children and a parent, so
+                // its NICs carry twice the data (nccl-2.28-facts.md §4).
+                let fanout = if nnodes > 1 { 0.5 } else { 1.0 };
+                let mut bw = nc as f64 * t.bw_gbps * 0.92 * fanout;
+                bw = bw.min(nc as f64 * PER_CH_TREE[cc]);
+                bw = match p {
+                    Protocol::LL => (bw / 3.8).min(llmax),
+                    Protocol::LL128 => (bw
+                        * if nnodes == 1 {
+                            7.0 / 9.0
+                        } else {
+                            120.0 / 128.0
+                        })
+                    .min(nc as f64 * PER_CH_TREE_LL128[cc]),
+                    Protocol::Simple => bw,
+                };
+                let intra = hw_lat(t.intra, 0, p);
+                let inter = hw_lat(Hw::Net, 0, p) + m.net_lat_us;
+                let lat = BASE_LAT[0][proto_idx(p)]
+                    + 2.0 * ((ppn - 1) as f64 * intra + log2i(nnodes) as f64 * inter);
+                push_r(Algorithm::Tree, p, nc, lat, bw, true);
+            }
+        }
+    }
+    // Direct patterns on an all-NVLink host.
+    if let Some(gbw) = m.all_peers_nvlink_gbps {
+        let peer = gbw * SM_PEER_EFF; // what SM loads/stores achieve, all peers at once
+        let sync = DIRECT_SYNC_US;
+        let nf = n as f64;
+        // One-shot: every rank pulls (n−1) × its share; AR/RS reduce on the reader.
+        let (one_algbw, ok) = match kind {
+            CollectiveKind::AllReduce => (peer / (nf - 1.0), true),
+            CollectiveKind::AllGather => (peer * nf / (nf - 1.0), true),
+            CollectiveKind::ReduceScatter => (peer * nf / (nf - 1.0), true),
+            CollectiveKind::Broadcast => (peer / (nf - 1.0), true),
+            CollectiveKind::Reduce => (peer / (nf - 1.0), true),
+            CollectiveKind::AllToAll => (peer * nf / (nf - 1.0), true),
+            CollectiveKind::SendRecv => (gbw * SM_PEER_EFF, true),
+        };
+        if ok {
+            let algo = match kind {
+                CollectiveKind::AllToAll | CollectiveKind::SendRecv => Algorithm::Direct,
+                _ => Algorithm::OneShot,
+            };
+            for p in [Protocol::LL, Protocol::Simple] {
+                let bw = if p == Protocol::LL {
+                    one_algbw.min(llmax) * 0.5
+                } else {
+                    one_algbw
+                };
+                let lat = sync + BASE_LAT[1][proto_idx(p)] * 0.5;
+                push_r(algo.clone(), p, 1, lat, bw, false);
+            }
+        }
+        if kind == CollectiveKind::AllReduce {
+            // Two-shot: reduce-scatter then all-gather, each moving (n−1)/n of the data.
+            let bw = peer * nf / (2.0 * (nf - 1.0));
+            push_r(
+                Algorithm::TwoShot,
+                Protocol::Simple,
+                1,
+                2.0 * sync + BASE_LAT[1][2] * 0.5,
+                bw,
+                false,
+            );
+            if n == 2 {
+                let ce = gbw * CE_EFF;
+                // Chunked peer copies: per-chunk overhead, the last chunk's reduce exposed.
+                let chunk = ce_chunk_bytes(bytes) as f64;
+                let per_copy = chunk / 1000.0 / ce + CE_COPY_OVERHEAD_US;
+                let eff_bw = chunk / 1000.0 / per_copy;
+                let tail = chunk * 3.0 / 1000.0 / LOCAL_COPY_GBPS;
+                let _ = ce;
+                push_r(
+                    Algorithm::CopyEnginePipeline,
+                    Protocol::Simple,
+                    2,
+                    CE_LAUNCH_US + tail,
+                    eff_bw,
+                    false,
+                );
+            }
+        }
+    }
+    // Point-to-point patterns without all-peer NVLink (PCIe machines, clusters).
+    if m.all_peers_nvlink_gbps.is_none()
+        && matches!(kind, CollectiveKind::AllToAll | CollectiveKind::SendRecv)
+    {
+        let nf = n as f64;
+        let bw = m.direct_gbps * SM_PEER_EFF;
+        let algbw = if kind == CollectiveKind::AllToAll {
+            bw * nf / (nf - 1.0)
+        } else {
+            bw
+        };
+        let net = if nnodes > 1 {
+            hw_lat(Hw::Net, 1, Protocol::Simple) + m.net_lat_us
+        } else {
+            0.0
+        };
+        push_r(
+            Algorithm::Direct,
+            Protocol::Simple,
+            1,
+            DIRECT_SYNC_US + BASE_LAT[1][2] * 0.5 + net,
+            algbw,
+            false,
+        );
+    }
+    out
+}
+
+/// Chunk size of the copy-engine pipeline: 8 chunks, at least 4 MiB, at most 64 MiB.
+pub fn ce_chunk_bytes(bytes: u64) -> u64 {
+    (bytes / 8).clamp(4 << 20, 64 << 20).min(bytes.max(1))
+}
+
+/// The fastest candidate (ties: first in algorithm order).
+pub fn best(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter) -> Option<Estimate> {
+    candidates(m, kind, bytes, f)
+        .into_iter()
+        .min_by(|a, b| a.time_us.total_cmp(&b.time_us))
+}
