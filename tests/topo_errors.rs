@@ -86,6 +86,8 @@ fn semantic_errors_name_the_element() {
         e.contains("duplicate rank 0") && e.contains("line 7"),
         "{e}"
     );
+    let e = show_fails("implausible.xml");
+    assert!(e.contains("link_width 99999999999 is not a plausible"), "{e}");
     let e = show_fails("zero-speed-cluster.json");
     assert!(e.contains("nic_gbps 0"), "{e}");
 }

@@ -10,6 +10,7 @@ pub mod bootstrap;
 pub mod check;
 pub mod comm;
 pub mod config;
+pub mod cuda;
 pub mod element;
 pub mod error;
 pub mod exec;

@@ -249,6 +249,13 @@ impl<'a> Builder<'a> {
                     format!("link_width {w} is negative: PCIe bandwidth must be > 0"),
                 ))
             }
+            Some(w) if w > 1024 => {
+                return Err(TopoError::semantic(
+                    self.file,
+                    name,
+                    format!("link_width {w} is not a plausible PCIe width (at most 1024 lanes)"),
+                ))
+            }
             Some(w) => w,
             None if self.skeleton.is_some() => 16,
             None => {
@@ -427,11 +434,15 @@ impl<'a> Builder<'a> {
         let sm = req(g.sm, "sm")?;
         let dev = req(g.dev, "dev")?;
         let gdr = req(g.gdr, "gdr")?;
-        if rank < 0 || dev < 0 || sm < 0 {
+        // Bounds well beyond any real machine, so sums and casts downstream stay exact.
+        if !(0..=1 << 24).contains(&rank)
+            || !(0..=1 << 16).contains(&dev)
+            || !(0..=10_000).contains(&sm)
+        {
             return Err(TopoError::semantic(
                 self.file,
                 &name,
-                "rank, dev and sm must be >= 0",
+                format!("rank {rank}, dev {dev} or sm {sm} is out of range (rank 0..2^24, dev 0..65536, sm 0..10000)"),
             ));
         }
         let device = p
@@ -500,11 +511,22 @@ impl<'a> Builder<'a> {
                     ));
                     10000
                 }
+                Some(s) if s > 1_000_000_000 => {
+                    return Err(TopoError::semantic(
+                        self.file,
+                        name,
+                        format!("speed {s} Mb/s is not plausible (at most 10^9 Mb/s)"),
+                    ))
+                }
                 Some(s) => s,
             };
             let latency = net.latency.unwrap_or(0.0);
-            if latency < 0.0 {
-                return Err(TopoError::semantic(self.file, name, "latency must be >= 0"));
+            if !(0.0..=1e6).contains(&latency) {
+                return Err(TopoError::semantic(
+                    self.file,
+                    name,
+                    "latency must be between 0 and 10^6 µs",
+                ));
             }
             let guid = net
                 .guid

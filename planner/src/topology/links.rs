@@ -6,6 +6,9 @@ use super::gpus;
 use super::model::*;
 use super::nccl::LOC_BW;
 
+/// Largest `count` accepted on an `<nvlink>` or `<c2c>`.
+const MAX_LINKS: i64 = 1024;
+
 impl Builder<'_> {
     pub(super) fn nvswitch(&mut self) -> NodeId {
         if let Some(n) = self.nvs {
@@ -27,7 +30,7 @@ impl Builder<'_> {
         {
             let l = &mut self.topo.graph[e];
             l.bw_gbps += bw;
-            l.count += count;
+            l.count = l.count.saturating_add(count);
         } else {
             self.topo.add_link(a, b, link(kind, bw, count));
         }
@@ -52,6 +55,18 @@ impl Builder<'_> {
                         lname,
                         format!(
                             "count {} gives zero bandwidth: an <nvlink> needs count >= 1",
+                            l.count
+                        ),
+                    ));
+                }
+                // NVML reports at most 18 links per GPU (NVLink 5: 18); anything far above is a
+                // typo, not hardware.
+                if l.count > MAX_LINKS {
+                    return Err(TopoError::semantic(
+                        self.file,
+                        lname,
+                        format!(
+                            "count {} is not a plausible number of NVLinks (at most {MAX_LINKS})",
                             l.count
                         ),
                     ));
@@ -88,11 +103,14 @@ impl Builder<'_> {
             }
             for (i, c) in g.c2c.iter().enumerate() {
                 let cname = format!("{name} → <c2c> #{i}");
-                if c.bw <= 0 || c.count <= 0 {
+                if c.bw <= 0 || c.count <= 0 || c.count > MAX_LINKS || c.bw > 1 << 40 {
                     return Err(TopoError::semantic(
                         self.file,
                         cname,
-                        format!("bw {} MB/s × count {} must be > 0", c.bw, c.count),
+                        format!(
+                            "bw {} MB/s × count {} must be > 0 (and count at most {MAX_LINKS})",
+                            c.bw, c.count
+                        ),
                     ));
                 }
                 let bw = c.bw as f64 * c.count as f64 / 1000.0;
