@@ -15,6 +15,7 @@ pub mod element;
 pub mod error;
 pub mod exec;
 pub mod init;
+pub mod perf;
 pub mod plan;
 pub mod protocol;
 pub mod reference;
