@@ -18,6 +18,11 @@ const FLAG_WORDS: usize = 4096;
 /// Words where the copy-engine path keeps its cross-rank counters: `[from_rank]`.
 pub(crate) const CE_FLAGS: usize = 3072;
 const MAX_CTAS: u32 = 256;
+/// Bytes of LL lines per half (`TP_LL_HALF` in exec.cu): twice the data they carry.
+const LL_LINE_BYTES: usize = 2 * super::lower::LL_DATA_BYTES as usize;
+/// CTAs of every kernel that uses LL buffers. Fixed, because each CTA keeps its own epoch and
+/// a sender's CTA b must agree with the receiver's CTA b.
+const LL_CTAS: u32 = 16;
 const BLOCK: u32 = 512;
 
 #[repr(C)]
@@ -44,17 +49,19 @@ struct TpPhase {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct TpCtx {
-    base: [u64; 24],
+    base: [u64; 32],
     flags: [u64; 8],
     rank: u32,
     nranks: u32,
+    ll: u32,
+    pad: u32,
 }
 // SAFETY: plain-old-data with the C layout the kernel declares.
 unsafe impl DeviceRepr for TpCtx {}
 
 impl TpCtx {
     pub(crate) fn base_of(&self, rank: usize, buf: usize) -> u64 {
-        self.base[rank * 3 + buf]
+        self.base[rank * 4 + buf]
     }
 }
 
@@ -82,6 +89,8 @@ pub(crate) struct RankState {
     pub(crate) sm_count: u32,
     pub(crate) flags: DevBuf,
     pub(crate) scratch: DevBuf,
+    /// LL lines: two halves of `LL_LINE_BYTES`, zeroed at start (epoch 0 never matches).
+    pub(crate) ll: DevBuf,
     modules: Mutex<HashMap<DataType, Arc<ExecModule>>>,
     plans: Mutex<HashMap<PlanKey, Arc<DevPlan>>>,
     pub(crate) ce: Mutex<super::ce::CeState>,
@@ -145,6 +154,8 @@ impl CudaGroup {
             let flags = DevBuf::new(&ctx, FLAG_WORDS * 8)?;
             flags.fill(0)?;
             let scratch = DevBuf::new(&ctx, scratch_bytes)?;
+            let ll = DevBuf::new(&ctx, 2 * LL_LINE_BYTES)?;
+            ll.fill(0)?;
             let sm_count = ctx
                 .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
                 .map_err(drv)? as u32;
@@ -154,6 +165,7 @@ impl CudaGroup {
                 sm_count,
                 flags,
                 scratch,
+                ll,
                 modules: Mutex::new(HashMap::new()),
                 plans: Mutex::new(HashMap::new()),
                 ce: Mutex::new(ce),
@@ -259,6 +271,7 @@ impl CudaGroup {
                     flatten_loops: true,
                     elide_copies: std::env::var("TOPOPLAN_NO_ELIDE").is_err(),
                     ce_push: std::env::var("TOPOPLAN_CE_PULL").is_err(),
+                    elem_bytes: req.dtype.size() as u64,
                 },
             )
             .map_err(|e| CudaError::Lower(e.to_string()))?,
@@ -323,14 +336,15 @@ impl CudaGroup {
         }
         let min_sm = self.ranks.iter().map(|r| r.sm_count).min().unwrap_or(1);
         let bytes = l.max_item() * key.elem as u64;
-        let grid = match std::env::var("TOPOPLAN_CTAS")
-            .ok()
-            .and_then(|v| v.parse::<u32>().ok())
-        {
-            Some(g) => g,
-            None => bytes.div_ceil(32 << 10) as u32,
-        }
-        .clamp(1, min_sm.min(MAX_CTAS));
+        let grid = if l.uses_ll {
+            LL_CTAS.min(min_sm)
+        } else {
+            match std::env::var("TOPOPLAN_CTAS").ok().and_then(|v| v.parse::<u32>().ok()) {
+                Some(g) => g,
+                None => bytes.div_ceil(32 << 10) as u32,
+            }
+            .clamp(1, min_sm.min(MAX_CTAS))
+        };
         let pbuf = DevBuf::new(&st.ctx, std::mem::size_of_val(phases.as_slice()))?;
         pbuf.upload(as_bytes(&phases))?;
         let ibuf = DevBuf::new(&st.ctx, std::mem::size_of_val(items.as_slice()))?;
@@ -350,12 +364,13 @@ impl CudaGroup {
     }
 
     pub(crate) fn tp_ctx(&self, rank: usize, req: &Request) -> TpCtx {
-        let mut base = [0u64; 24];
+        let mut base = [0u64; 32];
         let mut flags = [0u64; 8];
         for (r, st) in self.ranks.iter().enumerate() {
-            base[r * 3 + Buf::Input as usize] = req.inputs[r];
-            base[r * 3 + Buf::Output as usize] = req.outputs[r];
-            base[r * 3 + Buf::Scratch as usize] = st.scratch.ptr;
+            base[r * 4 + Buf::Input as usize] = req.inputs[r];
+            base[r * 4 + Buf::Output as usize] = req.outputs[r];
+            base[r * 4 + Buf::Scratch as usize] = st.scratch.ptr;
+            base[r * 4 + Buf::Ll as usize] = st.ll.ptr;
             flags[r] = st.flags.ptr;
         }
         TpCtx {
@@ -363,6 +378,8 @@ impl CudaGroup {
             flags,
             rank: rank as u32,
             nranks: self.ranks.len() as u32,
+            ll: 0,
+            pad: 0,
         }
     }
 
@@ -392,7 +409,8 @@ impl CudaGroup {
             ReduceOp::Min => 2,
             ReduceOp::Max => 3,
         };
-        let ctx = self.tp_ctx(rank, req);
+        let mut ctx = self.tp_ctx(rank, req);
+        ctx.ll = u32::from(plan.lowered.uses_ll);
         launch_exec(
             &self.ranks[rank].ctx,
             &module.funcs[op_index],

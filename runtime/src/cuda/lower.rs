@@ -27,7 +27,13 @@ pub enum Buf {
     Input = 0,
     Output = 1,
     Scratch = 2,
+    /// The receiver's low-latency buffer (LL protocol): data and epoch flags in each line.
+    Ll = 3,
 }
+
+/// Data bytes one rank can receive through LL buffers per call (all senders together); must
+/// match `TP_LL_HALF / 2` in `kernels/src/exec.cu`.
+pub const LL_DATA_BYTES: u64 = 2 << 20;
 
 /// A contiguous element range start in one rank's buffer; the length is the item's `n`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -78,6 +84,8 @@ pub struct Lowered {
     /// Scratch elements each rank needs.
     pub scratch_elems: u64,
     pub uses_copy_engine: bool,
+    /// Some transfer goes through LL buffers (the kernel then advances its LL epoch).
+    pub uses_ll: bool,
 }
 
 impl Lowered {
@@ -115,6 +123,8 @@ pub struct LowerParams {
     pub elide_copies: bool,
     /// Copy-engine transfers issued by the sender (push) instead of the receiver (pull).
     pub ce_push: bool,
+    /// Element size in bytes (LL buffers are laid out in bytes).
+    pub elem_bytes: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -152,6 +162,8 @@ struct Lowerer<'a> {
     input_map: HashMap<(u32, u64, u32), Operand>,
     pending: Vec<Item>,
     elide: bool,
+    /// Next free LL element per receiving rank.
+    ll_next: Vec<u64>,
 }
 
 impl<'a> Lowerer<'a> {
@@ -304,10 +316,12 @@ impl<'a> Lowerer<'a> {
         // An exact overwrite kills the pending copy to that destination.
         self.pending
             .retain(|pc| !it.dsts.iter().any(|x| *x == pc.dsts[0] && it.n == pc.n));
+        // LL pushes are the transfer itself: eliding one would turn it back into a remote load.
         let pure_copy = it.kind == ItemKind::Reduce
             && it.srcs.len() == 1
             && it.dsts.len() == 1
-            && !it.copy_engine;
+            && !it.copy_engine
+            && it.dsts[0].buf != Buf::Ll;
         if pure_copy && self.elide {
             if it.srcs[0] != it.dsts[0] {
                 self.pending.push(it);
@@ -337,8 +351,11 @@ impl<'a> Lowerer<'a> {
             .chain(it.dsts.iter().map(|o| (*o, true)))
             .collect();
         for (o, write) in &operands {
+            // LL lines are ordered by the epoch flags inside the data: phases keep the order
+            // (for emulation) but no barrier is needed.
+            let ll = o.buf == Buf::Ll;
             let (lo, hi) = (o.off, o.off + it.n);
-            let remote = o.rank != it.exec;
+            let remote = o.rank != it.exec && !ll;
             if remote {
                 needs.push((0, Barrier::Cta)); // the owner's stream must have reached the call
             }
@@ -351,6 +368,7 @@ impl<'a> Lowerer<'a> {
                     deps.push(a.item);
                     let aligned = a.n == it.n && a.start == o.off && !it.copy_engine;
                     let need = match (a.exec == it.exec, aligned) {
+                        _ if ll => Barrier::None,
                         (true, true) => Barrier::None,
                         (false, true) => Barrier::Cta,
                         _ => Barrier::Full,
@@ -451,6 +469,25 @@ impl<'a> Lowerer<'a> {
         Ok(())
     }
 
+    /// The sender pushes `segs` into `r`'s LL buffer; returns where they land.
+    fn ll_push(&mut self, sender: u32, r: u32, segs: &[(Operand, u64)]) -> Result<Vec<(Operand, u64)>, LowerError> {
+        let mut ll = Vec::new();
+        for (o, len) in segs {
+            let grain = (16 / self.p.elem_bytes.max(1)).max(1);
+            let start = self.ll_next[r as usize].div_ceil(grain) * grain;
+            if (start + len) * self.p.elem_bytes > LL_DATA_BYTES {
+                return Err(LowerError::Unsupported(format!(
+                    "rank {r} would receive more than {LL_DATA_BYTES} bytes through LL buffers"
+                )));
+            }
+            self.ll_next[r as usize] = start + len;
+            let d = vec![(Operand { rank: r, buf: Buf::Ll, off: start }, *len)];
+            self.emit(sender, ItemKind::Reduce, &[vec![(*o, *len)]], std::slice::from_ref(&d), false)?;
+            ll.extend(d);
+        }
+        Ok(ll)
+    }
+
     /// Physical ranges (outside scratch) that `op` of rank `r` writes in iteration `iter`.
     fn dst_ranges(
         &self,
@@ -520,6 +557,7 @@ pub fn lower(s: &Schedule, p: LowerParams) -> Result<Lowered, LowerError> {
             s.nranks
         )));
     }
+    let n = s.nranks;
     let mut l = Lowerer {
         s,
         p,
@@ -532,8 +570,8 @@ pub fn lower(s: &Schedule, p: LowerParams) -> Result<Lowered, LowerError> {
         input_map: HashMap::new(),
         pending: Vec::new(),
         elide: p.elide_copies,
+        ll_next: vec![0; n as usize],
     };
-    let n = s.nranks;
     let progs: Vec<Vec<Vec<planner::schedule::Op>>> = (0..n)
         .map(|r| (0..s.channels).map(|c| s.expanded_ops(r, c)).collect())
         .collect();
@@ -693,8 +731,17 @@ pub fn lower(s: &Schedule, p: LowerParams) -> Result<Lowered, LowerError> {
                             continue;
                         }
                         let total = segs.iter().map(|x| x.1).sum();
-                        let stage = l.scratch(k.2, total)?;
                         let ce = tr == Transport::CopyEngine;
+                        if l.s.protocol == planner::schedule::Protocol::LL && !ce && k.1 != k.2 {
+                            // Under LL the snapshot is the sender's push into our LL buffer.
+                            let ll = l.ll_push(k.1, k.2, &segs)?;
+                            let pl = &mut inflight.get_mut(&k).expect("key")[qi];
+                            pl.segs = ll;
+                            pl.transport = Transport::P2pLoad;
+                            pl.mark = l.items.len();
+                            continue;
+                        }
+                        let stage = l.scratch(k.2, total)?;
                         let exec = if ce && l.p.ce_push { k.1 } else { k.2 };
                         // A snapshot must really be taken: never elided.
                         let el = std::mem::replace(&mut l.elide, false);
@@ -748,7 +795,7 @@ pub fn lower(s: &Schedule, p: LowerParams) -> Result<Lowered, LowerError> {
             .srcs
             .iter()
             .chain(it.dsts.iter())
-            .any(|o| o.rank != it.exec)
+            .any(|o| o.rank != it.exec && o.buf != Buf::Ll)
         {
             last_remote = last_remote.max(it.phase);
         }
@@ -761,6 +808,14 @@ pub fn lower(s: &Schedule, p: LowerParams) -> Result<Lowered, LowerError> {
         Barrier::None
     };
     let uses_copy_engine = l.items.iter().any(|i| i.copy_engine);
+    let uses_ll = l.items.iter().any(|i| i.srcs.iter().chain(&i.dsts).any(|o| o.buf == Buf::Ll));
+    if uses_ll {
+        // The kernel's LL path moves 8-byte groups: every LL operand must start on one.
+        let eb = p.elem_bytes.max(1);
+        if l.items.iter().any(|i| i.srcs.iter().chain(&i.dsts).any(|o| o.buf == Buf::Ll && (o.off * eb) % 8 != 0)) {
+            return Err(LowerError::Unsupported("LL transfer cut at an unaligned element".into()));
+        }
+    }
     let scratch_elems = l.scratch_used;
     Ok(Lowered {
         nranks: n,
@@ -769,6 +824,7 @@ pub fn lower(s: &Schedule, p: LowerParams) -> Result<Lowered, LowerError> {
         end_barrier,
         scratch_elems,
         uses_copy_engine,
+        uses_ll,
     })
 }
 
@@ -835,6 +891,15 @@ fn lower_op(
                 }
             };
             let local_src = if op.kind.reduces() { src.clone() } else { None };
+            let sender = pl.segs.first().map(|s| s.0.rank).unwrap_or(r);
+            let mut pl = pl;
+            if l.s.protocol == planner::schedule::Protocol::LL && pl.transport != Transport::CopyEngine && sender != r {
+                // LL: the sender writes the message into our LL buffer (data and epoch flag
+                // together); our items then read it locally, waiting on the flags.
+                let ll = l.ll_push(sender, r, &pl.segs)?;
+                pl.segs = ll;
+                pl.transport = Transport::P2pLoad; // now local to us
+            }
             match (pl.transport, local_src) {
                 (Transport::CopyEngine, None) => {
                     let exec = if l.p.ce_push {
@@ -929,7 +994,7 @@ fn lower_op(
 /// `combine`), phase by phase, all reads of a phase before its writes.
 pub fn emulate<T: Copy>(
     l: &Lowered,
-    mem: &mut [[Vec<T>; 3]],
+    mem: &mut [[Vec<T>; 4]],
     combine: impl Fn(T, T) -> T,
     scale: impl Fn(T) -> T,
 ) {

@@ -6,7 +6,11 @@ use planner::schedule::build;
 use planner::schedule::{Collective, CollectiveKind, Protocol, Schedule, Transport};
 
 /// Algorithms `topoplan bench --algo` and `TOPOPLAN_ALGO` accept.
-pub const ALGOS: [&str; 6] = ["auto", "one-shot", "two-shot", "ring", "tree", "ce"];
+pub const ALGOS: [&str; 7] = ["auto", "one-shot", "one-shot-ll", "two-shot", "ring", "tree", "ce"];
+
+/// Up to this size (bytes per rank) `auto` sends through LL buffers: no barrier, one NVLink
+/// latency, but only 8 data bytes per 16-byte line.
+const LL_UP_TO_BYTES: u64 = 64 << 10;
 
 /// Bytes per copy-engine pipeline chunk: large enough for the copy engines to run near their
 /// ceiling (384 GB/s both ways at 64 MiB, 302 at 4 MiB), small enough to overlap the reduce.
@@ -16,7 +20,7 @@ const CE_FROM_BYTES: u64 = 256 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PickError {
-    #[error("unknown algorithm `{0}` (one of: auto, one-shot, two-shot, ring, tree, ce)")]
+    #[error("unknown algorithm `{0}` (one of: auto, one-shot, one-shot-ll, two-shot, ring, tree, ce)")]
     Unknown(String),
     #[error("{0}")]
     Build(String),
@@ -26,6 +30,7 @@ pub enum PickError {
 pub fn auto_algo(kind: CollectiveKind, nranks: u32, bytes: u64) -> &'static str {
     match kind {
         CollectiveKind::AllReduce if nranks == 2 && bytes >= CE_FROM_BYTES => "ce",
+        _ if bytes <= LL_UP_TO_BYTES => "one-shot-ll",
         _ => "one-shot",
     }
 }
@@ -46,6 +51,7 @@ pub fn pick(
     let ring: Vec<u32> = (0..nranks).collect();
     let s = match name {
         "one-shot" => build::one_shot(coll, nranks, Protocol::Simple).map_err(err)?,
+        "one-shot-ll" => build::one_shot(coll, nranks, Protocol::LL).map_err(err)?,
         "two-shot" => build::two_shot(coll, nranks, Protocol::Simple).map_err(err)?,
         "ring" => {
             let mut s = build::ring(coll, &[ring], Protocol::Simple).map_err(err)?;
