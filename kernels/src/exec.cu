@@ -177,9 +177,11 @@ __device__ void tp_item_ll(const TpCtx& c, const TpItem& it, u64 lo, u64 hi, u64
     for (u32 k = 0; k < it.nsrc; k++) {
       U8B x; x.u = 0;
       if (tp_is_ll(it.src[k])) {
-        volatile uint4* l = (volatile uint4*)(tp_ll_line(c, it.src[k], epoch) + ln);
+        const uint4* l = tp_ll_line(c, it.src[k], epoch) + ln;
         uint4 v;
-        do { v = *l; } while (v.y != (u32)epoch || v.w != (u32)epoch);
+        do {
+          asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(l) : "memory");
+        } while (v.y != (u32)epoch || v.w != (u32)epoch);
         x.u = ((unsigned long long)v.z << 32) | v.x;
       } else {
         volatile T* p = tp_ptr(c, it.src[k]) + e0;

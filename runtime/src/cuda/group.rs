@@ -22,7 +22,7 @@ const MAX_CTAS: u32 = 256;
 const LL_LINE_BYTES: usize = 2 * super::lower::LL_DATA_BYTES as usize;
 /// CTAs of every kernel that uses LL buffers. Fixed, because each CTA keeps its own epoch and
 /// a sender's CTA b must agree with the receiver's CTA b.
-const LL_CTAS: u32 = 16;
+const LL_CTAS: u32 = 32;
 const BLOCK: u32 = 512;
 
 #[repr(C)]
@@ -88,12 +88,30 @@ pub(crate) struct RankState {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) sm_count: u32,
     pub(crate) flags: DevBuf,
-    pub(crate) scratch: DevBuf,
+    /// Scratch: the ring, then (grown on demand) the region for snapshots and messages in flight.
+    /// Buffers replaced by larger ones stay allocated (kernels in flight may use them) until the
+    /// group is dropped.
+    pub(crate) scratch: Mutex<Vec<DevBuf>>,
     /// LL lines: two halves of `LL_LINE_BYTES`, zeroed at start (epoch 0 never matches).
     pub(crate) ll: DevBuf,
     modules: Mutex<HashMap<DataType, Arc<ExecModule>>>,
     plans: Mutex<HashMap<PlanKey, Arc<DevPlan>>>,
     pub(crate) ce: Mutex<super::ce::CeState>,
+}
+
+impl RankState {
+    pub(crate) fn scratch_ptr(&self) -> u64 {
+        self.scratch.lock().unwrap_or_else(|p| p.into_inner()).last().map(|b| b.ptr).unwrap_or(0)
+    }
+
+    /// Makes the scratch buffer at least `bytes` long.
+    fn grow_scratch(&self, bytes: usize) -> Result<(), CudaError> {
+        let mut v = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
+        if v.last().map(|b| b.bytes).unwrap_or(0) < bytes {
+            v.push(DevBuf::new(&self.ctx, bytes)?);
+        }
+        Ok(())
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -164,7 +182,7 @@ impl CudaGroup {
                 ctx,
                 sm_count,
                 flags,
-                scratch,
+                scratch: Mutex::new(vec![scratch]),
                 ll,
                 modules: Mutex::new(HashMap::new()),
                 plans: Mutex::new(HashMap::new()),
@@ -276,6 +294,10 @@ impl CudaGroup {
             )
             .map_err(|e| CudaError::Lower(e.to_string()))?,
         );
+        let need = l.scratch_elems as usize * req.dtype.size();
+        for st in &self.ranks {
+            st.grow_scratch(need)?;
+        }
         cache.insert(key, (req.schedule.clone(), l.clone()));
         Ok(l)
     }
@@ -369,7 +391,7 @@ impl CudaGroup {
         for (r, st) in self.ranks.iter().enumerate() {
             base[r * 4 + Buf::Input as usize] = req.inputs[r];
             base[r * 4 + Buf::Output as usize] = req.outputs[r];
-            base[r * 4 + Buf::Scratch as usize] = st.scratch.ptr;
+            base[r * 4 + Buf::Scratch as usize] = st.scratch_ptr();
             base[r * 4 + Buf::Ll as usize] = st.ll.ptr;
             flags[r] = st.flags.ptr;
         }

@@ -154,8 +154,12 @@ struct Lowerer<'a> {
     items: Vec<Item>,
     barriers: Vec<Barrier>,
     acc: HashMap<(u32, Buf), Vec<Access>>,
-    scratch_next: u64,
+    ring_next: Vec<u64>,
     scratch_used: u64,
+    /// Ring regions still to be read: (rank, off, len, chunk key).
+    live: Vec<(u32, u64, u64, (u32, u64, u32))>,
+    /// Reads left of each of the schedule's scratch chunks in the current iteration.
+    scratch_reads: HashMap<(u32, u64, u32), u32>,
     /// The schedule's scratch chunks, renamed onto the scratch ring: (rank, iter, chunk) -> start.
     scratch_map: HashMap<(u32, u64, u32), Operand>,
     /// In-place calls: input chunks saved to scratch before their alias was overwritten.
@@ -164,6 +168,8 @@ struct Lowerer<'a> {
     elide: bool,
     /// Next free LL element per receiving rank.
     ll_next: Vec<u64>,
+    /// Next free element of each rank's non-ring scratch region.
+    bump_next: Vec<u64>,
 }
 
 impl<'a> Lowerer<'a> {
@@ -221,16 +227,27 @@ impl<'a> Lowerer<'a> {
             let o = if r.buffer == BufferKind::Scratch {
                 // Keyed by chunk; sub-ranges of a looped chunk get their own key per iteration.
                 let key = (rank, iter, c);
-                match (write, self.scratch_map.get(&key)) {
-                    (false, Some(o)) => *o,
+                match (write, self.scratch_map.get(&key).copied()) {
+                    (false, Some(o)) => {
+                        if let Some(n) = self.scratch_reads.get_mut(&key) {
+                            *n = n.saturating_sub(1);
+                            if *n == 0 {
+                                self.live.retain(|l| l.3 != key);
+                            }
+                        }
+                        o
+                    }
                     (false, None) => {
                         return Err(LowerError::Invalid(format!(
                             "rank {rank}: scratch chunk {c} is read before anything writes it"
                         )))
                     }
                     (true, _) => {
-                        let o = self.scratch(rank, len)?[0].0;
+                        let o = self.scratch(rank, len, true)?[0].0;
                         self.scratch_map.insert(key, o);
+                        if self.scratch_reads.get(&key).copied().unwrap_or(0) > 0 && o.off < self.p.scratch_cap {
+                            self.live.push((rank, o.off, len, key));
+                        }
                         o
                     }
                 }
@@ -255,27 +272,55 @@ impl<'a> Lowerer<'a> {
         Ok(out)
     }
 
-    fn scratch(&mut self, rank: u32, len: u64) -> Result<Vec<(Operand, u64)>, LowerError> {
-        if len > self.p.scratch_cap {
-            return Err(LowerError::Unsupported(format!(
-                "a message of {len} elements needs more scratch than the {} elements available",
-                self.p.scratch_cap
-            )));
+    /// Scratch space. `ring`: from the ring of `scratch_cap` elements, reused in turn (the hazard
+    /// tracking orders reuse; right for data consumed by this rank's next items). Otherwise from
+    /// the region after the ring, never reused in a call (messages in flight, snapshots): the
+    /// group grows its scratch buffers to `Lowered::scratch_elems`.
+    fn scratch(&mut self, rank: u32, len: u64, ring: bool) -> Result<Vec<(Operand, u64)>, LowerError> {
+        let cap = self.p.scratch_cap;
+        let mut found = None;
+        if ring && len <= cap {
+            // Next position after the last allocation that overlaps no live region (data some
+            // op of this rank has yet to read); wrap once; else fall back to the bump region.
+            let mut off = self.ring_next[rank as usize];
+            let mut wrapped = false;
+            loop {
+                if off + len > cap {
+                    if wrapped {
+                        break;
+                    }
+                    wrapped = true;
+                    off = 0;
+                }
+                match self.live.iter().filter(|l| l.0 == rank && l.1 < off + len && off < l.1 + l.2).map(|l| l.1 + l.2).max() {
+                    Some(end) => {
+                        if wrapped && end > self.ring_next[rank as usize] && off <= self.ring_next[rank as usize] {
+                            break;
+                        }
+                        off = end;
+                    }
+                    None => {
+                        found = Some(off);
+                        break;
+                    }
+                }
+            }
         }
-        if self.scratch_next + len > self.p.scratch_cap {
-            self.scratch_next = 0; // ring: reuse is ordered by the hazard tracking
-        }
-        let off = self.scratch_next;
-        self.scratch_next += len;
-        self.scratch_used = self.scratch_used.max(self.scratch_next);
-        Ok(vec![(
-            Operand {
-                rank,
-                buf: Buf::Scratch,
-                off,
-            },
-            len,
-        )])
+        let off = match found {
+            Some(off) => {
+                self.ring_next[rank as usize] = off + len;
+                self.scratch_used = self.scratch_used.max(off + len);
+                off
+            }
+            None => {
+                let b = &mut self.bump_next[rank as usize];
+                let off = cap + *b;
+                *b += len;
+                self.scratch_used = self.scratch_used.max(off + len);
+                off
+            }
+        };
+        Ok(vec![(Operand { rank, buf: Buf::Scratch, off }, len)])
     }
 
     /// Places an item, eliding copies: a pure copy is held back as *pending*; a later item that
@@ -499,6 +544,14 @@ impl<'a> Lowerer<'a> {
         if d.buffer == BufferKind::Scratch {
             return Vec::new();
         }
+        if let (OpKind::Copy, Some(sr)) = (op.kind, &op.src) {
+            // In place, "copy input to output" is the identity and writes nothing.
+            let a = self.s.chunk_elems(self.p.count, iter, sr.chunk);
+            let b = self.s.chunk_elems(self.p.count, iter, d.chunk);
+            if sr.count == d.count && self.phys(r, sr.buffer, a.start) == self.phys(r, d.buffer, b.start) {
+                return Vec::new();
+            }
+        }
         let total = self.s.buffer_chunks(d.buffer);
         (0..d.count)
             .filter(|k| d.chunk + k < total)
@@ -564,13 +617,16 @@ pub fn lower(s: &Schedule, p: LowerParams) -> Result<Lowered, LowerError> {
         items: Vec::new(),
         barriers: vec![Barrier::None],
         acc: HashMap::new(),
-        scratch_next: 0,
+        ring_next: vec![0; s.nranks as usize],
         scratch_used: 0,
+        live: Vec::new(),
+        scratch_reads: HashMap::new(),
         scratch_map: HashMap::new(),
         input_map: HashMap::new(),
         pending: Vec::new(),
         elide: p.elide_copies,
         ll_next: vec![0; n as usize],
+        bump_next: vec![0; n as usize],
     };
     let progs: Vec<Vec<Vec<planner::schedule::Op>>> = (0..n)
         .map(|r| (0..s.channels).map(|c| s.expanded_ops(r, c)).collect())
@@ -598,6 +654,18 @@ pub fn lower(s: &Schedule, p: LowerParams) -> Result<Lowered, LowerError> {
         let mut inflight: HashMap<(u32, u32, u32), std::collections::VecDeque<Payload>> =
             HashMap::new();
         let mut cursor = vec![vec![0usize; s.channels as usize]; n as usize];
+        l.scratch_reads.clear();
+        l.live.clear();
+        for (r, chans) in progs.iter().enumerate() {
+            for op in chans.iter().flatten() {
+                let reads = op.src.iter().chain(op.dst.iter().filter(|_| op.kind == OpKind::Reduce));
+                for c in reads.filter(|c| c.buffer == BufferKind::Scratch) {
+                    for k in 0..c.count {
+                        *l.scratch_reads.entry((r as u32, iter, c.chunk + k)).or_insert(0) += 1;
+                    }
+                }
+            }
+        }
         // One op per (rank, channel) per round, so that ranks advance together. An op whose
         // writes would clobber a message still in flight (its receiver has not read it) waits;
         // when only such ops are left, the receivers pull those messages into their scratch.
@@ -686,7 +754,7 @@ pub fn lower(s: &Schedule, p: LowerParams) -> Result<Lowered, LowerError> {
                                         },
                                         len,
                                     )];
-                                    let stage = l.scratch(r, len)?;
+                                    let stage = l.scratch(r, len, false)?;
                                     let el = std::mem::replace(&mut l.elide, false);
                                     l.emit(
                                         r,
@@ -741,7 +809,7 @@ pub fn lower(s: &Schedule, p: LowerParams) -> Result<Lowered, LowerError> {
                             pl.mark = l.items.len();
                             continue;
                         }
-                        let stage = l.scratch(k.2, total)?;
+                        let stage = l.scratch(k.2, total, false)?;
                         let exec = if ce && l.p.ce_push { k.1 } else { k.2 };
                         // A snapshot must really be taken: never elided.
                         let el = std::mem::replace(&mut l.elide, false);
@@ -881,7 +949,7 @@ fn lower_op(
                 (Some(d), _) => d.clone(),
                 (None, OpKind::RecvReduceSend) => {
                     let len = pl.segs.iter().map(|s| s.1).sum();
-                    l.scratch(r, len)?
+                    l.scratch(r, len, false)?
                 }
                 _ => {
                     return Err(LowerError::Invalid(format!(
@@ -917,7 +985,7 @@ fn lower_op(
                 }
                 (Transport::CopyEngine, Some(ls)) => {
                     let len = pl.segs.iter().map(|s| s.1).sum();
-                    let stage = l.scratch(r, len)?;
+                    let stage = l.scratch(r, len, true)?;
                     let exec = if l.p.ce_push {
                         pl.segs.first().map(|s| s.0.rank).unwrap_or(r)
                     } else {

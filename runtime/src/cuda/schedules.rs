@@ -8,9 +8,13 @@ use planner::schedule::{Collective, CollectiveKind, Protocol, Schedule, Transpor
 /// Algorithms `topoplan bench --algo` and `TOPOPLAN_ALGO` accept.
 pub const ALGOS: [&str; 7] = ["auto", "one-shot", "one-shot-ll", "two-shot", "ring", "tree", "ce"];
 
-/// Up to this size (bytes per rank) `auto` sends through LL buffers: no barrier, one NVLink
-/// latency, but only 8 data bytes per 16-byte line.
+/// Up to this size (bytes per rank; `TOPOPLAN_LL_MAX` overrides) `auto` sends through LL
+/// buffers: no barrier, one NVLink latency, but only 8 data bytes per 16-byte line.
 const LL_UP_TO_BYTES: u64 = 64 << 10;
+
+fn ll_up_to() -> u64 {
+    std::env::var("TOPOPLAN_LL_MAX").ok().and_then(|v| v.parse().ok()).unwrap_or(LL_UP_TO_BYTES)
+}
 
 /// Bytes per copy-engine pipeline chunk: large enough for the copy engines to run near their
 /// ceiling (384 GB/s both ways at 64 MiB, 302 at 4 MiB), small enough to overlap the reduce.
@@ -30,7 +34,7 @@ pub enum PickError {
 pub fn auto_algo(kind: CollectiveKind, nranks: u32, bytes: u64) -> &'static str {
     match kind {
         CollectiveKind::AllReduce if nranks == 2 && bytes >= CE_FROM_BYTES => "ce",
-        _ if bytes <= LL_UP_TO_BYTES => "one-shot-ll",
+        _ if bytes <= ll_up_to() => "one-shot-ll",
         _ => "one-shot",
     }
 }
