@@ -164,7 +164,13 @@ fn rank_entry_point() {
             println!("rank {r} error after {:?}: {e}", t.elapsed());
             let s = e.to_string();
             // A survivor may also see the other survivor exit after its own timeout.
-            assert!(matches!(e, CommError::Timeout { seq: 1, .. } | CommError::PeerGone { seq: 1, .. }), "{s}");
+            assert!(
+                matches!(
+                    e,
+                    CommError::Timeout { seq: 1, .. } | CommError::PeerGone { seq: 1, .. }
+                ),
+                "{s}"
+            );
             assert!(
                 s.contains("all-reduce #1") && s.contains(&format!("rank {r}")),
                 "{s}"
@@ -227,5 +233,8 @@ fn killed_rank_is_reported_in_bounded_time() {
 fn stalled_rank_times_out_with_context() {
     let res = spawn(3, "stall", &[("TOPOPLAN_TIMEOUT", "1s")]);
     assert_all_ok(&res);
-    assert!(res.iter().any(|r| r.1.contains("timed out after")), "{res:#?}");
+    assert!(
+        res.iter().any(|r| r.1.contains("timed out after")),
+        "{res:#?}"
+    );
 }
