@@ -70,6 +70,8 @@ fn semantic_errors_name_the_element() {
         "{e}"
     );
     assert!(e.contains("zero bandwidth"), "{e}");
+    // The offending line is shown for semantic errors too.
+    assert!(e.contains("5 |         <nvlink target"), "{e}");
     let e = show_fails("negative-width.xml");
     assert!(e.contains("link_width -8"), "{e}");
     let e = show_fails("dup-busid.xml");
@@ -82,6 +84,11 @@ fn semantic_errors_name_the_element() {
     let e = show_fails("dup-rank.xml");
     assert!(
         e.contains("duplicate rank 0") && e.contains("line 7"),
+        "{e}"
+    );
+    let e = show_fails("implausible.xml");
+    assert!(
+        e.contains("link_width 99999999999 is not a plausible"),
         "{e}"
     );
     let e = show_fails("zero-speed-cluster.json");

@@ -115,7 +115,7 @@ fn cli_shows_every_fixture() {
         .unwrap();
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["gpu_gpu"][0][1]["type"], "Nvl");
+    assert_eq!(v["gpu_gpu"][0][1]["type"], "NVL");
     assert_eq!(v["gpu_gpu"][0][1]["bw_gbps"], 370.8);
     let text = Command::new(env!("CARGO_BIN_EXE_topoplan"))
         .args(["topo", "show"])

@@ -1,1 +1,64 @@
-//! CUDA C sources of topoplan's device kernels, compiled at run time with NVRTC by the runtime.
+//! CUDA C sources of topoplan's device kernels, compiled at run time with NVRTC by the runtime
+//! (`runtime::cuda`). Keeping them as plain text here lets one release binary, built without a
+//! CUDA toolkit, compile them on whatever GPU it meets.
+
+/// The schedule executor: one kernel per reduction operator, one compilation per element type.
+pub const EXEC_CU: &str = include_str!("exec.cu");
+
+/// Kernel names in [`EXEC_CU`], indexed like [`exec_kernel`]'s `op` argument.
+pub const EXEC_KERNELS: [&str; 4] = ["tp_exec_sum", "tp_exec_prod", "tp_exec_min", "tp_exec_max"];
+
+/// Element types the executor is compiled for, by their `TP_TYPE` code: the index in this list.
+/// Names follow `runtime::DataType`'s serde names.
+pub const TYPE_CODES: [&str; 8] = ["f32", "f64", "f16", "bf16", "i32", "i64", "u8", "i8"];
+
+/// NVRTC options selecting element type `ty` (a name from [`TYPE_CODES`]); `None` if unknown.
+pub fn type_options(ty: &str) -> Option<Vec<String>> {
+    let code = TYPE_CODES.iter().position(|t| *t == ty)?;
+    Some(vec![format!("-DTP_TYPE={code}"), "-std=c++17".to_string()])
+}
+
+/// Kernel name for operator `op` ("sum", "prod", "min", "max"; "avg" runs "sum" then a scale).
+pub fn exec_kernel(op: &str) -> Option<&'static str> {
+    match op {
+        "sum" | "avg" => Some(EXEC_KERNELS[0]),
+        "prod" => Some(EXEC_KERNELS[1]),
+        "min" => Some(EXEC_KERNELS[2]),
+        "max" => Some(EXEC_KERNELS[3]),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kernel_name_is_defined_once() {
+        for k in EXEC_KERNELS {
+            let def = format!("TP_KERNEL({k},");
+            assert_eq!(EXEC_CU.matches(&def).count(), 1, "{k}");
+        }
+    }
+
+    #[test]
+    fn every_type_code_has_a_branch() {
+        for (i, t) in TYPE_CODES.iter().enumerate() {
+            let branch = if i == 0 {
+                format!("#if TP_TYPE == {i}")
+            } else {
+                format!("#elif TP_TYPE == {i}")
+            };
+            assert!(EXEC_CU.contains(&branch), "{t}");
+        }
+        assert!(type_options("bf16").unwrap()[0].ends_with("=3"));
+        assert!(type_options("f128").is_none());
+    }
+
+    #[test]
+    fn braces_balance() {
+        let open = EXEC_CU.matches('{').count();
+        let close = EXEC_CU.matches('}').count();
+        assert_eq!(open, close);
+    }
+}

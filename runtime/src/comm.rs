@@ -94,6 +94,8 @@ pub struct Communicator {
     seq: u64,
     abort: Arc<AtomicBool>,
     poisoned: Option<String>,
+    /// Schedule fingerprints by the address of the plan cache's `Arc` (schedules stay cached).
+    fingerprints: HashMap<usize, u64>,
     /// Keeps transport state (threads, mappings) alive as long as the communicator.
     _keep: Vec<Box<dyn std::any::Any + Send>>,
 }
@@ -160,6 +162,7 @@ impl Communicator {
             seq: 0,
             abort: Arc::new(AtomicBool::new(false)),
             poisoned: None,
+            fingerprints: HashMap::new(),
             _keep: keep,
         })
     }
@@ -419,8 +422,14 @@ impl Communicator {
             if c.count == 0 {
                 continue;
             }
-            let bytes = c.count as u64 * c.dtype.size() as u64;
+            // The planner speaks nccl-tests sizes: the larger of the two buffers.
+            let (ib, ob) = c.coll.blocks(self.nranks);
+            let bytes = c.count as u64 * c.dtype.size() as u64 * ib.max(ob) as u64;
             let sched = self.plans.schedule(&c.coll, bytes)?;
+            let fp = *self
+                .fingerprints
+                .entry(Arc::as_ptr(&sched) as usize)
+                .or_insert_with(|| crate::exec::schedule_fingerprint(&sched));
             let ctx = Ctx {
                 what: c.coll.kind.name().to_string(),
                 seq,
@@ -446,6 +455,7 @@ impl Communicator {
                     input,
                     &mut *output,
                     self.cfg.slot_bytes,
+                    fp,
                     &mut self.ports,
                 )?;
                 let mut tasks: Vec<&mut dyn Task> = vec![&mut task];

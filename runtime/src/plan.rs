@@ -4,16 +4,31 @@
 //!
 //! Order of precedence for a collective:
 //! 1. a schedule in the plan file (`TOPOPLAN_PLAN`) for the same collective and rank count;
-//! 2. the algorithm/protocol/channels forced by the configuration, built by `planner::schedule::build`;
-//! 3. the planner's choice for this size.
+//! 2. the planner's (`planner::plan::Planner`) fastest choice for this size, among the algorithms
+//!    and protocols the configuration allows (`TOPOPLAN_ALGO`, `TOPOPLAN_PROTO` narrow it to one),
+//!    with `TOPOPLAN_CHANNELS` overriding its channel count.
+//!
+//! The planner plans on the topology the ranks find themselves on. CPU ranks share memory, which
+//! every rank reaches at the same speed, so the communicator describes them as one host whose
+//! ranks are all joined through one switch (`planner::topology::synth::single_host` with
+//! all-to-all links) at [`CPU_LINK_GBPS`]. If the planner cannot plan (no channels found, or a
+//! forced algorithm it does not offer for this collective), the topology-free builders of
+//! `planner::schedule::build` are used with the forced or default (ring; direct for all-to-all
+//! and sendrecv) algorithm. Either way the schedule is the planner's IR.
 //!
 //! Every schedule is validated before use and cached (schedules are size-independent).
 
 use crate::config::Config;
 use crate::error::CommError;
+use planner::plan::Planner;
 use planner::schedule::{build, Algorithm, Collective, CollectiveKind, Protocol, Schedule};
+use planner::topology::{synth, LinkKind};
+use planner::tuner::Filter;
 use std::collections::HashMap;
 use std::sync::Arc;
+
+/// Bandwidth of the links of the topology CPU ranks are planned on (GB/s): a memory copy.
+pub const CPU_LINK_GBPS: f64 = 10.0;
 
 /// Algorithm names accepted by `TOPOPLAN_ALGO`.
 pub const ALGORITHMS: &[&str] = &[
@@ -45,7 +60,9 @@ pub struct Plans {
     protocol: Option<Protocol>,
     channels: Option<u32>,
     slots: u32,
-    file: Vec<Schedule>,
+    file: Vec<Arc<Schedule>>,
+    /// Built on first use; `None` inside when the planner could not plan this topology.
+    planner: Option<Option<Planner>>,
     cache: HashMap<(String, String, Protocol, u32), Arc<Schedule>>,
 }
 
@@ -79,7 +96,7 @@ impl Plans {
                     CommError::Config(format!("plan file {} schedule {i}: {e}", p.display()))
                 })?;
                 if s.nranks == nranks {
-                    file.push(s);
+                    file.push(Arc::new(s));
                 }
             }
         }
@@ -90,29 +107,75 @@ impl Plans {
             channels: cfg.channels,
             slots: cfg.slots,
             file,
+            planner: None,
             cache: HashMap::new(),
         })
     }
 
-    /// The schedule for `coll` at `bytes` bytes per rank.
-    pub fn schedule(&mut self, coll: &Collective, _bytes: u64) -> Result<Arc<Schedule>, CommError> {
+    /// The schedule for `coll` at `bytes` bytes (nccl-tests' size: the larger buffer).
+    pub fn schedule(&mut self, coll: &Collective, bytes: u64) -> Result<Arc<Schedule>, CommError> {
         if let Some(s) = self.file.iter().find(|s| &s.collective == coll) {
-            return self.admit(s.clone(), coll);
+            if s.slots > self.slots {
+                return Err(CommError::Plan(format!(
+                    "{}: plan-file schedule needs {} slots, the runtime has {}",
+                    coll.kind.name(),
+                    s.slots,
+                    self.slots
+                )));
+            }
+            return Ok(s.clone());
         }
-        let (alg, proto, ch) = self.choose(coll);
-        let key = (format!("{coll:?}"), alg.name(), proto, ch);
+        let n = self.nranks;
+        if self.planner.is_none() {
+            self.planner =
+                Some(Planner::new(&synth::single_host(n, LinkKind::NvLink, CPU_LINK_GBPS)).ok());
+        }
+        let planner = self.planner.as_ref().and_then(|p| p.as_ref());
+        let filter = Filter {
+            algorithms: self.algorithm.clone().map(|a| vec![a]),
+            protocols: self.protocol.map(|p| vec![p]),
+        };
+        let choice = planner.and_then(|p| p.choose_filtered(coll, bytes, &filter));
+        let (alg, proto, ch) = match &choice {
+            Some(c) => (
+                c.algorithm.clone(),
+                c.protocol,
+                self.channels.or(Some(c.channels)),
+            ),
+            None => {
+                let (a, p, c) = self.fallback(coll);
+                (a, p, Some(c))
+            }
+        };
+        let key = (format!("{coll:?}"), alg.name(), proto, ch.unwrap_or(0));
         if let Some(s) = self.cache.get(&key) {
             return Ok(s.clone());
         }
-        let s = self.build(coll, &alg, proto, ch).map_err(|e| {
-            CommError::Plan(format!(
-                "{} with {} / {} / {ch} channel(s) on {} ranks: {e}",
-                coll.kind.name(),
-                alg.name(),
-                proto.name(),
-                self.nranks
-            ))
-        })?;
+        let planned = planner.map(|p| p.schedule(coll, &alg, proto, ch).map_err(|e| e.to_string()));
+        let s = match planned {
+            Some(Ok(s)) => s,
+            other => {
+                let why = match other {
+                    Some(Err(e)) => format!("planner: {e}; "),
+                    _ => String::new(),
+                };
+                // The planner could not build its own pick: use the topology-free builders with
+                // the forced or default algorithm.
+                let (alg, proto, c) = if choice.is_some() {
+                    self.fallback(coll)
+                } else {
+                    (alg.clone(), proto, ch.unwrap_or(1))
+                };
+                self.build(coll, &alg, proto, c).map_err(|e| {
+                    CommError::Plan(format!(
+                        "{} with {} / {} on {n} ranks: {why}builder: {e}",
+                        coll.kind.name(),
+                        alg.name(),
+                        proto.name()
+                    ))
+                })?
+            }
+        };
         let s = self.admit(s, coll)?;
         self.cache.insert(key, s.clone());
         Ok(s)
@@ -138,8 +201,9 @@ impl Plans {
         Ok(Arc::new(s))
     }
 
-    /// Algorithm, protocol and channel count for `coll`: the forced ones, else the default.
-    fn choose(&self, coll: &Collective) -> (Algorithm, Protocol, u32) {
+    /// Algorithm, protocol and channel count when the planner has no choice: the forced ones,
+    /// else ring (direct for all-to-all and sendrecv).
+    fn fallback(&self, coll: &Collective) -> (Algorithm, Protocol, u32) {
         let direct_only = matches!(
             coll.kind,
             CollectiveKind::AllToAll | CollectiveKind::SendRecv
@@ -147,7 +211,6 @@ impl Plans {
         let alg = match &self.algorithm {
             Some(a) if !direct_only || *a == Algorithm::Direct => a.clone(),
             _ if direct_only => Algorithm::Direct,
-            // TODO(planner::plan::Planner): ask the tuner once it has landed.
             _ => Algorithm::Ring,
         };
         (

@@ -163,7 +163,14 @@ fn rank_entry_point() {
             let e = comm.all_reduce_in_place(&mut v, ReduceOp::Sum).unwrap_err();
             println!("rank {r} error after {:?}: {e}", t.elapsed());
             let s = e.to_string();
-            assert!(matches!(e, CommError::Timeout { seq: 1, .. }), "{s}");
+            // A survivor may also see the other survivor exit after its own timeout.
+            assert!(
+                matches!(
+                    e,
+                    CommError::Timeout { seq: 1, .. } | CommError::PeerGone { seq: 1, .. }
+                ),
+                "{s}"
+            );
             assert!(
                 s.contains("all-reduce #1") && s.contains(&format!("rank {r}")),
                 "{s}"
@@ -226,5 +233,8 @@ fn killed_rank_is_reported_in_bounded_time() {
 fn stalled_rank_times_out_with_context() {
     let res = spawn(3, "stall", &[("TOPOPLAN_TIMEOUT", "1s")]);
     assert_all_ok(&res);
-    assert!(res[0].1.contains("timed out after"), "{}", res[0].1);
+    assert!(
+        res.iter().any(|r| r.1.contains("timed out after")),
+        "{res:#?}"
+    );
 }

@@ -1,10 +1,273 @@
-//! `topoplan bench`.
+//! `topoplan bench`: nccl-tests-style measurements of our CUDA backend on the local GPUs,
+//! optionally beside NCCL on the same buffers (`--vs-nccl`).
 
 use super::error::{CliError, CliResult};
+use planner::schedule::CollectiveKind;
+use runtime::cuda::harness::{self, BenchConfig, Row};
+use runtime::cuda::{device, schedules, CudaError};
+use runtime::{DataType, ReduceOp};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+#[command(
+    after_help = "Sizes accept K, M, G suffixes (powers of 1024). For all-gather and reduce-scatter the size is \
+the whole gathered buffer, as in nccl-tests. busbw uses nccl-tests' factors (all-reduce 2(n-1)/n).\n\n\
+Example (2 GPUs, all-reduce, against NCCL, checking every element):\n  \
+topoplan bench -b 8 -e 1G -f 4 -g 2 --vs-nccl -c 1\n\n\
+NCCL is loaded at run time as libnccl.so: on systems that only have libnccl.so.2, put a libnccl.so link to it on \
+LD_LIBRARY_PATH. Environment: TOPOPLAN_ALGO overrides --algo; TOPOPLAN_CTAS fixes the CTA count of the SM path; \
+TOPOPLAN_SCRATCH_MB sets the per-GPU scratch ring (default 64)."
+)]
+pub struct Args {
+    /// Smallest size in bytes.
+    #[arg(short = 'b', long = "minbytes", default_value = "8", value_parser = parse_size)]
+    pub min_bytes: u64,
+    /// Largest size in bytes.
+    #[arg(short = 'e', long = "maxbytes", default_value = "128M", value_parser = parse_size)]
+    pub max_bytes: u64,
+    /// Multiplication factor between sizes.
+    #[arg(short = 'f', long = "stepfactor", default_value_t = 2)]
+    pub factor: u64,
+    /// Number of GPUs (ranks), GPUs 0..g.
+    #[arg(short = 'g', long = "ngpus", default_value_t = 2)]
+    pub ngpus: usize,
+    /// Warm-up calls per measurement.
+    #[arg(short = 'w', long = "warmup_iters", default_value_t = 5)]
+    pub warmup: usize,
+    /// Timed calls per measurement.
+    #[arg(short = 'n', long = "iters", default_value_t = 20)]
+    pub iters: usize,
+    /// Check every element against the CPU reference (1) or not (0).
+    #[arg(short = 'c', long = "check", default_value_t = 1)]
+    pub check: u8,
+    /// Collective: all-reduce, all-gather, reduce-scatter, broadcast, reduce, or `all`.
+    #[arg(long = "coll", default_value = "all-reduce")]
+    pub coll: String,
+    /// Element type (float, half, bfloat16, double, int32, int64, uint8, int8, or f32, f16, ...).
+    #[arg(short = 'd', long = "datatype", default_value = "float")]
+    pub dtype: String,
+    /// Reduction operator: sum, prod, min, max, avg.
+    #[arg(short = 'o', long = "op", default_value = "sum")]
+    pub op: String,
+    /// Root rank of broadcast and reduce.
+    #[arg(short = 'r', long = "root", default_value_t = 0)]
+    pub root: u32,
+    /// Algorithm: auto, one-shot, two-shot, ring, tree, ce (copy-engine pipeline, 2-GPU all-reduce).
+    #[arg(long = "algo", default_value = "auto")]
+    pub algo: String,
+    /// Also run NCCL on the same buffers, alternating with ours, and print ratio columns.
+    #[arg(long = "vs-nccl")]
+    pub vs_nccl: bool,
+    /// Timed repetitions per size (the median is printed).
+    #[arg(long = "runs", default_value_t = 3)]
+    pub runs: usize,
+    /// Seed of the random input data.
+    #[arg(long = "seed", default_value_t = 1)]
+    pub seed: u64,
+}
 
-pub fn run(_args: Args) -> CliResult {
-    Err(CliError::failure("`topoplan bench` is not built yet"))
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mul) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M') => (&t[..t.len() - 1], 1 << 20),
+        Some('G') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    num.parse::<u64>()
+        .map(|v| v * mul)
+        .map_err(|_| format!("`{s}` is not a size (like 8, 64K, 128M, 1G)"))
+}
+
+fn map_err(e: CudaError) -> CliError {
+    match e {
+        CudaError::Input(m) => CliError::input(m),
+        other => CliError::failure(other),
+    }
+}
+
+fn print_header(vs: bool) {
+    let cell = if vs {
+        "     time   algbw   busbw #wrong  nccl_us nccl_bus #nwrong  speedup"
+    } else {
+        "     time   algbw   busbw #wrong"
+    };
+    println!(
+        "#{:>12} {:>12} {:>9} {:>6} {:>5} {:>9}  out-of-place: {cell}",
+        "size", "count", "type", "redop", "root", "algo"
+    );
+    println!(
+        "#{:>12} {:>12} {:>9} {:>6} {:>5} {:>9}  in-place:     (same columns)",
+        "(B)", "(elements)", "", "", "", ""
+    );
+}
+
+fn fmt_cell(c: &harness::Cell, vs: bool) -> String {
+    let w = |x: i64| {
+        if x < 0 {
+            "N/A".to_string()
+        } else {
+            x.to_string()
+        }
+    };
+    let mut s = format!(
+        "{:>9.2} {:>7.2} {:>7.2} {:>6}",
+        c.time_us,
+        c.algbw,
+        c.busbw,
+        w(c.wrong)
+    );
+    if vs {
+        let t = c.nccl_time_us.unwrap_or(f64::NAN);
+        s += &format!(
+            " {:>8.2} {:>8.2} {:>7} {:>7.2}x",
+            t,
+            c.nccl_busbw.unwrap_or(f64::NAN),
+            w(c.nccl_wrong.unwrap_or(-1)),
+            t / c.time_us
+        );
+    }
+    s
+}
+
+pub fn run(a: Args) -> CliResult {
+    let dtype = DataType::parse(&a.dtype)
+        .ok_or_else(|| CliError::input(format!("unknown --datatype `{}`", a.dtype)))?;
+    let op = ReduceOp::parse(&a.op)
+        .ok_or_else(|| CliError::input(format!("unknown --op `{}`", a.op)))?;
+    let kinds: Vec<CollectiveKind> = if a.coll == "all" {
+        vec![
+            CollectiveKind::AllReduce,
+            CollectiveKind::AllGather,
+            CollectiveKind::ReduceScatter,
+            CollectiveKind::Broadcast,
+            CollectiveKind::Reduce,
+        ]
+    } else {
+        vec![CollectiveKind::parse(&a.coll)
+            .ok_or_else(|| CliError::input(format!("unknown --coll `{}`", a.coll)))?]
+    };
+    let algo = std::env::var("TOPOPLAN_ALGO").unwrap_or(a.algo.clone());
+    if !schedules::ALGOS.contains(&algo.as_str()) {
+        return Err(CliError::input(format!(
+            "unknown algorithm `{algo}` (one of {})",
+            schedules::ALGOS.join(", ")
+        )));
+    }
+    if a.factor < 2 || a.min_bytes == 0 || a.min_bytes > a.max_bytes || a.ngpus == 0 {
+        return Err(CliError::input("need -f >= 2, 0 < -b <= -e and -g >= 1"));
+    }
+    if !device::driver_present() {
+        return Err(CliError::failure(
+            "no CUDA driver on this machine (libcuda.so not found): `topoplan bench` needs GPUs",
+        ));
+    }
+    let mut sizes = Vec::new();
+    let mut s = a.min_bytes;
+    while s <= a.max_bytes {
+        sizes.push(s);
+        s = s.saturating_mul(a.factor);
+    }
+    let mut total_wrong = 0i64;
+    for kind in kinds {
+        let elem = dtype.size() as u64;
+        let grain = elem
+            * if matches!(
+                kind,
+                CollectiveKind::AllGather | CollectiveKind::ReduceScatter
+            ) {
+                a.ngpus as u64
+            } else {
+                1
+            };
+        let ksizes: Vec<u64> = sizes
+            .iter()
+            .map(|s| (s / grain) * grain)
+            .filter(|&s| s > 0)
+            .collect();
+        let cfg = BenchConfig {
+            ordinals: (0..a.ngpus).collect(),
+            kind,
+            root: a.root,
+            dtype,
+            op,
+            algo: algo.clone(),
+            sizes: ksizes,
+            warmup: a.warmup,
+            iters: a.iters,
+            check: a.check != 0,
+            vs_nccl: a.vs_nccl,
+            runs: a.runs,
+            seed: a.seed,
+        };
+        println!("# topoplan bench: {} on {} GPU(s), {} {}, algo {}, warmup {} iters {} runs {} (median)", kind.name(), a.ngpus, dtype.nccl_name(), op.name(), algo, a.warmup, a.iters, a.runs);
+        print_header(a.vs_nccl);
+        let root = if matches!(kind, CollectiveKind::Broadcast | CollectiveKind::Reduce) {
+            a.root as i64
+        } else {
+            -1
+        };
+        let (rows, mem) = harness::run(&cfg, |r: &Row| {
+            println!(
+                " {:>12} {:>12} {:>9} {:>6} {:>5} {:>9}  {}  {}",
+                r.size,
+                r.count,
+                dtype.nccl_name(),
+                op.name(),
+                root,
+                r.algo,
+                fmt_cell(&r.oop, a.vs_nccl),
+                fmt_cell(&r.ip, a.vs_nccl)
+            );
+        })
+        .map_err(map_err)?;
+        for r in &rows {
+            total_wrong += r.oop.wrong.max(0) + r.ip.wrong.max(0);
+        }
+        let mib = |b: i64| b as f64 / (1 << 20) as f64;
+        println!(
+            "# memory (MiB, max over GPUs): free before init {:.0}; init: ours {:.1}{}",
+            mem.free_before as f64 / (1 << 20) as f64,
+            mib(mem.ours_init),
+            mem.nccl_init
+                .map(|x| format!(", NCCL {:.1}", mib(x)))
+                .unwrap_or_default()
+        );
+        let first: Vec<String> = rows
+            .iter()
+            .filter(|r| r.mem_first_call.0 != 0 || r.mem_first_call.1.unwrap_or(0) != 0)
+            .map(|r| {
+                format!(
+                    "{}B: ours {:.1} NCCL {}",
+                    r.size,
+                    mib(r.mem_first_call.0),
+                    r.mem_first_call
+                        .1
+                        .map(|x| format!("{:.1}", mib(x)))
+                        .unwrap_or("-".into())
+                )
+            })
+            .collect();
+        println!(
+            "# memory taken by the first call of a size (MiB): {}",
+            if first.is_empty() {
+                "none".to_string()
+            } else {
+                first.join("; ")
+            }
+        );
+        let wrong: i64 = rows
+            .iter()
+            .map(|r| r.oop.wrong.max(0) + r.ip.wrong.max(0))
+            .sum();
+        println!(
+            "# {}: out of bounds values : {} {}",
+            kind.name(),
+            wrong,
+            if wrong == 0 { "OK" } else { "FAILED" }
+        );
+    }
+    if total_wrong > 0 {
+        return Err(CliError::failure(format!("{total_wrong} wrong elements")));
+    }
+    Ok(())
 }

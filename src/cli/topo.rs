@@ -6,14 +6,15 @@ use planner::topology::{self, doc::ClusterDoc, gpus, LoadOptions, Loaded, TopoEr
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
-#[command(long_about = "Read, show, convert and scale topology files.\n\n\
-Inputs are NCCL topology XML (what NCCL_TOPO_DUMP_FILE writes and NCCL_TOPO_FILE reads, including \
+#[command(
+    after_help = "Inputs are NCCL topology XML (what NCCL_TOPO_DUMP_FILE writes and NCCL_TOPO_FILE reads, including \
 cloud skeleton files) or topoplan's JSON form (docs/topology-json.md); the format is chosen by the \
 file extension, else by the content.\n\n\
 Examples:\n  topoplan topo show examples/h200x2-topo.xml\n  \
 topoplan topo show azure-ndv5-topo.xml --gpu h100-sxm\n  \
 topoplan topo convert dump.xml -o machine.json\n  \
-topoplan topo scale machine.json --nodes 128 --fabric rail --nic-gbps 400 -o cluster.json")]
+topoplan topo scale machine.json --nodes 128 --fabric rail --nic-gbps 400 -o cluster.json"
+)]
 pub struct Args {
     #[command(subcommand)]
     cmd: Cmd,
@@ -36,6 +37,7 @@ pub struct ReadOpts {
 enum Cmd {
     /// Summary of a topology plus its GPU×GPU and GPU×NIC path matrices (NCCL path types, GB/s).
     Show {
+        /// Topology file: NCCL topology XML (.xml) or topoplan JSON (.json).
         file: PathBuf,
         /// Print the report as JSON instead of text.
         #[arg(long)]
@@ -45,6 +47,7 @@ enum Cmd {
     },
     /// Convert between NCCL XML and topoplan JSON (format from the output extension).
     Convert {
+        /// Topology file to read: NCCL topology XML or topoplan JSON.
         input: PathBuf,
         /// Output file, .json or .xml.
         #[arg(short, long)]
@@ -54,6 +57,7 @@ enum Cmd {
     },
     /// Build a cluster (JSON) from one machine's file, for capacity planning.
     Scale {
+        /// One machine's topology: NCCL topology XML or topoplan JSON.
         file: PathBuf,
         /// Number of machines.
         #[arg(long)]

@@ -1,29 +1,16 @@
-//! [`TopoDoc`] → [`Topology`] with NCCL's semantics (nccl-2.28-facts.md §1.2, §2.1), plus the
-//! completion of cloud skeleton files (see `docs/topology.md`).
+//! [`TopoDoc`] → [`Topology`] with NCCL's semantics (nccl-2.28-facts.md §1.2, §2.1). Skeleton
+//! completion is in `skeleton.rs`, NCCL's constant tables in `nccl.rs`.
 
 use super::doc::*;
 use super::error::TopoError;
-use super::gpus::{self, GpuModel, NvFabric};
+use super::gpus;
 use super::model::*;
+use super::nccl::{default_lat, inter_cpu_bw, pci_class, PciClass, LOC_BW};
+use super::skeleton::{any_gpu, gpu_class_leaves, skeleton_choice, unknown_model, Skeleton};
 use super::LoadOptions;
 use std::collections::HashMap;
 
-/// NCCL's LOC_BW (GB/s): self paths, CPU-attached NICs, Broadcom `pcilink`s.
-pub const LOC_BW: f64 = 5000.0;
-
-/// Default one-way latencies per link kind (µs). NCCL has none per link; these are typical
-/// figures so that path latencies are not zero. Documented in docs/topology.md.
-pub fn default_lat(kind: LinkKind) -> f64 {
-    match kind {
-        LinkKind::NvLink | LinkKind::C2c => 0.2,
-        LinkKind::Pcie => 0.3,
-        LinkKind::InterCpu => 0.3,
-        LinkKind::Network => 0.0,
-        LinkKind::Local => 0.0,
-    }
-}
-
-fn link(kind: LinkKind, bw: f64, count: u32) -> Link {
+pub(super) fn link(kind: LinkKind, bw: f64, count: u32) -> Link {
     Link {
         kind,
         bw_gbps: bw,
@@ -47,131 +34,29 @@ fn elem(tag: &str, key: &str, val: &str, at: &At, path: &str) -> String {
     s
 }
 
-/// What a `<pci class>` means to NCCL (prefix dictionary, default PCI).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum PciClass {
-    Bridge,
-    NvSwitch,
-    Cpu,
-    Gpu,
-    Nic,
-}
-
-fn pci_class(class: &str) -> Option<(PciClass, bool)> {
-    let c = class.trim().to_ascii_lowercase();
-    let hex = c.strip_prefix("0x")?;
-    if hex.is_empty() || hex.len() > 6 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    Some(if c.starts_with("0x060400") || c.starts_with("0x080100") {
-        (PciClass::Bridge, true)
-    } else if c.starts_with("0x068000") {
-        (PciClass::NvSwitch, true)
-    } else if c.starts_with("0x068001") {
-        (PciClass::Cpu, true)
-    } else if c.starts_with("0x03") {
-        (PciClass::Gpu, true)
-    } else if c.starts_with("0x02") {
-        (PciClass::Nic, true)
-    } else {
-        (PciClass::Bridge, false)
-    })
-}
-
-fn inter_cpu_bw(arch: CpuArch, vendor: CpuVendor, family: u32, model: u32) -> f64 {
-    match (arch, vendor) {
-        (CpuArch::X86_64, CpuVendor::Intel) => {
-            if family == 6 && model >= 0xCF {
-                40.0
-            } else if family == 6 && model >= 0x8F {
-                22.0
-            } else if family == 6 && model >= 0x55 {
-                10.0
-            } else {
-                6.0
-            }
-        }
-        (CpuArch::X86_64, CpuVendor::Amd) => 16.0,
-        (CpuArch::X86_64, CpuVendor::Zhaoxin) => {
-            if family == 7 && model == 0x5B {
-                9.0
-            } else {
-                6.0
-            }
-        }
-        (CpuArch::Ppc64, _) => 32.0,
-        (CpuArch::Arm64, _) => 6.0,
-        _ => LOC_BW,
-    }
-}
-
-/// The skeleton completion in effect, and what was assumed (for warnings and `assume`).
-struct Skeleton {
-    model: &'static GpuModel,
-    nic_gbps: f64,
-}
-
-struct Builder<'a> {
-    file: &'a str,
-    topo: Topology,
-    warnings: &'a mut Vec<String>,
-    skeleton: Option<Skeleton>,
+pub(super) struct Builder<'a> {
+    pub(super) file: &'a str,
+    pub(super) topo: Topology,
+    pub(super) warnings: &'a mut Vec<String>,
+    pub(super) skeleton: Option<Skeleton>,
     /// busid (lower case) → node, for GPUs and PCI switches.
-    gpu_by_bus: HashMap<String, NodeId>,
-    switch_by_bus: HashMap<String, NodeId>,
-    seen_bus: HashMap<String, String>,
-    nvs: Option<NodeId>,
-    virt_nic_cpu: Option<NodeId>,
+    pub(super) gpu_by_bus: HashMap<String, NodeId>,
+    pub(super) switch_by_bus: HashMap<String, NodeId>,
+    pub(super) seen_bus: HashMap<String, String>,
+    pub(super) nvs: Option<NodeId>,
+    pub(super) virt_nic_cpu: Option<NodeId>,
     /// (gpu node, its doc, element name) to wire NVLinks/C2C after every GPU exists.
-    gpu_docs: Vec<(NodeId, &'a GpuDoc, NodeId, String)>,
+    pub(super) gpu_docs: Vec<(NodeId, &'a GpuDoc, NodeId, String)>,
     /// Skeleton GPUs created (node), in document order, for NVLink synthesis.
-    synth_gpus: Vec<NodeId>,
-    pcilinks: Vec<(NodeId, &'a PciLinkDoc, String)>,
+    pub(super) synth_gpus: Vec<NodeId>,
+    pub(super) pcilinks: Vec<(NodeId, &'a PciLinkDoc, String)>,
     /// (rank as written, element name) to check duplicates.
-    ranks: Vec<(i64, String, NodeId)>,
-    next_synth_nic: u32,
-    host: u32,
+    pub(super) ranks: Vec<(i64, String, NodeId)>,
+    pub(super) next_synth_nic: u32,
+    pub(super) host: u32,
     /// Skeleton without any GPU-class device: put one GPU under each leaf-level switch.
-    gpu_per_switch: bool,
-    synthesized_bus: Vec<String>,
-}
-
-fn any_gpu(doc: &TopoDoc) -> bool {
-    fn pci_has(p: &PciDoc) -> bool {
-        p.gpu.is_some() || p.pci.iter().any(pci_has)
-    }
-    doc.system.cpus.iter().any(|c| c.pci.iter().any(pci_has))
-}
-
-fn gpu_class_leaves(doc: &TopoDoc) -> usize {
-    fn walk(p: &PciDoc) -> usize {
-        let me = usize::from(p.class.as_deref().is_some_and(|c| c.starts_with("0x03")));
-        me + p.pci.iter().map(walk).sum::<usize>()
-    }
-    doc.system
-        .cpus
-        .iter()
-        .flat_map(|c| c.pci.iter())
-        .map(walk)
-        .sum()
-}
-
-fn gpu_leaf_devices(doc: &TopoDoc) -> Vec<(String, u16)> {
-    fn walk(p: &PciDoc, out: &mut Vec<(String, u16)>) {
-        if let (Some(c), Some(d)) = (&p.class, &p.device) {
-            if c.starts_with("0x03") {
-                if let Some(x) = super::xml::parse_int(d) {
-                    out.push((p.busid.clone(), x as u16));
-                }
-            }
-        }
-        p.pci.iter().for_each(|c| walk(c, out));
-    }
-    let mut out = Vec::new();
-    for c in &doc.system.cpus {
-        c.pci.iter().for_each(|p| walk(p, &mut out));
-    }
-    out
+    pub(super) gpu_per_switch: bool,
+    pub(super) synthesized_bus: Vec<String>,
 }
 
 /// Builds the single-machine topology of `doc.system` (host 0). Returns the assumptions applied
@@ -226,72 +111,6 @@ pub fn build_system(
         source,
     })?;
     Ok((topo, assume))
-}
-
-fn unknown_model(g: &str) -> TopoError {
-    TopoError::Unsupported(format!(
-        "unknown GPU model `{g}`; known models: {}",
-        gpus::model_names()
-    ))
-}
-
-fn skeleton_choice(
-    doc: &TopoDoc,
-    file: &str,
-    opts: &LoadOptions,
-    warnings: &mut Vec<String>,
-) -> Result<Skeleton, TopoError> {
-    let from_doc = doc.assume.as_ref().and_then(|a| a.gpu.clone());
-    let (model, how) = if let Some(g) = &opts.gpu_model {
-        (
-            gpus::find_model(g).ok_or_else(|| unknown_model(g))?,
-            "--gpu".to_string(),
-        )
-    } else if let Some(g) = &from_doc {
-        (
-            gpus::find_model(g).ok_or_else(|| unknown_model(g))?,
-            "the file's `assume.gpu`".to_string(),
-        )
-    } else {
-        let devs = gpu_leaf_devices(doc);
-        match devs
-            .iter()
-            .find_map(|(b, d)| gpus::model_by_pci_device(*d).map(|m| (b, d, m)))
-        {
-            Some((bus, d, m)) => (
-                m,
-                format!("PCI device id {d:#06x} of <pci busid=\"{bus}\">"),
-            ),
-            None => (
-                gpus::find_model(gpus::DEFAULT_SKELETON_GPU).expect("default model exists"),
-                "the default (pass --gpu MODEL to choose)".to_string(),
-            ),
-        }
-    };
-    let nic_gbps = opts
-        .nic_gbps
-        .or_else(|| doc.assume.as_ref().and_then(|a| a.nic_gbps))
-        .unwrap_or(model.nic_gbps);
-    if !(nic_gbps.is_finite() && nic_gbps > 0.0) {
-        return Err(TopoError::Unsupported(format!(
-            "NIC speed {nic_gbps} Gbit/s must be finite and > 0"
-        )));
-    }
-    let fabric = match model.fabric {
-        NvFabric::NvSwitch => format!(
-            "{} NVLinks per GPU to one NVSwitch ({:.1} GB/s per GPU)",
-            model.nvlinks,
-            model.nvlinks as f64 * gpus::nvlink_bw(model.sm)
-        ),
-        NvFabric::CubeMesh => "the DGX-1 hybrid cube mesh (6 NVLinks per GPU, 8 GPUs)".to_string(),
-        NvFabric::None => "no NVLink".to_string(),
-    };
-    warnings.push(format!(
-        "{file}: skeleton file (no <gpu> elements): assumed GPU model {} (sm {}) from {how}, {fabric}; \
-         skeleton NICs at {nic_gbps} Gbit/s with GPUDirect RDMA; ranks in file order",
-        model.name, model.sm
-    ));
-    Ok(Skeleton { model, nic_gbps })
 }
 
 impl<'a> Builder<'a> {
@@ -421,13 +240,20 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    fn pci_link(&mut self, p: &PciDoc, name: &str) -> Result<Link, TopoError> {
+    pub(super) fn pci_link(&mut self, p: &PciDoc, name: &str) -> Result<Link, TopoError> {
         let width = match p.link_width {
             Some(w) if w < 0 => {
                 return Err(TopoError::semantic(
                     self.file,
                     name,
                     format!("link_width {w} is negative: PCIe bandwidth must be > 0"),
+                ))
+            }
+            Some(w) if w > 1024 => {
+                return Err(TopoError::semantic(
+                    self.file,
+                    name,
+                    format!("link_width {w} is not a plausible PCIe width (at most 1024 lanes)"),
                 ))
             }
             Some(w) => w,
@@ -608,11 +434,15 @@ impl<'a> Builder<'a> {
         let sm = req(g.sm, "sm")?;
         let dev = req(g.dev, "dev")?;
         let gdr = req(g.gdr, "gdr")?;
-        if rank < 0 || dev < 0 || sm < 0 {
+        // Bounds well beyond any real machine, so sums and casts downstream stay exact.
+        if !(0..=1 << 24).contains(&rank)
+            || !(0..=1 << 16).contains(&dev)
+            || !(0..=10_000).contains(&sm)
+        {
             return Err(TopoError::semantic(
                 self.file,
                 &name,
-                "rank, dev and sm must be >= 0",
+                format!("rank {rank}, dev {dev} or sm {sm} is out of range (rank 0..2^24, dev 0..65536, sm 0..10000)"),
             ));
         }
         let device = p
@@ -640,64 +470,6 @@ impl<'a> Builder<'a> {
         self.ranks.push((rank, name.clone(), id));
         self.gpu_docs.push((id, g, cpu, name));
         Ok(())
-    }
-
-    /// A bus id for a GPU the file does not list: device 0x1f, function 7 on the switch's bus
-    /// (bumped until unused), so it cannot collide with a listed device.
-    fn synth_busid(&mut self, switch: &str) -> String {
-        let base = switch.rsplit_once(':').map(|(a, _)| a).unwrap_or("0000:00");
-        for f in (0..8).rev() {
-            for d in (0..0x20).rev() {
-                let b = format!("{base}:{d:02x}.{f}");
-                if !self.seen_bus.contains_key(&b) {
-                    self.seen_bus.insert(b.clone(), "a synthesized GPU".into());
-                    return b;
-                }
-            }
-        }
-        format!("{base}:ff.f")
-    }
-
-    fn synth_gpu(&mut self, busid: &str, parent: NodeId, up: Link) {
-        let sk = self.skeleton.as_ref().expect("skeleton mode");
-        let k = self.synth_gpus.len() as u32;
-        let id = self.topo.add_node(
-            Some(self.host),
-            NodeKind::Gpu(Gpu {
-                rank: k,
-                dev: k,
-                busid: busid.to_ascii_lowercase(),
-                sm: sk.model.sm,
-                gdr: true,
-                mem_bw_gbps: sk.model.mem_bw_gbps,
-                model: Some(sk.model.name.to_string()),
-            }),
-        );
-        self.topo.add_duplex(parent, id, up);
-        self.gpu_by_bus.insert(busid.to_ascii_lowercase(), id);
-        self.synth_gpus.push(id);
-    }
-
-    fn synth_nic(&mut self, busid: &str, parent: NodeId, up: Link) {
-        let sk = self.skeleton.as_ref().expect("skeleton mode");
-        let k = self.next_synth_nic;
-        self.next_synth_nic += 1;
-        let id = self.topo.add_node(
-            Some(self.host),
-            NodeKind::Nic(Nic {
-                busid: Some(busid.to_ascii_lowercase()),
-                name: format!("nic{k}"),
-                dev: k,
-                speed_gbps: sk.nic_gbps / 8.0,
-                port: 1,
-                guid: k as u64,
-                max_conn: 64,
-                gdr: true,
-                coll: false,
-                latency_us: 0.0,
-            }),
-        );
-        self.topo.add_duplex(parent, id, up);
     }
 
     fn nic(
@@ -739,11 +511,22 @@ impl<'a> Builder<'a> {
                     ));
                     10000
                 }
+                Some(s) if s > 1_000_000_000 => {
+                    return Err(TopoError::semantic(
+                        self.file,
+                        name,
+                        format!("speed {s} Mb/s is not plausible (at most 10^9 Mb/s)"),
+                    ))
+                }
                 Some(s) => s,
             };
             let latency = net.latency.unwrap_or(0.0);
-            if latency < 0.0 {
-                return Err(TopoError::semantic(self.file, name, "latency must be >= 0"));
+            if !(0.0..=1e6).contains(&latency) {
+                return Err(TopoError::semantic(
+                    self.file,
+                    name,
+                    "latency must be between 0 and 10^6 µs",
+                ));
             }
             let guid = net
                 .guid
@@ -767,149 +550,6 @@ impl<'a> Builder<'a> {
                 }),
             );
             self.topo.add_duplex(parent, id, up.clone());
-        }
-        Ok(())
-    }
-
-    fn nvswitch(&mut self) -> NodeId {
-        if let Some(n) = self.nvs {
-            return n;
-        }
-        let n = self.topo.add_node(Some(self.host), NodeKind::NvSwitch);
-        self.nvs = Some(n);
-        n
-    }
-
-    /// Adds `bw` to an existing link of the same kind a→b (NCCL aggregates NVLinks), or a new one.
-    fn connect(&mut self, a: NodeId, b: NodeId, kind: LinkKind, bw: f64, count: u32) {
-        if let Some(e) = self
-            .topo
-            .graph
-            .edges_connecting(a, b)
-            .find(|e| e.weight().kind == kind)
-            .map(|e| petgraph::visit::EdgeRef::id(&e))
-        {
-            let l = &mut self.topo.graph[e];
-            l.bw_gbps += bw;
-            l.count += count;
-        } else {
-            self.topo.add_link(a, b, link(kind, bw, count));
-        }
-    }
-
-    fn wire_gpus(&mut self, _cpus: &[NodeId]) -> Result<(), TopoError> {
-        let docs = std::mem::take(&mut self.gpu_docs);
-        for (id, g, cpu, name) in &docs {
-            let sm = self.topo.gpu(*id).map(|g| g.sm).unwrap_or(0);
-            for (i, l) in g.nvlinks.iter().enumerate() {
-                let lname = if l.at.line > 0 {
-                    format!(
-                        "<nvlink target=\"{}\"> at line {}, column {} (in {name})",
-                        l.target, l.at.line, l.at.col
-                    )
-                } else {
-                    format!("{name} → <nvlink target=\"{}\"> #{i}", l.target)
-                };
-                if l.count <= 0 {
-                    return Err(TopoError::semantic(
-                        self.file,
-                        lname,
-                        format!(
-                            "count {} gives zero bandwidth: an <nvlink> needs count >= 1",
-                            l.count
-                        ),
-                    ));
-                }
-                let count = l.count as u32;
-                let bw = count as f64 * gpus::nvlink_bw(sm);
-                let tclass = l
-                    .tclass
-                    .as_deref()
-                    .unwrap_or("0x068000")
-                    .to_ascii_lowercase();
-                let target = l.target.to_ascii_lowercase();
-                if tclass.starts_with("0x03") {
-                    match self.gpu_by_bus.get(&target).copied() {
-                        Some(t) if t == *id => self
-                            .warnings
-                            .push(format!("{}: {lname}: NVLink to itself ignored", self.file)),
-                        Some(t) => self.connect(*id, t, LinkKind::NvLink, bw, count),
-                        None => self.warnings.push(format!(
-                            "{}: {lname}: target GPU is not in the file; link ignored",
-                            self.file
-                        )),
-                    }
-                } else if tclass.starts_with("0x068001") {
-                    self.connect(*id, *cpu, LinkKind::NvLink, bw, count);
-                    self.connect(*cpu, *id, LinkKind::NvLink, bw, count);
-                } else {
-                    // NVSwitch (or the hidden target fffffff:ff:ff.0): every switch collapses
-                    // into one NVSwitch node, link counts aggregate.
-                    let nvs = self.nvswitch();
-                    self.connect(*id, nvs, LinkKind::NvLink, bw, count);
-                    self.connect(nvs, *id, LinkKind::NvLink, bw, count);
-                }
-            }
-            for (i, c) in g.c2c.iter().enumerate() {
-                let cname = format!("{name} → <c2c> #{i}");
-                if c.bw <= 0 || c.count <= 0 {
-                    return Err(TopoError::semantic(
-                        self.file,
-                        cname,
-                        format!("bw {} MB/s × count {} must be > 0", c.bw, c.count),
-                    ));
-                }
-                let bw = c.bw as f64 * c.count as f64 / 1000.0;
-                self.connect(*id, *cpu, LinkKind::C2c, bw, c.count as u32);
-                self.connect(*cpu, *id, LinkKind::C2c, bw, c.count as u32);
-            }
-        }
-        self.gpu_docs = docs;
-        if let Some(sk) = &self.skeleton {
-            let (model, gpus_) = (sk.model, self.synth_gpus.clone());
-            let per = gpus::nvlink_bw(model.sm);
-            match model.fabric {
-                NvFabric::NvSwitch if !gpus_.is_empty() => {
-                    let nvs = self.nvswitch();
-                    for g in gpus_ {
-                        let bw = model.nvlinks as f64 * per;
-                        self.connect(g, nvs, LinkKind::NvLink, bw, model.nvlinks);
-                        self.connect(nvs, g, LinkKind::NvLink, bw, model.nvlinks);
-                    }
-                }
-                NvFabric::CubeMesh if gpus_.len() == 8 => {
-                    for i in 0..8 {
-                        for j in 0..8 {
-                            let c = gpus::CUBE_MESH[i][j];
-                            if c > 0 {
-                                self.connect(gpus_[i], gpus_[j], LinkKind::NvLink, c as f64 * per, c);
-                            }
-                        }
-                    }
-                }
-                NvFabric::CubeMesh => self.warnings.push(format!(
-                    "{}: the hybrid cube mesh needs exactly 8 GPUs, the file has {}; no NVLink assumed",
-                    self.file,
-                    gpus_.len()
-                )),
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-
-    fn wire_pcilinks(&mut self) -> Result<(), TopoError> {
-        let links = std::mem::take(&mut self.pcilinks);
-        for (from, l, name) in links {
-            match self.switch_by_bus.get(&l.target.to_ascii_lowercase()).copied() {
-                Some(to) => {
-                    self.topo.add_link(from, to, link(LinkKind::Local, LOC_BW, 1));
-                }
-                None => self.warnings.push(format!(
-                    "{}: {name} → <pcilink target=\"{}\">: target is not a PCI switch in the file; ignored",
-                    self.file, l.target
-                )),
-            }
         }
         Ok(())
     }

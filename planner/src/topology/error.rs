@@ -93,12 +93,14 @@ pub enum TopoError {
     /// Malformed XML or JSON.
     #[error("{0}")]
     Syntax(Box<Diagnostic>),
-    /// Well-formed, but wrong: names the element (and its line when the file is XML).
-    #[error("{file}: {element}: {message}")]
+    /// Well-formed, but wrong: names the element (and its line when the file is XML, with the
+    /// line itself in `snippet`).
+    #[error("{file}: {element}: {message}{snippet}")]
     Semantic {
         file: String,
         element: String,
         message: String,
+        snippet: String,
     },
     #[error("{file}: {source}")]
     Model {
@@ -117,6 +119,49 @@ impl TopoError {
             file: file.to_string(),
             element: element.into(),
             message: message.into(),
+            snippet: String::new(),
         }
     }
+
+    /// Adds the offending line of `text` to a semantic error whose element names an XML
+    /// position (every element name the XML reader and builder make ends in
+    /// "at line L, column C").
+    pub(crate) fn with_source(self, text: &str) -> Self {
+        match self {
+            TopoError::Semantic {
+                file,
+                element,
+                message,
+                snippet,
+            } if snippet.is_empty() => {
+                let snippet = position_in(&element)
+                    .map(|(line, col)| {
+                        let d = Diagnostic::at(&file, text, line, col, "", None);
+                        // Keep only the rendered source lines, not the header.
+                        let full = d.to_string();
+                        match full.find('\n') {
+                            Some(i) => full[i..].to_string(),
+                            None => String::new(),
+                        }
+                    })
+                    .unwrap_or_default();
+                TopoError::Semantic {
+                    file,
+                    element,
+                    message,
+                    snippet,
+                }
+            }
+            other => other,
+        }
+    }
+}
+
+/// The first "line L, column C" in an element description.
+fn position_in(element: &str) -> Option<(u32, u32)> {
+    let i = element.find("line ")?;
+    let rest = &element[i + 5..];
+    let (l, rest) = rest.split_once(", column ")?;
+    let c: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    Some((l.trim().parse().ok()?, c.parse().ok()?))
 }

@@ -11,19 +11,23 @@ mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gpus;
+mod host_paths;
 mod json;
+mod links;
 mod model;
+mod nccl;
 mod paths;
 pub mod report;
 mod scale;
+mod skeleton;
 pub mod synth;
 mod xml;
 
-pub use build::{default_lat, LOC_BW};
 pub use doc::TopoDoc;
 pub use error::{Diagnostic, TopoError};
 pub use json::{read_json, write_json};
 pub use model::*;
+pub use nccl::{default_lat, LOC_BW};
 pub use paths::{CacheCell, Path, PathType};
 pub use scale::{scale, scale_doc, FabricChoice};
 pub use xml::{read_xml, write_xml};
@@ -98,11 +102,15 @@ pub fn load_file(path: &FsPath, opts: &LoadOptions) -> Result<Loaded, TopoError>
 /// Reads a topology from text; `name` is used for the format guess and in messages.
 pub fn load_str(text: &str, name: &str, opts: &LoadOptions) -> Result<Loaded, TopoError> {
     let mut warnings = Vec::new();
-    let mut doc = match detect_format(text, name) {
-        Format::Xml => read_xml(text, name, &mut warnings)?,
+    let format = detect_format(text, name);
+    let mut doc = match format {
+        Format::Xml => read_xml(text, name, &mut warnings).map_err(|e| e.with_source(text))?,
         Format::Json => read_json(text, name)?,
     };
-    let topology = topology_of(&mut doc, name, opts, &mut warnings)?;
+    let topology = topology_of(&mut doc, name, opts, &mut warnings).map_err(|e| match format {
+        Format::Xml => e.with_source(text),
+        Format::Json => e,
+    })?;
     Ok(Loaded {
         topology,
         warnings,

@@ -2,7 +2,7 @@
 
 use super::doc::*;
 use super::model::*;
-use super::{build, topology_of, LoadOptions};
+use super::{nccl, topology_of, LoadOptions};
 
 /// A small deterministic PRNG (SplitMix64): no dependency, same sequence everywhere.
 #[derive(Clone, Debug)]
@@ -35,7 +35,7 @@ fn lnk(kind: LinkKind, bw: f64, count: u32) -> Link {
     Link {
         kind,
         bw_gbps: bw,
-        lat_us: build::default_lat(kind),
+        lat_us: nccl::default_lat(kind),
         count,
     }
 }

@@ -163,3 +163,69 @@ fn scale_rail_and_fat_tree() {
     assert_eq!(far.bw_gbps, 12.5);
     assert!(far.lat_us > fat.gpu_path(0, 8).unwrap().lat_us);
 }
+
+#[test]
+fn single_switch_fabric_and_cluster_doc() {
+    let mut doc = fixture("h200x2-topo.xml").doc;
+    doc.cluster = Some(doc::ClusterDoc {
+        nodes: 3,
+        fabric: "switch".into(),
+        nic_gbps: 200.0,
+        oversubscription: 1.0,
+        hosts_per_leaf: None,
+        switch_lat_us: 1.0,
+    });
+    let mut w = Vec::new();
+    let t = topology_of(&mut doc, "c.json", &LoadOptions::default(), &mut w).unwrap();
+    assert_eq!(t.n_hosts, 3);
+    assert_eq!(t.n_ranks(), 6);
+    let p = t.gpu_path(1, 4).unwrap();
+    assert_eq!(p.kind, PathType::Net);
+    // The virtio NIC is set to the fabric's 200 Gb/s = 25 GB/s; PCIe is 48, NVLink 370.8.
+    assert_eq!(p.bw_gbps, 25.0);
+    // GPU → CPU → NIC → switch → NIC → CPU → GPU: 2 network hops of 1 µs each.
+    let net: f64 = p
+        .links
+        .iter()
+        .filter(|l| t.graph[**l].kind == LinkKind::Network)
+        .map(|l| t.graph[*l].lat_us)
+        .sum();
+    assert_eq!(net, 2.0);
+    // Same host stays NVLink.
+    assert_eq!(t.gpu_path(2, 3).unwrap().kind, PathType::Nvl);
+    // Oversubscription is a fat-tree notion.
+    doc.cluster.as_mut().unwrap().oversubscription = 2.0;
+    let e = topology_of(&mut doc, "c.json", &LoadOptions::default(), &mut w).unwrap_err();
+    assert!(e.to_string().contains("fat-tree fabric only"), "{e}");
+    // A cluster has no XML form.
+    assert!(write_xml(&doc)
+        .unwrap_err()
+        .to_string()
+        .contains("one machine"));
+}
+
+#[test]
+fn nvb_needs_exactly_one_relay_gpu() {
+    // A chain GPU0 -NVL- GPU1 -NVL- GPU2 -NVL- GPU3 on one PCIe switch: 0→2 is NVB through
+    // GPU1, but 0→3 would need two relays, so it falls back to PCIe (PIX).
+    let mut t = synth::single_host(4, LinkKind::Pcie, 24.0);
+    let g: Vec<NodeId> = (0..4).map(|r| t.gpu_of_rank(r).unwrap()).collect();
+    for i in 0..3 {
+        t.add_duplex(
+            g[i],
+            g[i + 1],
+            Link {
+                kind: LinkKind::NvLink,
+                bw_gbps: 100.0,
+                lat_us: 0.2,
+                count: 5,
+            },
+        );
+    }
+    t.validate().unwrap();
+    assert_eq!(t.gpu_path(0, 1).unwrap().kind, PathType::Nvl);
+    let p = t.gpu_path(0, 2).unwrap();
+    assert_eq!((p.kind, p.bw_gbps, p.hops()), (PathType::Nvb, 100.0, 2));
+    let p = t.gpu_path(0, 3).unwrap();
+    assert_eq!((p.kind, p.bw_gbps), (PathType::Pix, 24.0));
+}

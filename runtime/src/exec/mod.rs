@@ -11,7 +11,7 @@
 mod coll;
 mod pieces;
 
-pub use coll::{slice_elems, CollTask, PortSource};
+pub use coll::{schedule_fingerprint, slice_elems, CollTask, PortSource};
 
 use crate::error::CommError;
 use crate::protocol::Header;

@@ -1,0 +1,309 @@
+// topoplan device executor: one kernel runs a lowered schedule (phases of work items) on one GPU.
+//
+// Compiled at run time by NVRTC once per element type (TP_TYPE selects it, see lib.rs), so the
+// source has no #include and defines its own 16-bit float conversions through PTX.
+//
+// A work item computes  dst[j] = src[0] (op) src[1] (op) ... (op) src[nsrc-1]  for j < ndst over
+// `n` elements. Sources and destinations are references (rank, buffer, element offset) resolved
+// against the base-pointer table passed by value, so a rank's item may read or write a peer's
+// memory directly over NVLink (P2P load / P2P store). One item with nsrc = 1 is a copy.
+//
+// Phases run in order. Before a phase the kernel may synchronise with the other ranks:
+//   barrier 1 (per-CTA): CTA b of every rank meets CTA b of every other rank. Valid because the
+//     host-side lowering proved that every item reading another rank's data reads exactly the
+//     element range that the same-numbered CTA produced (same item length, same split).
+//   barrier 2 (full): every CTA of every rank meets (local grid barrier, then one cross-rank flag
+//     exchange by the last CTA to arrive, then a local release).
+// Counters live in device memory and only grow, so no host-side epoch is needed and a captured
+// CUDA graph can replay the kernel. All CTAs must be co-resident: the host caps the grid.
+
+#ifndef TP_TYPE
+#define TP_TYPE 0
+#endif
+
+typedef unsigned long long u64;
+typedef unsigned int u32;
+
+#define TP_MAXR 8
+#define TP_MAXCTA 256
+#define TP_MAXSRC 8
+// Flag region layout (u64 words), one region per rank, reachable by peers.
+#define TP_PC_FLAGS 0                      // [cta][src_rank]: per-CTA barrier arrivals
+#define TP_FULL_FLAGS (TP_MAXCTA * TP_MAXR) // [src_rank]: full barrier arrivals
+#define TP_PC_COUNT (TP_FULL_FLAGS + TP_MAXR) // [cta]: per-CTA barriers done (own)
+#define TP_FULL_COUNT (TP_PC_COUNT + TP_MAXCTA) // full barriers done (own)
+#define TP_ARRIVE (TP_FULL_COUNT + 1)      // local grid barrier arrival counter
+#define TP_RELEASE (TP_FULL_COUNT + 2)     // local grid barrier generation
+
+struct TpItem {
+  u32 kind;   // 0: reduce/copy, 1: scale (dst = src / nranks)
+  u32 nsrc;
+  u32 ndst;
+  u32 pad;
+  u64 n;
+  u64 src[TP_MAXSRC];
+  u64 dst[2];
+};
+
+struct TpPhase {
+  u32 first;
+  u32 count;
+  u32 barrier;
+  u32 pad;
+};
+
+struct TpCtx {
+  u64 base[TP_MAXR * 3];  // [rank][buffer: 0 input, 1 output, 2 scratch]
+  u64 flags[TP_MAXR];     // flag region of each rank (peer-mapped)
+  u32 rank;
+  u32 nranks;
+};
+
+// ---------------------------------------------------------------- element types
+#if TP_TYPE == 0
+typedef float T; typedef float C;
+__device__ __forceinline__ C tload(T v) { return v; }
+__device__ __forceinline__ T tstore(C v) { return v; }
+#define TP_FLOAT 1
+#elif TP_TYPE == 1
+typedef double T; typedef double C;
+__device__ __forceinline__ C tload(T v) { return v; }
+__device__ __forceinline__ T tstore(C v) { return v; }
+#define TP_FLOAT 1
+#elif TP_TYPE == 2
+typedef unsigned short T; typedef float C;  // IEEE half
+__device__ __forceinline__ C tload(T v) { float f; asm("{ .reg .b16 h; mov.b16 h, %1; cvt.f32.f16 %0, h; }" : "=f"(f) : "h"(v)); return f; }
+__device__ __forceinline__ T tstore(C f) { T v; asm("{ .reg .b16 h; cvt.rn.f16.f32 h, %1; mov.b16 %0, h; }" : "=h"(v) : "f"(f)); return v; }
+#define TP_FLOAT 1
+#elif TP_TYPE == 3
+typedef unsigned short T; typedef float C;  // bfloat16
+__device__ __forceinline__ C tload(T v) { return __uint_as_float(((u32)v) << 16); }
+__device__ __forceinline__ T tstore(C f) { T v; asm("{ .reg .b16 h; cvt.rn.bf16.f32 h, %1; mov.b16 %0, h; }" : "=h"(v) : "f"(f)); return v; }
+#define TP_FLOAT 1
+#elif TP_TYPE == 4
+typedef int T; typedef int C;
+#define TP_SIGNED 1
+#elif TP_TYPE == 5
+typedef long long T; typedef long long C;
+#define TP_SIGNED 1
+#elif TP_TYPE == 6
+typedef unsigned char T; typedef unsigned int C;
+#elif TP_TYPE == 7
+typedef signed char T; typedef int C;
+#define TP_SIGNED 1
+#endif
+#ifndef TP_FLOAT
+__device__ __forceinline__ C tload(T v) { return (C)v; }
+__device__ __forceinline__ T tstore(C v) { return (T)v; }
+#endif
+
+// Reductions. Integer sum/prod wrap (two's complement), done in unsigned arithmetic to avoid UB.
+struct OpSum { static __device__ __forceinline__ C f(C a, C b) {
+#ifdef TP_FLOAT
+  return a + b;
+#else
+  return (C)((unsigned long long)a + (unsigned long long)b);
+#endif
+} };
+struct OpProd { static __device__ __forceinline__ C f(C a, C b) {
+#ifdef TP_FLOAT
+  return a * b;
+#else
+  return (C)((unsigned long long)a * (unsigned long long)b);
+#endif
+} };
+struct OpMin { static __device__ __forceinline__ C f(C a, C b) {
+#ifdef TP_FLOAT
+  return fmin(a, b);
+#else
+  return a < b ? a : b;
+#endif
+} };
+struct OpMax { static __device__ __forceinline__ C f(C a, C b) {
+#ifdef TP_FLOAT
+  return fmax(a, b);
+#else
+  return a > b ? a : b;
+#endif
+} };
+
+#define VEC (16 / sizeof(T))
+
+__device__ __forceinline__ T* tp_ptr(const TpCtx& c, u64 ref) {
+  u32 r = (u32)(ref >> 60);
+  u32 b = (u32)((ref >> 56) & 15);
+  u64 off = ref & ((1ull << 56) - 1);
+  return (T*)(c.base[r * 3 + b]) + off;
+}
+
+union V16 { int4 v; T e[16 / sizeof(T)]; };
+
+template <typename OP>
+__device__ __forceinline__ void tp_combine(V16& acc, const V16& x) {
+#pragma unroll
+  for (int k = 0; k < (int)VEC; k++) acc.e[k] = tstore(OP::f(tload(acc.e[k]), tload(x.e[k])));
+}
+
+__device__ __forceinline__ C tp_div(C a, u32 n) {
+#ifdef TP_FLOAT
+  return a / (C)n;
+#else
+  return (C)(a / (C)n);
+#endif
+}
+
+// One CTA's share of one item: elements [lo, hi) of the item.
+template <typename OP>
+__device__ void tp_item(const TpCtx& c, const TpItem& it, u64 lo, u64 hi) {
+  if (lo >= hi) return;
+  T* s[TP_MAXSRC];
+  T* d[2];
+  u32 ns = it.nsrc, nd = it.ndst;
+  bool aligned = true;
+  for (u32 i = 0; i < ns; i++) { s[i] = tp_ptr(c, it.src[i]) + lo; aligned &= (((u64)s[i]) & 15) == 0; }
+  for (u32 j = 0; j < nd; j++) { d[j] = tp_ptr(c, it.dst[j]) + lo; aligned &= (((u64)d[j]) & 15) == 0; }
+  u64 n = hi - lo;
+  u64 done = 0;
+  if (aligned && it.kind == 0) {
+    u64 nv = n / VEC;
+    const u32 stride = blockDim.x;
+    // Four vectors in flight per thread and source: enough loads outstanding to cover NVLink latency.
+    u64 i = threadIdx.x;
+    for (; i + 3 * stride < nv; i += 4 * stride) {
+      V16 a[4], x[4];
+#pragma unroll
+      for (int u = 0; u < 4; u++) a[u].v = __ldcg(((const int4*)s[0]) + i + u * stride);
+      for (u32 k = 1; k < ns; k++) {
+#pragma unroll
+        for (int u = 0; u < 4; u++) x[u].v = __ldcg(((const int4*)s[k]) + i + u * stride);
+#pragma unroll
+        for (int u = 0; u < 4; u++) tp_combine<OP>(a[u], x[u]);
+      }
+      for (u32 j = 0; j < nd; j++) {
+#pragma unroll
+        for (int u = 0; u < 4; u++) __stcg(((int4*)d[j]) + i + u * stride, a[u].v);
+      }
+    }
+    for (; i < nv; i += stride) {
+      V16 a, x;
+      a.v = __ldcg(((const int4*)s[0]) + i);
+      for (u32 k = 1; k < ns; k++) { x.v = __ldcg(((const int4*)s[k]) + i); tp_combine<OP>(a, x); }
+      for (u32 j = 0; j < nd; j++) __stcg(((int4*)d[j]) + i, a.v);
+    }
+    done = nv * VEC;
+  }
+  // Scalar path: unaligned pointers, the tail, and the scale kind.
+  for (u64 e = done + threadIdx.x; e < n; e += blockDim.x) {
+    volatile T* s0 = s[0];
+    C a = tload(s0[e]);
+    if (it.kind == 1) {
+      a = tp_div(a, c.nranks);
+    } else {
+      for (u32 k = 1; k < ns; k++) { volatile T* sk = s[k]; a = OP::f(a, tload(sk[e])); }
+    }
+    T v = tstore(a);
+    for (u32 j = 0; j < nd; j++) { volatile T* dj = d[j]; dj[e] = v; }
+  }
+}
+
+__device__ __forceinline__ u64 ld_acquire(const u64* p) {
+  u64 v; asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory"); return v;
+}
+__device__ __forceinline__ void st_release(u64* p, u64 v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
+}
+
+__device__ void tp_barrier_cta(const TpCtx& c, u64& cnt) {
+  __syncthreads();
+  cnt++;
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    for (u32 p = 0; p < c.nranks; p++)
+      if (p != c.rank) st_release(((u64*)c.flags[p]) + TP_PC_FLAGS + blockIdx.x * TP_MAXR + c.rank, cnt);
+    const u64* mine = ((const u64*)c.flags[c.rank]) + TP_PC_FLAGS + blockIdx.x * TP_MAXR;
+    for (u32 p = 0; p < c.nranks; p++)
+      if (p != c.rank) while (ld_acquire(mine + p) < cnt) {}
+    __threadfence_system();
+  }
+  __syncthreads();
+}
+
+__device__ void tp_barrier_full(const TpCtx& c, u64& cnt) {
+  __syncthreads();
+  cnt++;
+  if (threadIdx.x == 0) {
+    u64* f = (u64*)c.flags[c.rank];
+    u64 gen = ld_acquire(f + TP_RELEASE);
+    __threadfence_system();
+    u64 old = atomicAdd(f + TP_ARRIVE, 1ull);
+    if (old == gridDim.x - 1) {
+      // Last CTA of this rank: exchange with the other ranks, then release the local CTAs.
+      *(volatile u64*)(f + TP_ARRIVE) = 0;
+      __threadfence_system();
+      for (u32 p = 0; p < c.nranks; p++)
+        if (p != c.rank) st_release(((u64*)c.flags[p]) + TP_FULL_FLAGS + c.rank, cnt);
+      for (u32 p = 0; p < c.nranks; p++)
+        if (p != c.rank) while (ld_acquire(f + TP_FULL_FLAGS + p) < cnt) {}
+      __threadfence_system();
+      st_release(f + TP_RELEASE, gen + 1);
+    } else {
+      while (ld_acquire(f + TP_RELEASE) == gen) {}
+    }
+    __threadfence_system();
+  }
+  __syncthreads();
+}
+
+template <typename OP>
+__device__ void tp_exec(const TpPhase* phases, u32 nphases, const TpItem* items, const TpCtx& c) {
+  __shared__ TpItem sh;
+  __shared__ u64 pc, fc;
+  u64* f = (u64*)c.flags[c.rank];
+  if (threadIdx.x == 0) { pc = f[TP_PC_COUNT + blockIdx.x]; fc = f[TP_FULL_COUNT]; }
+  __syncthreads();
+  u64 my_pc = pc, my_fc = fc;
+  for (u32 p = 0; p < nphases; p++) {
+    TpPhase ph = phases[p];
+    if (ph.barrier == 1) tp_barrier_cta(c, my_pc);
+    else if (ph.barrier == 2) tp_barrier_full(c, my_fc);
+    for (u32 k = 0; k < ph.count; k++) {
+      if (threadIdx.x == 0) sh = items[ph.first + k];
+      __syncthreads();
+      // Split in whole 16-byte vectors so that every rank cuts an item of equal length alike.
+      u64 nv = (sh.n + VEC - 1) / VEC;
+      u64 lo = (nv * blockIdx.x / gridDim.x) * VEC;
+      u64 hi = (nv * (blockIdx.x + 1) / gridDim.x) * VEC;
+      if (hi > sh.n) hi = sh.n;
+      if (lo > sh.n) lo = sh.n;
+      tp_item<OP>(c, sh, lo, hi);
+      __syncthreads();
+    }
+  }
+  if (threadIdx.x == 0) {
+    f[TP_PC_COUNT + blockIdx.x] = my_pc;
+    if (blockIdx.x == 0) f[TP_FULL_COUNT] = my_fc;
+  }
+}
+
+#define TP_KERNEL(name, OP) \
+  extern "C" __global__ void __launch_bounds__(512, 1) name(const TpPhase* phases, u32 nphases, const TpItem* items, TpCtx c) { \
+    tp_exec<OP>(phases, nphases, items, c); }
+
+TP_KERNEL(tp_exec_sum, OpSum)
+TP_KERNEL(tp_exec_prod, OpProd)
+TP_KERNEL(tp_exec_min, OpMin)
+TP_KERNEL(tp_exec_max, OpMax)
+
+// Fill with a byte pattern (poisoning outputs in checks) is done with cuMemsetD8; nothing else here.
+
+// Cross-GPU stream ordering for the copy-engine path: a one-thread kernel that publishes a
+// counter value into a (possibly peer) flag word, and one that waits until a local flag word
+// reaches a value. Both run in stream order, so they order copies and kernels around them.
+extern "C" __global__ void tp_signal(u64* addr, u64 v) {
+  __threadfence_system();
+  st_release(addr, v);
+}
+extern "C" __global__ void tp_wait(const u64* addr, u64 v) {
+  while (ld_acquire(addr) < v) {}
+  __threadfence_system();
+}

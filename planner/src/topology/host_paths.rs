@@ -1,0 +1,319 @@
+//! One host's paths: NCCL's breadth-first search towards every base node (GPU, CPU, NIC,
+//! NVSwitch) and NCCL's post-processing (P2P fallback through the CPU, P2C, PXN, GDR).
+
+use super::model::*;
+use super::paths::{Path, PathType};
+use petgraph::visit::EdgeRef;
+use petgraph::Direction;
+use std::collections::HashMap;
+
+#[derive(Debug, Default)]
+pub(super) struct HostPaths {
+    /// Base node → index into `paths`.
+    pub(super) base_idx: HashMap<NodeId, usize>,
+    pub(super) n_local: usize,
+    /// `paths[base * n_local + src]`: path from local node `src` to `base`.
+    pub(super) paths: Vec<Option<Path>>,
+    /// GPU → the NIC it uses for traffic leaving the host.
+    pub(super) local_nic: HashMap<NodeId, NodeId>,
+    pub(super) nics: Vec<NodeId>,
+}
+
+fn is_base(k: &NodeKind) -> bool {
+    matches!(
+        k,
+        NodeKind::Gpu(_) | NodeKind::Cpu(_) | NodeKind::Nic(_) | NodeKind::NvSwitch
+    )
+}
+
+/// NCCL's BFS towards `base` over the nodes of one host. Returns, per local node, the path from
+/// that node to `base`.
+pub(super) fn bfs_to(
+    t: &Topology,
+    base: NodeId,
+    nodes: &[NodeId],
+    local: &[(u32, u32)],
+) -> Vec<Option<Path>> {
+    let g = &t.graph;
+    let host = local[base.index()].0;
+    let li = |n: NodeId| local[n.index()].1 as usize;
+    let mut paths: Vec<Option<Path>> = vec![None; nodes.len()];
+    let mut start = Path::local();
+    if let NodeKind::Nic(nic) = &g[base].kind {
+        // NCCL's base is the NIC's network port: every path to it is capped by the port speed.
+        start.bw_gbps = nic.speed_gbps;
+    }
+    paths[li(base)] = Some(start);
+    let mut frontier = vec![base];
+    let mut in_next = vec![false; nodes.len()];
+    while !frontier.is_empty() {
+        let mut next = Vec::new();
+        for &node in &frontier {
+            let p = paths[li(node)].clone().expect("frontier nodes have paths");
+            let node_is_gpu = matches!(g[node].kind, NodeKind::Gpu(_));
+            // Links rem → node: the last hop of a path from rem to base via node.
+            for e in g.edges_directed(node, Direction::Incoming) {
+                let rem = e.source();
+                if local[rem.index()].0 != host || rem == node {
+                    continue;
+                }
+                let l = e.weight();
+                let rem_is_gpu = matches!(g[rem].kind, NodeKind::Gpu(_));
+                // A GPU relays only one NVLink hop, from another GPU, next to the base.
+                if node != base
+                    && node_is_gpu
+                    && !(l.kind == LinkKind::NvLink && rem_is_gpu && p.links.len() <= 1)
+                {
+                    continue;
+                }
+                let bw = p.bw_gbps.min(l.bw_gbps);
+                let ri = li(rem);
+                let better = match &paths[ri] {
+                    None => true,
+                    Some(rp) => rp.links.len() > p.links.len() && rp.bw_gbps < bw,
+                };
+                if !better {
+                    continue;
+                }
+                let mut ty = PathType::of_link(l.kind);
+                let node_pci = matches!(g[node].kind, NodeKind::PciSwitch(_));
+                let rem_pci = matches!(g[rem].kind, NodeKind::PciSwitch(_));
+                if node_pci && rem_pci {
+                    ty = PathType::Pxb;
+                }
+                let touches_cpu = matches!(g[node].kind, NodeKind::Cpu(_))
+                    || matches!(g[rem].kind, NodeKind::Cpu(_));
+                if l.kind == LinkKind::Pcie && touches_cpu {
+                    ty = PathType::Phb;
+                }
+                if node_is_gpu && p.kind == PathType::Nvl && ty == PathType::Nvl {
+                    ty = PathType::Nvb;
+                }
+                let mut links = Vec::with_capacity(p.links.len() + 1);
+                links.push(e.id());
+                links.extend_from_slice(&p.links);
+                paths[ri] = Some(Path {
+                    kind: p.kind.max(ty),
+                    bw_gbps: bw,
+                    lat_us: p.lat_us + l.lat_us,
+                    links,
+                });
+                if !in_next[ri] {
+                    in_next[ri] = true;
+                    next.push(rem);
+                }
+            }
+        }
+        for &n in &next {
+            in_next[li(n)] = false;
+        }
+        frontier = next;
+    }
+    paths
+}
+
+impl HostPaths {
+    pub(super) fn compute(t: &Topology, nodes: &[NodeId], local: &[(u32, u32)]) -> HostPaths {
+        let g = &t.graph;
+        let n_local = nodes.len();
+        let bases: Vec<NodeId> = nodes
+            .iter()
+            .copied()
+            .filter(|n| is_base(&g[*n].kind))
+            .collect();
+        let mut hp = HostPaths {
+            base_idx: bases.iter().enumerate().map(|(i, b)| (*b, i)).collect(),
+            n_local,
+            paths: Vec::with_capacity(bases.len() * n_local),
+            local_nic: HashMap::new(),
+            nics: Vec::new(),
+        };
+        for &b in &bases {
+            hp.paths.extend(bfs_to(t, b, nodes, local));
+        }
+        let li = |n: NodeId| local[n.index()].1 as usize;
+        let gpus: Vec<NodeId> = bases
+            .iter()
+            .copied()
+            .filter(|n| matches!(g[*n].kind, NodeKind::Gpu(_)))
+            .collect();
+        let cpus: Vec<NodeId> = bases
+            .iter()
+            .copied()
+            .filter(|n| matches!(g[*n].kind, NodeKind::Cpu(_)))
+            .collect();
+        hp.nics = bases
+            .iter()
+            .copied()
+            .filter(|n| matches!(g[*n].kind, NodeKind::Nic(_)))
+            .collect();
+        let get = |hp: &HostPaths, a: NodeId, b: NodeId| -> Option<Path> {
+            let bi = *hp.base_idx.get(&b)?;
+            hp.paths[bi * n_local + li(a)].clone()
+        };
+        let set = |hp: &mut HostPaths, a: NodeId, b: NodeId, p: Path| {
+            let bi = hp.base_idx[&b];
+            hp.paths[bi * n_local + li(a)] = Some(p);
+        };
+        // The CPU with the fewest hops from a node (NCCL's local CPU).
+        let local_cpu = |hp: &HostPaths, n: NodeId| -> Option<NodeId> {
+            cpus.iter()
+                .copied()
+                .filter_map(|c| get(hp, n, c).map(|p| (p.hops(), c)))
+                .min_by_key(|(h, c)| (*h, c.index()))
+                .map(|(_, c)| c)
+        };
+
+        // 1. GPU pairs beyond the P2P level go through the destination's CPU.
+        let amd = cpus.iter().any(|c| {
+            matches!(&g[*c].kind, NodeKind::Cpu(cpu) if cpu.arch == CpuArch::X86_64 && cpu.vendor == CpuVendor::Amd)
+        });
+        let p2p_level = if amd && gpus.len() <= 2 {
+            PathType::Sys
+        } else {
+            PathType::Pxb
+        };
+        for &a in &gpus {
+            for &b in &gpus {
+                if a == b {
+                    continue;
+                }
+                let Some(p) = get(&hp, a, b) else { continue };
+                if p.kind <= p2p_level {
+                    continue;
+                }
+                if let Some(c) = local_cpu(&hp, b) {
+                    if let (Some(p1), Some(p2)) = (get(&hp, a, c), get(&hp, c, b)) {
+                        let kind = merge_via_cpu(p1.kind, p2.kind);
+                        set(&mut hp, a, b, p1.join(&p2, kind));
+                    }
+                }
+            }
+        }
+        // 2. Grace-style machines: GPU –C2C– CPU –PCIe– NIC is P2C.
+        for &gp in &gpus {
+            let Some(c) = local_cpu(&hp, gp) else {
+                continue;
+            };
+            let gc = get(&hp, gp, c).map(|p| p.kind);
+            for &n in &hp.nics.clone() {
+                let nc = get(&hp, n, c).map(|p| p.kind);
+                if gc == Some(PathType::C2c) && nc == Some(PathType::Phb) {
+                    for (x, y) in [(gp, n), (n, gp)] {
+                        if let Some(mut p) = get(&hp, x, y) {
+                            p.kind = p.kind.min(PathType::P2c);
+                            set(&mut hp, x, y, p);
+                        }
+                    }
+                }
+            }
+        }
+        // 3. PXN: reach a NIC through the NVLink peer that sits next to it.
+        let mut proxy: HashMap<(NodeId, NodeId), NodeId> = HashMap::new();
+        for &n in &hp.nics.clone() {
+            let Some(p) = local_gpu(&hp, &gpus, n, &get) else {
+                continue;
+            };
+            let Some(pn) = get(&hp, p, n) else { continue };
+            if pn.kind > PathType::Pxb {
+                continue;
+            }
+            for &gp in &gpus {
+                if gp == p {
+                    continue;
+                }
+                let (Some(gpp), Some(gn)) = (get(&hp, gp, p), get(&hp, gp, n)) else {
+                    continue;
+                };
+                if gpp.kind <= PathType::Nvl && (pn.bw_gbps > gn.bw_gbps || gn.kind > PathType::Pxn)
+                {
+                    set(&mut hp, gp, n, gpp.join(&pn, PathType::Pxn));
+                    proxy.insert((gp, n), p);
+                }
+            }
+        }
+        // 4. Without GPUDirect RDMA, GPU ↔ NIC traffic bounces through the GPU's CPU.
+        for &gp in &gpus {
+            for &n in &hp.nics.clone() {
+                let Some(p) = get(&hp, gp, n) else { continue };
+                if p.kind >= PathType::Phb {
+                    continue;
+                }
+                let via = proxy.get(&(gp, n)).copied().unwrap_or(gp);
+                let dist = if via == gp {
+                    p.kind
+                } else {
+                    get(&hp, via, n).map(|q| q.kind).unwrap_or(PathType::Sys)
+                };
+                let gdr_gpu = t.gpu(via).is_some_and(|x| x.gdr);
+                let gdr_nic = matches!(&g[n].kind, NodeKind::Nic(x) if x.gdr);
+                if gdr_gpu && gdr_nic && dist <= PathType::Pxb {
+                    continue;
+                }
+                let Some(c) = local_cpu(&hp, gp) else {
+                    continue;
+                };
+                for (x, y) in [(gp, n), (n, gp)] {
+                    if let (Some(p1), Some(p2)) = (get(&hp, x, c), get(&hp, c, y)) {
+                        let kind = merge_via_cpu(p1.kind, p2.kind);
+                        set(&mut hp, x, y, p1.join(&p2, kind));
+                    }
+                }
+            }
+        }
+        // The NIC each GPU sends through: best bandwidth, then best type; ties are spread by
+        // device index so GPUs sharing a switch use different NICs.
+        for &gp in &gpus {
+            let mut best: Vec<(NodeId, f64, PathType)> = Vec::new();
+            for &n in &hp.nics {
+                if let Some(p) = get(&hp, gp, n) {
+                    best.push((n, p.bw_gbps, p.kind));
+                }
+            }
+            let Some(max_bw) = best.iter().map(|b| b.1).reduce(f64::max) else {
+                continue;
+            };
+            best.retain(|b| b.1 >= max_bw - 1e-9);
+            let min_ty = best.iter().map(|b| b.2).min().expect("non-empty");
+            best.retain(|b| b.2 == min_ty);
+            let dev = t.gpu(gp).map(|x| x.dev).unwrap_or(0) as usize;
+            hp.local_nic.insert(gp, best[dev % best.len()].0);
+        }
+        hp
+    }
+
+    pub(super) fn get(&self, a: NodeId, b: NodeId, local: &[(u32, u32)]) -> Option<&Path> {
+        let bi = *self.base_idx.get(&b)?;
+        self.paths[bi * self.n_local + local[a.index()].1 as usize].as_ref()
+    }
+}
+
+/// The GPU closest to a NIC: best bandwidth, then best type, then first.
+fn local_gpu<F>(hp: &HostPaths, gpus: &[NodeId], nic: NodeId, get: &F) -> Option<NodeId>
+where
+    F: Fn(&HostPaths, NodeId, NodeId) -> Option<Path>,
+{
+    let mut best: Option<(NodeId, f64, PathType)> = None;
+    for &gp in gpus {
+        if let Some(p) = get(hp, gp, nic) {
+            let better = match best {
+                None => true,
+                Some((_, bw, ty)) => {
+                    p.bw_gbps > bw + 1e-9 || (p.bw_gbps >= bw - 1e-9 && p.kind < ty)
+                }
+            };
+            if better {
+                best = Some((gp, p.bw_gbps, p.kind));
+            }
+        }
+    }
+    best.map(|b| b.0)
+}
+
+/// Type of a path stitched at a CPU: PHB + C2C is P2C, otherwise the worse of the two.
+fn merge_via_cpu(a: PathType, b: PathType) -> PathType {
+    match (a, b) {
+        (PathType::C2c, PathType::Phb) | (PathType::Phb, PathType::C2c) => PathType::P2c,
+        _ => a.max(b),
+    }
+}

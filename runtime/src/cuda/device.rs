@@ -1,0 +1,213 @@
+//! Devices, peer access, raw device buffers and the NVRTC-compiled executor modules.
+
+use super::CudaError;
+use crate::types::DataType;
+use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaModule};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// True when the CUDA driver library can be loaded (false on machines without a GPU driver,
+/// such as CI). Call before anything else in this module: cudarc panics on a missing library.
+pub fn driver_present() -> bool {
+    // SAFETY: only probes dlopen.
+    unsafe { sys::is_culib_present() }
+}
+
+/// True when NVRTC can be loaded.
+pub fn nvrtc_present() -> bool {
+    // SAFETY: only probes dlopen.
+    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}
+
+pub(crate) fn drv(e: result::DriverError) -> CudaError {
+    CudaError::Driver(format!(
+        "{} ({})",
+        e.error_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        e.0 as i32
+    ))
+}
+
+/// A `cuMemAlloc` allocation (peer-accessible after `cuCtxEnablePeerAccess`, IPC-exportable),
+/// freed on drop.
+#[derive(Debug)]
+pub struct DevBuf {
+    ctx: Arc<CudaContext>,
+    pub ptr: u64,
+    pub bytes: usize,
+}
+
+impl DevBuf {
+    pub fn new(ctx: &Arc<CudaContext>, bytes: usize) -> Result<Self, CudaError> {
+        ctx.bind_to_thread().map_err(drv)?;
+        // Zero bytes would be an error for cuMemAlloc; keep a minimal allocation instead.
+        // SAFETY: plain allocation in the bound context.
+        let ptr = unsafe { result::malloc_sync(bytes.max(256)) }.map_err(drv)?;
+        Ok(Self {
+            ctx: ctx.clone(),
+            ptr,
+            bytes,
+        })
+    }
+
+    /// Synchronous memset to a byte value.
+    pub fn fill(&self, byte: u8) -> Result<(), CudaError> {
+        self.ctx.bind_to_thread().map_err(drv)?;
+        // SAFETY: the range is inside the allocation.
+        unsafe { sys::cuMemsetD8_v2(self.ptr, byte, self.bytes.max(256)) }
+            .result()
+            .map_err(drv)
+    }
+
+    pub fn upload(&self, data: &[u8]) -> Result<(), CudaError> {
+        assert!(data.len() <= self.bytes.max(256));
+        self.ctx.bind_to_thread().map_err(drv)?;
+        // SAFETY: host slice valid for its length; destination inside the allocation.
+        unsafe { sys::cuMemcpyHtoD_v2(self.ptr, data.as_ptr() as *const _, data.len()) }
+            .result()
+            .map_err(drv)
+    }
+
+    pub fn download(&self, out: &mut [u8]) -> Result<(), CudaError> {
+        assert!(out.len() <= self.bytes.max(256));
+        self.ctx.bind_to_thread().map_err(drv)?;
+        // SAFETY: as above.
+        unsafe { sys::cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut _, self.ptr, out.len()) }
+            .result()
+            .map_err(drv)
+    }
+
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+}
+
+impl Drop for DevBuf {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: allocated by malloc_sync in this context; freed once.
+            let _ = unsafe { result::free_sync(self.ptr) };
+        }
+    }
+}
+
+/// Opens `ordinals`, checks and enables peer access between every pair.
+pub fn open_devices(ordinals: &[usize]) -> Result<Vec<Arc<CudaContext>>, CudaError> {
+    if !driver_present() {
+        return Err(CudaError::NoDriver);
+    }
+    let n = CudaContext::device_count().map_err(drv)? as usize;
+    let mut ctxs = Vec::new();
+    for &o in ordinals {
+        if o >= n {
+            return Err(CudaError::Input(format!(
+                "GPU {o} requested but only {n} present"
+            )));
+        }
+        let c = CudaContext::new(o).map_err(drv)?;
+        // The runtime orders all work itself (schedules, events, device flags).
+        // SAFETY: called before any allocation through this context by us.
+        unsafe { c.disable_event_tracking() };
+        ctxs.push(c);
+    }
+    for a in &ctxs {
+        for b in &ctxs {
+            if a.ordinal() == b.ordinal() {
+                continue;
+            }
+            let mut can = 0i32;
+            // SAFETY: valid device handles.
+            unsafe { sys::cuDeviceCanAccessPeer(&mut can, a.cu_device(), b.cu_device()) }
+                .result()
+                .map_err(drv)?;
+            if can == 0 {
+                return Err(CudaError::NoPeerAccess(a.ordinal(), b.ordinal()));
+            }
+            a.bind_to_thread().map_err(drv)?;
+            // SAFETY: a is current; b a valid context.
+            match unsafe { sys::cuCtxEnablePeerAccess(b.cu_ctx(), 0) } {
+                sys::CUresult::CUDA_SUCCESS
+                | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {}
+                e => return Err(drv(result::DriverError(e))),
+            }
+        }
+    }
+    Ok(ctxs)
+}
+
+/// The executor's functions for one element type in one context.
+#[derive(Debug)]
+pub struct ExecModule {
+    _module: Arc<CudaModule>,
+    /// sum, prod, min, max
+    pub funcs: [CudaFunction; 4],
+    pub signal: CudaFunction,
+    pub wait: CudaFunction,
+}
+
+fn ptx_cache() -> &'static Mutex<HashMap<(DataType, String), Ptx>> {
+    static C: OnceLock<Mutex<HashMap<(DataType, String), Ptx>>> = OnceLock::new();
+    C.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn arch_name(major: i32, minor: i32) -> &'static str {
+    // NVRTC takes a 'static str; map the capabilities we expect, fall back to the oldest we need.
+    match (major, minor) {
+        (8, 0) => "compute_80",
+        (8, 6) => "compute_86",
+        (8, 9) => "compute_89",
+        (9, 0) => "compute_90",
+        (10, 0) => "compute_100",
+        (12, 0) => "compute_120",
+        _ => "compute_80",
+    }
+}
+
+/// Compiles (once per process and type/arch) and loads the executor for `dtype` into `ctx`.
+pub fn load_exec(ctx: &Arc<CudaContext>, dtype: DataType) -> Result<ExecModule, CudaError> {
+    if !nvrtc_present() {
+        return Err(CudaError::NoNvrtc);
+    }
+    let (maj, min) = ctx.compute_capability().map_err(drv)?;
+    let arch = arch_name(maj, min);
+    let tyname = serde_json::to_value(dtype)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let ptx = {
+        let mut cache = ptx_cache().lock().unwrap_or_else(|p| p.into_inner());
+        match cache.get(&(dtype, arch.to_string())) {
+            Some(p) => p.clone(),
+            None => {
+                let opts = CompileOptions {
+                    arch: Some(arch),
+                    name: Some("exec.cu".into()),
+                    options: kernels::type_options(&tyname)
+                        .ok_or_else(|| CudaError::Input(format!("no kernel for type {tyname}")))?,
+                    ..Default::default()
+                };
+                let p = compile_ptx_with_opts(kernels::EXEC_CU, opts)
+                    .map_err(|e| CudaError::Compile(format!("{e:?}")))?;
+                cache.insert((dtype, arch.to_string()), p.clone());
+                p
+            }
+        }
+    };
+    let module = ctx.load_module(ptx).map_err(drv)?;
+    let f = |name: &str| module.load_function(name).map_err(drv);
+    let funcs = [
+        f(kernels::EXEC_KERNELS[0])?,
+        f(kernels::EXEC_KERNELS[1])?,
+        f(kernels::EXEC_KERNELS[2])?,
+        f(kernels::EXEC_KERNELS[3])?,
+    ];
+    let (signal, wait) = (f("tp_signal")?, f("tp_wait")?);
+    Ok(ExecModule {
+        _module: module,
+        funcs,
+        signal,
+        wait,
+    })
+}

@@ -1,0 +1,482 @@
+//! `CudaGroup`: one process driving several GPUs with peer access. Each call enqueues one rank's
+//! part of a collective on the caller's stream for that rank; the host never waits for the GPU.
+//! Ranks are usually driven from one host thread each; cross-GPU ordering happens on the devices
+//! (flags in device memory), so the threads never talk to each other per call.
+
+use super::device::{drv, load_exec, open_devices, DevBuf, ExecModule};
+use super::lower::{lower, Barrier, Buf, ItemKind, LowerParams, Lowered, Operand};
+use super::CudaError;
+use crate::types::{DataType, ReduceOp};
+use cudarc::driver::{result, sys, CudaContext, DeviceRepr};
+use planner::schedule::{CollectiveKind, Schedule};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+
+/// Words in a rank's flag region (see `kernels/src/exec.cu` for the layout).
+const FLAG_WORDS: usize = 4096;
+/// Words where the copy-engine path keeps its cross-rank counters: `[from_rank]`.
+pub(crate) const CE_FLAGS: usize = 3072;
+const MAX_CTAS: u32 = 256;
+const BLOCK: u32 = 512;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct TpItem {
+    kind: u32,
+    nsrc: u32,
+    ndst: u32,
+    pad: u32,
+    n: u64,
+    src: [u64; 8],
+    dst: [u64; 2],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct TpPhase {
+    first: u32,
+    count: u32,
+    barrier: u32,
+    pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TpCtx {
+    base: [u64; 24],
+    flags: [u64; 8],
+    rank: u32,
+    nranks: u32,
+}
+// SAFETY: plain-old-data with the C layout the kernel declares.
+unsafe impl DeviceRepr for TpCtx {}
+
+impl TpCtx {
+    pub(crate) fn base_of(&self, rank: usize, buf: usize) -> u64 {
+        self.base[rank * 3 + buf]
+    }
+}
+
+fn enc(o: &Operand) -> u64 {
+    ((o.rank as u64) << 60) | ((o.buf as u64) << 56) | o.off
+}
+
+fn as_bytes<T: Copy>(v: &[T]) -> &[u8] {
+    // SAFETY: T is a repr(C) POD struct without padding surprises (all fields explicit).
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}
+
+/// A lowered plan uploaded for one rank.
+#[derive(Debug)]
+pub(crate) struct DevPlan {
+    phases: DevBuf,
+    nphases: u32,
+    items: DevBuf,
+    grid: u32,
+    pub(crate) lowered: Arc<Lowered>,
+}
+
+pub(crate) struct RankState {
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) sm_count: u32,
+    pub(crate) flags: DevBuf,
+    pub(crate) scratch: DevBuf,
+    modules: Mutex<HashMap<DataType, Arc<ExecModule>>>,
+    plans: Mutex<HashMap<PlanKey, Arc<DevPlan>>>,
+    pub(crate) ce: Mutex<super::ce::CeState>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct PlanKey {
+    sched: usize,
+    count: u64,
+    in_place: bool,
+    average: bool,
+    elem: usize,
+}
+
+/// One collective call: the schedule and every rank's buffers (device pointers).
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    pub schedule: &'a Arc<Schedule>,
+    /// Per-rank element count (nccl-tests' `count`; see `Collective::blocks`).
+    pub count: u64,
+    pub dtype: DataType,
+    pub op: ReduceOp,
+    pub inputs: &'a [u64],
+    pub outputs: &'a [u64],
+}
+
+/// Lowered plans by key; the schedule is kept alive so that its address stays unique.
+type LoweredCache = Mutex<HashMap<PlanKey, (Arc<Schedule>, Arc<Lowered>)>>;
+
+pub struct CudaGroup {
+    pub(crate) ranks: Vec<RankState>,
+    lowered: LoweredCache,
+    scratch_elems_cap_bytes: usize,
+}
+
+impl std::fmt::Debug for CudaGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaGroup({} GPUs)", self.ranks.len())
+    }
+}
+
+impl CudaGroup {
+    /// Opens the GPUs `ordinals` (rank i = `ordinals[i]`), enables peer access, allocates each
+    /// rank's flag region and scratch ring (`scratch_bytes`, default 64 MiB, or
+    /// `TOPOPLAN_SCRATCH_MB`).
+    pub fn new(ordinals: &[usize]) -> Result<Self, CudaError> {
+        if ordinals.is_empty() || ordinals.len() > 8 {
+            return Err(CudaError::Input(format!(
+                "{} GPUs: need 1 to 8",
+                ordinals.len()
+            )));
+        }
+        let scratch_bytes = std::env::var("TOPOPLAN_SCRATCH_MB")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(64)
+            << 20;
+        let ctxs = open_devices(ordinals)?;
+        let mut ranks = Vec::new();
+        for ctx in ctxs {
+            let flags = DevBuf::new(&ctx, FLAG_WORDS * 8)?;
+            flags.fill(0)?;
+            let scratch = DevBuf::new(&ctx, scratch_bytes)?;
+            let sm_count = ctx
+                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                .map_err(drv)? as u32;
+            let ce = super::ce::CeState::new(&ctx, ordinals.len())?;
+            ranks.push(RankState {
+                ctx,
+                sm_count,
+                flags,
+                scratch,
+                modules: Mutex::new(HashMap::new()),
+                plans: Mutex::new(HashMap::new()),
+                ce: Mutex::new(ce),
+            });
+        }
+        Ok(Self {
+            ranks,
+            lowered: Mutex::new(HashMap::new()),
+            scratch_elems_cap_bytes: scratch_bytes,
+        })
+    }
+
+    pub fn nranks(&self) -> usize {
+        self.ranks.len()
+    }
+
+    pub fn context(&self, rank: usize) -> &Arc<CudaContext> {
+        &self.ranks[rank].ctx
+    }
+
+    /// Compiles and loads the kernels for `dtype` on every GPU now (otherwise the first call
+    /// of that type does it).
+    pub fn prepare(&self, dtype: DataType) -> Result<(), CudaError> {
+        for r in 0..self.ranks.len() {
+            self.module(r, dtype)?;
+        }
+        Ok(())
+    }
+
+    fn module(&self, rank: usize, dtype: DataType) -> Result<Arc<ExecModule>, CudaError> {
+        let st = &self.ranks[rank];
+        let mut m = st.modules.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(x) = m.get(&dtype) {
+            return Ok(x.clone());
+        }
+        let x = Arc::new(load_exec(&st.ctx, dtype)?);
+        m.insert(dtype, x.clone());
+        Ok(x)
+    }
+
+    fn in_place(&self, req: &Request) -> Result<bool, CudaError> {
+        let kind = req.schedule.collective.kind;
+        let bytes = req.count * req.dtype.size() as u64;
+        let aliased = |r: usize| match kind {
+            CollectiveKind::AllGather => req.inputs[r] == req.outputs[r] + r as u64 * bytes,
+            CollectiveKind::ReduceScatter => req.outputs[r] == req.inputs[r] + r as u64 * bytes,
+            _ => req.inputs[r] == req.outputs[r],
+        };
+        let n = self.ranks.len();
+        let flags: Vec<bool> = (0..n).map(aliased).collect();
+        if flags.iter().all(|&f| f) {
+            Ok(true)
+        } else if flags.iter().all(|&f| !f) {
+            Ok(false)
+        } else {
+            Err(CudaError::Input(
+                "some ranks call in place and some do not".into(),
+            ))
+        }
+    }
+
+    /// The lowered plan for this request (cached per schedule, count and aliasing).
+    pub fn lowered(&self, req: &Request) -> Result<Arc<Lowered>, CudaError> {
+        let key = self.key(req)?;
+        self.lowered_for(req, key)
+    }
+
+    fn key(&self, req: &Request) -> Result<PlanKey, CudaError> {
+        if req.schedule.nranks as usize != self.ranks.len() {
+            return Err(CudaError::Input(format!(
+                "schedule is for {} ranks, group has {}",
+                req.schedule.nranks,
+                self.ranks.len()
+            )));
+        }
+        if req.inputs.len() != self.ranks.len() || req.outputs.len() != self.ranks.len() {
+            return Err(CudaError::Input(
+                "one input and one output pointer per rank".into(),
+            ));
+        }
+        Ok(PlanKey {
+            sched: Arc::as_ptr(req.schedule) as usize,
+            count: req.count,
+            in_place: self.in_place(req)?,
+            average: req.op == ReduceOp::Avg,
+            elem: req.dtype.size(),
+        })
+    }
+
+    fn lowered_for(&self, req: &Request, key: PlanKey) -> Result<Arc<Lowered>, CudaError> {
+        let mut cache = self.lowered.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, l)) = cache.get(&key) {
+            return Ok(l.clone());
+        }
+        let l = Arc::new(
+            lower(
+                req.schedule,
+                LowerParams {
+                    count: req.count,
+                    in_place: key.in_place,
+                    average: key.average,
+                    scratch_cap: (self.scratch_elems_cap_bytes / req.dtype.size()) as u64,
+                    flatten_loops: true,
+                    elide_copies: std::env::var("TOPOPLAN_NO_ELIDE").is_err(),
+                    ce_push: std::env::var("TOPOPLAN_CE_PULL").is_err(),
+                },
+            )
+            .map_err(|e| CudaError::Lower(e.to_string()))?,
+        );
+        cache.insert(key, (req.schedule.clone(), l.clone()));
+        Ok(l)
+    }
+
+    fn plan(&self, rank: usize, req: &Request, key: PlanKey) -> Result<Arc<DevPlan>, CudaError> {
+        let st = &self.ranks[rank];
+        {
+            let plans = st.plans.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(p) = plans.get(&key) {
+                return Ok(p.clone());
+            }
+        }
+        let l = self.lowered_for(req, key)?;
+        let mut phases = Vec::new();
+        let mut items = Vec::new();
+        for ph in 1..l.nphases() {
+            let first = items.len() as u32;
+            for it in l
+                .items
+                .iter()
+                .filter(|i| i.phase == ph && i.exec as usize == rank)
+            {
+                let mut src = [0u64; 8];
+                let mut dst = [0u64; 2];
+                if it.srcs.len() > 8 || it.dsts.len() > 2 {
+                    return Err(CudaError::Lower("item with too many operands".into()));
+                }
+                for (k, s) in it.srcs.iter().enumerate() {
+                    src[k] = enc(s);
+                }
+                for (k, d) in it.dsts.iter().enumerate() {
+                    dst[k] = enc(d);
+                }
+                items.push(TpItem {
+                    kind: if it.kind == ItemKind::Scale { 1 } else { 0 },
+                    nsrc: it.srcs.len() as u32,
+                    ndst: it.dsts.len() as u32,
+                    pad: 0,
+                    n: it.n,
+                    src,
+                    dst,
+                });
+            }
+            phases.push(TpPhase {
+                first,
+                count: items.len() as u32 - first,
+                barrier: l.barriers[ph as usize] as u32,
+                pad: 0,
+            });
+        }
+        if l.end_barrier != Barrier::None {
+            phases.push(TpPhase {
+                first: items.len() as u32,
+                count: 0,
+                barrier: l.end_barrier as u32,
+                pad: 0,
+            });
+        }
+        let min_sm = self.ranks.iter().map(|r| r.sm_count).min().unwrap_or(1);
+        let bytes = l.max_item() * key.elem as u64;
+        let grid = match std::env::var("TOPOPLAN_CTAS")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+        {
+            Some(g) => g,
+            None => bytes.div_ceil(32 << 10) as u32,
+        }
+        .clamp(1, min_sm.min(MAX_CTAS));
+        let pbuf = DevBuf::new(&st.ctx, std::mem::size_of_val(phases.as_slice()))?;
+        pbuf.upload(as_bytes(&phases))?;
+        let ibuf = DevBuf::new(&st.ctx, std::mem::size_of_val(items.as_slice()))?;
+        ibuf.upload(as_bytes(&items))?;
+        let p = Arc::new(DevPlan {
+            phases: pbuf,
+            nphases: phases.len() as u32,
+            items: ibuf,
+            grid,
+            lowered: l,
+        });
+        st.plans
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, p.clone());
+        Ok(p)
+    }
+
+    pub(crate) fn tp_ctx(&self, rank: usize, req: &Request) -> TpCtx {
+        let mut base = [0u64; 24];
+        let mut flags = [0u64; 8];
+        for (r, st) in self.ranks.iter().enumerate() {
+            base[r * 3 + Buf::Input as usize] = req.inputs[r];
+            base[r * 3 + Buf::Output as usize] = req.outputs[r];
+            base[r * 3 + Buf::Scratch as usize] = st.scratch.ptr;
+            flags[r] = st.flags.ptr;
+        }
+        TpCtx {
+            base,
+            flags,
+            rank: rank as u32,
+            nranks: self.ranks.len() as u32,
+        }
+    }
+
+    /// Enqueues rank `rank`'s part of the collective on `stream` (a stream of that rank's
+    /// context). Every rank must enqueue the same sequence of collectives.
+    pub fn enqueue(
+        &self,
+        rank: usize,
+        req: &Request,
+        stream: sys::CUstream,
+    ) -> Result<(), CudaError> {
+        if rank >= self.ranks.len() {
+            return Err(CudaError::Input(format!("rank {rank} out of range")));
+        }
+        let key = self.key(req)?;
+        if req.count == 0 {
+            return Ok(());
+        }
+        let module = self.module(rank, req.dtype)?;
+        let plan = self.plan(rank, req, key)?;
+        if plan.lowered.uses_copy_engine {
+            return super::ce::enqueue(self, rank, req, &plan.lowered, &module, stream);
+        }
+        let op_index = match req.op {
+            ReduceOp::Sum | ReduceOp::Avg => 0,
+            ReduceOp::Prod => 1,
+            ReduceOp::Min => 2,
+            ReduceOp::Max => 3,
+        };
+        let ctx = self.tp_ctx(rank, req);
+        launch_exec(
+            &self.ranks[rank].ctx,
+            &module.funcs[op_index],
+            plan.grid,
+            plan.phases.ptr,
+            plan.nphases,
+            plan.items.ptr,
+            &ctx,
+            stream,
+        )
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch_exec(
+    ctx: &Arc<CudaContext>,
+    f: &cudarc::driver::CudaFunction,
+    grid: u32,
+    phases: u64,
+    nphases: u32,
+    items: u64,
+    tctx: &TpCtx,
+    stream: sys::CUstream,
+) -> Result<(), CudaError> {
+    ctx.bind_to_thread().map_err(drv)?;
+    let mut phases = phases;
+    let mut nphases = nphases;
+    let mut items = items;
+    let mut c = *tctx;
+    let mut params: [*mut c_void; 4] = [
+        &mut phases as *mut u64 as *mut c_void,
+        &mut nphases as *mut u32 as *mut c_void,
+        &mut items as *mut u64 as *mut c_void,
+        &mut c as *mut TpCtx as *mut c_void,
+    ];
+    // SAFETY: argument types and order match the kernel's signature; pointers outlive the call
+    // (cuLaunchKernel copies the parameter values).
+    unsafe {
+        result::launch_kernel(
+            f.cu_function(),
+            (grid, 1, 1),
+            (BLOCK, 1, 1),
+            0,
+            stream,
+            &mut params,
+        )
+    }
+    .map_err(drv)
+}
+
+/// Builds a one-phase, barrier-free plan for local items (used by the copy-engine path).
+pub(crate) fn upload_local_plan(
+    ctx: &Arc<CudaContext>,
+    items: &[(ItemKind, Vec<Operand>, Vec<Operand>, u64)],
+) -> Result<(DevBuf, DevBuf), CudaError> {
+    let mut v = Vec::new();
+    for (kind, srcs, dsts, n) in items {
+        let mut src = [0u64; 8];
+        let mut dst = [0u64; 2];
+        for (k, s) in srcs.iter().enumerate() {
+            src[k] = enc(s);
+        }
+        for (k, d) in dsts.iter().enumerate() {
+            dst[k] = enc(d);
+        }
+        v.push(TpItem {
+            kind: if *kind == ItemKind::Scale { 1 } else { 0 },
+            nsrc: srcs.len() as u32,
+            ndst: dsts.len() as u32,
+            pad: 0,
+            n: *n,
+            src,
+            dst,
+        });
+    }
+    let ph = [TpPhase {
+        first: 0,
+        count: v.len() as u32,
+        barrier: 0,
+        pad: 0,
+    }];
+    let pbuf = DevBuf::new(ctx, std::mem::size_of_val(&ph))?;
+    pbuf.upload(as_bytes(&ph))?;
+    let ibuf = DevBuf::new(ctx, std::mem::size_of_val(v.as_slice()))?;
+    ibuf.upload(as_bytes(&v))?;
+    Ok((pbuf, ibuf))
+}

@@ -1,0 +1,499 @@
+//! The measurement harness behind `topoplan bench`: nccl-tests semantics (sizes, counts, algbw,
+//! busbw, out-of-place and in-place), our schedules and NCCL alternating on the same buffers,
+//! every element checked against `runtime::reference` when asked, device memory recorded.
+//!
+//! Timing follows nccl-tests with one thread per GPU (`-t`): each rank's thread enqueues `warmup`
+//! calls, meets the other threads, records an event, enqueues `iters` calls, records an event;
+//! the call's time is the slowest rank's elapsed time over `iters`. No host synchronisation
+//! happens between calls: cross-GPU ordering is on the devices.
+
+use super::device::drv;
+use super::group::{CudaGroup, Request};
+use super::nccl::NcclGroup;
+use super::schedules;
+use super::CudaError;
+use crate::reference::{buffer_lens, count_wrong, expected_bytes, random_input_bytes};
+use crate::types::{DataType, ReduceOp};
+use cudarc::driver::sys;
+use planner::schedule::{Collective, CollectiveKind, Schedule};
+use std::sync::{Arc, Barrier};
+
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    pub ordinals: Vec<usize>,
+    pub kind: CollectiveKind,
+    pub root: u32,
+    pub dtype: DataType,
+    pub op: ReduceOp,
+    pub algo: String,
+    /// nccl-tests sizes in bytes (all-gather / reduce-scatter: the whole gathered buffer).
+    pub sizes: Vec<u64>,
+    pub warmup: usize,
+    pub iters: usize,
+    pub check: bool,
+    pub vs_nccl: bool,
+    /// Timed repetitions per size; the median is reported.
+    pub runs: usize,
+    pub seed: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Cell {
+    pub time_us: f64,
+    pub algbw: f64,
+    pub busbw: f64,
+    /// -1 when not checked.
+    pub wrong: i64,
+    pub nccl_time_us: Option<f64>,
+    pub nccl_busbw: Option<f64>,
+    pub nccl_wrong: Option<i64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub size: u64,
+    pub count: u64,
+    pub algo: String,
+    pub oop: Cell,
+    pub ip: Cell,
+    /// Device memory taken by the first call of this size (bytes, max over ranks): ours, NCCL's.
+    pub mem_first_call: (i64, Option<i64>),
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct MemReport {
+    /// Free device memory (rank 0) before either library initialised, bytes.
+    pub free_before: u64,
+    /// Bytes taken by our init and NCCL's init (max over ranks).
+    pub ours_init: i64,
+    pub nccl_init: Option<i64>,
+}
+
+#[derive(Clone, Copy)]
+struct RawStream(sys::CUstream);
+// SAFETY: a CUstream handle may be used from any thread with its context bound.
+unsafe impl Send for RawStream {}
+unsafe impl Sync for RawStream {}
+
+impl RawStream {
+    fn get(self) -> sys::CUstream {
+        self.0
+    }
+}
+
+fn free_mem(g: &CudaGroup) -> Result<Vec<u64>, CudaError> {
+    (0..g.nranks())
+        .map(|r| {
+            g.context(r)
+                .mem_get_info()
+                .map(|(f, _)| f as u64)
+                .map_err(drv)
+        })
+        .collect()
+}
+
+fn max_drop(before: &[u64], after: &[u64]) -> i64 {
+    before
+        .iter()
+        .zip(after)
+        .map(|(b, a)| *b as i64 - *a as i64)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Per-rank element count and (input, output) element lengths for an nccl-tests size.
+pub fn geometry(kind: CollectiveKind, nranks: u32, size: u64, elem: u64) -> (u64, u64, u64) {
+    let total = size / elem;
+    let count = match kind {
+        CollectiveKind::AllGather | CollectiveKind::ReduceScatter => total / nranks as u64,
+        _ => total,
+    };
+    let (i, o) = buffer_lens(&coll_of(kind, 0), nranks, count as usize);
+    (count, i as u64, o as u64)
+}
+
+fn coll_of(kind: CollectiveKind, root: u32) -> Collective {
+    match kind {
+        CollectiveKind::Broadcast | CollectiveKind::Reduce => Collective::rooted(kind, root),
+        k => Collective::new(k),
+    }
+}
+
+struct Bufs {
+    inp: Vec<super::device::DevBuf>,
+    out: Vec<super::device::DevBuf>,
+}
+
+impl Bufs {
+    /// (inputs, outputs) pointers for a call, in place or not (NCCL's aliasing conventions).
+    fn ptrs(
+        &self,
+        kind: CollectiveKind,
+        count: u64,
+        elem: u64,
+        in_place: bool,
+    ) -> (Vec<u64>, Vec<u64>) {
+        let n = self.inp.len();
+        let mut i = Vec::new();
+        let mut o = Vec::new();
+        for r in 0..n {
+            let (ip, op) = (self.inp[r].ptr, self.out[r].ptr);
+            if !in_place {
+                i.push(ip);
+                o.push(op);
+                continue;
+            }
+            match kind {
+                CollectiveKind::AllGather => {
+                    i.push(op + r as u64 * count * elem);
+                    o.push(op);
+                }
+                CollectiveKind::ReduceScatter => {
+                    i.push(ip);
+                    o.push(ip + r as u64 * count * elem);
+                }
+                _ => {
+                    i.push(op);
+                    o.push(op);
+                }
+            }
+        }
+        (i, o)
+    }
+}
+
+enum Lib<'a> {
+    Ours(&'a CudaGroup, &'a Arc<Schedule>),
+    Nccl(&'a NcclGroup),
+}
+
+impl Lib<'_> {
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue(
+        &self,
+        rank: usize,
+        cfg: &BenchConfig,
+        count: u64,
+        i: &[u64],
+        o: &[u64],
+        s: sys::CUstream,
+    ) -> Result<(), CudaError> {
+        match self {
+            Lib::Ours(g, sched) => g.enqueue(
+                rank,
+                &Request {
+                    schedule: sched,
+                    count,
+                    dtype: cfg.dtype,
+                    op: cfg.op,
+                    inputs: i,
+                    outputs: o,
+                },
+                s,
+            ),
+            Lib::Nccl(n) => n.enqueue(
+                rank, cfg.kind, cfg.root, i[rank], o[rank], count, cfg.dtype, cfg.op, s,
+            ),
+        }
+    }
+
+    /// One call on every rank from this thread, then wait for it.
+    fn once(
+        &self,
+        g: &CudaGroup,
+        cfg: &BenchConfig,
+        count: u64,
+        i: &[u64],
+        o: &[u64],
+        streams: &[RawStream],
+    ) -> Result<(), CudaError> {
+        let nccl = matches!(self, Lib::Nccl(_));
+        if nccl {
+            cudarc::nccl::result::group_start()
+                .map_err(|e| CudaError::Nccl(format!("{:?}", e.0)))?;
+        }
+        for (r, s) in streams.iter().enumerate() {
+            self.enqueue(r, cfg, count, i, o, s.0)?;
+        }
+        if nccl {
+            cudarc::nccl::result::group_end().map_err(|e| CudaError::Nccl(format!("{:?}", e.0)))?;
+        }
+        for (r, s) in streams.iter().enumerate() {
+            g.context(r).bind_to_thread().map_err(drv)?;
+            // SAFETY: stream of that context.
+            unsafe { sys::cuStreamSynchronize(s.0) }
+                .result()
+                .map_err(drv)?;
+        }
+        Ok(())
+    }
+
+    /// Timed: one thread per rank; returns the slowest rank's microseconds per call.
+    fn time(
+        &self,
+        g: &CudaGroup,
+        cfg: &BenchConfig,
+        count: u64,
+        i: &[u64],
+        o: &[u64],
+        streams: &[RawStream],
+    ) -> Result<f64, CudaError> {
+        let n = streams.len();
+        let bar = Barrier::new(n);
+        let results: Vec<Result<f64, CudaError>> = std::thread::scope(|sc| {
+            let hs: Vec<_> = (0..n)
+                .map(|r| {
+                    let bar = &bar;
+                    let s = streams[r];
+                    sc.spawn(move || -> Result<f64, CudaError> {
+                        let s = s.get();
+                        let ctx = g.context(r);
+                        ctx.bind_to_thread().map_err(drv)?;
+                        for _ in 0..cfg.warmup {
+                            self.enqueue(r, cfg, count, i, o, s)?;
+                        }
+                        let (mut e0, mut e1): (sys::CUevent, sys::CUevent) =
+                            (std::ptr::null_mut(), std::ptr::null_mut());
+                        // SAFETY: out-pointers valid; default flags (timing enabled).
+                        unsafe {
+                            sys::cuEventCreate(&mut e0, 0).result().map_err(drv)?;
+                            sys::cuEventCreate(&mut e1, 0).result().map_err(drv)?;
+                            sys::cuStreamSynchronize(s).result().map_err(drv)?;
+                        }
+                        bar.wait();
+                        // SAFETY: events and stream of this context.
+                        unsafe { sys::cuEventRecord(e0, s) }.result().map_err(drv)?;
+                        for _ in 0..cfg.iters {
+                            self.enqueue(r, cfg, count, i, o, s)?;
+                        }
+                        let mut ms = 0f32;
+                        // SAFETY: as above.
+                        unsafe {
+                            sys::cuEventRecord(e1, s).result().map_err(drv)?;
+                            sys::cuEventSynchronize(e1).result().map_err(drv)?;
+                            sys::cuEventElapsedTime_v2(&mut ms, e0, e1)
+                                .result()
+                                .map_err(drv)?;
+                            sys::cuEventDestroy_v2(e0).result().map_err(drv)?;
+                            sys::cuEventDestroy_v2(e1).result().map_err(drv)?;
+                        }
+                        Ok(ms as f64 * 1000.0 / cfg.iters.max(1) as f64)
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(CudaError::Input("bench thread panicked".into())))
+                })
+                .collect()
+        });
+        let mut worst = 0f64;
+        for r in results {
+            worst = worst.max(r?);
+        }
+        Ok(worst)
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() {
+        0.0
+    } else {
+        v[v.len() / 2]
+    }
+}
+
+/// Fills inputs with the reference's random data (poisoning outputs), returns the host inputs.
+fn fill(
+    bufs: &Bufs,
+    cfg: &BenchConfig,
+    count: u64,
+    in_place: bool,
+    seed: u64,
+) -> Result<Vec<Vec<u8>>, CudaError> {
+    let n = bufs.inp.len();
+    let elem = cfg.dtype.size() as u64;
+    let (il, _) = buffer_lens(&coll_of(cfg.kind, cfg.root), n as u32, count as usize);
+    let mut hosts = Vec::new();
+    for r in 0..n {
+        let data = random_input_bytes(cfg.dtype, seed, r as u32, il, cfg.op);
+        bufs.out[r].fill(0xFF)?; // NaN in every float type: an unwritten element cannot pass
+        let (iptrs, _) = bufs.ptrs(cfg.kind, count, elem, in_place);
+        let ctx = bufs.inp[r].context();
+        ctx.bind_to_thread().map_err(drv)?;
+        // SAFETY: destination lies in this rank's buffers (sized for the largest size).
+        unsafe { sys::cuMemcpyHtoD_v2(iptrs[r], data.as_ptr() as *const _, data.len()) }
+            .result()
+            .map_err(drv)?;
+        hosts.push(data);
+    }
+    Ok(hosts)
+}
+
+fn check(
+    bufs: &Bufs,
+    cfg: &BenchConfig,
+    count: u64,
+    in_place: bool,
+    inputs: &[Vec<u8>],
+) -> Result<i64, CudaError> {
+    let n = bufs.inp.len();
+    let elem = cfg.dtype.size() as u64;
+    let coll = coll_of(cfg.kind, cfg.root);
+    let want = expected_bytes(cfg.dtype, &coll, cfg.op, count as usize, inputs);
+    let (_, optrs) = bufs.ptrs(cfg.kind, count, elem, in_place);
+    let mut wrong = 0i64;
+    for r in 0..n {
+        let Some(w) = &want[r] else { continue };
+        let mut got = vec![0u8; w.len()];
+        let ctx = bufs.out[r].context();
+        ctx.bind_to_thread().map_err(drv)?;
+        // SAFETY: source lies in this rank's buffers.
+        unsafe { sys::cuMemcpyDtoH_v2(got.as_mut_ptr() as *mut _, optrs[r], got.len()) }
+            .result()
+            .map_err(drv)?;
+        wrong += count_wrong(cfg.dtype, &got, w, 0.0) as i64;
+    }
+    Ok(wrong)
+}
+
+/// Runs the benchmark; `on_row` sees each size's row as soon as it is measured.
+pub fn run(
+    cfg: &BenchConfig,
+    mut on_row: impl FnMut(&Row),
+) -> Result<(Vec<Row>, MemReport), CudaError> {
+    let n = cfg.ordinals.len() as u32;
+    let elem = cfg.dtype.size() as u64;
+    // Contexts first (so that "before" excludes the CUDA context itself), then our init.
+    let ctxs = super::device::open_devices(&cfg.ordinals)?;
+    let before: Vec<u64> = ctxs
+        .iter()
+        .map(|c| c.mem_get_info().map(|(f, _)| f as u64).map_err(drv))
+        .collect::<Result<_, _>>()?;
+    let g = CudaGroup::new(&cfg.ordinals)?;
+    g.prepare(cfg.dtype)?;
+    let after_ours = free_mem(&g)?;
+    let mut mem = MemReport {
+        free_before: before[0],
+        ours_init: max_drop(&before, &after_ours),
+        nccl_init: None,
+    };
+    let nccl = if cfg.vs_nccl {
+        let x = NcclGroup::new(&cfg.ordinals)?;
+        let after = free_mem(&g)?;
+        mem.nccl_init = Some(max_drop(&after_ours, &after));
+        Some(x)
+    } else {
+        None
+    };
+    let max_size = cfg.sizes.iter().copied().max().unwrap_or(0);
+    let (_, max_in, max_out) = geometry(cfg.kind, n, max_size, elem);
+    let mut bufs = Bufs {
+        inp: Vec::new(),
+        out: Vec::new(),
+    };
+    for r in 0..n as usize {
+        bufs.inp.push(super::device::DevBuf::new(
+            g.context(r),
+            (max_in * elem) as usize,
+        )?);
+        bufs.out.push(super::device::DevBuf::new(
+            g.context(r),
+            (max_out * elem) as usize,
+        )?);
+    }
+    let mut streams = Vec::new();
+    for r in 0..n as usize {
+        g.context(r).bind_to_thread().map_err(drv)?;
+        let mut s: sys::CUstream = std::ptr::null_mut();
+        // SAFETY: out-pointer valid.
+        unsafe { sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) }
+            .result()
+            .map_err(drv)?;
+        streams.push(RawStream(s));
+    }
+    let mut rows = Vec::new();
+    let coll = coll_of(cfg.kind, cfg.root);
+    for (si, &size) in cfg.sizes.iter().enumerate() {
+        let (count, _, _) = geometry(cfg.kind, n, size, elem);
+        let (algo, sched) = schedules::pick(&coll, n, count * elem, &cfg.algo)
+            .map_err(|e| CudaError::Input(e.to_string()))?;
+        let sched = Arc::new(sched);
+        let ours = Lib::Ours(&g, &sched);
+        let mut row = Row {
+            size,
+            count: count * (size / elem / count.max(1)).max(1),
+            algo,
+            oop: Cell::default(),
+            ip: Cell::default(),
+            mem_first_call: (0, None),
+        };
+        row.count = size / elem;
+        for in_place in [false, true] {
+            let (ip, op) = bufs.ptrs(cfg.kind, count, elem, in_place);
+            let mut cell = Cell {
+                wrong: -1,
+                ..Default::default()
+            };
+            // Correctness (also the first call of this size: memory measured around it).
+            let seed = cfg.seed ^ ((si as u64) << 8) ^ in_place as u64;
+            let inputs = fill(&bufs, cfg, count, in_place, seed)?;
+            let m0 = free_mem(&g)?;
+            ours.once(&g, cfg, count, &ip, &op, &streams)?;
+            if !in_place {
+                row.mem_first_call.0 = max_drop(&m0, &free_mem(&g)?);
+            }
+            if cfg.check {
+                cell.wrong = check(&bufs, cfg, count, in_place, &inputs)?;
+            }
+            if let Some(nc) = &nccl {
+                let inputs = fill(&bufs, cfg, count, in_place, seed)?;
+                let m0 = free_mem(&g)?;
+                Lib::Nccl(nc).once(&g, cfg, count, &ip, &op, &streams)?;
+                if !in_place {
+                    row.mem_first_call.1 = Some(max_drop(&m0, &free_mem(&g)?));
+                }
+                if cfg.check {
+                    cell.nccl_wrong = Some(check(&bufs, cfg, count, in_place, &inputs)?);
+                }
+            }
+            // Timing, alternating ours and NCCL's.
+            let mut ts = Vec::new();
+            let mut tn = Vec::new();
+            for _ in 0..cfg.runs.max(1) {
+                ts.push(ours.time(&g, cfg, count, &ip, &op, &streams)?);
+                if let Some(nc) = &nccl {
+                    tn.push(Lib::Nccl(nc).time(&g, cfg, count, &ip, &op, &streams)?);
+                }
+            }
+            let factor = cfg.kind.busbw_factor(n);
+            cell.time_us = median(ts);
+            cell.algbw = size as f64 / cell.time_us / 1e3;
+            cell.busbw = cell.algbw * factor;
+            if nccl.is_some() {
+                let t = median(tn);
+                cell.nccl_time_us = Some(t);
+                cell.nccl_busbw = Some(size as f64 / t / 1e3 * factor);
+            }
+            if in_place {
+                row.ip = cell;
+            } else {
+                row.oop = cell;
+            }
+        }
+        on_row(&row);
+        rows.push(row);
+    }
+    for (r, s) in streams.iter().enumerate() {
+        g.context(r).bind_to_thread().map_err(drv)?;
+        // SAFETY: created above, destroyed once, after all work on it finished.
+        unsafe {
+            let _ = sys::cuStreamSynchronize(s.0);
+            let _ = sys::cuStreamDestroy_v2(s.0);
+        }
+    }
+    drop(nccl);
+    Ok((rows, mem))
+}

@@ -1,0 +1,41 @@
+//! The CUDA backend: executes planner schedules on NVIDIA GPUs (see `docs/cuda.md`).
+//!
+//! - [`lower`]: schedule → phases of work items with the barriers they need (pure, CPU-tested);
+//! - [`group::CudaGroup`]: one process driving several GPUs with peer access; the SM path runs a
+//!   whole collective as one kernel per GPU (`kernels/src/exec.cu`), the copy-engine path
+//!   ([`ce`]) overlaps peer copies with reduce kernels;
+//! - [`device`]: contexts, peer access, `cuMemAlloc` buffers, NVRTC compilation;
+//! - [`nccl`]: NCCL loaded through cudarc, the baseline `topoplan bench --vs-nccl` compares with;
+//!
+//! Everything that touches the driver first checks [`device::driver_present`], so machines
+//! without a GPU get an error (or a test skip), never a panic.
+
+pub mod ce;
+pub mod device;
+pub mod group;
+pub mod harness;
+pub mod lower;
+pub mod nccl;
+pub mod schedules;
+
+pub use group::{CudaGroup, Request};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CudaError {
+    #[error("no CUDA driver library (libcuda.so) on this machine")]
+    NoDriver,
+    #[error("no NVRTC library (libnvrtc.so.13) on this machine")]
+    NoNvrtc,
+    #[error("GPU {0} cannot access GPU {1} directly (peer access unsupported)")]
+    NoPeerAccess(usize, usize),
+    #[error("CUDA driver error: {0}")]
+    Driver(String),
+    #[error("NVRTC compile failed: {0}")]
+    Compile(String),
+    #[error("cannot lower the schedule: {0}")]
+    Lower(String),
+    #[error("NCCL: {0}")]
+    Nccl(String),
+    #[error("{0}")]
+    Input(String),
+}

@@ -1,0 +1,82 @@
+//! Which planner schedule the CUDA backend runs for a collective and size. The runtime never
+//! invents an algorithm: it picks among the planner's builders (`planner::schedule::build`), by
+//! size for GPU pairs joined by NVLink, or as `TOPOPLAN_ALGO` / `--algo` says.
+
+use planner::schedule::build;
+use planner::schedule::{Collective, CollectiveKind, Protocol, Schedule, Transport};
+
+/// Algorithms `topoplan bench --algo` and `TOPOPLAN_ALGO` accept.
+pub const ALGOS: [&str; 6] = ["auto", "one-shot", "two-shot", "ring", "tree", "ce"];
+
+/// Bytes per copy-engine pipeline chunk: large enough for the copy engines to run near their
+/// ceiling (384 GB/s both ways at 64 MiB, 302 at 4 MiB), small enough to overlap the reduce.
+const CE_CHUNK_BYTES: u64 = 16 << 20;
+/// From this size (bytes per rank) `auto` uses the copy-engine pipeline for 2-rank all-reduce.
+const CE_FROM_BYTES: u64 = 256 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PickError {
+    #[error("unknown algorithm `{0}` (one of: auto, one-shot, two-shot, ring, tree, ce)")]
+    Unknown(String),
+    #[error("{0}")]
+    Build(String),
+}
+
+/// The name `auto` resolves to for this collective, rank count and per-rank byte size.
+pub fn auto_algo(kind: CollectiveKind, nranks: u32, bytes: u64) -> &'static str {
+    match kind {
+        CollectiveKind::AllReduce if nranks == 2 && bytes >= CE_FROM_BYTES => "ce",
+        _ => "one-shot",
+    }
+}
+
+/// Builds the schedule for `coll` on `nranks` ranks with algorithm `algo` (see [`ALGOS`]).
+pub fn pick(
+    coll: &Collective,
+    nranks: u32,
+    bytes: u64,
+    algo: &str,
+) -> Result<(String, Schedule), PickError> {
+    let name = if algo == "auto" {
+        auto_algo(coll.kind, nranks, bytes)
+    } else {
+        algo
+    };
+    let err = |e: planner::schedule::ScheduleError| PickError::Build(format!("{name}: {e}"));
+    let ring: Vec<u32> = (0..nranks).collect();
+    let s = match name {
+        "one-shot" => build::one_shot(coll, nranks, Protocol::Simple).map_err(err)?,
+        "two-shot" => build::two_shot(coll, nranks, Protocol::Simple).map_err(err)?,
+        "ring" => {
+            let mut s = build::ring(coll, &[ring], Protocol::Simple).map_err(err)?;
+            // One process, peer-mapped buffers: receivers load straight from the sender.
+            set_transport(&mut s, Transport::P2pLoad);
+            s
+        }
+        "tree" => {
+            let parent: Vec<Option<u32>> = (0..nranks)
+                .map(|r| if r == 0 { None } else { Some((r - 1) / 2) })
+                .collect();
+            let t = build::TreeChannel::from_parents(parent).map_err(err)?;
+            let mut s = build::tree(coll, &[t], Protocol::Simple).map_err(err)?;
+            set_transport(&mut s, Transport::P2pLoad);
+            s
+        }
+        "ce" => {
+            let chunks = bytes.div_ceil(CE_CHUNK_BYTES).clamp(1, 1024) as u32;
+            build::copy_engine_pipeline(coll, chunks).map_err(err)?
+        }
+        other => return Err(PickError::Unknown(other.to_string())),
+    };
+    Ok((name.to_string(), s))
+}
+
+fn set_transport(s: &mut Schedule, t: Transport) {
+    for r in &mut s.ranks {
+        for c in &mut r.channels {
+            for op in &mut c.ops {
+                op.transport = t;
+            }
+        }
+    }
+}

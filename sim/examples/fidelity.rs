@@ -1,0 +1,31 @@
+//! Prints the fidelity tables of docs/fidelity.md:
+//! `cargo run -p sim --example fidelity [DATA_DIR]` (default tests/data/measurements/h200x2).
+use planner::schedule::CollectiveKind;
+use sim::fidelity::*;
+
+fn main() {
+    let dir = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "tests/data/measurements/h200x2".into());
+    let topo = planner::topology::load_file(
+        std::path::Path::new("tests/data/topologies/h200x2-topo.xml"),
+        &Default::default(),
+    )
+    .expect("h200x2 topology")
+    .topology;
+    let cfg = sim::SimConfig::default();
+    for (kind, file) in [
+        (CollectiveKind::AllReduce, "all_reduce_g2.txt"),
+        (CollectiveKind::AllGather, "all_gather_g2.txt"),
+    ] {
+        let text = std::fs::read_to_string(format!("{dir}/{file}")).expect("measurement file");
+        let rows = compare(&topo, kind, &parse_nccl_tests(&text), &cfg).expect("simulates");
+        let worst = rows.iter().map(|r| r.error.abs()).fold(0.0, f64::max);
+        println!(
+            "### {} ({file}); worst |error| {:.1}%\n",
+            kind.name(),
+            worst * 100.0
+        );
+        println!("{}", markdown(&rows));
+    }
+}

@@ -1,0 +1,286 @@
+//! The aggregated (lockstep) model for symmetric schedules: rings at thousands of ranks.
+//!
+//! A schedule is *symmetric* when every (rank, channel) program has the same compact shape: the
+//! same number of ops, and op by op the same kind, repeat count, chunk count and transport (the
+//! peers and chunk indices may differ). Ring collectives are symmetric. In a symmetric pipeline
+//! every program performs its k-th op at the same time (lockstep): a ring's cycle time is set by
+//! its slowest stage, and slots keep faster stages from running ahead.
+//!
+//! For each compact op the model gathers the flows of *all* programs running it at once (one
+//! per (rank, channel)), shares every link max-min fairly among them exactly as the detailed
+//! engine would at that instant (`flows.rs`), and takes the slowest program's time:
+//! `T_op = max over programs of max(m·t_step, t_step + latency)` with `m` protocol steps of
+//! `t_step = step_bytes·wire/rate + step cost` — a program streams its `m` steps back to back,
+//! and the next op can begin only once the first step of this one has arrived downstream.
+//! The total is `launch + Σ_iterations Σ_ops repeat·T_op`. Work and memory are linear in
+//! ranks × channels × compact ops, independent of message size and of `repeat`.
+
+use crate::config::SimConfig;
+use crate::flows::{Allocator, Demand};
+use crate::net::Net;
+use crate::{LinkLoad, Mode, SimError, SimResult};
+use planner::schedule::*;
+use std::collections::HashMap;
+
+/// Why a schedule is not symmetric (the first difference found), or None.
+pub fn asymmetry(s: &Schedule) -> Option<String> {
+    let first = s.ranks.first()?.channels.first()?;
+    for rp in &s.ranks {
+        for (c, ch) in rp.channels.iter().enumerate() {
+            if ch.ops.len() != first.ops.len() {
+                return Some(format!(
+                    "rank {} channel {c} has {} ops, rank 0 channel 0 has {}",
+                    rp.rank,
+                    ch.ops.len(),
+                    first.ops.len()
+                ));
+            }
+            for (i, (a, b)) in ch.ops.iter().zip(&first.ops).enumerate() {
+                if a.kind != b.kind
+                    || a.repeat != b.repeat
+                    || a.transport != b.transport
+                    || a.chunk_count() != b.chunk_count()
+                    || a.peer_stride != 0
+                    || !a.deps.is_empty()
+                {
+                    return Some(format!(
+                        "rank {} channel {c} op {i} differs from rank 0 channel 0 op {i}",
+                        rp.rank
+                    ));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Light structural checks (the full `validate` expands `repeat` and is too slow at 8192 ranks).
+fn check(s: &Schedule) -> Result<(), SimError> {
+    if s.version != SCHEDULE_IR_VERSION {
+        return Err(SimError::Invalid(ScheduleError::Version(s.version)));
+    }
+    if s.nranks == 0
+        || s.ranks.len() != s.nranks as usize
+        || s.chunks_per_block == 0
+        || s.slots == 0
+    {
+        return Err(SimError::Invalid(ScheduleError::Shape(
+            "nranks, rank programs, chunks_per_block or slots are inconsistent".into(),
+        )));
+    }
+    for rp in &s.ranks {
+        if rp.channels.len() != s.channels as usize {
+            return Err(SimError::Invalid(ScheduleError::Shape(format!(
+                "rank {} has {} channel programs, schedule has {}",
+                rp.rank,
+                rp.channels.len(),
+                s.channels
+            ))));
+        }
+        for ch in &rp.channels {
+            for op in &ch.ops {
+                for p in [op.send_to, op.recv_from].into_iter().flatten() {
+                    if p >= s.nranks || p == rp.rank {
+                        return Err(SimError::Invalid(ScheduleError::Shape(format!(
+                            "rank {} names peer {p}",
+                            rp.rank
+                        ))));
+                    }
+                }
+                if op.kind.sends() != op.send_to.is_some()
+                    || op.kind.receives() != op.recv_from.is_some()
+                {
+                    return Err(SimError::Invalid(ScheduleError::Shape(format!(
+                        "rank {} has a {:?} op with missing or extra peers",
+                        rp.rank, op.kind
+                    ))));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+struct OpRates {
+    /// per program: (rate bytes/µs, latency µs, network route)
+    per_prog: Vec<(f64, f64, bool)>,
+    /// per program: resources and weights of its flow (for the load report)
+    res: Vec<Vec<(u32, f64)>>,
+}
+
+pub(crate) fn run(
+    topo: &planner::topology::Topology,
+    s: &Schedule,
+    bytes: u64,
+    cfg: &SimConfig,
+) -> Result<SimResult, SimError> {
+    check(s)?;
+    if let Some(why) = asymmetry(s) {
+        return Err(SimError::NotSymmetric(why));
+    }
+    let count = crate::count_for_bytes(s, bytes, cfg.elem_bytes);
+    let mut net = Net::new(topo, s.nranks, cfg.sm_link_efficiency)?;
+    let proto = cfg.proto(s.protocol);
+    let nprog = (s.nranks * s.channels) as usize;
+    let shape = &s.ranks[0].channels[0].ops;
+    let mut alloc = Allocator::default();
+    let mut rates = Vec::new();
+    let mut evaluations: u64 = 0;
+    // Rates depend only on the op's kind and peers; rings reuse one pattern for most ops.
+    let mut cache: HashMap<(OpKind, Transport, Vec<u32>), usize> = HashMap::new();
+    let mut patterns: Vec<OpRates> = Vec::new();
+    let mut op_pattern = Vec::with_capacity(shape.len());
+    let mut demands: Vec<Demand> = Vec::with_capacity(nprog);
+    for (i, op0) in shape.iter().enumerate() {
+        let peers: Vec<u32> = s
+            .ranks
+            .iter()
+            .flat_map(|rp| {
+                rp.channels
+                    .iter()
+                    .map(move |ch| ch.ops[i].send_to.unwrap_or(u32::MAX))
+            })
+            .collect();
+        let key = (op0.kind, op0.transport, peers);
+        if let Some(&p) = cache.get(&key) {
+            op_pattern.push(p);
+            continue;
+        }
+        demands.clear();
+        let mut meta = Vec::with_capacity(nprog);
+        let touches = cfg.local_touches(op0.kind);
+        for rp in &s.ranks {
+            for _ in 0..s.channels {
+                let mem = net.mem[rp.rank as usize];
+                let idx = demands.len();
+                let peer = key.2[idx];
+                if peer != u32::MAX {
+                    let ce = op0.transport == Transport::CopyEngine;
+                    let route = net.route(rp.rank, peer)?.clone();
+                    let wire = proto.wire_factor;
+                    let lw = if ce {
+                        cfg.sm_link_efficiency / cfg.ce_link_efficiency
+                    } else {
+                        1.0
+                    };
+                    let mut res: Vec<(u32, f64)> = route.res.iter().map(|&r| (r, lw)).collect();
+                    res.push((mem, touches as f64 / wire));
+                    res.push((net.mem[peer as usize], 1.0 / wire));
+                    if ce {
+                        res.push((net.ce[rp.rank as usize], 1.0));
+                    }
+                    demands.push(Demand {
+                        res,
+                        cap: if ce {
+                            f64::INFINITY
+                        } else {
+                            cfg.channel_caps(s).0
+                        },
+                    });
+                    meta.push((route.lat_us, route.network));
+                } else {
+                    demands.push(Demand {
+                        res: vec![(mem, touches as f64)],
+                        cap: cfg.channel_caps(s).1,
+                    });
+                    meta.push((0.0, false));
+                }
+            }
+        }
+        let caps: Vec<f64> = net.res.iter().map(|r| r.cap).collect();
+        alloc.allocate(&caps, |k| &demands[k], demands.len(), &mut rates);
+        evaluations += demands.len() as u64;
+        let per_prog = rates
+            .iter()
+            .zip(&meta)
+            .map(|(&r, &(lat, netw))| (r, lat, netw))
+            .collect();
+        let res = demands.iter().map(|d| d.res.clone()).collect();
+        patterns.push(OpRates { per_prog, res });
+        cache.insert(key, patterns.len() - 1);
+        op_pattern.push(patterns.len() - 1);
+    }
+    // Iteration classes: all full iterations are alike, the last may be partial.
+    let iters = s.loop_iterations(count);
+    let slice = |it: u64| -> u64 {
+        match s.loop_elems {
+            Some(l) if l > 0 => ((it + 1) * l).min(count) - (it * l).min(count),
+            _ => count,
+        }
+    };
+    let mut classes = vec![(iters - 1, slice(0))];
+    classes.push((1, slice(iters - 1)));
+    let mut total_us = cfg.launch_us;
+    let mut represented: u64 = 0;
+    let caps: Vec<f64> = net.res.iter().map(|r| r.cap).collect();
+    let mut load = vec![0.0; caps.len()];
+    for &(times, len) in &classes {
+        if times == 0 {
+            continue;
+        }
+        let chunk_elems = len.div_ceil(s.chunks_per_block as u64);
+        for (i, op) in shape.iter().enumerate() {
+            let payload = chunk_elems * op.chunk_count() as u64 * cfg.elem_bytes as u64;
+            let comm = op.kind.sends() || op.kind.receives();
+            let m = if comm {
+                payload
+                    .div_ceil(proto.step_bytes.max(1))
+                    .max(proto.min_steps_for(s) as u64)
+                    .min(payload.max(1))
+            } else {
+                1
+            };
+            let sub = payload as f64 / m as f64;
+            let pat = &patterns[op_pattern[i]];
+            let mut worst: f64 = 0.0;
+            for (k, &(rate, lat, netw)) in pat.per_prog.iter().enumerate() {
+                let sends = op.kind.sends();
+                let wire = if sends { proto.wire_factor } else { 1.0 };
+                let mut over = 0.0;
+                if sends {
+                    over += if op.transport == Transport::CopyEngine {
+                        cfg.ce_setup_us
+                    } else {
+                        proto.step_us
+                    };
+                    if netw {
+                        over += cfg.net_step_us;
+                    }
+                } else if op.kind.receives() {
+                    over += proto.step_us;
+                }
+                let moves = sends || cfg.local_touches(op.kind) > 0;
+                let t_step = if sub > 0.0 && moves {
+                    sub * wire / rate
+                } else {
+                    0.0
+                } + over;
+                let t = if sends {
+                    (m as f64 * t_step).max(t_step + lat + proto.hop_us)
+                } else {
+                    m as f64 * t_step
+                };
+                worst = worst.max(t);
+                let moved = payload as f64 * wire * (op.repeat as f64) * times as f64;
+                for &(r, w) in &pat.res[k] {
+                    load[r as usize] += moved * w;
+                }
+            }
+            total_us += worst * op.repeat as f64 * times as f64;
+            represented += m * op.repeat as u64 * times * nprog as u64;
+        }
+    }
+    let time_ps = (total_us * 1e6).round() as u64;
+    let names: Vec<String> = net.res.iter().map(|r| r.name.clone()).collect();
+    let links: Vec<LinkLoad> = crate::link_loads(&names, &caps, &load, total_us);
+    Ok(SimResult {
+        time_us: time_ps as f64 / 1e6,
+        time_ps,
+        events: evaluations,
+        represented_steps: 0,
+        mode: Mode::Aggregated,
+        links,
+        trace: None,
+    }
+    .with_represented(represented))
+}

@@ -1,0 +1,630 @@
+//! The detailed discrete-event engine. See `docs/sim.md` for the model; in short:
+//!
+//! - Every (rank, channel) program runs its expanded ops in order, once per loop iteration.
+//! - An op's message is cut into protocol *steps* (`ProtoParams::step_bytes` of payload) that
+//!   stream to the receiver one by one; the message holds one of the connection's `slots` from
+//!   its first step until the receiver has consumed its last (the IR's slot semantics).
+//! - A step starts when its program reached it, its deps completed (first step of an op), the
+//!   incoming step has arrived (receiving ops) and a slot is free at the peer (sending ops). It
+//!   then becomes one *flow* over the route's links, the GPU memories it reads and writes, and its
+//!   channel's throughput cap; flows share resources max-min fairly (`flows.rs`), recomputed
+//!   whenever a flow starts or ends.
+//! - When the flow ends the step pays its fixed cost (`step_us`, copy-engine setup, network
+//!   overhead); the data then arrives at the receiver after the route's latency, and the freed
+//!   slot's credit returns to the sender after the same latency.
+//!
+//! Time is integer picoseconds; events are ordered by (time, sequence number), so runs are
+//! bit-for-bit reproducible; the only randomness is the optional seeded jitter.
+
+use crate::config::SimConfig;
+use crate::flows::{Allocator, Demand};
+use crate::net::Net;
+use crate::trace::{Trace, TraceStep};
+use crate::{SimError, SimResult};
+use planner::schedule::*;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+const PS_PER_US: f64 = 1e6;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    StepDone(u32),
+    Arrive(u32),
+    Credit(u32),
+    FlowTick(u64),
+}
+
+struct Prog {
+    rank: u32,
+    ch: u32,
+    ops: Vec<Op>,
+    /// Per expanded op: (incoming connection, outgoing connection).
+    conns: Vec<(Option<u32>, Option<u32>)>,
+    /// Compact op index -> last expanded index (for deps).
+    last_copy: Vec<u32>,
+    total: u64,
+    pc: u64,
+    sub: u32,
+    nsub: u32,
+    payload: u64,
+    busy: bool,
+    step_start: u64,
+    finish: u64,
+}
+
+struct Conn {
+    route: u32,
+    from_prog: u32,
+    to_prog: u32,
+    arrived: u64,
+    recv_next: u64,
+    /// Messages whose first step the sender has started.
+    msgs_started: u64,
+    /// Messages the receiver has fully consumed (known to the sender).
+    credits: u64,
+}
+
+struct Flow {
+    prog: u32,
+    remaining: f64,
+    rate: f64,
+    demand: Demand,
+    overhead_ps: u64,
+}
+
+struct RouteInfo {
+    res: Vec<u32>,
+    lat_us: f64,
+    network: bool,
+}
+
+pub(crate) fn run(
+    topo: &planner::topology::Topology,
+    s: &Schedule,
+    bytes: u64,
+    cfg: &SimConfig,
+) -> Result<SimResult, SimError> {
+    Engine::new(topo, s, bytes, cfg)?.run()
+}
+
+struct Engine<'a> {
+    s: &'a Schedule,
+    cfg: &'a SimConfig,
+    count: u64,
+    iters: u64,
+    caps: Vec<f64>,
+    res_names: Vec<String>,
+    mem: Vec<u32>,
+    ce: Vec<u32>,
+    routes: Vec<RouteInfo>,
+    progs: Vec<Prog>,
+    /// programs by rank: first program index (channels are contiguous)
+    conns: Vec<Conn>,
+    flows: Vec<Option<Flow>>,
+    free_flows: Vec<u32>,
+    active: Vec<u32>,
+    alloc: Allocator,
+    rates: Vec<f64>,
+    heap: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    seq: u64,
+    now: u64,
+    dirty: bool,
+    tick_version: u64,
+    events: u64,
+    steps: u64,
+    load_bytes: Vec<f64>,
+    rng: u64,
+    trace: Option<Trace>,
+}
+
+impl<'a> Engine<'a> {
+    fn new(
+        topo: &planner::topology::Topology,
+        s: &'a Schedule,
+        bytes: u64,
+        cfg: &'a SimConfig,
+    ) -> Result<Self, SimError> {
+        let (inb, _) = s.collective.blocks(s.nranks);
+        // `bytes` is the nccl-tests size: the per-rank count follows from the input buffer.
+        let count = crate::count_for_bytes(s, bytes, cfg.elem_bytes);
+        let _ = inb;
+        let mut net = Net::new(topo, s.nranks, cfg.sm_link_efficiency)?;
+        let nch = s.channels;
+        let mut conn_ids: HashMap<(u32, u32, u32), u32> = HashMap::new();
+        let mut conns: Vec<Conn> = Vec::new();
+        let mut route_ids: HashMap<(u32, u32), u32> = HashMap::new();
+        let mut routes: Vec<RouteInfo> = Vec::new();
+        let mut progs = Vec::with_capacity((s.nranks * nch) as usize);
+        for r in 0..s.nranks {
+            for c in 0..nch {
+                let ops = s.expanded_ops(r, c);
+                let compact = &s.ranks[r as usize].channels[c as usize].ops;
+                let mut last_copy = Vec::with_capacity(compact.len());
+                let mut acc = 0u32;
+                for op in compact {
+                    acc += op.repeat.max(1);
+                    last_copy.push(acc - 1);
+                }
+                let me = progs.len() as u32;
+                let mut pc = Vec::with_capacity(ops.len());
+                for op in &ops {
+                    let mut conn = |from: u32, to: u32, sender: bool| -> Result<u32, SimError> {
+                        let key = (c, from, to);
+                        let id = match conn_ids.get(&key) {
+                            Some(&id) => id,
+                            None => {
+                                let rid = match route_ids.get(&(from, to)) {
+                                    Some(&x) => x,
+                                    None => {
+                                        let rt = net.route(from, to)?;
+                                        routes.push(RouteInfo {
+                                            res: rt.res.clone(),
+                                            lat_us: rt.lat_us,
+                                            network: rt.network,
+                                        });
+                                        route_ids.insert((from, to), routes.len() as u32 - 1);
+                                        routes.len() as u32 - 1
+                                    }
+                                };
+                                conns.push(Conn {
+                                    route: rid,
+                                    from_prog: u32::MAX,
+                                    to_prog: u32::MAX,
+                                    arrived: 0,
+                                    recv_next: 0,
+                                    msgs_started: 0,
+                                    credits: 0,
+                                });
+                                conn_ids.insert(key, conns.len() as u32 - 1);
+                                conns.len() as u32 - 1
+                            }
+                        };
+                        let cn = &mut conns[id as usize];
+                        if sender {
+                            cn.from_prog = me;
+                        } else {
+                            cn.to_prog = me;
+                        }
+                        Ok(id)
+                    };
+                    let i = match op.recv_from {
+                        Some(f) => Some(conn(f, r, false)?),
+                        None => None,
+                    };
+                    let o = match op.send_to {
+                        Some(t) => Some(conn(r, t, true)?),
+                        None => None,
+                    };
+                    pc.push((i, o));
+                }
+                let iters = s.loop_iterations(count);
+                progs.push(Prog {
+                    rank: r,
+                    ch: c,
+                    total: ops.len() as u64 * iters,
+                    ops,
+                    conns: pc,
+                    last_copy,
+                    pc: 0,
+                    sub: 0,
+                    nsub: 0,
+                    payload: 0,
+                    busy: false,
+                    step_start: 0,
+                    finish: 0,
+                });
+            }
+        }
+        // Every program's conns are known now; fix programs of conns never touched (unmatched
+        // conns are rejected by validate, so both ends exist).
+        let caps: Vec<f64> = net.res.iter().map(|r| r.cap).collect();
+        let res_names = net.res.iter().map(|r| r.name.clone()).collect();
+        let nres = caps.len();
+        Ok(Self {
+            s,
+            cfg,
+            count,
+            iters: s.loop_iterations(count),
+            caps,
+            res_names,
+            mem: net.mem.clone(),
+            ce: net.ce.clone(),
+            routes,
+            progs,
+            conns,
+            flows: Vec::new(),
+            free_flows: Vec::new(),
+            active: Vec::new(),
+            alloc: Allocator::default(),
+            rates: Vec::new(),
+            heap: BinaryHeap::new(),
+            seq: 0,
+            now: 0,
+            dirty: false,
+            tick_version: 0,
+            events: 0,
+            steps: 0,
+            load_bytes: vec![0.0; nres],
+            rng: cfg.seed ^ 0x9e37_79b9_7f4a_7c15,
+            trace: cfg.trace.then(Trace::default),
+        })
+    }
+
+    fn push(&mut self, t: u64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Reverse((t, self.seq, ev)));
+    }
+
+    fn jitter(&mut self) -> f64 {
+        if self.cfg.jitter <= 0.0 {
+            return 1.0;
+        }
+        // splitmix64
+        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        1.0 + self.cfg.jitter * (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Payload bytes of expanded op `e` in loop iteration `iter`.
+    fn op_payload(&self, op: &Op, iter: u64) -> u64 {
+        let Some(cr) = op.src.or(op.dst) else {
+            return 0;
+        };
+        let mut elems = 0;
+        for k in 0..cr.count {
+            let r = self.s.chunk_elems(self.count, iter, cr.chunk + k);
+            elems += r.end - r.start;
+        }
+        elems * self.cfg.elem_bytes as u64
+    }
+
+    fn run(mut self) -> Result<SimResult, SimError> {
+        let launch = (self.cfg.launch_us * PS_PER_US).round() as u64;
+        self.now = 0;
+        for p in 0..self.progs.len() as u32 {
+            self.prepare_op(p);
+        }
+        self.now = launch;
+        for p in 0..self.progs.len() as u32 {
+            self.try_start(p);
+        }
+        loop {
+            if self.dirty {
+                self.recompute();
+            }
+            let Some(Reverse((t, _, ev))) = self.heap.pop() else {
+                break;
+            };
+            if let Ev::FlowTick(v) = ev {
+                if v != self.tick_version {
+                    continue;
+                }
+            }
+            self.events += 1;
+            self.advance(t);
+            match ev {
+                Ev::FlowTick(_) => self.finish_flows(),
+                Ev::StepDone(p) => self.step_done(p),
+                Ev::Arrive(c) => {
+                    self.conns[c as usize].arrived += 1;
+                    let p = self.conns[c as usize].to_prog;
+                    self.try_start(p);
+                }
+                Ev::Credit(c) => {
+                    self.conns[c as usize].credits += 1;
+                    let p = self.conns[c as usize].from_prog;
+                    self.try_start(p);
+                }
+            }
+        }
+        if let Some(p) = self.progs.iter().find(|p| p.pc < p.total) {
+            return Err(SimError::Stuck {
+                rank: p.rank,
+                channel: p.ch,
+                op: (p.pc % p.ops.len().max(1) as u64) as u32,
+                time_us: self.now as f64 / PS_PER_US,
+            });
+        }
+        let end = self
+            .progs
+            .iter()
+            .map(|p| p.finish)
+            .max()
+            .unwrap_or(launch)
+            .max(launch);
+        let time_us = end as f64 / PS_PER_US;
+        let links = crate::link_loads(&self.res_names, &self.caps, &self.load_bytes, time_us);
+        let trace = self.trace.take().map(|mut t| {
+            t.resources = self.res_names.clone();
+            t
+        });
+        Ok(SimResult {
+            time_us,
+            time_ps: end,
+            events: self.events,
+            represented_steps: self.steps,
+            mode: crate::Mode::Detailed,
+            links,
+            trace,
+        })
+    }
+
+    /// Sets `nsub`/`payload` for the program's current op.
+    fn prepare_op(&mut self, p: u32) {
+        let pr = &self.progs[p as usize];
+        if pr.pc >= pr.total {
+            return;
+        }
+        let len = pr.ops.len() as u64;
+        let (iter, e) = (pr.pc / len, (pr.pc % len) as usize);
+        let op = pr.ops[e].clone();
+        let payload = self.op_payload(&op, iter);
+        let nsub = if op.kind.sends() || op.kind.receives() {
+            let pp = self.cfg.proto(self.s.protocol);
+            let steps = payload.div_ceil(pp.step_bytes.max(1));
+            steps
+                .max(pp.min_steps_for(self.s) as u64)
+                .min(payload.max(1)) as u32
+        } else {
+            1
+        };
+        let pr = &mut self.progs[p as usize];
+        pr.payload = payload;
+        pr.nsub = nsub;
+        pr.sub = 0;
+    }
+
+    fn try_start(&mut self, p: u32) {
+        let pr = &self.progs[p as usize];
+        if pr.busy || pr.pc >= pr.total {
+            return;
+        }
+        let len = pr.ops.len() as u64;
+        let (iter, e) = (pr.pc / len, (pr.pc % len) as usize);
+        let op = &pr.ops[e];
+        let (cin, cout) = pr.conns[e];
+        if pr.sub == 0 {
+            let first = (pr.rank * self.s.channels) as usize;
+            for d in &op.deps {
+                let other = &self.progs[first + d.channel as usize];
+                let need =
+                    iter * other.ops.len() as u64 + other.last_copy[d.index as usize] as u64 + 1;
+                if other.pc < need {
+                    return;
+                }
+            }
+        }
+        if let Some(ci) = cin {
+            let c = &self.conns[ci as usize];
+            if c.arrived <= c.recv_next {
+                return;
+            }
+        }
+        if let Some(co) = cout {
+            // A message holds one slot (IR semantics) from its first step until the receiver
+            // has consumed its last step; its steps stream without further slot checks.
+            let c = &self.conns[co as usize];
+            if pr.sub == 0 && c.msgs_started >= c.credits + self.s.slots as u64 {
+                return;
+            }
+        }
+        // Start the step.
+        if let Some(ci) = cin {
+            self.conns[ci as usize].recv_next += 1;
+        }
+        if let Some(co) = cout {
+            if pr.sub == 0 {
+                self.conns[co as usize].msgs_started += 1;
+            }
+        }
+        let pr = &self.progs[p as usize];
+        let op = pr.ops[e].clone();
+        let (sub, nsub, payload, rank) = (pr.sub, pr.nsub, pr.payload, pr.rank);
+        let bytes = payload / nsub as u64 + u64::from((sub as u64) < payload % nsub as u64);
+        let proto = self.cfg.proto(self.s.protocol);
+        let mut overhead_us = 0.0;
+        let mut demand = Demand {
+            res: Vec::new(),
+            cap: f64::INFINITY,
+        };
+        let mem = self.mem[rank as usize];
+        let local_touches = self.cfg.local_touches(op.kind);
+        let volume;
+        if let Some(co) = cout {
+            let wire = proto.wire_factor;
+            volume = bytes as f64 * wire;
+            let route = &self.routes[self.conns[co as usize].route as usize];
+            let peer = op.send_to.expect("sending op has a peer");
+            let ce = op.transport == Transport::CopyEngine;
+            let link_w = if ce {
+                self.cfg.sm_link_efficiency / self.cfg.ce_link_efficiency
+            } else {
+                1.0
+            };
+            demand.res.extend(route.res.iter().map(|&r| (r, link_w)));
+            demand.res.push((mem, local_touches as f64 / wire));
+            demand.res.push((self.mem[peer as usize], 1.0 / wire));
+            if ce {
+                demand.res.push((self.ce[rank as usize], 1.0));
+                overhead_us += self.cfg.ce_setup_us;
+            } else {
+                demand.cap = self.cfg.channel_caps(self.s).0;
+                overhead_us += proto.step_us;
+            }
+            if route.network {
+                overhead_us += self.cfg.net_step_us;
+            }
+        } else {
+            volume = if local_touches > 0 { bytes as f64 } else { 0.0 };
+            demand.res.push((mem, local_touches as f64));
+            demand.cap = self.cfg.channel_caps(self.s).1;
+            if cin.is_some() {
+                overhead_us += proto.step_us;
+            }
+        }
+        let overhead_ps = (overhead_us * self.jitter() * PS_PER_US).round() as u64;
+        let now = self.now;
+        let pr = &mut self.progs[p as usize];
+        pr.busy = true;
+        pr.step_start = now;
+        if volume <= 0.0 {
+            self.push(now + overhead_ps, Ev::StepDone(p));
+            return;
+        }
+        let flow = Flow {
+            prog: p,
+            remaining: volume,
+            rate: 0.0,
+            demand,
+            overhead_ps,
+        };
+        let id = match self.free_flows.pop() {
+            Some(id) => {
+                self.flows[id as usize] = Some(flow);
+                id
+            }
+            None => {
+                self.flows.push(Some(flow));
+                self.flows.len() as u32 - 1
+            }
+        };
+        let pos = self.active.partition_point(|&x| x < id);
+        self.active.insert(pos, id);
+        self.dirty = true;
+    }
+
+    fn advance(&mut self, t: u64) {
+        if t > self.now {
+            let dt_us = (t - self.now) as f64 / PS_PER_US;
+            for &id in &self.active {
+                let f = self.flows[id as usize].as_mut().expect("active flow");
+                let moved = f.rate * dt_us;
+                f.remaining -= moved;
+                for &(r, w) in &f.demand.res {
+                    self.load_bytes[r as usize] += moved * w;
+                }
+            }
+            self.now = t;
+        }
+    }
+
+    fn recompute(&mut self) {
+        self.dirty = false;
+        let flows = &self.flows;
+        let active = &self.active;
+        self.alloc.allocate(
+            &self.caps,
+            |i| {
+                &flows[active[i] as usize]
+                    .as_ref()
+                    .expect("active flow")
+                    .demand
+            },
+            active.len(),
+            &mut self.rates,
+        );
+        let mut next = u64::MAX;
+        for (i, &id) in self.active.iter().enumerate() {
+            let f = self.flows[id as usize].as_mut().expect("active flow");
+            f.rate = self.rates[i];
+            let t = (f.remaining.max(0.0) / f.rate * PS_PER_US).ceil();
+            next = next.min(self.now + t as u64);
+        }
+        if let Some(tr) = self.trace.as_mut() {
+            let mut per_res: Vec<(u32, f64)> = Vec::new();
+            for &id in &self.active {
+                let f = self.flows[id as usize].as_ref().expect("active flow");
+                for &(r, w) in &f.demand.res {
+                    per_res.push((r, f.rate * w));
+                }
+            }
+            tr.sample(self.now, per_res);
+        }
+        self.tick_version += 1;
+        if next != u64::MAX {
+            let v = self.tick_version;
+            self.push(next, Ev::FlowTick(v));
+        }
+    }
+
+    fn finish_flows(&mut self) {
+        let mut done = Vec::new();
+        self.active.retain(|&id| {
+            let f = self.flows[id as usize].as_ref().expect("active flow");
+            // Finished when less than a picosecond of transfer remains.
+            if f.remaining <= f.rate / PS_PER_US + 1e-9 {
+                done.push(id);
+                false
+            } else {
+                true
+            }
+        });
+        for id in done {
+            let f = self.flows[id as usize].take().expect("active flow");
+            self.free_flows.push(id);
+            let t = self.now + f.overhead_ps;
+            self.push(t, Ev::StepDone(f.prog));
+        }
+        self.dirty = true;
+    }
+
+    fn step_done(&mut self, p: u32) {
+        let pr = &self.progs[p as usize];
+        let len = pr.ops.len() as u64;
+        let e = (pr.pc % len) as usize;
+        let (cin, cout) = pr.conns[e];
+        let proto_hop = self.cfg.proto(self.s.protocol).hop_us;
+        if let Some(tr) = self.trace.as_mut() {
+            tr.steps.push(TraceStep {
+                rank: pr.rank,
+                channel: pr.ch,
+                kind: pr.ops[e].kind,
+                op: e as u32,
+                iter: (pr.pc / len) as u32,
+                sub: pr.sub,
+                start_ps: pr.step_start,
+                end_ps: self.now,
+            });
+        }
+        let last_step = pr.sub + 1 >= pr.nsub;
+        if let (Some(ci), true) = (cin, last_step) {
+            let lat = self.routes[self.conns[ci as usize].route as usize].lat_us;
+            let t = self.now + ((lat + proto_hop) * PS_PER_US).round() as u64;
+            self.push(t, Ev::Credit(ci));
+        }
+        if let Some(co) = cout {
+            let lat = self.routes[self.conns[co as usize].route as usize].lat_us;
+            let t = self.now + ((lat + proto_hop) * PS_PER_US).round() as u64;
+            self.push(t, Ev::Arrive(co));
+        }
+        let now = self.now;
+        self.steps += 1;
+        let pr = &mut self.progs[p as usize];
+        pr.busy = false;
+        pr.sub += 1;
+        pr.finish = now;
+        let mut op_done = false;
+        if pr.sub >= pr.nsub {
+            pr.pc += 1;
+            op_done = true;
+        }
+        let (rank, nch) = (pr.rank, self.s.channels);
+        if op_done {
+            self.prepare_op(p);
+        }
+        self.try_start(p);
+        if op_done && nch > 1 {
+            let first = rank * nch;
+            for q in first..first + nch {
+                if q != p {
+                    self.try_start(q);
+                }
+            }
+        }
+        let _ = self.iters;
+    }
+}
