@@ -94,6 +94,9 @@ pub struct Communicator {
     seq: u64,
     abort: Arc<AtomicBool>,
     poisoned: Option<String>,
+    /// Reused staging buffers (in-place inputs, schedule scratch): fresh large allocations
+    /// would page-fault on every call.
+    pool: Vec<Vec<u8>>,
     /// Schedule fingerprints by the address of the plan cache's `Arc` (schedules stay cached).
     fingerprints: HashMap<usize, u64>,
     /// Keeps transport state (threads, mappings) alive as long as the communicator.
@@ -163,6 +166,7 @@ impl Communicator {
             abort: Arc::new(AtomicBool::new(false)),
             poisoned: None,
             fingerprints: HashMap::new(),
+            pool: Vec::new(),
             _keep: keep,
         })
     }
@@ -350,6 +354,27 @@ impl Communicator {
         g.run()
     }
 
+    /// A pooled copy of `src`.
+    fn copy_of(&mut self, src: &[u8]) -> Vec<u8> {
+        let mut v = self.take_buf();
+        v.extend_from_slice(src);
+        v
+    }
+
+    /// An empty pooled buffer (the largest one kept).
+    fn take_buf(&mut self) -> Vec<u8> {
+        let mut v = self.pool.pop().unwrap_or_default();
+        v.clear();
+        v
+    }
+
+    fn give_buf(&mut self, v: Vec<u8>) {
+        if self.pool.len() < 4 {
+            self.pool.push(v);
+            self.pool.sort_by_key(|v| v.capacity());
+        }
+    }
+
     fn check_usable(&self) -> Result<(), CommError> {
         if let Some(p) = &self.poisoned {
             return Err(CommError::Poisoned(p.clone()));
@@ -445,6 +470,7 @@ impl Communicator {
                 Input::Owned(v) => v,
             };
             let output = c.output;
+            let scratch = self.take_buf();
             {
                 let mut task = CollTask::new(
                     ctx,
@@ -456,13 +482,20 @@ impl Communicator {
                     &mut *output,
                     self.cfg.slot_bytes,
                     fp,
+                    scratch,
                     &mut self.ports,
                 )?;
                 let mut tasks: Vec<&mut dyn Task> = vec![&mut task];
                 for t in p2p.iter_mut() {
                     tasks.push(t.as_mut());
                 }
-                drive(&mut tasks, &policy, self.ports.transport.as_ref())?;
+                let r = drive(&mut tasks, &policy, self.ports.transport.as_ref());
+                drop(tasks);
+                self.give_buf(task.into_scratch());
+                r?;
+            }
+            if let Input::Owned(v) = c.input {
+                self.give_buf(v);
             }
             if c.op == ReduceOp::Avg {
                 let holds_result = match c.coll.kind {
@@ -613,14 +646,16 @@ impl<'b> Group<'_, 'b> {
                 )));
             }
             let (input, output) = match coll.kind {
-                CollectiveKind::AllGather => {
-                    (recv[r * count * es..(r + 1) * count * es].to_vec(), recv)
-                }
+                CollectiveKind::AllGather => (
+                    self.comm
+                        .copy_of(&recv[r * count * es..(r + 1) * count * es]),
+                    recv,
+                ),
                 CollectiveKind::ReduceScatter => {
-                    let input = recv.to_vec();
+                    let input = self.comm.copy_of(recv);
                     (input, &mut recv[r * count * es..(r + 1) * count * es])
                 }
-                _ => (recv.to_vec(), recv),
+                _ => (self.comm.copy_of(recv), recv),
             };
             self.push_coll(coll, count, dtype, op, Input::Owned(input), output)
         }

@@ -106,6 +106,7 @@ impl<'a> CollTask<'a> {
         output: &'a mut [u8],
         cap: usize,
         fingerprint: u64,
+        mut scratch: Vec<u8>,
         ports: &mut dyn PortSource,
     ) -> Result<Self, CommError> {
         let rank = ctx.rank;
@@ -135,7 +136,8 @@ impl<'a> CollTask<'a> {
                 pc: 0,
             });
         }
-        let scratch = vec![0u8; sched.scratch_blocks as usize * count as usize * esize];
+        scratch.clear();
+        scratch.resize(sched.scratch_blocks as usize * count as usize * esize, 0);
         Ok(CollTask {
             // Low half: the collective's sequence number; high half: a fingerprint of the
             // schedule, so ranks that planned differently fail with a mismatch, not garbage.
@@ -154,6 +156,11 @@ impl<'a> CollTask<'a> {
             scratch,
             tmp: Vec::new(),
         })
+    }
+
+    /// Gives the scratch buffer back for reuse.
+    pub fn into_scratch(self) -> Vec<u8> {
+        self.scratch
     }
 
     /// Byte pieces of a chunk range in loop iteration `iter`.
