@@ -382,9 +382,20 @@ pub fn run(a: Args) -> CliResult {
                     Algorithm::Ring | Algorithm::Tree => Some(ch),
                     _ => None,
                 };
+                let ts = Instant::now();
                 let s = planner
                     .schedule(&coll, &algo, proto, nch)
                     .map_err(CliError::failure)?;
+                if a.timing {
+                    eprintln!(
+                        "timing: {} {} {} x{}: built and validated in {:.1} ms",
+                        coll.kind.name(),
+                        algo.name(),
+                        proto.name(),
+                        s.channels,
+                        ms(ts.elapsed())
+                    );
+                }
                 schedules.push(s);
             }
         }
