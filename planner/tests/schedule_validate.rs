@@ -168,3 +168,15 @@ fn version_and_shape_errors() {
     s.ranks.pop();
     assert!(matches!(s.validate(), Err(ScheduleError::Shape(_))));
 }
+
+#[test]
+fn large_schedules_still_catch_unmatched_messages() {
+    // 2^24 expanded ops is the exact-check limit; an all-to-all of 2900 ranks (2900 × 5799 ops) is above it.
+    let n = 2900;
+    let mut s = build::direct(&Collective::new(CollectiveKind::AllToAll), n).unwrap();
+    s.validate().unwrap();
+    // One receive too few on rank 17: its last peer's message is never taken.
+    s.ranks[17].channels[0].ops[2].repeat -= 1;
+    let e = s.validate().unwrap_err();
+    assert!(matches!(e, ScheduleError::Unmatched { to: 17, .. }), "{e}");
+}

@@ -297,13 +297,13 @@ pub fn run(a: Args) -> CliResult {
                 c.len()
             );
             println!(
-                "# {:>13} {:>6} {:>8} {:>11} {:>11} {:>15} {:>11}",
+                "# {:>20} {:>6} {:>8} {:>11} {:>11} {:>15} {:>11}",
                 "algorithm", "proto", "channels", "time(us)", "lat(us)", "peak algbw", "busbw"
             );
             for e in &c {
                 let algbw = size as f64 / 1000.0 / e.time_us;
                 println!(
-                    "  {:>13} {:>6} {:>8} {:>11.2} {:>11.2} {:>15.1} {:>11.2}",
+                    "  {:>20} {:>6} {:>8} {:>11.2} {:>11.2} {:>15.1} {:>11.2}",
                     e.algorithm.name(),
                     e.protocol.name(),
                     e.channels,
@@ -382,9 +382,20 @@ pub fn run(a: Args) -> CliResult {
                     Algorithm::Ring | Algorithm::Tree => Some(ch),
                     _ => None,
                 };
+                let ts = Instant::now();
                 let s = planner
                     .schedule(&coll, &algo, proto, nch)
                     .map_err(CliError::failure)?;
+                if a.timing {
+                    eprintln!(
+                        "timing: {} {} {} x{}: built and validated in {:.1} ms",
+                        coll.kind.name(),
+                        algo.name(),
+                        proto.name(),
+                        s.channels,
+                        ms(ts.elapsed())
+                    );
+                }
                 schedules.push(s);
             }
         }
@@ -533,12 +544,12 @@ fn print_text(a: &Args, p: &Planner, topo: &str, plans: &[CollPlan]) {
             cp.busbw_factor
         );
         println!(
-            "# {:>12} {:>13} {:>6} {:>8} {:>11} {:>11} {:>11}",
+            "# {:>12} {:>20} {:>6} {:>8} {:>11} {:>11} {:>11}",
             "size(B)", "algorithm", "proto", "channels", "time(us)", "algbw(GB/s)", "busbw(GB/s)"
         );
         for r in &cp.rows {
             println!(
-                "  {:>12} {:>13} {:>6} {:>8} {:>11.2} {:>11.2} {:>11.2}",
+                "  {:>12} {:>20} {:>6} {:>8} {:>11.2} {:>11.2} {:>11.2}",
                 r.bytes, r.algorithm, r.protocol, r.channels, r.time_us, r.algbw_gbps, r.busbw_gbps
             );
         }
