@@ -218,6 +218,19 @@ fn multi_node_rings_are_rail_aligned_and_trees_are_double() {
         }
     }
     plan_all(&p, "4 hosts", false);
+    // The hierarchical all-reduce (reduce-scatter in hosts, rails across, all-gather in hosts).
+    let ar = Collective::new(CollectiveKind::AllReduce);
+    let s = p
+        .schedule(&ar, &Algorithm::Hierarchical, Protocol::Simple, Some(2))
+        .unwrap();
+    symbolic::check(&s).unwrap();
+    assert!(p
+        .candidates(&ar, 1 << 20)
+        .iter()
+        .any(|c| c.algorithm == Algorithm::Hierarchical));
+    assert!(p
+        .schedule(&ar, &Algorithm::Hierarchical, Protocol::Simple, Some(99))
+        .is_err());
 }
 
 #[test]
