@@ -44,7 +44,7 @@ pub struct Args {
     pub root: u32,
     /// Allowed algorithms, NCCL_ALGO syntax: "ring,tree", "^tree" (all but tree),
     /// "allreduce:tree;allgather:ring". Names: ring, tree, one-shot, two-shot, ce (copy-engine
-    /// pipeline), direct.
+    /// pipeline), direct, hierarchical.
     #[arg(long)]
     pub algo: Option<String>,
     /// Allowed protocols, NCCL_PROTO syntax: "LL,LL128", "^LL", "allreduce:Simple".
@@ -146,14 +146,15 @@ fn parse_algo(s: &str) -> Result<Algorithm, String> {
         "twoshot" => Algorithm::TwoShot,
         "ce" | "copyengine" | "copyenginepipeline" => Algorithm::CopyEnginePipeline,
         "direct" => Algorithm::Direct,
+        "hierarchical" | "hier" => Algorithm::Hierarchical,
         "nvls" | "nvlstree" | "collnetdirect" | "collnetchain" | "pat" => {
             return Err(format!(
-                "NCCL algorithm \"{s}\" is not planned by topoplan (no NVLink SHARP, CollNet or PAT); use ring, tree, one-shot, two-shot, ce, direct"
+                "NCCL algorithm \"{s}\" is not planned by topoplan (no NVLink SHARP, CollNet or PAT); use ring, tree, one-shot, two-shot, ce, direct, hierarchical"
             ))
         }
         _ => {
             return Err(format!(
-                "unknown algorithm \"{s}\" (ring, tree, one-shot, two-shot, ce, direct)"
+                "unknown algorithm \"{s}\" (ring, tree, one-shot, two-shot, ce, direct, hierarchical)"
             ))
         }
     })
@@ -163,13 +164,14 @@ fn parse_proto(s: &str) -> Result<Protocol, String> {
     Protocol::parse(s.trim()).ok_or_else(|| format!("unknown protocol \"{s}\" (LL, LL128, Simple)"))
 }
 
-const ALL_ALGOS: [Algorithm; 6] = [
+const ALL_ALGOS: [Algorithm; 7] = [
     Algorithm::Ring,
     Algorithm::Tree,
     Algorithm::OneShot,
     Algorithm::TwoShot,
     Algorithm::CopyEnginePipeline,
     Algorithm::Direct,
+    Algorithm::Hierarchical,
 ];
 
 #[derive(Serialize)]
@@ -379,7 +381,7 @@ pub fn run(a: Args) -> CliResult {
                 let algo = parse_algo(&algo).map_err(CliError::failure)?;
                 let proto = parse_proto(proto).map_err(CliError::failure)?;
                 let nch = match algo {
-                    Algorithm::Ring | Algorithm::Tree => Some(ch),
+                    Algorithm::Ring | Algorithm::Tree | Algorithm::Hierarchical => Some(ch),
                     _ => None,
                 };
                 let ts = Instant::now();

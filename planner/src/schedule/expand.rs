@@ -98,6 +98,7 @@ impl Schedule {
         o.chunk_stride = 0;
         o.peer_stride = 0;
         o.walk = None;
+        o.window = None;
         if k == 0 {
             return o;
         }
@@ -113,9 +114,13 @@ impl Schedule {
                         c.chunk = block * self.chunks_per_block + c.chunk % self.chunks_per_block;
                     }
                     _ => {
-                        let total = self.buffer_chunks(c.buffer).max(1) as i64;
-                        let idx =
-                            (c.chunk as i64 + k as i64 * op.chunk_stride as i64).rem_euclid(total);
+                        let (start, len) = match op.window {
+                            Some(w) => (w.start as i64, w.len.max(1) as i64),
+                            None => (0, self.buffer_chunks(c.buffer).max(1) as i64),
+                        };
+                        let idx = start
+                            + (c.chunk as i64 - start + k as i64 * op.chunk_stride as i64)
+                                .rem_euclid(len);
                         c.chunk = idx as u32;
                     }
                 }

@@ -31,6 +31,8 @@
 //!   `orders[walk.order][(walk.start + k * walk.step) mod len]` (same chunk offset inside the
 //!   block). Ring all-gather and reduce-scatter visit blocks in ring order, which is any
 //!   permutation of the ranks; `Schedule::orders` holds those permutations once per schedule.
+//! - `window {start, len}`: `chunk_stride` shifts wrap inside chunks `start .. start+len` instead
+//!   of the whole buffer (hierarchical schedules rotate one host's or one channel's pieces).
 //!
 //! **Dependencies and loops.** A dependency names an op of another channel of the same rank *in
 //! the same loop iteration*; on a repeated op it binds the first copy. Program order and deps must
@@ -373,6 +375,18 @@ pub struct Op {
     /// Block walk of the copies' chunk ranges on one buffer; see module docs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub walk: Option<BlockWalk>,
+    /// `chunk_stride` wraps inside this window instead of the whole buffer; see module docs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<ChunkWindow>,
+}
+
+/// Chunks `start .. start + len` of every buffer the op names: copy k's chunk is
+/// `start + (chunk − start + k·chunk_stride) mod len`. Lets one channel's chunks (or one host's
+/// piece of them) rotate without spilling into another's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ChunkWindow {
+    pub start: u32,
+    pub len: u32,
 }
 
 /// Copy k of a repeated op uses block `orders[order][(start + k*step) mod len]` of `buffer`
@@ -413,6 +427,7 @@ impl Op {
             chunk_stride: 0,
             peer_stride: 0,
             walk: None,
+            window: None,
         }
     }
     pub fn send(src: ChunkRef, to: u32) -> Self {
@@ -497,6 +512,11 @@ impl Op {
     /// Sets the block walk of repeated copies (see module docs).
     pub fn walking(mut self, walk: BlockWalk) -> Self {
         self.walk = Some(walk);
+        self
+    }
+    /// Makes `chunk_stride` wrap inside `start .. start + len` (see module docs).
+    pub fn windowed(mut self, start: u32, len: u32) -> Self {
+        self.window = Some(ChunkWindow { start, len });
         self
     }
     /// Number of chunks this op moves or computes.

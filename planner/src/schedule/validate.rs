@@ -286,6 +286,40 @@ impl Schedule {
                 ));
             }
             let walked = op.walk.is_some_and(|w| w.buffer == c.buffer);
+            if let (Some(w), false) = (op.window, walked) {
+                if w.len == 0 || w.start as u64 + w.len as u64 > total as u64 {
+                    return err(format!(
+                        "window {}..{} does not fit the {:?} buffer ({total} chunks)",
+                        w.start,
+                        w.start as u64 + w.len as u64,
+                        c.buffer
+                    ));
+                }
+                if c.chunk < w.start || c.chunk + c.count > w.start + w.len {
+                    return err(format!(
+                        "chunks {}..{} are outside the window {}..{}",
+                        c.chunk,
+                        c.chunk + c.count,
+                        w.start,
+                        w.start + w.len
+                    ));
+                }
+                if op.chunk_stride != 0 && c.count > 1 {
+                    for k in 1..op.repeat.min(w.len) {
+                        let off = (c.chunk as i64 - w.start as i64
+                            + k as i64 * op.chunk_stride as i64)
+                            .rem_euclid(w.len as i64) as u32;
+                        if off + c.count > w.len {
+                            return err(format!(
+                                "copy {k}: chunks wrap around the end of the window {}..{}",
+                                w.start,
+                                w.start + w.len
+                            ));
+                        }
+                    }
+                }
+                continue;
+            }
             // Repeated copies shift modulo the chunk count; a range of one chunk always stays in
             // bounds, longer ranges are checked copy by copy (they are rare and short).
             if !walked && op.chunk_stride != 0 && c.count > 1 {

@@ -21,8 +21,10 @@ use super::validate::ScheduleError;
 use serde::{Deserialize, Serialize};
 
 mod direct;
+mod hier;
 
 pub use direct::*;
+pub use hier::hierarchical;
 
 /// NCCL's connection FIFO depth (`NCCL_STEPS`).
 pub const DEFAULT_SLOTS: u32 = 8;

@@ -418,6 +418,7 @@ pub fn import(text: &str, file: &str) -> Result<Schedule, MscclError> {
                 chunk_stride: 0,
                 peer_stride: 0,
                 walk: None,
+                window: None,
             };
             if kind.sends() && tb.send.is_none() || kind.receives() && tb.recv.is_none() {
                 return Err(MscclError::At {
