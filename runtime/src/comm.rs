@@ -127,13 +127,21 @@ impl Communicator {
             cfg.slots,
             cfg.slot_bytes + crate::protocol::SLOT_HEADER,
         );
+        let planner = Plans::cpu_planner(n);
         (0..n)
             .map(|rank| {
                 let t = crate::transport::local::LocalTransport {
                     hub: hub.clone(),
                     rank,
                 };
-                Communicator::with_transport(rank, n, cfg.clone(), Box::new(t), Vec::new())
+                Communicator::with_transport(
+                    rank,
+                    n,
+                    cfg.clone(),
+                    Box::new(t),
+                    Vec::new(),
+                    Some(planner.clone()),
+                )
             })
             .collect()
     }
@@ -145,8 +153,9 @@ impl Communicator {
         cfg: Config,
         transport: Box<dyn Transport>,
         keep: Vec<Box<dyn std::any::Any + Send>>,
+        planner: Option<Arc<Option<planner::plan::Planner>>>,
     ) -> Result<Self, CommError> {
-        let plans = Plans::new(nranks, &cfg)?;
+        let plans = Plans::new(nranks, &cfg, planner)?;
         let ports = Ports {
             rank,
             transport,

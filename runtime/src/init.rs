@@ -234,7 +234,7 @@ impl Communicator {
             (false, false) => "self",
         };
         let t = ProcTransport { shm, tcp, name };
-        Communicator::with_transport(rank, nranks, cfg, Box::new(t), vec![Box::new(rv)])
+        Communicator::with_transport(rank, nranks, cfg, Box::new(t), vec![Box::new(rv)], None)
     }
 
     /// Joins a job from the torchrun environment (see [`EnvRank::from_lookup`]), with the

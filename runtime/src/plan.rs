@@ -61,13 +61,25 @@ pub struct Plans {
     channels: Option<u32>,
     slots: u32,
     file: Vec<Arc<Schedule>>,
-    /// Built on first use; `None` inside when the planner could not plan this topology.
-    planner: Option<Option<Planner>>,
+    /// `None` when the planner could not plan this topology. Shared by the ranks of one
+    /// process (the channel search runs once).
+    planner: Arc<Option<Planner>>,
     cache: HashMap<(String, String, Protocol, u32), Arc<Schedule>>,
 }
 
 impl Plans {
-    pub fn new(nranks: u32, cfg: &Config) -> Result<Self, CommError> {
+    /// The planner of `nranks` CPU ranks (see the module docs), planned now: the channel search
+    /// runs at init, not inside the first collective.
+    pub fn cpu_planner(nranks: u32) -> Arc<Option<Planner>> {
+        Arc::new(Planner::new(&synth::single_host(nranks, LinkKind::NvLink, CPU_LINK_GBPS)).ok())
+    }
+
+    /// `shared`: a planner from [`Plans::cpu_planner`] to share between ranks of one process.
+    pub fn new(
+        nranks: u32,
+        cfg: &Config,
+        shared: Option<Arc<Option<Planner>>>,
+    ) -> Result<Self, CommError> {
         let algorithm = match &cfg.algorithm {
             None => None,
             Some(a) => Some(parse_algorithm(a).ok_or_else(|| {
@@ -107,7 +119,7 @@ impl Plans {
             channels: cfg.channels,
             slots: cfg.slots,
             file,
-            planner: None,
+            planner: shared.unwrap_or_else(|| Self::cpu_planner(nranks)),
             cache: HashMap::new(),
         })
     }
@@ -126,11 +138,7 @@ impl Plans {
             return Ok(s.clone());
         }
         let n = self.nranks;
-        if self.planner.is_none() {
-            self.planner =
-                Some(Planner::new(&synth::single_host(n, LinkKind::NvLink, CPU_LINK_GBPS)).ok());
-        }
-        let planner = self.planner.as_ref().and_then(|p| p.as_ref());
+        let planner = self.planner.as_ref().as_ref();
         let filter = Filter {
             algorithms: self.algorithm.clone().map(|a| vec![a]),
             protocols: self.protocol.map(|p| vec![p]),
