@@ -27,8 +27,7 @@ fn run(n: u32, cfg: Config, case: Case) -> Result<(), String> {
         })
         .collect();
     hs.into_iter()
-        .map(|h| h.join().map_err(|_| "rank panicked".to_string())?)
-        .collect()
+        .try_for_each(|h| h.join().map_err(|_| "rank panicked".to_string())?)
 }
 
 proptest! {
