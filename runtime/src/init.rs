@@ -159,7 +159,7 @@ impl Communicator {
         } else {
             Some(ShmLinks::open(
                 &cfg.shm_dir,
-                &id.job_tag(),
+                &format!("{}-{}", id.job_tag(), rv.session),
                 rank,
                 &shm_peers,
                 cfg.slots,

@@ -84,3 +84,41 @@ fn forced_algorithm_and_protocol_come_from_the_planner() {
         "{e}"
     );
 }
+
+/// A hand-written schedule (through a plan file) whose second channel is empty on every rank.
+#[test]
+fn hand_written_schedule_with_an_empty_channel() {
+    use planner::schedule::{BufferKind, ChunkRef, Op};
+    let coll = Collective::new(CollectiveKind::AllReduce);
+    let mut s = build::empty(
+        &coll,
+        Algorithm::Msccl("hand".into()),
+        Protocol::Simple,
+        2,
+        2,
+        1,
+    );
+    let (i0, o0) = (
+        ChunkRef::new(BufferKind::Input, 0, 1),
+        ChunkRef::new(BufferKind::Output, 0, 1),
+    );
+    for r in 0..2u32 {
+        s.ranks[r as usize].channels[0].ops =
+            vec![Op::send(i0, 1 - r), Op::recv_reduce_copy(i0, o0, 1 - r)];
+    }
+    s.validate().unwrap();
+    let path = std::env::temp_dir().join(format!("topoplan-hand-{}.json", std::process::id()));
+    std::fs::write(&path, serde_json::to_string(&s).unwrap()).unwrap();
+    let comms = Communicator::init_all(
+        2,
+        Config {
+            plan_file: Some(path.clone()),
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    for v in all_reduce_on(comms) {
+        assert!(v.iter().enumerate().all(|(i, &x)| x == 3 * i as i64));
+    }
+    let _ = std::fs::remove_file(&path);
+}

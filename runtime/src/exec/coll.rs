@@ -183,7 +183,7 @@ impl<'a> CollTask<'a> {
     /// Tries to run the next op of channel `ci`; returns whether it ran.
     fn try_op(&mut self, ci: usize) -> Result<bool, CommError> {
         let ch = &self.chans[ci];
-        if ch.iter >= self.iters {
+        if ch.iter >= self.iters || ch.ops.is_empty() {
             return Ok(false);
         }
         let (iter, pc) = (ch.iter, ch.pc);

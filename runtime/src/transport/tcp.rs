@@ -74,7 +74,12 @@ impl Peer {
         let why = loop {
             let mut h = [0u8; FRAME_HEADER];
             if let Err(e) = r.read_exact(&mut h) {
-                break format!("rank {peer} closed the connection ({e})");
+                break match e.kind() {
+                    std::io::ErrorKind::UnexpectedEof => {
+                        format!("rank {peer} closed the connection")
+                    }
+                    _ => format!("connection to rank {peer} failed: {e}"),
+                };
             }
             let kind = h[0];
             let c = u32::from_le_bytes(h[1..5].try_into().expect("4"));
