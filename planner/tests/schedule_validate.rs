@@ -180,3 +180,17 @@ fn large_schedules_still_catch_unmatched_messages() {
     let e = s.validate().unwrap_err();
     assert!(matches!(e, ScheduleError::Unmatched { to: 17, .. }), "{e}");
 }
+
+#[test]
+fn strided_groups_pair_only_when_they_mirror() {
+    // Big enough for the fingerprint path. Every rank sends to r+1.. and receives from r-1..:
+    // the groups mirror and cancel. Shift one rank's receive offset: it leaves its group, and
+    // the messages no longer match.
+    let n = 2900;
+    let mut s = build::direct(&Collective::new(CollectiveKind::AllToAll), n).unwrap();
+    s.validate().unwrap();
+    let op = &mut s.ranks[5].channels[0].ops[2];
+    op.recv_from = Some(3); // offset -2 instead of -1, same stride and repeat
+    op.repeat = n - 2; // stays off the rank itself
+    assert!(s.validate().is_err());
+}

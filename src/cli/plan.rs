@@ -385,12 +385,23 @@ pub fn run(a: Args) -> CliResult {
                     _ => None,
                 };
                 let ts = Instant::now();
-                let s = planner
-                    .schedule(&coll, &algo, proto, nch)
-                    .map_err(CliError::failure)?;
+                // Protocols of one (algorithm, channels) share the schedule's structure.
+                let built = schedules.iter().find(|s: &&Schedule| {
+                    s.algorithm == algo && nch.is_none_or(|c| c == s.channels / per_channel(&algo))
+                });
+                let s = match built {
+                    Some(b)
+                        if !matches!(algo, Algorithm::Direct | Algorithm::CopyEnginePipeline) =>
+                    {
+                        planner::schedule::build::with_protocol(b, proto)
+                    }
+                    _ => planner
+                        .schedule(&coll, &algo, proto, nch)
+                        .map_err(CliError::failure)?,
+                };
                 if a.timing {
                     eprintln!(
-                        "timing: {} {} {} x{}: built and validated in {:.1} ms",
+                        "timing: {} {} {} x{}: schedule ready in {:.1} ms",
                         coll.kind.name(),
                         algo.name(),
                         proto.name(),
@@ -453,6 +464,15 @@ pub fn run(a: Args) -> CliResult {
         );
     }
     Ok(())
+}
+
+/// IR channels per planner channel (a tree all-reduce uses two: up and down).
+fn per_channel(a: &Algorithm) -> u32 {
+    if *a == Algorithm::Tree {
+        2
+    } else {
+        1
+    }
 }
 
 fn ms(d: std::time::Duration) -> f64 {

@@ -251,7 +251,7 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
     // Direct patterns on an all-NVLink host.
     if let Some(gbw) = m.all_peers_nvlink_gbps {
         let peer = gbw * SM_PEER_EFF; // what SM loads/stores achieve, all peers at once
-        let sync = DIRECT_SYNC_US;
+        let sync = DIRECT_SYNC_US + DIRECT_PEER_US * (n as f64 - 2.0).max(0.0);
         let nf = n as f64;
         // One-shot: every rank pulls (n−1) × its share; AR/RS reduce on the reader.
         let (one_algbw, ok) = match kind {
@@ -328,7 +328,10 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
             Algorithm::Direct,
             Protocol::Simple,
             1,
-            DIRECT_SYNC_US + BASE_LAT[1][2] * 0.5 + net,
+            DIRECT_SYNC_US
+                + DIRECT_PEER_US * (n as f64 - 2.0).max(0.0)
+                + BASE_LAT[1][2] * 0.5
+                + net,
             algbw,
             false,
         );

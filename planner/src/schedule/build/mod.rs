@@ -135,6 +135,18 @@ pub(super) fn out_ref(chunk: u32) -> ChunkRef {
     ChunkRef::new(BufferKind::Output, chunk, 1)
 }
 
+/// The same schedule for another protocol: what every protocol-taking builder would have built
+/// (only `protocol` and the per-step pipelining `loop_elems` depend on it). Saves rebuilding and
+/// revalidating large schedules per protocol.
+pub fn with_protocol(s: &Schedule, proto: Protocol) -> Schedule {
+    let mut out = s.clone();
+    out.protocol = proto;
+    if out.loop_elems.is_some() {
+        out.loop_elems = Some(out.chunks_per_block as u64 * step_elems(proto));
+    }
+    out
+}
+
 /// An empty schedule (every rank has `channels` empty programs).
 pub fn empty(
     coll: &Collective,

@@ -41,6 +41,9 @@ pub enum MscclError {
     Export(String),
 }
 
+/// Largest schedule (steps with repeats written out) `export` writes.
+pub const MAX_EXPORT_STEPS: u64 = 1 << 22;
+
 fn coll_msccl_name(k: CollectiveKind) -> &'static str {
     match k {
         CollectiveKind::AllReduce => "allreduce",
@@ -85,6 +88,18 @@ fn transport_name(t: Transport) -> String {
 pub fn export(s: &Schedule, name: &str) -> Result<String, MscclError> {
     s.validate()
         .map_err(|e| MscclError::Export(format!("refusing to export an invalid schedule: {e}")))?;
+    let steps: u64 = s
+        .ranks
+        .iter()
+        .flat_map(|r| &r.channels)
+        .flat_map(|c| &c.ops)
+        .map(|o| o.repeat as u64)
+        .sum();
+    if steps > MAX_EXPORT_STEPS {
+        return Err(MscclError::Export(format!(
+            "the schedule has {steps} steps once repeats are written out; MSCCL-IR has no repeat, so files above {MAX_EXPORT_STEPS} steps are refused (MSCCL's runtime itself runs at most 256 steps per threadblock)"
+        )));
+    }
     let e = s.expanded();
     let n = e.nranks;
     let (ic, oc, sc) = (
