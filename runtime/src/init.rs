@@ -234,7 +234,16 @@ impl Communicator {
             (false, false) => "self",
         };
         let t = ProcTransport { shm, tcp, name };
-        Communicator::with_transport(rank, nranks, cfg, Box::new(t), vec![Box::new(rv)], None)
+        let hosts: Vec<String> = rv.peers.iter().map(|p| p.host.clone()).collect();
+        let planner = crate::plan::Plans::cpu_planner_hosts(&hosts);
+        Communicator::with_transport(
+            rank,
+            nranks,
+            cfg,
+            Box::new(t),
+            vec![Box::new(rv)],
+            Some(planner),
+        )
     }
 
     /// Joins a job from the torchrun environment (see [`EnvRank::from_lookup`]), with the

@@ -22,13 +22,16 @@ use crate::config::Config;
 use crate::error::CommError;
 use planner::plan::Planner;
 use planner::schedule::{build, Algorithm, Collective, CollectiveKind, Protocol, Schedule};
-use planner::topology::{synth, LinkKind};
+use planner::topology::{scale, synth, Fabric, FabricKind, LinkKind};
 use planner::tuner::Filter;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Bandwidth of the links of the topology CPU ranks are planned on (GB/s): a memory copy.
 pub const CPU_LINK_GBPS: f64 = 10.0;
+
+/// Port speed of the network between hosts in the model (GB/s): 10 Gb/s Ethernet.
+pub const TCP_GBPS: f64 = 1.25;
 
 /// Algorithm names accepted by `TOPOPLAN_ALGO`.
 pub const ALGORITHMS: &[&str] = &[
@@ -72,6 +75,42 @@ impl Plans {
     /// runs at init, not inside the first collective.
     pub fn cpu_planner(nranks: u32) -> Arc<Option<Planner>> {
         Arc::new(Planner::new(&synth::single_host(nranks, LinkKind::NvLink, CPU_LINK_GBPS)).ok())
+    }
+
+    /// The planner of CPU ranks spread over hosts (`host_of[r]` names rank r's host). When every
+    /// host holds the same number of consecutive ranks (torchrun's layout), the hosts are
+    /// modelled as copies of the single-host model joined by one switch at [`TCP_GBPS`], so the
+    /// planner can pick hierarchical patterns; any other layout is planned as one host.
+    pub fn cpu_planner_hosts(host_of: &[String]) -> Arc<Option<Planner>> {
+        let n = host_of.len() as u32;
+        let mut hosts: Vec<&String> = Vec::new();
+        for h in host_of {
+            if !hosts.contains(&h) {
+                hosts.push(h);
+            }
+        }
+        let nh = hosts.len() as u32;
+        let per = if nh > 0 { n / nh } else { 0 };
+        let regular = nh > 1
+            && per * nh == n
+            && host_of
+                .iter()
+                .enumerate()
+                .all(|(r, h)| hosts[r / per as usize] == h);
+        if !regular {
+            return Self::cpu_planner(n);
+        }
+        let fabric = Fabric {
+            kind: FabricKind::SingleSwitch,
+            port_gbps: TCP_GBPS,
+            switch_lat_us: 10.0,
+        };
+        let topo = scale(
+            &synth::single_host(per, LinkKind::NvLink, CPU_LINK_GBPS),
+            nh,
+            fabric,
+        );
+        Arc::new(topo.ok().and_then(|t| Planner::new(&t).ok()))
     }
 
     /// `shared`: a planner from [`Plans::cpu_planner`] to share between ranks of one process.
@@ -262,5 +301,85 @@ impl Plans {
                 other.name()
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::{collective_for, Case};
+    use crate::comm::Communicator;
+    use crate::transport::local::{LocalHub, LocalTransport};
+    use crate::types::{DataType, ReduceOp};
+
+    /// Two hosts of two ranks: the planner plans a cluster (hierarchical all-reduce for small
+    /// sizes), and its schedules compute the right results when executed.
+    #[test]
+    fn multi_host_plans_execute_correctly() {
+        let hosts: Vec<String> = ["a", "a", "b", "b"].iter().map(|s| s.to_string()).collect();
+        let planner = Plans::cpu_planner_hosts(&hosts);
+        let p = planner
+            .as_ref()
+            .as_ref()
+            .expect("the planner plans two hosts of two CPU ranks");
+        assert_eq!(p.nranks(), 4);
+        let cfg = Config::default();
+        let hub = LocalHub::new(cfg.slots, cfg.slot_bytes + crate::protocol::SLOT_HEADER);
+        let comms: Vec<Communicator> = (0..4)
+            .map(|r| {
+                let t = LocalTransport {
+                    hub: hub.clone(),
+                    rank: r,
+                };
+                Communicator::with_transport(
+                    r,
+                    4,
+                    cfg.clone(),
+                    Box::new(t),
+                    Vec::new(),
+                    Some(planner.clone()),
+                )
+                .unwrap()
+            })
+            .collect();
+        let mut cases = Vec::new();
+        for kind in CollectiveKind::ALL {
+            for count in [3usize, 5000, 300_000] {
+                let op = if kind.reduces() {
+                    ReduceOp::Sum
+                } else {
+                    ReduceOp::Max
+                };
+                cases.push(Case {
+                    coll: collective_for(kind, 4, 1),
+                    dtype: DataType::F32,
+                    op,
+                    count,
+                    in_place: false,
+                    seed: count as u64,
+                });
+            }
+        }
+        let want: Vec<_> = cases.iter().map(|c| c.expected(4)).collect();
+        let hs: Vec<_> = comms
+            .into_iter()
+            .map(|mut comm| {
+                let (cases, want) = (cases.clone(), want.clone());
+                std::thread::spawn(move || {
+                    let r = comm.rank();
+                    for (c, w) in cases.iter().zip(&want) {
+                        let (send, mut recv) = c.buffers(4, r);
+                        c.run(&mut comm, send.as_deref(), &mut recv).unwrap();
+                        assert_eq!(c.wrong(r, &recv, w[r as usize].as_deref()), 0, "{c:?}");
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        // An irregular layout is planned as one host.
+        let odd: Vec<String> = ["a", "b", "a"].iter().map(|s| s.to_string()).collect();
+        assert!(Plans::cpu_planner_hosts(&odd).as_ref().is_some());
     }
 }
