@@ -90,7 +90,7 @@ impl Plans {
             }
         }
         let nh = hosts.len() as u32;
-        let per = if nh > 0 { n / nh } else { 0 };
+        let per = n.checked_div(nh).unwrap_or(0);
         let regular = nh > 1
             && per * nh == n
             && host_of
