@@ -87,7 +87,10 @@ fn semantic_errors_name_the_element() {
         "{e}"
     );
     let e = show_fails("implausible.xml");
-    assert!(e.contains("link_width 99999999999 is not a plausible"), "{e}");
+    assert!(
+        e.contains("link_width 99999999999 is not a plausible"),
+        "{e}"
+    );
     let e = show_fails("zero-speed-cluster.json");
     assert!(e.contains("nic_gbps 0"), "{e}");
 }

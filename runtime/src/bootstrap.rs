@@ -173,6 +173,9 @@ enum Msg {
     },
     Welcome {
         peers: Vec<PeerInfo>,
+        /// Random per rendezvous: names this session's shared-memory files, so a file left by
+        /// an earlier run with the same id can never be mistaken for this one's.
+        session: String,
     },
     Refused {
         reason: String,
@@ -270,6 +273,8 @@ fn remaining(deadline: Instant) -> Duration {
 pub struct Rendezvous {
     pub rank: u32,
     pub peers: Vec<PeerInfo>,
+    /// Random name of this rendezvous (see `Msg::Welcome`).
+    pub session: String,
     root_links: Vec<TcpStream>,
     link_to_root: Option<TcpStream>,
     timeout: Duration,
@@ -374,9 +379,10 @@ pub fn rendezvous(
     .map_err(|e| io("sending hello to rank 0", e))?;
     s.set_read_timeout(Some(remaining(deadline))).ok();
     match recv_msg(&mut s, "rank 0") {
-        Ok(Msg::Welcome { peers }) => Ok(Rendezvous {
+        Ok(Msg::Welcome { peers, session }) => Ok(Rendezvous {
             rank,
             peers,
+            session,
             root_links: Vec::new(),
             link_to_root: Some(s),
             timeout,
@@ -544,11 +550,13 @@ fn root(
         table.push(info);
         links.push(s);
     }
+    let session = hex(&random_secret()[..8]);
     for s in &mut links {
         send_msg(
             s,
             &Msg::Welcome {
                 peers: table.clone(),
+                session: session.clone(),
             },
         )
         .map_err(|e| io("sending the rank table", e))?;
@@ -556,6 +564,7 @@ fn root(
     Ok(Rendezvous {
         rank: 0,
         peers: table,
+        session,
         root_links: links,
         link_to_root: None,
         timeout,

@@ -94,6 +94,11 @@ pub struct Communicator {
     seq: u64,
     abort: Arc<AtomicBool>,
     poisoned: Option<String>,
+    /// Reused staging buffers (in-place inputs, schedule scratch): fresh large allocations
+    /// would page-fault on every call.
+    pool: Vec<Vec<u8>>,
+    /// Schedule fingerprints by the address of the plan cache's `Arc` (schedules stay cached).
+    fingerprints: HashMap<usize, u64>,
     /// Keeps transport state (threads, mappings) alive as long as the communicator.
     _keep: Vec<Box<dyn std::any::Any + Send>>,
 }
@@ -122,13 +127,21 @@ impl Communicator {
             cfg.slots,
             cfg.slot_bytes + crate::protocol::SLOT_HEADER,
         );
+        let planner = Plans::cpu_planner(n);
         (0..n)
             .map(|rank| {
                 let t = crate::transport::local::LocalTransport {
                     hub: hub.clone(),
                     rank,
                 };
-                Communicator::with_transport(rank, n, cfg.clone(), Box::new(t), Vec::new())
+                Communicator::with_transport(
+                    rank,
+                    n,
+                    cfg.clone(),
+                    Box::new(t),
+                    Vec::new(),
+                    Some(planner.clone()),
+                )
             })
             .collect()
     }
@@ -140,8 +153,9 @@ impl Communicator {
         cfg: Config,
         transport: Box<dyn Transport>,
         keep: Vec<Box<dyn std::any::Any + Send>>,
+        planner: Option<Arc<Option<planner::plan::Planner>>>,
     ) -> Result<Self, CommError> {
-        let plans = Plans::new(nranks, &cfg)?;
+        let plans = Plans::new(nranks, &cfg, planner)?;
         let ports = Ports {
             rank,
             transport,
@@ -160,6 +174,8 @@ impl Communicator {
             seq: 0,
             abort: Arc::new(AtomicBool::new(false)),
             poisoned: None,
+            fingerprints: HashMap::new(),
+            pool: Vec::new(),
             _keep: keep,
         })
     }
@@ -347,6 +363,27 @@ impl Communicator {
         g.run()
     }
 
+    /// A pooled copy of `src`.
+    fn copy_of(&mut self, src: &[u8]) -> Vec<u8> {
+        let mut v = self.take_buf();
+        v.extend_from_slice(src);
+        v
+    }
+
+    /// An empty pooled buffer (the largest one kept).
+    fn take_buf(&mut self) -> Vec<u8> {
+        let mut v = self.pool.pop().unwrap_or_default();
+        v.clear();
+        v
+    }
+
+    fn give_buf(&mut self, v: Vec<u8>) {
+        if self.pool.len() < 4 {
+            self.pool.push(v);
+            self.pool.sort_by_key(|v| v.capacity());
+        }
+    }
+
     fn check_usable(&self) -> Result<(), CommError> {
         if let Some(p) = &self.poisoned {
             return Err(CommError::Poisoned(p.clone()));
@@ -419,8 +456,14 @@ impl Communicator {
             if c.count == 0 {
                 continue;
             }
-            let bytes = c.count as u64 * c.dtype.size() as u64;
+            // The planner speaks nccl-tests sizes: the larger of the two buffers.
+            let (ib, ob) = c.coll.blocks(self.nranks);
+            let bytes = c.count as u64 * c.dtype.size() as u64 * ib.max(ob) as u64;
             let sched = self.plans.schedule(&c.coll, bytes)?;
+            let fp = *self
+                .fingerprints
+                .entry(Arc::as_ptr(&sched) as usize)
+                .or_insert_with(|| crate::exec::schedule_fingerprint(&sched));
             let ctx = Ctx {
                 what: c.coll.kind.name().to_string(),
                 seq,
@@ -436,6 +479,7 @@ impl Communicator {
                 Input::Owned(v) => v,
             };
             let output = c.output;
+            let scratch = self.take_buf();
             {
                 let mut task = CollTask::new(
                     ctx,
@@ -446,13 +490,21 @@ impl Communicator {
                     input,
                     &mut *output,
                     self.cfg.slot_bytes,
+                    fp,
+                    scratch,
                     &mut self.ports,
                 )?;
                 let mut tasks: Vec<&mut dyn Task> = vec![&mut task];
                 for t in p2p.iter_mut() {
                     tasks.push(t.as_mut());
                 }
-                drive(&mut tasks, &policy, self.ports.transport.as_ref())?;
+                let r = drive(&mut tasks, &policy, self.ports.transport.as_ref());
+                drop(tasks);
+                self.give_buf(task.into_scratch());
+                r?;
+            }
+            if let Input::Owned(v) = c.input {
+                self.give_buf(v);
             }
             if c.op == ReduceOp::Avg {
                 let holds_result = match c.coll.kind {
@@ -603,14 +655,16 @@ impl<'b> Group<'_, 'b> {
                 )));
             }
             let (input, output) = match coll.kind {
-                CollectiveKind::AllGather => {
-                    (recv[r * count * es..(r + 1) * count * es].to_vec(), recv)
-                }
+                CollectiveKind::AllGather => (
+                    self.comm
+                        .copy_of(&recv[r * count * es..(r + 1) * count * es]),
+                    recv,
+                ),
                 CollectiveKind::ReduceScatter => {
-                    let input = recv.to_vec();
+                    let input = self.comm.copy_of(recv);
                     (input, &mut recv[r * count * es..(r + 1) * count * es])
                 }
-                _ => (recv.to_vec(), recv),
+                _ => (self.comm.copy_of(recv), recv),
             };
             self.push_coll(coll, count, dtype, op, Input::Owned(input), output)
         }

@@ -159,7 +159,7 @@ impl Communicator {
         } else {
             Some(ShmLinks::open(
                 &cfg.shm_dir,
-                &id.job_tag(),
+                &format!("{}-{}", id.job_tag(), rv.session),
                 rank,
                 &shm_peers,
                 cfg.slots,
@@ -234,7 +234,16 @@ impl Communicator {
             (false, false) => "self",
         };
         let t = ProcTransport { shm, tcp, name };
-        Communicator::with_transport(rank, nranks, cfg, Box::new(t), vec![Box::new(rv)])
+        let hosts: Vec<String> = rv.peers.iter().map(|p| p.host.clone()).collect();
+        let planner = crate::plan::Plans::cpu_planner_hosts(&hosts);
+        Communicator::with_transport(
+            rank,
+            nranks,
+            cfg,
+            Box::new(t),
+            vec![Box::new(rv)],
+            Some(planner),
+        )
     }
 
     /// Joins a job from the torchrun environment (see [`EnvRank::from_lookup`]), with the

@@ -3,7 +3,7 @@
 //!
 //! Module map: [`comm`] (public API), [`plan`] (where schedules come from), [`exec`] (runs one
 //! rank's schedule), [`protocol`] (the slot-FIFO step protocol), [`transport`] (threads, shared
-//! memory, TCP), [`bootstrap`] (TCP rendezvous), [`reference`] (serial oracle), [`element`]
+//! memory, TCP), [`bootstrap`] (TCP rendezvous), [`reference`](mod@reference) (serial oracle), [`element`]
 //! (types and reduction kernels). Design: `docs/runtime.md`, `docs/protocol.md`.
 
 pub mod bootstrap;
@@ -15,6 +15,7 @@ pub mod element;
 pub mod error;
 pub mod exec;
 pub mod init;
+pub mod perf;
 pub mod plan;
 pub mod protocol;
 pub mod reference;

@@ -226,6 +226,25 @@ fn bad_unique_ids_and_env() {
     ]))
     .unwrap();
     assert_eq!(ok.id, same.id, "ranks of one job derive the same id");
+    // An explicit id in TOPOPLAN_UNIQUE_ID wins over MASTER_ADDR/PORT.
+    let id = UniqueId::new("127.0.0.1:4242");
+    let text = id.to_string();
+    let lookup = |k: &str| match k {
+        "RANK" => Some("0".to_string()),
+        "WORLD_SIZE" => Some("3".to_string()),
+        "MASTER_PORT" => Some("1".to_string()),
+        "TOPOPLAN_UNIQUE_ID" => Some(text.clone()),
+        _ => None,
+    };
+    assert_eq!(runtime::EnvRank::from_lookup(lookup).unwrap().id, id);
+    let e = runtime::EnvRank::from_lookup(|k: &str| match k {
+        "RANK" | "WORLD_SIZE" => Some("1".to_string()),
+        "TOPOPLAN_UNIQUE_ID" => Some("topoplan1:xyz".to_string()),
+        _ => None,
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("bad unique id"), "{e}");
     let e = Communicator::init_rank(&UniqueId::new(free_addr()), 2, 5, cfg(100))
         .unwrap_err()
         .to_string();

@@ -16,13 +16,14 @@ fn score(cfg: &SimConfig, data: &[(CollectiveKind, Vec<(u64, f64)>)]) -> f64 {
     let mut sum = 0.0;
     for (k, m) in data {
         let rows = compare(&topo, *k, m, cfg).unwrap();
-        // The worst error counts for all-reduce (the target); all-gather (with noisy small
-        // sizes) only through the RMS term.
+        // Two all-gather points (512 B: 14.1 µs, 8 KiB: 17.3 µs) sit 20-45% above both
+        // neighbours (11.5-12.1 µs): run-to-run noise, left out of the fit, reported as misses.
         let ar = *k == CollectiveKind::AllReduce;
         for r in rows {
-            if ar {
-                worst = worst.max(r.error.abs());
+            if !ar && (r.bytes == 512 || r.bytes == 8192) {
+                continue;
             }
+            worst = worst.max(r.error.abs());
             sum += r.error * r.error * if ar { 1.0 } else { 0.5 };
         }
     }

@@ -174,14 +174,14 @@ pub(crate) fn run(
                         cap: if ce {
                             f64::INFINITY
                         } else {
-                            proto.channel_gbps * 1e3
+                            cfg.channel_caps(s).0
                         },
                     });
                     meta.push((route.lat_us, route.network));
                 } else {
                     demands.push(Demand {
                         res: vec![(mem, touches as f64)],
-                        cap: cfg.local_channel_gbps * 1e3,
+                        cap: cfg.channel_caps(s).1,
                     });
                     meta.push((0.0, false));
                 }
@@ -225,7 +225,7 @@ pub(crate) fn run(
             let m = if comm {
                 payload
                     .div_ceil(proto.step_bytes.max(1))
-                    .max(proto.min_steps.max(1) as u64)
+                    .max(proto.min_steps_for(s) as u64)
                     .min(payload.max(1))
             } else {
                 1

@@ -1,7 +1,7 @@
 //! Simulation parameters: protocol costs, launch and copy-engine overheads, link efficiencies.
 //! Defaults are calibrated on the lent 2×H200 machine (see `docs/fidelity.md`).
 
-use planner::schedule::{OpKind, Protocol};
+use planner::schedule::{Algorithm, OpKind, Protocol, Schedule};
 use serde::{Deserialize, Serialize};
 
 /// Costs of one NCCL-style protocol.
@@ -11,9 +11,9 @@ pub struct ProtoParams {
     pub wire_factor: f64,
     /// Payload bytes per step (one connection slot); messages are cut into steps.
     pub step_bytes: u64,
-    /// Fewest steps a message is cut into (NCCL's ring Simple cuts every chunk into
+    /// Fewest steps a ring message is cut into (NCCL's ring Simple cuts every chunk into
     /// CHUNKSTEPS = 4 steps, however small); a message is `max(ceil(payload/step_bytes),
-    /// min_steps)` steps.
+    /// min_steps)` steps. Other algorithms use 1.
     #[serde(default = "one")]
     pub min_steps: u32,
     /// Fixed cost per step in µs (flag/fence, polling), paid by the op that runs the step.
@@ -22,6 +22,17 @@ pub struct ProtoParams {
     pub hop_us: f64,
     /// Throughput cap of one channel (one thread block) in GB/s of wire traffic.
     pub channel_gbps: f64,
+}
+
+impl ProtoParams {
+    /// `min_steps` applies to ring schedules only (NCCL's chunk steps are a ring Simple rule).
+    pub fn min_steps_for(&self, s: &Schedule) -> u32 {
+        if s.algorithm == Algorithm::Ring {
+            self.min_steps.max(1)
+        } else {
+            1
+        }
+    }
 }
 
 /// How `simulate` executes a schedule.
@@ -61,6 +72,13 @@ pub struct SimConfig {
     pub net_step_us: f64,
     /// Throughput cap of one channel doing local copies/reductions, GB/s.
     pub local_channel_gbps: f64,
+    /// Whole-GPU peer throughput of topoplan's direct kernels (one-shot, two-shot, direct,
+    /// copy-engine pipeline), GB/s; their channels split it. (2×H200: SM peer read 374.)
+    #[serde(default = "direct_gbps")]
+    pub direct_gbps: f64,
+    /// Whole-GPU local copy/reduce throughput of direct kernels, GB/s (2×H200: ~1960).
+    #[serde(default = "direct_local_gbps")]
+    pub direct_local_gbps: f64,
     /// Senders store straight into the receiver's destination (NCCL's P2P direct mode within a
     /// process): `Recv` costs no local copy and `RecvCopySend` only reads what it forwards.
     #[serde(default = "yes")]
@@ -78,14 +96,14 @@ impl Default for SimConfig {
             seed: 0,
             jitter: 0.0,
             elem_bytes: 4,
-            launch_us: 8.03,
+            launch_us: 7.08,
             ll: ProtoParams {
-                wire_factor: 2.0,
+                wire_factor: 1.27,
                 step_bytes: 32 * 1024,
                 min_steps: 1,
-                step_us: 1.1,
-                hop_us: 0.63,
-                channel_gbps: 24.3,
+                step_us: 1.155,
+                hop_us: 0.66,
+                channel_gbps: 15.8,
             },
             ll128: ProtoParams {
                 wire_factor: 128.0 / 120.0,
@@ -99,21 +117,31 @@ impl Default for SimConfig {
                 wire_factor: 1.0,
                 step_bytes: 512 * 1024,
                 min_steps: 4,
-                step_us: 1.155,
-                hop_us: 6.16,
+                step_us: 1.152,
+                hop_us: 6.47,
                 channel_gbps: 13.76,
             },
-            sm_link_efficiency: 0.95,
+            sm_link_efficiency: 1.0,
             ce_link_efficiency: 0.82,
             ce_setup_us: 2.0,
             net_step_us: 2.0,
             local_channel_gbps: 61.0,
+            direct_gbps: direct_gbps(),
+            direct_local_gbps: direct_local_gbps(),
             direct_recv: true,
             mode: Mode::Auto,
             detailed_limit: 2_000_000,
             trace: false,
         }
     }
+}
+
+fn direct_gbps() -> f64 {
+    374.0
+}
+
+fn direct_local_gbps() -> f64 {
+    1960.0
 }
 
 fn yes() -> bool {
@@ -125,6 +153,25 @@ fn one() -> u32 {
 }
 
 impl SimConfig {
+    /// Throughput caps (bytes/µs) of one channel of `s`: (sending, local work). NCCL-style
+    /// algorithms (ring, tree, imported) run one thread block per channel; topoplan's direct
+    /// kernels use the whole GPU, split among their channels.
+    pub fn channel_caps(&self, s: &Schedule) -> (f64, f64) {
+        match s.algorithm {
+            Algorithm::OneShot
+            | Algorithm::TwoShot
+            | Algorithm::Direct
+            | Algorithm::CopyEnginePipeline => {
+                let c = s.channels.max(1) as f64;
+                (self.direct_gbps * 1e3 / c, self.direct_local_gbps * 1e3 / c)
+            }
+            _ => (
+                self.proto(s.protocol).channel_gbps * 1e3,
+                self.local_channel_gbps * 1e3,
+            ),
+        }
+    }
+
     /// Local memory passes (reads + writes) per payload byte an op of `kind` makes on its GPU.
     pub fn local_touches(&self, kind: OpKind) -> u32 {
         if self.direct_recv {

@@ -366,7 +366,9 @@ impl<'a> Engine<'a> {
         let nsub = if op.kind.sends() || op.kind.receives() {
             let pp = self.cfg.proto(self.s.protocol);
             let steps = payload.div_ceil(pp.step_bytes.max(1));
-            steps.max(pp.min_steps.max(1) as u64).min(payload.max(1)) as u32
+            steps
+                .max(pp.min_steps_for(self.s) as u64)
+                .min(payload.max(1)) as u32
         } else {
             1
         };
@@ -450,7 +452,7 @@ impl<'a> Engine<'a> {
                 demand.res.push((self.ce[rank as usize], 1.0));
                 overhead_us += self.cfg.ce_setup_us;
             } else {
-                demand.cap = proto.channel_gbps * 1e3;
+                demand.cap = self.cfg.channel_caps(self.s).0;
                 overhead_us += proto.step_us;
             }
             if route.network {
@@ -459,7 +461,7 @@ impl<'a> Engine<'a> {
         } else {
             volume = if local_touches > 0 { bytes as f64 } else { 0.0 };
             demand.res.push((mem, local_touches as f64));
-            demand.cap = self.cfg.local_channel_gbps * 1e3;
+            demand.cap = self.cfg.channel_caps(self.s).1;
             if cin.is_some() {
                 overhead_us += proto.step_us;
             }

@@ -125,7 +125,7 @@ pub fn estimate_events(s: &Schedule, bytes: u64, cfg: &SimConfig) -> u64 {
             for op in &ch.ops {
                 let subs = (chunk_bytes * op.chunk_count() as u64)
                     .div_ceil(step)
-                    .max(cfg.proto(s.protocol).min_steps as u64);
+                    .max(cfg.proto(s.protocol).min_steps_for(s) as u64);
                 total = total.saturating_add(op.repeat as u64 * subs * 4);
             }
         }

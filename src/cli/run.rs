@@ -1,10 +1,559 @@
-//! `topoplan run`.
+//! `topoplan run`: execute collectives with the runtime, check every element against the serial
+//! reference, and print an nccl-tests style table.
 
 use super::error::{CliError, CliResult};
+use planner::schedule::{CollectiveKind, Protocol};
+use runtime::check::{collective_for, Case};
+use runtime::config::{Config, TransportChoice};
+use runtime::perf::{measure, memcpy_gbps, Sample};
+use runtime::{CommError, Communicator, DataType, ReduceOp};
+use std::process::{Command, Stdio};
 
-#[derive(clap::Args, Debug)]
-pub struct Args {}
+#[derive(clap::Args, Debug, Clone)]
+#[command(
+    about = "Execute collectives with the runtime and check every element (nccl-tests style)",
+    long_about = "Runs a collective over a range of sizes on N ranks, checks every element of every rank's output \
+against topoplan's serial reference, and prints nccl-tests' columns: size, count, type, redop, root, then time, \
+algbw, busbw and #wrong for out-of-place and in-place runs.\n\n\
+Ranks are threads of this process (--mode threads, like ncclCommInitAll) or separate processes on this host \
+(--mode procs: topoplan starts N copies of itself with torchrun-style RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, \
+joined over shared memory or, with --transport tcp, over TCP). Under torchrun, pass --from-env and every process \
+becomes the rank its environment names.\n\n\
+Input data are random small integers (never zero), so every reduction order gives the exact reference result and \
+#wrong must be 0. The exit status is 1 if any element is wrong or a collective fails.\n\n\
+Examples:\n  topoplan run --backend cpu --ranks 4 --collective all-reduce -b 8 -e 64M -f 4\n  \
+topoplan run --ranks 8 --collective all-gather -d bf16 -b 1K -e 16M -f 4 --mode procs\n  \
+topoplan run --ranks 4 --collective reduce-scatter -o max --algo ring --channels 2 --memcpy"
+)]
+pub struct Args {
+    /// Backend: `cpu` (threads, shared memory, TCP). The CUDA backend runs under `topoplan bench`.
+    #[arg(long, default_value = "cpu")]
+    backend: String,
+    /// Number of ranks (ignored with --from-env).
+    #[arg(long, short = 'g', default_value_t = 2)]
+    ranks: u32,
+    /// all-reduce, all-gather, reduce-scatter, broadcast, reduce, all-to-all or sendrecv.
+    #[arg(long, short = 'c', default_value = "all-reduce")]
+    collective: String,
+    /// Smallest size in bytes (nccl-tests' meaning per collective; K, M, G suffixes).
+    #[arg(short = 'b', long = "minbytes", default_value = "8")]
+    minbytes: String,
+    /// Largest size in bytes.
+    #[arg(short = 'e', long = "maxbytes", default_value = "32M")]
+    maxbytes: String,
+    /// Multiply the size by this factor between steps.
+    #[arg(short = 'f', long = "stepfactor", default_value_t = 2)]
+    stepfactor: u64,
+    /// Element type: f32 f64 f16 bf16 i32 i64 u8 i8 (or nccl-tests' names: float, half, ...).
+    #[arg(short = 'd', long = "datatype", default_value = "f32")]
+    datatype: String,
+    /// Reduction: sum, prod, min, max, avg.
+    #[arg(short = 'o', long = "op", default_value = "sum")]
+    op: String,
+    /// Root rank of broadcast and reduce.
+    #[arg(short = 'r', long, default_value_t = 0)]
+    root: u32,
+    /// Timed iterations per size.
+    #[arg(short = 'n', long, default_value_t = 20)]
+    iters: u32,
+    /// Warm-up iterations per size.
+    #[arg(short = 'w', long, default_value_t = 5)]
+    warmup: u32,
+    /// Check results (0 to skip the checked run; #wrong then shows N/A).
+    #[arg(long, default_value_t = 1)]
+    check: u8,
+    /// threads (one process) or procs (one process per rank).
+    #[arg(long, default_value = "threads")]
+    mode: String,
+    /// Between processes: auto (shared memory on one host, TCP across), shm, tcp.
+    #[arg(long)]
+    transport: Option<String>,
+    /// Force an algorithm (ring, tree, one-shot, two-shot, direct, ...); default: the planner's choice.
+    #[arg(long)]
+    algo: Option<String>,
+    /// Force a protocol (Simple, LL128, LL).
+    #[arg(long)]
+    proto: Option<String>,
+    /// Force the number of channels.
+    #[arg(long)]
+    channels: Option<u32>,
+    /// Payload bytes per slot (the largest message between two ranks).
+    #[arg(long)]
+    slot_bytes: Option<usize>,
+    /// Seconds a collective may wait without progress before failing.
+    #[arg(long)]
+    timeout: Option<String>,
+    /// Also print the bandwidth of a plain memcpy of the same size (the CPU ceiling).
+    #[arg(long)]
+    memcpy: bool,
+    /// Be one rank of a job described by RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (torchrun).
+    #[arg(long)]
+    from_env: bool,
+    /// Seed of the random input.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
 
-pub fn run(_args: Args) -> CliResult {
-    Err(CliError::failure("`topoplan run` is not built yet"))
+/// Parses `8`, `64K`, `16M`, `2G` (powers of 1024).
+fn parse_bytes(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (num, mul) = match s.chars().last()?.to_ascii_uppercase() {
+        'K' => (&s[..s.len() - 1], 1u64 << 10),
+        'M' => (&s[..s.len() - 1], 1 << 20),
+        'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>().ok()?.checked_mul(mul)
+}
+
+struct Plan {
+    kind: CollectiveKind,
+    dtype: DataType,
+    op: ReduceOp,
+    sizes: Vec<u64>,
+    cfg: Config,
+}
+
+fn plan(a: &Args) -> Result<Plan, CliError> {
+    if a.backend != "cpu" {
+        return Err(CliError::input(format!(
+            "--backend {}: `topoplan run` drives the CPU backend; GPUs are benchmarked with `topoplan bench`",
+            a.backend
+        )));
+    }
+    let kind = CollectiveKind::parse(&a.collective).ok_or_else(|| {
+        CliError::input(format!(
+            "--collective {:?}: expected one of {}",
+            a.collective,
+            CollectiveKind::ALL.map(|k| k.name()).join(", ")
+        ))
+    })?;
+    let dtype = DataType::parse(&a.datatype).ok_or_else(|| {
+        CliError::input(format!(
+            "--datatype {:?}: expected f32 f64 f16 bf16 i32 i64 u8 i8",
+            a.datatype
+        ))
+    })?;
+    let op = ReduceOp::parse(&a.op).ok_or_else(|| {
+        CliError::input(format!("--op {:?}: expected sum prod min max avg", a.op))
+    })?;
+    let lo = parse_bytes(&a.minbytes).ok_or_else(|| {
+        CliError::input(format!(
+            "-b {:?}: expected bytes like 8, 64K, 16M",
+            a.minbytes
+        ))
+    })?;
+    let hi = parse_bytes(&a.maxbytes).ok_or_else(|| {
+        CliError::input(format!(
+            "-e {:?}: expected bytes like 8, 64K, 16M",
+            a.maxbytes
+        ))
+    })?;
+    if lo > hi {
+        return Err(CliError::input(format!("-b {lo} is larger than -e {hi}")));
+    }
+    if a.stepfactor < 2 && lo != hi {
+        return Err(CliError::input("-f must be at least 2"));
+    }
+    if a.ranks == 0 || a.ranks > 1024 {
+        return Err(CliError::input(format!(
+            "--ranks {}: expected 1 to 1024",
+            a.ranks
+        )));
+    }
+    if matches!(kind, CollectiveKind::Broadcast | CollectiveKind::Reduce)
+        && a.root >= a.ranks
+        && !a.from_env
+    {
+        return Err(CliError::input(format!(
+            "--root {} is not below --ranks {}",
+            a.root, a.ranks
+        )));
+    }
+    let mut sizes = vec![lo];
+    while *sizes.last().expect("nonempty") < hi {
+        let next = sizes
+            .last()
+            .expect("nonempty")
+            .saturating_mul(a.stepfactor.max(2))
+            .min(hi);
+        sizes.push(next);
+    }
+    let mut cfg = Config::from_env().map_err(|e| CliError::input(e.to_string()))?;
+    if let Some(t) = &a.timeout {
+        cfg.timeout = runtime::config::parse_duration(t)
+            .ok_or_else(|| CliError::input(format!("--timeout {t:?}: expected e.g. 30s")))?;
+    }
+    if let Some(x) = &a.algo {
+        runtime::plan::parse_algorithm(x).ok_or_else(|| {
+            CliError::input(format!(
+                "--algo {x:?}: expected one of {}",
+                runtime::plan::ALGORITHMS.join(", ")
+            ))
+        })?;
+        cfg.algorithm = Some(x.clone());
+    }
+    if let Some(p) = &a.proto {
+        cfg.protocol = Some(Protocol::parse(p).ok_or_else(|| {
+            CliError::input(format!("--proto {p:?}: expected Simple, LL128 or LL"))
+        })?);
+    }
+    if let Some(c) = a.channels {
+        if c == 0 {
+            return Err(CliError::input("--channels must be at least 1"));
+        }
+        cfg.channels = Some(c);
+    }
+    if let Some(b) = a.slot_bytes {
+        if !(64..=1 << 30).contains(&b) {
+            return Err(CliError::input("--slot-bytes must be between 64 and 1 GiB"));
+        }
+        cfg.slot_bytes = b;
+    }
+    if let Some(t) = &a.transport {
+        cfg.transport = match t.as_str() {
+            "auto" => TransportChoice::Auto,
+            "shm" => TransportChoice::Shm,
+            "tcp" => TransportChoice::Tcp,
+            _ => {
+                return Err(CliError::input(format!(
+                    "--transport {t:?}: expected auto, shm or tcp"
+                )))
+            }
+        };
+    }
+    Ok(Plan {
+        kind,
+        dtype,
+        op,
+        sizes,
+        cfg,
+    })
+}
+
+/// Per-rank element count for a size in bytes (nccl-tests: all-gather's size is the whole
+/// output, reduce-scatter's the whole input, all-to-all's the whole buffer).
+fn count_for(kind: CollectiveKind, bytes: u64, dtype: DataType, n: u32) -> usize {
+    let blocks = match kind {
+        CollectiveKind::AllGather | CollectiveKind::ReduceScatter | CollectiveKind::AllToAll => {
+            n as u64
+        }
+        _ => 1,
+    };
+    (bytes / dtype.size() as u64 / blocks) as usize
+}
+
+fn cases(p: &Plan, n: u32, root: u32, seed: u64) -> Vec<(u64, [Case; 2])> {
+    p.sizes
+        .iter()
+        .map(|&b| {
+            let count = count_for(p.kind, b, p.dtype, n);
+            let mk = |in_place| Case {
+                coll: collective_for(p.kind, n, root),
+                dtype: p.dtype,
+                op: p.op,
+                count,
+                in_place,
+                seed: seed ^ b,
+            };
+            (b, [mk(false), mk(true)])
+        })
+        .collect()
+}
+
+/// Runs every size on one rank; returns per size (out-of-place, in-place) samples.
+fn rank_loop(
+    comm: &mut Communicator,
+    p: &Plan,
+    a: &Args,
+    expected: &dyn Fn(usize, usize) -> Option<Vec<u8>>,
+) -> Result<Vec<[Sample; 2]>, CommError> {
+    let n = comm.nranks();
+    let mut out = Vec::new();
+    for (i, (_, pair)) in cases(p, n, a.root, a.seed).iter().enumerate() {
+        let mut s = [Sample::default(); 2];
+        for (j, c) in pair.iter().enumerate() {
+            let want = if a.check != 0 { expected(i, j) } else { None };
+            s[j] = measure(
+                comm,
+                c,
+                want.as_deref(),
+                a.check != 0,
+                a.warmup,
+                a.iters.max(1),
+            )?;
+        }
+        out.push(s);
+    }
+    Ok(out)
+}
+
+fn header(p: &Plan, n: u32, a: &Args, what: &str, sched: &str) {
+    println!(
+        "# topoplan run: {} on {n} ranks ({what}), {} {}, {sched}",
+        p.kind.name(),
+        p.dtype.nccl_name(),
+        p.op.name()
+    );
+    let mem = if a.memcpy { "  memcpy" } else { "" };
+    println!("#{:>63}{:>33}", "out-of-place", "in-place");
+    println!(
+        "#{:>11} {:>12} {:>9} {:>6} {:>6} {:>9} {:>7} {:>7} {:>6} {:>9} {:>7} {:>7} {:>6}{mem}",
+        "size",
+        "count",
+        "type",
+        "redop",
+        "root",
+        "time",
+        "algbw",
+        "busbw",
+        "#wrong",
+        "time",
+        "algbw",
+        "busbw",
+        "#wrong"
+    );
+    let mem = if a.memcpy { "  (GB/s)" } else { "" };
+    println!(
+        "#{:>11} {:>12} {:>9} {:>6} {:>6} {:>9} {:>7} {:>7} {:>6} {:>9} {:>7} {:>7} {:>6}{mem}",
+        "(B)",
+        "(elements)",
+        "",
+        "",
+        "",
+        "(us)",
+        "(GB/s)",
+        "(GB/s)",
+        "",
+        "(us)",
+        "(GB/s)",
+        "(GB/s)",
+        ""
+    );
+}
+
+/// Prints the table; returns the total of wrong elements.
+fn table(p: &Plan, n: u32, a: &Args, rows: &[[Sample; 2]]) -> u64 {
+    let mut wrong = 0;
+    let mut bus_sum = 0.0;
+    for (&bytes, s) in p.sizes.iter().zip(rows) {
+        let count = count_for(p.kind, bytes, p.dtype, n);
+        let blocks = bytes / p.dtype.size() as u64 / count.max(1) as u64;
+        let real = (count as u64 * blocks.max(1) * p.dtype.size() as u64) as f64;
+        let root = if matches!(p.kind, CollectiveKind::Broadcast | CollectiveKind::Reduce) {
+            a.root as i64
+        } else {
+            -1
+        };
+        let redop = if p.kind.reduces() {
+            p.op.name()
+        } else {
+            "none"
+        };
+        let mut line = format!(
+            "{:>12} {:>12} {:>9} {:>6} {:>6}",
+            real as u64,
+            count as u64 * blocks.max(1),
+            p.dtype.nccl_name(),
+            redop,
+            root
+        );
+        for x in s {
+            let algbw = if x.time_us > 0.0 {
+                real / x.time_us / 1e3
+            } else {
+                0.0
+            };
+            let busbw = algbw * p.kind.busbw_factor(n);
+            bus_sum += busbw / 2.0;
+            let w = if a.check != 0 {
+                x.wrong.to_string()
+            } else {
+                "N/A".into()
+            };
+            line += &format!(" {:>9.2} {:>7.2} {:>7.2} {:>6}", x.time_us, algbw, busbw, w);
+            wrong += x.wrong;
+        }
+        if a.memcpy {
+            line += &format!("  {:>6.2}", memcpy_gbps(real as usize, a.iters.max(1)));
+        }
+        println!("{line}");
+    }
+    println!(
+        "# Out of bounds values : {wrong} {}",
+        if wrong == 0 { "OK" } else { "FAILED" }
+    );
+    println!(
+        "# Avg bus bandwidth    : {:.4}",
+        bus_sum / rows.len().max(1) as f64
+    );
+    wrong
+}
+
+fn describe(comm: &mut Communicator, p: &Plan, root: u32) -> String {
+    let coll = collective_for(p.kind, comm.nranks(), root);
+    let b = *p.sizes.last().unwrap_or(&0);
+    match comm.schedule_for(&coll, b) {
+        Ok(s) => format!(
+            "{} / {} / {} channel(s) at {b} B",
+            s.algorithm.name(),
+            s.protocol.name(),
+            s.channels
+        ),
+        Err(e) => format!("no schedule: {e}"),
+    }
+}
+
+fn comm_err(e: CommError) -> CliError {
+    if e.is_usage() {
+        CliError::input(e)
+    } else {
+        CliError::failure(e)
+    }
+}
+
+pub fn run(a: Args) -> CliResult {
+    let p = plan(&a)?;
+    if a.from_env {
+        return run_from_env(&a, &p);
+    }
+    match a.mode.as_str() {
+        "threads" => run_threads(&a, &p),
+        "procs" => run_procs(&a),
+        m => Err(CliError::input(format!(
+            "--mode {m:?}: expected threads or procs"
+        ))),
+    }
+}
+
+fn run_threads(a: &Args, p: &Plan) -> CliResult {
+    let n = a.ranks;
+    let mut comms = Communicator::init_all(n, p.cfg.clone()).map_err(comm_err)?;
+    let sched = describe(&mut comms[0], p, a.root);
+    header(p, n, a, "threads", &sched);
+    // The reference outputs are computed once, on demand, and shared by the rank threads.
+    let all = cases(p, n, a.root, a.seed);
+    let expected: Vec<[Vec<Option<Vec<u8>>>; 2]> = if a.check != 0 {
+        all.iter()
+            .map(|(_, [o, i])| [o.expected(n), i.expected(n)])
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let results: Vec<Result<Vec<[Sample; 2]>, CommError>> = std::thread::scope(|s| {
+        let hs: Vec<_> = comms
+            .iter_mut()
+            .map(|c| {
+                let exp = &expected;
+                s.spawn(move || {
+                    let r = c.rank() as usize;
+                    rank_loop(c, p, a, &|i, j| exp.get(i).and_then(|e| e[j][r].clone()))
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(CommError::Transport("a rank thread panicked".into())))
+            })
+            .collect()
+    });
+    let mut rows = None;
+    for r in results {
+        let r = r.map_err(comm_err)?;
+        rows.get_or_insert(r);
+    }
+    finish(table(p, n, a, &rows.unwrap_or_default()))
+}
+
+fn finish(wrong: u64) -> CliResult {
+    if wrong > 0 {
+        return Err(CliError::failure(format!("{wrong} wrong element(s)")));
+    }
+    Ok(())
+}
+
+fn run_from_env(a: &Args, p: &Plan) -> CliResult {
+    let env = runtime::EnvRank::from_lookup(|k| std::env::var(k).ok())
+        .map_err(|e| CliError::input(e.to_string()))?;
+    let mut comm = Communicator::init_rank(&env.id, env.world_size, env.rank, p.cfg.clone())
+        .map_err(comm_err)?;
+    let n = comm.nranks();
+    if matches!(p.kind, CollectiveKind::Broadcast | CollectiveKind::Reduce) && a.root >= n {
+        return Err(CliError::input(format!(
+            "--root {} is not below the world size {n}",
+            a.root
+        )));
+    }
+    let sched = describe(&mut comm, p, a.root);
+    let me = comm.rank();
+    if me == 0 {
+        header(
+            p,
+            n,
+            a,
+            &format!("processes over {}", comm.transport_name()),
+            &sched,
+        );
+    }
+    let all = cases(p, n, a.root, a.seed);
+    let rows = rank_loop(&mut comm, p, a, &|i, j| {
+        all[i].1[j].expected(n).swap_remove(me as usize)
+    })
+    .map_err(comm_err)?;
+    // Every rank knows the totals (measure sums #wrong over ranks); rank 0 prints.
+    let wrong: u64 = rows.iter().flat_map(|r| r.iter().map(|s| s.wrong)).sum();
+    if me == 0 {
+        table(p, n, a, &rows);
+    }
+    finish(wrong)
+}
+
+fn run_procs(a: &Args) -> CliResult {
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::failure(format!("cannot find my own binary: {e}")))?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| CliError::failure(format!("no free port: {e}")))?
+        .port();
+    // Re-run this command line as every rank, with --from-env added.
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .chain(["--from-env".to_string()])
+        .collect();
+    let kids: Vec<_> = (0..a.ranks)
+        .map(|r| {
+            Command::new(&exe)
+                .args(&args)
+                .env("RANK", r.to_string())
+                .env("LOCAL_RANK", r.to_string())
+                .env("WORLD_SIZE", a.ranks.to_string())
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", port.to_string())
+                .env_remove("TOPOPLAN_UNIQUE_ID")
+                .stdout(if r == 0 {
+                    Stdio::inherit()
+                } else {
+                    Stdio::null()
+                })
+                .stderr(Stdio::inherit())
+                .spawn()
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|e| CliError::failure(format!("starting ranks: {e}")))?;
+    let mut worst = 0;
+    for (r, k) in kids.into_iter().enumerate() {
+        let st = k
+            .wait_with_output()
+            .map_err(|e| CliError::failure(format!("rank {r}: {e}")))?
+            .status;
+        if !st.success() {
+            worst = worst.max(st.code().unwrap_or(1));
+        }
+    }
+    match worst {
+        0 => Ok(()),
+        2 => Err(CliError::input("a rank rejected its input (see above)")),
+        _ => Err(CliError::failure("a rank failed (see above)")),
+    }
 }

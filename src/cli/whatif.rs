@@ -1,10 +1,516 @@
-//! `topoplan whatif`.
+//! `topoplan whatif`: capacity planning. Builds one topology per scenario (more nodes, other NIC
+//! or NVLink speeds, an oversubscribed fabric, a failed link or GPU), re-plans each, simulates the
+//! tuner's choice at every size, and compares the scenarios with the baseline.
 
 use super::error::{CliError, CliResult};
+use super::plan::parse_size;
+use super::sim::{collective, filter, load_config, parse_kind, simulate_size, sizes, Cache};
+use planner::plan::Planner;
+use planner::topology::{load_file, topology_of, LinkKind, LoadOptions, NodeKind, Topology};
+use rayon::prelude::*;
+use std::io::IsTerminal;
+use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+#[command(after_help = "EXAMPLES:
+  topoplan whatif node.xml --nodes 8 --vary nodes=8,16,32,64
+  topoplan whatif cluster.json --vary nic-gbps=200,400,800 --plot busbw.svg
+  topoplan whatif cluster.json --vary oversubscription=1,2,4 -b 1M -e 4G
+  topoplan whatif tests/data/topologies/h200x2-topo.xml --vary nvlink-gbps=10,20.6,40
+  topoplan whatif node.xml --vary fail-link=0-1,2-3 --vary fail-gpu=3
 
-pub fn run(_args: Args) -> CliResult {
-    Err(CliError::failure("`topoplan whatif` is not built yet"))
+KEYS (each --vary adds one scenario per value; the baseline is the file as given, scaled by
+--nodes/--fabric/--nic-gbps/--oversubscription when set):
+  nodes=N,...             hosts in the cluster (1..65536; a single-node file is scaled, rail fabric)
+  nic-gbps=G,...          NIC port speed in Gbit/s (every NIC)
+  nvlink-gbps=G,...       bandwidth of one NVLink lane in GB/s (H100/H200: 20.6); links keep their lane count
+  oversubscription=R,...  fat-tree leaf uplink oversubscription (1 = non-blocking; switches the fabric to fat-tree)
+  fail-link=A-B,...       the first link on the route from rank A towards rank B fails (both directions)
+  fail-gpu=R,...          GPU of rank R fails; ranks above it shift down by one
+Every scenario is planned from scratch, so failures are routed around when the topology allows.
+
+The table gives per scenario and size the simulated time, busbw (nccl-tests definition) and
+busbw relative to the baseline. Runs in parallel (rayon); --serial gives identical results.")]
+pub struct Args {
+    /// Topology file: NCCL XML or topoplan JSON (single node or cluster).
+    pub file: PathBuf,
+    /// KEY=V1,V2,... (repeatable); see KEYS below.
+    #[arg(long = "vary", required = true)]
+    pub vary: Vec<String>,
+    /// Collective (all-reduce, all-gather, ...).
+    #[arg(short = 'c', long = "collective", default_value = "all-reduce")]
+    pub collective: String,
+    #[arg(short = 'b', long = "minbytes", default_value = "8", value_parser = parse_size)]
+    pub min_bytes: u64,
+    #[arg(short = 'e', long = "maxbytes", default_value = "4G", value_parser = parse_size)]
+    pub max_bytes: u64,
+    #[arg(short = 'f', long = "stepfactor", default_value_t = 4)]
+    pub step_factor: u64,
+    /// Baseline cluster: scale a single-node file to this many hosts.
+    #[arg(long)]
+    pub nodes: Option<u32>,
+    /// Fabric of the baseline cluster: rail, fat-tree, switch (default rail).
+    #[arg(long)]
+    pub fabric: Option<String>,
+    /// NIC speed of the baseline cluster in Gbit/s (default 400).
+    #[arg(long)]
+    pub nic_gbps: Option<f64>,
+    /// Oversubscription of the baseline cluster (fat tree).
+    #[arg(long)]
+    pub oversubscription: Option<f64>,
+    /// Force an algorithm (ring, tree, ...) in every scenario.
+    #[arg(long)]
+    pub algo: Option<String>,
+    /// Force a protocol (LL, LL128, Simple) in every scenario.
+    #[arg(long)]
+    pub proto: Option<String>,
+    /// Engine: auto, detailed, aggregated.
+    #[arg(long, default_value = "auto")]
+    pub mode: String,
+    /// Write busbw vs size (log x), one line per scenario, as SVG.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Run scenarios one after another (results are identical to the parallel run).
+    #[arg(long)]
+    pub serial: bool,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// GPU model for skeleton topology files.
+    #[arg(long)]
+    pub gpu_model: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Change {
+    Baseline,
+    Nodes(u32),
+    NicGbps(f64),
+    NvlinkGbps(f64),
+    Oversubscription(f64),
+    FailLink(u32, u32),
+    FailGpu(u32),
+}
+
+impl Change {
+    fn label(&self) -> String {
+        match self {
+            Change::Baseline => "baseline".into(),
+            Change::Nodes(n) => format!("nodes={n}"),
+            Change::NicGbps(g) => format!("nic-gbps={g}"),
+            Change::NvlinkGbps(g) => format!("nvlink-gbps={g}"),
+            Change::Oversubscription(r) => format!("oversubscription={r}"),
+            Change::FailLink(a, b) => format!("fail-link={a}-{b}"),
+            Change::FailGpu(r) => format!("fail-gpu={r}"),
+        }
+    }
+}
+
+fn parse_vary(spec: &str) -> Result<Vec<Change>, CliError> {
+    let (key, vals) = spec.split_once('=').ok_or_else(|| {
+        CliError::input(format!(
+            "--vary \"{spec}\": expected KEY=V1,V2,... (see --help)"
+        ))
+    })?;
+    let bad = |v: &str, what: &str| CliError::input(format!("--vary {key}: \"{v}\" is not {what}"));
+    let pos = |v: &str| -> Result<f64, CliError> {
+        v.trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite() && *x > 0.0)
+            .ok_or_else(|| bad(v, "a positive number"))
+    };
+    let rank = |v: &str| v.trim().parse::<u32>().map_err(|_| bad(v, "a rank"));
+    vals.split(',')
+        .filter(|v| !v.trim().is_empty())
+        .map(|v| {
+            Ok(match key.trim().to_ascii_lowercase().as_str() {
+                "nodes" => Change::Nodes(
+                    v.trim()
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|n| (1..=65_536).contains(n))
+                        .ok_or_else(|| bad(v, "a node count in 1..=65536"))?,
+                ),
+                "nic-gbps" | "nic" => Change::NicGbps(pos(v)?),
+                "nvlink-gbps" | "nvlink" => Change::NvlinkGbps(pos(v)?),
+                "oversubscription" | "oversub" => {
+                    let r = pos(v)?;
+                    if r < 1.0 {
+                        return Err(bad(v, "an oversubscription >= 1"));
+                    }
+                    Change::Oversubscription(r)
+                }
+                "fail-link" => {
+                    let (a, b) = v
+                        .split_once('-')
+                        .ok_or_else(|| bad(v, "a rank pair A-B"))?;
+                    Change::FailLink(rank(a)?, rank(b)?)
+                }
+                "fail-gpu" => Change::FailGpu(rank(v)?),
+                other => {
+                    return Err(CliError::input(format!(
+                        "--vary: unknown key \"{other}\" (nodes, nic-gbps, nvlink-gbps, oversubscription, fail-link, fail-gpu)"
+                    )))
+                }
+            })
+        })
+        .collect()
+}
+
+fn cluster_json(nodes: u32, fabric: &str, nic: f64, over: f64) -> serde_json::Value {
+    serde_json::json!({"nodes": nodes, "fabric": fabric, "nic_gbps": nic, "oversubscription": over})
+}
+
+/// Builds the scenario's topology from the (baseline) document.
+fn build(a: &Args, change: &Change) -> Result<Topology, String> {
+    let name = a.file.display().to_string();
+    let opts = LoadOptions {
+        gpu_model: a.gpu_model.clone(),
+        ..Default::default()
+    };
+    let loaded = load_file(&a.file, &opts).map_err(|e| e.to_string())?;
+    let mut doc = loaded.doc;
+    // Baseline cluster parameters (file's cluster section, then flags).
+    let (mut nodes, mut fabric, mut nic, mut over) = match &doc.cluster {
+        Some(c) => (c.nodes, c.fabric.clone(), c.nic_gbps, c.oversubscription),
+        None => (1, "rail".to_string(), 400.0, 1.0),
+    };
+    nodes = a.nodes.unwrap_or(nodes);
+    fabric = a.fabric.clone().unwrap_or(fabric);
+    nic = a.nic_gbps.unwrap_or(nic);
+    over = a.oversubscription.unwrap_or(over);
+    match change {
+        Change::Nodes(n) => nodes = *n,
+        Change::NicGbps(g) => nic = *g,
+        Change::Oversubscription(r) => {
+            over = *r;
+            fabric = "fat-tree".into();
+        }
+        _ => {}
+    }
+    let clustered = doc.cluster.is_some()
+        || nodes > 1
+        || matches!(change, Change::NicGbps(_) | Change::Oversubscription(_));
+    if clustered {
+        let mut c: planner::topology::doc::ClusterDoc =
+            serde_json::from_value(cluster_json(nodes, &fabric, nic, over))
+                .map_err(|e| e.to_string())?;
+        if let Some(old) = &doc.cluster {
+            c.hosts_per_leaf = old.hosts_per_leaf;
+            c.switch_lat_us = old.switch_lat_us;
+        }
+        doc.cluster = Some(c);
+    }
+    let mut w = Vec::new();
+    let mut t = topology_of(&mut doc, &name, &opts, &mut w).map_err(|e| e.to_string())?;
+    match change {
+        Change::NvlinkGbps(g) => {
+            for l in t.graph.edge_weights_mut() {
+                if l.kind == LinkKind::NvLink {
+                    l.bw_gbps = l.count.max(1) as f64 * g;
+                }
+            }
+        }
+        Change::FailLink(x, y) => {
+            let n = t.n_ranks() as u32;
+            if *x >= n || *y >= n || x == y {
+                return Err(format!(
+                    "fail-link {x}-{y}: ranks must differ and be below {n}"
+                ));
+            }
+            let p = t
+                .gpu_path(*x, *y)
+                .ok_or_else(|| format!("no route from rank {x} to rank {y}"))?;
+            let first = *p.links.first().ok_or("empty route")?;
+            let (u, v) = t.graph.edge_endpoints(first).ok_or("bad link")?;
+            while let Some(e) = t.graph.find_edge(u, v) {
+                t.graph.remove_edge(e);
+            }
+            while let Some(e) = t.graph.find_edge(v, u) {
+                t.graph.remove_edge(e);
+            }
+        }
+        Change::FailGpu(r) => {
+            let g = t
+                .gpu_of_rank(*r)
+                .ok_or_else(|| format!("fail-gpu {r}: no such rank ({} GPUs)", t.n_ranks()))?;
+            if t.n_ranks() < 3 {
+                return Err("fail-gpu needs at least 3 GPUs (2 must remain)".into());
+            }
+            t.graph.remove_node(g);
+            for node in t.graph.node_weights_mut() {
+                if let NodeKind::Gpu(gpu) = &mut node.kind {
+                    if gpu.rank > *r {
+                        gpu.rank -= 1;
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    t.validate().map_err(|e| e.to_string())?;
+    Ok(t)
+}
+
+#[derive(Clone, Debug, serde::Serialize, PartialEq)]
+struct Cell {
+    bytes: u64,
+    algorithm: String,
+    protocol: &'static str,
+    channels: u32,
+    time_us: f64,
+    busbw_gbps: f64,
+}
+
+#[derive(Debug, serde::Serialize, PartialEq)]
+struct ScenarioOut {
+    scenario: String,
+    nranks: u32,
+    /// Error building or planning the scenario (e.g. a failure that disconnects a GPU).
+    error: Option<String>,
+    cells: Vec<Result<Cell, String>>,
+}
+
+pub fn run(a: Args) -> CliResult {
+    let kind = parse_kind(&a.collective)?;
+    let sizes = sizes(a.min_bytes, a.max_bytes, a.step_factor)?;
+    let cfg = load_config(None, &a.mode)?;
+    let f = filter(&a.algo, &a.proto)?;
+    let mut changes = vec![Change::Baseline];
+    for v in &a.vary {
+        changes.extend(parse_vary(v)?);
+    }
+    // The baseline must build: a bad file or flag is bad input, not a scenario result.
+    let base = build(&a, &Change::Baseline).map_err(CliError::input)?;
+    drop(base);
+    if let Some(fab) = &a.fabric {
+        if planner::topology::FabricChoice::parse(fab).is_none() {
+            return Err(CliError::input(format!(
+                "--fabric \"{fab}\" is not rail, fat-tree or switch"
+            )));
+        }
+    }
+
+    // Phase 1: topologies and planners, one per scenario.
+    let plan_one = |c: &Change| -> Result<(Topology, Planner), String> {
+        let t = build(&a, c)?;
+        let p = Planner::new(&t).map_err(|e| e.to_string())?;
+        Ok((t, p))
+    };
+    let bar = (!a.json && std::io::stderr().is_terminal()).then(|| {
+        let pb = indicatif::ProgressBar::new((changes.len() * (1 + sizes.len())) as u64);
+        pb.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed}]")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        pb.set_message("scenarios");
+        pb
+    });
+    let tick = || {
+        if let Some(b) = &bar {
+            b.inc(1)
+        }
+    };
+    let planned: Vec<Result<(Topology, Planner), String>> = if a.serial {
+        changes
+            .iter()
+            .map(|c| {
+                let r = plan_one(c);
+                tick();
+                r
+            })
+            .collect()
+    } else {
+        changes
+            .par_iter()
+            .map(|c| {
+                let r = plan_one(c);
+                tick();
+                r
+            })
+            .collect()
+    };
+    // Phase 2: every (scenario, size), each job on its own (results independent of order).
+    let jobs: Vec<(usize, u64)> = (0..changes.len())
+        .flat_map(|i| sizes.iter().map(move |&b| (i, b)))
+        .collect();
+    let run_job = |&(i, b): &(usize, u64)| -> Result<Cell, String> {
+        let (t, p) = planned[i].as_ref().map_err(|e| e.clone())?;
+        let coll = collective(kind, p.nranks(), 0);
+        let mut cache = Cache::new();
+        let r =
+            simulate_size(t, p, &coll, &f, None, b, &cfg, &mut cache).map_err(|e| e.to_string());
+        tick();
+        let (row, _) = r?;
+        Ok(Cell {
+            bytes: b,
+            algorithm: row.algorithm,
+            protocol: row.protocol,
+            channels: row.channels,
+            time_us: row.time_us,
+            busbw_gbps: row.busbw_gbps,
+        })
+    };
+    let cells: Vec<Result<Cell, String>> = if a.serial {
+        jobs.iter().map(run_job).collect()
+    } else {
+        jobs.par_iter().map(run_job).collect()
+    };
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let mut out: Vec<ScenarioOut> = Vec::new();
+    for (i, c) in changes.iter().enumerate() {
+        let (nranks, error) = match &planned[i] {
+            Ok((_, p)) => (p.nranks(), None),
+            Err(e) => (0, Some(e.clone())),
+        };
+        out.push(ScenarioOut {
+            scenario: c.label(),
+            nranks,
+            error,
+            cells: cells[i * sizes.len()..(i + 1) * sizes.len()].to_vec(),
+        });
+    }
+    if let Some(path) = &a.plot {
+        plot(path, kind, &out)
+            .map_err(|e| CliError::failure(format!("{}: {e}", path.display())))?;
+    }
+    if a.json {
+        let v = serde_json::json!({"collective": kind.name(), "scenarios": out});
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(CliError::failure)?
+        );
+        return Ok(());
+    }
+    print_table(kind, &out);
+    Ok(())
+}
+
+fn print_table(kind: planner::schedule::CollectiveKind, out: &[ScenarioOut]) {
+    println!(
+        "# topoplan whatif: {} (simulated; busbw ratio = scenario / baseline)",
+        kind.name()
+    );
+    println!(
+        "#{:>22} {:>6} {:>12} {:>10} {:>6} {:>3} {:>12} {:>9} {:>8}",
+        "scenario", "ranks", "size(B)", "algo", "proto", "ch", "time(us)", "busbw", "vs base"
+    );
+    let base = &out[0];
+    for s in out {
+        if let Some(e) = &s.error {
+            println!(" {:>22} {:>6}  no plan: {e}", s.scenario, "-");
+            continue;
+        }
+        for (k, c) in s.cells.iter().enumerate() {
+            match c {
+                Ok(c) => {
+                    let ratio = match base.cells.get(k) {
+                        Some(Ok(b)) if b.busbw_gbps > 0.0 => {
+                            format!("{:.3}", c.busbw_gbps / b.busbw_gbps)
+                        }
+                        _ => "-".into(),
+                    };
+                    println!(
+                        " {:>22} {:>6} {:>12} {:>10} {:>6} {:>3} {:>12.2} {:>9.2} {:>8}",
+                        s.scenario,
+                        s.nranks,
+                        c.bytes,
+                        c.algorithm,
+                        c.protocol,
+                        c.channels,
+                        c.time_us,
+                        c.busbw_gbps,
+                        ratio
+                    );
+                }
+                Err(e) => println!(" {:>22} {:>6}  error: {e}", s.scenario, s.nranks),
+            }
+        }
+    }
+}
+
+fn plot(
+    path: &std::path::Path,
+    kind: planner::schedule::CollectiveKind,
+    out: &[ScenarioOut],
+) -> Result<(), Box<dyn std::error::Error>> {
+    use plotters::prelude::*;
+    let pts: Vec<(String, Vec<(f64, f64)>)> = out
+        .iter()
+        .map(|s| {
+            (
+                s.scenario.clone(),
+                s.cells
+                    .iter()
+                    .filter_map(|c| c.as_ref().ok())
+                    .map(|c| (c.bytes as f64, c.busbw_gbps))
+                    .collect(),
+            )
+        })
+        .collect();
+    let xmin = pts
+        .iter()
+        .flat_map(|p| p.1.iter().map(|x| x.0))
+        .fold(f64::INFINITY, f64::min);
+    let xmax = pts
+        .iter()
+        .flat_map(|p| p.1.iter().map(|x| x.0))
+        .fold(0.0, f64::max);
+    let ymax = pts
+        .iter()
+        .flat_map(|p| p.1.iter().map(|x| x.1))
+        .fold(0.0, f64::max);
+    if !xmin.is_finite() {
+        return Err("no simulated point to plot".into());
+    }
+    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("{} busbw by size (simulated)", kind.name()),
+            ("sans-serif", 22),
+        )
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d(
+            (xmin..xmax.max(xmin * 2.0)).log_scale(),
+            0.0..ymax * 1.1 + 1e-9,
+        )?;
+    chart
+        .configure_mesh()
+        .x_desc("size (bytes)")
+        .y_desc("busbw (GB/s)")
+        .x_label_formatter(&|x| human(*x))
+        .draw()?;
+    for (i, (name, p)) in pts.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(p.iter().copied(), color.stroke_width(2)))?
+            .label(name.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+fn human(x: f64) -> String {
+    let x = x.round() as u64;
+    match x {
+        _ if x >= 1 << 30 && (x >> 30) << 30 == x => format!("{}G", x >> 30),
+        _ if x >= 1 << 20 && (x >> 20) << 20 == x => format!("{}M", x >> 20),
+        _ if x >= 1 << 10 && (x >> 10) << 10 == x => format!("{}K", x >> 10),
+        _ => x.to_string(),
+    }
 }

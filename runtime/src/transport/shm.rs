@@ -1,6 +1,7 @@
 //! Ranks as processes of one host: connections live in shared-memory segments.
 //!
-//! One file per directed pair `from → to` (`<dir>/topoplan-<job>-<from>-<to>`), holding one
+//! One file per directed pair `from → to` (`<dir>/topoplan-<job>-<session>-<from>-<to>`, the
+//! session being a random name rank 0 gives each rendezvous), holding one
 //! connection region per channel (channels `0..MAX_CHANNELS`, then the p2p channel). A region is
 //! `head` and `tail` on separate cache lines followed by `slots` slots. The file is sparse: only
 //! the slots a connection actually uses take memory. Both ends create-or-open the file with the
