@@ -18,9 +18,13 @@ fn executor_compiles_for_every_type() {
             options: kernels::type_options(ty).unwrap(),
             ..Default::default()
         };
-        let ptx = compile_ptx_with_opts(kernels::EXEC_CU, opts).unwrap_or_else(|e| panic!("{ty}: {e:?}"));
+        let ptx =
+            compile_ptx_with_opts(kernels::EXEC_CU, opts).unwrap_or_else(|e| panic!("{ty}: {e:?}"));
         let text = ptx.to_src();
-        for k in kernels::EXEC_KERNELS.iter().chain(["tp_signal", "tp_wait"].iter()) {
+        for k in kernels::EXEC_KERNELS
+            .iter()
+            .chain(["tp_signal", "tp_wait"].iter())
+        {
             assert!(text.contains(k), "{ty}: {k} missing from the PTX");
         }
     }

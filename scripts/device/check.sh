@@ -16,10 +16,13 @@ run() {
 # Every combination, small and odd sizes, the size-based algorithm choice (LL, one-shot, ...).
 T=400 run bench --coll all -d all -o all --counts 0,1,7,1023,4097,65537,1048579 -w 0 -n 1 --runs 1 -c 1
 # Each algorithm explicitly, float and bf16 sum, odd counts.
-for algo in one-shot two-shot ring tree; do
+for algo in one-shot ring; do
   T=200 run bench --coll all -d float,bfloat16 -o sum,max --counts 1,4097,1048579 -w 0 -n 1 --runs 1 -c 1 --algo $algo
 done
-T=200 run bench --coll all -d float,half,int8 -o sum,max --counts 1,4097,65537 -w 0 -n 1 --runs 1 -c 1 --algo one-shot-ll
+for algo in two-shot tree; do
+  T=200 run bench --coll all-reduce -d float,bfloat16 -o sum,max --counts 1,4097,1048579 -w 0 -n 1 --runs 1 -c 1 --algo $algo
+done
+T=200 run bench --coll all-reduce,all-gather,reduce-scatter -d float,half,int8 -o sum,max --counts 1,4097,65537 -w 0 -n 1 --runs 1 -c 1 --algo one-shot-ll
 # Large: all-reduce float sum up to 1 GiB (copy-engine pipeline and one-shot), odd count too.
 T=300 run bench --coll all-reduce -d float -o sum --counts 16777219,268435456 -w 0 -n 1 --runs 1 -c 1 --algo ce
 T=300 run bench --coll all-reduce -d float -o sum --counts 16777219,268435456 -w 0 -n 1 --runs 1 -c 1 --algo one-shot

@@ -134,20 +134,39 @@ fn fmt_cell(c: &harness::Cell, vs: bool) -> String {
     s
 }
 
-fn list<T: Copy>(arg: &str, all: &[T], parse: impl Fn(&str) -> Option<T>, what: &str) -> Result<Vec<T>, CliError> {
+fn list<T: Copy>(
+    arg: &str,
+    all: &[T],
+    parse: impl Fn(&str) -> Option<T>,
+    what: &str,
+) -> Result<Vec<T>, CliError> {
     if arg == "all" {
         return Ok(all.to_vec());
     }
-    arg.split(',').map(|x| parse(x.trim()).ok_or_else(|| CliError::input(format!("unknown {what} `{x}`")))).collect()
+    arg.split(',')
+        .map(|x| parse(x.trim()).ok_or_else(|| CliError::input(format!("unknown {what} `{x}`"))))
+        .collect()
 }
 
 pub fn run(a: Args) -> CliResult {
     let dtypes = list(&a.dtype, &DataType::ALL, DataType::parse, "--datatype")?;
     let ops = list(&a.op, &ReduceOp::ALL, ReduceOp::parse, "--op")?;
     let kinds: Vec<CollectiveKind> = if a.coll == "all" {
-        vec![CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter, CollectiveKind::Broadcast, CollectiveKind::Reduce]
+        vec![
+            CollectiveKind::AllReduce,
+            CollectiveKind::AllGather,
+            CollectiveKind::ReduceScatter,
+            CollectiveKind::Broadcast,
+            CollectiveKind::Reduce,
+        ]
     } else {
-        a.coll.split(',').map(|c| CollectiveKind::parse(c).ok_or_else(|| CliError::input(format!("unknown --coll `{c}`")))).collect::<Result<_, _>>()?
+        a.coll
+            .split(',')
+            .map(|c| {
+                CollectiveKind::parse(c)
+                    .ok_or_else(|| CliError::input(format!("unknown --coll `{c}`")))
+            })
+            .collect::<Result<_, _>>()?
     };
     let mut total_wrong = 0i64;
     let mut configs = 0;
@@ -162,7 +181,10 @@ pub fn run(a: Args) -> CliResult {
             }
         }
     }
-    println!("# summary: {configs} configuration(s), {total_wrong} wrong element(s): {}", if total_wrong == 0 { "OK" } else { "FAILED" });
+    println!(
+        "# summary: {configs} configuration(s), {total_wrong} wrong element(s): {}",
+        if total_wrong == 0 { "OK" } else { "FAILED" }
+    );
     if total_wrong > 0 {
         return Err(CliError::failure(format!("{total_wrong} wrong elements")));
     }
@@ -204,9 +226,16 @@ fn run_one(a: &Args, kind: CollectiveKind, dtype: DataType, op: ReduceOp) -> Res
                 1
             };
         let ksizes: Vec<u64> = if a.counts.is_empty() {
-            sizes.iter().map(|s| (s / grain) * grain).filter(|&s| s > 0).collect()
+            sizes
+                .iter()
+                .map(|s| (s / grain) * grain)
+                .filter(|&s| s > 0)
+                .collect()
         } else {
-            a.counts.iter().map(|c| (c * elem / grain) * grain).collect()
+            a.counts
+                .iter()
+                .map(|c| (c * elem / grain) * grain)
+                .collect()
         };
         let cfg = BenchConfig {
             ordinals: (0..a.ngpus).collect(),
@@ -249,12 +278,13 @@ fn run_one(a: &Args, kind: CollectiveKind, dtype: DataType, op: ReduceOp) -> Res
         }
         let mib = |b: i64| b as f64 / (1 << 20) as f64;
         println!(
-            "# memory (MiB, max over GPUs): free before init {:.0}; init: ours {:.1}{}",
+            "# memory (MiB, max over GPUs): free before init {:.0}; init: ours {:.1}{}; taken during the run (both libraries, first calls and leaks, bench buffers excluded): {:.1}",
             mem.free_before as f64 / (1 << 20) as f64,
             mib(mem.ours_init),
             mem.nccl_init
                 .map(|x| format!(", NCCL {:.1}", mib(x)))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            mib(mem.after_run)
         );
         let first: Vec<String> = rows
             .iter()

@@ -148,6 +148,9 @@ struct Payload {
     mark: usize,
 }
 
+/// A schedule scratch chunk in one loop iteration: (rank, iteration, chunk).
+type ChunkKey = (u32, u64, u32);
+
 struct Lowerer<'a> {
     s: &'a Schedule,
     p: LowerParams,
@@ -157,7 +160,7 @@ struct Lowerer<'a> {
     ring_next: Vec<u64>,
     scratch_used: u64,
     /// Ring regions still to be read: (rank, off, len, chunk key).
-    live: Vec<(u32, u64, u64, (u32, u64, u32))>,
+    live: Vec<(u32, u64, u64, ChunkKey)>,
     /// Reads left of each of the schedule's scratch chunks in the current iteration.
     scratch_reads: HashMap<(u32, u64, u32), u32>,
     /// The schedule's scratch chunks, renamed onto the scratch ring: (rank, iter, chunk) -> start.
@@ -245,7 +248,9 @@ impl<'a> Lowerer<'a> {
                     (true, _) => {
                         let o = self.scratch(rank, len, true)?[0].0;
                         self.scratch_map.insert(key, o);
-                        if self.scratch_reads.get(&key).copied().unwrap_or(0) > 0 && o.off < self.p.scratch_cap {
+                        if self.scratch_reads.get(&key).copied().unwrap_or(0) > 0
+                            && o.off < self.p.scratch_cap
+                        {
                             self.live.push((rank, o.off, len, key));
                         }
                         o
@@ -276,7 +281,12 @@ impl<'a> Lowerer<'a> {
     /// tracking orders reuse; right for data consumed by this rank's next items). Otherwise from
     /// the region after the ring, never reused in a call (messages in flight, snapshots): the
     /// group grows its scratch buffers to `Lowered::scratch_elems`.
-    fn scratch(&mut self, rank: u32, len: u64, ring: bool) -> Result<Vec<(Operand, u64)>, LowerError> {
+    fn scratch(
+        &mut self,
+        rank: u32,
+        len: u64,
+        ring: bool,
+    ) -> Result<Vec<(Operand, u64)>, LowerError> {
         let cap = self.p.scratch_cap;
         let mut found = None;
         if ring && len <= cap {
@@ -292,9 +302,18 @@ impl<'a> Lowerer<'a> {
                     wrapped = true;
                     off = 0;
                 }
-                match self.live.iter().filter(|l| l.0 == rank && l.1 < off + len && off < l.1 + l.2).map(|l| l.1 + l.2).max() {
+                match self
+                    .live
+                    .iter()
+                    .filter(|l| l.0 == rank && l.1 < off + len && off < l.1 + l.2)
+                    .map(|l| l.1 + l.2)
+                    .max()
+                {
                     Some(end) => {
-                        if wrapped && end > self.ring_next[rank as usize] && off <= self.ring_next[rank as usize] {
+                        if wrapped
+                            && end > self.ring_next[rank as usize]
+                            && off <= self.ring_next[rank as usize]
+                        {
                             break;
                         }
                         off = end;
@@ -320,7 +339,14 @@ impl<'a> Lowerer<'a> {
                 off
             }
         };
-        Ok(vec![(Operand { rank, buf: Buf::Scratch, off }, len)])
+        Ok(vec![(
+            Operand {
+                rank,
+                buf: Buf::Scratch,
+                off,
+            },
+            len,
+        )])
     }
 
     /// Places an item, eliding copies: a pure copy is held back as *pending*; a later item that
@@ -515,7 +541,12 @@ impl<'a> Lowerer<'a> {
     }
 
     /// The sender pushes `segs` into `r`'s LL buffer; returns where they land.
-    fn ll_push(&mut self, sender: u32, r: u32, segs: &[(Operand, u64)]) -> Result<Vec<(Operand, u64)>, LowerError> {
+    fn ll_push(
+        &mut self,
+        sender: u32,
+        r: u32,
+        segs: &[(Operand, u64)],
+    ) -> Result<Vec<(Operand, u64)>, LowerError> {
         let mut ll = Vec::new();
         for (o, len) in segs {
             let grain = (16 / self.p.elem_bytes.max(1)).max(1);
@@ -526,8 +557,21 @@ impl<'a> Lowerer<'a> {
                 )));
             }
             self.ll_next[r as usize] = start + len;
-            let d = vec![(Operand { rank: r, buf: Buf::Ll, off: start }, *len)];
-            self.emit(sender, ItemKind::Reduce, &[vec![(*o, *len)]], std::slice::from_ref(&d), false)?;
+            let d = vec![(
+                Operand {
+                    rank: r,
+                    buf: Buf::Ll,
+                    off: start,
+                },
+                *len,
+            )];
+            self.emit(
+                sender,
+                ItemKind::Reduce,
+                &[vec![(*o, *len)]],
+                std::slice::from_ref(&d),
+                false,
+            )?;
             ll.extend(d);
         }
         Ok(ll)
@@ -548,7 +592,9 @@ impl<'a> Lowerer<'a> {
             // In place, "copy input to output" is the identity and writes nothing.
             let a = self.s.chunk_elems(self.p.count, iter, sr.chunk);
             let b = self.s.chunk_elems(self.p.count, iter, d.chunk);
-            if sr.count == d.count && self.phys(r, sr.buffer, a.start) == self.phys(r, d.buffer, b.start) {
+            if sr.count == d.count
+                && self.phys(r, sr.buffer, a.start) == self.phys(r, d.buffer, b.start)
+            {
                 return Vec::new();
             }
         }
@@ -658,10 +704,15 @@ pub fn lower(s: &Schedule, p: LowerParams) -> Result<Lowered, LowerError> {
         l.live.clear();
         for (r, chans) in progs.iter().enumerate() {
             for op in chans.iter().flatten() {
-                let reads = op.src.iter().chain(op.dst.iter().filter(|_| op.kind == OpKind::Reduce));
+                let reads = op
+                    .src
+                    .iter()
+                    .chain(op.dst.iter().filter(|_| op.kind == OpKind::Reduce));
                 for c in reads.filter(|c| c.buffer == BufferKind::Scratch) {
                     for k in 0..c.count {
-                        *l.scratch_reads.entry((r as u32, iter, c.chunk + k)).or_insert(0) += 1;
+                        *l.scratch_reads
+                            .entry((r as u32, iter, c.chunk + k))
+                            .or_insert(0) += 1;
                     }
                 }
             }
@@ -876,12 +927,40 @@ pub fn lower(s: &Schedule, p: LowerParams) -> Result<Lowered, LowerError> {
         Barrier::None
     };
     let uses_copy_engine = l.items.iter().any(|i| i.copy_engine);
-    let uses_ll = l.items.iter().any(|i| i.srcs.iter().chain(&i.dsts).any(|o| o.buf == Buf::Ll));
+    let uses_ll = l
+        .items
+        .iter()
+        .any(|i| i.srcs.iter().chain(&i.dsts).any(|o| o.buf == Buf::Ll));
     if uses_ll {
+        // LL buffers alternate two halves by epoch; a sender may rewrite a half two calls
+        // later only because it had to receive from that receiver in between. A one-way LL
+        // flow (broadcast, reduce) would let the sender lap the receiver: refuse it.
+        let mut pairs = std::collections::HashSet::new();
+        for it in &l.items {
+            for d in it
+                .dsts
+                .iter()
+                .filter(|o| o.buf == Buf::Ll && o.rank != it.exec)
+            {
+                pairs.insert((it.exec, d.rank));
+            }
+        }
+        if let Some((a, b)) = pairs.iter().find(|(a, b)| !pairs.contains(&(*b, *a))) {
+            return Err(LowerError::Unsupported(format!(
+                "LL needs traffic both ways between ranks, but rank {a} only sends to rank {b} (use the Simple protocol)"
+            )));
+        }
         // The kernel's LL path moves 8-byte groups: every LL operand must start on one.
         let eb = p.elem_bytes.max(1);
-        if l.items.iter().any(|i| i.srcs.iter().chain(&i.dsts).any(|o| o.buf == Buf::Ll && (o.off * eb) % 8 != 0)) {
-            return Err(LowerError::Unsupported("LL transfer cut at an unaligned element".into()));
+        if l.items.iter().any(|i| {
+            i.srcs
+                .iter()
+                .chain(&i.dsts)
+                .any(|o| o.buf == Buf::Ll && !(o.off * eb).is_multiple_of(8))
+        }) {
+            return Err(LowerError::Unsupported(
+                "LL transfer cut at an unaligned element".into(),
+            ));
         }
     }
     let scratch_elems = l.scratch_used;
@@ -961,7 +1040,10 @@ fn lower_op(
             let local_src = if op.kind.reduces() { src.clone() } else { None };
             let sender = pl.segs.first().map(|s| s.0.rank).unwrap_or(r);
             let mut pl = pl;
-            if l.s.protocol == planner::schedule::Protocol::LL && pl.transport != Transport::CopyEngine && sender != r {
+            if l.s.protocol == planner::schedule::Protocol::LL
+                && pl.transport != Transport::CopyEngine
+                && sender != r
+            {
                 // LL: the sender writes the message into our LL buffer (data and epoch flag
                 // together); our items then read it locally, waiting on the flags.
                 let ll = l.ll_push(sender, r, &pl.segs)?;
