@@ -187,13 +187,29 @@ impl TcpLinks {
 }
 
 impl Drop for TcpLinks {
+    /// A graceful close: send FIN after everything queued (a peer may still be reading our last
+    /// messages), keep draining what the peer sends until it closes too, and only then let the
+    /// sockets go. Closing with unread bytes would make the kernel reset the connection and
+    /// drop our unsent data. The wait is bounded: a peer that is still busy is left to find the
+    /// closed connection itself.
     fn drop(&mut self) {
+        for p in self.peers.values() {
+            let w = p.writer.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = w.shutdown(Shutdown::Write);
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while self.threads.iter().any(|t| !t.is_finished()) && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         for p in self.peers.values() {
             let w = p.writer.lock().unwrap_or_else(|e| e.into_inner());
             let _ = w.shutdown(Shutdown::Both);
         }
         for t in self.threads.drain(..) {
-            let _ = t.join();
+            if t.is_finished() {
+                let _ = t.join();
+            }
         }
     }
 }
