@@ -42,6 +42,22 @@ impl Transport for ProcTransport {
             _ => self.tcp.check(peer),
         }
     }
+    fn epoch(&self) -> u64 {
+        self.tcp.bell.epoch()
+    }
+    fn idle_wait(&self, epoch: u64, idle: u32) {
+        if self.shm.is_some() {
+            // Shared-memory peers ring no bell: wake up often enough to see them.
+            let us = if idle < 4096 { 20 } else { 200 };
+            self.tcp
+                .bell
+                .wait(epoch, std::time::Duration::from_micros(us));
+        } else {
+            self.tcp
+                .bell
+                .wait(epoch, std::time::Duration::from_millis(5));
+        }
+    }
 }
 
 /// The torchrun environment, read once.
