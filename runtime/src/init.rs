@@ -239,6 +239,15 @@ impl Communicator {
                 }
             }
         }
+        let job = format!("{}-{}", id.job_tag(), rv.session);
+        if let Some(s) = &shm {
+            s.stamp(&job);
+        }
+        rv.barrier()?;
+        if let Some(s) = &shm {
+            s.verify(&job)?;
+        }
+        // Everyone has verified (so has mapped) every file before anyone unlinks one.
         rv.barrier()?;
         if let Some(s) = &shm {
             s.unlink();
