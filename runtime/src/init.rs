@@ -42,6 +42,22 @@ impl Transport for ProcTransport {
             _ => self.tcp.check(peer),
         }
     }
+    fn epoch(&self) -> u64 {
+        self.tcp.bell.epoch()
+    }
+    fn idle_wait(&self, epoch: u64, idle: u32) {
+        if self.shm.is_some() {
+            // Shared-memory peers ring no bell: wake up often enough to see them.
+            let us = if idle < 4096 { 20 } else { 200 };
+            self.tcp
+                .bell
+                .wait(epoch, std::time::Duration::from_micros(us));
+        } else {
+            self.tcp
+                .bell
+                .wait(epoch, std::time::Duration::from_millis(5));
+        }
+    }
 }
 
 /// The torchrun environment, read once.
@@ -223,6 +239,15 @@ impl Communicator {
                 }
             }
         }
+        let job = format!("{}-{}", id.job_tag(), rv.session);
+        if let Some(s) = &shm {
+            s.stamp(&job);
+        }
+        rv.barrier()?;
+        if let Some(s) = &shm {
+            s.verify(&job)?;
+        }
+        // Everyone has verified (so has mapped) every file before anyone unlinks one.
         rv.barrier()?;
         if let Some(s) = &shm {
             s.unlink();

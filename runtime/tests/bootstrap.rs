@@ -250,3 +250,31 @@ fn bad_unique_ids_and_env() {
         .to_string();
     assert!(e.contains("rank 5 is not below the world size 2"), "{e}");
 }
+
+#[test]
+fn same_host_without_shared_memory_is_explained() {
+    let id = UniqueId::new(free_addr());
+    let base = std::env::temp_dir().join(format!("topoplan-noshare-{}", std::process::id()));
+    let dirs: Vec<_> = (0..2).map(|r| base.join(r.to_string())).collect();
+    for d in &dirs {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let ranks = (0..2u32)
+        .map(|r| {
+            (
+                2,
+                r,
+                Config {
+                    shm_dir: dirs[r as usize].clone(),
+                    ..cfg(5_000)
+                },
+            )
+        })
+        .collect();
+    let t = Instant::now();
+    let r = join(&id, ranks);
+    let errs: Vec<String> = r.into_iter().map(|x| x.unwrap_err().to_string()).collect();
+    assert!(errs.iter().any(|e| e.contains("do not share")), "{errs:?}");
+    assert!(t.elapsed() < Duration::from_secs(5));
+    let _ = std::fs::remove_dir_all(&base);
+}
