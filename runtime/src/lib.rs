@@ -1,7 +1,7 @@
 //! topoplan's runtime: the [`Communicator`] a training binary embeds. It executes the planner's
 //! schedule IR on a CPU backend (threads, processes, TCP) and a CUDA backend (cudarc).
 //!
-//! Module map: [`comm`] (public API), [`plan`] (where schedules come from), [`exec`] (runs one
+//! Module map: [`comm`] (public API), [`group`] (group calls, argument checks), [`plan`] (where schedules come from), [`exec`] (runs one
 //! rank's schedule), [`protocol`] (the slot-FIFO step protocol), [`transport`] (threads, shared
 //! memory, TCP), [`bootstrap`] (TCP rendezvous), [`reference`](mod@reference) (serial oracle), [`element`]
 //! (types and reduction kernels). Design: `docs/runtime.md`, `docs/protocol.md`.
@@ -14,6 +14,7 @@ pub mod cuda;
 pub mod element;
 pub mod error;
 pub mod exec;
+pub mod group;
 pub mod init;
 pub mod perf;
 pub mod plan;
