@@ -322,3 +322,28 @@ fn run_one(a: &Args, kind: CollectiveKind, dtype: DataType, op: ReduceOp) -> Res
     }
     Ok(total_wrong)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_binary_suffixes() {
+        assert_eq!(parse_size("8"), Ok(8));
+        assert_eq!(parse_size("64K"), Ok(64 << 10));
+        assert_eq!(parse_size("128m"), Ok(128 << 20));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert!(parse_size("12Q").is_err());
+        assert!(parse_size("").is_err());
+    }
+
+    #[test]
+    fn lists_accept_all_and_reject_unknown_names() {
+        let all = list("all", &DataType::ALL, DataType::parse, "--datatype").unwrap();
+        assert_eq!(all.len(), 8);
+        let two = list("float,bf16", &DataType::ALL, DataType::parse, "--datatype").unwrap();
+        assert_eq!(two, vec![DataType::F32, DataType::Bf16]);
+        let bad = list("float,f128", &DataType::ALL, DataType::parse, "--datatype");
+        assert!(matches!(bad, Err(CliError::Input(_))));
+    }
+}
