@@ -315,6 +315,16 @@ fn processes_across_network_namespaces() {
     ] {
         assert!(ip(&cmd), "ip {cmd:?} failed after netns add worked");
     }
+    // Host names need a UTS namespace (unshare, hostname, CAP_SYS_ADMIN): probe first.
+    let probe = Command::new("ip")
+        .args(["netns", "exec", &a, "unshare", "--uts", "sh", "-c", "hostname probe"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !probe {
+        eprintln!("NOT RUN: cannot give a namespace its own host name here (needs unshare, hostname)");
+        return;
+    }
     let wrap = |r: u32| -> Vec<String> {
         let ns = if r == 0 { &a } else { &b };
         // A UTS namespace with its own host name makes the two ranks two hosts.
