@@ -3,7 +3,7 @@
 # loom model checks of the runtime's step protocol (a separate build with --cfg loom).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo test --workspace --all-targets
+cargo test --workspace --all-targets --no-fail-fast
 cargo test --workspace --doc
 if [ -f runtime/tests/loom.rs ]; then
   RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p runtime --test loom --release

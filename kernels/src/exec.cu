@@ -34,6 +34,12 @@ typedef unsigned int u32;
 #define TP_FULL_COUNT (TP_PC_COUNT + TP_MAXCTA) // full barriers done (own)
 #define TP_ARRIVE (TP_FULL_COUNT + 1)      // local grid barrier arrival counter
 #define TP_RELEASE (TP_FULL_COUNT + 2)     // local grid barrier generation
+#define TP_LL_COUNT (TP_FULL_COUNT + 8)    // [cta]: low-latency epochs (own)
+// Low-latency (LL) buffers: each 16-byte line carries 8 data bytes and the epoch twice, so a
+// receiver knows data arrived by looking at the data itself: no barrier, no separate flag.
+// Two halves alternate by epoch parity; a half is rewritten two calls later, after the
+// receiver provably read it (it had to, to finish the call in between).
+#define TP_LL_HALF (4u << 20)              // bytes of LL lines per half (2 MiB of data)
 
 struct TpItem {
   u32 kind;   // 0: reduce/copy, 1: scale (dst = src / nranks)
@@ -53,10 +59,12 @@ struct TpPhase {
 };
 
 struct TpCtx {
-  u64 base[TP_MAXR * 3];  // [rank][buffer: 0 input, 1 output, 2 scratch]
+  u64 base[TP_MAXR * 4];  // [rank][buffer: 0 input, 1 output, 2 scratch, 3 LL lines]
   u64 flags[TP_MAXR];     // flag region of each rank (peer-mapped)
   u32 rank;
   u32 nranks;
+  u32 ll;                 // nonzero: this plan uses LL buffers (advance the epoch)
+  u32 pad;
 };
 
 // ---------------------------------------------------------------- element types
@@ -129,11 +137,70 @@ struct OpMax { static __device__ __forceinline__ C f(C a, C b) {
 
 #define VEC (16 / sizeof(T))
 
+__device__ __forceinline__ C tp_div(C a, u32 n) {
+#ifdef TP_FLOAT
+  return a / (C)n;
+#else
+  return (C)(a / (C)n);
+#endif
+}
+
+
 __device__ __forceinline__ T* tp_ptr(const TpCtx& c, u64 ref) {
   u32 r = (u32)(ref >> 60);
   u32 b = (u32)((ref >> 56) & 15);
   u64 off = ref & ((1ull << 56) - 1);
-  return (T*)(c.base[r * 3 + b]) + off;
+  return (T*)(c.base[r * 4 + b]) + off;
+}
+
+__device__ __forceinline__ bool tp_is_ll(u64 ref) { return ((ref >> 56) & 15) == 3; }
+
+// LL line address of element offset `off` (a multiple of 8 bytes) of an LL reference.
+__device__ __forceinline__ uint4* tp_ll_line(const TpCtx& c, u64 ref, u64 epoch) {
+  u32 r = (u32)(ref >> 60);
+  u64 off = ref & ((1ull << 56) - 1);
+  char* b = (char*)c.base[r * 4 + 3] + (epoch & 1) * (u64)TP_LL_HALF;
+  return (uint4*)(b + (off * sizeof(T) / 8) * 16);
+}
+
+union U8B { unsigned long long u; T e[8 / sizeof(T)]; };
+
+// LL path of one CTA's share [lo, hi) of an item: one 8-byte group per thread step.
+template <typename OP>
+__device__ void tp_item_ll(const TpCtx& c, const TpItem& it, u64 lo, u64 hi, u64 epoch) {
+  const u32 PER = 8 / sizeof(T);
+  u64 first = lo / PER, last = (hi + PER - 1) / PER;  // line indexes, relative to the item
+  for (u64 ln = first + threadIdx.x; ln < last; ln += blockDim.x) {
+    u64 e0 = ln * PER;
+    u32 m = (u32)((hi - e0) < PER ? (hi - e0) : PER);
+    U8B acc; acc.u = 0;
+    for (u32 k = 0; k < it.nsrc; k++) {
+      U8B x; x.u = 0;
+      if (tp_is_ll(it.src[k])) {
+        const uint4* l = tp_ll_line(c, it.src[k], epoch) + ln;
+        uint4 v;
+        do {
+          asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(l) : "memory");
+        } while (v.y != (u32)epoch || v.w != (u32)epoch);
+        x.u = ((unsigned long long)v.z << 32) | v.x;
+      } else {
+        volatile T* p = tp_ptr(c, it.src[k]) + e0;
+        for (u32 j = 0; j < m; j++) x.e[j] = p[j];
+      }
+      if (k == 0) acc = x;
+      else for (u32 j = 0; j < m; j++) acc.e[j] = tstore(OP::f(tload(acc.e[j]), tload(x.e[j])));
+    }
+    if (it.kind == 1) for (u32 j = 0; j < m; j++) acc.e[j] = tstore(tp_div(tload(acc.e[j]), c.nranks));
+    for (u32 d = 0; d < it.ndst; d++) {
+      if (tp_is_ll(it.dst[d])) {
+        uint4 v = make_uint4((u32)acc.u, (u32)epoch, (u32)(acc.u >> 32), (u32)epoch);
+        asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" :: "l"(tp_ll_line(c, it.dst[d], epoch) + ln), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+      } else {
+        volatile T* p = tp_ptr(c, it.dst[d]) + e0;
+        for (u32 j = 0; j < m; j++) p[j] = acc.e[j];
+      }
+    }
+  }
 }
 
 union V16 { int4 v; T e[16 / sizeof(T)]; };
@@ -144,13 +211,6 @@ __device__ __forceinline__ void tp_combine(V16& acc, const V16& x) {
   for (int k = 0; k < (int)VEC; k++) acc.e[k] = tstore(OP::f(tload(acc.e[k]), tload(x.e[k])));
 }
 
-__device__ __forceinline__ C tp_div(C a, u32 n) {
-#ifdef TP_FLOAT
-  return a / (C)n;
-#else
-  return (C)(a / (C)n);
-#endif
-}
 
 // One CTA's share of one item: elements [lo, hi) of the item.
 template <typename OP>
@@ -257,11 +317,16 @@ __device__ void tp_barrier_full(const TpCtx& c, u64& cnt) {
 template <typename OP>
 __device__ void tp_exec(const TpPhase* phases, u32 nphases, const TpItem* items, const TpCtx& c) {
   __shared__ TpItem sh;
-  __shared__ u64 pc, fc;
+  __shared__ u64 pc, fc, lle;
   u64* f = (u64*)c.flags[c.rank];
-  if (threadIdx.x == 0) { pc = f[TP_PC_COUNT + blockIdx.x]; fc = f[TP_FULL_COUNT]; }
+  if (threadIdx.x == 0) {
+    pc = f[TP_PC_COUNT + blockIdx.x];
+    fc = f[TP_FULL_COUNT];
+    lle = f[TP_LL_COUNT + blockIdx.x] + (c.ll ? 1 : 0);
+    if (c.ll) f[TP_LL_COUNT + blockIdx.x] = lle;
+  }
   __syncthreads();
-  u64 my_pc = pc, my_fc = fc;
+  u64 my_pc = pc, my_fc = fc, epoch = lle;
   for (u32 p = 0; p < nphases; p++) {
     TpPhase ph = phases[p];
     if (ph.barrier == 1) tp_barrier_cta(c, my_pc);
@@ -275,7 +340,11 @@ __device__ void tp_exec(const TpPhase* phases, u32 nphases, const TpItem* items,
       u64 hi = (nv * (blockIdx.x + 1) / gridDim.x) * VEC;
       if (hi > sh.n) hi = sh.n;
       if (lo > sh.n) lo = sh.n;
-      tp_item<OP>(c, sh, lo, hi);
+      bool ll = false;
+      for (u32 k = 0; k < sh.nsrc; k++) ll |= tp_is_ll(sh.src[k]);
+      for (u32 k = 0; k < sh.ndst; k++) ll |= tp_is_ll(sh.dst[k]);
+      if (ll) tp_item_ll<OP>(c, sh, lo, hi, epoch);
+      else tp_item<OP>(c, sh, lo, hi);
       __syncthreads();
     }
   }

@@ -218,6 +218,19 @@ fn multi_node_rings_are_rail_aligned_and_trees_are_double() {
         }
     }
     plan_all(&p, "4 hosts", false);
+    // The hierarchical all-reduce (reduce-scatter in hosts, rails across, all-gather in hosts).
+    let ar = Collective::new(CollectiveKind::AllReduce);
+    let s = p
+        .schedule(&ar, &Algorithm::Hierarchical, Protocol::Simple, Some(2))
+        .unwrap();
+    symbolic::check(&s).unwrap();
+    assert!(p
+        .candidates(&ar, 1 << 20)
+        .iter()
+        .any(|c| c.algorithm == Algorithm::Hierarchical));
+    assert!(p
+        .schedule(&ar, &Algorithm::Hierarchical, Protocol::Simple, Some(99))
+        .is_err());
 }
 
 #[test]
@@ -248,4 +261,71 @@ fn transports_follow_the_topology() {
             }
         }
     }
+}
+
+/// Ring orders of graph id 0 (pattern 4, rings) in an NCCL_GRAPH_DUMP_FILE.
+fn nccl_rings(path: &str) -> Vec<Vec<u32>> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let g = doc
+        .descendants()
+        .find(|n| n.has_tag_name("graph") && n.attribute("id") == Some("0"))
+        .unwrap();
+    g.children()
+        .filter(|c| c.has_tag_name("channel"))
+        .map(|ch| {
+            ch.children()
+                .filter(|x| x.has_tag_name("gpu"))
+                .map(|x| {
+                    let d = x.attribute("dev").unwrap();
+                    match d.strip_prefix("0x") {
+                        Some(h) => u32::from_str_radix(h, 16).unwrap(),
+                        None => d.parse().unwrap(),
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn rings_match_nccls_graph_dumps() {
+    // Azure NCv4 (4×A100 PCIe, two NVLink pairs across sockets): NCCL found 2 rings × 12 GB/s,
+    // 0 1 2 3 and 0 3 2 1 (azure-ncv4-graph.xml). We search the same machine's topology dump.
+    let p = Planner::new(&load("azure-ncv4-topo-2023.xml")).unwrap();
+    let ours: Vec<Vec<u32>> = p.channels().ring_chains.clone();
+    assert_eq!(
+        ours,
+        nccl_rings("../tests/data/topologies/azure-ncv4-graph.xml")
+    );
+    assert!((p.channels().ring.bw_gbps - 12.0).abs() < 1e-9);
+    // 2×H200: 12 rings, all 0 1.
+    let p = Planner::new(&load("h200x2-topo.xml")).unwrap();
+    assert_eq!(
+        p.channels().ring_chains,
+        nccl_rings("../tests/data/measurements/h200x2/graph.xml")
+    );
+}
+
+#[test]
+fn pcie_switch_groups_stay_contiguous_on_a_synthetic_host() {
+    // 8 GPUs, four per PCIe switch, every PCIe link 24 GB/s: a ring crosses between the switches
+    // once each way, so the switch uplinks carry one ring hop per direction per channel.
+    let t = synth::single_host(8, LinkKind::Pcie, 24.0);
+    let p = Planner::new(&t).unwrap();
+    for r in p.rings() {
+        let crossings = (0..8).filter(|&i| r[i] / 4 != r[(i + 1) % 8] / 4).count();
+        assert_eq!(
+            crossings, 2,
+            "ring {r:?} crosses between the switches {crossings} times"
+        );
+    }
+    // Capacity: channels × speed cannot exceed one GPU's 24 GB/s link.
+    let ch = p.channels();
+    assert!(ch.ring.count as f64 * ch.ring.bw_gbps <= 24.0 + 1e-9);
+    assert!(ch.all_peers_nvlink_gbps.is_none());
+    // NVSwitch variant: all peers, index-ordered ring.
+    let p = Planner::new(&synth::single_host(4, LinkKind::NvLink, 100.0)).unwrap();
+    assert_eq!(p.rings()[0], vec![0, 1, 2, 3]);
+    assert_eq!(p.channels().all_peers_nvlink_gbps, Some(100.0));
 }

@@ -265,3 +265,67 @@ fn json_round_trip_keeps_schedules() {
     assert_eq!(back, s);
     back.validate().unwrap();
 }
+
+#[test]
+fn hierarchical_all_reduce_for_every_host_shape() {
+    let ar = Collective::new(CollectiveKind::AllReduce);
+    for h in 1..=4u32 {
+        for l in 1..=4u32 {
+            // Ranks of a host are not contiguous here: host i holds ranks i, i+h, i+2h, ...
+            let hosts: Vec<Vec<u32>> = (0..h)
+                .map(|i| (0..l).map(|j| i + j * h).collect())
+                .collect();
+            let chains = vec![perm(l, 7), perm(l, 8)];
+            let what = format!("hierarchical h={h} l={l} chains={chains:?}");
+            let s = ok(
+                build::hierarchical(&ar, &hosts, &chains, Protocol::Simple),
+                &what,
+            )
+            .expect("all-reduce is supported");
+            // Linear: at most 11 raw ops per rank and channel, whatever the sizes.
+            assert!(
+                s.ranks
+                    .iter()
+                    .all(|r| r.channels.iter().all(|c| c.ops.len() <= 11)),
+                "{what}"
+            );
+        }
+    }
+    assert!(matches!(
+        build::hierarchical(
+            &Collective::new(CollectiveKind::AllGather),
+            &[vec![0, 1]],
+            &[vec![0, 1]],
+            Protocol::LL
+        ),
+        Err(ScheduleError::Unsupported(_))
+    ));
+    assert!(matches!(
+        build::hierarchical(&ar, &[vec![0, 1], vec![2]], &[vec![0, 1]], Protocol::LL),
+        Err(ScheduleError::Shape(_))
+    ));
+}
+
+#[test]
+fn windows_keep_rotations_inside_and_are_checked() {
+    let ar = Collective::new(CollectiveKind::AllReduce);
+    let hosts = vec![vec![0, 1, 2], vec![3, 4, 5], vec![6, 7, 8]];
+    let good =
+        build::hierarchical(&ar, &hosts, &[vec![0, 1, 2], vec![2, 0, 1]], Protocol::LL).unwrap();
+    let (r, i) = (0usize, 1usize);
+    assert!(good.ranks[r].channels[1].ops[i].window.is_some());
+    let mut s = good.clone();
+    s.ranks[r].channels[1].ops[i].window.as_mut().unwrap().start = 0; // channel 0's chunks
+    assert!(
+        s.validate().unwrap_err().to_string().contains("window"),
+        "{:?}",
+        s.validate()
+    );
+    let mut s = good;
+    s.ranks[r].channels[1].ops[i].window.as_mut().unwrap().len = 1000;
+    assert!(s
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("does not fit"));
+}

@@ -51,6 +51,16 @@ fn every_builder_round_trips() {
     sr.send_peers = vec![Some(1), Some(0), None];
     round_trip(&build::direct(&sr, 3).unwrap());
     round_trip(&build::copy_engine_pipeline(&ar, 4).unwrap());
+    let hosts = vec![vec![0, 1, 2], vec![3, 4, 5]];
+    round_trip(
+        &build::hierarchical(
+            &ar,
+            &hosts,
+            &[vec![0, 1, 2], vec![1, 2, 0]],
+            Protocol::Simple,
+        )
+        .unwrap(),
+    );
 }
 
 /// A 3-GPU ring all-reduce written the way MSCCL's tools write it: one threadblock per GPU,

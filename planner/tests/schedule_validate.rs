@@ -168,3 +168,29 @@ fn version_and_shape_errors() {
     s.ranks.pop();
     assert!(matches!(s.validate(), Err(ScheduleError::Shape(_))));
 }
+
+#[test]
+fn large_schedules_still_catch_unmatched_messages() {
+    // 2^24 expanded ops is the exact-check limit; an all-to-all of 2900 ranks (2900 × 5799 ops) is above it.
+    let n = 2900;
+    let mut s = build::direct(&Collective::new(CollectiveKind::AllToAll), n).unwrap();
+    s.validate().unwrap();
+    // One receive too few on rank 17: its last peer's message is never taken.
+    s.ranks[17].channels[0].ops[2].repeat -= 1;
+    let e = s.validate().unwrap_err();
+    assert!(matches!(e, ScheduleError::Unmatched { to: 17, .. }), "{e}");
+}
+
+#[test]
+fn strided_groups_pair_only_when_they_mirror() {
+    // Big enough for the fingerprint path. Every rank sends to r+1.. and receives from r-1..:
+    // the groups mirror and cancel. Shift one rank's receive offset: it leaves its group, and
+    // the messages no longer match.
+    let n = 2900;
+    let mut s = build::direct(&Collective::new(CollectiveKind::AllToAll), n).unwrap();
+    s.validate().unwrap();
+    let op = &mut s.ranks[5].channels[0].ops[2];
+    op.recv_from = Some(3); // offset -2 instead of -1, same stride and repeat
+    op.repeat = n - 2; // stays off the rank itself
+    assert!(s.validate().is_err());
+}

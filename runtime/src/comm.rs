@@ -19,13 +19,15 @@ use crate::exec::{drive, CollTask, Ctx, P2pRecv, P2pSend, PortSource, Task, Wait
 use crate::plan::Plans;
 use crate::protocol::{Fifo, HeapMem};
 use crate::transport::{RecvPort, SendPort, Transport, P2P_CHANNEL};
-use crate::types::{DataType, ReduceOp};
+use crate::types::ReduceOp;
 use planner::schedule::{Collective, CollectiveKind};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 pub use crate::bootstrap::UniqueId;
+pub use crate::group::Group;
+use crate::group::{Input, Work};
 
 /// Stops a communicator from another thread: every wait of its current and future calls
 /// returns [`CommError::Aborted`].
@@ -94,6 +96,11 @@ pub struct Communicator {
     seq: u64,
     abort: Arc<AtomicBool>,
     poisoned: Option<String>,
+    /// Reused staging buffers (in-place inputs, schedule scratch): fresh large allocations
+    /// would page-fault on every call.
+    pool: Vec<Vec<u8>>,
+    /// Schedule fingerprints by the address of the plan cache's `Arc` (schedules stay cached).
+    fingerprints: HashMap<usize, u64>,
     /// Keeps transport state (threads, mappings) alive as long as the communicator.
     _keep: Vec<Box<dyn std::any::Any + Send>>,
 }
@@ -122,13 +129,21 @@ impl Communicator {
             cfg.slots,
             cfg.slot_bytes + crate::protocol::SLOT_HEADER,
         );
+        let planner = Plans::cpu_planner(n);
         (0..n)
             .map(|rank| {
                 let t = crate::transport::local::LocalTransport {
                     hub: hub.clone(),
                     rank,
                 };
-                Communicator::with_transport(rank, n, cfg.clone(), Box::new(t), Vec::new())
+                Communicator::with_transport(
+                    rank,
+                    n,
+                    cfg.clone(),
+                    Box::new(t),
+                    Vec::new(),
+                    Some(planner.clone()),
+                )
             })
             .collect()
     }
@@ -140,8 +155,9 @@ impl Communicator {
         cfg: Config,
         transport: Box<dyn Transport>,
         keep: Vec<Box<dyn std::any::Any + Send>>,
+        planner: Option<Arc<Option<planner::plan::Planner>>>,
     ) -> Result<Self, CommError> {
-        let plans = Plans::new(nranks, &cfg)?;
+        let plans = Plans::new(nranks, &cfg, planner)?;
         let ports = Ports {
             rank,
             transport,
@@ -160,6 +176,8 @@ impl Communicator {
             seq: 0,
             abort: Arc::new(AtomicBool::new(false)),
             poisoned: None,
+            fingerprints: HashMap::new(),
+            pool: Vec::new(),
             _keep: keep,
         })
     }
@@ -347,6 +365,27 @@ impl Communicator {
         g.run()
     }
 
+    /// A pooled copy of `src`.
+    pub(crate) fn copy_of(&mut self, src: &[u8]) -> Vec<u8> {
+        let mut v = self.take_buf();
+        v.extend_from_slice(src);
+        v
+    }
+
+    /// An empty pooled buffer (the largest one kept).
+    fn take_buf(&mut self) -> Vec<u8> {
+        let mut v = self.pool.pop().unwrap_or_default();
+        v.clear();
+        v
+    }
+
+    fn give_buf(&mut self, v: Vec<u8>) {
+        if self.pool.len() < 4 {
+            self.pool.push(v);
+            self.pool.sort_by_key(|v| v.capacity());
+        }
+    }
+
     fn check_usable(&self) -> Result<(), CommError> {
         if let Some(p) = &self.poisoned {
             return Err(CommError::Poisoned(p.clone()));
@@ -357,7 +396,7 @@ impl Communicator {
         Ok(())
     }
 
-    fn execute(&mut self, work: Vec<Work<'_>>) -> Result<(), CommError> {
+    pub(crate) fn execute(&mut self, work: Vec<Work<'_>>) -> Result<(), CommError> {
         self.check_usable()?;
         let r = self.execute_inner(work);
         if let Err(e) = &r {
@@ -419,8 +458,14 @@ impl Communicator {
             if c.count == 0 {
                 continue;
             }
-            let bytes = c.count as u64 * c.dtype.size() as u64;
+            // The planner speaks nccl-tests sizes: the larger of the two buffers.
+            let (ib, ob) = c.coll.blocks(self.nranks);
+            let bytes = c.count as u64 * c.dtype.size() as u64 * ib.max(ob) as u64;
             let sched = self.plans.schedule(&c.coll, bytes)?;
+            let fp = *self
+                .fingerprints
+                .entry(Arc::as_ptr(&sched) as usize)
+                .or_insert_with(|| crate::exec::schedule_fingerprint(&sched));
             let ctx = Ctx {
                 what: c.coll.kind.name().to_string(),
                 seq,
@@ -436,6 +481,7 @@ impl Communicator {
                 Input::Owned(v) => v,
             };
             let output = c.output;
+            let scratch = self.take_buf();
             {
                 let mut task = CollTask::new(
                     ctx,
@@ -446,13 +492,21 @@ impl Communicator {
                     input,
                     &mut *output,
                     self.cfg.slot_bytes,
+                    fp,
+                    scratch,
                     &mut self.ports,
                 )?;
                 let mut tasks: Vec<&mut dyn Task> = vec![&mut task];
                 for t in p2p.iter_mut() {
                     tasks.push(t.as_mut());
                 }
-                drive(&mut tasks, &policy, self.ports.transport.as_ref())?;
+                let r = drive(&mut tasks, &policy, self.ports.transport.as_ref());
+                drop(tasks);
+                self.give_buf(task.into_scratch());
+                r?;
+            }
+            if let Input::Owned(v) = c.input {
+                self.give_buf(v);
             }
             if c.op == ReduceOp::Avg {
                 let holds_result = match c.coll.kind {
@@ -472,359 +526,5 @@ impl Communicator {
             drive(&mut tasks, &policy, self.ports.transport.as_ref())?;
         }
         Ok(())
-    }
-}
-
-enum Input<'b> {
-    Borrowed(&'b [u8]),
-    Owned(Vec<u8>),
-}
-
-struct CollWork<'b> {
-    coll: Collective,
-    count: usize,
-    dtype: DataType,
-    op: ReduceOp,
-    input: Input<'b>,
-    output: &'b mut [u8],
-}
-
-enum Work<'b> {
-    Coll(CollWork<'b>),
-    Send { data: &'b [u8], peer: u32 },
-    Recv { data: &'b mut [u8], peer: u32 },
-}
-
-/// A batch of operations that run together (NCCL's group calls). Collectives run in the order
-/// added; sends and receives progress concurrently with them and with each other, so a rank may
-/// send to and receive from the same peers in one group without deadlock. Ranks must add the
-/// same collectives in the same order; sends to a peer match that peer's receives in order.
-/// Nothing runs until [`Group::run`]; dropping a group discards it.
-pub struct Group<'c, 'b> {
-    comm: &'c mut Communicator,
-    work: Vec<Work<'b>>,
-}
-
-impl std::fmt::Debug for Group<'_, '_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Group")
-            .field("rank", &self.comm.rank)
-            .field("ops", &self.work.len())
-            .finish()
-    }
-}
-
-fn bad(msg: String) -> CommError {
-    CommError::InvalidArgument(msg)
-}
-
-impl<'b> Group<'_, 'b> {
-    /// Executes every operation of the group.
-    pub fn run(self) -> Result<(), CommError> {
-        self.comm.execute(self.work)
-    }
-
-    fn n(&self) -> usize {
-        self.comm.nranks as usize
-    }
-
-    fn push_coll(
-        &mut self,
-        coll: Collective,
-        count: usize,
-        dtype: DataType,
-        op: ReduceOp,
-        input: Input<'b>,
-        output: &'b mut [u8],
-    ) -> Result<(), CommError> {
-        let (ib, ob) = coll.blocks(self.comm.nranks);
-        let es = dtype.size();
-        let ilen = match &input {
-            Input::Borrowed(b) => b.len(),
-            Input::Owned(v) => v.len(),
-        };
-        if ilen != ib as usize * count * es || output.len() != ob as usize * count * es {
-            return Err(bad(format!(
-                "{}: buffers of {} and {} bytes do not fit {count} elements per rank",
-                coll.kind.name(),
-                ilen,
-                output.len()
-            )));
-        }
-        if let Some(r) = coll.root {
-            if r >= self.comm.nranks {
-                return Err(bad(format!(
-                    "{}: root {r} is not below {} ranks",
-                    coll.kind.name(),
-                    self.comm.nranks
-                )));
-            }
-        }
-        self.work.push(Work::Coll(CollWork {
-            coll,
-            count,
-            dtype,
-            op,
-            input,
-            output,
-        }));
-        Ok(())
-    }
-
-    /// Adds collective `coll` over byte buffers of `dtype` elements, `count` per rank (see
-    /// [`Collective::blocks`] for the buffer sizes). `send: None` is the in-place form, with
-    /// NCCL's layout: all-gather finds this rank's input at `rank * count` of `recv`,
-    /// reduce-scatter leaves its result there, the others use `recv` as input and output.
-    pub fn raw(
-        &mut self,
-        coll: Collective,
-        dtype: DataType,
-        op: ReduceOp,
-        count: usize,
-        send: Option<&'b [u8]>,
-        recv: &'b mut [u8],
-    ) -> Result<(), CommError> {
-        if let Some(send) = send {
-            return self.push_coll(coll, count, dtype, op, Input::Borrowed(send), recv);
-        }
-        {
-            let (n, r, es) = (self.n(), self.comm.rank as usize, dtype.size());
-            let need = match coll.kind {
-                CollectiveKind::AllGather
-                | CollectiveKind::ReduceScatter
-                | CollectiveKind::AllToAll => n * count,
-                _ => count,
-            } * es;
-            if recv.len() != need {
-                return Err(bad(format!(
-                    "{} in place: buffer of {} bytes, {need} expected for {count} elements per rank",
-                    coll.kind.name(),
-                    recv.len()
-                )));
-            }
-            let (input, output) = match coll.kind {
-                CollectiveKind::AllGather => {
-                    (recv[r * count * es..(r + 1) * count * es].to_vec(), recv)
-                }
-                CollectiveKind::ReduceScatter => {
-                    let input = recv.to_vec();
-                    (input, &mut recv[r * count * es..(r + 1) * count * es])
-                }
-                _ => (recv.to_vec(), recv),
-            };
-            self.push_coll(coll, count, dtype, op, Input::Owned(input), output)
-        }
-    }
-
-    fn typed<T: Element>(
-        &mut self,
-        coll: Collective,
-        op: ReduceOp,
-        count: usize,
-        send: Option<&'b [T]>,
-        recv: &'b mut [T],
-    ) -> Result<(), CommError> {
-        self.raw(
-            coll,
-            T::DTYPE,
-            op,
-            count,
-            send.map(bytemuck::cast_slice),
-            bytemuck::cast_slice_mut(recv),
-        )
-    }
-
-    pub fn all_reduce<T: Element>(
-        &mut self,
-        send: &'b [T],
-        recv: &'b mut [T],
-        op: ReduceOp,
-    ) -> Result<(), CommError> {
-        self.typed(
-            Collective::new(CollectiveKind::AllReduce),
-            op,
-            send.len(),
-            Some(send),
-            recv,
-        )
-    }
-    pub fn all_reduce_in_place<T: Element>(
-        &mut self,
-        buf: &'b mut [T],
-        op: ReduceOp,
-    ) -> Result<(), CommError> {
-        self.typed(
-            Collective::new(CollectiveKind::AllReduce),
-            op,
-            buf.len(),
-            None,
-            buf,
-        )
-    }
-    pub fn all_gather<T: Element>(
-        &mut self,
-        send: &'b [T],
-        recv: &'b mut [T],
-    ) -> Result<(), CommError> {
-        self.typed(
-            Collective::new(CollectiveKind::AllGather),
-            ReduceOp::Sum,
-            send.len(),
-            Some(send),
-            recv,
-        )
-    }
-    pub fn all_gather_in_place<T: Element>(&mut self, buf: &'b mut [T]) -> Result<(), CommError> {
-        let count = self.divided("all-gather", buf.len())?;
-        self.typed(
-            Collective::new(CollectiveKind::AllGather),
-            ReduceOp::Sum,
-            count,
-            None,
-            buf,
-        )
-    }
-    pub fn reduce_scatter<T: Element>(
-        &mut self,
-        send: &'b [T],
-        recv: &'b mut [T],
-        op: ReduceOp,
-    ) -> Result<(), CommError> {
-        self.typed(
-            Collective::new(CollectiveKind::ReduceScatter),
-            op,
-            recv.len(),
-            Some(send),
-            recv,
-        )
-    }
-    pub fn reduce_scatter_in_place<T: Element>(
-        &mut self,
-        buf: &'b mut [T],
-        op: ReduceOp,
-    ) -> Result<(), CommError> {
-        let count = self.divided("reduce-scatter", buf.len())?;
-        self.typed(
-            Collective::new(CollectiveKind::ReduceScatter),
-            op,
-            count,
-            None,
-            buf,
-        )
-    }
-    pub fn broadcast<T: Element>(
-        &mut self,
-        send: &'b [T],
-        recv: &'b mut [T],
-        root: u32,
-    ) -> Result<(), CommError> {
-        self.typed(
-            Collective::rooted(CollectiveKind::Broadcast, root),
-            ReduceOp::Sum,
-            recv.len(),
-            Some(send),
-            recv,
-        )
-    }
-    pub fn broadcast_in_place<T: Element>(
-        &mut self,
-        buf: &'b mut [T],
-        root: u32,
-    ) -> Result<(), CommError> {
-        self.typed(
-            Collective::rooted(CollectiveKind::Broadcast, root),
-            ReduceOp::Sum,
-            buf.len(),
-            None,
-            buf,
-        )
-    }
-    pub fn reduce<T: Element>(
-        &mut self,
-        send: &'b [T],
-        recv: &'b mut [T],
-        op: ReduceOp,
-        root: u32,
-    ) -> Result<(), CommError> {
-        self.typed(
-            Collective::rooted(CollectiveKind::Reduce, root),
-            op,
-            recv.len(),
-            Some(send),
-            recv,
-        )
-    }
-    pub fn reduce_in_place<T: Element>(
-        &mut self,
-        buf: &'b mut [T],
-        op: ReduceOp,
-        root: u32,
-    ) -> Result<(), CommError> {
-        self.typed(
-            Collective::rooted(CollectiveKind::Reduce, root),
-            op,
-            buf.len(),
-            None,
-            buf,
-        )
-    }
-    pub fn all_to_all<T: Element>(
-        &mut self,
-        send: &'b [T],
-        recv: &'b mut [T],
-    ) -> Result<(), CommError> {
-        let count = self.divided("all-to-all", recv.len())?;
-        self.typed(
-            Collective::new(CollectiveKind::AllToAll),
-            ReduceOp::Sum,
-            count,
-            Some(send),
-            recv,
-        )
-    }
-    pub fn all_to_all_in_place<T: Element>(&mut self, buf: &'b mut [T]) -> Result<(), CommError> {
-        let count = self.divided("all-to-all", buf.len())?;
-        self.typed(
-            Collective::new(CollectiveKind::AllToAll),
-            ReduceOp::Sum,
-            count,
-            None,
-            buf,
-        )
-    }
-    pub fn send<T: Element>(&mut self, buf: &'b [T], peer: u32) -> Result<(), CommError> {
-        self.peer_ok("send", peer)?;
-        self.work.push(Work::Send {
-            data: bytemuck::cast_slice(buf),
-            peer,
-        });
-        Ok(())
-    }
-    pub fn recv<T: Element>(&mut self, buf: &'b mut [T], peer: u32) -> Result<(), CommError> {
-        self.peer_ok("recv", peer)?;
-        self.work.push(Work::Recv {
-            data: bytemuck::cast_slice_mut(buf),
-            peer,
-        });
-        Ok(())
-    }
-
-    fn peer_ok(&self, what: &str, peer: u32) -> Result<(), CommError> {
-        if peer >= self.comm.nranks {
-            return Err(bad(format!(
-                "{what}: peer {peer} is not below {} ranks",
-                self.comm.nranks
-            )));
-        }
-        Ok(())
-    }
-    fn divided(&self, what: &str, len: usize) -> Result<usize, CommError> {
-        if !len.is_multiple_of(self.n()) {
-            return Err(bad(format!(
-                "{what}: buffer of {len} elements is not nranks ({}) × count",
-                self.n()
-            )));
-        }
-        Ok(len / self.n())
     }
 }

@@ -42,6 +42,22 @@ impl Transport for ProcTransport {
             _ => self.tcp.check(peer),
         }
     }
+    fn epoch(&self) -> u64 {
+        self.tcp.bell.epoch()
+    }
+    fn idle_wait(&self, epoch: u64, idle: u32) {
+        if self.shm.is_some() {
+            // Shared-memory peers ring no bell: wake up often enough to see them.
+            let us = if idle < 4096 { 20 } else { 200 };
+            self.tcp
+                .bell
+                .wait(epoch, std::time::Duration::from_micros(us));
+        } else {
+            self.tcp
+                .bell
+                .wait(epoch, std::time::Duration::from_millis(5));
+        }
+    }
 }
 
 /// The torchrun environment, read once.
@@ -159,7 +175,7 @@ impl Communicator {
         } else {
             Some(ShmLinks::open(
                 &cfg.shm_dir,
-                &id.job_tag(),
+                &format!("{}-{}", id.job_tag(), rv.session),
                 rank,
                 &shm_peers,
                 cfg.slots,
@@ -223,6 +239,15 @@ impl Communicator {
                 }
             }
         }
+        let job = format!("{}-{}", id.job_tag(), rv.session);
+        if let Some(s) = &shm {
+            s.stamp(&job);
+        }
+        rv.barrier()?;
+        if let Some(s) = &shm {
+            s.verify(&job)?;
+        }
+        // Everyone has verified (so has mapped) every file before anyone unlinks one.
         rv.barrier()?;
         if let Some(s) = &shm {
             s.unlink();
@@ -234,7 +259,16 @@ impl Communicator {
             (false, false) => "self",
         };
         let t = ProcTransport { shm, tcp, name };
-        Communicator::with_transport(rank, nranks, cfg, Box::new(t), vec![Box::new(rv)])
+        let hosts: Vec<String> = rv.peers.iter().map(|p| p.host.clone()).collect();
+        let planner = crate::plan::Plans::cpu_planner_hosts(&hosts);
+        Communicator::with_transport(
+            rank,
+            nranks,
+            cfg,
+            Box::new(t),
+            vec![Box::new(rv)],
+            Some(planner),
+        )
     }
 
     /// Joins a job from the torchrun environment (see [`EnvRank::from_lookup`]), with the

@@ -1,10 +1,12 @@
 //! topoplan's runtime: the [`Communicator`] a training binary embeds. It executes the planner's
 //! schedule IR on a CPU backend (threads, processes, TCP) and a CUDA backend (cudarc).
 //!
-//! Module map: [`comm`] (public API), [`plan`] (where schedules come from), [`exec`] (runs one
-//! rank's schedule), [`protocol`] (the slot-FIFO step protocol), [`transport`] (threads, shared
-//! memory, TCP), [`bootstrap`] (TCP rendezvous), [`reference`] (serial oracle), [`element`]
-//! (types and reduction kernels). Design: `docs/runtime.md`, `docs/protocol.md`.
+//! Module map: [`comm`] (public API), [`group`] (group calls, argument checks), [`plan`] (where
+//! schedules come from), [`exec`] (runs one rank's schedule), [`protocol`] (the slot-FIFO step
+//! protocol), [`transport`] (threads, shared memory, TCP), [`bootstrap`] (TCP rendezvous),
+//! [`reference`](mod@reference) (serial oracle), [`element`] (types and reduction kernels),
+//! [`check`] and [`perf`] (checked runs and timing for tests and `topoplan run`).
+//! Design: `docs/runtime.md`, `docs/protocol.md`.
 
 pub mod bootstrap;
 pub mod check;
@@ -14,6 +16,7 @@ pub mod cuda;
 pub mod element;
 pub mod error;
 pub mod exec;
+pub mod group;
 pub mod init;
 pub mod perf;
 pub mod plan;

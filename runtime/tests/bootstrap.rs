@@ -226,8 +226,55 @@ fn bad_unique_ids_and_env() {
     ]))
     .unwrap();
     assert_eq!(ok.id, same.id, "ranks of one job derive the same id");
+    // An explicit id in TOPOPLAN_UNIQUE_ID wins over MASTER_ADDR/PORT.
+    let id = UniqueId::new("127.0.0.1:4242");
+    let text = id.to_string();
+    let lookup = |k: &str| match k {
+        "RANK" => Some("0".to_string()),
+        "WORLD_SIZE" => Some("3".to_string()),
+        "MASTER_PORT" => Some("1".to_string()),
+        "TOPOPLAN_UNIQUE_ID" => Some(text.clone()),
+        _ => None,
+    };
+    assert_eq!(runtime::EnvRank::from_lookup(lookup).unwrap().id, id);
+    let e = runtime::EnvRank::from_lookup(|k: &str| match k {
+        "RANK" | "WORLD_SIZE" => Some("1".to_string()),
+        "TOPOPLAN_UNIQUE_ID" => Some("topoplan1:xyz".to_string()),
+        _ => None,
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("bad unique id"), "{e}");
     let e = Communicator::init_rank(&UniqueId::new(free_addr()), 2, 5, cfg(100))
         .unwrap_err()
         .to_string();
     assert!(e.contains("rank 5 is not below the world size 2"), "{e}");
+}
+
+#[test]
+fn same_host_without_shared_memory_is_explained() {
+    let id = UniqueId::new(free_addr());
+    let base = std::env::temp_dir().join(format!("topoplan-noshare-{}", std::process::id()));
+    let dirs: Vec<_> = (0..2).map(|r| base.join(r.to_string())).collect();
+    for d in &dirs {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let ranks = (0..2u32)
+        .map(|r| {
+            (
+                2,
+                r,
+                Config {
+                    shm_dir: dirs[r as usize].clone(),
+                    ..cfg(5_000)
+                },
+            )
+        })
+        .collect();
+    let t = Instant::now();
+    let r = join(&id, ranks);
+    let errs: Vec<String> = r.into_iter().map(|x| x.unwrap_err().to_string()).collect();
+    assert!(errs.iter().any(|e| e.contains("do not share")), "{errs:?}");
+    assert!(t.elapsed() < Duration::from_secs(5));
+    let _ = std::fs::remove_dir_all(&base);
 }

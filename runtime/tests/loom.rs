@@ -104,7 +104,7 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
     b.check(f);
 }
 
-/// One sender, one receiver, more messages than slots: every message arrives intact and in
+/// One sender, one receiver, more messages than slots (5 through 2): every message arrives intact and in
 /// order, the sender never overwrites an unread slot, the receiver never reads an unwritten one.
 #[test]
 fn single_connection_wraps_around_the_slots() {
@@ -112,23 +112,23 @@ fn single_connection_wraps_around_the_slots() {
         let f = fifo(2);
         let g = f.clone();
         let t = loom::thread::spawn(move || {
-            for i in 0..3 {
+            for i in 0..5 {
                 while !try_send(&g, i) {
                     loom::thread::yield_now();
                 }
             }
         });
-        for i in 0..3 {
+        for i in 0..5 {
             while !try_recv(&f, i) {
                 loom::thread::yield_now();
             }
         }
         t.join().unwrap();
-        assert_eq!((f.sent(), f.consumed()), (3, 3));
+        assert_eq!((f.sent(), f.consumed()), (5, 5));
     });
 }
 
-/// Two ranks exchange two messages each over one-slot connections, each polling its send and
+/// Two ranks exchange three messages each over one-slot connections, each polling its send and
 /// its receive like the executor does: no interleaving deadlocks.
 #[test]
 fn exchange_with_one_slot_never_deadlocks() {
@@ -137,13 +137,13 @@ fn exchange_with_one_slot_never_deadlocks() {
         let (ab2, ba2) = (ab.clone(), ba.clone());
         let rank = |out: F, inp: F| {
             let (mut s, mut r) = (0u8, 0u8);
-            while s < 2 || r < 2 {
+            while s < 3 || r < 3 {
                 let mut moved = false;
-                if s < 2 && try_send(&out, s) {
+                if s < 3 && try_send(&out, s) {
                     s += 1;
                     moved = true;
                 }
-                if r < 2 && try_recv(&inp, r) {
+                if r < 3 && try_recv(&inp, r) {
                     r += 1;
                     moved = true;
                 }

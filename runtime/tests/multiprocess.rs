@@ -19,25 +19,39 @@ fn free_port() -> u16 {
 
 /// Starts `n` copies of this binary as ranks running `role`; returns their (status, output).
 fn spawn(n: u32, role: &str, extra: &[(&str, &str)]) -> Vec<(bool, String)> {
+    spawn_wrapped(n, role, extra, "127.0.0.1", &|_| Vec::new())
+}
+
+/// Like [`spawn`], each rank's command prefixed by `wrap(rank)` (e.g. `ip netns exec ...`).
+fn spawn_wrapped(
+    n: u32,
+    role: &str,
+    extra: &[(&str, &str)],
+    master: &str,
+    wrap: &dyn Fn(u32) -> Vec<String>,
+) -> Vec<(bool, String)> {
     let port = free_port().to_string();
     let exe = std::env::current_exe().unwrap();
     let kids: Vec<_> = (0..n)
         .map(|r| {
-            let mut c = Command::new(&exe);
-            c.args([
-                "--exact",
-                "rank_entry_point",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(ROLE, role)
-            .env("RANK", r.to_string())
-            .env("LOCAL_RANK", r.to_string())
-            .env("WORLD_SIZE", n.to_string())
-            .env("MASTER_ADDR", "127.0.0.1")
-            .env("MASTER_PORT", &port)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            let mut argv = wrap(r);
+            argv.push(exe.display().to_string());
+            let mut c = Command::new(&argv[0]);
+            c.args(&argv[1..])
+                .args([
+                    "--exact",
+                    "rank_entry_point",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(ROLE, role)
+                .env("RANK", r.to_string())
+                .env("LOCAL_RANK", r.to_string())
+                .env("WORLD_SIZE", n.to_string())
+                .env("MASTER_ADDR", master)
+                .env("MASTER_PORT", &port)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
             for (k, v) in extra {
                 c.env(k, v);
             }
@@ -132,14 +146,26 @@ fn rank_entry_point() {
             let mut v = vec![1.0f32; 4096];
             comm.all_reduce_in_place(&mut v, ReduceOp::Sum).unwrap();
             if r == 1 {
-                std::process::exit(3); // dies between collectives
+                // Dies in the middle of whatever collective it is running 300 ms from now.
+                std::thread::spawn(|| {
+                    std::thread::sleep(Duration::from_millis(300));
+                    std::process::exit(3);
+                });
             }
             let t = Instant::now();
-            let mut big = vec![1.0f32; 1 << 20];
-            let e = comm
-                .all_reduce_in_place(&mut big, ReduceOp::Sum)
-                .unwrap_err();
-            println!("rank {r} error after {:?}: {e}", t.elapsed());
+            let mut big = vec![1.0f32; 1 << 18];
+            let mut done = 0u32;
+            let e = loop {
+                match comm.all_reduce_in_place(&mut big, ReduceOp::Max) {
+                    Ok(()) => done += 1,
+                    Err(e) => break e,
+                }
+                assert!(t.elapsed() < Duration::from_secs(30), "rank 1 never died");
+            };
+            println!(
+                "rank {r} error after {done} collectives, {:?}: {e}",
+                t.elapsed()
+            );
             // Rank 1 is dead; a rank may also see the other survivor leave after its own error.
             assert!(
                 matches!(e, CommError::PeerGone { .. } | CommError::Timeout { .. }),
@@ -220,6 +246,11 @@ fn killed_rank_is_reported_in_bounded_time() {
                 ("TOPOPLAN_TRANSPORT", transport),
             ],
         );
+        for (ok, out) in &res {
+            if let Some(l) = out.lines().find(|l| l.contains("error after")) {
+                eprintln!("{transport}: {l} (exit ok: {ok})");
+            }
+        }
         assert!(!res[1].0, "rank 1 was meant to die");
         assert!(res[0].0 && res[2].0, "{transport}: {:#?}", res);
         assert!(
@@ -237,4 +268,88 @@ fn stalled_rank_times_out_with_context() {
         res.iter().any(|r| r.1.contains("timed out after")),
         "{res:#?}"
     );
+}
+
+/// Deletes the test's network namespaces however the test ends.
+struct Netns(Vec<String>);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for ns in &self.0 {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+/// Two ranks as two hosts: separate network namespaces joined by a veth pair, separate host
+/// names (UTS namespaces), so the runtime picks TCP on its own. Needs CAP_NET_ADMIN; where
+/// namespaces cannot be made the test says so and checks nothing.
+#[test]
+fn processes_across_network_namespaces() {
+    let tag = format!("tp{}", std::process::id() % 1_000_000);
+    let (a, b) = (format!("{tag}a"), format!("{tag}b"));
+    let ip = |args: &[&str]| {
+        Command::new("ip")
+            .args(args)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !ip(&["netns", "add", &a]) {
+        eprintln!("NOT RUN: cannot create network namespaces here (needs `ip` and CAP_NET_ADMIN)");
+        return;
+    }
+    let _guard = Netns(vec![a.clone(), b.clone()]);
+    let (x, y) = (format!("{tag}x"), format!("{tag}y"));
+    for cmd in [
+        vec!["netns", "add", &b],
+        vec![
+            "link", "add", &x, "netns", &a, "type", "veth", "peer", "name", &y, "netns", &b,
+        ],
+        vec!["-n", &a, "addr", "add", "10.213.7.1/24", "dev", &x],
+        vec!["-n", &b, "addr", "add", "10.213.7.2/24", "dev", &y],
+        vec!["-n", &a, "link", "set", &x, "up"],
+        vec!["-n", &b, "link", "set", &y, "up"],
+        vec!["-n", &a, "link", "set", "lo", "up"],
+        vec!["-n", &b, "link", "set", "lo", "up"],
+    ] {
+        assert!(ip(&cmd), "ip {cmd:?} failed after netns add worked");
+    }
+    // Host names need a UTS namespace (unshare, hostname, CAP_SYS_ADMIN): probe first.
+    let probe = Command::new("ip")
+        .args(["netns", "exec", &a, "unshare", "--uts", "sh", "-c", "hostname probe"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !probe {
+        eprintln!("NOT RUN: cannot give a namespace its own host name here (needs unshare, hostname)");
+        return;
+    }
+    let wrap = |r: u32| -> Vec<String> {
+        let ns = if r == 0 { &a } else { &b };
+        // A UTS namespace with its own host name makes the two ranks two hosts.
+        [
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "unshare",
+            "--uts",
+            "sh",
+            "-c",
+            &format!("hostname {ns} && exec \"$0\" \"$@\""),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let res = spawn_wrapped(
+        2,
+        "matrix",
+        &[("TOPOPLAN_TIMEOUT", "60s")],
+        "10.213.7.1",
+        &wrap,
+    );
+    assert_all_ok(&res);
+    assert!(res[0].1.contains("transport tcp"), "{}", res[0].1);
 }

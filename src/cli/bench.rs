@@ -42,10 +42,11 @@ pub struct Args {
     /// Collective: all-reduce, all-gather, reduce-scatter, broadcast, reduce, or `all`.
     #[arg(long = "coll", default_value = "all-reduce")]
     pub coll: String,
-    /// Element type (float, half, bfloat16, double, int32, int64, uint8, int8, or f32, f16, ...).
+    /// Element type (float, half, bfloat16, double, int32, int64, uint8, int8, or f32, f16, ...),
+    /// a comma-separated list, or `all`.
     #[arg(short = 'd', long = "datatype", default_value = "float")]
     pub dtype: String,
-    /// Reduction operator: sum, prod, min, max, avg.
+    /// Reduction operator: sum, prod, min, max, avg, a comma-separated list, or `all`.
     #[arg(short = 'o', long = "op", default_value = "sum")]
     pub op: String,
     /// Root rank of broadcast and reduce.
@@ -60,6 +61,10 @@ pub struct Args {
     /// Timed repetitions per size (the median is printed).
     #[arg(long = "runs", default_value_t = 3)]
     pub runs: usize,
+    /// Explicit element counts (nccl-tests' count column, comma-separated, 0 allowed) instead of
+    /// -b/-e/-f; all-gather and reduce-scatter round them down to a multiple of the GPU count.
+    #[arg(long = "counts", value_delimiter = ',')]
+    pub counts: Vec<u64>,
     /// Seed of the random input data.
     #[arg(long = "seed", default_value_t = 1)]
     pub seed: u64,
@@ -129,11 +134,23 @@ fn fmt_cell(c: &harness::Cell, vs: bool) -> String {
     s
 }
 
+fn list<T: Copy>(
+    arg: &str,
+    all: &[T],
+    parse: impl Fn(&str) -> Option<T>,
+    what: &str,
+) -> Result<Vec<T>, CliError> {
+    if arg == "all" {
+        return Ok(all.to_vec());
+    }
+    arg.split(',')
+        .map(|x| parse(x.trim()).ok_or_else(|| CliError::input(format!("unknown {what} `{x}`"))))
+        .collect()
+}
+
 pub fn run(a: Args) -> CliResult {
-    let dtype = DataType::parse(&a.dtype)
-        .ok_or_else(|| CliError::input(format!("unknown --datatype `{}`", a.dtype)))?;
-    let op = ReduceOp::parse(&a.op)
-        .ok_or_else(|| CliError::input(format!("unknown --op `{}`", a.op)))?;
+    let dtypes = list(&a.dtype, &DataType::ALL, DataType::parse, "--datatype")?;
+    let ops = list(&a.op, &ReduceOp::ALL, ReduceOp::parse, "--op")?;
     let kinds: Vec<CollectiveKind> = if a.coll == "all" {
         vec![
             CollectiveKind::AllReduce,
@@ -143,9 +160,38 @@ pub fn run(a: Args) -> CliResult {
             CollectiveKind::Reduce,
         ]
     } else {
-        vec![CollectiveKind::parse(&a.coll)
-            .ok_or_else(|| CliError::input(format!("unknown --coll `{}`", a.coll)))?]
+        a.coll
+            .split(',')
+            .map(|c| {
+                CollectiveKind::parse(c)
+                    .ok_or_else(|| CliError::input(format!("unknown --coll `{c}`")))
+            })
+            .collect::<Result<_, _>>()?
     };
+    let mut total_wrong = 0i64;
+    let mut configs = 0;
+    for &kind in &kinds {
+        for &dtype in &dtypes {
+            for (i, &op) in ops.iter().enumerate() {
+                if !kind.reduces() && i > 0 {
+                    continue; // the operator does not matter: run once
+                }
+                total_wrong += run_one(&a, kind, dtype, op)?;
+                configs += 1;
+            }
+        }
+    }
+    println!(
+        "# summary: {configs} configuration(s), {total_wrong} wrong element(s): {}",
+        if total_wrong == 0 { "OK" } else { "FAILED" }
+    );
+    if total_wrong > 0 {
+        return Err(CliError::failure(format!("{total_wrong} wrong elements")));
+    }
+    Ok(())
+}
+
+fn run_one(a: &Args, kind: CollectiveKind, dtype: DataType, op: ReduceOp) -> Result<i64, CliError> {
     let algo = std::env::var("TOPOPLAN_ALGO").unwrap_or(a.algo.clone());
     if !schedules::ALGOS.contains(&algo.as_str()) {
         return Err(CliError::input(format!(
@@ -168,7 +214,7 @@ pub fn run(a: Args) -> CliResult {
         s = s.saturating_mul(a.factor);
     }
     let mut total_wrong = 0i64;
-    for kind in kinds {
+    {
         let elem = dtype.size() as u64;
         let grain = elem
             * if matches!(
@@ -179,11 +225,18 @@ pub fn run(a: Args) -> CliResult {
             } else {
                 1
             };
-        let ksizes: Vec<u64> = sizes
-            .iter()
-            .map(|s| (s / grain) * grain)
-            .filter(|&s| s > 0)
-            .collect();
+        let ksizes: Vec<u64> = if a.counts.is_empty() {
+            sizes
+                .iter()
+                .map(|s| (s / grain) * grain)
+                .filter(|&s| s > 0)
+                .collect()
+        } else {
+            a.counts
+                .iter()
+                .map(|c| (c * elem / grain) * grain)
+                .collect()
+        };
         let cfg = BenchConfig {
             ordinals: (0..a.ngpus).collect(),
             kind,
@@ -225,12 +278,13 @@ pub fn run(a: Args) -> CliResult {
         }
         let mib = |b: i64| b as f64 / (1 << 20) as f64;
         println!(
-            "# memory (MiB, max over GPUs): free before init {:.0}; init: ours {:.1}{}",
+            "# memory (MiB, max over GPUs): free before init {:.0}; init: ours {:.1}{}; taken during the run (both libraries, first calls and leaks, bench buffers excluded): {:.1}",
             mem.free_before as f64 / (1 << 20) as f64,
             mib(mem.ours_init),
             mem.nccl_init
                 .map(|x| format!(", NCCL {:.1}", mib(x)))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            mib(mem.after_run)
         );
         let first: Vec<String> = rows
             .iter()
@@ -266,8 +320,30 @@ pub fn run(a: Args) -> CliResult {
             if wrong == 0 { "OK" } else { "FAILED" }
         );
     }
-    if total_wrong > 0 {
-        return Err(CliError::failure(format!("{total_wrong} wrong elements")));
+    Ok(total_wrong)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_binary_suffixes() {
+        assert_eq!(parse_size("8"), Ok(8));
+        assert_eq!(parse_size("64K"), Ok(64 << 10));
+        assert_eq!(parse_size("128m"), Ok(128 << 20));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert!(parse_size("12Q").is_err());
+        assert!(parse_size("").is_err());
     }
-    Ok(())
+
+    #[test]
+    fn lists_accept_all_and_reject_unknown_names() {
+        let all = list("all", &DataType::ALL, DataType::parse, "--datatype").unwrap();
+        assert_eq!(all.len(), 8);
+        let two = list("float,bf16", &DataType::ALL, DataType::parse, "--datatype").unwrap();
+        assert_eq!(two, vec![DataType::F32, DataType::Bf16]);
+        let bad = list("float,f128", &DataType::ALL, DataType::parse, "--datatype");
+        assert!(matches!(bad, Err(CliError::Input(_))));
+    }
 }

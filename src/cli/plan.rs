@@ -44,7 +44,7 @@ pub struct Args {
     pub root: u32,
     /// Allowed algorithms, NCCL_ALGO syntax: "ring,tree", "^tree" (all but tree),
     /// "allreduce:tree;allgather:ring". Names: ring, tree, one-shot, two-shot, ce (copy-engine
-    /// pipeline), direct.
+    /// pipeline), direct, hierarchical.
     #[arg(long)]
     pub algo: Option<String>,
     /// Allowed protocols, NCCL_PROTO syntax: "LL,LL128", "^LL", "allreduce:Simple".
@@ -146,14 +146,15 @@ fn parse_algo(s: &str) -> Result<Algorithm, String> {
         "twoshot" => Algorithm::TwoShot,
         "ce" | "copyengine" | "copyenginepipeline" => Algorithm::CopyEnginePipeline,
         "direct" => Algorithm::Direct,
+        "hierarchical" | "hier" => Algorithm::Hierarchical,
         "nvls" | "nvlstree" | "collnetdirect" | "collnetchain" | "pat" => {
             return Err(format!(
-                "NCCL algorithm \"{s}\" is not planned by topoplan (no NVLink SHARP, CollNet or PAT); use ring, tree, one-shot, two-shot, ce, direct"
+                "NCCL algorithm \"{s}\" is not planned by topoplan (no NVLink SHARP, CollNet or PAT); use ring, tree, one-shot, two-shot, ce, direct, hierarchical"
             ))
         }
         _ => {
             return Err(format!(
-                "unknown algorithm \"{s}\" (ring, tree, one-shot, two-shot, ce, direct)"
+                "unknown algorithm \"{s}\" (ring, tree, one-shot, two-shot, ce, direct, hierarchical)"
             ))
         }
     })
@@ -163,13 +164,14 @@ fn parse_proto(s: &str) -> Result<Protocol, String> {
     Protocol::parse(s.trim()).ok_or_else(|| format!("unknown protocol \"{s}\" (LL, LL128, Simple)"))
 }
 
-const ALL_ALGOS: [Algorithm; 6] = [
+const ALL_ALGOS: [Algorithm; 7] = [
     Algorithm::Ring,
     Algorithm::Tree,
     Algorithm::OneShot,
     Algorithm::TwoShot,
     Algorithm::CopyEnginePipeline,
     Algorithm::Direct,
+    Algorithm::Hierarchical,
 ];
 
 #[derive(Serialize)]
@@ -297,13 +299,13 @@ pub fn run(a: Args) -> CliResult {
                 c.len()
             );
             println!(
-                "# {:>13} {:>6} {:>8} {:>11} {:>11} {:>15} {:>11}",
+                "# {:>20} {:>6} {:>8} {:>11} {:>11} {:>15} {:>11}",
                 "algorithm", "proto", "channels", "time(us)", "lat(us)", "peak algbw", "busbw"
             );
             for e in &c {
                 let algbw = size as f64 / 1000.0 / e.time_us;
                 println!(
-                    "  {:>13} {:>6} {:>8} {:>11.2} {:>11.2} {:>15.1} {:>11.2}",
+                    "  {:>20} {:>6} {:>8} {:>11.2} {:>11.2} {:>15.1} {:>11.2}",
                     e.algorithm.name(),
                     e.protocol.name(),
                     e.channels,
@@ -379,12 +381,34 @@ pub fn run(a: Args) -> CliResult {
                 let algo = parse_algo(&algo).map_err(CliError::failure)?;
                 let proto = parse_proto(proto).map_err(CliError::failure)?;
                 let nch = match algo {
-                    Algorithm::Ring | Algorithm::Tree => Some(ch),
+                    Algorithm::Ring | Algorithm::Tree | Algorithm::Hierarchical => Some(ch),
                     _ => None,
                 };
-                let s = planner
-                    .schedule(&coll, &algo, proto, nch)
-                    .map_err(CliError::failure)?;
+                let ts = Instant::now();
+                // Protocols of one (algorithm, channels) share the schedule's structure.
+                let built = schedules.iter().find(|s: &&Schedule| {
+                    s.algorithm == algo && nch.is_none_or(|c| c == s.channels / per_channel(&algo))
+                });
+                let s = match built {
+                    Some(b)
+                        if !matches!(algo, Algorithm::Direct | Algorithm::CopyEnginePipeline) =>
+                    {
+                        planner::schedule::build::with_protocol(b, proto)
+                    }
+                    _ => planner
+                        .schedule(&coll, &algo, proto, nch)
+                        .map_err(CliError::failure)?,
+                };
+                if a.timing {
+                    eprintln!(
+                        "timing: {} {} {} x{}: schedule ready in {:.1} ms",
+                        coll.kind.name(),
+                        algo.name(),
+                        proto.name(),
+                        s.channels,
+                        ms(ts.elapsed())
+                    );
+                }
                 schedules.push(s);
             }
         }
@@ -440,6 +464,15 @@ pub fn run(a: Args) -> CliResult {
         );
     }
     Ok(())
+}
+
+/// IR channels per planner channel (a tree all-reduce uses two: up and down).
+fn per_channel(a: &Algorithm) -> u32 {
+    if *a == Algorithm::Tree {
+        2
+    } else {
+        1
+    }
 }
 
 fn ms(d: std::time::Duration) -> f64 {
@@ -533,12 +566,12 @@ fn print_text(a: &Args, p: &Planner, topo: &str, plans: &[CollPlan]) {
             cp.busbw_factor
         );
         println!(
-            "# {:>12} {:>13} {:>6} {:>8} {:>11} {:>11} {:>11}",
+            "# {:>12} {:>20} {:>6} {:>8} {:>11} {:>11} {:>11}",
             "size(B)", "algorithm", "proto", "channels", "time(us)", "algbw(GB/s)", "busbw(GB/s)"
         );
         for r in &cp.rows {
             println!(
-                "  {:>12} {:>13} {:>6} {:>8} {:>11.2} {:>11.2} {:>11.2}",
+                "  {:>12} {:>20} {:>6} {:>8} {:>11.2} {:>11.2} {:>11.2}",
                 r.bytes, r.algorithm, r.protocol, r.channels, r.time_us, r.algbw_gbps, r.busbw_gbps
             );
         }

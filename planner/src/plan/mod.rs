@@ -116,6 +116,18 @@ impl Planner {
             all_peers_nvlink_gbps: channels.all_peers_nvlink_gbps,
             net_lat_us,
             direct_gbps: direct_bw(t, &channels),
+            nic_gbps_per_gpu: if nnodes > 1 {
+                t.nics_of_host(0)
+                    .iter()
+                    .map(|n| match &t.graph[*n].kind {
+                        crate::topology::NodeKind::Nic(x) => x.speed_gbps,
+                        _ => 0.0,
+                    })
+                    .sum::<f64>()
+                    / channels.hosts[0].len() as f64
+            } else {
+                0.0
+            },
         };
         Ok(Planner {
             channels,
@@ -237,9 +249,23 @@ impl Planner {
                 build::copy_engine_pipeline(coll, nchannels.unwrap_or(self.ce_chunks))?
             }
             Algorithm::Direct => build::direct(coll, n)?,
-            Algorithm::Hierarchical | Algorithm::Msccl(_) => {
+            Algorithm::Hierarchical => {
+                if self.channels.hosts.len() < 2 {
+                    return Err(PlanError::Unsupported(
+                        "hierarchical schedules need several hosts".into(),
+                    ));
+                }
+                let c = pick(self.channels.ring_chains.len())?;
+                build::hierarchical(
+                    coll,
+                    &self.channels.hosts,
+                    &self.channels.ring_chains[..c],
+                    proto,
+                )?
+            }
+            Algorithm::Msccl(_) => {
                 return Err(PlanError::Unsupported(format!(
-                    "{} schedules are not planned here (import MSCCL-IR files to use them)",
+                    "{} schedules are imported (planner::schedule::msccl), not planned",
                     algo.name()
                 )))
             }

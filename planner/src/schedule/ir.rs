@@ -31,6 +31,8 @@
 //!   `orders[walk.order][(walk.start + k * walk.step) mod len]` (same chunk offset inside the
 //!   block). Ring all-gather and reduce-scatter visit blocks in ring order, which is any
 //!   permutation of the ranks; `Schedule::orders` holds those permutations once per schedule.
+//! - `window {start, len}`: `chunk_stride` shifts wrap inside chunks `start .. start+len` instead
+//!   of the whole buffer (hierarchical schedules rotate one host's or one channel's pieces).
 //!
 //! **Dependencies and loops.** A dependency names an op of another channel of the same rank *in
 //! the same loop iteration*; on a repeated op it binds the first copy. Program order and deps must
@@ -373,6 +375,18 @@ pub struct Op {
     /// Block walk of the copies' chunk ranges on one buffer; see module docs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub walk: Option<BlockWalk>,
+    /// `chunk_stride` wraps inside this window instead of the whole buffer; see module docs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<ChunkWindow>,
+}
+
+/// Chunks `start .. start + len` of every buffer the op names: copy k's chunk is
+/// `start + (chunk − start + k·chunk_stride) mod len`. Lets one channel's chunks (or one host's
+/// piece of them) rotate without spilling into another's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ChunkWindow {
+    pub start: u32,
+    pub len: u32,
 }
 
 /// Copy k of a repeated op uses block `orders[order][(start + k*step) mod len]` of `buffer`
@@ -413,6 +427,7 @@ impl Op {
             chunk_stride: 0,
             peer_stride: 0,
             walk: None,
+            window: None,
         }
     }
     pub fn send(src: ChunkRef, to: u32) -> Self {
@@ -499,6 +514,11 @@ impl Op {
         self.walk = Some(walk);
         self
     }
+    /// Makes `chunk_stride` wrap inside `start .. start + len` (see module docs).
+    pub fn windowed(mut self, start: u32, len: u32) -> Self {
+        self.window = Some(ChunkWindow { start, len });
+        self
+    }
     /// Number of chunks this op moves or computes.
     pub fn chunk_count(&self) -> u32 {
         self.src.or(self.dst).map(|c| c.count).unwrap_or(0)
@@ -548,98 +568,4 @@ pub fn chunk_range(total: u64, n: u32, i: u32) -> std::ops::Range<u64> {
     let n = n as u64;
     let i = i as u64;
     (i * total / n)..((i + 1) * total / n)
-}
-
-impl Schedule {
-    /// Chunk count of a buffer of this schedule.
-    pub fn buffer_chunks(&self, buffer: BufferKind) -> u32 {
-        let (inb, outb) = self.collective.blocks(self.nranks);
-        let blocks = match buffer {
-            BufferKind::Input => inb,
-            BufferKind::Output => outb,
-            BufferKind::Scratch => self.scratch_blocks,
-        };
-        blocks * self.chunks_per_block
-    }
-
-    /// Element range, within a buffer, of chunk `c` for per-rank count `count` in loop
-    /// iteration `iter` (0 when not pipelined).
-    pub fn chunk_elems(&self, count: u64, iter: u64, c: u32) -> std::ops::Range<u64> {
-        let block = c / self.chunks_per_block;
-        let sub = c % self.chunks_per_block;
-        let (lo, len) = match self.loop_elems {
-            Some(l) if l > 0 => {
-                let lo = (iter * l).min(count);
-                (lo, (lo + l).min(count) - lo)
-            }
-            _ => (0, count),
-        };
-        let r = chunk_range(len, self.chunks_per_block, sub);
-        let base = block as u64 * count + lo;
-        (base + r.start)..(base + r.end)
-    }
-
-    /// Number of loop iterations for per-rank count `count` (at least 1).
-    pub fn loop_iterations(&self, count: u64) -> u64 {
-        match self.loop_elems {
-            Some(l) if l > 0 && count > 0 => count.div_ceil(l),
-            _ => 1,
-        }
-    }
-
-    /// The ops of a rank's channel with `repeat` expanded, in execution order: every returned op
-    /// has `repeat == 1` and no strides or walk. Copies after the first carry no deps.
-    pub fn expanded_ops(&self, rank: u32, channel: u32) -> Vec<Op> {
-        let ops = &self.ranks[rank as usize].channels[channel as usize].ops;
-        let mut out = Vec::with_capacity(ops.iter().map(|o| o.repeat.max(1) as usize).sum());
-        for op in ops {
-            for k in 0..op.repeat.max(1) {
-                out.push(self.op_copy(op, k));
-            }
-        }
-        out
-    }
-
-    /// Copy `k` of a (possibly repeated) op as a plain op.
-    pub fn op_copy(&self, op: &Op, k: u32) -> Op {
-        let mut o = op.clone();
-        o.repeat = 1;
-        o.chunk_stride = 0;
-        o.peer_stride = 0;
-        o.walk = None;
-        if k == 0 {
-            return o;
-        }
-        o.deps.clear(); // deps bind the first copy only
-        let shift = |c: Option<ChunkRef>| {
-            c.map(|mut c| {
-                match op.walk {
-                    Some(w) if w.buffer == c.buffer => {
-                        let order = &self.orders[w.order as usize];
-                        let len = order.len().max(1) as i64;
-                        let idx = (w.start as i64 + k as i64 * w.step as i64).rem_euclid(len);
-                        let block = order[idx as usize];
-                        c.chunk = block * self.chunks_per_block + c.chunk % self.chunks_per_block;
-                    }
-                    _ => {
-                        let total = self.buffer_chunks(c.buffer).max(1) as i64;
-                        let idx =
-                            (c.chunk as i64 + k as i64 * op.chunk_stride as i64).rem_euclid(total);
-                        c.chunk = idx as u32;
-                    }
-                }
-                c
-            })
-        };
-        o.src = shift(o.src);
-        o.dst = shift(o.dst);
-        if op.peer_stride != 0 {
-            let n = self.nranks.max(1) as i64;
-            let shift_peer =
-                |p: u32| (p as i64 + k as i64 * op.peer_stride as i64).rem_euclid(n) as u32;
-            o.send_to = o.send_to.map(shift_peer);
-            o.recv_from = o.recv_from.map(shift_peer);
-        }
-        o
-    }
 }

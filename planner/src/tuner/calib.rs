@@ -92,5 +92,8 @@ pub const CE_COPY_OVERHEAD_US: f64 = 2.7;
 pub const CE_LAUNCH_US: f64 = 8.0;
 /// Cross-GPU flag synchronisation of a direct pattern (µs).
 pub const DIRECT_SYNC_US: f64 = 2.0;
+/// Extra latency per additional peer of a direct pattern (µs): one more flag to set and poll
+/// and one more remote read to start. An estimate, not measured (only 2-GPU probes exist).
+pub const DIRECT_PEER_US: f64 = 0.3;
 /// Local device copy bandwidth (GB/s): probe ~1960 on H200.
 pub const LOCAL_COPY_GBPS: f64 = 1960.0;

@@ -49,6 +49,9 @@ pub struct SystemModel {
     /// Per-rank injection bandwidth of direct point-to-point patterns (GB/s): NVLink to all
     /// peers, else the slowest GPU-to-GPU path, capped by the host's NIC share across hosts.
     pub direct_gbps: f64,
+    /// NIC bandwidth per GPU across hosts (GB/s, one direction); 0 on one host.
+    #[serde(default)]
+    pub nic_gbps_per_gpu: f64,
 }
 
 /// One candidate's estimate.
@@ -187,6 +190,34 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
             }
         }
     }
+    // Hierarchical all-reduce: ring reduce-scatter in each host, ring all-reduce of each GPU's
+    // 1/L piece across hosts on its own rail, ring all-gather in each host; phases in sequence.
+    if let Some(r) = &m.ring {
+        if kind == CollectiveKind::AllReduce && nnodes > 1 && m.nic_gbps_per_gpu > 0.0 {
+            let (l, h) = (ppn as f64, nnodes as f64);
+            for p in Protocol::ALL {
+                let nc = channels_for(bytes, r.count, p);
+                let eff = match p {
+                    Protocol::LL => 0.5,
+                    Protocol::LL128 => 0.92,
+                    Protocol::Simple => 1.0,
+                };
+                let intra_bw = nc as f64 * r.bw_gbps * eff;
+                let inter_bw = (nc as f64 * r.bw_gbps).min(m.nic_gbps_per_gpu) * eff;
+                // Seconds per byte of S, as an algorithm bandwidth.
+                let per_byte =
+                    2.0 * (l - 1.0) / l / intra_bw + 2.0 * (h - 1.0) / h / (l * inter_bw);
+                let mut algbw = 1.0 / per_byte;
+                if p == Protocol::LL {
+                    algbw = algbw.min(llmax);
+                }
+                let lat = BASE_LAT[1][proto_idx(p)]
+                    + 2.0 * (l - 1.0) * hw_lat(r.intra, 1, p)
+                    + 2.0 * (h - 1.0) * (hw_lat(Hw::Net, 1, p) + m.net_lat_us);
+                push_r(Algorithm::Hierarchical, p, nc, lat, algbw, true);
+            }
+        }
+    }
     // Tree: all-reduce (reduce up, broadcast down; each link carries the data once each way).
     if let Some(t) = &m.tree {
         if kind == CollectiveKind::AllReduce {
@@ -220,7 +251,7 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
     // Direct patterns on an all-NVLink host.
     if let Some(gbw) = m.all_peers_nvlink_gbps {
         let peer = gbw * SM_PEER_EFF; // what SM loads/stores achieve, all peers at once
-        let sync = DIRECT_SYNC_US;
+        let sync = DIRECT_SYNC_US + DIRECT_PEER_US * (n as f64 - 2.0).max(0.0);
         let nf = n as f64;
         // One-shot: every rank pulls (n−1) × its share; AR/RS reduce on the reader.
         let (one_algbw, ok) = match kind {
@@ -297,7 +328,10 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
             Algorithm::Direct,
             Protocol::Simple,
             1,
-            DIRECT_SYNC_US + BASE_LAT[1][2] * 0.5 + net,
+            DIRECT_SYNC_US
+                + DIRECT_PEER_US * (n as f64 - 2.0).max(0.0)
+                + BASE_LAT[1][2] * 0.5
+                + net,
             algbw,
             false,
         );

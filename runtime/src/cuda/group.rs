@@ -18,6 +18,13 @@ const FLAG_WORDS: usize = 4096;
 /// Words where the copy-engine path keeps its cross-rank counters: `[from_rank]`.
 pub(crate) const CE_FLAGS: usize = 3072;
 const MAX_CTAS: u32 = 256;
+/// Default cap on the SM path's grid (`TOPOPLAN_CTAS` overrides).
+const DEFAULT_MAX_CTAS: u32 = 64;
+/// Bytes of LL lines per half (`TP_LL_HALF` in exec.cu): twice the data they carry.
+const LL_LINE_BYTES: usize = 2 * super::lower::LL_DATA_BYTES as usize;
+/// CTAs of every kernel that uses LL buffers. Fixed, because each CTA keeps its own epoch and
+/// a sender's CTA b must agree with the receiver's CTA b.
+const LL_CTAS: u32 = 32;
 const BLOCK: u32 = 512;
 
 #[repr(C)]
@@ -44,17 +51,19 @@ struct TpPhase {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct TpCtx {
-    base: [u64; 24],
+    base: [u64; 32],
     flags: [u64; 8],
     rank: u32,
     nranks: u32,
+    ll: u32,
+    pad: u32,
 }
 // SAFETY: plain-old-data with the C layout the kernel declares.
 unsafe impl DeviceRepr for TpCtx {}
 
 impl TpCtx {
     pub(crate) fn base_of(&self, rank: usize, buf: usize) -> u64 {
-        self.base[rank * 3 + buf]
+        self.base[rank * 4 + buf]
     }
 }
 
@@ -81,10 +90,35 @@ pub(crate) struct RankState {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) sm_count: u32,
     pub(crate) flags: DevBuf,
-    pub(crate) scratch: DevBuf,
+    /// Scratch: the ring, then (grown on demand) the region for snapshots and messages in flight.
+    /// Buffers replaced by larger ones stay allocated (kernels in flight may use them) until the
+    /// group is dropped.
+    pub(crate) scratch: Mutex<Vec<DevBuf>>,
+    /// LL lines: two halves of `LL_LINE_BYTES`, zeroed at start (epoch 0 never matches).
+    pub(crate) ll: DevBuf,
     modules: Mutex<HashMap<DataType, Arc<ExecModule>>>,
     plans: Mutex<HashMap<PlanKey, Arc<DevPlan>>>,
     pub(crate) ce: Mutex<super::ce::CeState>,
+}
+
+impl RankState {
+    pub(crate) fn scratch_ptr(&self) -> u64 {
+        self.scratch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .last()
+            .map(|b| b.ptr)
+            .unwrap_or(0)
+    }
+
+    /// Makes the scratch buffer at least `bytes` long.
+    fn grow_scratch(&self, bytes: usize) -> Result<(), CudaError> {
+        let mut v = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
+        if v.last().map(|b| b.bytes).unwrap_or(0) < bytes {
+            v.push(DevBuf::new(&self.ctx, bytes)?);
+        }
+        Ok(())
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -145,6 +179,8 @@ impl CudaGroup {
             let flags = DevBuf::new(&ctx, FLAG_WORDS * 8)?;
             flags.fill(0)?;
             let scratch = DevBuf::new(&ctx, scratch_bytes)?;
+            let ll = DevBuf::new(&ctx, 2 * LL_LINE_BYTES)?;
+            ll.fill(0)?;
             let sm_count = ctx
                 .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
                 .map_err(drv)? as u32;
@@ -153,7 +189,8 @@ impl CudaGroup {
                 ctx,
                 sm_count,
                 flags,
-                scratch,
+                scratch: Mutex::new(vec![scratch]),
+                ll,
                 modules: Mutex::new(HashMap::new()),
                 plans: Mutex::new(HashMap::new()),
                 ce: Mutex::new(ce),
@@ -259,10 +296,15 @@ impl CudaGroup {
                     flatten_loops: true,
                     elide_copies: std::env::var("TOPOPLAN_NO_ELIDE").is_err(),
                     ce_push: std::env::var("TOPOPLAN_CE_PULL").is_err(),
+                    elem_bytes: req.dtype.size() as u64,
                 },
             )
             .map_err(|e| CudaError::Lower(e.to_string()))?,
         );
+        let need = l.scratch_elems as usize * req.dtype.size();
+        for st in &self.ranks {
+            st.grow_scratch(need)?;
+        }
         cache.insert(key, (req.schedule.clone(), l.clone()));
         Ok(l)
     }
@@ -323,14 +365,20 @@ impl CudaGroup {
         }
         let min_sm = self.ranks.iter().map(|r| r.sm_count).min().unwrap_or(1);
         let bytes = l.max_item() * key.elem as u64;
-        let grid = match std::env::var("TOPOPLAN_CTAS")
-            .ok()
-            .and_then(|v| v.parse::<u32>().ok())
-        {
-            Some(g) => g,
-            None => bytes.div_ceil(32 << 10) as u32,
-        }
-        .clamp(1, min_sm.min(MAX_CTAS));
+        let grid = if l.uses_ll {
+            LL_CTAS.min(min_sm)
+        } else {
+            match std::env::var("TOPOPLAN_CTAS")
+                .ok()
+                .and_then(|v| v.parse::<u32>().ok())
+            {
+                Some(g) => g,
+                // 64 CTAs beat 132 at 4-32 MiB on 2×H200 (266 against 245 GB/s busbw at
+                // 16 MiB): fewer CTAs polling NVLink, same bandwidth.
+                None => (bytes.div_ceil(32 << 10) as u32).min(DEFAULT_MAX_CTAS),
+            }
+            .clamp(1, min_sm.min(MAX_CTAS))
+        };
         let pbuf = DevBuf::new(&st.ctx, std::mem::size_of_val(phases.as_slice()))?;
         pbuf.upload(as_bytes(&phases))?;
         let ibuf = DevBuf::new(&st.ctx, std::mem::size_of_val(items.as_slice()))?;
@@ -350,12 +398,13 @@ impl CudaGroup {
     }
 
     pub(crate) fn tp_ctx(&self, rank: usize, req: &Request) -> TpCtx {
-        let mut base = [0u64; 24];
+        let mut base = [0u64; 32];
         let mut flags = [0u64; 8];
         for (r, st) in self.ranks.iter().enumerate() {
-            base[r * 3 + Buf::Input as usize] = req.inputs[r];
-            base[r * 3 + Buf::Output as usize] = req.outputs[r];
-            base[r * 3 + Buf::Scratch as usize] = st.scratch.ptr;
+            base[r * 4 + Buf::Input as usize] = req.inputs[r];
+            base[r * 4 + Buf::Output as usize] = req.outputs[r];
+            base[r * 4 + Buf::Scratch as usize] = st.scratch_ptr();
+            base[r * 4 + Buf::Ll as usize] = st.ll.ptr;
             flags[r] = st.flags.ptr;
         }
         TpCtx {
@@ -363,6 +412,8 @@ impl CudaGroup {
             flags,
             rank: rank as u32,
             nranks: self.ranks.len() as u32,
+            ll: 0,
+            pad: 0,
         }
     }
 
@@ -392,7 +443,8 @@ impl CudaGroup {
             ReduceOp::Min => 2,
             ReduceOp::Max => 3,
         };
-        let ctx = self.tp_ctx(rank, req);
+        let mut ctx = self.tp_ctx(rank, req);
+        ctx.ll = u32::from(plan.lowered.uses_ll);
         launch_exec(
             &self.ranks[rank].ctx,
             &module.funcs[op_index],

@@ -67,6 +67,9 @@ pub struct MemReport {
     /// Bytes taken by our init and NCCL's init (max over ranks).
     pub ours_init: i64,
     pub nccl_init: Option<i64>,
+    /// Bytes taken between the end of initialisation and the end of the run (max over GPUs):
+    /// first-call allocations plus any leak; flat (0) for ours across thousands of calls.
+    pub after_run: i64,
 }
 
 #[derive(Clone, Copy)]
@@ -379,6 +382,7 @@ pub fn run(
         free_before: before[0],
         ours_init: max_drop(&before, &after_ours),
         nccl_init: None,
+        after_run: 0,
     };
     let nccl = if cfg.vs_nccl {
         let x = NcclGroup::new(&cfg.ordinals)?;
@@ -414,6 +418,8 @@ pub fn run(
             .map_err(drv)?;
         streams.push(RawStream(s));
     }
+    // Measured once the benchmark's own buffers exist: what follows is the libraries' doing.
+    let after_init = free_mem(&g)?;
     let mut rows = Vec::new();
     let coll = coll_of(cfg.kind, cfg.root);
     for (si, &size) in cfg.sizes.iter().enumerate() {
@@ -494,6 +500,7 @@ pub fn run(
             let _ = sys::cuStreamDestroy_v2(s.0);
         }
     }
+    mem.after_run = max_drop(&after_init, &free_mem(&g)?);
     drop(nccl);
     Ok((rows, mem))
 }

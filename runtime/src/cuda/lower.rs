@@ -27,7 +27,13 @@ pub enum Buf {
     Input = 0,
     Output = 1,
     Scratch = 2,
+    /// The receiver's low-latency buffer (LL protocol): data and epoch flags in each line.
+    Ll = 3,
 }
+
+/// Data bytes one rank can receive through LL buffers per call (all senders together); must
+/// match `TP_LL_HALF / 2` in `kernels/src/exec.cu`.
+pub const LL_DATA_BYTES: u64 = 2 << 20;
 
 /// A contiguous element range start in one rank's buffer; the length is the item's `n`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -78,6 +84,8 @@ pub struct Lowered {
     /// Scratch elements each rank needs.
     pub scratch_elems: u64,
     pub uses_copy_engine: bool,
+    /// Some transfer goes through LL buffers (the kernel then advances its LL epoch).
+    pub uses_ll: bool,
 }
 
 impl Lowered {
@@ -115,6 +123,8 @@ pub struct LowerParams {
     pub elide_copies: bool,
     /// Copy-engine transfers issued by the sender (push) instead of the receiver (pull).
     pub ce_push: bool,
+    /// Element size in bytes (LL buffers are laid out in bytes).
+    pub elem_bytes: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -138,20 +148,31 @@ struct Payload {
     mark: usize,
 }
 
+/// A schedule scratch chunk in one loop iteration: (rank, iteration, chunk).
+type ChunkKey = (u32, u64, u32);
+
 struct Lowerer<'a> {
     s: &'a Schedule,
     p: LowerParams,
     items: Vec<Item>,
     barriers: Vec<Barrier>,
     acc: HashMap<(u32, Buf), Vec<Access>>,
-    scratch_next: u64,
+    ring_next: Vec<u64>,
     scratch_used: u64,
+    /// Ring regions still to be read: (rank, off, len, chunk key).
+    live: Vec<(u32, u64, u64, ChunkKey)>,
+    /// Reads left of each of the schedule's scratch chunks in the current iteration.
+    scratch_reads: HashMap<(u32, u64, u32), u32>,
     /// The schedule's scratch chunks, renamed onto the scratch ring: (rank, iter, chunk) -> start.
     scratch_map: HashMap<(u32, u64, u32), Operand>,
     /// In-place calls: input chunks saved to scratch before their alias was overwritten.
     input_map: HashMap<(u32, u64, u32), Operand>,
     pending: Vec<Item>,
     elide: bool,
+    /// Next free LL element per receiving rank.
+    ll_next: Vec<u64>,
+    /// Next free element of each rank's non-ring scratch region.
+    bump_next: Vec<u64>,
 }
 
 impl<'a> Lowerer<'a> {
@@ -209,16 +230,29 @@ impl<'a> Lowerer<'a> {
             let o = if r.buffer == BufferKind::Scratch {
                 // Keyed by chunk; sub-ranges of a looped chunk get their own key per iteration.
                 let key = (rank, iter, c);
-                match (write, self.scratch_map.get(&key)) {
-                    (false, Some(o)) => *o,
+                match (write, self.scratch_map.get(&key).copied()) {
+                    (false, Some(o)) => {
+                        if let Some(n) = self.scratch_reads.get_mut(&key) {
+                            *n = n.saturating_sub(1);
+                            if *n == 0 {
+                                self.live.retain(|l| l.3 != key);
+                            }
+                        }
+                        o
+                    }
                     (false, None) => {
                         return Err(LowerError::Invalid(format!(
                             "rank {rank}: scratch chunk {c} is read before anything writes it"
                         )))
                     }
                     (true, _) => {
-                        let o = self.scratch(rank, len)?[0].0;
+                        let o = self.scratch(rank, len, true)?[0].0;
                         self.scratch_map.insert(key, o);
+                        if self.scratch_reads.get(&key).copied().unwrap_or(0) > 0
+                            && o.off < self.p.scratch_cap
+                        {
+                            self.live.push((rank, o.off, len, key));
+                        }
                         o
                     }
                 }
@@ -243,19 +277,68 @@ impl<'a> Lowerer<'a> {
         Ok(out)
     }
 
-    fn scratch(&mut self, rank: u32, len: u64) -> Result<Vec<(Operand, u64)>, LowerError> {
-        if len > self.p.scratch_cap {
-            return Err(LowerError::Unsupported(format!(
-                "a message of {len} elements needs more scratch than the {} elements available",
-                self.p.scratch_cap
-            )));
+    /// Scratch space. `ring`: from the ring of `scratch_cap` elements, reused in turn (the hazard
+    /// tracking orders reuse; right for data consumed by this rank's next items). Otherwise from
+    /// the region after the ring, never reused in a call (messages in flight, snapshots): the
+    /// group grows its scratch buffers to `Lowered::scratch_elems`.
+    fn scratch(
+        &mut self,
+        rank: u32,
+        len: u64,
+        ring: bool,
+    ) -> Result<Vec<(Operand, u64)>, LowerError> {
+        let cap = self.p.scratch_cap;
+        let mut found = None;
+        if ring && len <= cap {
+            // Next position after the last allocation that overlaps no live region (data some
+            // op of this rank has yet to read); wrap once; else fall back to the bump region.
+            let mut off = self.ring_next[rank as usize];
+            let mut wrapped = false;
+            loop {
+                if off + len > cap {
+                    if wrapped {
+                        break;
+                    }
+                    wrapped = true;
+                    off = 0;
+                }
+                match self
+                    .live
+                    .iter()
+                    .filter(|l| l.0 == rank && l.1 < off + len && off < l.1 + l.2)
+                    .map(|l| l.1 + l.2)
+                    .max()
+                {
+                    Some(end) => {
+                        if wrapped
+                            && end > self.ring_next[rank as usize]
+                            && off <= self.ring_next[rank as usize]
+                        {
+                            break;
+                        }
+                        off = end;
+                    }
+                    None => {
+                        found = Some(off);
+                        break;
+                    }
+                }
+            }
         }
-        if self.scratch_next + len > self.p.scratch_cap {
-            self.scratch_next = 0; // ring: reuse is ordered by the hazard tracking
-        }
-        let off = self.scratch_next;
-        self.scratch_next += len;
-        self.scratch_used = self.scratch_used.max(self.scratch_next);
+        let off = match found {
+            Some(off) => {
+                self.ring_next[rank as usize] = off + len;
+                self.scratch_used = self.scratch_used.max(off + len);
+                off
+            }
+            None => {
+                let b = &mut self.bump_next[rank as usize];
+                let off = cap + *b;
+                *b += len;
+                self.scratch_used = self.scratch_used.max(off + len);
+                off
+            }
+        };
         Ok(vec![(
             Operand {
                 rank,
@@ -304,10 +387,12 @@ impl<'a> Lowerer<'a> {
         // An exact overwrite kills the pending copy to that destination.
         self.pending
             .retain(|pc| !it.dsts.iter().any(|x| *x == pc.dsts[0] && it.n == pc.n));
+        // LL pushes are the transfer itself: eliding one would turn it back into a remote load.
         let pure_copy = it.kind == ItemKind::Reduce
             && it.srcs.len() == 1
             && it.dsts.len() == 1
-            && !it.copy_engine;
+            && !it.copy_engine
+            && it.dsts[0].buf != Buf::Ll;
         if pure_copy && self.elide {
             if it.srcs[0] != it.dsts[0] {
                 self.pending.push(it);
@@ -337,8 +422,11 @@ impl<'a> Lowerer<'a> {
             .chain(it.dsts.iter().map(|o| (*o, true)))
             .collect();
         for (o, write) in &operands {
+            // LL lines are ordered by the epoch flags inside the data: phases keep the order
+            // (for emulation) but no barrier is needed.
+            let ll = o.buf == Buf::Ll;
             let (lo, hi) = (o.off, o.off + it.n);
-            let remote = o.rank != it.exec;
+            let remote = o.rank != it.exec && !ll;
             if remote {
                 needs.push((0, Barrier::Cta)); // the owner's stream must have reached the call
             }
@@ -351,6 +439,7 @@ impl<'a> Lowerer<'a> {
                     deps.push(a.item);
                     let aligned = a.n == it.n && a.start == o.off && !it.copy_engine;
                     let need = match (a.exec == it.exec, aligned) {
+                        _ if ll => Barrier::None,
                         (true, true) => Barrier::None,
                         (false, true) => Barrier::Cta,
                         _ => Barrier::Full,
@@ -451,6 +540,43 @@ impl<'a> Lowerer<'a> {
         Ok(())
     }
 
+    /// The sender pushes `segs` into `r`'s LL buffer; returns where they land.
+    fn ll_push(
+        &mut self,
+        sender: u32,
+        r: u32,
+        segs: &[(Operand, u64)],
+    ) -> Result<Vec<(Operand, u64)>, LowerError> {
+        let mut ll = Vec::new();
+        for (o, len) in segs {
+            let grain = (16 / self.p.elem_bytes.max(1)).max(1);
+            let start = self.ll_next[r as usize].div_ceil(grain) * grain;
+            if (start + len) * self.p.elem_bytes > LL_DATA_BYTES {
+                return Err(LowerError::Unsupported(format!(
+                    "rank {r} would receive more than {LL_DATA_BYTES} bytes through LL buffers"
+                )));
+            }
+            self.ll_next[r as usize] = start + len;
+            let d = vec![(
+                Operand {
+                    rank: r,
+                    buf: Buf::Ll,
+                    off: start,
+                },
+                *len,
+            )];
+            self.emit(
+                sender,
+                ItemKind::Reduce,
+                &[vec![(*o, *len)]],
+                std::slice::from_ref(&d),
+                false,
+            )?;
+            ll.extend(d);
+        }
+        Ok(ll)
+    }
+
     /// Physical ranges (outside scratch) that `op` of rank `r` writes in iteration `iter`.
     fn dst_ranges(
         &self,
@@ -461,6 +587,16 @@ impl<'a> Lowerer<'a> {
         let Some(d) = &op.dst else { return Vec::new() };
         if d.buffer == BufferKind::Scratch {
             return Vec::new();
+        }
+        if let (OpKind::Copy, Some(sr)) = (op.kind, &op.src) {
+            // In place, "copy input to output" is the identity and writes nothing.
+            let a = self.s.chunk_elems(self.p.count, iter, sr.chunk);
+            let b = self.s.chunk_elems(self.p.count, iter, d.chunk);
+            if sr.count == d.count
+                && self.phys(r, sr.buffer, a.start) == self.phys(r, d.buffer, b.start)
+            {
+                return Vec::new();
+            }
         }
         let total = self.s.buffer_chunks(d.buffer);
         (0..d.count)
@@ -520,20 +656,24 @@ pub fn lower(s: &Schedule, p: LowerParams) -> Result<Lowered, LowerError> {
             s.nranks
         )));
     }
+    let n = s.nranks;
     let mut l = Lowerer {
         s,
         p,
         items: Vec::new(),
         barriers: vec![Barrier::None],
         acc: HashMap::new(),
-        scratch_next: 0,
+        ring_next: vec![0; s.nranks as usize],
         scratch_used: 0,
+        live: Vec::new(),
+        scratch_reads: HashMap::new(),
         scratch_map: HashMap::new(),
         input_map: HashMap::new(),
         pending: Vec::new(),
         elide: p.elide_copies,
+        ll_next: vec![0; n as usize],
+        bump_next: vec![0; n as usize],
     };
-    let n = s.nranks;
     let progs: Vec<Vec<Vec<planner::schedule::Op>>> = (0..n)
         .map(|r| (0..s.channels).map(|c| s.expanded_ops(r, c)).collect())
         .collect();
@@ -560,6 +700,23 @@ pub fn lower(s: &Schedule, p: LowerParams) -> Result<Lowered, LowerError> {
         let mut inflight: HashMap<(u32, u32, u32), std::collections::VecDeque<Payload>> =
             HashMap::new();
         let mut cursor = vec![vec![0usize; s.channels as usize]; n as usize];
+        l.scratch_reads.clear();
+        l.live.clear();
+        for (r, chans) in progs.iter().enumerate() {
+            for op in chans.iter().flatten() {
+                let reads = op
+                    .src
+                    .iter()
+                    .chain(op.dst.iter().filter(|_| op.kind == OpKind::Reduce));
+                for c in reads.filter(|c| c.buffer == BufferKind::Scratch) {
+                    for k in 0..c.count {
+                        *l.scratch_reads
+                            .entry((r as u32, iter, c.chunk + k))
+                            .or_insert(0) += 1;
+                    }
+                }
+            }
+        }
         // One op per (rank, channel) per round, so that ranks advance together. An op whose
         // writes would clobber a message still in flight (its receiver has not read it) waits;
         // when only such ops are left, the receivers pull those messages into their scratch.
@@ -648,7 +805,7 @@ pub fn lower(s: &Schedule, p: LowerParams) -> Result<Lowered, LowerError> {
                                         },
                                         len,
                                     )];
-                                    let stage = l.scratch(r, len)?;
+                                    let stage = l.scratch(r, len, false)?;
                                     let el = std::mem::replace(&mut l.elide, false);
                                     l.emit(
                                         r,
@@ -693,8 +850,17 @@ pub fn lower(s: &Schedule, p: LowerParams) -> Result<Lowered, LowerError> {
                             continue;
                         }
                         let total = segs.iter().map(|x| x.1).sum();
-                        let stage = l.scratch(k.2, total)?;
                         let ce = tr == Transport::CopyEngine;
+                        if l.s.protocol == planner::schedule::Protocol::LL && !ce && k.1 != k.2 {
+                            // Under LL the snapshot is the sender's push into our LL buffer.
+                            let ll = l.ll_push(k.1, k.2, &segs)?;
+                            let pl = &mut inflight.get_mut(&k).expect("key")[qi];
+                            pl.segs = ll;
+                            pl.transport = Transport::P2pLoad;
+                            pl.mark = l.items.len();
+                            continue;
+                        }
+                        let stage = l.scratch(k.2, total, false)?;
                         let exec = if ce && l.p.ce_push { k.1 } else { k.2 };
                         // A snapshot must really be taken: never elided.
                         let el = std::mem::replace(&mut l.elide, false);
@@ -748,7 +914,7 @@ pub fn lower(s: &Schedule, p: LowerParams) -> Result<Lowered, LowerError> {
             .srcs
             .iter()
             .chain(it.dsts.iter())
-            .any(|o| o.rank != it.exec)
+            .any(|o| o.rank != it.exec && o.buf != Buf::Ll)
         {
             last_remote = last_remote.max(it.phase);
         }
@@ -761,6 +927,42 @@ pub fn lower(s: &Schedule, p: LowerParams) -> Result<Lowered, LowerError> {
         Barrier::None
     };
     let uses_copy_engine = l.items.iter().any(|i| i.copy_engine);
+    let uses_ll = l
+        .items
+        .iter()
+        .any(|i| i.srcs.iter().chain(&i.dsts).any(|o| o.buf == Buf::Ll));
+    if uses_ll {
+        // LL buffers alternate two halves by epoch; a sender may rewrite a half two calls
+        // later only because it had to receive from that receiver in between. A one-way LL
+        // flow (broadcast, reduce) would let the sender lap the receiver: refuse it.
+        let mut pairs = std::collections::HashSet::new();
+        for it in &l.items {
+            for d in it
+                .dsts
+                .iter()
+                .filter(|o| o.buf == Buf::Ll && o.rank != it.exec)
+            {
+                pairs.insert((it.exec, d.rank));
+            }
+        }
+        if let Some((a, b)) = pairs.iter().find(|(a, b)| !pairs.contains(&(*b, *a))) {
+            return Err(LowerError::Unsupported(format!(
+                "LL needs traffic both ways between ranks, but rank {a} only sends to rank {b} (use the Simple protocol)"
+            )));
+        }
+        // The kernel's LL path moves 8-byte groups: every LL operand must start on one.
+        let eb = p.elem_bytes.max(1);
+        if l.items.iter().any(|i| {
+            i.srcs
+                .iter()
+                .chain(&i.dsts)
+                .any(|o| o.buf == Buf::Ll && !(o.off * eb).is_multiple_of(8))
+        }) {
+            return Err(LowerError::Unsupported(
+                "LL transfer cut at an unaligned element".into(),
+            ));
+        }
+    }
     let scratch_elems = l.scratch_used;
     Ok(Lowered {
         nranks: n,
@@ -769,6 +971,7 @@ pub fn lower(s: &Schedule, p: LowerParams) -> Result<Lowered, LowerError> {
         end_barrier,
         scratch_elems,
         uses_copy_engine,
+        uses_ll,
     })
 }
 
@@ -825,7 +1028,7 @@ fn lower_op(
                 (Some(d), _) => d.clone(),
                 (None, OpKind::RecvReduceSend) => {
                     let len = pl.segs.iter().map(|s| s.1).sum();
-                    l.scratch(r, len)?
+                    l.scratch(r, len, false)?
                 }
                 _ => {
                     return Err(LowerError::Invalid(format!(
@@ -835,6 +1038,18 @@ fn lower_op(
                 }
             };
             let local_src = if op.kind.reduces() { src.clone() } else { None };
+            let sender = pl.segs.first().map(|s| s.0.rank).unwrap_or(r);
+            let mut pl = pl;
+            if l.s.protocol == planner::schedule::Protocol::LL
+                && pl.transport != Transport::CopyEngine
+                && sender != r
+            {
+                // LL: the sender writes the message into our LL buffer (data and epoch flag
+                // together); our items then read it locally, waiting on the flags.
+                let ll = l.ll_push(sender, r, &pl.segs)?;
+                pl.segs = ll;
+                pl.transport = Transport::P2pLoad; // now local to us
+            }
             match (pl.transport, local_src) {
                 (Transport::CopyEngine, None) => {
                     let exec = if l.p.ce_push {
@@ -852,7 +1067,7 @@ fn lower_op(
                 }
                 (Transport::CopyEngine, Some(ls)) => {
                     let len = pl.segs.iter().map(|s| s.1).sum();
-                    let stage = l.scratch(r, len)?;
+                    let stage = l.scratch(r, len, true)?;
                     let exec = if l.p.ce_push {
                         pl.segs.first().map(|s| s.0.rank).unwrap_or(r)
                     } else {
@@ -929,7 +1144,7 @@ fn lower_op(
 /// `combine`), phase by phase, all reads of a phase before its writes.
 pub fn emulate<T: Copy>(
     l: &Lowered,
-    mem: &mut [[Vec<T>; 3]],
+    mem: &mut [[Vec<T>; 4]],
     combine: impl Fn(T, T) -> T,
     scale: impl Fn(T) -> T,
 ) {

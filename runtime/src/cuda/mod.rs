@@ -11,6 +11,7 @@
 //! without a GPU get an error (or a test skip), never a panic.
 
 pub mod ce;
+pub mod detect;
 pub mod device;
 pub mod group;
 pub mod harness;

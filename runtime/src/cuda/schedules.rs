@@ -6,7 +6,32 @@ use planner::schedule::build;
 use planner::schedule::{Collective, CollectiveKind, Protocol, Schedule, Transport};
 
 /// Algorithms `topoplan bench --algo` and `TOPOPLAN_ALGO` accept.
-pub const ALGOS: [&str; 6] = ["auto", "one-shot", "two-shot", "ring", "tree", "ce"];
+pub const ALGOS: [&str; 7] = [
+    "auto",
+    "one-shot",
+    "one-shot-ll",
+    "two-shot",
+    "ring",
+    "tree",
+    "ce",
+];
+
+/// Up to this size (bytes per rank; `TOPOPLAN_LL_MAX` overrides) `auto` sends through LL
+/// buffers: no barrier, one NVLink latency, but only 8 data bytes per 16-byte line.
+/// Measured on 2×H200 (docs/benchmarks-gpu.md): LL wins up to 512 KiB (11.5 µs against NCCL's
+/// 12.1), loses at 1 MiB (20.2 against 14.6).
+const LL_UP_TO_BYTES: u64 = 512 << 10;
+
+fn ce_auto() -> bool {
+    std::env::var("TOPOPLAN_CE_AUTO").is_ok()
+}
+
+fn ll_up_to() -> u64 {
+    std::env::var("TOPOPLAN_LL_MAX")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(LL_UP_TO_BYTES)
+}
 
 /// Bytes per copy-engine pipeline chunk: large enough for the copy engines to run near their
 /// ceiling (384 GB/s both ways at 64 MiB, 302 at 4 MiB), small enough to overlap the reduce.
@@ -16,7 +41,9 @@ const CE_FROM_BYTES: u64 = 256 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PickError {
-    #[error("unknown algorithm `{0}` (one of: auto, one-shot, two-shot, ring, tree, ce)")]
+    #[error(
+        "unknown algorithm `{0}` (one of: auto, one-shot, one-shot-ll, two-shot, ring, tree, ce)"
+    )]
     Unknown(String),
     #[error("{0}")]
     Build(String),
@@ -25,7 +52,15 @@ pub enum PickError {
 /// The name `auto` resolves to for this collective, rank count and per-rank byte size.
 pub fn auto_algo(kind: CollectiveKind, nranks: u32, bytes: u64) -> &'static str {
     match kind {
-        CollectiveKind::AllReduce if nranks == 2 && bytes >= CE_FROM_BYTES => "ce",
+        // The copy-engine pipeline is not chosen: measured at 146-176 GB/s busbw against the
+        // SM one-shot's 310-315 (docs/benchmarks-gpu.md). `--algo ce` still runs it.
+        CollectiveKind::AllReduce if nranks == 2 && bytes >= CE_FROM_BYTES && ce_auto() => "ce",
+        // LL only where every rank both sends and receives (see `lower`): not broadcast/reduce.
+        CollectiveKind::AllReduce | CollectiveKind::AllGather | CollectiveKind::ReduceScatter
+            if bytes <= ll_up_to() =>
+        {
+            "one-shot-ll"
+        }
         _ => "one-shot",
     }
 }
@@ -46,6 +81,7 @@ pub fn pick(
     let ring: Vec<u32> = (0..nranks).collect();
     let s = match name {
         "one-shot" => build::one_shot(coll, nranks, Protocol::Simple).map_err(err)?,
+        "one-shot-ll" => build::one_shot(coll, nranks, Protocol::LL).map_err(err)?,
         "two-shot" => build::two_shot(coll, nranks, Protocol::Simple).map_err(err)?,
         "ring" => {
             let mut s = build::ring(coll, &[ring], Protocol::Simple).map_err(err)?;

@@ -58,6 +58,12 @@ pub fn slice_elems(
 /// The connection ends an op sends on and receives from.
 type OpPorts = (Option<Arc<dyn SendPort>>, Option<Arc<dyn RecvPort>>);
 
+/// A 32-bit fingerprint of a schedule's JSON form.
+pub fn schedule_fingerprint(s: &Schedule) -> u64 {
+    let json = serde_json::to_vec(s).unwrap_or_default();
+    crate::config::fnv1a(&json) & 0xFFFF_FFFF
+}
+
 struct Chan {
     ops: Vec<Op>,
     ports: Vec<OpPorts>,
@@ -86,6 +92,7 @@ pub struct CollTask<'a> {
 }
 
 impl<'a> CollTask<'a> {
+    /// `fingerprint` is [`schedule_fingerprint`] of `sched` (cached by the caller).
     /// `op` must not be `Avg` (the caller reduces with `Sum` and divides afterwards).
     /// Buffer lengths must match the schedule's blocks × `count` (checked by the caller).
     #[allow(clippy::too_many_arguments)]
@@ -98,6 +105,8 @@ impl<'a> CollTask<'a> {
         input: &'a [u8],
         output: &'a mut [u8],
         cap: usize,
+        fingerprint: u64,
+        mut scratch: Vec<u8>,
         ports: &mut dyn PortSource,
     ) -> Result<Self, CommError> {
         let rank = ctx.rank;
@@ -127,9 +136,12 @@ impl<'a> CollTask<'a> {
                 pc: 0,
             });
         }
-        let scratch = vec![0u8; sched.scratch_blocks as usize * count as usize * esize];
+        scratch.clear();
+        scratch.resize(sched.scratch_blocks as usize * count as usize * esize, 0);
         Ok(CollTask {
-            tag: ctx.seq,
+            // Low half: the collective's sequence number; high half: a fingerprint of the
+            // schedule, so ranks that planned differently fail with a mismatch, not garbage.
+            tag: (ctx.seq & 0xFFFF_FFFF) | (fingerprint << 32),
             ctx,
             dtype,
             op,
@@ -144,6 +156,11 @@ impl<'a> CollTask<'a> {
             scratch,
             tmp: Vec::new(),
         })
+    }
+
+    /// Gives the scratch buffer back for reuse.
+    pub fn into_scratch(self) -> Vec<u8> {
+        self.scratch
     }
 
     /// Byte pieces of a chunk range in loop iteration `iter`.
@@ -166,7 +183,7 @@ impl<'a> CollTask<'a> {
     /// Tries to run the next op of channel `ci`; returns whether it ran.
     fn try_op(&mut self, ci: usize) -> Result<bool, CommError> {
         let ch = &self.chans[ci];
-        if ch.iter >= self.iters {
+        if ch.iter >= self.iters || ch.ops.is_empty() {
             return Ok(false);
         }
         let (iter, pc) = (ch.iter, ch.pc);
@@ -283,9 +300,12 @@ impl<'a> CollTask<'a> {
                 return Err(ctx.mismatch(
                     peer.unwrap_or(u32::MAX),
                     format!(
-                        "expected a {len}-byte message of collective #{tag}, got {} bytes of #{}",
-                        h.len, h.tag
-                    ),
+                        "expected a {len}-byte message of collective #{} (schedule {:08x}), got {} bytes of #{} (schedule {:08x})",
+                        tag & 0xFFFF_FFFF,
+                        tag >> 32,
+                        h.len,
+                        h.tag & 0xFFFF_FFFF,
+                        h.tag >> 32),
                 ));
             }
             Ok(())

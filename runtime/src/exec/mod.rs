@@ -11,7 +11,7 @@
 mod coll;
 mod pieces;
 
-pub use coll::{slice_elems, CollTask, PortSource};
+pub use coll::{schedule_fingerprint, slice_elems, CollTask, PortSource};
 
 use crate::error::CommError;
 use crate::protocol::Header;
@@ -93,6 +93,7 @@ pub fn drive(
     let mut last_progress = Instant::now();
     let mut last_liveness = Instant::now();
     loop {
+        let epoch = transport.epoch();
         let mut progress = false;
         let mut all_done = true;
         for t in tasks.iter_mut() {
@@ -131,7 +132,7 @@ pub fn drive(
         } else if idle < 1024 {
             std::thread::yield_now();
         } else {
-            std::thread::sleep(Duration::from_micros(if idle < 4096 { 20 } else { 200 }));
+            transport.idle_wait(epoch, idle);
         }
         if !idle.is_multiple_of(64) {
             continue;

@@ -12,7 +12,9 @@ pub mod tcp;
 
 use crate::error::CommError;
 use crate::protocol::{Fifo, Header, SlotMem};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 /// Channel number of the point-to-point connections used by grouped `send`/`recv`.
 pub const P2P_CHANNEL: u32 = u32::MAX;
@@ -79,5 +81,52 @@ pub trait Transport: Send {
     /// Cheap liveness check of a peer the executor has been waiting on for a while.
     fn check_peer(&self, _peer: u32) -> PortResult<()> {
         Ok(())
+    }
+    /// A counter that moves whenever a message or a free slot may have appeared for this rank
+    /// (0 forever where the transport cannot tell).
+    fn epoch(&self) -> u64 {
+        0
+    }
+    /// Waits, after `idle` fruitless sweeps, until the epoch moves past `epoch` or a short while
+    /// passes. The default sleeps (shared memory between processes has no doorbell).
+    fn idle_wait(&self, _epoch: u64, idle: u32) {
+        std::thread::sleep(Duration::from_micros(if idle < 4096 { 20 } else { 200 }));
+    }
+}
+
+/// A doorbell: posters ring it, idle ranks sleep on it. Ringing costs an atomic load when
+/// nobody sleeps.
+#[derive(Debug, Default)]
+pub struct Bell {
+    epoch: Mutex<u64>,
+    cv: Condvar,
+    sleepers: AtomicU32,
+    fast: AtomicU64,
+}
+
+impl Bell {
+    pub fn epoch(&self) -> u64 {
+        self.fast.load(Ordering::SeqCst)
+    }
+    // SeqCst on the two counters: ring (bump epoch, then read sleepers) and wait (bump sleepers,
+    // then read epoch) form a Dekker pair; at least one side sees the other. A missed wake-up
+    // would only cost the wait's timeout.
+    pub fn ring(&self) {
+        self.fast.fetch_add(1, Ordering::SeqCst);
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            let mut e = self.epoch.lock().unwrap_or_else(|p| p.into_inner());
+            *e += 1;
+            self.cv.notify_all();
+        }
+    }
+    /// Sleeps until a ring after `seen` was taken, or `max` passes.
+    pub fn wait(&self, seen: u64, max: Duration) {
+        let g = self.epoch.lock().unwrap_or_else(|p| p.into_inner());
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        // Checked under the lock: a ring after this point needs the lock to notify.
+        if self.fast.load(Ordering::SeqCst) == seen {
+            let _ = self.cv.wait_timeout(g, max);
+        }
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
     }
 }

@@ -1,6 +1,7 @@
 //! Ranks as processes of one host: connections live in shared-memory segments.
 //!
-//! One file per directed pair `from → to` (`<dir>/topoplan-<job>-<from>-<to>`), holding one
+//! One file per directed pair `from → to` (`<dir>/topoplan-<job>-<session>-<from>-<to>`, the
+//! session being a random name rank 0 gives each rendezvous), holding one
 //! connection region per channel (channels `0..MAX_CHANNELS`, then the p2p channel). A region is
 //! `head` and `tail` on separate cache lines followed by `slots` slots. The file is sparse: only
 //! the slots a connection actually uses take memory. Both ends create-or-open the file with the
@@ -149,7 +150,13 @@ impl ShmLinks {
             slot_bytes,
             out,
             inb,
-            pids: peers.iter().copied().collect(),
+            // Liveness checks only for peers whose process this one can see: a peer in another
+            // pid namespace would look dead. Those rely on the timeout.
+            pids: peers
+                .iter()
+                .copied()
+                .filter(|(_, pid)| Path::new(&format!("/proc/{pid}/stat")).exists())
+                .collect(),
         })
     }
 
@@ -158,6 +165,46 @@ impl ShmLinks {
         for f in self.inb.values() {
             let _ = std::fs::remove_file(&f.path);
         }
+    }
+
+    /// The value `from` stamps into its pair files (see [`ShmLinks::stamp`]).
+    fn stamp_of(job: &str, from: u32) -> u64 {
+        crate::config::fnv1a(format!("{job}|{from}").as_bytes()) | 1
+    }
+
+    fn stamp_word<'a>(&self, f: &'a PairFile) -> &'a AtomicU64 {
+        // Word 2 of the first region's header: beside `head` (word 0), never used otherwise.
+        // SAFETY: offset 16 lies inside the mapping and is 8-byte aligned (see ShmMem::counter);
+        // both processes access the word only atomically.
+        unsafe { &*(f.map.as_mut_ptr().add(16) as *const AtomicU64) }
+    }
+
+    /// Writes this rank's stamp into every file it sends through. After a barrier,
+    /// [`ShmLinks::verify`] on the peers proves they map the same files.
+    pub fn stamp(&self, job: &str) {
+        for f in self.out.values() {
+            self.stamp_word(f).store(
+                Self::stamp_of(job, self.rank),
+                std::sync::atomic::Ordering::SeqCst,
+            );
+        }
+    }
+
+    /// Checks every inbox carries its sender's stamp: ranks that share a host name but not a
+    /// shared-memory directory (separate containers) are told so instead of waiting forever.
+    pub fn verify(&self, job: &str) -> Result<(), CommError> {
+        for (&p, f) in &self.inb {
+            if self.stamp_word(f).load(std::sync::atomic::Ordering::SeqCst)
+                != Self::stamp_of(job, p)
+            {
+                return Err(CommError::Transport(format!(
+                    "rank {} and rank {p} report the same host but do not share {}: set TOPOPLAN_SHM_DIR to a directory both see, or TOPOPLAN_TRANSPORT=tcp",
+                    self.rank,
+                    f.path.parent().map(|d| d.display().to_string()).unwrap_or_default()
+                )));
+            }
+        }
+        Ok(())
     }
 
     pub fn has(&self, peer: u32) -> bool {
@@ -222,6 +269,16 @@ impl ShmLinks {
                 Err(super::PortError::Gone(format!("process {pid} has exited")))
             }
             Err(_) => Ok(()), // no procfs: rely on the timeout
+        }
+    }
+}
+
+impl Drop for ShmLinks {
+    /// Removes every pair file still linked (set-up failed before [`ShmLinks::unlink`]); the
+    /// names carry the session, so no other job's files can match.
+    fn drop(&mut self) {
+        for f in self.inb.values().chain(self.out.values()) {
+            let _ = std::fs::remove_file(&f.path);
         }
     }
 }

@@ -9,7 +9,7 @@
 //! Frames: kind (u8: 1 data, 2 credit), channel (u32), a (u64: data tag / credit head),
 //! length (u32), payload.
 
-use super::{Consumer, PortError, PortResult, RecvPort, SendPort};
+use super::{Bell, Consumer, PortError, PortResult, RecvPort, SendPort};
 use crate::error::CommError;
 use crate::protocol::{Fifo, HeapMem};
 use std::collections::HashMap;
@@ -38,6 +38,8 @@ pub struct Peer {
     dead: Mutex<Option<String>>,
     nslots: u32,
     slot_bytes: usize,
+    /// Rung by the reader thread after every frame, so idle ranks sleep until data or credit.
+    bell: Arc<Bell>,
 }
 
 impl Peer {
@@ -61,6 +63,8 @@ impl Peer {
         if d.is_none() {
             *d = Some(why);
         }
+        drop(d);
+        self.bell.ring();
     }
     fn write(&self, frame: &[u8]) -> PortResult<()> {
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
@@ -74,7 +78,12 @@ impl Peer {
         let why = loop {
             let mut h = [0u8; FRAME_HEADER];
             if let Err(e) = r.read_exact(&mut h) {
-                break format!("rank {peer} closed the connection ({e})");
+                break match e.kind() {
+                    std::io::ErrorKind::UnexpectedEof => {
+                        format!("rank {peer} closed the connection")
+                    }
+                    _ => format!("connection to rank {peer} failed: {e}"),
+                };
             }
             let kind = h[0];
             let c = u32::from_le_bytes(h[1..5].try_into().expect("4"));
@@ -100,6 +109,7 @@ impl Peer {
                 CREDIT if len == 0 => ch.credit.store(a, Ordering::Release),
                 _ => break format!("rank {peer} sent a garbled frame (kind {kind})"),
             }
+            self.bell.ring();
         };
         self.die(why);
     }
@@ -110,6 +120,7 @@ impl Peer {
 pub struct TcpLinks {
     peers: HashMap<u32, Arc<Peer>>,
     threads: Vec<std::thread::JoinHandle<()>>,
+    pub bell: Arc<Bell>,
 }
 
 impl TcpLinks {
@@ -132,6 +143,7 @@ impl TcpLinks {
             dead: Mutex::new(None),
             nslots,
             slot_bytes,
+            bell: self.bell.clone(),
         });
         let p2 = p.clone();
         let t = std::thread::Builder::new()
@@ -182,13 +194,29 @@ impl TcpLinks {
 }
 
 impl Drop for TcpLinks {
+    /// A graceful close: send FIN after everything queued (a peer may still be reading our last
+    /// messages), keep draining what the peer sends until it closes too, and only then let the
+    /// sockets go. Closing with unread bytes would make the kernel reset the connection and
+    /// drop our unsent data. The wait is bounded: a peer that is still busy is left to find the
+    /// closed connection itself.
     fn drop(&mut self) {
+        for p in self.peers.values() {
+            let w = p.writer.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = w.shutdown(Shutdown::Write);
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while self.threads.iter().any(|t| !t.is_finished()) && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         for p in self.peers.values() {
             let w = p.writer.lock().unwrap_or_else(|e| e.into_inner());
             let _ = w.shutdown(Shutdown::Both);
         }
         for t in self.threads.drain(..) {
-            let _ = t.join();
+            if t.is_finished() {
+                let _ = t.join();
+            }
         }
     }
 }
@@ -250,13 +278,14 @@ impl RecvPort for TcpRecv {
             .inbox
             .consume(f)
             .map_err(|e| CommError::Transport(e.to_string()))??;
-        // Return the freed slot to the sender.
+        // Return the freed slot to the sender. The message is ours either way: if the sender
+        // has already gone (its last message needs no credit), the connection is marked dead
+        // and only a later use of it fails.
         let mut c = [0u8; FRAME_HEADER];
         c[0] = CREDIT;
         c[1..5].copy_from_slice(&self.channel.to_le_bytes());
         c[5..13].copy_from_slice(&self.chan.inbox.consumed().to_le_bytes());
-        self.peer.write(&c).map_err(|e| match e {
-            PortError::Gone(d) | PortError::Protocol(d) => CommError::Transport(d),
-        })
+        let _ = self.peer.write(&c);
+        Ok(())
     }
 }

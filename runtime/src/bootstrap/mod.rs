@@ -10,6 +10,11 @@
 //! tells every rank already connected. A connection with a wrong secret belongs to another job:
 //! it is told so and dropped, and the rendezvous goes on. So is a connection that sends garbage.
 
+mod id;
+
+pub use id::{hex, hostname, UniqueId};
+
+use id::random_secret;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -63,96 +68,6 @@ fn io(doing: impl Into<String>, e: impl std::fmt::Display) -> BootstrapError {
     }
 }
 
-/// What every rank needs to join: rank 0's address and the job's secret.
-/// Text form: `topoplan1:<32 hex digits>@<host:port>`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct UniqueId {
-    pub addr: String,
-    pub secret: [u8; 16],
-}
-
-impl std::fmt::Debug for UniqueId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never print the secret in logs.
-        write!(f, "UniqueId({}, secret …)", self.addr)
-    }
-}
-
-impl std::fmt::Display for UniqueId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "topoplan1:{}@{}", hex(&self.secret), self.addr)
-    }
-}
-
-impl std::str::FromStr for UniqueId {
-    type Err = BootstrapError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || BootstrapError::BadId(s.to_string());
-        let rest = s.strip_prefix("topoplan1:").ok_or_else(bad)?;
-        let (sec, addr) = rest.split_once('@').ok_or_else(bad)?;
-        if sec.len() != 32 || addr.is_empty() {
-            return Err(bad());
-        }
-        let mut secret = [0u8; 16];
-        for (i, b) in secret.iter_mut().enumerate() {
-            *b = u8::from_str_radix(&sec[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
-        }
-        Ok(UniqueId {
-            addr: addr.to_string(),
-            secret,
-        })
-    }
-}
-
-pub fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-impl UniqueId {
-    /// A new id for a rendezvous at `addr` (`host:port`) with a fresh random secret.
-    pub fn new(addr: impl Into<String>) -> Self {
-        UniqueId {
-            addr: addr.into(),
-            secret: random_secret(),
-        }
-    }
-    /// An id derived from values every rank of a job shares (torchrun's environment). The
-    /// secret is then only as private as those values: it keeps other jobs' connections out,
-    /// not an attacker. Set `TOPOPLAN_UNIQUE_ID` for a random one.
-    pub fn derived(addr: impl Into<String>, shared: &str) -> Self {
-        let addr = addr.into();
-        let a = crate::config::fnv1a(format!("{addr}|{shared}").as_bytes());
-        let b = crate::config::fnv1a(format!("{shared}|{addr}|topoplan").as_bytes());
-        let mut secret = [0u8; 16];
-        secret[..8].copy_from_slice(&a.to_le_bytes());
-        secret[8..].copy_from_slice(&b.to_le_bytes());
-        UniqueId { addr, secret }
-    }
-    /// Short, non-secret name for files of this job (shared-memory segments).
-    pub fn job_tag(&self) -> String {
-        hex(&crate::config::fnv1a(&self.secret).to_le_bytes())
-    }
-}
-
-/// 128 random bits from the OS (`/dev/urandom`), mixed with time and pid if it is unavailable.
-fn random_secret() -> [u8; 16] {
-    let mut s = [0u8; 16];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut s))
-        .is_ok()
-    {
-        return s;
-    }
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_nanos();
-    let seed = format!("{t}|{}|{:p}", std::process::id(), &s);
-    s[..8].copy_from_slice(&crate::config::fnv1a(seed.as_bytes()).to_le_bytes());
-    s[8..].copy_from_slice(&crate::config::fnv1a(format!("x{seed}").as_bytes()).to_le_bytes());
-    s
-}
-
 /// One rank as the others see it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerInfo {
@@ -173,6 +88,9 @@ enum Msg {
     },
     Welcome {
         peers: Vec<PeerInfo>,
+        /// Random per rendezvous: names this session's shared-memory files, so a file left by
+        /// an earlier run with the same id can never be mistaken for this one's.
+        session: String,
     },
     Refused {
         reason: String,
@@ -270,6 +188,8 @@ fn remaining(deadline: Instant) -> Duration {
 pub struct Rendezvous {
     pub rank: u32,
     pub peers: Vec<PeerInfo>,
+    /// Random name of this rendezvous (see `Msg::Welcome`).
+    pub session: String,
     root_links: Vec<TcpStream>,
     link_to_root: Option<TcpStream>,
     timeout: Duration,
@@ -374,9 +294,10 @@ pub fn rendezvous(
     .map_err(|e| io("sending hello to rank 0", e))?;
     s.set_read_timeout(Some(remaining(deadline))).ok();
     match recv_msg(&mut s, "rank 0") {
-        Ok(Msg::Welcome { peers }) => Ok(Rendezvous {
+        Ok(Msg::Welcome { peers, session }) => Ok(Rendezvous {
             rank,
             peers,
+            session,
             root_links: Vec::new(),
             link_to_root: Some(s),
             timeout,
@@ -544,11 +465,13 @@ fn root(
         table.push(info);
         links.push(s);
     }
+    let session = hex(&random_secret()[..8]);
     for s in &mut links {
         send_msg(
             s,
             &Msg::Welcome {
                 peers: table.clone(),
+                session: session.clone(),
             },
         )
         .map_err(|e| io("sending the rank table", e))?;
@@ -556,6 +479,7 @@ fn root(
     Ok(Rendezvous {
         rank: 0,
         peers: table,
+        session,
         root_links: links,
         link_to_root: None,
         timeout,
@@ -583,34 +507,5 @@ pub fn link_accept(s: &mut TcpStream, id: &UniqueId) -> Result<u32, BootstrapErr
             peer,
             detail: format!("unexpected {other:?}"),
         }),
-    }
-}
-
-/// This host's name (for "same host" decisions): `/etc/hostname`-style, or `HOSTNAME`.
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".into())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn unique_id_round_trip() {
-        let id = UniqueId::new("127.0.0.1:29500");
-        let s = id.to_string();
-        assert_eq!(s.parse::<UniqueId>().unwrap(), id);
-        assert!(
-            !format!("{id:?}").contains(&hex(&id.secret)),
-            "Debug must not leak the secret"
-        );
-        assert!("topoplan1:zz@h:1".parse::<UniqueId>().is_err());
-        assert!("nccl:00@h:1".parse::<UniqueId>().is_err());
-        assert_ne!(UniqueId::new("a:1").secret, UniqueId::new("a:1").secret);
     }
 }

@@ -1,248 +1,9 @@
-//! MSCCL-IR XML (`<algo><gpu><tb><step>`, the format of MSCCL, msccl-tools/MSCCLang, TACCL and
-//! ASTRA-sim's MSCCL front end) to and from the schedule IR.
-//!
-//! **Mapping.** An MSCCL threadblock (`tb`) has at most one send peer and one receive peer on one
-//! channel and runs its steps in order; a step may wait for one step of another threadblock
-//! (`depid`/`deps`; `nop` steps carry extra waits). Messages between two GPUs on one channel
-//! match in order, as in our IR. Chunk offsets count chunks of the whole buffer (`i_chunks`,
-//! `o_chunks`, `s_chunks` per GPU), which is our chunk numbering with
-//! `chunks_per_block = i_chunks / input blocks`.
-//!
-//! - **Export** writes each IR channel of a rank as one threadblock per (send peer, receive peer)
-//!   pair, repeated ops written out; program order across those threadblocks and IR deps become
-//!   MSCCL dependencies (extra ones through `nop` steps). `tp_*` attributes (ignored by MSCCL)
-//!   record what MSCCL cannot say (IR channel and op index, slots, pipelining, root, transport),
-//!   so `import(export(s)) == s.expanded()`.
-//! - **Import** of files without `tp_*` attributes gives every threadblock its own IR channel
-//!   program; threadblocks joined by messages share an IR channel index (connected components,
-//!   coloured so a rank never has two threadblocks on one index). In-place files (`o_chunks="0"`)
-//!   compute in the output buffer after copying the input there.
+//! MSCCL-IR XML import (see the module docs of `msccl`).
 
-use super::ir::*;
-use super::validate::ScheduleError;
+use super::components::{color_components, resolve};
+use super::{step_type, MscclError};
+use crate::schedule::ir::*;
 use std::collections::HashMap;
-use std::fmt::Write as _;
-
-#[derive(Debug, thiserror::Error)]
-pub enum MscclError {
-    #[error("{file}:{line}:{col}: {msg}")]
-    At {
-        file: String,
-        line: u32,
-        col: u32,
-        msg: String,
-    },
-    #[error("{file}: the imported schedule is malformed: {source}")]
-    Invalid {
-        file: String,
-        #[source]
-        source: ScheduleError,
-    },
-    #[error("{0}")]
-    Export(String),
-}
-
-fn coll_msccl_name(k: CollectiveKind) -> &'static str {
-    match k {
-        CollectiveKind::AllReduce => "allreduce",
-        CollectiveKind::AllGather => "allgather",
-        CollectiveKind::ReduceScatter => "reduce_scatter",
-        CollectiveKind::Broadcast => "broadcast",
-        CollectiveKind::Reduce => "reduce",
-        CollectiveKind::AllToAll => "alltoall",
-        CollectiveKind::SendRecv => "sendrecv",
-    }
-}
-
-fn step_type(k: OpKind) -> &'static str {
-    match k {
-        OpKind::Send => "s",
-        OpKind::Recv => "r",
-        OpKind::RecvCopySend => "rcs",
-        OpKind::RecvReduceSend => "rrs",
-        OpKind::RecvReduceCopy => "rrc",
-        OpKind::RecvReduceCopySend => "rrcs",
-        OpKind::Copy => "cpy",
-        OpKind::Reduce => "re",
-    }
-}
-
-fn buf_char(b: BufferKind) -> char {
-    match b {
-        BufferKind::Input => 'i',
-        BufferKind::Output => 'o',
-        BufferKind::Scratch => 's',
-    }
-}
-
-fn transport_name(t: Transport) -> String {
-    serde_json::to_value(t)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
-/// Writes `s` as one MSCCL-IR XML document named `name`.
-pub fn export(s: &Schedule, name: &str) -> Result<String, MscclError> {
-    s.validate()
-        .map_err(|e| MscclError::Export(format!("refusing to export an invalid schedule: {e}")))?;
-    let e = s.expanded();
-    let n = e.nranks;
-    let (ic, oc, sc) = (
-        e.buffer_chunks(BufferKind::Input),
-        e.buffer_chunks(BufferKind::Output),
-        e.buffer_chunks(BufferKind::Scratch),
-    );
-    let mut x = String::new();
-    let _ = write!(
-        x,
-        "<algo name=\"{}\" proto=\"{}\" nchannels=\"{}\" nchunksperloop=\"{}\" ngpus=\"{n}\" coll=\"{}\" inplace=\"0\" outofplace=\"1\" minBytes=\"0\" maxBytes=\"0\" tp_version=\"{}\" tp_algorithm=\"{}\" tp_chunks_per_block=\"{}\" tp_scratch_blocks=\"{}\" tp_slots=\"{}\"",
-        xml_escape(name),
-        e.protocol.name(),
-        e.channels,
-        ic.max(oc),
-        coll_msccl_name(e.collective.kind),
-        e.version,
-        xml_escape(&e.algorithm.name()),
-        e.chunks_per_block,
-        e.scratch_blocks,
-        e.slots
-    );
-    if let Some(l) = e.loop_elems {
-        let _ = write!(x, " tp_loop_elems=\"{l}\"");
-    }
-    if let Some(r) = e.collective.root {
-        let _ = write!(x, " tp_root=\"{r}\"");
-    }
-    if !e.collective.send_peers.is_empty() {
-        let v: Vec<String> = e
-            .collective
-            .send_peers
-            .iter()
-            .map(|p| p.map(|p| p.to_string()).unwrap_or_else(|| "-".into()))
-            .collect();
-        let _ = write!(x, " tp_send_peers=\"{}\"", v.join(","));
-    }
-    x.push_str(">\n");
-    for rp in &e.ranks {
-        let _ = writeln!(
-            x,
-            "  <gpu id=\"{}\" i_chunks=\"{ic}\" o_chunks=\"{oc}\" s_chunks=\"{sc}\">",
-            rp.rank
-        );
-        // Pass 1: threadblocks and every op's (tb, step) place, counting nops for extra waits.
-        let key = |op: &Op| {
-            (
-                op.send_to.map_or(-1, |v| v as i64),
-                op.recv_from.map_or(-1, |v| v as i64),
-            )
-        };
-        let mut tbs: Vec<(u32, (i64, i64))> = Vec::new(); // (channel, peers)
-        let mut tb_len: Vec<u32> = Vec::new();
-        let mut place: Vec<Vec<(usize, u32)>> = Vec::new();
-        let mut waits: Vec<Vec<Vec<(usize, u32)>>> = Vec::new();
-        for (c, ch) in rp.channels.iter().enumerate() {
-            let mut pl = Vec::with_capacity(ch.ops.len());
-            for (i, op) in ch.ops.iter().enumerate() {
-                let k = (c as u32, key(op));
-                let tb = match tbs.iter().position(|t| *t == k) {
-                    Some(t) => t,
-                    None => {
-                        tbs.push(k);
-                        tb_len.push(0);
-                        tbs.len() - 1
-                    }
-                };
-                let mut nwait = op.deps.len();
-                if i > 0 && pl.last().map(|p: &(usize, u32)| p.0) != Some(tb) {
-                    nwait += 1;
-                }
-                tb_len[tb] += nwait.saturating_sub(1) as u32; // nops before the step
-                pl.push((tb, tb_len[tb]));
-                tb_len[tb] += 1;
-            }
-            place.push(pl);
-        }
-        // Pass 2: each op's waits in (tb, step) terms.
-        for (c, ch) in rp.channels.iter().enumerate() {
-            let mut w = Vec::with_capacity(ch.ops.len());
-            for (i, op) in ch.ops.iter().enumerate() {
-                let mut v = Vec::new();
-                if i > 0 && place[c][i - 1].0 != place[c][i].0 {
-                    v.push(place[c][i - 1]);
-                }
-                for d in &op.deps {
-                    v.push(place[d.channel as usize][d.index as usize]);
-                }
-                w.push(v);
-            }
-            waits.push(w);
-        }
-        let mut has_dep = vec![Vec::new(); tbs.len()];
-        for (t, l) in tb_len.iter().enumerate() {
-            has_dep[t] = vec![false; *l as usize];
-        }
-        for w in waits.iter().flatten().flatten() {
-            has_dep[w.0][w.1 as usize] = true;
-        }
-        // Emit threadblock by threadblock.
-        let mut body: Vec<String> = vec![String::new(); tbs.len()];
-        for (c, ch) in rp.channels.iter().enumerate() {
-            for (i, op) in ch.ops.iter().enumerate() {
-                let (tb, step) = place[c][i];
-                let w = &waits[c][i];
-                let first = step as usize + 1 - w.len().max(1);
-                for (k, dep) in w.iter().enumerate().take(w.len().saturating_sub(1)) {
-                    let _ = writeln!(
-                        body[tb],
-                        "      <step s=\"{}\" type=\"nop\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"0\" depid=\"{}\" deps=\"{}\" hasdep=\"{}\"/>",
-                        first + k,
-                        dep.0,
-                        dep.1,
-                        has_dep[tb][first + k] as u8
-                    );
-                }
-                let (depid, deps) = w.last().map_or((-1, -1), |d| (d.0 as i64, d.1 as i64));
-                let src = op.src.or(op.dst).unwrap();
-                let dst = op.dst.or(op.src).unwrap();
-                let tr = if op.kind.sends() && op.transport != Transport::P2pStore {
-                    format!(" tp_transport=\"{}\"", transport_name(op.transport))
-                } else {
-                    String::new()
-                };
-                let _ = writeln!(
-                    body[tb],
-                    "      <step s=\"{step}\" type=\"{}\" srcbuf=\"{}\" srcoff=\"{}\" dstbuf=\"{}\" dstoff=\"{}\" cnt=\"{}\" depid=\"{depid}\" deps=\"{deps}\" hasdep=\"{}\" tp_op=\"{i}\"{tr}/>",
-                    step_type(op.kind),
-                    buf_char(src.buffer),
-                    src.chunk,
-                    buf_char(dst.buffer),
-                    dst.chunk,
-                    src.count,
-                    has_dep[tb][step as usize] as u8
-                );
-            }
-        }
-        for (t, (c, (sp, rv))) in tbs.iter().enumerate() {
-            let _ = writeln!(
-                x,
-                "    <tb id=\"{t}\" send=\"{sp}\" recv=\"{rv}\" chan=\"{c}\" tp_chan=\"{c}\">"
-            );
-            x.push_str(&body[t]);
-            x.push_str("    </tb>\n");
-        }
-        x.push_str("  </gpu>\n");
-    }
-    x.push_str("</algo>\n");
-    Ok(x)
-}
-
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('"', "&quot;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
 
 struct Ctx<'a> {
     file: &'a str,
@@ -296,24 +57,24 @@ impl Ctx<'_> {
 }
 
 /// One parsed step.
-struct Step {
-    kind: Option<OpKind>, // None: nop
-    src: ChunkRef,
-    dst: ChunkRef,
-    dep: Option<(usize, usize)>,
-    tp_op: Option<u32>,
-    transport: Option<Transport>,
+pub(super) struct Step {
+    pub(super) kind: Option<OpKind>, // None: nop
+    pub(super) src: ChunkRef,
+    pub(super) dst: ChunkRef,
+    pub(super) dep: Option<(usize, usize)>,
+    pub(super) tp_op: Option<u32>,
+    pub(super) transport: Option<Transport>,
 }
 
 /// One `<gpu>`: i_chunks, o_chunks, s_chunks and its threadblocks.
 type Gpu = (u32, u32, u32, Vec<Tb>);
 
-struct Tb {
-    send: Option<u32>,
-    recv: Option<u32>,
-    chan: u32,
-    tp_chan: Option<u32>,
-    steps: Vec<Step>,
+pub(super) struct Tb {
+    pub(super) send: Option<u32>,
+    pub(super) recv: Option<u32>,
+    pub(super) chan: u32,
+    pub(super) tp_chan: Option<u32>,
+    pub(super) steps: Vec<Step>,
 }
 
 /// Reads an MSCCL-IR XML document into a schedule (validated). `file` names it in errors.
@@ -657,6 +418,7 @@ pub fn import(text: &str, file: &str) -> Result<Schedule, MscclError> {
                 chunk_stride: 0,
                 peer_stride: 0,
                 walk: None,
+                window: None,
             };
             if kind.sends() && tb.send.is_none() || kind.receives() && tb.recv.is_none() {
                 return Err(MscclError::At {
@@ -769,99 +531,4 @@ pub fn import(text: &str, file: &str) -> Result<Schedule, MscclError> {
         source,
     })?;
     Ok(s)
-}
-
-/// The real steps a wait on (tb, step) stands for: the step itself, or for a nop the last real
-/// step before it in its tb plus the nop's own wait.
-fn resolve(
-    tbs: &[Tb],
-    pos: &[Vec<Option<(u32, u32)>>],
-    (t, k): (usize, usize),
-    depth: u32,
-) -> Vec<(u32, u32)> {
-    if depth > 64 {
-        return Vec::new();
-    }
-    if let Some(p) = pos[t][k] {
-        return vec![p];
-    }
-    let mut v = Vec::new();
-    if let Some(p) = (0..k).rev().find_map(|j| pos[t][j]) {
-        v.push(p);
-    }
-    if let Some(d) = tbs[t].steps[k].dep {
-        v.extend(resolve(tbs, pos, d, depth + 1));
-    }
-    v
-}
-
-/// Foreign files: threadblocks joined by a connection (same MSCCL channel, one's send peer is the
-/// other's rank and vice versa) must share an IR channel index. Components get the smallest index
-/// free on every rank they touch.
-fn color_components(g: &[&Vec<Tb>]) -> Vec<Vec<u32>> {
-    let mut base = Vec::with_capacity(g.len());
-    let mut total = 0usize;
-    for tbs in g {
-        base.push(total);
-        total += tbs.len();
-    }
-    let mut parent: Vec<usize> = (0..total).collect();
-    fn find(p: &mut [usize], x: usize) -> usize {
-        let mut r = x;
-        while p[r] != r {
-            r = p[r];
-        }
-        let mut y = x;
-        while p[y] != r {
-            let nx = p[y];
-            p[y] = r;
-            y = nx;
-        }
-        r
-    }
-    // Receiver tb of each (from, to, chan).
-    let mut recv_tb: HashMap<(u32, u32, u32), usize> = HashMap::new();
-    for (r, tbs) in g.iter().enumerate() {
-        for (t, tb) in tbs.iter().enumerate() {
-            if let Some(from) = tb.recv {
-                recv_tb.insert((from, r as u32, tb.chan), base[r] + t);
-            }
-        }
-    }
-    for (r, tbs) in g.iter().enumerate() {
-        for (t, tb) in tbs.iter().enumerate() {
-            if let Some(to) = tb.send {
-                if let Some(&o) = recv_tb.get(&(r as u32, to, tb.chan)) {
-                    let (a, b) = (find(&mut parent, base[r] + t), find(&mut parent, o));
-                    parent[a] = b;
-                }
-            }
-        }
-    }
-    let mut members: HashMap<usize, Vec<(usize, usize)>> = HashMap::new();
-    let mut order = Vec::new();
-    for (r, tbs) in g.iter().enumerate() {
-        for t in 0..tbs.len() {
-            let root = find(&mut parent, base[r] + t);
-            let e = members.entry(root).or_default();
-            if e.is_empty() {
-                order.push(root);
-            }
-            e.push((r, t));
-        }
-    }
-    let mut used: Vec<Vec<u32>> = vec![Vec::new(); g.len()];
-    let mut out: Vec<Vec<u32>> = g.iter().map(|tbs| vec![0; tbs.len()]).collect();
-    for root in order {
-        let m = &members[&root];
-        let mut c = 0u32;
-        while m.iter().any(|(r, _)| used[*r].contains(&c)) {
-            c += 1;
-        }
-        for &(r, t) in m {
-            used[r].push(c);
-            out[r][t] = c;
-        }
-    }
-    out
 }

@@ -1,0 +1,133 @@
+//! `topoplan run`: checked runs print nccl-tests columns with #wrong 0; bad input exits 2.
+
+use std::process::Command;
+
+fn topoplan(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_topoplan"))
+        .args(args)
+        .output()
+        .expect("run topoplan");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
+}
+
+/// Data rows of the table: (size, count, #wrong out-of-place, #wrong in-place).
+fn rows(out: &str) -> Vec<(u64, u64, String, String)> {
+    out.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (
+                f[0].parse().unwrap(),
+                f[1].parse().unwrap(),
+                f[8].to_string(),
+                f[12].to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_collective_on_threads_checks_clean() {
+    for c in [
+        "all-reduce",
+        "all-gather",
+        "reduce-scatter",
+        "broadcast",
+        "reduce",
+        "all-to-all",
+        "sendrecv",
+    ] {
+        let (code, out, err) = topoplan(&[
+            "run",
+            "--backend",
+            "cpu",
+            "--ranks",
+            "3",
+            "--collective",
+            c,
+            "-b",
+            "24",
+            "-e",
+            "96K",
+            "-f",
+            "64",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "-d",
+            "bf16",
+            "-o",
+            "max",
+        ]);
+        assert_eq!(code, 0, "{c}: {err}\n{out}");
+        let r = rows(&out);
+        assert_eq!(r.len(), 3, "{c}: sizes 24, 1536, 96K expected:\n{out}");
+        for (size, count, w1, w2) in &r {
+            assert_eq!(
+                (w1.as_str(), w2.as_str()),
+                ("0", "0"),
+                "{c} at {size}:\n{out}"
+            );
+            assert!(
+                *count > 0 && *size == count * 2,
+                "{c}: size {size} is count {count} × 2 bytes"
+            );
+        }
+        assert!(out.contains("# Out of bounds values : 0 OK"), "{out}");
+    }
+}
+
+#[test]
+fn processes_and_tcp() {
+    let (code, out, err) = topoplan(&[
+        "run",
+        "--ranks",
+        "3",
+        "-c",
+        "all-reduce",
+        "-b",
+        "1K",
+        "-e",
+        "64K",
+        "-f",
+        "8",
+        "-n",
+        "2",
+        "--mode",
+        "procs",
+        "--transport",
+        "tcp",
+        "-d",
+        "i32",
+        "-o",
+        "prod",
+    ]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert!(out.contains("processes over tcp"), "{out}");
+    assert!(rows(&out).iter().all(|r| r.2 == "0" && r.3 == "0"), "{out}");
+}
+
+#[test]
+fn bad_input_exits_2_with_a_clear_message() {
+    for (args, want) in [
+        (vec!["run", "-c", "all-mix"], "--collective"),
+        (vec!["run", "-d", "f128"], "--datatype"),
+        (vec!["run", "-b", "1M", "-e", "1K"], "larger than"),
+        (vec!["run", "--backend", "tpu"], "--backend"),
+        (vec!["run", "--ranks", "0"], "--ranks"),
+        (
+            vec!["run", "-c", "reduce", "--ranks", "2", "--root", "5"],
+            "--root",
+        ),
+        (vec!["run", "--algo", "magic"], "--algo"),
+    ] {
+        let (code, _, err) = topoplan(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
