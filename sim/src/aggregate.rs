@@ -1,8 +1,8 @@
 //! The aggregated (lockstep) model for symmetric schedules: rings at thousands of ranks.
 //!
 //! A schedule is *symmetric* when every (rank, channel) program has the same compact shape: the
-//! same number of ops, and op by op the same kind, repeat count, chunk count and transport (the
-//! peers and chunk indices may differ). Ring collectives are symmetric. In a symmetric pipeline
+//! same number of ops, and op by op the same kind, repeat count, chunk count and copy-engine use
+//! (peers, chunk indices and the other transports may differ). Ring collectives are symmetric. In a symmetric pipeline
 //! every program performs its k-th op at the same time (lockstep): a ring's cycle time is set by
 //! its slowest stage, and slots keep faster stages from running ahead.
 //!
@@ -36,9 +36,12 @@ pub fn asymmetry(s: &Schedule) -> Option<String> {
                 ));
             }
             for (i, (a, b)) in ch.ops.iter().zip(&first.ops).enumerate() {
+                // Transports may differ (NVLink inside a node, network across); only copy-engine
+                // steps are costed differently per op, so that must agree.
+                let ce = |o: &Op| o.transport == Transport::CopyEngine;
                 if a.kind != b.kind
                     || a.repeat != b.repeat
-                    || a.transport != b.transport
+                    || ce(a) != ce(b)
                     || a.chunk_count() != b.chunk_count()
                     || a.peer_stride != 0
                     || !a.deps.is_empty()

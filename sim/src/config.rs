@@ -159,7 +159,7 @@ fn quantum() -> f64 {
 }
 
 fn quantum_min_flows() -> usize {
-    512
+    64
 }
 
 fn yes() -> bool {

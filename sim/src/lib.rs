@@ -34,6 +34,8 @@ pub enum SimError {
     Net(#[from] NetError),
     #[error("schedule is not symmetric, the aggregated model cannot run it: {0}")]
     NotSymmetric(String),
+    #[error("too large for the detailed engine: {0} (the aggregated model needs a symmetric schedule such as a ring)")]
+    TooLarge(String),
     #[error("simulation stuck at {time_us:.3} µs: rank {rank} channel {channel} op {op} never completes (run `topoplan verify` for the wait cycle)")]
     Stuck {
         rank: u32,
@@ -133,6 +135,9 @@ pub fn estimate_events(s: &Schedule, bytes: u64, cfg: &SimConfig) -> u64 {
     total.saturating_mul(iters)
 }
 
+/// Most expanded ops the detailed engine accepts (about 2 GiB of programs).
+pub const MAX_EXPANDED_OPS: u64 = 20_000_000;
+
 /// Predicts the time of schedule `s` moving `bytes` (nccl-tests size) on `topo`.
 pub fn simulate(
     topo: &Topology,
@@ -150,6 +155,19 @@ pub fn simulate(
         }
     };
     if detailed {
+        // Expanded programs live in memory (~100 B per op); refuse what cannot fit.
+        let expanded: u64 = s
+            .ranks
+            .iter()
+            .flat_map(|r| r.channels.iter())
+            .flat_map(|c| c.ops.iter())
+            .map(|o| o.repeat.max(1) as u64)
+            .sum();
+        if expanded > MAX_EXPANDED_OPS {
+            return Err(SimError::TooLarge(format!(
+                "{expanded} expanded ops (limit {MAX_EXPANDED_OPS})"
+            )));
+        }
         s.validate()?;
         engine::run(topo, s, bytes, cfg)
     } else {
