@@ -317,12 +317,23 @@ fn processes_across_network_namespaces() {
     }
     // Host names need a UTS namespace (unshare, hostname, CAP_SYS_ADMIN): probe first.
     let probe = Command::new("ip")
-        .args(["netns", "exec", &a, "unshare", "--uts", "sh", "-c", "hostname probe"])
+        .args([
+            "netns",
+            "exec",
+            &a,
+            "unshare",
+            "--uts",
+            "sh",
+            "-c",
+            "hostname probe",
+        ])
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     if !probe {
-        eprintln!("NOT RUN: cannot give a namespace its own host name here (needs unshare, hostname)");
+        eprintln!(
+            "NOT RUN: cannot give a namespace its own host name here (needs unshare, hostname)"
+        );
         return;
     }
     let wrap = |r: u32| -> Vec<String> {

@@ -84,6 +84,14 @@ pub struct SimConfig {
     #[serde(default = "yes")]
     pub direct_recv: bool,
     pub mode: Mode,
+    /// With at least `quantum_min_flows` concurrent flows, bandwidth shares are recomputed at
+    /// most once per quantum: this many µs, or 1/16 of the mean remaining flow time if longer
+    /// (0: always exactly). New flows run at a provisional equal share meanwhile. Bounds the cost
+    /// of large detailed runs.
+    #[serde(default = "quantum")]
+    pub rate_quantum_us: f64,
+    #[serde(default = "quantum_min_flows")]
+    pub quantum_min_flows: usize,
     /// Auto mode switches to the aggregated model above this many estimated events.
     pub detailed_limit: u64,
     /// Record a trace (Chrome/Perfetto JSON) of the run (detailed mode only).
@@ -130,6 +138,8 @@ impl Default for SimConfig {
             direct_local_gbps: direct_local_gbps(),
             direct_recv: true,
             mode: Mode::Auto,
+            rate_quantum_us: quantum(),
+            quantum_min_flows: quantum_min_flows(),
             detailed_limit: 2_000_000,
             trace: false,
         }
@@ -142,6 +152,14 @@ fn direct_gbps() -> f64 {
 
 fn direct_local_gbps() -> f64 {
     1960.0
+}
+
+fn quantum() -> f64 {
+    0.5
+}
+
+fn quantum_min_flows() -> usize {
+    512
 }
 
 fn yes() -> bool {

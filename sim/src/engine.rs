@@ -32,7 +32,12 @@ enum Ev {
     StepDone(u32),
     Arrive(u32),
     Credit(u32),
+    /// Flow (slot id, epoch) finishes; stale when the flow's epoch moved on.
+    FlowDone(u32, u64),
+    /// The earliest flow finish after a congested recomputation (stale unless current).
     FlowTick(u64),
+    /// Quantised rate recomputation (many concurrent flows; see `SimConfig::rate_quantum_us`).
+    Recompute,
 }
 
 struct Prog {
@@ -67,7 +72,10 @@ struct Conn {
 
 struct Flow {
     prog: u32,
+    /// Bytes left at time `since` (materialised when rates change).
     remaining: f64,
+    since: u64,
+    volume: f64,
     rate: f64,
     demand: Demand,
     overhead_ps: u64,
@@ -110,7 +118,22 @@ struct Engine<'a> {
     seq: u64,
     now: u64,
     dirty: bool,
+    /// Per flow slot: bumped whenever the flow's finish event is superseded.
+    epoch: Vec<u64>,
+    /// Every active flow runs at its cap (no resource binds): flows can then be added and removed
+    /// incrementally without a global recomputation.
+    all_at_cap: bool,
+    /// Per resource: Σ rate × weight of active flows (kept while `all_at_cap`).
+    usage: Vec<f64>,
+    /// A quantised recomputation is scheduled.
+    recompute_pending: bool,
+    quantum_ps: u64,
     tick_version: u64,
+    /// Current quantum: the configured one, or 1/16 of the mean remaining flow time at the last
+    /// recomputation if larger (slow, congested runs recompute less often).
+    quantum_dyn: u64,
+    /// Per resource: number of active flows crossing it (provisional rates).
+    nflows: Vec<u32>,
     events: u64,
     steps: u64,
     load_bytes: Vec<f64>,
@@ -242,7 +265,14 @@ impl<'a> Engine<'a> {
             seq: 0,
             now: 0,
             dirty: false,
+            epoch: Vec::new(),
+            all_at_cap: true,
+            usage: vec![0.0; nres],
+            recompute_pending: false,
             tick_version: 0,
+            quantum_dyn: (cfg.rate_quantum_us * PS_PER_US).round() as u64,
+            nflows: vec![0; nres],
+            quantum_ps: (cfg.rate_quantum_us * PS_PER_US).round() as u64,
             events: 0,
             steps: 0,
             load_bytes: vec![0.0; nres],
@@ -294,20 +324,56 @@ impl<'a> Engine<'a> {
         }
         loop {
             if self.dirty {
-                self.recompute();
+                // With many concurrent flows, share bandwidth anew at most once per quantum
+                // (flows started meanwhile wait for it; the error is below one quantum per
+                // step). Few flows: exactly at every change.
+                if self.quantum_ps > 0 && self.active.len() >= self.cfg.quantum_min_flows {
+                    if !self.recompute_pending {
+                        self.recompute_pending = true;
+                        let q = self.quantum_dyn.max(1);
+                        let t = (self.now / q + 1) * q;
+                        self.push(t, Ev::Recompute);
+                    }
+                } else {
+                    self.recompute();
+                }
             }
             let Some(Reverse((t, _, ev))) = self.heap.pop() else {
                 break;
             };
-            if let Ev::FlowTick(v) = ev {
-                if v != self.tick_version {
-                    continue;
-                }
+            match ev {
+                Ev::FlowDone(id, e) if self.epoch[id as usize] != e => continue,
+                Ev::FlowTick(v) if v != self.tick_version => continue,
+                _ => {}
             }
             self.events += 1;
             self.advance(t);
             match ev {
-                Ev::FlowTick(_) => self.finish_flows(),
+                Ev::FlowDone(id, _) => self.finish_flow(id),
+                Ev::FlowTick(_) => {
+                    let now = self.now;
+                    let done: Vec<u32> = self
+                        .active
+                        .iter()
+                        .copied()
+                        .filter(|&id| {
+                            let f = self.flows[id as usize].as_ref().expect("active flow");
+                            let left = f.remaining - f.rate * (now - f.since) as f64 / PS_PER_US;
+                            // Finished when less than a picosecond of transfer remains.
+                            left <= f.rate / PS_PER_US + 1e-9
+                        })
+                        .collect();
+                    for id in done {
+                        self.finish_flow(id);
+                    }
+                    self.dirty = true;
+                }
+                Ev::Recompute => {
+                    self.recompute_pending = false;
+                    if self.dirty {
+                        self.recompute();
+                    }
+                }
                 Ev::StepDone(p) => self.step_done(p),
                 Ev::Arrive(c) => {
                     self.conns[c as usize].arrived += 1;
@@ -475,10 +541,43 @@ impl<'a> Engine<'a> {
             self.push(now + overhead_ps, Ev::StepDone(p));
             return;
         }
+        // Incremental start: everything runs at its cap and this flow's cap fits too.
+        let fits = self.all_at_cap
+            && !self.dirty
+            && demand.cap.is_finite()
+            && demand.res.iter().all(|&(r, w)| {
+                self.usage[r as usize] + demand.cap * w <= self.caps[r as usize] * (1.0 + 1e-9)
+            });
+        // Otherwise, while a quantised recomputation is pending, run at a provisional equal
+        // share of each resource it crosses until the next recomputation.
+        let quantised = self.quantum_ps > 0 && self.active.len() >= self.cfg.quantum_min_flows;
+        let rate = if fits {
+            demand.cap
+        } else if quantised {
+            demand
+                .res
+                .iter()
+                .map(|&(r, w)| {
+                    self.caps[r as usize] / ((self.nflows[r as usize] + 1) as f64 * w.max(1e-9))
+                })
+                .fold(demand.cap, f64::min)
+        } else {
+            0.0
+        };
+        for &(r, _) in &demand.res {
+            self.nflows[r as usize] += 1;
+        }
+        if fits {
+            for &(r, w) in &demand.res {
+                self.usage[r as usize] += rate * w;
+            }
+        }
         let flow = Flow {
             prog: p,
             remaining: volume,
-            rate: 0.0,
+            since: now,
+            volume,
+            rate,
             demand,
             overhead_ps,
         };
@@ -489,31 +588,55 @@ impl<'a> Engine<'a> {
             }
             None => {
                 self.flows.push(Some(flow));
+                self.epoch.push(0);
                 self.flows.len() as u32 - 1
             }
         };
         let pos = self.active.partition_point(|&x| x < id);
         self.active.insert(pos, id);
-        self.dirty = true;
+        if fits {
+            let t = now + (volume / rate * PS_PER_US).ceil() as u64;
+            let e = self.epoch[id as usize];
+            self.push(t, Ev::FlowDone(id, e));
+            self.sample();
+        } else {
+            self.dirty = true;
+            if rate > 0.0 && rate.is_finite() {
+                // Provisional: a finish event of its own until the recomputation supersedes it.
+                let t = now + (volume / rate * PS_PER_US).ceil() as u64;
+                let e = self.epoch[id as usize];
+                self.push(t, Ev::FlowDone(id, e));
+            }
+        }
     }
 
-    fn advance(&mut self, t: u64) {
-        if t > self.now {
-            let dt_us = (t - self.now) as f64 / PS_PER_US;
+    /// Records the resources' current load in the trace.
+    fn sample(&mut self) {
+        if let Some(tr) = self.trace.as_mut() {
+            let mut per_res: Vec<(u32, f64)> = Vec::new();
             for &id in &self.active {
-                let f = self.flows[id as usize].as_mut().expect("active flow");
-                let moved = f.rate * dt_us;
-                f.remaining -= moved;
+                let f = self.flows[id as usize].as_ref().expect("active flow");
                 for &(r, w) in &f.demand.res {
-                    self.load_bytes[r as usize] += moved * w;
+                    per_res.push((r, f.rate * w));
                 }
             }
-            self.now = t;
+            tr.sample(self.now, per_res);
         }
+    }
+
+    /// Moves the clock; flows' progress is computed lazily from (remaining, since, rate).
+    fn advance(&mut self, t: u64) {
+        self.now = self.now.max(t);
     }
 
     fn recompute(&mut self) {
         self.dirty = false;
+        let now = self.now;
+        for &id in &self.active {
+            let f = self.flows[id as usize].as_mut().expect("active flow");
+            f.remaining -= f.rate * (now - f.since) as f64 / PS_PER_US;
+            f.since = now;
+        }
         let flows = &self.flows;
         let active = &self.active;
         self.alloc.allocate(
@@ -527,49 +650,72 @@ impl<'a> Engine<'a> {
             active.len(),
             &mut self.rates,
         );
-        let mut next = u64::MAX;
-        for (i, &id) in self.active.iter().enumerate() {
+        self.all_at_cap = true;
+        for u in self.usage.iter_mut() {
+            *u = 0.0;
+        }
+        for i in 0..self.active.len() {
+            let id = self.active[i];
             let f = self.flows[id as usize].as_mut().expect("active flow");
             f.rate = self.rates[i];
-            let t = (f.remaining.max(0.0) / f.rate * PS_PER_US).ceil();
-            next = next.min(self.now + t as u64);
-        }
-        if let Some(tr) = self.trace.as_mut() {
-            let mut per_res: Vec<(u32, f64)> = Vec::new();
-            for &id in &self.active {
-                let f = self.flows[id as usize].as_ref().expect("active flow");
-                for &(r, w) in &f.demand.res {
-                    per_res.push((r, f.rate * w));
-                }
+            self.all_at_cap &= f.rate >= f.demand.cap * (1.0 - 1e-12);
+            for &(r, w) in &f.demand.res {
+                self.usage[r as usize] += f.rate * w;
             }
-            tr.sample(self.now, per_res);
+            self.epoch[id as usize] += 1;
         }
+        // Uncongested: one finish event per flow (later changes are incremental). Congested:
+        // the next recomputation comes soon anyway; one event for the earliest finish.
         self.tick_version += 1;
+        let mut next = u64::MAX;
+        let mut sum_dur = 0.0;
+        for i in 0..self.active.len() {
+            let id = self.active[i];
+            let f = self.flows[id as usize].as_ref().expect("active flow");
+            let dur = (f.remaining.max(0.0) / f.rate * PS_PER_US).ceil();
+            sum_dur += dur;
+            let t = now + dur as u64;
+            if self.all_at_cap {
+                let e = self.epoch[id as usize];
+                self.push(t, Ev::FlowDone(id, e));
+            } else {
+                next = next.min(t);
+            }
+        }
         if next != u64::MAX {
             let v = self.tick_version;
             self.push(next, Ev::FlowTick(v));
         }
+        if !self.active.is_empty() {
+            let mean = sum_dur / self.active.len() as f64;
+            self.quantum_dyn = self.quantum_ps.max((mean / 16.0) as u64);
+        }
+        self.sample();
     }
 
-    fn finish_flows(&mut self) {
-        let mut done = Vec::new();
-        self.active.retain(|&id| {
-            let f = self.flows[id as usize].as_ref().expect("active flow");
-            // Finished when less than a picosecond of transfer remains.
-            if f.remaining <= f.rate / PS_PER_US + 1e-9 {
-                done.push(id);
-                false
-            } else {
-                true
-            }
-        });
-        for id in done {
-            let f = self.flows[id as usize].take().expect("active flow");
-            self.free_flows.push(id);
-            let t = self.now + f.overhead_ps;
-            self.push(t, Ev::StepDone(f.prog));
+    fn finish_flow(&mut self, id: u32) {
+        let f = self.flows[id as usize].take().expect("current flow event");
+        self.epoch[id as usize] += 1;
+        for &(r, _) in &f.demand.res {
+            self.nflows[r as usize] -= 1;
         }
-        self.dirty = true;
+        for &(r, w) in &f.demand.res {
+            self.load_bytes[r as usize] += f.volume * w;
+        }
+        self.free_flows.push(id);
+        let pos = self.active.partition_point(|&x| x < id);
+        self.active.remove(pos);
+        if self.all_at_cap && !self.dirty {
+            // Capped flows keep their caps when another leaves.
+            for &(r, w) in &f.demand.res {
+                self.usage[r as usize] -= f.rate * w;
+            }
+            self.sample();
+        } else {
+            self.dirty = true;
+        }
+        let t = self.now + f.overhead_ps;
+        self.push(t, Ev::StepDone(f.prog));
     }
 
     fn step_done(&mut self, p: u32) {

@@ -186,7 +186,10 @@ pub fn run(a: Args) -> CliResult {
                     rep.messages,
                     rep.max_slots_used,
                     s.slots,
-                    if rep.race_checked || rep.channels < 2 {
+                    if rep.race_checked
+                        || rep.channels < 2
+                        || rep.nranks * rep.channels <= sim::verify::RACE_CHECK_LIMIT
+                    {
                         ""
                     } else {
                         " (race check skipped: too many programs)"

@@ -1,0 +1,208 @@
+//! `topoplan sim`, `verify` and `whatif` through the binary: tables, traces, exit codes, and the
+//! parallel what-if giving the serial run's results.
+
+use std::process::Command;
+
+const H200: &str = "tests/data/topologies/h200x2-topo.xml";
+const H800: &str = "tests/data/topologies/github-yccl-8xh800-nvswitch-topo.xml";
+
+fn topoplan(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_topoplan"))
+        .args(args)
+        .output()
+        .expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("topoplan-sim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+#[test]
+fn sim_prints_one_row_per_nccl_tests_size() {
+    let (rc, out, err) = topoplan(&["sim", H200, "-b", "8", "-e", "128M", "-f", "4"]);
+    assert_eq!(rc, 0, "{err}");
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let sizes: Vec<u64> = rows.iter().map(|r| r[0].parse().unwrap()).collect();
+    assert_eq!(sizes, (0..13).map(|k| 8u64 << (2 * k)).collect::<Vec<_>>());
+    // all-reduce: count = size / 4; time grows with size; busbw = algbw for 2 ranks.
+    let mut last = 0.0;
+    for r in &rows {
+        assert_eq!(
+            r[1].parse::<u64>().unwrap() * 4,
+            r[0].parse::<u64>().unwrap()
+        );
+        let t: f64 = r[8].parse().unwrap();
+        assert!(t >= last, "{r:?}");
+        last = t;
+        assert_eq!(r[9], r[10]);
+    }
+}
+
+#[test]
+fn sim_forced_algorithm_and_trace() {
+    let trace = tmp("trace.json");
+    let (rc, out, err) = topoplan(&[
+        "sim",
+        H200,
+        "-b",
+        "1M",
+        "-e",
+        "4M",
+        "--algo",
+        "ring",
+        "--proto",
+        "simple",
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        out.lines()
+            .filter(|l| !l.starts_with('#'))
+            .all(|l| l.contains(" ring ") && l.contains("Simple")),
+        "{out}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    let ev = v["traceEvents"].as_array().unwrap();
+    // Steps on rank tracks, counters on link tracks.
+    assert!(ev.iter().any(|e| e["ph"] == "X" && e["pid"] == 1));
+    assert!(ev
+        .iter()
+        .any(|e| e["ph"] == "C" && e["name"].as_str().unwrap().contains("NvLink")));
+    assert!(ev
+        .iter()
+        .any(|e| e["ph"] == "M" && e["args"]["name"] == "links"));
+}
+
+#[test]
+fn sim_bad_input_exits_2() {
+    for args in [
+        vec!["sim", H200, "-c", "all-sideways"],
+        vec!["sim", H200, "-f", "1"],
+        vec!["sim", H200, "--algo", "nope"],
+        vec!["sim", "tests/data/topologies/does-not-exist.xml"],
+        vec!["sim", H200, "--mode", "fast"],
+    ] {
+        let (rc, _, err) = topoplan(&args);
+        assert_eq!(rc, 2, "{args:?}: {err}");
+        assert!(err.starts_with("error:"), "{err}");
+    }
+}
+
+#[test]
+fn verify_topology_plan_and_counter_example() {
+    let (rc, out, err) = topoplan(&["verify", H200]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        out.contains("schedule(s) verify") && !out.contains("FAIL"),
+        "{out}"
+    );
+    // A plan JSON verifies schedule by schedule.
+    let (rc, plan, err) = topoplan(&["plan", H200, "-c", "all-reduce", "--json"]);
+    assert_eq!(rc, 0, "{err}");
+    let planf = tmp("plan.json");
+    std::fs::write(&planf, &plan).unwrap();
+    let (rc, out, err) = topoplan(&["verify", planf.to_str().unwrap()]);
+    assert_eq!(rc, 0, "{out}{err}");
+    // A broken schedule: exit 1, the counter-example names rank and channel.
+    let v: serde_json::Value = serde_json::from_str(&plan).unwrap();
+    let mut s = v["collectives"][0]["schedules"][0].clone();
+    let ops = s["ranks"][1]["channels"][0]["ops"].as_array_mut().unwrap();
+    ops.remove(ops.len() - 1);
+    let bad = tmp("bad.json");
+    std::fs::write(&bad, serde_json::to_vec(&s).unwrap()).unwrap();
+    let (rc, out, _) = topoplan(&["verify", bad.to_str().unwrap()]);
+    assert_eq!(rc, 1, "{out}");
+    assert!(out.contains("FAIL") && out.contains("channel 0"), "{out}");
+    // Malformed JSON: exit 2.
+    std::fs::write(&bad, "{\"version\": 1, \"nranks\": ").unwrap();
+    let (rc, _, err) = topoplan(&["verify", bad.to_str().unwrap()]);
+    assert_eq!(rc, 2, "{err}");
+}
+
+#[test]
+fn whatif_parallel_equals_serial_and_plots() {
+    let svg = tmp("w.svg");
+    let args = [
+        "whatif",
+        H800,
+        "--vary",
+        "nvlink-gbps=10,40",
+        "--vary",
+        "fail-gpu=3",
+        "--vary",
+        "fail-link=0-1",
+        "-b",
+        "1K",
+        "-e",
+        "16M",
+        "-f",
+        "16",
+        "--json",
+    ];
+    let (rc, par, err) = topoplan(&args);
+    assert_eq!(rc, 0, "{err}");
+    let mut serial = args.to_vec();
+    serial.push("--serial");
+    let (rc, ser, err) = topoplan(&serial);
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(par, ser, "parallel and serial what-if differ");
+    let v: serde_json::Value = serde_json::from_str(&par).unwrap();
+    let sc = v["scenarios"].as_array().unwrap();
+    assert_eq!(sc.len(), 5);
+    assert_eq!(sc[3]["nranks"], 7, "fail-gpu leaves 7 ranks");
+    // Slower NVLink cannot make the largest size faster.
+    let t = |i: usize| {
+        sc[i]["cells"].as_array().unwrap().last().unwrap()["Ok"]["time_us"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(t(1) > t(0) && t(2) <= t(0), "{} {} {}", t(0), t(1), t(2));
+    let (rc, out, err) = topoplan(&[
+        "whatif",
+        H200,
+        "--vary",
+        "nvlink-gbps=10",
+        "-b",
+        "1M",
+        "-e",
+        "4M",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        out.contains("vs base") && out.contains("nvlink-gbps=10"),
+        "{out}"
+    );
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.starts_with("<svg") && text.contains("polyline"),
+        "not an SVG plot"
+    );
+}
+
+#[test]
+fn whatif_bad_keys_exit_2() {
+    for v in [
+        "colour=red",
+        "nodes=0",
+        "fail-link=3",
+        "nic-gbps=-1",
+        "oversubscription=0.5",
+    ] {
+        let (rc, _, err) = topoplan(&["whatif", H200, "--vary", v]);
+        assert_eq!(rc, 2, "{v}: {err}");
+    }
+}
