@@ -206,3 +206,30 @@ fn whatif_bad_keys_exit_2() {
         assert_eq!(rc, 2, "{v}: {err}");
     }
 }
+
+#[test]
+fn verify_reads_msccl_ir() {
+    let dir = tmp("msccl");
+    let (rc, _, err) = topoplan(&[
+        "plan",
+        H200,
+        "-c",
+        "all-reduce",
+        "--msccl-xml",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    let xml = dir.join("all-reduce.xml");
+    let (rc, out, err) = topoplan(&["verify", xml.to_str().unwrap()]);
+    assert_eq!(rc, 0, "{out}{err}");
+    assert!(
+        out.contains("MSCCL-IR") && out.contains("all 1 schedule(s) verify"),
+        "{out}"
+    );
+    // A truncated file is bad input.
+    let text = std::fs::read_to_string(&xml).unwrap();
+    let bad = dir.join("bad.xml");
+    std::fs::write(&bad, &text[..text.len() / 2]).unwrap();
+    let (rc, _, err) = topoplan(&["verify", bad.to_str().unwrap()]);
+    assert_eq!(rc, 2, "{err}");
+}

@@ -143,7 +143,7 @@ pub enum VerifyError {
     },
     #[error("send/recv collective: rank {0} is the target of more than one sender")]
     BadCollective(u32),
-    #[error("schedule too large to verify symbolically: {0} chunk states (limit {1})")]
+    #[error("schedule too large to verify symbolically: {0} chunk states or ops (limit {1})")]
     TooLarge(u64, u64),
 }
 
@@ -261,6 +261,16 @@ impl<'a> Verifier<'a> {
             s.buffer_chunks(BufferKind::Output),
             s.buffer_chunks(BufferKind::Scratch),
         ];
+        let expanded: u64 = s
+            .ranks
+            .iter()
+            .flat_map(|r| r.channels.iter())
+            .flat_map(|c| c.ops.iter())
+            .map(|o| o.repeat.max(1) as u64)
+            .sum();
+        if expanded > MAX_STATES {
+            return Err(VerifyError::TooLarge(expanded, MAX_STATES));
+        }
         let states = n as u64 * chunks.iter().map(|&c| c as u64).sum::<u64>() * iters as u64;
         let words = (n as u64).div_ceil(64).max(1);
         if states.saturating_mul(words) > MAX_STATES {
