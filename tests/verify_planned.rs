@@ -19,7 +19,8 @@ fn collective(kind: CollectiveKind, n: u32) -> Collective {
     }
 }
 
-/// Every schedule the tuner picks at 8 B, 1 MiB and 1 GiB, for every collective.
+/// Every schedule the tuner picks at 8 B, 1 MiB and 1 GiB, and every candidate it weighs, for
+/// every collective.
 fn planned(seed: u64) -> Vec<(String, Schedule)> {
     let topo = synth::random(seed);
     let planner = Planner::new(&topo).unwrap_or_else(|e| panic!("seed {seed}: planner: {e}"));
@@ -28,8 +29,25 @@ fn planned(seed: u64) -> Vec<(String, Schedule)> {
     for kind in CollectiveKind::ALL {
         let coll = collective(kind, n);
         let mut seen = Vec::new();
-        for bytes in [8u64, 1 << 20, 1 << 30] {
-            let ch = planner.choose(&coll, bytes);
+        // The tuner's pick at three sizes, then every other candidate it considers.
+        let mut picks: Vec<(u64, planner::plan::Choice)> = [8u64, 1 << 20, 1 << 30]
+            .iter()
+            .map(|&b| (b, planner.choose(&coll, b)))
+            .collect();
+        for c in planner.candidates(&coll, 1 << 20) {
+            picks.push((
+                1 << 20,
+                planner::plan::Choice {
+                    algorithm: c.algorithm,
+                    protocol: c.protocol,
+                    channels: c.channels,
+                    est_us: c.time_us,
+                    algbw_gbps: 0.0,
+                    busbw_gbps: 0.0,
+                },
+            ));
+        }
+        for (bytes, ch) in picks {
             let key = (ch.algorithm.name(), ch.protocol, ch.channels);
             if seen.contains(&key) {
                 continue;
@@ -61,7 +79,7 @@ fn planned(seed: u64) -> Vec<(String, Schedule)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 16, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn planned_schedules_on_random_topologies_verify(seed in any::<u64>()) {
