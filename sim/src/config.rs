@@ -94,6 +94,10 @@ pub struct SimConfig {
     pub quantum_min_flows: usize,
     /// Auto mode switches to the aggregated model above this many estimated events.
     pub detailed_limit: u64,
+    /// Auto mode refuses (`SimError::TooLarge`) asymmetric schedules above this many estimated
+    /// events instead of running for minutes; `Mode::Detailed` runs them anyway.
+    #[serde(default = "max_detailed_events")]
+    pub max_detailed_events: u64,
     /// Record a trace (Chrome/Perfetto JSON) of the run (detailed mode only).
     pub trace: bool,
 }
@@ -141,6 +145,7 @@ impl Default for SimConfig {
             rate_quantum_us: quantum(),
             quantum_min_flows: quantum_min_flows(),
             detailed_limit: 2_000_000,
+            max_detailed_events: max_detailed_events(),
             trace: false,
         }
     }
@@ -152,6 +157,10 @@ fn direct_gbps() -> f64 {
 
 fn direct_local_gbps() -> f64 {
     1960.0
+}
+
+fn max_detailed_events() -> u64 {
+    30_000_000
 }
 
 fn quantum() -> f64 {

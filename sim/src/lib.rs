@@ -149,9 +149,16 @@ pub fn simulate(
         Mode::Detailed => true,
         Mode::Aggregated => false,
         Mode::Auto => {
-            cfg.trace
-                || estimate_events(s, bytes, cfg) <= cfg.detailed_limit
-                || aggregate::asymmetry(s).is_some()
+            let est = estimate_events(s, bytes, cfg);
+            let symmetric = aggregate::asymmetry(s).is_none();
+            if !symmetric && est > cfg.max_detailed_events {
+                return Err(SimError::TooLarge(format!(
+                    "about {est} events for this asymmetric {} schedule (limit {}; --mode detailed runs it anyway)",
+                    s.algorithm.name(),
+                    cfg.max_detailed_events
+                )));
+            }
+            cfg.trace || est <= cfg.detailed_limit || !symmetric
         }
     };
     if detailed {

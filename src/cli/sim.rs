@@ -234,7 +234,10 @@ pub(crate) fn simulate_size(
         cache.insert(key.clone(), s);
     }
     let s = &cache[&key];
-    let r = sim::simulate(topo, s, bytes, cfg).map_err(CliError::failure)?;
+    let r = sim::simulate(topo, s, bytes, cfg).map_err(|e| match e {
+        sim::SimError::TooLarge(m) => CliError::failure(format!("{bytes} B: too large: {m}")),
+        e => CliError::failure(e),
+    })?;
     let algbw = bytes as f64 / 1e3 / r.time_us;
     let row = SimRow {
         bytes,
@@ -298,9 +301,15 @@ pub fn run(a: Args) -> CliResult {
     let coll = collective(kind, n, a.root);
     let mut cache = Cache::new();
     let mut rows = Vec::new();
+    // Sizes the detailed engine would need minutes for (large asymmetric schedules) are listed
+    // as skipped instead of aborting the table.
+    let mut skipped: Vec<String> = Vec::new();
     for &b in &sizes {
-        let (row, _) = simulate_size(&topo, &planner, &coll, &f, a.channels, b, &cfg, &mut cache)?;
-        rows.push(row);
+        match simulate_size(&topo, &planner, &coll, &f, a.channels, b, &cfg, &mut cache) {
+            Ok((row, _)) => rows.push(row),
+            Err(CliError::Failure(m)) if m.contains("too large") => skipped.push(m),
+            Err(e) => return Err(e),
+        }
     }
     if let Some(path) = &a.trace {
         let size = a.trace_size.unwrap_or_else(|| {
@@ -337,6 +346,7 @@ pub fn run(a: Args) -> CliResult {
             "nranks": n,
             "config": cfg,
             "rows": rows,
+            "skipped": skipped,
         });
         println!(
             "{}",
@@ -373,6 +383,9 @@ pub fn run(a: Args) -> CliResult {
         "#{:>12} {:>12} {:>6} {:>6} {:>5}  {:>10} {:>6} {:>3}  {:>10} {:>8} {:>8}  {:>10}",
         "(B)", "(elements)", "", "", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", "(us)"
     );
+    for m in &skipped {
+        println!("# skipped {m}");
+    }
     let redop = if kind.reduces() { "sum" } else { "none" };
     let root: i64 = match kind {
         CollectiveKind::Broadcast | CollectiveKind::Reduce => a.root as i64,
