@@ -24,21 +24,21 @@ fn reference_rings_verify() {
 }
 
 #[test]
-fn sim_two_gpus() {
-    let t = two_gpus(478.0);
+fn nccl_ring_on_two_gpus_picks_nccls_protocols_and_grows_with_size() {
+    let t = two_gpus(370.8);
     let cfg = SimConfig::default();
-    for bytes in [8u64, 1 << 20, 1 << 26] {
-        let s = nccl_ring(
-            CollectiveKind::AllReduce,
-            2,
-            bytes,
-            4,
-            &NcclTable::h200x2(CollectiveKind::AllReduce),
-        );
+    let table = NcclTable::h200x2(CollectiveKind::AllReduce);
+    let mut last = 0.0;
+    for (bytes, proto) in [
+        (8u64, Protocol::LL),
+        (512 << 10, Protocol::LL),
+        (2 << 20, Protocol::Simple),
+        (64 << 20, Protocol::Simple),
+    ] {
+        let s = nccl_ring(CollectiveKind::AllReduce, 2, bytes, 4, &table);
+        assert_eq!(s.protocol, proto, "{bytes} B");
         let r = simulate(&t, &s, bytes, &cfg).unwrap();
-        eprintln!(
-            "{bytes} {:?} ch={} t={:.2} ev={}",
-            s.protocol, s.channels, r.time_us, r.events
-        );
+        assert!(r.time_us > last, "{bytes} B: {} after {last}", r.time_us);
+        last = r.time_us;
     }
 }
