@@ -169,7 +169,7 @@ fn local_reduce_runs_at_memory_bandwidth() {
 }
 
 #[test]
-fn ll_pays_double_wire_traffic() {
+fn ll_pays_its_wire_factor_on_the_links() {
     let t = two_gpus(370.8);
     let c = cfg(Mode::Detailed);
     let bytes = 64u64 << 20;
