@@ -44,15 +44,7 @@ pub const ALGORITHMS: &[&str] = &[
 ];
 
 pub fn parse_algorithm(s: &str) -> Option<Algorithm> {
-    Some(match s.to_ascii_lowercase().replace('_', "-").as_str() {
-        "ring" => Algorithm::Ring,
-        "tree" => Algorithm::Tree,
-        "one-shot" | "oneshot" => Algorithm::OneShot,
-        "two-shot" | "twoshot" => Algorithm::TwoShot,
-        "direct" => Algorithm::Direct,
-        "copy-engine-pipeline" | "ce" => Algorithm::CopyEnginePipeline,
-        _ => return None,
-    })
+    Algorithm::parse(s).ok()
 }
 
 /// The schedule source of one communicator.

@@ -133,33 +133,6 @@ fn list_for<T: Clone + PartialEq>(
     }))
 }
 
-fn parse_algo(s: &str) -> Result<Algorithm, String> {
-    let n: String = s
-        .to_ascii_lowercase()
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .collect();
-    Ok(match n.as_str() {
-        "ring" => Algorithm::Ring,
-        "tree" => Algorithm::Tree,
-        "oneshot" => Algorithm::OneShot,
-        "twoshot" => Algorithm::TwoShot,
-        "ce" | "copyengine" | "copyenginepipeline" => Algorithm::CopyEnginePipeline,
-        "direct" => Algorithm::Direct,
-        "hierarchical" | "hier" => Algorithm::Hierarchical,
-        "nvls" | "nvlstree" | "collnetdirect" | "collnetchain" | "pat" => {
-            return Err(format!(
-                "NCCL algorithm \"{s}\" is not planned by topoplan (no NVLink SHARP, CollNet or PAT); use ring, tree, one-shot, two-shot, ce, direct, hierarchical"
-            ))
-        }
-        _ => {
-            return Err(format!(
-                "unknown algorithm \"{s}\" (ring, tree, one-shot, two-shot, ce, direct, hierarchical)"
-            ))
-        }
-    })
-}
-
 fn parse_proto(s: &str) -> Result<Protocol, String> {
     Protocol::parse(s.trim()).ok_or_else(|| format!("unknown protocol \"{s}\" (LL, LL128, Simple)"))
 }
@@ -259,7 +232,7 @@ pub fn run(a: Args) -> CliResult {
     }
     let filter_for = |k: CollectiveKind| -> Result<Filter, CliError> {
         let algorithms = match &a.algo {
-            Some(s) => list_for(s, k, &ALL_ALGOS, &parse_algo).map_err(CliError::input)?,
+            Some(s) => list_for(s, k, &ALL_ALGOS, &Algorithm::parse).map_err(CliError::input)?,
             None => None,
         };
         let protocols = match &a.proto {
@@ -378,7 +351,7 @@ pub fn run(a: Args) -> CliResult {
                 }
             }
             for (algo, proto, ch) in seen {
-                let algo = parse_algo(&algo).map_err(CliError::failure)?;
+                let algo = Algorithm::parse(&algo).map_err(CliError::failure)?;
                 let proto = parse_proto(proto).map_err(CliError::failure)?;
                 let nch = match algo {
                     Algorithm::Ring | Algorithm::Tree | Algorithm::Hierarchical => Some(ch),

@@ -87,24 +87,7 @@ pub(crate) fn parse_kind(s: &str) -> Result<CollectiveKind, CliError> {
 }
 
 pub(crate) fn parse_algo(s: &str) -> Result<Algorithm, CliError> {
-    let n: String = s
-        .to_ascii_lowercase()
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .collect();
-    Ok(match n.as_str() {
-        "ring" => Algorithm::Ring,
-        "tree" => Algorithm::Tree,
-        "oneshot" => Algorithm::OneShot,
-        "twoshot" => Algorithm::TwoShot,
-        "ce" | "copyengine" | "copyenginepipeline" => Algorithm::CopyEnginePipeline,
-        "direct" => Algorithm::Direct,
-        _ => {
-            return Err(CliError::input(format!(
-                "unknown algorithm \"{s}\" (ring, tree, one-shot, two-shot, ce, direct)"
-            )))
-        }
-    })
+    Algorithm::parse(s).map_err(CliError::input)
 }
 
 pub(crate) fn parse_proto(s: &str) -> Result<Protocol, CliError> {

@@ -188,6 +188,33 @@ impl Algorithm {
                 .unwrap_or_default(),
         }
     }
+
+    /// Parses an algorithm name as `--algo` and `TOPOPLAN_ALGO` spell it: case, `-` and `_` are
+    /// ignored (`one-shot`, `ONE_SHOT`, `oneshot`); `ce` is the copy-engine pipeline. NCCL names
+    /// topoplan does not plan (NVLS, CollNet, PAT) get an error that says so.
+    pub fn parse(s: &str) -> Result<Algorithm, String> {
+        const KNOWN: &str = "ring, tree, one-shot, two-shot, ce, direct, hierarchical";
+        let n: String = s
+            .to_ascii_lowercase()
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .collect();
+        Ok(match n.as_str() {
+            "ring" => Algorithm::Ring,
+            "tree" => Algorithm::Tree,
+            "oneshot" => Algorithm::OneShot,
+            "twoshot" => Algorithm::TwoShot,
+            "ce" | "copyengine" | "copyenginepipeline" => Algorithm::CopyEnginePipeline,
+            "direct" => Algorithm::Direct,
+            "hierarchical" | "hier" => Algorithm::Hierarchical,
+            "nvls" | "nvlstree" | "collnetdirect" | "collnetchain" | "pat" => {
+                return Err(format!(
+                    "NCCL algorithm \"{s}\" is not planned by topoplan (no NVLink SHARP, CollNet or PAT); use {KNOWN}"
+                ))
+            }
+            _ => return Err(format!("unknown algorithm \"{s}\" ({KNOWN})")),
+        })
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -568,4 +595,28 @@ pub fn chunk_range(total: u64, n: u32, i: u32) -> std::ops::Range<u64> {
     let n = n as u64;
     let i = i as u64;
     (i * total / n)..((i + 1) * total / n)
+}
+
+#[cfg(test)]
+mod algorithm_name_tests {
+    use super::Algorithm;
+
+    #[test]
+    fn every_spelling_parses_and_names_round_trip() {
+        for a in [
+            Algorithm::Ring,
+            Algorithm::Tree,
+            Algorithm::OneShot,
+            Algorithm::TwoShot,
+            Algorithm::CopyEnginePipeline,
+            Algorithm::Hierarchical,
+            Algorithm::Direct,
+        ] {
+            assert_eq!(Algorithm::parse(&a.name()), Ok(a.clone()), "{}", a.name());
+            assert_eq!(Algorithm::parse(&a.name().to_uppercase().replace('-', "_")), Ok(a));
+        }
+        assert_eq!(Algorithm::parse("ce"), Ok(Algorithm::CopyEnginePipeline));
+        assert!(Algorithm::parse("nvls").unwrap_err().contains("not planned"));
+        assert!(Algorithm::parse("ringg").unwrap_err().contains("unknown algorithm"));
+    }
 }
