@@ -38,7 +38,22 @@ enum Command {
     Detect(cli::detect::Args),
 }
 
+/// Restores the default SIGPIPE action so `topoplan plan x | head` ends quietly, as Unix tools do,
+/// instead of panicking on the closed pipe (Rust ignores SIGPIPE by default).
+#[cfg(unix)]
+#[allow(unsafe_code)]
+fn default_sigpipe() {
+    // SAFETY: called once at start-up before any thread exists; SIG_DFL is a valid action.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+#[cfg(not(unix))]
+fn default_sigpipe() {}
+
 fn main() {
+    default_sigpipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Topo(a) => cli::topo::run(a),

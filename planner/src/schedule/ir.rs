@@ -613,10 +613,17 @@ mod algorithm_name_tests {
             Algorithm::Direct,
         ] {
             assert_eq!(Algorithm::parse(&a.name()), Ok(a.clone()), "{}", a.name());
-            assert_eq!(Algorithm::parse(&a.name().to_uppercase().replace('-', "_")), Ok(a));
+            assert_eq!(
+                Algorithm::parse(&a.name().to_uppercase().replace('-', "_")),
+                Ok(a)
+            );
         }
         assert_eq!(Algorithm::parse("ce"), Ok(Algorithm::CopyEnginePipeline));
-        assert!(Algorithm::parse("nvls").unwrap_err().contains("not planned"));
-        assert!(Algorithm::parse("ringg").unwrap_err().contains("unknown algorithm"));
+        assert!(Algorithm::parse("nvls")
+            .unwrap_err()
+            .contains("not planned"));
+        assert!(Algorithm::parse("ringg")
+            .unwrap_err()
+            .contains("unknown algorithm"));
     }
 }
