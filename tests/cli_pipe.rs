@@ -6,7 +6,12 @@ use std::process::{Command, Stdio};
 #[test]
 fn closed_stdout_is_not_a_panic() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_topoplan"))
-        .args(["plan", "examples/h200x2-topo.json"])
+        // --json on 16 GPUs writes ~230 KB: far more than a pipe buffer holds, so writes must fail.
+        .args([
+            "plan",
+            "tests/data/topologies/github-yccl-16xl20-pcie-topo.xml",
+            "--json",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -16,7 +21,7 @@ fn closed_stdout_is_not_a_panic() {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut first)
         .unwrap();
-    assert!(first.starts_with("# topoplan plan"), "{first}");
+    assert!(first.starts_with('{'), "{first}");
     // The reader is dropped here: the pipe closes with most of the plan unread.
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
