@@ -1,18 +1,41 @@
 //! A closed stdout (`topoplan plan x | head -1`) ends the process quietly, never with a panic.
 
-use std::io::{BufRead, BufReader};
+use std::io::Read;
 use std::process::{Command, Stdio};
 
 #[test]
 fn closed_stdout_is_not_a_panic() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_topoplan"))
-        // --json on 16 GPUs writes ~230 KB: far more than a pipe buffer holds, so writes must fail.
+    let dir = std::env::temp_dir().join(format!("topoplan-pipe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cluster = dir.join("c256.json");
+    let bin = env!("CARGO_BIN_EXE_topoplan");
+    let root = env!("CARGO_MANIFEST_DIR");
+    let scaled = Command::new(bin)
+        .current_dir(root)
         .args([
-            "plan",
-            "tests/data/topologies/github-yccl-16xl20-pcie-topo.xml",
-            "--json",
+            "topo",
+            "scale",
+            "examples/h200x2-topo.json",
+            "--nodes",
+            "256",
+            "--fabric",
+            "switch",
         ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["--nic-gbps", "400", "-o"])
+        .arg(&cluster)
+        .output()
+        .unwrap();
+    assert!(
+        scaled.status.success(),
+        "{}",
+        String::from_utf8_lossy(&scaled.stderr)
+    );
+    // A 512-rank plan as JSON is megabytes: far more than any pipe buffer, so writes must fail
+    // once the reader is gone.
+    let mut child = Command::new(bin)
+        .current_dir(root)
+        .args(["plan", "--json", "-c", "all-reduce"])
+        .arg(&cluster)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -31,4 +54,10 @@ fn closed_stdout_is_not_a_panic() {
         Some(101),
         "exit 101 is Rust's panic status"
     );
+    assert!(
+        !out.status.success(),
+        "the writer cannot have finished: {:?}",
+        out.status
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }
