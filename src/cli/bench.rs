@@ -2,6 +2,7 @@
 //! optionally beside NCCL on the same buffers (`--vs-nccl`).
 
 use super::error::{CliError, CliResult};
+use super::sizes::parse_size;
 use planner::schedule::CollectiveKind;
 use runtime::cuda::harness::{self, BenchConfig, Row};
 use runtime::cuda::{device, schedules, CudaError};
@@ -68,19 +69,6 @@ pub struct Args {
     /// Seed of the random input data.
     #[arg(long = "seed", default_value_t = 1)]
     pub seed: u64,
-}
-
-fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mul) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
-        Some('K') => (&t[..t.len() - 1], 1u64 << 10),
-        Some('M') => (&t[..t.len() - 1], 1 << 20),
-        Some('G') => (&t[..t.len() - 1], 1 << 30),
-        _ => (t, 1),
-    };
-    num.parse::<u64>()
-        .map(|v| v * mul)
-        .map_err(|_| format!("`{s}` is not a size (like 8, 64K, 128M, 1G)"))
 }
 
 fn map_err(e: CudaError) -> CliError {
@@ -326,16 +314,6 @@ fn run_one(a: &Args, kind: CollectiveKind, dtype: DataType, op: ReduceOp) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_take_binary_suffixes() {
-        assert_eq!(parse_size("8"), Ok(8));
-        assert_eq!(parse_size("64K"), Ok(64 << 10));
-        assert_eq!(parse_size("128m"), Ok(128 << 20));
-        assert_eq!(parse_size("2G"), Ok(2 << 30));
-        assert!(parse_size("12Q").is_err());
-        assert!(parse_size("").is_err());
-    }
 
     #[test]
     fn lists_accept_all_and_reject_unknown_names() {

@@ -2,6 +2,7 @@
 //! channel count and predicted time, in an nccl-tests style table.
 
 use super::error::{CliError, CliResult};
+use super::sizes::parse_size;
 use planner::plan::{describe, Planner};
 use planner::schedule::{msccl, Algorithm, Collective, CollectiveKind, Protocol, Schedule};
 use planner::topology::{load_file, LoadOptions};
@@ -66,28 +67,6 @@ pub struct Args {
     /// GPU model for skeleton topology files (e.g. h100-sxm).
     #[arg(long)]
     pub gpu_model: Option<String>,
-}
-
-/// Parses "8", "64K", "4M", "1G" (binary multiples), optionally followed by "B" or "iB".
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let t = t
-        .strip_suffix("iB")
-        .or_else(|| t.strip_suffix('B'))
-        .unwrap_or(t);
-    let (num, mul) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
-        Some('K') => (&t[..t.len() - 1], 1u64 << 10),
-        Some('M') => (&t[..t.len() - 1], 1 << 20),
-        Some('G') => (&t[..t.len() - 1], 1 << 30),
-        Some('T') => (&t[..t.len() - 1], 1 << 40),
-        _ => (t, 1),
-    };
-    let v: u64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("\"{s}\" is not a size (e.g. 8, 64K, 4M, 1G)"))?;
-    v.checked_mul(mul)
-        .ok_or_else(|| format!("\"{s}\" is too large"))
 }
 
 /// Parses NCCL_ALGO / NCCL_PROTO style lists for one collective: `[^]a,b` or

@@ -2,6 +2,7 @@
 //! reference, and print an nccl-tests style table.
 
 use super::error::{CliError, CliResult};
+use super::sizes::parse_size;
 use planner::schedule::{CollectiveKind, Protocol};
 use runtime::check::{collective_for, Case};
 use runtime::config::{Config, TransportChoice};
@@ -94,18 +95,6 @@ pub struct Args {
     seed: u64,
 }
 
-/// Parses `8`, `64K`, `16M`, `2G` (powers of 1024).
-fn parse_bytes(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let (num, mul) = match s.chars().last()?.to_ascii_uppercase() {
-        'K' => (&s[..s.len() - 1], 1u64 << 10),
-        'M' => (&s[..s.len() - 1], 1 << 20),
-        'G' => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    num.parse::<u64>().ok()?.checked_mul(mul)
-}
-
 struct Plan {
     kind: CollectiveKind,
     dtype: DataType,
@@ -137,13 +126,13 @@ fn plan(a: &Args) -> Result<Plan, CliError> {
     let op = ReduceOp::parse(&a.op).ok_or_else(|| {
         CliError::input(format!("--op {:?}: expected sum prod min max avg", a.op))
     })?;
-    let lo = parse_bytes(&a.minbytes).ok_or_else(|| {
+    let lo = parse_size(&a.minbytes).ok().ok_or_else(|| {
         CliError::input(format!(
             "-b {:?}: expected bytes like 8, 64K, 16M",
             a.minbytes
         ))
     })?;
-    let hi = parse_bytes(&a.maxbytes).ok_or_else(|| {
+    let hi = parse_size(&a.maxbytes).ok().ok_or_else(|| {
         CliError::input(format!(
             "-e {:?}: expected bytes like 8, 64K, 16M",
             a.maxbytes

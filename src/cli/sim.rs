@@ -3,7 +3,7 @@
 //! as a Chrome/Perfetto trace.
 
 use super::error::{CliError, CliResult};
-use super::plan::parse_size;
+use super::sizes::parse_size;
 use planner::plan::Planner;
 use planner::schedule::{Algorithm, Collective, CollectiveKind, Protocol, Schedule};
 use planner::topology::{load_file, LoadOptions, Topology};

@@ -3,8 +3,8 @@
 //! tuner's choice at every size, and compares the scenarios with the baseline.
 
 use super::error::{CliError, CliResult};
-use super::plan::parse_size;
 use super::sim::{collective, filter, load_config, parse_kind, simulate_size, sizes, Cache};
+use super::sizes::parse_size;
 use planner::plan::Planner;
 use planner::topology::{load_file, topology_of, LinkKind, LoadOptions, NodeKind, Topology};
 use rayon::prelude::*;

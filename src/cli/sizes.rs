@@ -1,0 +1,43 @@
+//! Message sizes as nccl-tests spells them (`-b 8 -e 4G -f 4`), shared by every subcommand.
+
+/// Parses "8", "64K", "4M", "1G" (binary multiples), optionally followed by "B" or "iB".
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (num, mul) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M') => (&t[..t.len() - 1], 1 << 20),
+        Some('G') => (&t[..t.len() - 1], 1 << 30),
+        Some('T') => (&t[..t.len() - 1], 1 << 40),
+        _ => (t, 1),
+    };
+    let v: u64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("\"{s}\" is not a size (e.g. 8, 64K, 4M, 1G)"))?;
+    v.checked_mul(mul)
+        .ok_or_else(|| format!("\"{s}\" is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_binary_suffixes() {
+        assert_eq!(parse_size("8"), Ok(8));
+        assert_eq!(parse_size("64K"), Ok(64 << 10));
+        assert_eq!(parse_size("128m"), Ok(128 << 20));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert!(parse_size("12Q").is_err());
+        assert!(parse_size("").is_err());
+        assert_eq!(parse_size("4MiB"), Ok(4 << 20));
+        assert!(
+            parse_size("99999999999G").is_err(),
+            "overflow is an error, not a wrap"
+        );
+    }
+}
