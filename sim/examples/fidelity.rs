@@ -28,4 +28,25 @@ fn main() {
         );
         println!("{}", markdown(&rows));
     }
+    let own = planner::topology::load_file(
+        std::path::Path::new("tests/data/measurements/h200x2/topo.xml"),
+        &Default::default(),
+    )
+    .expect("h200x2 topology")
+    .topology;
+    for (name, points) in [
+        ("final run (docs/benchmarks-gpu.md)", OWN_ONE_SHOT_H200X2),
+        (
+            "run 3 (docs/measurements/run3-perf.log)",
+            OWN_ONE_SHOT_H200X2_RUN3,
+        ),
+    ] {
+        let rows = compare_own_one_shot(&own, points, &cfg).expect("simulates");
+        let worst = rows.iter().map(|r| r.error.abs()).fold(0.0, f64::max);
+        println!(
+            "### topoplan one-shot all-reduce, CUDA runtime, {name}; worst |error| {:.1}%\n",
+            worst * 100.0
+        );
+        println!("{}", markdown(&rows));
+    }
 }

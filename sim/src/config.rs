@@ -83,6 +83,10 @@ pub struct SimConfig {
     /// process): `Recv` costs no local copy and `RecvCopySend` only reads what it forwards.
     #[serde(default = "yes")]
     pub direct_recv: bool,
+    /// Model of topoplan's own SM executor for direct schedules (one-shot, two-shot, direct);
+    /// `None` runs them like NCCL-style channels. See `ExecParams`.
+    #[serde(default = "exec_default")]
+    pub exec: Option<ExecParams>,
     pub mode: Mode,
     /// With at least `quantum_min_flows` concurrent flows, bandwidth shares are recomputed at
     /// most once per quantum: this many µs, or 1/16 of the mean remaining flow time if longer
@@ -141,6 +145,7 @@ impl Default for SimConfig {
             direct_gbps: direct_gbps(),
             direct_local_gbps: direct_local_gbps(),
             direct_recv: true,
+            exec: exec_default(),
             mode: Mode::Auto,
             rate_quantum_us: quantum(),
             quantum_min_flows: quantum_min_flows(),
@@ -157,6 +162,104 @@ fn direct_gbps() -> f64 {
 
 fn direct_local_gbps() -> f64 {
     1960.0
+}
+
+fn exec_default() -> Option<ExecParams> {
+    Some(ExecParams::default())
+}
+
+/// topoplan's CUDA SM executor (`docs/cuda.md`) as the simulator models it for direct schedules
+/// (one-shot, two-shot, direct; not the copy-engine pipeline, whose copies and reduce kernels the
+/// NCCL-style model already charges). The executor lowers a schedule into one kernel per GPU;
+/// the receiver's CTAs load the peer's buffer over NVLink and fold it in registers, so:
+/// - a message is one transfer, not cut into hand-off steps, with no per-step cost and no slot
+///   credit round trip beyond the route's latency;
+/// - copies, receives and reductions are fused into that load (copy elision, `out = peer + in`):
+///   they cost no separate pass;
+/// - a channel's rate is its CTAs' rate, `min(ctas × cta_gbps, gpu_gbps / channels)`, with one CTA
+///   per `cta_bytes` of the message up to `max_ctas` (Simple) or a fixed `ll_ctas` (LL);
+/// - a call costs a fixed floor: kernel launch, the first peer wait and the final barrier
+///   (Simple), or launch plus one flag-in-data round (LL).
+///
+/// Defaults fitted on the 2×H200 one-shot all-reduce curves (`docs/benchmarks-gpu.md` and run 3)
+/// by `cargo run -p sim --example exec_fit`; the fit and its errors are in `docs/fidelity.md`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExecParams {
+    /// Fixed cost of one call with the Simple (or LL128) protocol, µs.
+    pub launch_simple_us: f64,
+    /// Fixed cost of one call with LL, µs.
+    pub launch_ll_us: f64,
+    /// Message bytes per CTA of the grid (the executor launches one CTA per 32 KiB).
+    pub cta_bytes: u64,
+    /// Most CTAs of a Simple grid.
+    pub max_ctas: u32,
+    /// CTAs of an LL grid (fixed).
+    pub ll_ctas: u32,
+    /// Peer-load throughput of one CTA, GB/s of wire traffic.
+    pub cta_gbps: f64,
+    /// Whole-GPU peer-load throughput, GB/s of wire traffic (Simple).
+    pub gpu_gbps: f64,
+    /// Whole-GPU wire throughput of the LL path, GB/s (flags in the data, stores of 16-byte lines).
+    pub ll_gpu_gbps: f64,
+    /// Wire bytes per payload byte of the LL path (8 data bytes per 16-byte line: 2).
+    pub ll_wire_factor: f64,
+}
+
+impl Default for ExecParams {
+    fn default() -> Self {
+        Self {
+            launch_simple_us: 12.0,
+            launch_ll_us: 6.1,
+            cta_bytes: 32 * 1024,
+            max_ctas: 64,
+            ll_ctas: 32,
+            cta_gbps: 43.0,
+            gpu_gbps: 321.0,
+            ll_gpu_gbps: 248.0,
+            ll_wire_factor: 2.0,
+        }
+    }
+}
+
+impl ExecParams {
+    /// Whether the executor model times `s`: direct SM schedules only.
+    pub fn applies(s: &Schedule) -> bool {
+        matches!(
+            s.algorithm,
+            Algorithm::OneShot | Algorithm::TwoShot | Algorithm::Direct
+        )
+    }
+
+    /// Fixed cost of one call, µs.
+    pub fn launch_us(&self, p: Protocol) -> f64 {
+        match p {
+            Protocol::LL => self.launch_ll_us,
+            _ => self.launch_simple_us,
+        }
+    }
+
+    pub fn wire_factor(&self, p: Protocol) -> f64 {
+        match p {
+            Protocol::LL => self.ll_wire_factor,
+            _ => 1.0,
+        }
+    }
+
+    /// Wire throughput cap (bytes/µs) of one channel of a schedule with `channels` channels
+    /// moving a message of `payload` bytes.
+    pub fn channel_cap(&self, p: Protocol, payload: u64, channels: u32) -> f64 {
+        let c = channels.max(1) as f64;
+        let (ctas, gpu) = match p {
+            Protocol::LL => (self.ll_ctas.max(1) as f64, self.ll_gpu_gbps),
+            _ => {
+                let n = payload
+                    .div_ceil(self.cta_bytes.max(1))
+                    .clamp(1, self.max_ctas.max(1) as u64);
+                (n as f64, self.gpu_gbps)
+            }
+        };
+        (ctas * self.cta_gbps).min(gpu / c) * 1e3
+    }
 }
 
 fn max_detailed_events() -> u64 {

@@ -16,7 +16,7 @@
 //! Time is integer picoseconds; events are ordered by (time, sequence number), so runs are
 //! bit-for-bit reproducible; the only randomness is the optional seeded jitter.
 
-use crate::config::SimConfig;
+use crate::config::{ExecParams, SimConfig};
 use crate::flows::{Allocator, Demand};
 use crate::net::Net;
 use crate::trace::{Trace, TraceStep};
@@ -93,12 +93,21 @@ pub(crate) fn run(
     bytes: u64,
     cfg: &SimConfig,
 ) -> Result<SimResult, SimError> {
+    if cfg.exec.is_some() && ExecParams::applies(s) && s.loop_elems.is_some() {
+        // The SM executor runs a program once over whole blocks (its CTAs overlap the slices
+        // anyway; docs/cuda.md "Loops"), so the executor model does too.
+        let mut whole = s.clone();
+        whole.loop_elems = None;
+        return Engine::new(topo, &whole, bytes, cfg)?.run();
+    }
     Engine::new(topo, s, bytes, cfg)?.run()
 }
 
 struct Engine<'a> {
     s: &'a Schedule,
     cfg: &'a SimConfig,
+    /// topoplan's SM executor model, when it times this schedule (`ExecParams::applies`).
+    exec: Option<&'a ExecParams>,
     count: u64,
     iters: u64,
     caps: Vec<f64>,
@@ -247,6 +256,7 @@ impl<'a> Engine<'a> {
         Ok(Self {
             s,
             cfg,
+            exec: cfg.exec.as_ref().filter(|_| ExecParams::applies(s)),
             count,
             iters: s.loop_iterations(count),
             caps,
@@ -314,7 +324,11 @@ impl<'a> Engine<'a> {
     }
 
     fn run(mut self) -> Result<SimResult, SimError> {
-        let launch = (self.cfg.launch_us * PS_PER_US).round() as u64;
+        let launch_us = match self.exec {
+            Some(x) => x.launch_us(self.s.protocol),
+            None => self.cfg.launch_us,
+        };
+        let launch = (launch_us * PS_PER_US).round() as u64;
         self.now = 0;
         for p in 0..self.progs.len() as u32 {
             self.prepare_op(p);
@@ -436,7 +450,10 @@ impl<'a> Engine<'a> {
         let (iter, e) = (pr.pc / len, (pr.pc % len) as usize);
         let op = pr.ops[e].clone();
         let payload = self.op_payload(&op, iter);
-        let nsub = if op.kind.sends() || op.kind.receives() {
+        // The SM executor moves a message as one load, not in hand-off steps.
+        let nsub = if self.exec.is_some() {
+            1
+        } else if op.kind.sends() || op.kind.receives() {
             let pp = self.cfg.proto(self.s.protocol);
             let steps = payload.div_ceil(pp.step_bytes.max(1));
             steps
@@ -507,7 +524,26 @@ impl<'a> Engine<'a> {
         let mem = self.mem[rank as usize];
         let local_touches = self.cfg.local_touches(op.kind);
         let volume;
-        if let Some(co) = cout {
+        if let Some(x) = self.exec {
+            // The receiver's CTAs load the message and fold it in registers: the transfer is the
+            // only cost; receives, copies and reductions are fused into it.
+            volume = match cout {
+                Some(_) => bytes as f64 * x.wire_factor(self.s.protocol),
+                None => 0.0,
+            };
+            if let Some(co) = cout {
+                let wire = x.wire_factor(self.s.protocol);
+                let route = &self.routes[self.conns[co as usize].route as usize];
+                let peer = op.send_to.expect("sending op has a peer");
+                demand.res.extend(route.res.iter().map(|&r| (r, 1.0)));
+                demand.res.push((mem, 1.0 / wire));
+                demand.res.push((self.mem[peer as usize], 1.0 / wire));
+                demand.cap = x.channel_cap(self.s.protocol, payload, self.s.channels);
+                if route.network {
+                    overhead_us += self.cfg.net_step_us;
+                }
+            }
+        } else if let Some(co) = cout {
             let wire = proto.wire_factor;
             volume = bytes as f64 * wire;
             let route = &self.routes[self.conns[co as usize].route as usize];
@@ -708,7 +744,11 @@ impl<'a> Engine<'a> {
         let len = pr.ops.len() as u64;
         let e = (pr.pc % len) as usize;
         let (cin, cout) = pr.conns[e];
-        let proto_hop = self.cfg.proto(self.s.protocol).hop_us;
+        // The executor's only hand-off is the data (or its flag) crossing the route.
+        let proto_hop = match self.exec {
+            Some(_) => 0.0,
+            None => self.cfg.proto(self.s.protocol).hop_us,
+        };
         if let Some(tr) = self.trace.as_mut() {
             tr.steps.push(TraceStep {
                 rank: pr.rank,

@@ -3,6 +3,7 @@
 
 use crate::reference::{nccl_ring, NcclTable};
 use crate::{simulate, SimConfig, SimError};
+use planner::schedule::{build, Collective};
 use planner::schedule::{CollectiveKind, Protocol};
 use planner::topology::Topology;
 
@@ -76,4 +77,65 @@ pub fn markdown(rows: &[Row]) -> String {
         );
     }
     s
+}
+
+/// topoplan's CUDA runtime, one-shot all-reduce (float, sum, out of place) on the lent 2×H200:
+/// (nccl-tests size, protocol the runtime used, measured median µs). From the final run
+/// (`docs/benchmarks-gpu.md`, `topoplan bench -b 8 -e 1G -f 8 -g 2 -w 5 -n 20 --runs 3 -c 0`).
+pub const OWN_ONE_SHOT_H200X2: &[(u64, Protocol, f64)] = &[
+    (8, Protocol::LL, 6.82),
+    (64, Protocol::LL, 6.67),
+    (512, Protocol::LL, 6.93),
+    (4 << 10, Protocol::LL, 6.68),
+    (32 << 10, Protocol::LL, 6.59),
+    (256 << 10, Protocol::LL, 8.86),
+    (2 << 20, Protocol::Simple, 19.96),
+    (16 << 20, Protocol::Simple, 63.54),
+    (128 << 20, Protocol::Simple, 413.19),
+    (1 << 30, Protocol::Simple, 3191.88),
+];
+
+/// Sizes the final run skipped, from the earlier sweeps of `docs/measurements/run3-perf.log`
+/// (same machine, `-f 2`): LL up to its 512 KiB limit, Simple 128 KiB–2 MiB (at most 32 CTAs up
+/// to 1 MiB, 64 at 2 MiB: the grid the runtime uses now) and 4–32 MiB from the 64-CTA sweep
+/// (the default since; the 132-CTA rows of that log are left out).
+pub const OWN_ONE_SHOT_H200X2_RUN3: &[(u64, Protocol, f64)] = &[
+    (64 << 10, Protocol::LL, 6.65),
+    (128 << 10, Protocol::LL, 7.10),
+    (256 << 10, Protocol::LL, 8.30),
+    (512 << 10, Protocol::LL, 11.45),
+    (128 << 10, Protocol::Simple, 12.53),
+    (256 << 10, Protocol::Simple, 12.93),
+    (512 << 10, Protocol::Simple, 14.50),
+    (1 << 20, Protocol::Simple, 16.01),
+    (2 << 20, Protocol::Simple, 19.77),
+    (4 << 20, Protocol::Simple, 25.68),
+    (8 << 20, Protocol::Simple, 38.10),
+    (16 << 20, Protocol::Simple, 62.95),
+    (32 << 20, Protocol::Simple, 113.74),
+];
+
+/// Simulates the planner's one-shot all-reduce (`build::one_shot`, the schedule the CUDA runtime
+/// lowers) at each measured point with the point's protocol.
+pub fn compare_own_one_shot(
+    topo: &Topology,
+    measured: &[(u64, Protocol, f64)],
+    cfg: &SimConfig,
+) -> Result<Vec<Row>, SimError> {
+    let n = topo.n_ranks() as u32;
+    let coll = Collective::new(CollectiveKind::AllReduce);
+    let mut rows = Vec::new();
+    for &(bytes, proto, us) in measured {
+        let s = build::one_shot(&coll, n, proto)?;
+        let r = simulate(topo, &s, bytes, cfg)?;
+        rows.push(Row {
+            bytes,
+            protocol: proto,
+            channels: s.channels,
+            measured_us: us,
+            predicted_us: r.time_us,
+            error: (r.time_us - us) / us,
+        });
+    }
+    Ok(rows)
 }

@@ -18,7 +18,7 @@ pub mod reference;
 pub mod trace;
 pub mod verify;
 
-pub use config::{Mode, ProtoParams, SimConfig};
+pub use config::{ExecParams, Mode, ProtoParams, SimConfig};
 pub use net::NetError;
 pub use verify::{verify, VerifyError, VerifyReport};
 
