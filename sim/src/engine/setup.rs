@@ -1,0 +1,148 @@
+//! Building the engine: one program per (rank, channel) with its expanded ops, the connections
+//! and routes they use, and the resources of the network.
+
+use super::*;
+use std::collections::HashMap;
+
+impl<'a> Engine<'a> {
+    pub(super) fn new(
+        topo: &planner::topology::Topology,
+        s: &'a Schedule,
+        bytes: u64,
+        cfg: &'a SimConfig,
+    ) -> Result<Self, SimError> {
+        let (inb, _) = s.collective.blocks(s.nranks);
+        // `bytes` is the nccl-tests size: the per-rank count follows from the input buffer.
+        let count = crate::count_for_bytes(s, bytes, cfg.elem_bytes);
+        let _ = inb;
+        let mut net = Net::new(topo, s.nranks, cfg.sm_link_efficiency)?;
+        let nch = s.channels;
+        let mut conn_ids: HashMap<(u32, u32, u32), u32> = HashMap::new();
+        let mut conns: Vec<Conn> = Vec::new();
+        let mut route_ids: HashMap<(u32, u32), u32> = HashMap::new();
+        let mut routes: Vec<RouteInfo> = Vec::new();
+        let mut progs = Vec::with_capacity((s.nranks * nch) as usize);
+        for r in 0..s.nranks {
+            for c in 0..nch {
+                let ops = s.expanded_ops(r, c);
+                let compact = &s.ranks[r as usize].channels[c as usize].ops;
+                let mut last_copy = Vec::with_capacity(compact.len());
+                let mut acc = 0u32;
+                for op in compact {
+                    acc += op.repeat.max(1);
+                    last_copy.push(acc - 1);
+                }
+                let me = progs.len() as u32;
+                let mut pc = Vec::with_capacity(ops.len());
+                for op in &ops {
+                    let mut conn = |from: u32, to: u32, sender: bool| -> Result<u32, SimError> {
+                        let key = (c, from, to);
+                        let id = match conn_ids.get(&key) {
+                            Some(&id) => id,
+                            None => {
+                                let rid = match route_ids.get(&(from, to)) {
+                                    Some(&x) => x,
+                                    None => {
+                                        let rt = net.route(from, to)?;
+                                        routes.push(RouteInfo {
+                                            res: rt.res.clone(),
+                                            lat_us: rt.lat_us,
+                                            network: rt.network,
+                                        });
+                                        route_ids.insert((from, to), routes.len() as u32 - 1);
+                                        routes.len() as u32 - 1
+                                    }
+                                };
+                                conns.push(Conn {
+                                    route: rid,
+                                    from_prog: u32::MAX,
+                                    to_prog: u32::MAX,
+                                    arrived: 0,
+                                    recv_next: 0,
+                                    msgs_started: 0,
+                                    credits: 0,
+                                });
+                                conn_ids.insert(key, conns.len() as u32 - 1);
+                                conns.len() as u32 - 1
+                            }
+                        };
+                        let cn = &mut conns[id as usize];
+                        if sender {
+                            cn.from_prog = me;
+                        } else {
+                            cn.to_prog = me;
+                        }
+                        Ok(id)
+                    };
+                    let i = match op.recv_from {
+                        Some(f) => Some(conn(f, r, false)?),
+                        None => None,
+                    };
+                    let o = match op.send_to {
+                        Some(t) => Some(conn(r, t, true)?),
+                        None => None,
+                    };
+                    pc.push((i, o));
+                }
+                let iters = s.loop_iterations(count);
+                progs.push(Prog {
+                    rank: r,
+                    ch: c,
+                    total: ops.len() as u64 * iters,
+                    ops,
+                    conns: pc,
+                    last_copy,
+                    pc: 0,
+                    sub: 0,
+                    nsub: 0,
+                    payload: 0,
+                    busy: false,
+                    step_start: 0,
+                    finish: 0,
+                });
+            }
+        }
+        // Every program's conns are known now; fix programs of conns never touched (unmatched
+        // conns are rejected by validate, so both ends exist).
+        let caps: Vec<f64> = net.res.iter().map(|r| r.cap).collect();
+        let res_names = net.res.iter().map(|r| r.name.clone()).collect();
+        let nres = caps.len();
+        Ok(Self {
+            s,
+            cfg,
+            exec: cfg.exec.as_ref().filter(|_| ExecParams::applies(s)),
+            count,
+            iters: s.loop_iterations(count),
+            caps,
+            res_names,
+            mem: net.mem.clone(),
+            ce: net.ce.clone(),
+            routes,
+            progs,
+            conns,
+            flows: Vec::new(),
+            free_flows: Vec::new(),
+            active: Vec::new(),
+            alloc: Allocator::default(),
+            rates: Vec::new(),
+            heap: BinaryHeap::new(),
+            seq: 0,
+            now: 0,
+            dirty: false,
+            epoch: Vec::new(),
+            all_at_cap: true,
+            usage: vec![0.0; nres],
+            recompute_pending: false,
+            tick_version: 0,
+            recomputes: 0,
+            recompute_flows: 0,
+            quantum_dyn: (cfg.rate_quantum_us * PS_PER_US).round() as u64,
+            quantum_ps: (cfg.rate_quantum_us * PS_PER_US).round() as u64,
+            events: 0,
+            steps: 0,
+            load_bytes: vec![0.0; nres],
+            rng: cfg.seed ^ 0x9e37_79b9_7f4a_7c15,
+            trace: cfg.trace.then(Trace::default),
+        })
+    }
+}
