@@ -226,36 +226,38 @@ impl Communicator {
         }
     }
 
+    /// Every blocking call is a group of one operation: `add` adds it.
+    fn one<'b>(
+        &mut self,
+        add: impl FnOnce(&mut Group<'_, 'b>) -> Result<(), CommError>,
+    ) -> Result<(), CommError> {
+        let mut g = self.group();
+        add(&mut g)?;
+        g.run()
+    }
+
     pub fn all_reduce<T: Element>(
         &mut self,
         send: &[T],
         recv: &mut [T],
         op: ReduceOp,
     ) -> Result<(), CommError> {
-        let mut g = self.group();
-        g.all_reduce(send, recv, op)?;
-        g.run()
+        self.one(|g| g.all_reduce(send, recv, op))
     }
     pub fn all_reduce_in_place<T: Element>(
         &mut self,
         buf: &mut [T],
         op: ReduceOp,
     ) -> Result<(), CommError> {
-        let mut g = self.group();
-        g.all_reduce_in_place(buf, op)?;
-        g.run()
+        self.one(|g| g.all_reduce_in_place(buf, op))
     }
     /// `recv` holds `nranks * send.len()` elements, rank r's contribution at `r * send.len()`.
     pub fn all_gather<T: Element>(&mut self, send: &[T], recv: &mut [T]) -> Result<(), CommError> {
-        let mut g = self.group();
-        g.all_gather(send, recv)?;
-        g.run()
+        self.one(|g| g.all_gather(send, recv))
     }
     /// `buf` holds `nranks * count` elements; this rank's contribution is already at `rank * count`.
     pub fn all_gather_in_place<T: Element>(&mut self, buf: &mut [T]) -> Result<(), CommError> {
-        let mut g = self.group();
-        g.all_gather_in_place(buf)?;
-        g.run()
+        self.one(|g| g.all_gather_in_place(buf))
     }
     /// `send` holds `nranks * recv.len()` elements; rank r receives the reduction of block r.
     pub fn reduce_scatter<T: Element>(
@@ -264,9 +266,7 @@ impl Communicator {
         recv: &mut [T],
         op: ReduceOp,
     ) -> Result<(), CommError> {
-        let mut g = self.group();
-        g.reduce_scatter(send, recv, op)?;
-        g.run()
+        self.one(|g| g.reduce_scatter(send, recv, op))
     }
     /// `buf` holds `nranks * count` elements; the result lands at `rank * count`.
     pub fn reduce_scatter_in_place<T: Element>(
@@ -274,9 +274,7 @@ impl Communicator {
         buf: &mut [T],
         op: ReduceOp,
     ) -> Result<(), CommError> {
-        let mut g = self.group();
-        g.reduce_scatter_in_place(buf, op)?;
-        g.run()
+        self.one(|g| g.reduce_scatter_in_place(buf, op))
     }
     /// `send` is read on the root only (but must have `recv.len()` elements everywhere).
     pub fn broadcast<T: Element>(
@@ -285,18 +283,14 @@ impl Communicator {
         recv: &mut [T],
         root: u32,
     ) -> Result<(), CommError> {
-        let mut g = self.group();
-        g.broadcast(send, recv, root)?;
-        g.run()
+        self.one(|g| g.broadcast(send, recv, root))
     }
     pub fn broadcast_in_place<T: Element>(
         &mut self,
         buf: &mut [T],
         root: u32,
     ) -> Result<(), CommError> {
-        let mut g = self.group();
-        g.broadcast_in_place(buf, root)?;
-        g.run()
+        self.one(|g| g.broadcast_in_place(buf, root))
     }
     /// The result is written on the root only.
     pub fn reduce<T: Element>(
@@ -306,9 +300,7 @@ impl Communicator {
         op: ReduceOp,
         root: u32,
     ) -> Result<(), CommError> {
-        let mut g = self.group();
-        g.reduce(send, recv, op, root)?;
-        g.run()
+        self.one(|g| g.reduce(send, recv, op, root))
     }
     pub fn reduce_in_place<T: Element>(
         &mut self,
@@ -316,32 +308,22 @@ impl Communicator {
         op: ReduceOp,
         root: u32,
     ) -> Result<(), CommError> {
-        let mut g = self.group();
-        g.reduce_in_place(buf, op, root)?;
-        g.run()
+        self.one(|g| g.reduce_in_place(buf, op, root))
     }
     /// `send` and `recv` hold `nranks * count` elements: block r of `send` goes to rank r, block
     /// s of `recv` comes from rank s.
     pub fn all_to_all<T: Element>(&mut self, send: &[T], recv: &mut [T]) -> Result<(), CommError> {
-        let mut g = self.group();
-        g.all_to_all(send, recv)?;
-        g.run()
+        self.one(|g| g.all_to_all(send, recv))
     }
     pub fn all_to_all_in_place<T: Element>(&mut self, buf: &mut [T]) -> Result<(), CommError> {
-        let mut g = self.group();
-        g.all_to_all_in_place(buf)?;
-        g.run()
+        self.one(|g| g.all_to_all_in_place(buf))
     }
     /// A blocking send. Two ranks that send to each other must use a [`Group`] instead.
     pub fn send<T: Element>(&mut self, buf: &[T], peer: u32) -> Result<(), CommError> {
-        let mut g = self.group();
-        g.send(buf, peer)?;
-        g.run()
+        self.one(|g| g.send(buf, peer))
     }
     pub fn recv<T: Element>(&mut self, buf: &mut [T], peer: u32) -> Result<(), CommError> {
-        let mut g = self.group();
-        g.recv(buf, peer)?;
-        g.run()
+        self.one(|g| g.recv(buf, peer))
     }
     /// Runs the IR-level `sendrecv` collective: rank `i` sends `send` to `coll.send_peers[i]`
     /// and receives from whoever sends to it (the planner's schedule, not grouped p2p).
@@ -351,18 +333,18 @@ impl Communicator {
         send: &[T],
         recv: &mut [T],
     ) -> Result<(), CommError> {
-        let mut g = self.group();
         let mut c = Collective::new(CollectiveKind::SendRecv);
         c.send_peers = send_peers.to_vec();
-        g.raw(
-            c,
-            T::DTYPE,
-            ReduceOp::Sum,
-            send.len(),
-            Some(bytemuck::cast_slice(send)),
-            bytemuck::cast_slice_mut(recv),
-        )?;
-        g.run()
+        self.one(|g| {
+            g.raw(
+                c,
+                T::DTYPE,
+                ReduceOp::Sum,
+                send.len(),
+                Some(bytemuck::cast_slice(send)),
+                bytemuck::cast_slice_mut(recv),
+            )
+        })
     }
 
     /// A pooled copy of `src`.

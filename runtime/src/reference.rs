@@ -19,6 +19,8 @@ use crate::element::{dispatch, Element};
 use crate::types::{DataType, ReduceOp};
 use half::{bf16, f16};
 use planner::schedule::{Collective, CollectiveKind};
+// The planner's SplitMix64: test data must not depend on a crate's version.
+use planner::topology::synth::Rng;
 
 /// Element counts of the (input, output) buffers of `coll` for `nranks` ranks.
 pub fn buffer_lens(coll: &Collective, nranks: u32, count: usize) -> (usize, usize) {
@@ -129,27 +131,6 @@ pub fn from_bytes<T: Element>(b: &[u8]) -> Vec<T> {
         .collect()
 }
 
-/// A small deterministic PRNG (splitmix64): test data must not depend on a crate's version.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `lo..=hi`.
-    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next_u64() % ((hi - lo + 1) as u64)) as i64
-    }
-}
-
 /// Integer-valued, never-zero random input for rank `rank` (see the module docs for why).
 pub fn random_input<T: Element>(seed: u64, rank: u32, len: usize, op: ReduceOp) -> Vec<T> {
     let mut rng = Rng::new(seed ^ (rank as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
@@ -179,9 +160,11 @@ pub fn random_input<T: Element>(seed: u64, rank: u32, len: usize, op: ReduceOp) 
         .collect()
 }
 
+/// Uniform in `lo..=hi`, skipping zero. Drawn as an offset from `lo`, so the values are the
+/// ones a signed `lo + next % (hi - lo + 1)` gives (the tests' data depends on it).
 fn nonzero(rng: &mut Rng, lo: i64, hi: i64) -> i64 {
     loop {
-        let v = rng.range(lo, hi);
+        let v = lo + rng.range(0, (hi - lo) as u64) as i64;
         if v != 0 {
             return v;
         }

@@ -83,46 +83,36 @@ pub(super) fn lower_op(
                 pl.transport = Transport::P2pLoad; // now local to us
             }
             match (pl.transport, local_src) {
-                (Transport::CopyEngine, None) => {
-                    let exec = if l.p.ce_push {
-                        pl.segs.first().map(|s| s.0.rank).unwrap_or(r)
-                    } else {
-                        r
+                (Transport::CopyEngine, local) => {
+                    // Pulled by the receiver's copy engine, or pushed by the sender's.
+                    let exec = if l.p.ce_push { sender } else { r };
+                    // A copy engine cannot reduce: a reducing receive is staged in scratch.
+                    let to = match local {
+                        Some(_) => {
+                            let len = pl.segs.iter().map(|s| s.1).sum();
+                            l.scratch(r, len, true)?
+                        }
+                        None => target.clone(),
                     };
                     l.emit(
                         exec,
                         ItemKind::Reduce,
                         std::slice::from_ref(&pl.segs),
-                        std::slice::from_ref(&target),
+                        std::slice::from_ref(&to),
                         true,
                     )?;
-                }
-                (Transport::CopyEngine, Some(ls)) => {
-                    let len = pl.segs.iter().map(|s| s.1).sum();
-                    let stage = l.scratch(r, len, true)?;
-                    let exec = if l.p.ce_push {
-                        pl.segs.first().map(|s| s.0.rank).unwrap_or(r)
-                    } else {
-                        r
-                    };
-                    l.emit(
-                        exec,
-                        ItemKind::Reduce,
-                        std::slice::from_ref(&pl.segs),
-                        std::slice::from_ref(&stage),
-                        true,
-                    )?;
-                    l.emit(
-                        r,
-                        ItemKind::Reduce,
-                        &[stage, ls],
-                        std::slice::from_ref(&target),
-                        false,
-                    )?;
+                    if let Some(ls) = local {
+                        l.emit(
+                            r,
+                            ItemKind::Reduce,
+                            &[to, ls],
+                            std::slice::from_ref(&target),
+                            false,
+                        )?;
+                    }
                 }
                 (Transport::P2pStore, None) => {
                     // The sender's SMs push the data into our buffer.
-                    let sender = pl.segs.first().map(|s| s.0.rank).unwrap_or(r);
                     l.emit(
                         sender,
                         ItemKind::Reduce,
@@ -131,20 +121,14 @@ pub(super) fn lower_op(
                         false,
                     )?;
                 }
-                (_, None) => {
+                // Our SMs read the message (and reduce it with our own data).
+                (_, local) => {
+                    let mut srcs = vec![pl.segs];
+                    srcs.extend(local);
                     l.emit(
                         r,
                         ItemKind::Reduce,
-                        std::slice::from_ref(&pl.segs),
-                        std::slice::from_ref(&target),
-                        false,
-                    )?;
-                }
-                (_, Some(ls)) => {
-                    l.emit(
-                        r,
-                        ItemKind::Reduce,
-                        &[pl.segs, ls],
+                        &srcs,
                         std::slice::from_ref(&target),
                         false,
                     )?;
