@@ -109,3 +109,30 @@ fn own_one_shot_needs_the_executor_model() {
     let big = r.iter().find(|x| x.bytes == 1 << 30).unwrap();
     assert!(big.error > 1.0, "{:+.1}%", big.error * 100.0);
 }
+
+/// The copy-engine path (`ExecParams::ce_gbps`, fitted on these two points) stays within 10% of
+/// run 3, the run docs/benchmarks-gpu.md cites (run 2 differs from it by up to 37%).
+#[test]
+fn own_copy_engine_within_ten_percent_of_run3() {
+    let topo = planner::topology::load_file(
+        std::path::Path::new("tests/data/measurements/h200x2/topo.xml"),
+        &Default::default(),
+    )
+    .unwrap()
+    .topology;
+    let r = sim::fidelity::compare_own_ce(
+        &topo,
+        sim::fidelity::OWN_CE_H200X2_RUN3,
+        &sim::SimConfig::default(),
+    )
+    .unwrap();
+    let table = sim::fidelity::markdown(&r);
+    for x in &r {
+        assert!(
+            x.error.abs() < 0.10,
+            "{} B off by {:+.1}%\n{table}",
+            x.bytes,
+            x.error * 100.0
+        );
+    }
+}

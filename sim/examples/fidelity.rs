@@ -49,4 +49,13 @@ fn main() {
         );
         println!("{}", markdown(&rows));
     }
+    for (name, points) in [("run 3", OWN_CE_H200X2_RUN3), ("run 2", OWN_CE_H200X2_RUN2)] {
+        let rows = compare_own_ce(&own, points, &cfg).expect("simulates");
+        let worst = rows.iter().map(|r| r.error.abs()).fold(0.0, f64::max);
+        println!(
+            "### topoplan copy-engine pipeline all-reduce, CUDA runtime, {name}; worst |error| {:.1}%\n",
+            worst * 100.0
+        );
+        println!("{}", markdown(&rows));
+    }
 }

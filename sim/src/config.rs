@@ -203,6 +203,20 @@ pub struct ExecParams {
     pub ll_gpu_gbps: f64,
     /// Wire bytes per payload byte of the LL path (8 data bytes per 16-byte line: 2).
     pub ll_wire_factor: f64,
+    /// Copy-engine path (the copy-engine pipeline): fixed cost of one call, µs.
+    #[serde(default = "ce_launch_us")]
+    pub ce_launch_us: f64,
+    /// Copy-engine path: rate of one peer copy (`cuMemcpyAsync`, one per message), GB/s.
+    #[serde(default = "ce_gbps")]
+    pub ce_gbps: f64,
+}
+
+fn ce_launch_us() -> f64 {
+    12.0
+}
+
+fn ce_gbps() -> f64 {
+    199.0
 }
 
 impl Default for ExecParams {
@@ -217,6 +231,8 @@ impl Default for ExecParams {
             gpu_gbps: 321.0,
             ll_gpu_gbps: 248.0,
             ll_wire_factor: 2.0,
+            ce_launch_us: ce_launch_us(),
+            ce_gbps: ce_gbps(),
         }
     }
 }
@@ -228,6 +244,12 @@ impl ExecParams {
             s.algorithm,
             Algorithm::OneShot | Algorithm::TwoShot | Algorithm::Direct
         )
+    }
+
+    /// Whether the executor's copy-engine path times `s`: one peer copy per message (not cut
+    /// into steps), receives free (the copy lands in scratch), reduce kernels as local ops.
+    pub fn applies_ce(s: &Schedule) -> bool {
+        s.algorithm == Algorithm::CopyEnginePipeline
     }
 
     /// Fixed cost of one call, µs.

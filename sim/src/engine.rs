@@ -111,6 +111,8 @@ struct Engine<'a> {
     cfg: &'a SimConfig,
     /// topoplan's SM executor model, when it times this schedule (`ExecParams::applies`).
     exec: Option<&'a ExecParams>,
+    /// The executor's copy-engine path (`ExecParams::applies_ce`): one copy per message.
+    exec_ce: Option<&'a ExecParams>,
     count: u64,
     iters: u64,
     caps: Vec<f64>,
@@ -186,9 +188,10 @@ impl<'a> Engine<'a> {
     }
 
     fn run(mut self) -> Result<SimResult, SimError> {
-        let launch_us = match self.exec {
-            Some(x) => x.launch_us(self.s.protocol),
-            None => self.cfg.launch_us,
+        let launch_us = match (self.exec, self.exec_ce) {
+            (Some(x), _) => x.launch_us(self.s.protocol),
+            (_, Some(x)) => x.ce_launch_us,
+            _ => self.cfg.launch_us,
         };
         let launch = (launch_us * PS_PER_US).round() as u64;
         self.now = 0;
@@ -313,7 +316,7 @@ impl<'a> Engine<'a> {
         let op = pr.ops[e].clone();
         let payload = self.op_payload(&op, iter);
         // The SM executor moves a message as one load, not in hand-off steps.
-        let nsub = if self.exec.is_some() {
+        let nsub = if self.exec.is_some() || self.exec_ce.is_some() {
             1
         } else if op.kind.sends() || op.kind.receives() {
             let pp = self.cfg.proto(self.s.protocol);
@@ -422,6 +425,9 @@ impl<'a> Engine<'a> {
             if ce {
                 demand.res.push((self.ce[rank as usize], 1.0));
                 overhead_us += self.cfg.ce_setup_us;
+                if let Some(x) = self.exec_ce {
+                    demand.cap = x.ce_gbps * 1e3;
+                }
             } else {
                 demand.cap = self.cfg.channel_caps(self.s).0;
                 overhead_us += proto.step_us;
@@ -433,7 +439,8 @@ impl<'a> Engine<'a> {
             volume = if local_touches > 0 { bytes as f64 } else { 0.0 };
             demand.res.push((mem, local_touches as f64));
             demand.cap = self.cfg.channel_caps(self.s).1;
-            if cin.is_some() {
+            // The executor's copies land in scratch themselves: a receive costs nothing.
+            if cin.is_some() && self.exec_ce.is_none() {
                 overhead_us += proto.step_us;
             }
         }
@@ -500,9 +507,10 @@ impl<'a> Engine<'a> {
         let e = (pr.pc % len) as usize;
         let (cin, cout) = pr.conns[e];
         // The executor's only hand-off is the data (or its flag) crossing the route.
-        let proto_hop = match self.exec {
-            Some(_) => 0.0,
-            None => self.cfg.proto(self.s.protocol).hop_us,
+        let proto_hop = if self.exec.is_some() || self.exec_ce.is_some() {
+            0.0
+        } else {
+            self.cfg.proto(self.s.protocol).hop_us
         };
         if let Some(tr) = self.trace.as_mut() {
             tr.steps.push(TraceStep {

@@ -139,3 +139,38 @@ pub fn compare_own_one_shot(
     }
     Ok(rows)
 }
+
+/// topoplan's CUDA runtime, copy-engine pipeline all-reduce (`--algo ce`, float, out of place):
+/// (size, measured µs) from `docs/measurements/run3-perf.log` (`bench -b 256M -e 1G -f 4 -g 2
+/// -w 2 -n 10 --runs 1 -c 0 --algo ce`, the run `docs/benchmarks-gpu.md` cites).
+pub const OWN_CE_H200X2_RUN3: &[(u64, f64)] = &[(256 << 20, 1521.73), (1 << 30, 7330.08)];
+
+/// The same command in run 2 (`docs/measurements/run2-perf.log`): the run-to-run spread.
+pub const OWN_CE_H200X2_RUN2: &[(u64, f64)] = &[(256 << 20, 1309.93), (1 << 30, 5362.90)];
+
+/// Chunk size of the runtime's copy-engine pipeline (`runtime::cuda::schedules`).
+pub const CE_CHUNK_BYTES: u64 = 16 << 20;
+
+/// Simulates the copy-engine pipeline as the runtime builds it (one chunk per 16 MiB).
+pub fn compare_own_ce(
+    topo: &Topology,
+    measured: &[(u64, f64)],
+    cfg: &SimConfig,
+) -> Result<Vec<Row>, SimError> {
+    let coll = Collective::new(CollectiveKind::AllReduce);
+    let mut rows = Vec::new();
+    for &(bytes, us) in measured {
+        let chunks = bytes.div_ceil(CE_CHUNK_BYTES).clamp(1, 1024) as u32;
+        let s = build::copy_engine_pipeline(&coll, chunks)?;
+        let r = simulate(topo, &s, bytes, cfg)?;
+        rows.push(Row {
+            bytes,
+            protocol: s.protocol,
+            channels: s.channels,
+            measured_us: us,
+            predicted_us: r.time_us,
+            error: (r.time_us - us) / us,
+        });
+    }
+    Ok(rows)
+}

@@ -111,6 +111,7 @@ impl<'a> Engine<'a> {
             s,
             cfg,
             exec: cfg.exec.as_ref().filter(|_| ExecParams::applies(s)),
+            exec_ce: cfg.exec.as_ref().filter(|_| ExecParams::applies_ce(s)),
             count,
             iters: s.loop_iterations(count),
             caps,
