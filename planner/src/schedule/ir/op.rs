@@ -201,7 +201,8 @@ fn is_zero(v: &i32) -> bool {
 }
 
 impl Op {
-    fn base(kind: OpKind) -> Self {
+    /// An op of `kind` with no operands, peers or per-copy shifts (every field at its default).
+    pub(in crate::schedule) fn base(kind: OpKind) -> Self {
         Op {
             kind,
             src: None,

@@ -407,18 +407,12 @@ pub fn import(text: &str, file: &str) -> Result<Schedule, MscclError> {
             let st = &tb.steps[k];
             let kind = st.kind.unwrap();
             let mut op = Op {
-                kind,
                 src: kind.needs_src().then_some(st.src),
                 dst: kind.needs_dst().then_some(st.dst),
                 send_to: if kind.sends() { tb.send } else { None },
                 recv_from: if kind.receives() { tb.recv } else { None },
                 transport: st.transport.unwrap_or(Transport::P2pStore),
-                deps: Vec::new(),
-                repeat: 1,
-                chunk_stride: 0,
-                peer_stride: 0,
-                walk: None,
-                window: None,
+                ..Op::base(kind)
             };
             if kind.sends() && tb.send.is_none() || kind.receives() && tb.recv.is_none() {
                 return Err(MscclError::At {
