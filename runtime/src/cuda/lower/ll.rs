@@ -48,7 +48,8 @@ pub(super) fn check_ll(items: &[Item], elem_bytes: u64) -> Result<(), LowerError
     // LL buffers alternate two halves by epoch; a sender may rewrite a half two calls
     // later only because it had to receive from that receiver in between. A one-way LL
     // flow (broadcast, reduce) would let the sender lap the receiver: refuse it.
-    let mut pairs = std::collections::HashSet::new();
+    // Ordered, so that the error names the same pair on every run.
+    let mut pairs = std::collections::BTreeSet::new();
     for it in items {
         for d in it
             .dsts
