@@ -6,18 +6,17 @@ use planner::schedule::build;
 use planner::schedule::*;
 use proptest::prelude::*;
 
-/// splitmix64: the whole case derives from one seed.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
+// The whole case derives from one seed through the planner's SplitMix64.
+use planner::topology::synth::Rng;
+
+trait Draw {
+    fn below(&mut self, n: u64) -> u64;
+    fn perm(&mut self, n: u32) -> Vec<u32>;
+}
+
+impl Draw for Rng {
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        self.next_u64() % n.max(1)
     }
     fn perm(&mut self, n: u32) -> Vec<u32> {
         let mut v: Vec<u32> = (0..n).collect();
@@ -40,7 +39,7 @@ fn random_tree(rng: &mut Rng, n: u32) -> TreeChannel {
 
 /// A random builder schedule (and a description) for the seed.
 fn random_schedule(seed: u64) -> (Schedule, String) {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let n = 2 + rng.below(9) as u32;
     let kind = CollectiveKind::ALL[rng.below(7) as usize];
     let proto = Protocol::ALL[rng.below(3) as usize];
@@ -253,7 +252,7 @@ proptest! {
     #[test]
     fn mutations_are_caught(seed in any::<u64>(), which in 0u64..5) {
         let (s, desc) = random_schedule(seed);
-        let mut rng = Rng(seed ^ 0x5eed);
+        let mut rng = Rng::new(seed ^ 0x5eed);
         if let Some((m, what)) = mutate(&s, which, &mut rng) {
             if let Ok(rep) = sim::verify(&m) {
                 panic!("{desc}, mutation seed {which}: {what}: not caught ({rep:?})");
@@ -319,7 +318,7 @@ fn mutations_apply_to_most_schedules() {
     for seed in 0..60u64 {
         let (s, _) = random_schedule(seed);
         for (which, n) in applied.iter_mut().enumerate() {
-            let mut rng = Rng(seed ^ 0x5eed);
+            let mut rng = Rng::new(seed ^ 0x5eed);
             if let Some((m, what)) = mutate(&s, which as u64, &mut rng) {
                 *n += 1;
                 assert!(sim::verify(&m).is_err(), "seed {seed}: {what}: not caught");
