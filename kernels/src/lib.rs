@@ -2,8 +2,18 @@
 //! (`runtime::cuda`). Keeping them as plain text here lets one release binary, built without a
 //! CUDA toolkit, compile them on whatever GPU it meets.
 
-/// The schedule executor: one kernel per reduction operator, one compilation per element type.
-pub const EXEC_CU: &str = include_str!("exec.cu");
+/// The device code, one NVRTC unit per element type: the schedule executor (`exec.cu`, one
+/// kernel per reduction operator) followed by the direct-push executor (`direct.cu`, which uses
+/// exec.cu's types and operators).
+pub const EXEC_CU: &str = concat!(include_str!("exec.cu"), "\n", include_str!("direct.cu"));
+
+/// Direct-push kernels in [`EXEC_CU`], indexed like [`EXEC_KERNELS`].
+pub const DIRECT_KERNELS: [&str; 4] = [
+    "td_direct_sum",
+    "td_direct_prod",
+    "td_direct_min",
+    "td_direct_max",
+];
 
 /// Kernel names in [`EXEC_CU`], indexed like [`exec_kernel`]'s `op` argument.
 pub const EXEC_KERNELS: [&str; 4] = ["tp_exec_sum", "tp_exec_prod", "tp_exec_min", "tp_exec_max"];
@@ -37,6 +47,14 @@ mod tests {
     fn every_kernel_name_is_defined_once() {
         for k in EXEC_KERNELS {
             let def = format!("TP_KERNEL({k},");
+            assert_eq!(EXEC_CU.matches(&def).count(), 1, "{k}");
+        }
+    }
+
+    #[test]
+    fn every_direct_kernel_name_is_defined_once() {
+        for k in DIRECT_KERNELS {
+            let def = format!("TD_KERNEL({k},");
             assert_eq!(EXEC_CU.matches(&def).count(), 1, "{k}");
         }
     }

@@ -143,6 +143,8 @@ pub struct ExecModule {
     _module: Arc<CudaModule>,
     /// sum, prod, min, max
     pub funcs: [CudaFunction; 4],
+    /// Direct-push kernels (`direct.cu`): sum, prod, min, max.
+    pub direct: [CudaFunction; 4],
     pub signal: CudaFunction,
     pub wait: CudaFunction,
 }
@@ -203,10 +205,17 @@ pub fn load_exec(ctx: &Arc<CudaContext>, dtype: DataType) -> Result<ExecModule, 
         f(kernels::EXEC_KERNELS[2])?,
         f(kernels::EXEC_KERNELS[3])?,
     ];
+    let direct = [
+        f(kernels::DIRECT_KERNELS[0])?,
+        f(kernels::DIRECT_KERNELS[1])?,
+        f(kernels::DIRECT_KERNELS[2])?,
+        f(kernels::DIRECT_KERNELS[3])?,
+    ];
     let (signal, wait) = (f("tp_signal")?, f("tp_wait")?);
     Ok(ExecModule {
         _module: module,
         funcs,
+        direct,
         signal,
         wait,
     })

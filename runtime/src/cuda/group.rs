@@ -99,6 +99,8 @@ pub(crate) struct RankState {
     modules: Mutex<HashMap<DataType, Arc<ExecModule>>>,
     plans: Mutex<HashMap<PlanKey, Arc<DevPlan>>>,
     pub(crate) ce: Mutex<super::ce::CeState>,
+    /// Slots and flags of the direct-push path (`super::direct`).
+    pub(crate) direct: super::direct::DirectBufs,
 }
 
 impl RankState {
@@ -185,6 +187,7 @@ impl CudaGroup {
                 .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
                 .map_err(drv)? as u32;
             let ce = super::ce::CeState::new(&ctx, ordinals.len())?;
+            let direct = super::direct::DirectBufs::new(&ctx, ordinals.len())?;
             ranks.push(RankState {
                 ctx,
                 sm_count,
@@ -194,6 +197,7 @@ impl CudaGroup {
                 modules: Mutex::new(HashMap::new()),
                 plans: Mutex::new(HashMap::new()),
                 ce: Mutex::new(ce),
+                direct,
             });
         }
         Ok(Self {
@@ -433,6 +437,9 @@ impl CudaGroup {
             return Ok(());
         }
         let module = self.module(rank, req.dtype)?;
+        if super::direct::applies(req.schedule) {
+            return super::direct::enqueue(self, rank, req, key.in_place, &module, stream);
+        }
         let plan = self.plan(rank, req, key)?;
         if plan.lowered.uses_copy_engine {
             return super::ce::enqueue(self, rank, req, &plan.lowered, &module, stream);

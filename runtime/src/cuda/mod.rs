@@ -12,6 +12,7 @@
 
 pub mod ce;
 pub mod detect;
+pub mod direct;
 pub mod device;
 pub mod group;
 pub mod harness;

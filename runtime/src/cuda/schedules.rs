@@ -55,9 +55,14 @@ pub fn auto_algo(kind: CollectiveKind, nranks: u32, bytes: u64) -> &'static str 
         // The copy-engine pipeline is not chosen: measured at 146-176 GB/s busbw against the
         // SM one-shot's 310-315 (docs/benchmarks-gpu.md). `--algo ce` still runs it.
         CollectiveKind::AllReduce if nranks == 2 && bytes >= CE_FROM_BYTES && ce_auto() => "ce",
-        // LL only where every rank both sends and receives (see `lower`): not broadcast/reduce.
         CollectiveKind::AllReduce | CollectiveKind::AllGather | CollectiveKind::ReduceScatter
             if bytes <= ll_up_to() =>
+        {
+            "one-shot-ll"
+        }
+        // One-way LL flows need the direct path's credits (the generic lowering refuses them).
+        CollectiveKind::Broadcast | CollectiveKind::Reduce
+            if bytes <= ll_up_to() && super::direct::enabled() =>
         {
             "one-shot-ll"
         }

@@ -1,0 +1,307 @@
+// topoplan direct-push executor: the planner's one-shot schedules (every sender writes its block
+// straight to each receiver) without barriers. Compiled in the same NVRTC unit as exec.cu
+// (types, operators, ld_acquire/st_release come from there).
+//
+// Each sender CTA b pushes its share of the message, segment by segment, into a slot of the
+// receiver's scratch reserved for (sender, b); the receiver's CTA b combines the slot with its
+// own data. Slots are reused under credits: per (peer, CTA) sequence numbers that only grow
+// and live in device memory (so a captured graph replays correctly):
+//   sent  (own)     segments this CTA pushed to the peer so far
+//   recvd (own)     segments this CTA consumed from the peer so far
+//   ready (peer's)  the peer's `sent`, published after its data (Simple only: LL carries the
+//                   sequence number inside every 16-byte line next to 8 data bytes)
+//   credit(peer's)  the peer's `recvd`, published after it read the slot
+// A sender writes segment q into slot (q-1) % nslots only once credit >= q - nslots, so it can
+// never overwrite a slot the receiver has not read, whatever the call pattern (one-way flows
+// such as broadcast included). No rank ever waits for a peer to *enter* a call: that is the
+// barrier the generic executor pays and this path does not.
+
+#define TD_MAXCTA 64
+#define TD_ROLES 4
+// Flag word of (protocol 0 Simple / 1 LL, role, peer, cta) in a rank's direct flag region.
+#define TD_FLAG(proto, role, peer, cta) \
+  (((((u64)(proto)) * TD_ROLES + (role)) * TP_MAXR + (peer)) * TD_MAXCTA + (cta))
+#define TD_SENT 0
+#define TD_RECVD 1
+#define TD_READY 2
+#define TD_CREDIT 3
+#define TD_FLAG_WORDS (2 * TD_ROLES * TP_MAXR * TD_MAXCTA)
+
+struct TdArgs {
+  u64 in, out;              // this rank's buffers (T*)
+  u64 scratch[TP_MAXR];     // every rank's slot region for this protocol
+  u64 flags[TP_MAXR];       // every rank's direct flag region
+  u64 n;                    // elements per pushed message
+  u64 seg;                  // elements per segment (a multiple of 16 bytes' worth)
+  u64 slot_bytes;           // bytes per slot
+  u64 send_stride;          // the message for peer p starts at in + p * send_stride
+  u64 local_off;            // reduce mode: own contribution at in + local_off
+  u64 gather_stride;        // gather mode: sender s's message goes to out + s * gather_stride
+  u64 copy_dst;             // local copy in[0, n) -> out + copy_dst (when TD_COPY)
+  u32 rank, nranks;
+  u32 send_mask, recv_mask; // peers this rank pushes to / receives from
+  u32 mode;                 // 0 reduce: out = own (op) received; 1 gather: out slot = received
+  u32 ll;                   // 1: LL lines, 0: Simple (data, fence, ready flag)
+  u32 nslots;
+  u32 opts;                 // TD_AVG | TD_COPY
+};
+#define TD_AVG 1u
+#define TD_COPY 2u
+
+__device__ __forceinline__ void td_pdl_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void td_pdl_launch() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Index of `sender` among the receiver's peers: slot regions exist for peers only.
+__device__ __forceinline__ u32 td_pidx(u32 sender, u32 receiver) {
+  return sender < receiver ? sender : sender - 1;
+}
+
+__device__ __forceinline__ char* td_slot(const TdArgs& a, u32 receiver, u32 sender, u64 q) {
+  u64 slot = (q - 1) % a.nslots;
+  return (char*)a.scratch[receiver] +
+         ((u64)(td_pidx(sender, receiver) * TD_MAXCTA + blockIdx.x) * a.nslots + slot) * a.slot_bytes;
+}
+
+__device__ __forceinline__ bool td_aligned(const void* p) { return (((u64)p) & 15) == 0; }
+
+// dst[0, cnt) = src[0, cnt): 16-byte vectors four in flight when both are aligned.
+__device__ void td_copy(T* dst, const T* src, u64 cnt) {
+  u64 done = 0;
+  if (td_aligned(dst) && td_aligned(src)) {
+    u64 nv = cnt / VEC, i = threadIdx.x;
+    const u32 st = blockDim.x;
+    for (; i + 3 * st < nv; i += 4 * st) {
+      int4 v[4];
+#pragma unroll
+      for (int u = 0; u < 4; u++) v[u] = __ldcg(((const int4*)src) + i + u * st);
+#pragma unroll
+      for (int u = 0; u < 4; u++) __stcg(((int4*)dst) + i + u * st, v[u]);
+    }
+    for (; i < nv; i += st) __stcg(((int4*)dst) + i, __ldcg(((const int4*)src) + i));
+    done = nv * VEC;
+  }
+  for (u64 e = done + threadIdx.x; e < cnt; e += blockDim.x) {
+    volatile const T* s = src;
+    dst[e] = s[e];
+  }
+}
+
+// out[0, cnt) = own[0, cnt) (op) srcs[0][..] (op) ... ; scaled by 1/nranks for average.
+template <typename OP>
+__device__ void td_reduce(T* out, const T* own, const T* const* srcs, u32 ns, u64 cnt, bool avg, u32 nranks) {
+  bool al = td_aligned(out) && td_aligned(own);
+  for (u32 k = 0; k < ns; k++) al &= td_aligned(srcs[k]);
+  u64 done = 0;
+  if (al) {
+    u64 nv = cnt / VEC, i = threadIdx.x;
+    const u32 st = blockDim.x;
+    for (; i + 3 * st < nv; i += 4 * st) {
+      V16 acc[4], x[4];
+#pragma unroll
+      for (int u = 0; u < 4; u++) acc[u].v = __ldcg(((const int4*)own) + i + u * st);
+      for (u32 k = 0; k < ns; k++) {
+#pragma unroll
+        for (int u = 0; u < 4; u++) x[u].v = __ldcg(((const int4*)srcs[k]) + i + u * st);
+#pragma unroll
+        for (int u = 0; u < 4; u++) tp_combine<OP>(acc[u], x[u]);
+      }
+      if (avg) {
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+#pragma unroll
+          for (int e = 0; e < (int)VEC; e++) acc[u].e[e] = tstore(tp_div(tload(acc[u].e[e]), nranks));
+      }
+#pragma unroll
+      for (int u = 0; u < 4; u++) __stcg(((int4*)out) + i + u * st, acc[u].v);
+    }
+    for (; i < nv; i += st) {
+      V16 acc, x;
+      acc.v = __ldcg(((const int4*)own) + i);
+      for (u32 k = 0; k < ns; k++) { x.v = __ldcg(((const int4*)srcs[k]) + i); tp_combine<OP>(acc, x); }
+      if (avg)
+#pragma unroll
+        for (int e = 0; e < (int)VEC; e++) acc.e[e] = tstore(tp_div(tload(acc.e[e]), nranks));
+      __stcg(((int4*)out) + i, acc.v);
+    }
+    done = nv * VEC;
+  }
+  for (u64 e = done + threadIdx.x; e < cnt; e += blockDim.x) {
+    volatile const T* o = own;
+    C v = tload(o[e]);
+    for (u32 k = 0; k < ns; k++) { volatile const T* s = srcs[k]; v = OP::f(v, tload(s[e])); }
+    if (avg) v = tp_div(v, nranks);
+    out[e] = tstore(v);
+  }
+}
+
+#define TD_PER (8 / sizeof(T))
+
+// The 8 data bytes of LL line `ln` of a message of `cnt` elements at `src`.
+__device__ __forceinline__ unsigned long long td_pack(const T* src, u64 ln, u64 cnt) {
+  U8B x; x.u = 0;
+  u64 e0 = ln * TD_PER;
+  if (e0 + TD_PER <= cnt && (((u64)(src + e0)) & 7) == 0) {
+    x.u = *(const unsigned long long*)(src + e0);
+  } else {
+    for (u32 j = 0; j < TD_PER && e0 + j < cnt; j++) x.e[j] = src[e0 + j];
+  }
+  return x.u;
+}
+
+__device__ __forceinline__ void td_unpack(T* dst, u64 ln, u64 cnt, unsigned long long v) {
+  U8B x; x.u = v;
+  u64 e0 = ln * TD_PER;
+  if (e0 + TD_PER <= cnt && (((u64)(dst + e0)) & 7) == 0) {
+    *(unsigned long long*)(dst + e0) = v;
+  } else {
+    for (u32 j = 0; j < TD_PER && e0 + j < cnt; j++) dst[e0 + j] = x.e[j];
+  }
+}
+
+__device__ __forceinline__ unsigned long long td_ll_wait(const uint4* line, u32 q) {
+  uint4 v;
+  do {
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(line) : "memory");
+  } while (v.y != q || v.w != q);
+  return ((unsigned long long)v.z << 32) | v.x;
+}
+
+template <typename OP>
+__device__ void td_run(const TdArgs& a) {
+  // Sequence numbers of this CTA: [peer] sent / consumed so far, and the peer's credit.
+  __shared__ u64 s_sent[TP_MAXR], s_recvd[TP_MAXR], s_credit[TP_MAXR];
+  const u32 b = blockIdx.x, G = gridDim.x, proto = a.ll;
+  u64* my = (u64*)a.flags[a.rank];
+  // PDL: let the next collective's grid get resident now; wait for the previous kernel on
+  // this stream (the caller's producer, or our previous call) before touching any memory.
+  td_pdl_launch();
+  td_pdl_wait();
+  u32 t = threadIdx.x;
+  if (t < TP_MAXR) s_sent[t] = my[TD_FLAG(proto, TD_SENT, t, b)];
+  else if (t < 2 * TP_MAXR) s_recvd[t - TP_MAXR] = my[TD_FLAG(proto, TD_RECVD, t - TP_MAXR, b)];
+  else if (t < 3 * TP_MAXR) s_credit[t - 2 * TP_MAXR] = ld_acquire(my + TD_FLAG(proto, TD_CREDIT, t - 2 * TP_MAXR, b));
+  __syncthreads();
+
+  // This CTA's share [lo, hi) of the message, cut in whole 16-byte vectors so that every rank
+  // cuts alike; segments of `seg` elements within it.
+  u64 nv = (a.n + VEC - 1) / VEC;
+  u64 lo = (nv * b / G) * VEC, hi = (nv * (b + 1) / G) * VEC;
+  if (hi > a.n) hi = a.n;
+  if (lo > a.n) lo = a.n;
+  u64 len = hi - lo;
+  u64 nseg = (len + a.seg - 1) / a.seg;
+  bool avg = (a.opts & TD_AVG) != 0;
+
+  if (a.opts & TD_COPY) td_copy((T*)a.out + a.copy_dst + lo, (const T*)a.in + lo, len);
+
+  u64 sent = 0;
+  for (u64 j = 0; j < nseg || sent < nseg; j++) {
+    // Push ahead as far as the slots allow, then consume segment j.
+    for (; sent < nseg && sent < j + a.nslots; sent++) {
+      u64 off = lo + sent * a.seg;
+      u64 cnt = min(a.seg, hi - off);
+      for (u32 p = 0; p < a.nranks; p++) {
+        if (!((a.send_mask >> p) & 1)) continue;
+        u64 q = s_sent[p] + sent + 1;
+        if (s_credit[p] + a.nslots < q) {  // uniform: every thread reads it before the barrier
+          __syncthreads();
+          if (t == 0) {
+            u64 c;
+            while ((c = ld_acquire(my + TD_FLAG(proto, TD_CREDIT, p, b))) + a.nslots < q) {}
+            s_credit[p] = c;
+          }
+          __syncthreads();
+        }
+        const T* src = (const T*)a.in + p * a.send_stride + off;
+        char* dst = td_slot(a, p, a.rank, q);
+        if (proto) {
+          uint4* lines = (uint4*)dst;
+          u64 nl = (cnt + TD_PER - 1) / TD_PER;
+          for (u64 ln = t; ln < nl; ln += blockDim.x) {
+            unsigned long long v = td_pack(src, ln, cnt);
+            asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(lines + ln),
+                         "r"((u32)v), "r"((u32)q), "r"((u32)(v >> 32)), "r"((u32)q) : "memory");
+          }
+        } else {
+          td_copy((T*)dst, src, cnt);
+          __threadfence_system();
+          __syncthreads();
+          if (t == 0) st_release(((u64*)a.flags[p]) + TD_FLAG(0, TD_READY, a.rank, b), q);
+        }
+      }
+    }
+    if (j >= nseg || a.recv_mask == 0) continue;
+    u64 off = lo + j * a.seg;
+    u64 cnt = min(a.seg, hi - off);
+    if (proto) {
+      __syncthreads();  // in place: every push of this segment read `in` before `out` is written
+      u64 nl = (cnt + TD_PER - 1) / TD_PER;
+      for (u64 ln = t; ln < nl; ln += blockDim.x) {
+        if (a.mode == 0) {
+          U8B acc; acc.u = td_pack((const T*)a.in + a.local_off + off, ln, cnt);
+          for (u32 s = 0; s < a.nranks; s++) {
+            if (!((a.recv_mask >> s) & 1)) continue;
+            U8B x; x.u = td_ll_wait((const uint4*)td_slot(a, a.rank, s, s_recvd[s] + j + 1) + ln, (u32)(s_recvd[s] + j + 1));
+#pragma unroll
+            for (u32 e = 0; e < TD_PER; e++) acc.e[e] = tstore(OP::f(tload(acc.e[e]), tload(x.e[e])));
+          }
+          if (avg)
+#pragma unroll
+            for (u32 e = 0; e < TD_PER; e++) acc.e[e] = tstore(tp_div(tload(acc.e[e]), a.nranks));
+          td_unpack((T*)a.out + off, ln, cnt, acc.u);
+        } else {
+          for (u32 s = 0; s < a.nranks; s++) {
+            if (!((a.recv_mask >> s) & 1)) continue;
+            unsigned long long v = td_ll_wait((const uint4*)td_slot(a, a.rank, s, s_recvd[s] + j + 1) + ln, (u32)(s_recvd[s] + j + 1));
+            td_unpack((T*)a.out + s * a.gather_stride + off, ln, cnt, v);
+          }
+        }
+      }
+      __syncthreads();
+    } else {
+      if (t < a.nranks && ((a.recv_mask >> t) & 1)) {
+        const u64* rf = my + TD_FLAG(0, TD_READY, t, b);
+        u64 q = s_recvd[t] + j + 1;
+        while (ld_acquire(rf) < q) {}
+      }
+      __syncthreads();
+      if (a.mode == 0) {
+        const T* srcs[TP_MAXR];
+        u32 ns = 0;
+        for (u32 s = 0; s < a.nranks; s++)
+          if ((a.recv_mask >> s) & 1) srcs[ns++] = (const T*)td_slot(a, a.rank, s, s_recvd[s] + j + 1);
+        td_reduce<OP>((T*)a.out + off, (const T*)a.in + a.local_off + off, srcs, ns, cnt, avg, a.nranks);
+      } else {
+        for (u32 s = 0; s < a.nranks; s++)
+          if ((a.recv_mask >> s) & 1)
+            td_copy((T*)a.out + s * a.gather_stride + off, (const T*)td_slot(a, a.rank, s, s_recvd[s] + j + 1), cnt);
+      }
+      __syncthreads();
+    }
+    // The slots of segment j are read: hand them back.
+    if (t < a.nranks && ((a.recv_mask >> t) & 1))
+      st_release(((u64*)a.flags[t]) + TD_FLAG(proto, TD_CREDIT, a.rank, b), s_recvd[t] + j + 1);
+  }
+  __syncthreads();
+  if (t < a.nranks) {
+    if ((a.send_mask >> t) & 1) my[TD_FLAG(proto, TD_SENT, t, b)] = s_sent[t] + nseg;
+    if ((a.recv_mask >> t) & 1) my[TD_FLAG(proto, TD_RECVD, t, b)] = s_recvd[t] + nseg;
+  }
+}
+
+#define TD_KERNEL(name, OP) \
+  extern "C" __global__ void __launch_bounds__(512, 1) name(TdArgs a) { td_run<OP>(a); }
+
+TD_KERNEL(td_direct_sum, OpSum)
+TD_KERNEL(td_direct_prod, OpProd)
+TD_KERNEL(td_direct_min, OpMin)
+TD_KERNEL(td_direct_max, OpMax)

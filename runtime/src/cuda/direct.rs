@@ -1,0 +1,312 @@
+//! The direct-push path: the planner's one-shot schedules (`Algorithm::OneShot`) run on
+//! `kernels/src/direct.cu` without any barrier. Every sender pushes its message into slots of
+//! the receiver's scratch reserved for it; slots are recycled under credits (sequence numbers
+//! in device memory), so a rank never waits for a peer to enter the call, only for data.
+//!
+//! What each rank does for a collective is a [`DirectRole`] (pure, emulated in the tests
+//! against `runtime::reference`); [`enqueue`] turns it into one kernel launch, with programmatic
+//! dependent launch (PDL) so the next call's grid is resident before this one ends.
+
+use super::device::{drv, DevBuf, ExecModule};
+use super::group::CudaGroup;
+use super::CudaError;
+use crate::types::ReduceOp;
+use cudarc::driver::{sys, CudaContext};
+use planner::schedule::{Algorithm, CollectiveKind, Protocol, Schedule};
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// `TD_MAXCTA` in direct.cu: slot regions and flags exist for this many CTAs.
+pub(crate) const MAX_CTAS: u32 = 64;
+/// `TD_FLAG_WORDS`: (2 protocols × 4 roles × 8 peers × 64 CTAs) u64 words.
+const FLAG_WORDS: usize = 2 * 4 * 8 * MAX_CTAS as usize;
+/// Slots per (sender, receiver, CTA): how far a sender may run ahead of its receiver.
+const NSLOTS: u32 = 4;
+/// Simple slot: 128 KiB of data.
+const SIMPLE_SLOT_BYTES: u64 = 128 << 10;
+/// LL slot: 32 KiB of 16-byte lines carrying 16 KiB of data.
+const LL_SLOT_BYTES: u64 = 32 << 10;
+/// LL grids stay small: latency, not bandwidth, is what LL is for.
+const LL_MAX_CTAS: u32 = 32;
+const BLOCK: u32 = 512;
+
+/// What one rank does in a direct collective, in elements (see `TdArgs` in direct.cu).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirectRole {
+    /// Elements of every pushed message.
+    pub n: u64,
+    /// Bit p: push a message to rank p, read from `input + p * send_stride`.
+    pub send_mask: u32,
+    /// Bit s: receive rank s's message.
+    pub recv_mask: u32,
+    pub send_stride: u64,
+    /// true: out = own (op) received messages; false: each message lands at
+    /// `output + s * gather_stride`.
+    pub reduce: bool,
+    /// Reduce: own contribution at `input + local_off`.
+    pub local_off: u64,
+    pub gather_stride: u64,
+    /// Copy `input[0, n)` to `output + copy_dst` (all-gather / broadcast root, out of place).
+    pub copy_dst: Option<u64>,
+    /// Divide the reduction by the rank count (average).
+    pub avg: bool,
+}
+
+/// Whether the direct path runs `s` (a one-shot schedule of a collective it knows).
+pub fn applies(s: &Schedule) -> bool {
+    s.algorithm == Algorithm::OneShot
+        && s.nranks >= 2
+        && s.nranks <= 8
+        && matches!(
+            s.collective.kind,
+            CollectiveKind::AllReduce
+                | CollectiveKind::AllGather
+                | CollectiveKind::ReduceScatter
+                | CollectiveKind::Broadcast
+                | CollectiveKind::Reduce
+        )
+        && enabled()
+}
+
+/// `TOPOPLAN_DIRECT=0` sends one-shot schedules through the generic lowering instead.
+pub fn enabled() -> bool {
+    std::env::var("TOPOPLAN_DIRECT").map_or(true, |v| v != "0")
+}
+
+/// Rank `rank`'s part of a one-shot `kind` over `nranks` ranks with `count` elements per rank
+/// (nccl-tests' count), in place or not. `None` for collectives the path does not run.
+pub fn role(
+    kind: CollectiveKind,
+    root: u32,
+    rank: u32,
+    nranks: u32,
+    count: u64,
+    in_place: bool,
+    avg: bool,
+) -> Option<DirectRole> {
+    let others = ((1u32 << nranks) - 1) & !(1 << rank);
+    let mut r = DirectRole {
+        n: count,
+        send_mask: 0,
+        recv_mask: 0,
+        send_stride: 0,
+        reduce: true,
+        local_off: 0,
+        gather_stride: 0,
+        copy_dst: None,
+        avg: false,
+    };
+    match kind {
+        CollectiveKind::AllReduce => {
+            r.send_mask = others;
+            r.recv_mask = others;
+            r.avg = avg;
+        }
+        CollectiveKind::ReduceScatter => {
+            r.send_mask = others;
+            r.recv_mask = others;
+            r.send_stride = count;
+            r.local_off = rank as u64 * count;
+            r.avg = avg;
+        }
+        CollectiveKind::AllGather => {
+            r.send_mask = others;
+            r.recv_mask = others;
+            r.reduce = false;
+            r.gather_stride = count;
+            r.copy_dst = (!in_place).then_some(rank as u64 * count);
+        }
+        CollectiveKind::Broadcast => {
+            r.reduce = false;
+            if rank == root {
+                r.send_mask = others;
+                r.copy_dst = (!in_place).then_some(0);
+            } else {
+                r.recv_mask = 1 << root;
+            }
+        }
+        CollectiveKind::Reduce => {
+            if rank == root {
+                r.recv_mask = others;
+                r.avg = avg;
+            } else {
+                r.send_mask = 1 << root;
+            }
+        }
+        _ => return None,
+    }
+    Some(r)
+}
+
+/// CTAs for a message of `bytes`: the same on every rank (sender CTA b feeds receiver CTA b).
+pub fn grid(bytes: u64, ll: bool, min_sm: u32) -> u32 {
+    let env = std::env::var(if ll {
+        "TOPOPLAN_DIRECT_LL_CTAS"
+    } else {
+        "TOPOPLAN_DIRECT_CTAS"
+    })
+    .ok()
+    .and_then(|v| v.parse::<u32>().ok());
+    let (per_cta, cap) = if ll {
+        (8u64 << 10, LL_MAX_CTAS)
+    } else {
+        (32u64 << 10, MAX_CTAS)
+    };
+    env.unwrap_or_else(|| bytes.div_ceil(per_cta).min(cap as u64) as u32)
+        .clamp(1, cap.min(min_sm.max(1)))
+}
+
+/// Per-rank device memory of the direct path: Simple slots, LL slots (zeroed: sequence 0 never
+/// matches) and the flag words.
+#[derive(Debug)]
+pub(crate) struct DirectBufs {
+    simple: DevBuf,
+    ll: DevBuf,
+    flags: DevBuf,
+}
+
+impl DirectBufs {
+    pub(crate) fn new(ctx: &Arc<CudaContext>, nranks: usize) -> Result<Self, CudaError> {
+        let peers = nranks.saturating_sub(1).max(1) as u64;
+        let region = |slot: u64| (peers * MAX_CTAS as u64 * NSLOTS as u64 * slot) as usize;
+        let simple = DevBuf::new(ctx, region(SIMPLE_SLOT_BYTES))?;
+        let ll = DevBuf::new(ctx, region(LL_SLOT_BYTES))?;
+        ll.fill(0)?;
+        let flags = DevBuf::new(ctx, FLAG_WORDS * 8)?;
+        flags.fill(0)?;
+        Ok(Self { simple, ll, flags })
+    }
+}
+
+/// `TdArgs` of direct.cu, field for field.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct TdArgs {
+    input: u64,
+    output: u64,
+    scratch: [u64; 8],
+    flags: [u64; 8],
+    n: u64,
+    seg: u64,
+    slot_bytes: u64,
+    send_stride: u64,
+    local_off: u64,
+    gather_stride: u64,
+    copy_dst: u64,
+    rank: u32,
+    nranks: u32,
+    send_mask: u32,
+    recv_mask: u32,
+    mode: u32,
+    ll: u32,
+    nslots: u32,
+    opts: u32,
+}
+
+/// Enqueues rank `rank`'s part of a one-shot collective on `stream`.
+pub(crate) fn enqueue(
+    g: &CudaGroup,
+    rank: usize,
+    req: &super::Request,
+    in_place: bool,
+    module: &ExecModule,
+    stream: sys::CUstream,
+) -> Result<(), CudaError> {
+    let s = req.schedule;
+    let n = g.nranks() as u32;
+    let role = role(
+        s.collective.kind,
+        s.collective.root.unwrap_or(0),
+        rank as u32,
+        n,
+        req.count,
+        in_place,
+        req.op == ReduceOp::Avg,
+    )
+    .ok_or_else(|| CudaError::Lower("the direct path does not run this collective".into()))?;
+    let ll = s.protocol == Protocol::LL;
+    let elem = req.dtype.size() as u64;
+    let slot_bytes = if ll { LL_SLOT_BYTES } else { SIMPLE_SLOT_BYTES };
+    let seg = if ll { slot_bytes / 2 } else { slot_bytes } / elem;
+    let min_sm = g.ranks.iter().map(|r| r.sm_count).min().unwrap_or(1);
+    let grid = grid(role.n * elem, ll, min_sm);
+    let mut scratch = [0u64; 8];
+    let mut flags = [0u64; 8];
+    for (r, st) in g.ranks.iter().enumerate() {
+        scratch[r] = if ll { st.direct.ll.ptr } else { st.direct.simple.ptr };
+        flags[r] = st.direct.flags.ptr;
+    }
+    let args = TdArgs {
+        input: req.inputs[rank],
+        output: req.outputs[rank],
+        scratch,
+        flags,
+        n: role.n,
+        seg,
+        slot_bytes,
+        send_stride: role.send_stride,
+        local_off: role.local_off,
+        gather_stride: role.gather_stride,
+        copy_dst: role.copy_dst.unwrap_or(0),
+        rank: rank as u32,
+        nranks: n,
+        send_mask: role.send_mask,
+        recv_mask: role.recv_mask,
+        mode: u32::from(!role.reduce),
+        ll: u32::from(ll),
+        nslots: NSLOTS,
+        opts: u32::from(role.avg) | (u32::from(role.copy_dst.is_some()) << 1),
+    };
+    let op = match req.op {
+        ReduceOp::Sum | ReduceOp::Avg => 0,
+        ReduceOp::Prod => 1,
+        ReduceOp::Min => 2,
+        ReduceOp::Max => 3,
+    };
+    let pdl = std::env::var("TOPOPLAN_PDL").map_or(true, |v| v != "0");
+    launch(
+        &g.ranks[rank].ctx,
+        &module.direct[op],
+        grid,
+        &args,
+        stream,
+        pdl,
+    )
+}
+
+fn launch(
+    ctx: &Arc<CudaContext>,
+    f: &cudarc::driver::CudaFunction,
+    grid: u32,
+    args: &TdArgs,
+    stream: sys::CUstream,
+    pdl: bool,
+) -> Result<(), CudaError> {
+    ctx.bind_to_thread().map_err(drv)?;
+    let mut a = *args;
+    let mut params: [*mut c_void; 1] = [&mut a as *mut TdArgs as *mut c_void];
+    // SAFETY: an all-zero attribute is a valid C value; we set the id and its union member.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    let cfg = sys::CUlaunchConfig {
+        gridDimX: grid,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: BLOCK,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: 0,
+        hStream: stream,
+        attrs: &mut attr,
+        numAttrs: u32::from(pdl),
+    };
+    // SAFETY: the kernel takes one `TdArgs` by value, which `params` points to; the config and
+    // attribute outlive the call (the driver copies them).
+    unsafe { sys::cuLaunchKernelEx(&cfg, f.cu_function(), params.as_mut_ptr(), std::ptr::null_mut()) }
+        .result()
+        .map_err(drv)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,186 @@
+//! Every [`DirectRole`] emulated at message granularity (all pushes read before any write, as
+//! the kernel orders them) against `runtime::reference`, in place and not.
+
+use super::*;
+use crate::reference::{buffer_lens, expected, random_input};
+use crate::Element;
+use planner::schedule::Collective;
+
+const KINDS: [CollectiveKind; 5] = [
+    CollectiveKind::AllReduce,
+    CollectiveKind::ReduceScatter,
+    CollectiveKind::AllGather,
+    CollectiveKind::Broadcast,
+    CollectiveKind::Reduce,
+];
+
+/// Runs the roles of every rank on one flat memory per rank laid out as the caller's buffers
+/// (aliased in place like nccl-tests), returning each rank's output view.
+fn emulate(
+    kind: CollectiveKind,
+    root: u32,
+    count: usize,
+    in_place: bool,
+    op: ReduceOp,
+    inputs: &[Vec<i64>],
+) -> Vec<Vec<i64>> {
+    let n = inputs.len();
+    let coll = Collective {
+        root: Some(root),
+        ..Collective::new(kind)
+    };
+    let (il, ol) = buffer_lens(&coll, n as u32, count);
+    let poison = i64::MIN + 777;
+    // (memory, input offset, output offset) per rank.
+    let mut mem: Vec<(Vec<i64>, usize, usize)> = (0..n)
+        .map(|r| {
+            if !in_place {
+                let mut m = inputs[r].clone();
+                m.extend(std::iter::repeat(poison).take(ol));
+                return (m, 0, il);
+            }
+            match kind {
+                CollectiveKind::AllGather => {
+                    let mut m = vec![poison; ol];
+                    m[r * count..(r + 1) * count].copy_from_slice(&inputs[r]);
+                    (m, r * count, 0)
+                }
+                CollectiveKind::ReduceScatter => (inputs[r].clone(), 0, r * count),
+                _ => (inputs[r].clone(), 0, 0),
+            }
+        })
+        .collect();
+    let roles: Vec<DirectRole> = (0..n)
+        .map(|r| {
+            role(kind, root, r as u32, n as u32, count as u64, in_place, op == ReduceOp::Avg)
+                .unwrap()
+        })
+        .collect();
+    for s in 0..n {
+        for r in 0..n {
+            let sends = roles[s].send_mask >> r & 1 == 1;
+            let recvs = roles[r].recv_mask >> s & 1 == 1;
+            assert_eq!(sends, recvs, "{kind:?}: {s} -> {r} pushes {sends}, receives {recvs}");
+            assert!(!(sends && s == r), "{kind:?}: rank {s} sends to itself");
+        }
+    }
+    // Every read happens before every write (the kernel pushes a segment before it writes it).
+    let snap: Vec<Vec<i64>> = mem.iter().map(|(m, _, _)| m.clone()).collect();
+    let msg = |s: usize, r: usize| -> &[i64] {
+        let at = mem[s].1 + r * roles[s].send_stride as usize;
+        &snap[s][at..at + count]
+    };
+    let mut out_mem: Vec<Vec<i64>> = snap.clone();
+    for r in 0..n {
+        let ro = &roles[r];
+        let (_, i0, o0) = mem[r];
+        if let Some(d) = ro.copy_dst {
+            let src = snap[r][i0..i0 + count].to_vec();
+            out_mem[r][o0 + d as usize..o0 + d as usize + count].copy_from_slice(&src);
+        }
+        if ro.recv_mask == 0 {
+            continue;
+        }
+        for i in 0..count {
+            if ro.reduce {
+                let mut acc = snap[r][i0 + ro.local_off as usize + i];
+                for s in 0..n {
+                    if ro.recv_mask >> s & 1 == 1 {
+                        acc = acc.combine(msg(s, r)[i], op);
+                    }
+                }
+                if ro.avg {
+                    acc = acc.div_ranks(n as u32);
+                }
+                out_mem[r][o0 + i] = acc;
+            } else {
+                for s in 0..n {
+                    if ro.recv_mask >> s & 1 == 1 {
+                        out_mem[r][o0 + s * ro.gather_stride as usize + i] = msg(s, r)[i];
+                    }
+                }
+            }
+        }
+    }
+    for (r, m) in mem.iter_mut().enumerate() {
+        m.0 = out_mem[r].clone();
+    }
+    let out_len = if kind == CollectiveKind::ReduceScatter { count } else { ol };
+    mem.iter().map(|(m, _, o0)| m[*o0..*o0 + out_len].to_vec()).collect()
+}
+
+#[test]
+fn roles_compute_every_collective_in_and_out_of_place() {
+    let mut cases = 0;
+    for kind in KINDS {
+        for n in 2..=8usize {
+            for &count in &[1usize, 7, 64] {
+                for in_place in [false, true] {
+                    for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Avg] {
+                        let root = (n as u32 * 7 + count as u32) % n as u32;
+                        let coll = Collective {
+                            root: Some(root),
+                            ..Collective::new(kind)
+                        };
+                        let seed = 0x5eed ^ (n as u64) << 8 ^ count as u64;
+                        let (il, _) = buffer_lens(&coll, n as u32, count);
+                        let inputs: Vec<Vec<i64>> = (0..n)
+                            .map(|r| random_input::<i64>(seed, r as u32, il, op))
+                            .collect();
+                        let got = emulate(kind, root, count, in_place, op, &inputs);
+                        let want = expected(&coll, op, count, &inputs);
+                        for r in 0..n {
+                            if let Some(w) = &want[r] {
+                                assert_eq!(
+                                    &got[r], w,
+                                    "{kind:?} n={n} count={count} in_place={in_place} {op:?} \
+                                     root={root} rank {r} (seed {seed:#x})"
+                                );
+                            }
+                        }
+                        cases += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(cases, 5 * 7 * 3 * 2 * 3);
+}
+
+#[test]
+fn only_one_shot_schedules_of_known_collectives_take_the_path() {
+    use planner::schedule::build;
+    for kind in KINDS {
+        let coll = Collective {
+            root: Some(0),
+            ..Collective::new(kind)
+        };
+        let s = build::one_shot(&coll, 2, Protocol::Simple).unwrap();
+        assert!(applies(&s), "{kind:?}");
+        let r = build::ring(&coll, &[vec![0, 1]], Protocol::Simple).unwrap();
+        assert!(!applies(&r), "{kind:?} ring");
+    }
+    assert!(role(CollectiveKind::AllToAll, 0, 0, 2, 8, false, false).is_none());
+}
+
+#[test]
+fn grid_is_a_function_of_size_and_within_the_slot_layout() {
+    for ll in [false, true] {
+        let mut last = 0;
+        for shift in 0..32 {
+            let g = grid(1u64 << shift, ll, 132);
+            assert!(g >= 1 && g <= MAX_CTAS, "{shift} {ll} {g}");
+            assert!(g >= last, "grid shrinks with size at 2^{shift}");
+            last = g;
+            assert!(grid(1u64 << shift, ll, 8) <= 8);
+        }
+        assert_eq!(grid(1 << 30, ll, 132), if ll { LL_MAX_CTAS } else { MAX_CTAS });
+    }
+}
+
+#[test]
+fn kernel_arguments_have_the_c_layout() {
+    // 2 pointers, 2 × 8 pointers, 7 u64, 8 u32 (direct.cu's TdArgs).
+    assert_eq!(std::mem::size_of::<TdArgs>(), 2 * 8 + 2 * 64 + 7 * 8 + 8 * 4);
+    assert_eq!(std::mem::align_of::<TdArgs>(), 8);
+}
