@@ -25,7 +25,14 @@
 #define TD_RECVD 1
 #define TD_READY 2
 #define TD_CREDIT 3
-#define TD_FLAG_WORDS (2 * TD_ROLES * TP_MAXR * TD_MAXCTA)
+// Per-CTA words of the Simple path's in-place guard (after the per-peer words): calls run by
+// the sender CTA b and by the receiver CTA b (equal between calls), and the sender's progress
+// (call << 32 | segments pushed to every peer), which an in-place receiver waits for before it
+// overwrites the input the sender still has to push.
+#define TD_SCALLS (2 * TD_ROLES * TP_MAXR * TD_MAXCTA)
+#define TD_RCALLS (TD_SCALLS + TD_MAXCTA)
+#define TD_PROGRESS (TD_RCALLS + TD_MAXCTA)
+#define TD_FLAG_WORDS (TD_PROGRESS + TD_MAXCTA)
 
 struct TdArgs {
   u64 in, out;              // this rank's buffers (T*)
@@ -43,10 +50,13 @@ struct TdArgs {
   u32 mode;                 // 0 reduce: out = own (op) received; 1 gather: out slot = received
   u32 ll;                   // 1: LL lines, 0: Simple (data, fence, ready flag)
   u32 nslots;
-  u32 opts;                 // TD_AVG | TD_COPY
+  u32 opts;                 // TD_AVG | TD_COPY | TD_INPLACE
 };
+// Simple runs 2G CTAs: [0, G) push (sender CTA b), [G, 2G) consume (receiver CTA b), so the
+// NVLink stores never pause while a CTA reduces. LL runs G CTAs that push, then consume.
 #define TD_AVG 1u
 #define TD_COPY 2u
+#define TD_INPLACE 4u  // the receiver overwrites what this rank's sender CTAs still push
 
 __device__ __forceinline__ void td_pdl_wait() {
 #if __CUDA_ARCH__ >= 900
@@ -64,10 +74,11 @@ __device__ __forceinline__ u32 td_pidx(u32 sender, u32 receiver) {
   return sender < receiver ? sender : sender - 1;
 }
 
-__device__ __forceinline__ char* td_slot(const TdArgs& a, u32 receiver, u32 sender, u64 q) {
+// Slot of sequence number q for (sender, receiver, CTA b) in the receiver's scratch.
+__device__ __forceinline__ char* td_slot(const TdArgs& a, u32 receiver, u32 sender, u32 b, u64 q) {
   u64 slot = (q - 1) % a.nslots;
   return (char*)a.scratch[receiver] +
-         ((u64)(td_pidx(sender, receiver) * TD_MAXCTA + blockIdx.x) * a.nslots + slot) * a.slot_bytes;
+         ((u64)(td_pidx(sender, receiver) * TD_MAXCTA + b) * a.nslots + slot) * a.slot_bytes;
 }
 
 __device__ __forceinline__ bool td_aligned(const void* p) { return (((u64)p) & 15) == 0; }
@@ -175,126 +186,198 @@ __device__ __forceinline__ unsigned long long td_ll_wait(const uint4* line, u32 
   return ((unsigned long long)v.z << 32) | v.x;
 }
 
-template <typename OP>
-__device__ void td_run(const TdArgs& a) {
-  // Sequence numbers of this CTA: [peer] sent / consumed so far, and the peer's credit.
-  __shared__ u64 s_sent[TP_MAXR], s_recvd[TP_MAXR], s_credit[TP_MAXR];
-  const u32 b = blockIdx.x, G = gridDim.x, proto = a.ll;
-  u64* my = (u64*)a.flags[a.rank];
-  // PDL: let the next collective's grid get resident now; wait for the previous kernel on
-  // this stream (the caller's producer, or our previous call) before touching any memory.
-  td_pdl_launch();
-  td_pdl_wait();
+
+// This CTA's share [lo, hi) of the message, cut in whole 16-byte vectors so that every rank
+// cuts alike.
+__device__ __forceinline__ void td_share(const TdArgs& a, u32 b, u32 G, u64& lo, u64& hi) {
+  u64 nv = (a.n + VEC - 1) / VEC;
+  lo = (nv * b / G) * VEC;
+  hi = (nv * (b + 1) / G) * VEC;
+  if (hi > a.n) hi = a.n;
+  if (lo > a.n) lo = a.n;
+}
+
+// Waits (thread 0) until the peer's credit lets sequence number q into its slot.
+__device__ __forceinline__ void td_credit(const TdArgs& a, u64* s_credit, u32 proto, u32 p, u32 b, u64 q) {
+  if (s_credit[p] + a.nslots < q) {  // uniform: every thread reads it before the barrier
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      u64 c;
+      const u64* w = ((const u64*)a.flags[a.rank]) + TD_FLAG(proto, TD_CREDIT, p, b);
+      while ((c = ld_acquire(w)) + a.nslots < q) {}
+      s_credit[p] = c;
+    }
+    __syncthreads();
+  }
+}
+
+// Loads this CTA's per-peer sequence numbers into shared memory.
+__device__ __forceinline__ void td_load_seq(const TdArgs& a, u32 proto, u32 b, u64* s_sent, u64* s_recvd, u64* s_credit) {
+  const u64* my = (const u64*)a.flags[a.rank];
   u32 t = threadIdx.x;
   if (t < TP_MAXR) s_sent[t] = my[TD_FLAG(proto, TD_SENT, t, b)];
   else if (t < 2 * TP_MAXR) s_recvd[t - TP_MAXR] = my[TD_FLAG(proto, TD_RECVD, t - TP_MAXR, b)];
   else if (t < 3 * TP_MAXR) s_credit[t - 2 * TP_MAXR] = ld_acquire(my + TD_FLAG(proto, TD_CREDIT, t - 2 * TP_MAXR, b));
   __syncthreads();
+}
 
-  // This CTA's share [lo, hi) of the message, cut in whole 16-byte vectors so that every rank
-  // cuts alike; segments of `seg` elements within it.
-  u64 nv = (a.n + VEC - 1) / VEC;
-  u64 lo = (nv * b / G) * VEC, hi = (nv * (b + 1) / G) * VEC;
-  if (hi > a.n) hi = a.n;
-  if (lo > a.n) lo = a.n;
-  u64 len = hi - lo;
-  u64 nseg = (len + a.seg - 1) / a.seg;
-  bool avg = (a.opts & TD_AVG) != 0;
-
+// Simple, sender CTA b: push every segment to every peer (credit, data, fence, ready flag).
+template <typename OP>
+__device__ void td_simple_send(const TdArgs& a, u32 b, u32 G) {
+  __shared__ u64 s_sent[TP_MAXR], s_recvd[TP_MAXR], s_credit[TP_MAXR], s_call;
+  u64* my = (u64*)a.flags[a.rank];
+  u32 t = threadIdx.x;
+  if (t == 0) s_call = my[TD_SCALLS + b] + 1;
+  td_load_seq(a, 0, b, s_sent, s_recvd, s_credit);
+  u64 lo, hi;
+  td_share(a, b, G, lo, hi);
+  u64 len = hi - lo, nseg = (len + a.seg - 1) / a.seg;
   if (a.opts & TD_COPY) td_copy((T*)a.out + a.copy_dst + lo, (const T*)a.in + lo, len);
+  for (u64 j = 0; j < nseg; j++) {
+    u64 off = lo + j * a.seg, cnt = min(a.seg, hi - off);
+    for (u32 p = 0; p < a.nranks; p++) {
+      if (!((a.send_mask >> p) & 1)) continue;
+      u64 q = s_sent[p] + j + 1;
+      td_credit(a, s_credit, 0, p, b, q);
+      td_copy((T*)td_slot(a, p, a.rank, b, q), (const T*)a.in + p * a.send_stride + off, cnt);
+      __threadfence_system();
+      __syncthreads();
+      if (t == 0) st_release(((u64*)a.flags[p]) + TD_FLAG(0, TD_READY, a.rank, b), q);
+    }
+    // Past the last barrier every thread's loads of segment j are done (its stores used them).
+    if ((a.opts & TD_INPLACE) && t == 0) st_release(my + TD_PROGRESS + b, (s_call << 32) | (j + 1));
+  }
+  __syncthreads();
+  if (t < a.nranks && ((a.send_mask >> t) & 1)) my[TD_FLAG(0, TD_SENT, t, b)] = s_sent[t] + nseg;
+  if (t == 0) my[TD_SCALLS + b] = s_call;
+}
 
+// Simple, receiver CTA b: wait for every peer's segment, combine, hand the slot back.
+template <typename OP>
+__device__ void td_simple_recv(const TdArgs& a, u32 b, u32 G) {
+  __shared__ u64 s_sent[TP_MAXR], s_recvd[TP_MAXR], s_credit[TP_MAXR], s_call;
+  u64* my = (u64*)a.flags[a.rank];
+  u32 t = threadIdx.x;
+  if (t == 0) s_call = my[TD_RCALLS + b] + 1;
+  td_load_seq(a, 0, b, s_sent, s_recvd, s_credit);
+  u64 lo, hi;
+  td_share(a, b, G, lo, hi);
+  u64 len = hi - lo, nseg = (len + a.seg - 1) / a.seg;
+  bool avg = (a.opts & TD_AVG) != 0;
+  for (u64 j = 0; j < nseg && a.recv_mask; j++) {
+    u64 off = lo + j * a.seg, cnt = min(a.seg, hi - off);
+    if (t < a.nranks && ((a.recv_mask >> t) & 1)) {
+      const u64* rf = my + TD_FLAG(0, TD_READY, t, b);
+      u64 q = s_recvd[t] + j + 1;
+      while (ld_acquire(rf) < q) {}
+    }
+    if ((a.opts & TD_INPLACE) && t == TP_MAXR) {
+      u64 want = (s_call << 32) | (j + 1);
+      while (ld_acquire(my + TD_PROGRESS + b) < want) {}
+    }
+    __syncthreads();
+    if (a.mode == 0) {
+      const T* srcs[TP_MAXR];
+      u32 ns = 0;
+      for (u32 s = 0; s < a.nranks; s++)
+        if ((a.recv_mask >> s) & 1) srcs[ns++] = (const T*)td_slot(a, a.rank, s, b, s_recvd[s] + j + 1);
+      td_reduce<OP>((T*)a.out + off, (const T*)a.in + a.local_off + off, srcs, ns, cnt, avg, a.nranks);
+    } else {
+      for (u32 s = 0; s < a.nranks; s++)
+        if ((a.recv_mask >> s) & 1)
+          td_copy((T*)a.out + s * a.gather_stride + off, (const T*)td_slot(a, a.rank, s, b, s_recvd[s] + j + 1), cnt);
+    }
+    __syncthreads();
+    if (t < a.nranks && ((a.recv_mask >> t) & 1))
+      st_release(((u64*)a.flags[t]) + TD_FLAG(0, TD_CREDIT, a.rank, b), s_recvd[t] + j + 1);
+  }
+  __syncthreads();
+  if (t < a.nranks && ((a.recv_mask >> t) & 1)) my[TD_FLAG(0, TD_RECVD, t, b)] = s_recvd[t] + nseg;
+  if (t == 0) my[TD_RCALLS + b] = s_call;
+}
+
+// LL, CTA b: push as far as the slots allow, then consume segment j (lines carry the sequence
+// number, so there is no ready flag and no fence).
+template <typename OP>
+__device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
+  __shared__ u64 s_sent[TP_MAXR], s_recvd[TP_MAXR], s_credit[TP_MAXR];
+  u64* my = (u64*)a.flags[a.rank];
+  u32 t = threadIdx.x;
+  td_load_seq(a, 1, b, s_sent, s_recvd, s_credit);
+  u64 lo, hi;
+  td_share(a, b, G, lo, hi);
+  u64 len = hi - lo, nseg = (len + a.seg - 1) / a.seg;
+  bool avg = (a.opts & TD_AVG) != 0;
+  if (a.opts & TD_COPY) td_copy((T*)a.out + a.copy_dst + lo, (const T*)a.in + lo, len);
   u64 sent = 0;
   for (u64 j = 0; j < nseg || sent < nseg; j++) {
-    // Push ahead as far as the slots allow, then consume segment j.
     for (; sent < nseg && sent < j + a.nslots; sent++) {
-      u64 off = lo + sent * a.seg;
-      u64 cnt = min(a.seg, hi - off);
+      u64 off = lo + sent * a.seg, cnt = min(a.seg, hi - off);
       for (u32 p = 0; p < a.nranks; p++) {
         if (!((a.send_mask >> p) & 1)) continue;
         u64 q = s_sent[p] + sent + 1;
-        if (s_credit[p] + a.nslots < q) {  // uniform: every thread reads it before the barrier
-          __syncthreads();
-          if (t == 0) {
-            u64 c;
-            while ((c = ld_acquire(my + TD_FLAG(proto, TD_CREDIT, p, b))) + a.nslots < q) {}
-            s_credit[p] = c;
-          }
-          __syncthreads();
-        }
+        td_credit(a, s_credit, 1, p, b, q);
         const T* src = (const T*)a.in + p * a.send_stride + off;
-        char* dst = td_slot(a, p, a.rank, q);
-        if (proto) {
-          uint4* lines = (uint4*)dst;
-          u64 nl = (cnt + TD_PER - 1) / TD_PER;
-          for (u64 ln = t; ln < nl; ln += blockDim.x) {
-            unsigned long long v = td_pack(src, ln, cnt);
-            asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(lines + ln),
-                         "r"((u32)v), "r"((u32)q), "r"((u32)(v >> 32)), "r"((u32)q) : "memory");
-          }
-        } else {
-          td_copy((T*)dst, src, cnt);
-          __threadfence_system();
-          __syncthreads();
-          if (t == 0) st_release(((u64*)a.flags[p]) + TD_FLAG(0, TD_READY, a.rank, b), q);
+        uint4* lines = (uint4*)td_slot(a, p, a.rank, b, q);
+        u64 nl = (cnt + TD_PER - 1) / TD_PER;
+        for (u64 ln = t; ln < nl; ln += blockDim.x) {
+          unsigned long long v = td_pack(src, ln, cnt);
+          asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(lines + ln),
+                       "r"((u32)v), "r"((u32)q), "r"((u32)(v >> 32)), "r"((u32)q) : "memory");
         }
       }
     }
     if (j >= nseg || a.recv_mask == 0) continue;
-    u64 off = lo + j * a.seg;
-    u64 cnt = min(a.seg, hi - off);
-    if (proto) {
-      __syncthreads();  // in place: every push of this segment read `in` before `out` is written
-      u64 nl = (cnt + TD_PER - 1) / TD_PER;
-      for (u64 ln = t; ln < nl; ln += blockDim.x) {
-        if (a.mode == 0) {
-          U8B acc; acc.u = td_pack((const T*)a.in + a.local_off + off, ln, cnt);
-          for (u32 s = 0; s < a.nranks; s++) {
-            if (!((a.recv_mask >> s) & 1)) continue;
-            U8B x; x.u = td_ll_wait((const uint4*)td_slot(a, a.rank, s, s_recvd[s] + j + 1) + ln, (u32)(s_recvd[s] + j + 1));
+    u64 off = lo + j * a.seg, cnt = min(a.seg, hi - off);
+    __syncthreads();  // in place: every push of this segment read `in` before `out` is written
+    u64 nl = (cnt + TD_PER - 1) / TD_PER;
+    for (u64 ln = t; ln < nl; ln += blockDim.x) {
+      if (a.mode == 0) {
+        U8B acc; acc.u = td_pack((const T*)a.in + a.local_off + off, ln, cnt);
+        for (u32 s = 0; s < a.nranks; s++) {
+          if (!((a.recv_mask >> s) & 1)) continue;
+          u64 q = s_recvd[s] + j + 1;
+          U8B x; x.u = td_ll_wait((const uint4*)td_slot(a, a.rank, s, b, q) + ln, (u32)q);
 #pragma unroll
-            for (u32 e = 0; e < TD_PER; e++) acc.e[e] = tstore(OP::f(tload(acc.e[e]), tload(x.e[e])));
-          }
-          if (avg)
+          for (u32 e = 0; e < TD_PER; e++) acc.e[e] = tstore(OP::f(tload(acc.e[e]), tload(x.e[e])));
+        }
+        if (avg)
 #pragma unroll
-            for (u32 e = 0; e < TD_PER; e++) acc.e[e] = tstore(tp_div(tload(acc.e[e]), a.nranks));
-          td_unpack((T*)a.out + off, ln, cnt, acc.u);
-        } else {
-          for (u32 s = 0; s < a.nranks; s++) {
-            if (!((a.recv_mask >> s) & 1)) continue;
-            unsigned long long v = td_ll_wait((const uint4*)td_slot(a, a.rank, s, s_recvd[s] + j + 1) + ln, (u32)(s_recvd[s] + j + 1));
-            td_unpack((T*)a.out + s * a.gather_stride + off, ln, cnt, v);
-          }
+          for (u32 e = 0; e < TD_PER; e++) acc.e[e] = tstore(tp_div(tload(acc.e[e]), a.nranks));
+        td_unpack((T*)a.out + off, ln, cnt, acc.u);
+      } else {
+        for (u32 s = 0; s < a.nranks; s++) {
+          if (!((a.recv_mask >> s) & 1)) continue;
+          u64 q = s_recvd[s] + j + 1;
+          unsigned long long v = td_ll_wait((const uint4*)td_slot(a, a.rank, s, b, q) + ln, (u32)q);
+          td_unpack((T*)a.out + s * a.gather_stride + off, ln, cnt, v);
         }
       }
-      __syncthreads();
-    } else {
-      if (t < a.nranks && ((a.recv_mask >> t) & 1)) {
-        const u64* rf = my + TD_FLAG(0, TD_READY, t, b);
-        u64 q = s_recvd[t] + j + 1;
-        while (ld_acquire(rf) < q) {}
-      }
-      __syncthreads();
-      if (a.mode == 0) {
-        const T* srcs[TP_MAXR];
-        u32 ns = 0;
-        for (u32 s = 0; s < a.nranks; s++)
-          if ((a.recv_mask >> s) & 1) srcs[ns++] = (const T*)td_slot(a, a.rank, s, s_recvd[s] + j + 1);
-        td_reduce<OP>((T*)a.out + off, (const T*)a.in + a.local_off + off, srcs, ns, cnt, avg, a.nranks);
-      } else {
-        for (u32 s = 0; s < a.nranks; s++)
-          if ((a.recv_mask >> s) & 1)
-            td_copy((T*)a.out + s * a.gather_stride + off, (const T*)td_slot(a, a.rank, s, s_recvd[s] + j + 1), cnt);
-      }
-      __syncthreads();
     }
+    __syncthreads();
     // The slots of segment j are read: hand them back.
     if (t < a.nranks && ((a.recv_mask >> t) & 1))
-      st_release(((u64*)a.flags[t]) + TD_FLAG(proto, TD_CREDIT, a.rank, b), s_recvd[t] + j + 1);
+      st_release(((u64*)a.flags[t]) + TD_FLAG(1, TD_CREDIT, a.rank, b), s_recvd[t] + j + 1);
   }
   __syncthreads();
   if (t < a.nranks) {
-    if ((a.send_mask >> t) & 1) my[TD_FLAG(proto, TD_SENT, t, b)] = s_sent[t] + nseg;
-    if ((a.recv_mask >> t) & 1) my[TD_FLAG(proto, TD_RECVD, t, b)] = s_recvd[t] + nseg;
+    if ((a.send_mask >> t) & 1) my[TD_FLAG(1, TD_SENT, t, b)] = s_sent[t] + nseg;
+    if ((a.recv_mask >> t) & 1) my[TD_FLAG(1, TD_RECVD, t, b)] = s_recvd[t] + nseg;
+  }
+}
+
+template <typename OP>
+__device__ void td_run(const TdArgs& a) {
+  // PDL: let the next collective's grid get resident now; wait for the previous kernel on
+  // this stream (the caller's producer, or our previous call) before touching any memory.
+  td_pdl_launch();
+  td_pdl_wait();
+  if (a.ll) {
+    td_ll<OP>(a, blockIdx.x, gridDim.x);
+  } else {
+    u32 G = gridDim.x / 2;
+    if (blockIdx.x < G) td_simple_send<OP>(a, blockIdx.x, G);
+    else td_simple_recv<OP>(a, blockIdx.x - G, G);
   }
 }
 

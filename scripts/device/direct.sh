@@ -12,6 +12,7 @@ for what in "${@:-check perf}"; do
       machine_info >> "$LOG"
       T=240 run bench --coll all -d all -o sum,min,avg --counts 0,1,7,4097,1048579 -w 0 -n 1 --runs 1 -c 1
       T=120 run bench --coll all -d float,bfloat16,int8 -o sum,max,prod --counts 1,65537,1048579,16777219 -w 1 -n 3 --runs 1 -c 1 --algo one-shot
+      PRE="TOPOPLAN_DIRECT_CTAS=3 " TOPOPLAN_DIRECT_CTAS=3 T=120 run bench --coll all -d float,half -o sum,avg --counts 7,1048579,16777219 -w 1 -n 3 --runs 1 -c 1 --algo one-shot
       T=120 run bench --coll all -d float,half,int64 -o sum,max --counts 7,65537,1048579 -w 1 -n 3 --runs 1 -c 1 --algo one-shot-ll
       T=120 run bench --coll all-reduce,broadcast -d float -o sum --counts 268435456 -w 1 -n 2 --runs 1 -c 1 --algo one-shot
       wrong=$(grep '# summary' "$LOG" | awk '{s+=$5} END {print s+0}')
@@ -22,7 +23,7 @@ for what in "${@:-check perf}"; do
       PRE="TOPOPLAN_PDL=0 " TOPOPLAN_PDL=0 T=60 run bench -b 8 -e 64K -f 8 -g 2 -w 5 -n 20 --runs 3 -c 0 --vs-nccl
       for a in one-shot-ll one-shot; do T=60 run bench -b 128K -e 4M -f 2 -g 2 -w 5 -n 20 --runs 3 -c 0 --algo $a; done
       for c in 16 32 64; do PRE="TOPOPLAN_DIRECT_CTAS=$c " TOPOPLAN_DIRECT_CTAS=$c T=90 run bench -b 1M -e 1G -f 8 -g 2 -w 3 -n 10 --runs 3 -c 0 --algo one-shot; done
-      PRE="TOPOPLAN_DIRECT=0 " TOPOPLAN_DIRECT=0 T=90 run bench -b 8 -e 1G -f 8 -g 2 -w 3 -n 10 --runs 3 -c 0 ;;
+      PRE="TOPOPLAN_DIRECT=0 " TOPOPLAN_DIRECT=0 T=90 run bench -b 16M -e 1G -f 8 -g 2 -w 3 -n 10 --runs 3 -c 0 --algo one-shot ;;
     others)
       T=240 run bench --coll all-gather,reduce-scatter,broadcast,reduce -b 1K -e 256M -f 8 -g 2 -w 3 -n 20 --runs 3 -c 0 --vs-nccl ;;
   esac

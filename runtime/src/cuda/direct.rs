@@ -18,8 +18,9 @@ use std::sync::Arc;
 
 /// `TD_MAXCTA` in direct.cu: slot regions and flags exist for this many CTAs.
 pub(crate) const MAX_CTAS: u32 = 64;
-/// `TD_FLAG_WORDS`: (2 protocols × 4 roles × 8 peers × 64 CTAs) u64 words.
-const FLAG_WORDS: usize = 2 * 4 * 8 * MAX_CTAS as usize;
+/// `TD_FLAG_WORDS`: (2 protocols × 4 roles × 8 peers × 64 CTAs) u64 words, then three per-CTA
+/// words of the in-place guard.
+const FLAG_WORDS: usize = (2 * 4 * 8 + 3) * MAX_CTAS as usize;
 /// Slots per (sender, receiver, CTA): how far a sender may run ahead of its receiver.
 const NSLOTS: u32 = 4;
 /// Simple slot: 128 KiB of data.
@@ -52,6 +53,18 @@ pub struct DirectRole {
     pub avg: bool,
 }
 
+impl DirectRole {
+    /// In place, whether this rank's received result lands on input it still pushes (all-reduce):
+    /// its receiver then waits for its own sender, segment by segment.
+    pub fn overwrites_what_it_pushes(&self) -> bool {
+        self.reduce
+            && self.send_mask != 0
+            && self.recv_mask != 0
+            && self.send_stride == 0
+            && self.local_off == 0
+    }
+}
+
 /// Whether the direct path runs `s` (a one-shot schedule of a collective it knows).
 pub fn applies(s: &Schedule) -> bool {
     s.algorithm == Algorithm::OneShot
@@ -70,7 +83,7 @@ pub fn applies(s: &Schedule) -> bool {
 
 /// `TOPOPLAN_DIRECT=0` sends one-shot schedules through the generic lowering instead.
 pub fn enabled() -> bool {
-    std::env::var("TOPOPLAN_DIRECT").map_or(true, |v| v != "0")
+    knobs().enabled
 }
 
 /// Rank `rank`'s part of a one-shot `kind` over `nranks` ranks with `count` elements per rank
@@ -138,22 +151,40 @@ pub fn role(
     Some(r)
 }
 
-/// CTAs for a message of `bytes`: the same on every rank (sender CTA b feeds receiver CTA b).
-pub fn grid(bytes: u64, ll: bool, min_sm: u32) -> u32 {
-    let env = std::env::var(if ll {
-        "TOPOPLAN_DIRECT_LL_CTAS"
-    } else {
-        "TOPOPLAN_DIRECT_CTAS"
+/// Environment knobs, read once (a call must not pay for `std::env::var`).
+struct Knobs {
+    enabled: bool,
+    pdl: bool,
+    ctas: Option<u32>,
+    ll_ctas: Option<u32>,
+}
+
+fn knobs() -> &'static Knobs {
+    static K: std::sync::OnceLock<Knobs> = std::sync::OnceLock::new();
+    K.get_or_init(|| {
+        let num = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
+        Knobs {
+            enabled: std::env::var("TOPOPLAN_DIRECT").map_or(true, |v| v != "0"),
+            pdl: std::env::var("TOPOPLAN_PDL").map_or(true, |v| v != "0"),
+            ctas: num("TOPOPLAN_DIRECT_CTAS"),
+            ll_ctas: num("TOPOPLAN_DIRECT_LL_CTAS"),
+        }
     })
-    .ok()
-    .and_then(|v| v.parse::<u32>().ok());
+}
+
+/// CTAs per role for a message of `bytes` (Simple launches twice as many: senders and
+/// receivers), the same on every rank since sender CTA b feeds receiver CTA b. `fixed`
+/// overrides the size rule (`TOPOPLAN_DIRECT_CTAS`, `TOPOPLAN_DIRECT_LL_CTAS`).
+pub fn grid(bytes: u64, ll: bool, min_sm: u32, fixed: Option<u32>) -> u32 {
+    // LL: one 16-byte line per thread per 4 KiB CTA; Simple: 32 KiB per CTA (measured knee).
     let (per_cta, cap) = if ll {
-        (8u64 << 10, LL_MAX_CTAS)
+        (4u64 << 10, LL_MAX_CTAS.min(min_sm))
     } else {
-        (32u64 << 10, MAX_CTAS)
+        (32u64 << 10, MAX_CTAS.min(min_sm / 2))
     };
-    env.unwrap_or_else(|| bytes.div_ceil(per_cta).min(cap as u64) as u32)
-        .clamp(1, cap.min(min_sm.max(1)))
+    fixed
+        .unwrap_or_else(|| bytes.div_ceil(per_cta).min(cap as u64) as u32)
+        .clamp(1, cap.max(1))
 }
 
 /// Per-rank device memory of the direct path: Simple slots, LL slots (zeroed: sequence 0 never
@@ -229,7 +260,8 @@ pub(crate) fn enqueue(
     let slot_bytes = if ll { LL_SLOT_BYTES } else { SIMPLE_SLOT_BYTES };
     let seg = if ll { slot_bytes / 2 } else { slot_bytes } / elem;
     let min_sm = g.ranks.iter().map(|r| r.sm_count).min().unwrap_or(1);
-    let grid = grid(role.n * elem, ll, min_sm);
+    let k = knobs();
+    let grid = grid(role.n * elem, ll, min_sm, if ll { k.ll_ctas } else { k.ctas });
     let mut scratch = [0u64; 8];
     let mut flags = [0u64; 8];
     for (r, st) in g.ranks.iter().enumerate() {
@@ -255,19 +287,23 @@ pub(crate) fn enqueue(
         mode: u32::from(!role.reduce),
         ll: u32::from(ll),
         nslots: NSLOTS,
-        opts: u32::from(role.avg) | (u32::from(role.copy_dst.is_some()) << 1),
+        opts: u32::from(role.avg)
+            | (u32::from(role.copy_dst.is_some()) << 1)
+            | (u32::from(in_place && role.overwrites_what_it_pushes()) << 2),
     };
+    // Simple: sender CTAs [0, grid) and receiver CTAs [grid, 2 grid).
+    let ctas = if ll { grid } else { 2 * grid };
     let op = match req.op {
         ReduceOp::Sum | ReduceOp::Avg => 0,
         ReduceOp::Prod => 1,
         ReduceOp::Min => 2,
         ReduceOp::Max => 3,
     };
-    let pdl = std::env::var("TOPOPLAN_PDL").map_or(true, |v| v != "0");
+    let pdl = k.pdl;
     launch(
         &g.ranks[rank].ctx,
         &module.direct[op],
-        grid,
+        ctas,
         &args,
         stream,
         pdl,

@@ -164,17 +164,35 @@ fn only_one_shot_schedules_of_known_collectives_take_the_path() {
 }
 
 #[test]
-fn grid_is_a_function_of_size_and_within_the_slot_layout() {
+fn grid_is_a_function_of_size_and_fits_the_gpu() {
     for ll in [false, true] {
         let mut last = 0;
         for shift in 0..32 {
-            let g = grid(1u64 << shift, ll, 132);
+            let g = grid(1u64 << shift, ll, 132, None);
             assert!(g >= 1 && g <= MAX_CTAS, "{shift} {ll} {g}");
             assert!(g >= last, "grid shrinks with size at 2^{shift}");
             last = g;
-            assert!(grid(1u64 << shift, ll, 8) <= 8);
+            // Every CTA of both roles must be resident at once.
+            let small = grid(1u64 << shift, ll, 8, None);
+            assert!(if ll { small <= 8 } else { 2 * small <= 8 }, "{shift} {ll} {small}");
         }
-        assert_eq!(grid(1 << 30, ll, 132), if ll { LL_MAX_CTAS } else { MAX_CTAS });
+        assert_eq!(grid(1 << 30, ll, 132, None), if ll { LL_MAX_CTAS } else { MAX_CTAS });
+        assert_eq!(grid(8, ll, 132, Some(7)), 7);
+        assert_eq!(grid(8, ll, 132, Some(1000)), if ll { LL_MAX_CTAS } else { MAX_CTAS });
+    }
+}
+
+#[test]
+fn only_in_place_all_reduce_overwrites_what_it_pushes() {
+    for kind in KINDS {
+        for rank in 0..3 {
+            let r = role(kind, 1, rank, 3, 64, true, false).unwrap();
+            assert_eq!(
+                r.overwrites_what_it_pushes(),
+                kind == CollectiveKind::AllReduce,
+                "{kind:?} rank {rank}"
+            );
+        }
     }
 }
 
