@@ -50,13 +50,14 @@ struct TdArgs {
   u32 mode;                 // 0 reduce: out = own (op) received; 1 gather: out slot = received
   u32 ll;                   // 1: LL lines, 0: Simple (data, fence, ready flag)
   u32 nslots;
-  u32 opts;                 // TD_AVG | TD_COPY | TD_INPLACE
+  u32 opts;                 // TD_AVG | TD_COPY | TD_INPLACE | TD_NOOP
 };
 // Simple runs 2G CTAs: [0, G) push (sender CTA b), [G, 2G) consume (receiver CTA b), so the
 // NVLink stores never pause while a CTA reduces. LL runs G CTAs that push, then consume.
 #define TD_AVG 1u
 #define TD_COPY 2u
 #define TD_INPLACE 4u  // the receiver overwrites what this rank's sender CTAs still push
+#define TD_NOOP 8u     // diagnostic: return at once (measures the launch floor)
 
 __device__ __forceinline__ void td_pdl_wait() {
 #if __CUDA_ARCH__ >= 900
@@ -372,6 +373,7 @@ __device__ void td_run(const TdArgs& a) {
   // this stream (the caller's producer, or our previous call) before touching any memory.
   td_pdl_launch();
   td_pdl_wait();
+  if (a.opts & TD_NOOP) return;
   if (a.ll) {
     td_ll<OP>(a, blockIdx.x, gridDim.x);
   } else {

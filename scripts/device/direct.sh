@@ -24,6 +24,12 @@ for what in "${@:-check perf}"; do
       for a in one-shot-ll one-shot; do T=60 run bench -b 128K -e 4M -f 2 -g 2 -w 5 -n 20 --runs 3 -c 0 --algo $a; done
       for c in 16 32 64; do PRE="TOPOPLAN_DIRECT_CTAS=$c " TOPOPLAN_DIRECT_CTAS=$c T=90 run bench -b 1M -e 1G -f 8 -g 2 -w 3 -n 10 --runs 3 -c 0 --algo one-shot; done
       PRE="TOPOPLAN_DIRECT=0 " TOPOPLAN_DIRECT=0 T=90 run bench -b 16M -e 1G -f 8 -g 2 -w 3 -n 10 --runs 3 -c 0 --algo one-shot ;;
+    sweep2)
+      PRE="TOPOPLAN_DIRECT_NOOP=1 " TOPOPLAN_DIRECT_NOOP=1 T=60 run bench -b 8 -e 64K -f 8 -g 2 -w 5 -n 20 --runs 3 -c 0
+      for c in 32 64; do PRE="TOPOPLAN_DIRECT_LL_CTAS=$c " TOPOPLAN_DIRECT_LL_CTAS=$c T=60 run bench -b 256K -e 1M -f 2 -g 2 -w 5 -n 20 --runs 3 -c 0 --algo one-shot-ll; done
+      for sk in 32:8 64:4 128:4 256:4 512:2; do
+        PRE="TOPOPLAN_DIRECT_SLOT_KB=${sk%:*} TOPOPLAN_DIRECT_SLOTS=${sk#*:} " TOPOPLAN_DIRECT_SLOT_KB=${sk%:*} TOPOPLAN_DIRECT_SLOTS=${sk#*:} T=90 run bench -b 1M -e 1G -f 4 -g 2 -w 3 -n 10 --runs 3 -c 0 --algo one-shot
+      done ;;
     others)
       T=240 run bench --coll all-gather,reduce-scatter,broadcast,reduce -b 1K -e 256M -f 8 -g 2 -w 3 -n 20 --runs 3 -c 0 --vs-nccl ;;
   esac

@@ -21,14 +21,15 @@ pub(crate) const MAX_CTAS: u32 = 64;
 /// `TD_FLAG_WORDS`: (2 protocols × 4 roles × 8 peers × 64 CTAs) u64 words, then three per-CTA
 /// words of the in-place guard.
 const FLAG_WORDS: usize = (2 * 4 * 8 + 3) * MAX_CTAS as usize;
-/// Slots per (sender, receiver, CTA): how far a sender may run ahead of its receiver.
+/// Slots per (sender, receiver, CTA): how far a sender may run ahead of its receiver
+/// (`TOPOPLAN_DIRECT_SLOTS`).
 const NSLOTS: u32 = 4;
-/// Simple slot: 128 KiB of data.
+/// Simple slot: 128 KiB of data (`TOPOPLAN_DIRECT_SLOT_KB`). A sender fences once per slot.
 const SIMPLE_SLOT_BYTES: u64 = 128 << 10;
 /// LL slot: 32 KiB of 16-byte lines carrying 16 KiB of data.
 const LL_SLOT_BYTES: u64 = 32 << 10;
-/// LL grids stay small: latency, not bandwidth, is what LL is for.
-const LL_MAX_CTAS: u32 = 32;
+/// LL grids: one CTA per 4 KiB up to this many.
+const LL_MAX_CTAS: u32 = 64;
 const BLOCK: u32 = 512;
 
 /// What one rank does in a direct collective, in elements (see `TdArgs` in direct.cu).
@@ -157,6 +158,10 @@ struct Knobs {
     pdl: bool,
     ctas: Option<u32>,
     ll_ctas: Option<u32>,
+    slot_bytes: u64,
+    nslots: u32,
+    /// Diagnostic: kernels return at once (the launch floor; results are wrong).
+    noop: bool,
 }
 
 fn knobs() -> &'static Knobs {
@@ -168,6 +173,11 @@ fn knobs() -> &'static Knobs {
             pdl: std::env::var("TOPOPLAN_PDL").map_or(true, |v| v != "0"),
             ctas: num("TOPOPLAN_DIRECT_CTAS"),
             ll_ctas: num("TOPOPLAN_DIRECT_LL_CTAS"),
+            slot_bytes: num("TOPOPLAN_DIRECT_SLOT_KB").map_or(SIMPLE_SLOT_BYTES, |k| {
+                (k.clamp(1, 4096) as u64) << 10
+            }),
+            nslots: num("TOPOPLAN_DIRECT_SLOTS").map_or(NSLOTS, |n| n.clamp(1, 64)),
+            noop: std::env::var("TOPOPLAN_DIRECT_NOOP").is_ok_and(|v| v == "1"),
         }
     })
 }
@@ -199,8 +209,9 @@ pub(crate) struct DirectBufs {
 impl DirectBufs {
     pub(crate) fn new(ctx: &Arc<CudaContext>, nranks: usize) -> Result<Self, CudaError> {
         let peers = nranks.saturating_sub(1).max(1) as u64;
-        let region = |slot: u64| (peers * MAX_CTAS as u64 * NSLOTS as u64 * slot) as usize;
-        let simple = DevBuf::new(ctx, region(SIMPLE_SLOT_BYTES))?;
+        let k = knobs();
+        let region = |slot: u64| (peers * MAX_CTAS as u64 * k.nslots as u64 * slot) as usize;
+        let simple = DevBuf::new(ctx, region(k.slot_bytes))?;
         let ll = DevBuf::new(ctx, region(LL_SLOT_BYTES))?;
         ll.fill(0)?;
         let flags = DevBuf::new(ctx, FLAG_WORDS * 8)?;
@@ -257,10 +268,10 @@ pub(crate) fn enqueue(
     .ok_or_else(|| CudaError::Lower("the direct path does not run this collective".into()))?;
     let ll = s.protocol == Protocol::LL;
     let elem = req.dtype.size() as u64;
-    let slot_bytes = if ll { LL_SLOT_BYTES } else { SIMPLE_SLOT_BYTES };
+    let k = knobs();
+    let slot_bytes = if ll { LL_SLOT_BYTES } else { k.slot_bytes };
     let seg = if ll { slot_bytes / 2 } else { slot_bytes } / elem;
     let min_sm = g.ranks.iter().map(|r| r.sm_count).min().unwrap_or(1);
-    let k = knobs();
     let grid = grid(role.n * elem, ll, min_sm, if ll { k.ll_ctas } else { k.ctas });
     let mut scratch = [0u64; 8];
     let mut flags = [0u64; 8];
@@ -286,10 +297,11 @@ pub(crate) fn enqueue(
         recv_mask: role.recv_mask,
         mode: u32::from(!role.reduce),
         ll: u32::from(ll),
-        nslots: NSLOTS,
+        nslots: k.nslots,
         opts: u32::from(role.avg)
             | (u32::from(role.copy_dst.is_some()) << 1)
-            | (u32::from(in_place && role.overwrites_what_it_pushes()) << 2),
+            | (u32::from(in_place && role.overwrites_what_it_pushes()) << 2)
+            | (u32::from(k.noop) << 3),
     };
     // Simple: sender CTAs [0, grid) and receiver CTAs [grid, 2 grid).
     let ctas = if ll { grid } else { 2 * grid };
