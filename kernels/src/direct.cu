@@ -16,7 +16,8 @@
 // such as broadcast included). No rank ever waits for a peer to *enter* a call: that is the
 // barrier the generic executor pays and this path does not.
 
-#define TD_MAXCTA 64
+#define TD_MAXCTA 128  // streams: sender CTAs per (sender, receiver) pair
+#define TD_RECV_STREAMS 4  // at most this many streams per Simple receiver CTA
 #define TD_ROLES 4
 // Flag word of (protocol 0 Simple / 1 LL, role, peer, cta) in a rank's direct flag region.
 #define TD_FLAG(proto, role, peer, cta) \
@@ -51,9 +52,12 @@ struct TdArgs {
   u32 ll;                   // 1: LL lines, 0: Simple (data, fence, ready flag)
   u32 nslots;
   u32 opts;                 // TD_AVG | TD_COPY | TD_INPLACE | TD_NOOP
+  u32 senders;              // Simple: sender CTAs S (streams); the other CTAs receive
+  u32 pad;
 };
-// Simple runs 2G CTAs: [0, G) push (sender CTA b), [G, 2G) consume (receiver CTA b), so the
-// NVLink stores never pause while a CTA reduces. LL runs G CTAs that push, then consume.
+// Simple runs S sender CTAs [0, S) and R receiver CTAs [S, S + R): sender CTA b pushes stream b,
+// receiver CTA r consumes streams r, r + R, ... (R <= S <= 4R), so NVLink stores never pause
+// while a CTA reduces, and more SMs push than reduce. LL runs G CTAs that push, then consume.
 #define TD_AVG 1u
 #define TD_COPY 2u
 #define TD_INPLACE 4u  // the receiver overwrites what this rank's sender CTAs still push
@@ -233,7 +237,6 @@ __device__ void td_simple_send(const TdArgs& a, u32 b, u32 G) {
   u64 lo, hi;
   td_share(a, b, G, lo, hi);
   u64 len = hi - lo, nseg = (len + a.seg - 1) / a.seg;
-  if (a.opts & TD_COPY) td_copy((T*)a.out + a.copy_dst + lo, (const T*)a.in + lo, len);
   for (u64 j = 0; j < nseg; j++) {
     u64 off = lo + j * a.seg, cnt = min(a.seg, hi - off);
     for (u32 p = 0; p < a.nranks; p++) {
@@ -253,48 +256,73 @@ __device__ void td_simple_send(const TdArgs& a, u32 b, u32 G) {
   if (t == 0) my[TD_SCALLS + b] = s_call;
 }
 
-// Simple, receiver CTA b: wait for every peer's segment, combine, hand the slot back.
+// Simple, receiver CTA r of R: for every owned stream b (r, r + R, ...), wait for every peer's
+// segment, combine, hand the slot back; segments of the streams interleave so that no sender
+// waits for credits while its receiver serves another stream.
 template <typename OP>
-__device__ void td_simple_recv(const TdArgs& a, u32 b, u32 G) {
-  __shared__ u64 s_sent[TP_MAXR], s_recvd[TP_MAXR], s_credit[TP_MAXR], s_call;
+__device__ void td_simple_recv(const TdArgs& a, u32 r, u32 R, u32 S) {
+  __shared__ u64 s_recvd[TD_RECV_STREAMS][TP_MAXR], s_call[TD_RECV_STREAMS];
   u64* my = (u64*)a.flags[a.rank];
   u32 t = threadIdx.x;
-  if (t == 0) s_call = my[TD_RCALLS + b] + 1;
-  td_load_seq(a, 0, b, s_sent, s_recvd, s_credit);
-  u64 lo, hi;
-  td_share(a, b, G, lo, hi);
-  u64 len = hi - lo, nseg = (len + a.seg - 1) / a.seg;
+  u32 k = (S - r + R - 1) / R;
+  if (k > TD_RECV_STREAMS) k = TD_RECV_STREAMS;  // the host keeps S <= 4R
   bool avg = (a.opts & TD_AVG) != 0;
-  for (u64 j = 0; j < nseg && a.recv_mask; j++) {
-    u64 off = lo + j * a.seg, cnt = min(a.seg, hi - off);
-    if (t < a.nranks && ((a.recv_mask >> t) & 1)) {
-      const u64* rf = my + TD_FLAG(0, TD_READY, t, b);
-      u64 q = s_recvd[t] + j + 1;
-      while (ld_acquire(rf) < q) {}
-    }
-    if ((a.opts & TD_INPLACE) && t == TP_MAXR) {
-      u64 want = (s_call << 32) | (j + 1);
-      while (ld_acquire(my + TD_PROGRESS + b) < want) {}
-    }
-    __syncthreads();
-    if (a.mode == 0) {
-      const T* srcs[TP_MAXR];
-      u32 ns = 0;
-      for (u32 s = 0; s < a.nranks; s++)
-        if ((a.recv_mask >> s) & 1) srcs[ns++] = (const T*)td_slot(a, a.rank, s, b, s_recvd[s] + j + 1);
-      td_reduce<OP>((T*)a.out + off, (const T*)a.in + a.local_off + off, srcs, ns, cnt, avg, a.nranks);
-    } else {
-      for (u32 s = 0; s < a.nranks; s++)
-        if ((a.recv_mask >> s) & 1)
-          td_copy((T*)a.out + s * a.gather_stride + off, (const T*)td_slot(a, a.rank, s, b, s_recvd[s] + j + 1), cnt);
-    }
-    __syncthreads();
-    if (t < a.nranks && ((a.recv_mask >> t) & 1))
-      st_release(((u64*)a.flags[t]) + TD_FLAG(0, TD_CREDIT, a.rank, b), s_recvd[t] + j + 1);
+  u64 maxseg = 0;
+  for (u32 i = 0; i < k; i++) {
+    u32 b = r + i * R;
+    if (t < TP_MAXR) s_recvd[i][t] = my[TD_FLAG(0, TD_RECVD, t, b)];
+    if (t == TP_MAXR) s_call[i] = my[TD_RCALLS + b] + 1;
+    u64 lo, hi;
+    td_share(a, b, S, lo, hi);
+    u64 nseg = (hi - lo + a.seg - 1) / a.seg;
+    if (nseg > maxseg) maxseg = nseg;
+    // The local part of all-gather / broadcast: here, off the senders' critical path.
+    if (a.opts & TD_COPY) td_copy((T*)a.out + a.copy_dst + lo, (const T*)a.in + lo, hi - lo);
   }
   __syncthreads();
-  if (t < a.nranks && ((a.recv_mask >> t) & 1)) my[TD_FLAG(0, TD_RECVD, t, b)] = s_recvd[t] + nseg;
-  if (t == 0) my[TD_RCALLS + b] = s_call;
+  for (u64 j = 0; j < maxseg && a.recv_mask; j++) {
+    for (u32 i = 0; i < k; i++) {
+      u32 b = r + i * R;
+      u64 lo, hi;
+      td_share(a, b, S, lo, hi);
+      u64 nseg = (hi - lo + a.seg - 1) / a.seg;
+      if (j >= nseg) continue;
+      u64 off = lo + j * a.seg, cnt = min(a.seg, hi - off);
+      if (t < a.nranks && ((a.recv_mask >> t) & 1)) {
+        const u64* rf = my + TD_FLAG(0, TD_READY, t, b);
+        u64 q = s_recvd[i][t] + j + 1;
+        while (ld_acquire(rf) < q) {}
+      }
+      if ((a.opts & TD_INPLACE) && t == TP_MAXR) {
+        u64 want = (s_call[i] << 32) | (j + 1);
+        while (ld_acquire(my + TD_PROGRESS + b) < want) {}
+      }
+      __syncthreads();
+      if (a.mode == 0) {
+        const T* srcs[TP_MAXR];
+        u32 ns = 0;
+        for (u32 s = 0; s < a.nranks; s++)
+          if ((a.recv_mask >> s) & 1) srcs[ns++] = (const T*)td_slot(a, a.rank, s, b, s_recvd[i][s] + j + 1);
+        td_reduce<OP>((T*)a.out + off, (const T*)a.in + a.local_off + off, srcs, ns, cnt, avg, a.nranks);
+      } else {
+        for (u32 s = 0; s < a.nranks; s++)
+          if ((a.recv_mask >> s) & 1)
+            td_copy((T*)a.out + s * a.gather_stride + off, (const T*)td_slot(a, a.rank, s, b, s_recvd[i][s] + j + 1), cnt);
+      }
+      __syncthreads();
+      if (t < a.nranks && ((a.recv_mask >> t) & 1))
+        st_release(((u64*)a.flags[t]) + TD_FLAG(0, TD_CREDIT, a.rank, b), s_recvd[i][t] + j + 1);
+    }
+  }
+  __syncthreads();
+  for (u32 i = 0; i < k; i++) {
+    u32 b = r + i * R;
+    u64 lo, hi;
+    td_share(a, b, S, lo, hi);
+    u64 nseg = (hi - lo + a.seg - 1) / a.seg;
+    if (t < a.nranks && ((a.recv_mask >> t) & 1)) my[TD_FLAG(0, TD_RECVD, t, b)] = s_recvd[i][t] + nseg;
+    if (t == TP_MAXR) my[TD_RCALLS + b] = s_call[i];
+  }
 }
 
 // LL, CTA b: push as far as the slots allow, then consume segment j (lines carry the sequence
@@ -377,9 +405,9 @@ __device__ void td_run(const TdArgs& a) {
   if (a.ll) {
     td_ll<OP>(a, blockIdx.x, gridDim.x);
   } else {
-    u32 G = gridDim.x / 2;
-    if (blockIdx.x < G) td_simple_send<OP>(a, blockIdx.x, G);
-    else td_simple_recv<OP>(a, blockIdx.x - G, G);
+    u32 S = a.senders;
+    if (blockIdx.x < S) td_simple_send<OP>(a, blockIdx.x, S);
+    else td_simple_recv<OP>(a, blockIdx.x - S, gridDim.x - S, S);
   }
 }
 

@@ -16,19 +16,27 @@ use planner::schedule::{Algorithm, CollectiveKind, Protocol, Schedule};
 use std::ffi::c_void;
 use std::sync::Arc;
 
-/// `TD_MAXCTA` in direct.cu: slot regions and flags exist for this many CTAs.
-pub(crate) const MAX_CTAS: u32 = 64;
-/// `TD_FLAG_WORDS`: (2 protocols × 4 roles × 8 peers × 64 CTAs) u64 words, then three per-CTA
-/// words of the in-place guard.
+/// `TD_MAXCTA` in direct.cu: slot regions and flags exist for this many streams (sender CTAs).
+pub(crate) const MAX_CTAS: u32 = 128;
+/// `TD_RECV_STREAMS`: streams one Simple receiver CTA serves at most.
+const RECV_STREAMS: u32 = 4;
+/// `TD_FLAG_WORDS`: (2 protocols × 4 roles × 8 peers × 128 streams) u64 words, then three
+/// per-stream words of the in-place guard.
 const FLAG_WORDS: usize = (2 * 4 * 8 + 3) * MAX_CTAS as usize;
-/// Slots per (sender, receiver, CTA): how far a sender may run ahead of its receiver
+/// Slots per (sender, receiver, stream): how far a sender may run ahead of its receiver
 /// (`TOPOPLAN_DIRECT_SLOTS`).
-const NSLOTS: u32 = 4;
-/// Simple slot: 128 KiB of data (`TOPOPLAN_DIRECT_SLOT_KB`). A sender fences once per slot.
-const SIMPLE_SLOT_BYTES: u64 = 128 << 10;
+const NSLOTS: u32 = 2;
+/// Simple slot (`TOPOPLAN_DIRECT_SLOT_KB`), for 2 ranks; divided among more peers. A sender
+/// fences once per segment, so large messages want large segments (2×H200, 1 GiB: 350 GB/s
+/// with 128 KiB, 357 with 256 KiB, 360 with 512 KiB).
+const SIMPLE_SLOT_BYTES: u64 = 256 << 10;
+/// Smallest Simple segment: below it the per-segment fence costs more than the pipelining wins
+/// (32 KiB segments: 221 GB/s at 16 MiB against 266 with 128 KiB).
+const MIN_SEG_BYTES: u64 = 32 << 10;
 /// LL slot: 32 KiB of 16-byte lines carrying 16 KiB of data.
 const LL_SLOT_BYTES: u64 = 32 << 10;
-/// LL grids: one CTA per 4 KiB up to this many.
+/// LL grids: one CTA per 4 KiB up to this many (64 beat 32 at 256 KiB-1 MiB: 7.4 against
+/// 8.4 µs at 256 KiB).
 const LL_MAX_CTAS: u32 = 64;
 const BLOCK: u32 = 512;
 
@@ -158,7 +166,7 @@ struct Knobs {
     pdl: bool,
     ctas: Option<u32>,
     ll_ctas: Option<u32>,
-    slot_bytes: u64,
+    slot_bytes: Option<u64>,
     nslots: u32,
     /// Diagnostic: kernels return at once (the launch floor; results are wrong).
     noop: bool,
@@ -173,28 +181,53 @@ fn knobs() -> &'static Knobs {
             pdl: std::env::var("TOPOPLAN_PDL").map_or(true, |v| v != "0"),
             ctas: num("TOPOPLAN_DIRECT_CTAS"),
             ll_ctas: num("TOPOPLAN_DIRECT_LL_CTAS"),
-            slot_bytes: num("TOPOPLAN_DIRECT_SLOT_KB").map_or(SIMPLE_SLOT_BYTES, |k| {
-                (k.clamp(1, 4096) as u64) << 10
-            }),
+            slot_bytes: num("TOPOPLAN_DIRECT_SLOT_KB").map(|k| (k.clamp(16, 4096) as u64) << 10),
             nslots: num("TOPOPLAN_DIRECT_SLOTS").map_or(NSLOTS, |n| n.clamp(1, 64)),
             noop: std::env::var("TOPOPLAN_DIRECT_NOOP").is_ok_and(|v| v == "1"),
         }
     })
 }
 
-/// CTAs per role for a message of `bytes` (Simple launches twice as many: senders and
-/// receivers), the same on every rank since sender CTA b feeds receiver CTA b. `fixed`
-/// overrides the size rule (`TOPOPLAN_DIRECT_CTAS`, `TOPOPLAN_DIRECT_LL_CTAS`).
+/// CTAs for a message of `bytes`: LL runs `grid` CTAs that push and consume; Simple runs
+/// `grid` sender CTAs (streams) and [`receivers`] receiver CTAs. The same on every rank, since
+/// stream b pairs sender CTA b with the receiver serving b. `fixed` overrides the size rule
+/// (`TOPOPLAN_DIRECT_CTAS`, `TOPOPLAN_DIRECT_LL_CTAS`).
 pub fn grid(bytes: u64, ll: bool, min_sm: u32, fixed: Option<u32>) -> u32 {
-    // LL: one 16-byte line per thread per 4 KiB CTA; Simple: 32 KiB per CTA (measured knee).
+    // LL: one 16-byte line per thread per 4 KiB CTA; Simple: a stream per 32 KiB, and at most
+    // two thirds of the SMs push (the rest reduce: local work, half as many CTAs suffice).
     let (per_cta, cap) = if ll {
         (4u64 << 10, LL_MAX_CTAS.min(min_sm))
     } else {
-        (32u64 << 10, MAX_CTAS.min(min_sm / 2))
+        (32u64 << 10, MAX_CTAS.min(min_sm * 2 / 3))
     };
     fixed
         .unwrap_or_else(|| bytes.div_ceil(per_cta).min(cap as u64) as u32)
         .clamp(1, cap.max(1))
+}
+
+/// Receiver CTAs for `senders` streams: one per stream while both fit on the GPU, else half as
+/// many (each serving up to [`RECV_STREAMS`] streams).
+pub fn receivers(senders: u32, min_sm: u32) -> u32 {
+    if senders * 2 <= min_sm {
+        senders
+    } else {
+        senders.div_ceil(2).max(senders.div_ceil(RECV_STREAMS))
+    }
+}
+
+/// Simple segment in bytes for a message of `bytes` over `senders` streams: about half a
+/// stream's share (so a receiver works on one half while the other arrives), between
+/// [`MIN_SEG_BYTES`] and the slot.
+pub fn segment_bytes(bytes: u64, senders: u32, slot_bytes: u64) -> u64 {
+    let half = bytes.div_ceil(senders.max(1) as u64).div_ceil(2);
+    half.next_multiple_of(16 << 10)
+        .clamp(MIN_SEG_BYTES.min(slot_bytes), slot_bytes)
+}
+
+/// Simple slot bytes for `peers` peers: [`SIMPLE_SLOT_BYTES`] shared among them, so the slot
+/// region stays 64 MiB per GPU whatever the rank count.
+fn simple_slot_bytes(peers: u64, knob: Option<u64>) -> u64 {
+    knob.unwrap_or((SIMPLE_SLOT_BYTES / peers.max(1)).next_multiple_of(16 << 10))
 }
 
 /// Per-rank device memory of the direct path: Simple slots, LL slots (zeroed: sequence 0 never
@@ -211,7 +244,7 @@ impl DirectBufs {
         let peers = nranks.saturating_sub(1).max(1) as u64;
         let k = knobs();
         let region = |slot: u64| (peers * MAX_CTAS as u64 * k.nslots as u64 * slot) as usize;
-        let simple = DevBuf::new(ctx, region(k.slot_bytes))?;
+        let simple = DevBuf::new(ctx, region(simple_slot_bytes(peers, k.slot_bytes)))?;
         let ll = DevBuf::new(ctx, region(LL_SLOT_BYTES))?;
         ll.fill(0)?;
         let flags = DevBuf::new(ctx, FLAG_WORDS * 8)?;
@@ -243,6 +276,8 @@ struct TdArgs {
     ll: u32,
     nslots: u32,
     opts: u32,
+    senders: u32,
+    pad: u32,
 }
 
 /// Enqueues rank `rank`'s part of a one-shot collective on `stream`.
@@ -269,10 +304,16 @@ pub(crate) fn enqueue(
     let ll = s.protocol == Protocol::LL;
     let elem = req.dtype.size() as u64;
     let k = knobs();
-    let slot_bytes = if ll { LL_SLOT_BYTES } else { k.slot_bytes };
-    let seg = if ll { slot_bytes / 2 } else { slot_bytes } / elem;
     let min_sm = g.ranks.iter().map(|r| r.sm_count).min().unwrap_or(1);
-    let grid = grid(role.n * elem, ll, min_sm, if ll { k.ll_ctas } else { k.ctas });
+    let bytes = role.n * elem;
+    let grid = grid(bytes, ll, min_sm, if ll { k.ll_ctas } else { k.ctas });
+    let (slot_bytes, seg_bytes, ctas) = if ll {
+        (LL_SLOT_BYTES, LL_SLOT_BYTES / 2, grid)
+    } else {
+        let slot = simple_slot_bytes(n as u64 - 1, k.slot_bytes);
+        (slot, segment_bytes(bytes, grid, slot), grid + receivers(grid, min_sm))
+    };
+    let seg = seg_bytes / elem;
     let mut scratch = [0u64; 8];
     let mut flags = [0u64; 8];
     for (r, st) in g.ranks.iter().enumerate() {
@@ -302,9 +343,9 @@ pub(crate) fn enqueue(
             | (u32::from(role.copy_dst.is_some()) << 1)
             | (u32::from(in_place && role.overwrites_what_it_pushes()) << 2)
             | (u32::from(k.noop) << 3),
+        senders: grid,
+        pad: 0,
     };
-    // Simple: sender CTAs [0, grid) and receiver CTAs [grid, 2 grid).
-    let ctas = if ll { grid } else { 2 * grid };
     let op = match req.op {
         ReduceOp::Sum | ReduceOp::Avg => 0,
         ReduceOp::Prod => 1,

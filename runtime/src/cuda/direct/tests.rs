@@ -164,22 +164,42 @@ fn only_one_shot_schedules_of_known_collectives_take_the_path() {
 }
 
 #[test]
-fn grid_is_a_function_of_size_and_fits_the_gpu() {
-    for ll in [false, true] {
-        let mut last = 0;
-        for shift in 0..32 {
-            let g = grid(1u64 << shift, ll, 132, None);
-            assert!(g >= 1 && g <= MAX_CTAS, "{shift} {ll} {g}");
-            assert!(g >= last, "grid shrinks with size at 2^{shift}");
-            last = g;
-            // Every CTA of both roles must be resident at once.
-            let small = grid(1u64 << shift, ll, 8, None);
-            assert!(if ll { small <= 8 } else { 2 * small <= 8 }, "{shift} {ll} {small}");
+fn grids_fit_the_gpu_and_the_kernel_layout() {
+    for min_sm in [1u32, 2, 3, 8, 16, 78, 108, 132, 170] {
+        for ll in [false, true] {
+            let mut last = 0;
+            for shift in 0..32 {
+                let bytes = 1u64 << shift;
+                let g = grid(bytes, ll, min_sm, None);
+                assert!(g >= 1 && g <= MAX_CTAS, "{shift} {ll} {g}");
+                assert!(g >= last, "grid shrinks with size at 2^{shift}");
+                last = g;
+                if ll {
+                    assert!(g <= LL_MAX_CTAS && g <= min_sm, "{min_sm} {shift} {g}");
+                } else {
+                    // Every CTA of both roles resident at once, within a receiver's stream cap.
+                    let r = receivers(g, min_sm);
+                    assert!(r >= 1 && r <= g, "{min_sm} {g} {r}");
+                    assert!(g <= r * RECV_STREAMS, "{min_sm} {g} {r}");
+                    if min_sm >= 2 {
+                        assert!(g + r <= min_sm, "{min_sm} {shift}: {g} + {r} CTAs");
+                    }
+                    let seg = segment_bytes(bytes, g, 256 << 10);
+                    assert!(seg % 16 == 0 && seg <= 256 << 10 && seg >= 32 << 10, "{seg}");
+                }
+            }
         }
-        assert_eq!(grid(1 << 30, ll, 132, None), if ll { LL_MAX_CTAS } else { MAX_CTAS });
-        assert_eq!(grid(8, ll, 132, Some(7)), 7);
-        assert_eq!(grid(8, ll, 132, Some(1000)), if ll { LL_MAX_CTAS } else { MAX_CTAS });
     }
+    assert_eq!(grid(1 << 30, false, 132, None), 88);
+    assert_eq!(receivers(88, 132), 44);
+    assert_eq!(receivers(32, 132), 32);
+    assert_eq!(grid(1 << 30, true, 132, None), LL_MAX_CTAS);
+    assert_eq!(grid(8, true, 132, Some(7)), 7);
+    assert_eq!(grid(8, false, 132, Some(1000)), 88);
+    // 16 MiB over 88 streams: two segments of ~96 KiB each; 1 GiB: whole slots.
+    assert_eq!(segment_bytes(16 << 20, 88, 256 << 10), 96 << 10);
+    assert_eq!(segment_bytes(1 << 30, 88, 256 << 10), 256 << 10);
+    assert_eq!(simple_slot_bytes(7, None), 48 << 10);
 }
 
 #[test]
@@ -199,6 +219,6 @@ fn only_in_place_all_reduce_overwrites_what_it_pushes() {
 #[test]
 fn kernel_arguments_have_the_c_layout() {
     // 2 pointers, 2 × 8 pointers, 7 u64, 8 u32 (direct.cu's TdArgs).
-    assert_eq!(std::mem::size_of::<TdArgs>(), 2 * 8 + 2 * 64 + 7 * 8 + 8 * 4);
+    assert_eq!(std::mem::size_of::<TdArgs>(), 2 * 8 + 2 * 64 + 7 * 8 + 10 * 4);
     assert_eq!(std::mem::align_of::<TdArgs>(), 8);
 }
