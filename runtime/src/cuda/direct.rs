@@ -280,7 +280,45 @@ struct TdArgs {
     pad: u32,
 }
 
-/// Enqueues rank `rank`'s part of a one-shot collective on `stream`.
+/// What a direct launch needs to know about the ranks: every rank's slot regions and flag
+/// words (peer-mapped in one process, IPC-mapped across processes) and the smallest SM count
+/// (grids must agree on every rank).
+#[derive(Clone, Copy, Debug)]
+pub struct DirectPeers {
+    pub nranks: u32,
+    pub min_sm: u32,
+    pub simple: [u64; 8],
+    pub ll: [u64; 8],
+    pub flags: [u64; 8],
+}
+
+impl DirectBufs {
+    /// This rank's (Simple slots, LL slots, flags) device pointers.
+    pub(crate) fn ptrs(&self) -> (u64, u64, u64) {
+        (self.simple.ptr, self.ll.ptr, self.flags.ptr)
+    }
+
+    /// The allocations, for exporting them to other processes.
+    pub(crate) fn bufs(&self) -> [&DevBuf; 3] {
+        [&self.simple, &self.ll, &self.flags]
+    }
+}
+
+/// One rank's call: collective, buffers and element type.
+#[derive(Clone, Copy, Debug)]
+pub struct DirectCall {
+    pub kind: CollectiveKind,
+    pub root: u32,
+    pub protocol: Protocol,
+    pub count: u64,
+    pub dtype: crate::types::DataType,
+    pub op: ReduceOp,
+    pub input: u64,
+    pub output: u64,
+    pub in_place: bool,
+}
+
+/// Enqueues rank `rank`'s part of a one-shot collective on `stream` (one process, all ranks).
 pub(crate) fn enqueue(
     g: &CudaGroup,
     rank: usize,
@@ -289,22 +327,55 @@ pub(crate) fn enqueue(
     module: &ExecModule,
     stream: sys::CUstream,
 ) -> Result<(), CudaError> {
+    let mut peers = DirectPeers {
+        nranks: g.nranks() as u32,
+        min_sm: g.ranks.iter().map(|r| r.sm_count).min().unwrap_or(1),
+        simple: [0; 8],
+        ll: [0; 8],
+        flags: [0; 8],
+    };
+    for (r, st) in g.ranks.iter().enumerate() {
+        (peers.simple[r], peers.ll[r], peers.flags[r]) = st.direct.ptrs();
+    }
     let s = req.schedule;
-    let n = g.nranks() as u32;
-    let role = role(
-        s.collective.kind,
-        s.collective.root.unwrap_or(0),
-        rank as u32,
-        n,
-        req.count,
+    let call = DirectCall {
+        kind: s.collective.kind,
+        root: s.collective.root.unwrap_or(0),
+        protocol: s.protocol,
+        count: req.count,
+        dtype: req.dtype,
+        op: req.op,
+        input: req.inputs[rank],
+        output: req.outputs[rank],
         in_place,
-        req.op == ReduceOp::Avg,
+    };
+    launch_call(&g.ranks[rank].ctx, module, &peers, rank as u32, &call, stream)
+}
+
+/// Enqueues `rank`'s part of `call` on `stream` of `ctx` (the context of that rank's GPU).
+pub fn launch_call(
+    ctx: &Arc<CudaContext>,
+    module: &ExecModule,
+    peers: &DirectPeers,
+    rank: u32,
+    call: &DirectCall,
+    stream: sys::CUstream,
+) -> Result<(), CudaError> {
+    let n = peers.nranks;
+    let role = role(
+        call.kind,
+        call.root,
+        rank,
+        n,
+        call.count,
+        call.in_place,
+        call.op == ReduceOp::Avg,
     )
     .ok_or_else(|| CudaError::Lower("the direct path does not run this collective".into()))?;
-    let ll = s.protocol == Protocol::LL;
-    let elem = req.dtype.size() as u64;
+    let ll = call.protocol == Protocol::LL;
+    let elem = call.dtype.size() as u64;
     let k = knobs();
-    let min_sm = g.ranks.iter().map(|r| r.sm_count).min().unwrap_or(1);
+    let min_sm = peers.min_sm;
     let bytes = role.n * elem;
     let grid = grid(bytes, ll, min_sm, if ll { k.ll_ctas } else { k.ctas });
     let (slot_bytes, seg_bytes, ctas) = if ll {
@@ -314,17 +385,11 @@ pub(crate) fn enqueue(
         (slot, segment_bytes(bytes, grid, slot), grid + receivers(grid, min_sm))
     };
     let seg = seg_bytes / elem;
-    let mut scratch = [0u64; 8];
-    let mut flags = [0u64; 8];
-    for (r, st) in g.ranks.iter().enumerate() {
-        scratch[r] = if ll { st.direct.ll.ptr } else { st.direct.simple.ptr };
-        flags[r] = st.direct.flags.ptr;
-    }
     let args = TdArgs {
-        input: req.inputs[rank],
-        output: req.outputs[rank],
-        scratch,
-        flags,
+        input: call.input,
+        output: call.output,
+        scratch: if ll { peers.ll } else { peers.simple },
+        flags: peers.flags,
         n: role.n,
         seg,
         slot_bytes,
@@ -332,7 +397,7 @@ pub(crate) fn enqueue(
         local_off: role.local_off,
         gather_stride: role.gather_stride,
         copy_dst: role.copy_dst.unwrap_or(0),
-        rank: rank as u32,
+        rank,
         nranks: n,
         send_mask: role.send_mask,
         recv_mask: role.recv_mask,
@@ -341,26 +406,18 @@ pub(crate) fn enqueue(
         nslots: k.nslots,
         opts: u32::from(role.avg)
             | (u32::from(role.copy_dst.is_some()) << 1)
-            | (u32::from(in_place && role.overwrites_what_it_pushes()) << 2)
+            | (u32::from(call.in_place && role.overwrites_what_it_pushes()) << 2)
             | (u32::from(k.noop) << 3),
         senders: grid,
         pad: 0,
     };
-    let op = match req.op {
+    let op = match call.op {
         ReduceOp::Sum | ReduceOp::Avg => 0,
         ReduceOp::Prod => 1,
         ReduceOp::Min => 2,
         ReduceOp::Max => 3,
     };
-    let pdl = k.pdl;
-    launch(
-        &g.ranks[rank].ctx,
-        &module.direct[op],
-        ctas,
-        &args,
-        stream,
-        pdl,
-    )
+    launch(ctx, &module.direct[op], ctas, &args, stream, k.pdl)
 }
 
 fn launch(
