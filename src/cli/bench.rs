@@ -53,7 +53,8 @@ pub struct Args {
     /// Root rank of broadcast and reduce.
     #[arg(short = 'r', long = "root", default_value_t = 0)]
     pub root: u32,
-    /// Algorithm: auto, one-shot, two-shot, ring, tree, ce (copy-engine pipeline, 2-GPU all-reduce).
+    /// Algorithm: auto, one-shot (Simple), one-shot-ll, one-shot-ll128, two-shot, ring, tree, ce
+    /// (copy-engine pipeline, 2-GPU all-reduce).
     #[arg(long = "algo", default_value = "auto")]
     pub algo: String,
     /// Also run NCCL on the same buffers, alternating with ours, and print ratio columns.

@@ -185,21 +185,25 @@ fn grids_fit_the_gpu_and_the_kernel_layout() {
                         assert!(g + r <= min_sm, "{min_sm} {shift}: {g} + {r} CTAs");
                     }
                     let seg = segment_bytes(bytes, g, 256 << 10);
-                    assert!(seg % 16 == 0 && seg <= 256 << 10 && seg >= 32 << 10, "{seg}");
+                    assert!(seg % 16 == 0 && seg <= 256 << 10 && seg >= 64 << 10, "{seg}");
                 }
             }
         }
     }
-    assert_eq!(grid(1 << 30, false, 132, None), 88);
+    assert_eq!(grid(1 << 30, false, 132, None), 64);
+    assert_eq!(receivers(64, 132), 64);
     assert_eq!(receivers(88, 132), 44);
-    assert_eq!(receivers(32, 132), 32);
     assert_eq!(grid(1 << 30, true, 132, None), LL_MAX_CTAS);
     assert_eq!(grid(8, true, 132, Some(7)), 7);
-    assert_eq!(grid(8, false, 132, Some(1000)), 88);
-    // 16 MiB over 88 streams: two segments of ~96 KiB each; 1 GiB: whole slots.
-    assert_eq!(segment_bytes(16 << 20, 88, 256 << 10), 96 << 10);
-    assert_eq!(segment_bytes(1 << 30, 88, 256 << 10), 256 << 10);
-    assert_eq!(simple_slot_bytes(7, None), 48 << 10);
+    assert_eq!(grid(8, false, 132, Some(1000)), 64);
+    // A quarter of a stream's share, from 64 KiB to the slot.
+    assert_eq!(segment_bytes(16 << 20, 64, 512 << 10), 64 << 10);
+    assert_eq!(segment_bytes(64 << 20, 64, 512 << 10), 256 << 10);
+    assert_eq!(segment_bytes(1 << 30, 64, 512 << 10), 512 << 10);
+    assert_eq!(ll128_segment_lines(1 << 20, 32), 69);
+    assert_eq!(ll128_segment_lines(8, 1), LL128_MIN_SEG_LINES);
+    assert_eq!(ll128_segment_lines(1 << 30, 64), LL128_SLOT_LINES);
+    assert_eq!(simple_slot_bytes(7, None), 80 << 10);
 }
 
 #[test]
