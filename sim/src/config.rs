@@ -170,34 +170,46 @@ fn exec_default() -> Option<ExecParams> {
 
 /// topoplan's CUDA SM executor (`docs/cuda.md`) as the simulator models it for direct schedules
 /// (one-shot, two-shot, direct; not the copy-engine pipeline, whose copies and reduce kernels the
-/// NCCL-style model already charges). The executor lowers a schedule into one kernel per GPU;
-/// the receiver's CTAs load the peer's buffer over NVLink and fold it in registers, so:
+/// NCCL-style model already charges). One-shot schedules run on the direct-push kernel
+/// (`runtime/src/cuda/direct.rs`): every sender pushes its message into credit-recycled slots of
+/// the receiver's scratch, where the receiver's CTAs fold it into the output; no barriers. So:
 /// - a message is one transfer, not cut into hand-off steps, with no per-step cost and no slot
-///   credit round trip beyond the route's latency;
-/// - copies, receives and reductions are fused into that load (copy elision, `out = peer + in`):
-///   they cost no separate pass;
-/// - a channel's rate is its CTAs' rate, `min(ctas × cta_gbps, gpu_gbps / channels)`, with one CTA
-///   per `cta_bytes` of the message up to `max_ctas` (Simple) or a fixed `ll_ctas` (LL);
-/// - a call costs a fixed floor: kernel launch, the first peer wait and the final barrier
-///   (Simple), or launch plus one flag-in-data round (LL).
+///   credit round trip beyond the route's latency (the slots pipeline it);
+/// - copies, receives and reductions are fused into that transfer: they cost no separate pass;
+/// - a channel's rate is its CTAs' rate, `min(ctas × cta_gbps, gpu_gbps / channels)` (LL:
+///   `ll_gpu_gbps`), with one CTA (Simple: one stream) per `cta_bytes` of the message up to
+///   `max_ctas`, and for LL one CTA per `ll_cta_bytes` up to `ll_ctas` (`ll_cta_bytes` 0: a fixed
+///   grid of `ll_ctas`, the previous executor's rule);
+/// - a call costs a fixed floor per protocol: launch, then the first data crossing and the last
+///   segment's flag (Simple) or one flag-in-data round (LL).
 ///
-/// Defaults fitted on the 2×H200 one-shot all-reduce curves (`docs/benchmarks-gpu.md` and run 3)
-/// by `cargo run -p sim --example exec_fit`; the fit and its errors are in `docs/fidelity.md`.
+/// The Simple model has no per-segment cost: the kernel's fence per segment, whose share
+/// shrinks as segments grow with the message, is folded into the fitted floor and rate (the
+/// misses this leaves are in `docs/fidelity.md`).
+///
+/// Defaults fitted on the 2×H200 one-shot all-reduce of the direct-push kernel
+/// (`fidelity::OWN_DIRECT_H200X2`) by `cargo run -p sim --example exec_fit`; the fit and its
+/// errors are in `docs/fidelity.md`. [`ExecParams::pull_h200x2`] keeps the previous executor's.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ExecParams {
     /// Fixed cost of one call with the Simple (or LL128) protocol, µs.
     pub launch_simple_us: f64,
     /// Fixed cost of one call with LL, µs.
     pub launch_ll_us: f64,
-    /// Message bytes per CTA of the grid (the executor launches one CTA per 32 KiB).
+    /// Message bytes per CTA (stream) of a Simple grid (the executor: one per 32 KiB).
     pub cta_bytes: u64,
-    /// Most CTAs of a Simple grid.
+    /// Most CTAs (streams) of a Simple grid.
     pub max_ctas: u32,
-    /// CTAs of an LL grid (fixed).
+    /// Most CTAs of an LL grid (a fixed grid of this many when `ll_cta_bytes` is 0).
     pub ll_ctas: u32,
-    /// Peer-load throughput of one CTA, GB/s of wire traffic.
+    /// Message bytes per CTA of an LL grid (the direct-push kernel: one per 4 KiB, one 16-byte
+    /// line per thread); 0: every LL grid has `ll_ctas` CTAs (the previous executor, and configs
+    /// written before this field).
+    #[serde(default)]
+    pub ll_cta_bytes: u64,
+    /// Throughput of one CTA (stream), GB/s of wire traffic.
     pub cta_gbps: f64,
-    /// Whole-GPU peer-load throughput, GB/s of wire traffic (Simple).
+    /// Whole-GPU peer throughput, GB/s of wire traffic (Simple).
     pub gpu_gbps: f64,
     /// Whole-GPU wire throughput of the LL path, GB/s (flags in the data, stores of 16-byte lines).
     pub ll_gpu_gbps: f64,
@@ -220,16 +232,20 @@ fn ce_gbps() -> f64 {
 }
 
 impl Default for ExecParams {
+    /// The direct-push executor on 2×H200: the grid rules are the runtime's (`grid()` in
+    /// `runtime/src/cuda/direct.rs`); floors and rates fitted on `fidelity::OWN_DIRECT_H200X2`
+    /// by `cargo run --release -p sim --example exec_fit`.
     fn default() -> Self {
         Self {
-            launch_simple_us: 12.0,
-            launch_ll_us: 6.1,
+            launch_simple_us: 10.9,
+            launch_ll_us: 5.45,
             cta_bytes: 32 * 1024,
             max_ctas: 64,
-            ll_ctas: 32,
-            cta_gbps: 43.0,
-            gpu_gbps: 321.0,
-            ll_gpu_gbps: 248.0,
+            ll_ctas: 64,
+            ll_cta_bytes: 4 * 1024,
+            cta_gbps: 22.0,
+            gpu_gbps: 340.0,
+            ll_gpu_gbps: 294.0,
             ll_wire_factor: 2.0,
             ce_launch_us: ce_launch_us(),
             ce_gbps: ce_gbps(),
@@ -238,6 +254,26 @@ impl Default for ExecParams {
 }
 
 impl ExecParams {
+    /// The previous, pull-based executor (the receiver's CTAs loaded the peer's buffer behind a
+    /// barrier; LL on a fixed 32-CTA grid), as fitted on 2×H200 (`fidelity::OWN_ONE_SHOT_H200X2`
+    /// and `…_RUN3`): kept to check those measurements, not used by default.
+    pub fn pull_h200x2() -> Self {
+        Self {
+            launch_simple_us: 12.0,
+            launch_ll_us: 6.1,
+            cta_bytes: 32 * 1024,
+            max_ctas: 64,
+            ll_ctas: 32,
+            ll_cta_bytes: 0,
+            cta_gbps: 43.0,
+            gpu_gbps: 321.0,
+            ll_gpu_gbps: 248.0,
+            ll_wire_factor: 2.0,
+            ce_launch_us: ce_launch_us(),
+            ce_gbps: ce_gbps(),
+        }
+    }
+
     /// Whether the executor model times `s`: direct SM schedules only.
     pub fn applies(s: &Schedule) -> bool {
         matches!(
@@ -271,15 +307,15 @@ impl ExecParams {
     /// moving a message of `payload` bytes.
     pub fn channel_cap(&self, p: Protocol, payload: u64, channels: u32) -> f64 {
         let c = channels.max(1) as f64;
+        let grid = |per: u64, max: u32| payload.div_ceil(per.max(1)).clamp(1, max.max(1) as u64);
         let (ctas, gpu) = match p {
-            Protocol::LL => (self.ll_ctas.max(1) as f64, self.ll_gpu_gbps),
-            _ => {
-                let n = payload
-                    .div_ceil(self.cta_bytes.max(1))
-                    .clamp(1, self.max_ctas.max(1) as u64);
-                (n as f64, self.gpu_gbps)
+            Protocol::LL if self.ll_cta_bytes == 0 => {
+                (self.ll_ctas.max(1) as u64, self.ll_gpu_gbps)
             }
+            Protocol::LL => (grid(self.ll_cta_bytes, self.ll_ctas), self.ll_gpu_gbps),
+            _ => (grid(self.cta_bytes, self.max_ctas), self.gpu_gbps),
         };
+        let ctas = ctas as f64;
         (ctas * self.cta_gbps).min(gpu / c) * 1e3
     }
 }

@@ -79,9 +79,57 @@ pub fn markdown(rows: &[Row]) -> String {
     s
 }
 
-/// topoplan's CUDA runtime, one-shot all-reduce (float, sum, out of place) on the lent 2×H200:
-/// (nccl-tests size, protocol the runtime used, measured median µs). From the final run
-/// (`docs/benchmarks-gpu.md`, `topoplan bench -b 8 -e 1G -f 8 -g 2 -w 5 -n 20 --runs 3 -c 0`).
+/// topoplan's CUDA runtime, one-shot all-reduce (float, sum, out of place) on the lent 2×H200,
+/// on the direct-push executor (`runtime/src/cuda/direct.rs`, `kernels/src/direct.cu`: senders
+/// push into credit-recycled slots of the receiver's scratch, no barriers): (size, protocol,
+/// measured median of 3 runs of 20 calls, µs, the out-of-place `time` column).
+/// - LL, 8 B–512 KiB: `docs/measurements/direct-run4.log`, section `topoplan bench -b 8 -e 1G
+///   -f 2 -g 2 -w 5 -n 20 --runs 3 -c 0 --vs-nccl`, its `one-shot-ll` rows only (that section's
+///   Simple rows from 4 MiB up ran on an older grid and are not used).
+/// - Simple, 256 KiB–1 GiB: `docs/measurements/direct-run5.log`, section `topoplan bench -b 256K
+///   -e 1G -f 2 -g 2 -w 5 -n 20 --runs 3 -c 0 --algo one-shot` (64 sender + 64 receiver CTAs at
+///   large sizes, one stream per 32 KiB).
+///
+/// The launch floor of that kernel (`TOPOPLAN_DIRECT_NOOP=1`, `docs/measurements/direct-run3.log`)
+/// is 3.3–4.3 µs per call; it is a diagnostic, not a collective, and is not in this set.
+pub const OWN_DIRECT_H200X2: &[(u64, Protocol, f64)] = &[
+    (8, Protocol::LL, 5.83),
+    (16, Protocol::LL, 5.91),
+    (32, Protocol::LL, 5.77),
+    (64, Protocol::LL, 6.14),
+    (128, Protocol::LL, 5.77),
+    (256, Protocol::LL, 5.85),
+    (512, Protocol::LL, 5.94),
+    (1 << 10, Protocol::LL, 5.76),
+    (2 << 10, Protocol::LL, 6.04),
+    (4 << 10, Protocol::LL, 6.08),
+    (8 << 10, Protocol::LL, 6.46),
+    (16 << 10, Protocol::LL, 6.50),
+    (32 << 10, Protocol::LL, 6.41),
+    (64 << 10, Protocol::LL, 6.39),
+    (128 << 10, Protocol::LL, 6.60),
+    (256 << 10, Protocol::LL, 7.26),
+    (512 << 10, Protocol::LL, 9.92),
+    (256 << 10, Protocol::Simple, 12.06),
+    (512 << 10, Protocol::Simple, 12.14),
+    (1 << 20, Protocol::Simple, 13.98),
+    (2 << 20, Protocol::Simple, 17.34),
+    (4 << 20, Protocol::Simple, 24.17),
+    (8 << 20, Protocol::Simple, 37.86),
+    (16 << 20, Protocol::Simple, 64.65),
+    (32 << 20, Protocol::Simple, 109.80),
+    (64 << 20, Protocol::Simple, 204.72),
+    (128 << 20, Protocol::Simple, 395.50),
+    (256 << 20, Protocol::Simple, 764.60),
+    (512 << 20, Protocol::Simple, 1502.19),
+    (1 << 30, Protocol::Simple, 2986.86),
+];
+
+/// The previous (pull-based) executor, before the direct-push kernel: the receiver's CTAs loaded
+/// the peer's buffer over NVLink behind a barrier. One-shot all-reduce (float, sum, out of place)
+/// on the lent 2×H200: (nccl-tests size, protocol the runtime used, measured median µs). From
+/// the final run of that executor (`docs/benchmarks-gpu.md` then, `topoplan bench -b 8 -e 1G -f 8
+/// -g 2 -w 5 -n 20 --runs 3 -c 0`). Checked against `ExecParams::pull_h200x2`, not the defaults.
 pub const OWN_ONE_SHOT_H200X2: &[(u64, Protocol, f64)] = &[
     (8, Protocol::LL, 6.82),
     (64, Protocol::LL, 6.67),
@@ -95,7 +143,8 @@ pub const OWN_ONE_SHOT_H200X2: &[(u64, Protocol, f64)] = &[
     (1 << 30, Protocol::Simple, 3191.88),
 ];
 
-/// Sizes the final run skipped, from the earlier sweeps of `docs/measurements/run3-perf.log`
+/// The previous (pull-based) executor, like [`OWN_ONE_SHOT_H200X2`]: sizes its final run skipped,
+/// from the earlier sweeps of `docs/measurements/run3-perf.log`
 /// (same machine, `-f 2`): LL up to its 512 KiB limit, Simple 128 KiB–2 MiB (at most 32 CTAs up
 /// to 1 MiB, 64 at 2 MiB: the grid the runtime uses now) and 4–32 MiB from the 64-CTA sweep
 /// (the default since; the 132-CTA rows of that log are left out).
