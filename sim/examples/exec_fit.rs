@@ -22,6 +22,8 @@ use sim::fidelity::{
 use sim::{ExecParams, SimConfig};
 
 type Points = Vec<(u64, Protocol, f64)>;
+/// Labelled measured sets.
+type Sets = Vec<(&'static str, &'static [(u64, Protocol, f64)])>;
 
 fn rows(topo: &Topology, pts: &[(u64, Protocol, f64)], x: &ExecParams) -> Vec<sim::fidelity::Row> {
     let cfg = SimConfig {
@@ -110,7 +112,7 @@ fn main() {
     )
     .expect("h200x2 topology")
     .topology;
-    let (sets, mut x): (Vec<(&str, &[(u64, Protocol, f64)])>, ExecParams) = if previous {
+    let (sets, mut x): (Sets, ExecParams) = if previous {
         (
             vec![
                 ("pull final run", OWN_ONE_SHOT_H200X2),

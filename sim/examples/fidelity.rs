@@ -34,14 +34,28 @@ fn main() {
     )
     .expect("h200x2 topology")
     .topology;
-    for (name, points) in [
-        ("final run (docs/benchmarks-gpu.md)", OWN_ONE_SHOT_H200X2),
+    let pull = sim::SimConfig {
+        exec: Some(sim::ExecParams::pull_h200x2()),
+        ..Default::default()
+    };
+    for (name, points, cfg) in [
         (
-            "run 3 (docs/measurements/run3-perf.log)",
+            "direct-push executor (docs/measurements/direct-run4.log LL, direct-run5.log Simple)",
+            OWN_DIRECT_H200X2,
+            &cfg,
+        ),
+        (
+            "previous pull-based executor, final run, ExecParams::pull_h200x2",
+            OWN_ONE_SHOT_H200X2,
+            &pull,
+        ),
+        (
+            "previous pull-based executor, run 3 (docs/measurements/run3-perf.log), ExecParams::pull_h200x2",
             OWN_ONE_SHOT_H200X2_RUN3,
+            &pull,
         ),
     ] {
-        let rows = compare_own_one_shot(&own, points, &cfg).expect("simulates");
+        let rows = compare_own_one_shot(&own, points, cfg).expect("simulates");
         let worst = rows.iter().map(|r| r.error.abs()).fold(0.0, f64::max);
         println!(
             "### topoplan one-shot all-reduce, CUDA runtime, {name}; worst |error| {:.1}%\n",
