@@ -117,7 +117,7 @@ enum Msg {
 pub const MAX_GATHER_BYTES: usize = 32 << 10;
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len() / 2)
