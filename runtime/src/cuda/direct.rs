@@ -349,14 +349,7 @@ pub(crate) fn enqueue(
         output: req.outputs[rank],
         in_place,
     };
-    launch_call(
-        &g.ranks[rank].ctx,
-        module,
-        &peers,
-        rank as u32,
-        &call,
-        stream,
-    )
+    launch_call(&g.ranks[rank].ctx, module, &peers, rank as u32, &call, stream)
 }
 
 /// Enqueues `rank`'s part of `call` on `stream` of `ctx` (the context of that rank's GPU).
@@ -389,11 +382,7 @@ pub fn launch_call(
         (LL_SLOT_BYTES, LL_SLOT_BYTES / 2, grid)
     } else {
         let slot = simple_slot_bytes(n as u64 - 1, k.slot_bytes);
-        (
-            slot,
-            segment_bytes(bytes, grid, slot),
-            grid + receivers(grid, min_sm),
-        )
+        (slot, segment_bytes(bytes, grid, slot), grid + receivers(grid, min_sm))
     };
     let seg = seg_bytes / elem;
     let args = TdArgs {
@@ -460,16 +449,9 @@ fn launch(
     };
     // SAFETY: the kernel takes one `TdArgs` by value, which `params` points to; the config and
     // attribute outlive the call (the driver copies them).
-    unsafe {
-        sys::cuLaunchKernelEx(
-            &cfg,
-            f.cu_function(),
-            params.as_mut_ptr(),
-            std::ptr::null_mut(),
-        )
-    }
-    .result()
-    .map_err(drv)
+    unsafe { sys::cuLaunchKernelEx(&cfg, f.cu_function(), params.as_mut_ptr(), std::ptr::null_mut()) }
+        .result()
+        .map_err(drv)
 }
 
 #[cfg(test)]
