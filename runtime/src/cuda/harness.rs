@@ -115,7 +115,7 @@ pub fn geometry(kind: CollectiveKind, nranks: u32, size: u64, elem: u64) -> (u64
     (count, i as u64, o as u64)
 }
 
-fn coll_of(kind: CollectiveKind, root: u32) -> Collective {
+pub(crate) fn coll_of(kind: CollectiveKind, root: u32) -> Collective {
     match kind {
         CollectiveKind::Broadcast | CollectiveKind::Reduce => Collective::rooted(kind, root),
         k => Collective::new(k),
@@ -299,7 +299,7 @@ impl Lib<'_> {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     if v.is_empty() {
         0.0
