@@ -338,6 +338,16 @@ fn run_child(a: &Args, rank: u32) -> CliResult {
     if rank >= n {
         return Err(CliError::input(format!("rank {rank} of -g {n}")));
     }
+    // A rank whose parent is gone (killed by a timeout, say) must not hold its GPU, possibly
+    // waiting in a kernel for a peer that died with it.
+    let parent = std::os::unix::process::parent_id();
+    std::thread::spawn(move || loop {
+        std::thread::sleep(Duration::from_millis(500));
+        if std::os::unix::process::parent_id() != parent {
+            eprintln!("error: rank {rank}: the `--procs` parent exited; stopping");
+            std::process::exit(1);
+        }
+    });
     let timeout = runtime::Config::from_lookup(|k| {
         (k == "TOPOPLAN_TIMEOUT")
             .then(|| std::env::var(k).ok())
@@ -359,7 +369,10 @@ fn run_child(a: &Args, rank: u32) -> CliResult {
         listen,
     };
     // Ranks started with different arguments refuse each other.
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     let fingerprint = runtime::config::fnv1a(args.join("\0").as_bytes());
     let mut rv = bootstrap::rendezvous(&id, rank, n, fingerprint, info, timeout)
         .map_err(|e| CliError::failure(format!("bootstrap: {e}")))?;
