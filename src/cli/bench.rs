@@ -95,7 +95,10 @@ pub struct Args {
 /// How the ranks run: all GPUs from this process, or this process is one rank of `--procs`.
 enum Mode {
     Single,
-    Procs { comm: CudaProcComm, rv: Rendezvous },
+    Procs {
+        comm: Box<CudaProcComm>,
+        rv: Rendezvous,
+    },
 }
 
 fn map_err(e: CudaError) -> CliError {
@@ -383,7 +386,10 @@ fn run_child(a: &Args, rank: u32) -> CliResult {
         &mut |b: &[u8]| Ok(rv.all_gather(b)?),
     )
     .map_err(map_err)?;
-    let mut mode = Mode::Procs { comm, rv };
+    let mut mode = Mode::Procs {
+        comm: Box::new(comm),
+        rv,
+    };
     let r = run_configs(a, &mut mode);
     drop(listener);
     r
