@@ -31,7 +31,7 @@ LD_LIBRARY_PATH. Environment: TOPOPLAN_ALGO overrides --algo; TOPOPLAN_CTAS fixe
 TOPOPLAN_SCRATCH_MB sets the per-GPU scratch ring (default 64).\n\n\
 Several processes (--procs): `-g N --procs` starts N processes of this binary, rank r on GPU r, which exchange \
 CUDA IPC handles of their direct-path buffers through a TCP bootstrap on 127.0.0.1 and run the one-shot (direct) \
-schedules only (--algo auto, one-shot or one-shot-ll; not with --vs-nccl). Each rank checks its own output against \
+schedules only (--algo auto or a one-shot variant; not with --vs-nccl). Each rank checks its own output against \
 the CPU reference; rank 0 prints the table (times: the slowest rank). TOPOPLAN_TIMEOUT bounds each bootstrap wait \
 (default 600 s). Example:\n  topoplan bench -g 2 --procs -b 8 -e 1G -f 4 -c 1"
 )]
@@ -191,6 +191,14 @@ fn effective_algo(a: &Args) -> String {
     std::env::var("TOPOPLAN_ALGO").unwrap_or(a.algo.clone())
 }
 
+/// Whether `algo` names a schedule of the direct path (`auto` picks them, except the
+/// copy-engine pipeline under `TOPOPLAN_CE_AUTO`, which the ranks then refuse clearly).
+fn runs_direct(algo: &str, nranks: u32) -> bool {
+    let coll = planner::schedule::Collective::new(CollectiveKind::AllReduce);
+    algo == "auto"
+        || schedules::pick(&coll, nranks, 1 << 20, algo).is_ok_and(|(_, s)| direct::applies(&s))
+}
+
 /// `--procs` runs what the multi-process backend runs: direct schedules, 2 to 8 ranks, no NCCL.
 fn check_procs(a: &Args, algo: &str) -> Result<(), CliError> {
     if a.vs_nccl {
@@ -204,10 +212,15 @@ fn check_procs(a: &Args, algo: &str) -> Result<(), CliError> {
             a.ngpus
         )));
     }
-    if !["auto", "one-shot", "one-shot-ll"].contains(&algo) {
+    if !runs_direct(algo, a.ngpus as u32) {
+        let direct: Vec<&str> = schedules::ALGOS
+            .iter()
+            .copied()
+            .filter(|x| runs_direct(x, a.ngpus as u32))
+            .collect();
         return Err(CliError::input(format!(
-            "--procs runs the one-shot (direct) schedules only: --algo auto, one-shot or \
-             one-shot-ll, not `{algo}`"
+            "--procs runs the one-shot (direct) schedules only: --algo {}, not `{algo}`",
+            direct.join(", ")
         )));
     }
     if !direct::enabled() {
