@@ -657,6 +657,8 @@ mod tests {
             e.contains("one-shot (direct) schedules only") && e.contains("`ring`"),
             "{e}"
         );
+        assert!(e.contains("--algo auto, one-shot, one-shot-ll"), "{e}");
+        assert!(!e.contains("two-shot,") && !e.contains(" ce"), "{e}");
         assert!(procs_err(&["-g", "2", "--procs", "--algo", "ce"]).contains("`ce`"));
         assert!(procs_err(&["-g", "1", "--procs"]).contains("-g 2 to 8"));
         assert!(procs_err(&["-g", "9", "--procs"]).contains("-g 2 to 8"));
