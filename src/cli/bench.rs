@@ -60,6 +60,10 @@ pub struct Args {
     /// Also run NCCL on the same buffers, alternating with ours, and print ratio columns.
     #[arg(long = "vs-nccl")]
     pub vs_nccl: bool,
+    /// Capture the timed calls of each measurement into a CUDA graph and time one replay
+    /// (nccl-tests' -G); the checked call is a replayed one-call graph too. Not with --algo ce
+    #[arg(long = "cuda-graph")]
+    pub cuda_graph: bool,
     /// Timed repetitions per size (the median is printed).
     #[arg(long = "runs", default_value_t = 3)]
     pub runs: usize,
@@ -238,10 +242,11 @@ fn run_one(a: &Args, kind: CollectiveKind, dtype: DataType, op: ReduceOp) -> Res
             iters: a.iters,
             check: a.check != 0,
             vs_nccl: a.vs_nccl,
+            cuda_graph: a.cuda_graph,
             runs: a.runs,
             seed: a.seed,
         };
-        println!("# topoplan bench: {} on {} GPU(s), {} {}, algo {}, warmup {} iters {} runs {} (median)", kind.name(), a.ngpus, dtype.nccl_name(), op.name(), algo, a.warmup, a.iters, a.runs);
+        println!("# topoplan bench: {} on {} GPU(s), {} {}, algo {}, warmup {} iters {} runs {} (median){}", kind.name(), a.ngpus, dtype.nccl_name(), op.name(), algo, a.warmup, a.iters, a.runs, if a.cuda_graph { ", calls replayed from a CUDA graph" } else { "" });
         print_header(a.vs_nccl);
         let root = if matches!(kind, CollectiveKind::Broadcast | CollectiveKind::Reduce) {
             a.root as i64

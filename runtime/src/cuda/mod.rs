@@ -12,8 +12,8 @@
 
 pub mod ce;
 pub mod detect;
-pub mod direct;
 pub mod device;
+pub mod direct;
 pub mod group;
 pub mod harness;
 pub mod lower;
