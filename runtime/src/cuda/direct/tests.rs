@@ -203,7 +203,7 @@ fn grids_fit_the_gpu_and_the_kernel_layout() {
                     }
                     let seg = segment_bytes(bytes, g, 256 << 10);
                     assert!(
-                        seg % 16 == 0 && (64 << 10..=256 << 10).contains(&seg),
+                        seg.is_multiple_of(16) && (64 << 10..=256 << 10).contains(&seg),
                         "{seg}"
                     );
                 }
