@@ -30,6 +30,23 @@ for what in "${@:-check perf}"; do
       for sk in 32:8 64:4 128:4 256:4 512:2; do
         PRE="TOPOPLAN_DIRECT_SLOT_KB=${sk%:*} TOPOPLAN_DIRECT_SLOTS=${sk#*:} " TOPOPLAN_DIRECT_SLOT_KB=${sk%:*} TOPOPLAN_DIRECT_SLOTS=${sk#*:} T=90 run bench -b 1M -e 1G -f 4 -g 2 -w 3 -n 10 --runs 3 -c 0 --algo one-shot
       done ;;
+    check3)
+      T=200 run bench --coll all -d float,bfloat16,int8 -o sum,max --counts 7,1048579,16777219,67108865 -w 1 -n 2 --runs 1 -c 1 --algo one-shot
+      wrong=$(grep '# summary' "$LOG" | awk '{s+=$5} END {print s+0}')
+      echo "DIRECT-CHECK: $(grep -c '# summary' "$LOG") runs, $wrong wrong, $(grep -c '^rc=[^0]' "$LOG") failed commands" | tee -a "$LOG" ;;
+    perf2)
+      T=300 run bench -b 8 -e 1G -f 2 -g 2 -w 5 -n 20 --runs 3 -c 0 --vs-nccl ;;
+    sweep3)
+      for c in 32 88; do PRE="TOPOPLAN_DIRECT_CTAS=$c " TOPOPLAN_DIRECT_CTAS=$c T=60 run bench -b 512K -e 4M -f 2 -g 2 -w 5 -n 20 --runs 3 -c 0 --algo one-shot; done
+      PRE="TOPOPLAN_DIRECT_CTAS=64 " TOPOPLAN_DIRECT_CTAS=64 T=90 run bench -b 16M -e 1G -f 4 -g 2 -w 3 -n 10 --runs 3 -c 0 --algo one-shot ;;
+    ll128)
+      T=200 run bench --coll all -d float,half,int8,double -o sum,max,avg --counts 1,7,4097,65537,1048579,16777219 -w 1 -n 2 --runs 1 -c 1 --algo one-shot-ll128
+      T=120 run bench --coll all -d float,bfloat16 -o sum,max --counts 7,1048579,67108865 -w 1 -n 2 --runs 1 -c 1 --algo one-shot
+      wrong=$(grep '# summary' "$LOG" | awk '{s+=$5} END {print s+0}')
+      echo "DIRECT-CHECK: $(grep -c '# summary' "$LOG") runs, $wrong wrong, $(grep -c '^rc=[^0]' "$LOG") failed commands" | tee -a "$LOG"
+      T=120 run bench -b 256K -e 1G -f 2 -g 2 -w 5 -n 20 --runs 3 -c 0 --algo one-shot-ll128 --vs-nccl
+      T=120 run bench -b 256K -e 1G -f 2 -g 2 -w 5 -n 20 --runs 3 -c 0 --algo one-shot
+      PRE="TOPOPLAN_DIRECT_CTAS=64 " TOPOPLAN_DIRECT_CTAS=64 T=60 run bench -b 256K -e 16M -f 2 -g 2 -w 5 -n 20 --runs 3 -c 0 --algo one-shot-ll128 ;;
     others)
       T=240 run bench --coll all-gather,reduce-scatter,broadcast,reduce -b 1K -e 256M -f 8 -g 2 -w 3 -n 20 --runs 3 -c 0 --vs-nccl ;;
   esac

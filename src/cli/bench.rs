@@ -70,12 +70,17 @@ pub struct Args {
     /// Root rank of broadcast and reduce.
     #[arg(short = 'r', long = "root", default_value_t = 0)]
     pub root: u32,
-    /// Algorithm: auto, one-shot, two-shot, ring, tree, ce (copy-engine pipeline, 2-GPU all-reduce).
+    /// Algorithm: auto, one-shot (Simple), one-shot-ll, one-shot-ll128, two-shot, ring, tree, ce
+    /// (copy-engine pipeline, 2-GPU all-reduce).
     #[arg(long = "algo", default_value = "auto")]
     pub algo: String,
     /// Also run NCCL on the same buffers, alternating with ours, and print ratio columns.
     #[arg(long = "vs-nccl")]
     pub vs_nccl: bool,
+    /// Capture the timed calls of each measurement into a CUDA graph and time one replay
+    /// (nccl-tests' -G); the checked call is a replayed one-call graph too. Not with --algo ce
+    #[arg(long = "cuda-graph")]
+    pub cuda_graph: bool,
     /// Timed repetitions per size (the median is printed).
     #[arg(long = "runs", default_value_t = 3)]
     pub runs: usize,
@@ -204,6 +209,11 @@ fn check_procs(a: &Args, algo: &str) -> Result<(), CliError> {
     if a.vs_nccl {
         return Err(CliError::input(
             "--procs does not run NCCL beside ours: drop --vs-nccl (or --procs)",
+        ));
+    }
+    if a.cuda_graph {
+        return Err(CliError::input(
+            "--procs does not capture CUDA graphs: drop --cuda-graph (or --procs)",
         ));
     }
     if !(2..=8).contains(&a.ngpus) {
@@ -515,11 +525,12 @@ fn run_one(
             iters: a.iters,
             check: a.check != 0,
             vs_nccl: a.vs_nccl,
+            cuda_graph: a.cuda_graph,
             runs: a.runs,
             seed: a.seed,
         };
         match mode {
-            Mode::Single => println!("# topoplan bench: {} on {} GPU(s), {} {}, algo {}, warmup {} iters {} runs {} (median)", kind.name(), a.ngpus, dtype.nccl_name(), op.name(), algo, a.warmup, a.iters, a.runs),
+            Mode::Single => println!("# topoplan bench: {} on {} GPU(s), {} {}, algo {}, warmup {} iters {} runs {} (median){}", kind.name(), a.ngpus, dtype.nccl_name(), op.name(), algo, a.warmup, a.iters, a.runs, if a.cuda_graph { ", calls replayed from a CUDA graph" } else { "" }),
             Mode::Procs { .. } => println!("# topoplan bench: {} on {} GPU(s) in {} processes (CUDA IPC, one-shot schedules; no NCCL columns in this mode), {} {}, algo {}, warmup {} iters {} runs {} (median of the slowest rank)", kind.name(), a.ngpus, a.ngpus, dtype.nccl_name(), op.name(), algo, a.warmup, a.iters, a.runs),
         }
         print_header(a.vs_nccl);
@@ -652,6 +663,7 @@ mod tests {
             assert!(check_procs(&a, &a.algo).is_ok(), "{ok:?}");
         }
         assert!(procs_err(&["-g", "2", "--procs", "--vs-nccl"]).contains("--vs-nccl"));
+        assert!(procs_err(&["-g", "2", "--procs", "--cuda-graph"]).contains("--cuda-graph"));
         let e = procs_err(&["-g", "2", "--procs", "--algo", "ring"]);
         assert!(
             e.contains("one-shot (direct) schedules only") && e.contains("`ring`"),

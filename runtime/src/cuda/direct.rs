@@ -17,22 +17,28 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 /// `TD_MAXCTA` in direct.cu: slot regions and flags exist for this many streams (sender CTAs).
-pub(crate) const MAX_CTAS: u32 = 128;
+pub(crate) const MAX_CTAS: u32 = 64;
 /// `TD_RECV_STREAMS`: streams one Simple receiver CTA serves at most.
 const RECV_STREAMS: u32 = 4;
-/// `TD_FLAG_WORDS`: (2 protocols × 4 roles × 8 peers × 128 streams) u64 words, then three
+/// `TD_FLAG_WORDS`: (3 protocols × 4 roles × 8 peers × 64 streams) u64 words, then three
 /// per-stream words of the in-place guard.
-const FLAG_WORDS: usize = (2 * 4 * 8 + 3) * MAX_CTAS as usize;
+const FLAG_WORDS: usize = (3 * 4 * 8 + 3) * MAX_CTAS as usize;
 /// Slots per (sender, receiver, stream): how far a sender may run ahead of its receiver
 /// (`TOPOPLAN_DIRECT_SLOTS`).
 const NSLOTS: u32 = 2;
 /// Simple slot (`TOPOPLAN_DIRECT_SLOT_KB`), for 2 ranks; divided among more peers. A sender
 /// fences once per segment, so large messages want large segments (2×H200, 1 GiB: 350 GB/s
 /// with 128 KiB, 357 with 256 KiB, 360 with 512 KiB).
-const SIMPLE_SLOT_BYTES: u64 = 256 << 10;
+const SIMPLE_SLOT_BYTES: u64 = 512 << 10;
 /// Smallest Simple segment: below it the per-segment fence costs more than the pipelining wins
 /// (32 KiB segments: 221 GB/s at 16 MiB against 266 with 128 KiB).
-const MIN_SEG_BYTES: u64 = 32 << 10;
+const MIN_SEG_BYTES: u64 = 64 << 10;
+/// LL128 slot: 1024 lines of 128 bytes (120 KiB of data); LL128 has no fence, so segments can
+/// be small: down to 64 lines.
+const LL128_SLOT_LINES: u64 = 1024;
+const LL128_MIN_SEG_LINES: u64 = 64;
+/// Data bytes per LL128 line.
+const LL128_DATA: u64 = 120;
 /// LL slot: 32 KiB of 16-byte lines carrying 16 KiB of data.
 const LL_SLOT_BYTES: u64 = 32 << 10;
 /// LL grids: one CTA per 4 KiB up to this many (64 beat 32 at 256 KiB-1 MiB: 7.4 against
@@ -188,17 +194,18 @@ fn knobs() -> &'static Knobs {
     })
 }
 
-/// CTAs for a message of `bytes`: LL runs `grid` CTAs that push and consume; Simple runs
-/// `grid` sender CTAs (streams) and [`receivers`] receiver CTAs. The same on every rank, since
+/// CTAs for a message of `bytes`: LL runs `grid` CTAs that push and consume; Simple and LL128
+/// run `grid` sender CTAs (streams) and [`receivers`] receiver CTAs. The same on every rank, since
 /// stream b pairs sender CTA b with the receiver serving b. `fixed` overrides the size rule
 /// (`TOPOPLAN_DIRECT_CTAS`, `TOPOPLAN_DIRECT_LL_CTAS`).
 pub fn grid(bytes: u64, ll: bool, min_sm: u32, fixed: Option<u32>) -> u32 {
-    // LL: one 16-byte line per thread per 4 KiB CTA; Simple: a stream per 32 KiB, and at most
-    // two thirds of the SMs push (the rest reduce: local work, half as many CTAs suffice).
+    // LL: one 16-byte line per thread per 4 KiB CTA; Simple: a stream per 32 KiB, as many
+    // receiver CTAs as senders (88 senders with 44 two-stream receivers measured slower at
+    // 4-32 MiB and no faster at 1 GiB than 64 + 64 on 2×H200).
     let (per_cta, cap) = if ll {
         (4u64 << 10, LL_MAX_CTAS.min(min_sm))
     } else {
-        (32u64 << 10, MAX_CTAS.min(min_sm * 2 / 3))
+        (32u64 << 10, MAX_CTAS.min(min_sm / 2))
     };
     fixed
         .unwrap_or_else(|| bytes.div_ceil(per_cta).min(cap as u64) as u32)
@@ -215,13 +222,24 @@ pub fn receivers(senders: u32, min_sm: u32) -> u32 {
     }
 }
 
-/// Simple segment in bytes for a message of `bytes` over `senders` streams: about half a
-/// stream's share (so a receiver works on one half while the other arrives), between
-/// [`MIN_SEG_BYTES`] and the slot.
+/// Simple segment in bytes for a message of `bytes` over `senders` streams: a quarter of a
+/// stream's share (a receiver reduces one while the next arrives), between [`MIN_SEG_BYTES`]
+/// and the slot (2×H200: 128 KiB at 16 MiB, 256 KiB at 64 MiB, 512 KiB from 256 MiB measured
+/// best).
 pub fn segment_bytes(bytes: u64, senders: u32, slot_bytes: u64) -> u64 {
-    let half = bytes.div_ceil(senders.max(1) as u64).div_ceil(2);
-    half.next_multiple_of(16 << 10)
+    let quarter = bytes.div_ceil(senders.max(1) as u64).div_ceil(4);
+    quarter
+        .next_multiple_of(16 << 10)
         .clamp(MIN_SEG_BYTES.min(slot_bytes), slot_bytes)
+}
+
+/// LL128 segment in lines for a message of `bytes` over `senders` streams: a quarter of a
+/// stream's lines, between [`LL128_MIN_SEG_LINES`] and the slot.
+pub fn ll128_segment_lines(bytes: u64, senders: u32) -> u64 {
+    let lines = bytes.div_ceil(LL128_DATA).div_ceil(senders.max(1) as u64);
+    lines
+        .div_ceil(4)
+        .clamp(LL128_MIN_SEG_LINES, LL128_SLOT_LINES)
 }
 
 /// Simple slot bytes for `peers` peers: [`SIMPLE_SLOT_BYTES`] shared among them, so the slot
@@ -230,8 +248,8 @@ fn simple_slot_bytes(peers: u64, knob: Option<u64>) -> u64 {
     knob.unwrap_or((SIMPLE_SLOT_BYTES / peers.max(1)).next_multiple_of(16 << 10))
 }
 
-/// Per-rank device memory of the direct path: Simple slots, LL slots (zeroed: sequence 0 never
-/// matches) and the flag words.
+/// Per-rank device memory of the direct path: Simple slots followed by LL128 slots (zeroed:
+/// sequence 0 never matches), LL slots (zeroed) and the flag words.
 #[derive(Debug)]
 pub(crate) struct DirectBufs {
     simple: DevBuf,
@@ -244,7 +262,9 @@ impl DirectBufs {
         let peers = nranks.saturating_sub(1).max(1) as u64;
         let k = knobs();
         let region = |slot: u64| (peers * MAX_CTAS as u64 * k.nslots as u64 * slot) as usize;
-        let simple = DevBuf::new(ctx, region(simple_slot_bytes(peers, k.slot_bytes)))?;
+        let simple_bytes = region(simple_slot_bytes(peers, k.slot_bytes));
+        let simple = DevBuf::new(ctx, simple_bytes + region(LL128_SLOT_LINES * 128))?;
+        simple.fill(0)?;
         let ll = DevBuf::new(ctx, region(LL_SLOT_BYTES))?;
         ll.fill(0)?;
         let flags = DevBuf::new(ctx, FLAG_WORDS * 8)?;
@@ -298,7 +318,8 @@ impl DirectBufs {
         (self.simple.ptr, self.ll.ptr, self.flags.ptr)
     }
 
-    /// The allocations, for exporting them to other processes.
+    /// The allocations, for exporting them to other processes (`super::ipc`).
+    #[allow(dead_code)]
     pub(crate) fn bufs(&self) -> [&DevBuf; 3] {
         [&self.simple, &self.ll, &self.flags]
     }
@@ -349,7 +370,14 @@ pub(crate) fn enqueue(
         output: req.outputs[rank],
         in_place,
     };
-    launch_call(&g.ranks[rank].ctx, module, &peers, rank as u32, &call, stream)
+    launch_call(
+        &g.ranks[rank].ctx,
+        module,
+        &peers,
+        rank as u32,
+        &call,
+        stream,
+    )
 }
 
 /// Enqueues `rank`'s part of `call` on `stream` of `ctx` (the context of that rank's GPU).
@@ -378,17 +406,40 @@ pub fn launch_call(
     let min_sm = peers.min_sm;
     let bytes = role.n * elem;
     let grid = grid(bytes, ll, min_sm, if ll { k.ll_ctas } else { k.ctas });
-    let (slot_bytes, seg_bytes, ctas) = if ll {
-        (LL_SLOT_BYTES, LL_SLOT_BYTES / 2, grid)
-    } else {
-        let slot = simple_slot_bytes(n as u64 - 1, k.slot_bytes);
-        (slot, segment_bytes(bytes, grid, slot), grid + receivers(grid, min_sm))
+    let peers_n = n as u64 - 1;
+    let simple_slot = simple_slot_bytes(peers_n, k.slot_bytes);
+    // (protocol code, scratch bases, slot bytes, segment elements, CTAs)
+    let (proto, scratch, slot_bytes, seg, ctas) = match call.protocol {
+        Protocol::LL => (1, peers.ll, LL_SLOT_BYTES, LL_SLOT_BYTES / 2 / elem, grid),
+        Protocol::LL128 => {
+            // LL128 slots follow the Simple slots in the same allocation.
+            let skip = peers_n * MAX_CTAS as u64 * k.nslots as u64 * simple_slot;
+            let bases = peers.simple.map(|b| if b == 0 { 0 } else { b + skip });
+            let lines = ll128_segment_lines(bytes, grid);
+            let seg = lines * (LL128_DATA / elem);
+            (
+                2,
+                bases,
+                LL128_SLOT_LINES * 128,
+                seg,
+                grid + receivers(grid, min_sm),
+            )
+        }
+        Protocol::Simple => {
+            let seg = segment_bytes(bytes, grid, simple_slot) / elem;
+            (
+                0,
+                peers.simple,
+                simple_slot,
+                seg,
+                grid + receivers(grid, min_sm),
+            )
+        }
     };
-    let seg = seg_bytes / elem;
     let args = TdArgs {
         input: call.input,
         output: call.output,
-        scratch: if ll { peers.ll } else { peers.simple },
+        scratch,
         flags: peers.flags,
         n: role.n,
         seg,
@@ -402,7 +453,7 @@ pub fn launch_call(
         send_mask: role.send_mask,
         recv_mask: role.recv_mask,
         mode: u32::from(!role.reduce),
-        ll: u32::from(ll),
+        ll: proto,
         nslots: k.nslots,
         opts: u32::from(role.avg)
             | (u32::from(role.copy_dst.is_some()) << 1)
@@ -449,9 +500,16 @@ fn launch(
     };
     // SAFETY: the kernel takes one `TdArgs` by value, which `params` points to; the config and
     // attribute outlive the call (the driver copies them).
-    unsafe { sys::cuLaunchKernelEx(&cfg, f.cu_function(), params.as_mut_ptr(), std::ptr::null_mut()) }
-        .result()
-        .map_err(drv)
+    unsafe {
+        sys::cuLaunchKernelEx(
+            &cfg,
+            f.cu_function(),
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    }
+    .result()
+    .map_err(drv)
 }
 
 #[cfg(test)]

@@ -6,10 +6,11 @@ use planner::schedule::build;
 use planner::schedule::{Collective, CollectiveKind, Protocol, Schedule, Transport};
 
 /// Algorithms `topoplan bench --algo` and `TOPOPLAN_ALGO` accept.
-pub const ALGOS: [&str; 7] = [
+pub const ALGOS: [&str; 8] = [
     "auto",
     "one-shot",
     "one-shot-ll",
+    "one-shot-ll128",
     "two-shot",
     "ring",
     "tree",
@@ -24,6 +25,17 @@ const LL_UP_TO_BYTES: u64 = 512 << 10;
 
 fn ce_auto() -> bool {
     std::env::var("TOPOPLAN_CE_AUTO").is_ok()
+}
+
+/// Up to this size (bytes per rank; `TOPOPLAN_LL128_MAX` overrides) `auto` uses LL128 above
+/// the LL range, where the direct path runs it.
+const LL128_UP_TO_BYTES: u64 = 0;
+
+fn ll128_up_to() -> u64 {
+    std::env::var("TOPOPLAN_LL128_MAX")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(LL128_UP_TO_BYTES)
 }
 
 fn ll_up_to() -> u64 {
@@ -42,7 +54,7 @@ const CE_FROM_BYTES: u64 = 256 << 20;
 #[derive(Debug, thiserror::Error)]
 pub enum PickError {
     #[error(
-        "unknown algorithm `{0}` (one of: auto, one-shot, one-shot-ll, two-shot, ring, tree, ce)"
+        "unknown algorithm `{0}` (one of: auto, one-shot, one-shot-ll, one-shot-ll128, two-shot, ring, tree, ce)"
     )]
     Unknown(String),
     #[error("{0}")]
@@ -66,6 +78,7 @@ pub fn auto_algo(kind: CollectiveKind, nranks: u32, bytes: u64) -> &'static str 
         {
             "one-shot-ll"
         }
+        _ if bytes <= ll128_up_to() && super::direct::enabled() => "one-shot-ll128",
         _ => "one-shot",
     }
 }
@@ -87,6 +100,7 @@ pub fn pick(
     let s = match name {
         "one-shot" => build::one_shot(coll, nranks, Protocol::Simple).map_err(err)?,
         "one-shot-ll" => build::one_shot(coll, nranks, Protocol::LL).map_err(err)?,
+        "one-shot-ll128" => build::one_shot(coll, nranks, Protocol::LL128).map_err(err)?,
         "two-shot" => build::two_shot(coll, nranks, Protocol::Simple).map_err(err)?,
         "ring" => {
             let mut s = build::ring(coll, &[ring], Protocol::Simple).map_err(err)?;
