@@ -386,7 +386,8 @@ impl CudaProcComm {
         let mine = opened();
         let word = match &mine {
             Ok(()) => Vec::new(),
-            Err(e) => e.to_string().into_bytes(),
+            // Bounded: the bootstrap carries at most `MAX_GATHER_BYTES` per rank.
+            Err(e) => e.to_string().into_bytes().into_iter().take(4096).collect(),
         };
         let ready = exchange(&word).map_err(at(rank, "exchanging readiness"))?;
         mine?;
