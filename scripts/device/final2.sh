@@ -12,7 +12,7 @@ sec() { # sec NAME TIMEOUT ARGS... : runs topoplan, logs to $OUT/NAME.log
 machine_info > "$OUT/info.txt"
 sec detect 30 detect -o "$OUT/detected.xml" --compare tests/data/measurements/h200x2/topo.xml
 echo "detect: $(tail -3 "$OUT/detect.log" | tr '\n' ' ')"
-if [ -f "$(dirname "$0")/mp.sh" ]; then timeout 150 bash "$(dirname "$0")/mp.sh" | tail -1; fi
+if [ -f "$(dirname "$0")/mp.sh" ]; then timeout 170 bash "$(dirname "$0")/mp.sh" | tail -1; fi
 sec perf 150 bench -b 8 -e 1G -f 2 -g 2 -w 5 -n 20 --runs 3 -c 0 --vs-nccl
 echo "perf: $(grep -c 'x$' "$OUT/perf.log") rows"
 sec others 120 bench --coll all-gather,reduce-scatter,broadcast,reduce -b 1K -e 256M -f 8 -g 2 -w 3 -n 20 --runs 3 -c 0 --vs-nccl

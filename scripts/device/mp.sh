@@ -13,9 +13,10 @@ run() {
   grep '# summary' "$LOG" | tail -1
 }
 machine_info >> "$LOG" 2>&1
-run bench -g 2 --procs --coll all -d float,half,int8 -o sum,max --counts 0,1,7,65537,1048579 -w 1 -n 3 --runs 1 -c 1
-# 1 GiB per rank: every process also computes the reference for both ranks (CPU), hence T=240.
-T=240 run bench --coll all-reduce -d float -o sum,avg --counts 16777219,268435456 -w 1 -n 3 --runs 1 -c 1 --procs -g 2
-run bench -g 2 --procs -b 8 -e 1G -f 8 -w 5 -n 20 --runs 3 -c 0
+T=60 run bench -g 2 --procs --coll all -d float,half,int8 -o sum,max --counts 0,1,7,65537,1048579 -w 1 -n 3 --runs 1 -c 1
+# Every process also computes the reference for both ranks on the CPU: MP_BIG (elements) sizes
+# the large check (default 64 MiB + odd tail; 268435456 is 1 GiB per rank, allow T=240).
+T=${MP_T:-60} run bench --coll all-reduce -d float -o sum,avg --counts "${MP_BIG:-16777219}" -w 1 -n 3 --runs 1 -c 1 --procs -g 2
+T=60 run bench -g 2 --procs -b 8 -e 1G -f 8 -w 5 -n 20 --runs 3 -c 0
 wrong=$(grep '# summary' "$LOG" | awk '{s+=$5} END {print s+0}')
 echo "MP-CHECK: $(grep -c '# summary' "$LOG") runs, $wrong wrong, $(grep -c '^rc=[^0]' "$LOG") failed commands (log: mp.log)" | tee -a "$LOG"
