@@ -43,6 +43,7 @@ fn collectives_match_the_reference_on_gpus() {
                 iters: 2,
                 check: true,
                 vs_nccl: false,
+                cuda_graph: false,
                 runs: 1,
                 seed: 7,
             };

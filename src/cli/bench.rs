@@ -1,12 +1,24 @@
 //! `topoplan bench`: nccl-tests-style measurements of our CUDA backend on the local GPUs,
-//! optionally beside NCCL on the same buffers (`--vs-nccl`).
+//! optionally beside NCCL on the same buffers (`--vs-nccl`), or with one process per GPU
+//! (`--procs`: this binary starts itself once per rank, see [`run_parent`]).
 
 use super::error::{CliError, CliResult};
 use super::sizes::parse_size;
 use planner::schedule::CollectiveKind;
+use runtime::bootstrap::{self, PeerInfo, Rendezvous, UniqueId};
 use runtime::cuda::harness::{self, BenchConfig, Row};
-use runtime::cuda::{device, schedules, CudaError};
+use runtime::cuda::ipc::CudaProcComm;
+use runtime::cuda::{device, direct, harness_mp, schedules, CudaError};
 use runtime::{DataType, ReduceOp};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// Set by the `--procs` parent in each child: its rank, and the bootstrap's unique id.
+const MP_RANK_VAR: &str = "TOPOPLAN_BENCH_MP_RANK";
+const MP_ID_VAR: &str = "TOPOPLAN_BENCH_MP_ID";
+/// How long the other ranks may go on after one failed before the parent stops them (a rank
+/// whose peer died can wait in a kernel forever).
+const MP_GRACE: Duration = Duration::from_secs(10);
 
 #[derive(clap::Args, Debug)]
 #[command(
@@ -16,7 +28,12 @@ Example (2 GPUs, all-reduce, against NCCL, checking every element):\n  \
 topoplan bench -b 8 -e 1G -f 4 -g 2 --vs-nccl -c 1\n\n\
 NCCL is loaded at run time as libnccl.so: on systems that only have libnccl.so.2, put a libnccl.so link to it on \
 LD_LIBRARY_PATH. Environment: TOPOPLAN_ALGO overrides --algo; TOPOPLAN_CTAS fixes the CTA count of the SM path; \
-TOPOPLAN_SCRATCH_MB sets the per-GPU scratch ring (default 64)."
+TOPOPLAN_SCRATCH_MB sets the per-GPU scratch ring (default 64).\n\n\
+Several processes (--procs): `-g N --procs` starts N processes of this binary, rank r on GPU r, which exchange \
+CUDA IPC handles of their direct-path buffers through a TCP bootstrap on 127.0.0.1 and run the one-shot (direct) \
+schedules only (--algo auto or a one-shot variant; not with --vs-nccl). Each rank checks its own output against \
+the CPU reference; rank 0 prints the table (times: the slowest rank). TOPOPLAN_TIMEOUT bounds each bootstrap wait \
+(default 600 s). Example:\n  topoplan bench -g 2 --procs -b 8 -e 1G -f 4 -c 1"
 )]
 pub struct Args {
     /// Smallest size in bytes.
@@ -60,6 +77,10 @@ pub struct Args {
     /// Also run NCCL on the same buffers, alternating with ours, and print ratio columns.
     #[arg(long = "vs-nccl")]
     pub vs_nccl: bool,
+    /// Capture the timed calls of each measurement into a CUDA graph and time one replay
+    /// (nccl-tests' -G); the checked call is a replayed one-call graph too. Not with --algo ce
+    #[arg(long = "cuda-graph")]
+    pub cuda_graph: bool,
     /// Timed repetitions per size (the median is printed).
     #[arg(long = "runs", default_value_t = 3)]
     pub runs: usize,
@@ -70,6 +91,19 @@ pub struct Args {
     /// Seed of the random input data.
     #[arg(long = "seed", default_value_t = 1)]
     pub seed: u64,
+    /// One process per GPU (`-g N --procs`: N processes, rank r on GPU r) sharing buffers through
+    /// CUDA IPC; one-shot (direct) schedules only, no --vs-nccl.
+    #[arg(long = "procs")]
+    pub procs: bool,
+}
+
+/// How the ranks run: all GPUs from this process, or this process is one rank of `--procs`.
+enum Mode {
+    Single,
+    Procs {
+        comm: Box<CudaProcComm>,
+        rv: Rendezvous,
+    },
 }
 
 fn map_err(e: CudaError) -> CliError {
@@ -138,6 +172,253 @@ fn list<T: Copy>(
 }
 
 pub fn run(a: Args) -> CliResult {
+    if !a.procs {
+        return run_configs(&a, &mut Mode::Single);
+    }
+    match std::env::var(MP_RANK_VAR) {
+        Ok(r) => {
+            let rank: u32 = r
+                .parse()
+                .map_err(|_| CliError::input(format!("{MP_RANK_VAR}={r:?} is not a rank")))?;
+            run_child(&a, rank).map_err(|e| match e {
+                CliError::Input(m) => CliError::Input(format!("rank {rank}: {m}")),
+                CliError::Failure(m) if m.starts_with(&format!("rank {rank}:")) => {
+                    CliError::Failure(m)
+                }
+                CliError::Failure(m) => CliError::Failure(format!("rank {rank}: {m}")),
+            })
+        }
+        Err(_) => run_parent(&a),
+    }
+}
+
+fn effective_algo(a: &Args) -> String {
+    std::env::var("TOPOPLAN_ALGO").unwrap_or(a.algo.clone())
+}
+
+/// Whether `algo` names a schedule of the direct path (`auto` picks them, except the
+/// copy-engine pipeline under `TOPOPLAN_CE_AUTO`, which the ranks then refuse clearly).
+fn runs_direct(algo: &str, nranks: u32) -> bool {
+    let coll = planner::schedule::Collective::new(CollectiveKind::AllReduce);
+    algo == "auto"
+        || schedules::pick(&coll, nranks, 1 << 20, algo).is_ok_and(|(_, s)| direct::applies(&s))
+}
+
+/// `--procs` runs what the multi-process backend runs: direct schedules, 2 to 8 ranks, no NCCL.
+fn check_procs(a: &Args, algo: &str) -> Result<(), CliError> {
+    if a.vs_nccl {
+        return Err(CliError::input(
+            "--procs does not run NCCL beside ours: drop --vs-nccl (or --procs)",
+        ));
+    }
+    if a.cuda_graph {
+        return Err(CliError::input(
+            "--procs does not capture CUDA graphs: drop --cuda-graph (or --procs)",
+        ));
+    }
+    if !(2..=8).contains(&a.ngpus) {
+        return Err(CliError::input(format!(
+            "--procs needs -g 2 to 8 (one process per GPU), not {}",
+            a.ngpus
+        )));
+    }
+    if !runs_direct(algo, a.ngpus as u32) {
+        let direct: Vec<&str> = schedules::ALGOS
+            .iter()
+            .copied()
+            .filter(|x| runs_direct(x, a.ngpus as u32))
+            .collect();
+        return Err(CliError::input(format!(
+            "--procs runs the one-shot (direct) schedules only: --algo {}, not `{algo}`",
+            direct.join(", ")
+        )));
+    }
+    if !direct::enabled() {
+        return Err(CliError::input(
+            "--procs runs the direct path, which TOPOPLAN_DIRECT=0 turns off",
+        ));
+    }
+    Ok(())
+}
+
+fn describe(st: &ExitStatus) -> String {
+    match st.code() {
+        Some(c) => format!("exit status {c}"),
+        None => format!("killed ({st})"),
+    }
+}
+
+/// `--procs`: starts this binary once per rank with the same arguments, passes rank 0's output
+/// through (the others' is dropped: every rank prints the same table), and fails naming the
+/// ranks that failed. When one rank fails the others get [`MP_GRACE`] to finish, then are
+/// stopped.
+fn run_parent(a: &Args) -> CliResult {
+    let algo = effective_algo(a);
+    check_procs(a, &algo)?;
+    if !device::driver_present() {
+        return Err(CliError::failure(
+            "no CUDA driver on this machine (libcuda.so not found): `topoplan bench` needs GPUs",
+        ));
+    }
+    // A free port for rank 0's rendezvous (released at once; rank 0 binds it again).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| CliError::failure(format!("finding a free port on 127.0.0.1: {e}")))?
+        .port();
+    let id = UniqueId::new(format!("127.0.0.1:{port}"));
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::failure(format!("finding this executable: {e}")))?;
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let mut children: Vec<Child> = Vec::new();
+    for r in 0..a.ngpus {
+        let spawned = Command::new(&exe)
+            .args(&args)
+            .env(MP_RANK_VAR, r.to_string())
+            .env(MP_ID_VAR, id.to_string())
+            .stdin(Stdio::null())
+            .stdout(if r == 0 {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
+            .stderr(Stdio::inherit())
+            .spawn();
+        match spawned {
+            Ok(c) => children.push(c),
+            Err(e) => {
+                for c in &mut children {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+                return Err(CliError::failure(format!(
+                    "starting rank {r} ({}): {e}",
+                    exe.display()
+                )));
+            }
+        }
+    }
+    let mut status: Vec<Option<ExitStatus>> = vec![None; children.len()];
+    let mut stopped = vec![false; children.len()];
+    let mut first_failure: Option<(usize, Instant)> = None;
+    loop {
+        for (r, c) in children.iter_mut().enumerate() {
+            if status[r].is_none() {
+                if let Ok(Some(st)) = c.try_wait() {
+                    if !st.success() && first_failure.is_none() {
+                        first_failure = Some((r, Instant::now()));
+                    }
+                    status[r] = Some(st);
+                }
+            }
+        }
+        if status.iter().all(Option::is_some) {
+            break;
+        }
+        if let Some((_, t)) = first_failure {
+            if t.elapsed() > MP_GRACE {
+                for (r, c) in children.iter_mut().enumerate() {
+                    if status[r].is_none() {
+                        let _ = c.kill();
+                        stopped[r] = true;
+                        status[r] = c.wait().ok();
+                    }
+                }
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut failed = Vec::new();
+    for (r, st) in status.iter().enumerate() {
+        match st {
+            Some(st) if st.success() => {}
+            _ if stopped[r] => failed.push(format!(
+                "rank {r} stopped {}s after rank {} failed",
+                MP_GRACE.as_secs(),
+                first_failure.map(|(f, _)| f).unwrap_or(0)
+            )),
+            Some(st) => failed.push(format!("rank {r} failed ({})", describe(st))),
+            None => failed.push(format!("rank {r}: exit status unknown")),
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::failure(format!(
+            "--procs with {} ranks: {}",
+            a.ngpus,
+            failed.join("; ")
+        )))
+    }
+}
+
+/// One rank of `--procs`: bootstrap with the other ranks, map their buffers, run the configs.
+fn run_child(a: &Args, rank: u32) -> CliResult {
+    let algo = effective_algo(a);
+    check_procs(a, &algo)?;
+    let n = a.ngpus as u32;
+    let id: UniqueId = std::env::var(MP_ID_VAR)
+        .map_err(|_| CliError::input(format!("{MP_RANK_VAR} is set but {MP_ID_VAR} is not")))?
+        .parse()
+        .map_err(|e| CliError::input(format!("{MP_ID_VAR}: {e}")))?;
+    if rank >= n {
+        return Err(CliError::input(format!("rank {rank} of -g {n}")));
+    }
+    // A rank whose parent is gone (killed by a timeout, say) must not hold its GPU, possibly
+    // waiting in a kernel for a peer that died with it.
+    let parent = std::os::unix::process::parent_id();
+    std::thread::spawn(move || loop {
+        std::thread::sleep(Duration::from_millis(500));
+        if std::os::unix::process::parent_id() != parent {
+            eprintln!("error: rank {rank}: the `--procs` parent exited; stopping");
+            std::process::exit(1);
+        }
+    });
+    let timeout = runtime::Config::from_lookup(|k| {
+        (k == "TOPOPLAN_TIMEOUT")
+            .then(|| std::env::var(k).ok())
+            .flatten()
+    })
+    .map_err(|e| CliError::input(e.to_string()))?
+    .timeout;
+    // The rendezvous wants a bound data-plane listener; nothing connects to it in this mode.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| CliError::failure(format!("binding a listener: {e}")))?;
+    let listen = listener
+        .local_addr()
+        .map_err(|e| CliError::failure(e.to_string()))?
+        .to_string();
+    let info = PeerInfo {
+        rank,
+        host: bootstrap::hostname(),
+        pid: std::process::id(),
+        listen,
+    };
+    // Ranks started with different arguments refuse each other.
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let fingerprint = runtime::config::fnv1a(args.join("\0").as_bytes());
+    let mut rv = bootstrap::rendezvous(&id, rank, n, fingerprint, info, timeout)
+        .map_err(|e| CliError::failure(format!("bootstrap: {e}")))?;
+    let comm = CudaProcComm::new(
+        rank as usize,
+        rank,
+        n,
+        &mut |b: &[u8]| Ok(rv.all_gather(b)?),
+    )
+    .map_err(map_err)?;
+    let mut mode = Mode::Procs {
+        comm: Box::new(comm),
+        rv,
+    };
+    let r = run_configs(a, &mut mode);
+    drop(listener);
+    r
+}
+
+fn run_configs(a: &Args, mode: &mut Mode) -> CliResult {
     let dtypes = list(&a.dtype, &DataType::ALL, DataType::parse, "--datatype")?;
     let ops = list(&a.op, &ReduceOp::ALL, ReduceOp::parse, "--op")?;
     let kinds: Vec<CollectiveKind> = if a.coll == "all" {
@@ -165,7 +446,7 @@ pub fn run(a: Args) -> CliResult {
                 if !kind.reduces() && i > 0 {
                     continue; // the operator does not matter: run once
                 }
-                total_wrong += run_one(&a, kind, dtype, op)?;
+                total_wrong += run_one(a, kind, dtype, op, mode)?;
                 configs += 1;
             }
         }
@@ -180,8 +461,14 @@ pub fn run(a: Args) -> CliResult {
     Ok(())
 }
 
-fn run_one(a: &Args, kind: CollectiveKind, dtype: DataType, op: ReduceOp) -> Result<i64, CliError> {
-    let algo = std::env::var("TOPOPLAN_ALGO").unwrap_or(a.algo.clone());
+fn run_one(
+    a: &Args,
+    kind: CollectiveKind,
+    dtype: DataType,
+    op: ReduceOp,
+    mode: &mut Mode,
+) -> Result<i64, CliError> {
+    let algo = effective_algo(a);
     if !schedules::ALGOS.contains(&algo.as_str()) {
         return Err(CliError::input(format!(
             "unknown algorithm `{algo}` (one of {})",
@@ -238,17 +525,21 @@ fn run_one(a: &Args, kind: CollectiveKind, dtype: DataType, op: ReduceOp) -> Res
             iters: a.iters,
             check: a.check != 0,
             vs_nccl: a.vs_nccl,
+            cuda_graph: a.cuda_graph,
             runs: a.runs,
             seed: a.seed,
         };
-        println!("# topoplan bench: {} on {} GPU(s), {} {}, algo {}, warmup {} iters {} runs {} (median)", kind.name(), a.ngpus, dtype.nccl_name(), op.name(), algo, a.warmup, a.iters, a.runs);
+        match mode {
+            Mode::Single => println!("# topoplan bench: {} on {} GPU(s), {} {}, algo {}, warmup {} iters {} runs {} (median){}", kind.name(), a.ngpus, dtype.nccl_name(), op.name(), algo, a.warmup, a.iters, a.runs, if a.cuda_graph { ", calls replayed from a CUDA graph" } else { "" }),
+            Mode::Procs { .. } => println!("# topoplan bench: {} on {} GPU(s) in {} processes (CUDA IPC, one-shot schedules; no NCCL columns in this mode), {} {}, algo {}, warmup {} iters {} runs {} (median of the slowest rank)", kind.name(), a.ngpus, a.ngpus, dtype.nccl_name(), op.name(), algo, a.warmup, a.iters, a.runs),
+        }
         print_header(a.vs_nccl);
         let root = if matches!(kind, CollectiveKind::Broadcast | CollectiveKind::Reduce) {
             a.root as i64
         } else {
             -1
         };
-        let (rows, mem) = harness::run(&cfg, |r: &Row| {
+        let print_row = |r: &Row| {
             println!(
                 " {:>12} {:>12} {:>9} {:>6} {:>5} {:>9}  {}  {}",
                 r.size,
@@ -260,44 +551,20 @@ fn run_one(a: &Args, kind: CollectiveKind, dtype: DataType, op: ReduceOp) -> Res
                 fmt_cell(&r.oop, a.vs_nccl),
                 fmt_cell(&r.ip, a.vs_nccl)
             );
-        })
-        .map_err(map_err)?;
+        };
+        let rows = match mode {
+            Mode::Single => {
+                let (rows, mem) = harness::run(&cfg, print_row).map_err(map_err)?;
+                print_memory(&rows, &mem);
+                rows
+            }
+            Mode::Procs { comm, rv } => {
+                harness_mp::run(comm, rv, &cfg, print_row).map_err(map_err)?
+            }
+        };
         for r in &rows {
             total_wrong += r.oop.wrong.max(0) + r.ip.wrong.max(0);
         }
-        let mib = |b: i64| b as f64 / (1 << 20) as f64;
-        println!(
-            "# memory (MiB, max over GPUs): free before init {:.0}; init: ours {:.1}{}; taken during the run (both libraries, first calls and leaks, bench buffers excluded): {:.1}",
-            mem.free_before as f64 / (1 << 20) as f64,
-            mib(mem.ours_init),
-            mem.nccl_init
-                .map(|x| format!(", NCCL {:.1}", mib(x)))
-                .unwrap_or_default(),
-            mib(mem.after_run)
-        );
-        let first: Vec<String> = rows
-            .iter()
-            .filter(|r| r.mem_first_call.0 != 0 || r.mem_first_call.1.unwrap_or(0) != 0)
-            .map(|r| {
-                format!(
-                    "{}B: ours {:.1} NCCL {}",
-                    r.size,
-                    mib(r.mem_first_call.0),
-                    r.mem_first_call
-                        .1
-                        .map(|x| format!("{:.1}", mib(x)))
-                        .unwrap_or("-".into())
-                )
-            })
-            .collect();
-        println!(
-            "# memory taken by the first call of a size (MiB): {}",
-            if first.is_empty() {
-                "none".to_string()
-            } else {
-                first.join("; ")
-            }
-        );
         let wrong: i64 = rows
             .iter()
             .map(|r| r.oop.wrong.max(0) + r.ip.wrong.max(0))
@@ -312,6 +579,42 @@ fn run_one(a: &Args, kind: CollectiveKind, dtype: DataType, op: ReduceOp) -> Res
     Ok(total_wrong)
 }
 
+fn print_memory(rows: &[Row], mem: &harness::MemReport) {
+    let mib = |b: i64| b as f64 / (1 << 20) as f64;
+    println!(
+        "# memory (MiB, max over GPUs): free before init {:.0}; init: ours {:.1}{}; taken during the run (both libraries, first calls and leaks, bench buffers excluded): {:.1}",
+        mem.free_before as f64 / (1 << 20) as f64,
+        mib(mem.ours_init),
+        mem.nccl_init
+            .map(|x| format!(", NCCL {:.1}", mib(x)))
+            .unwrap_or_default(),
+        mib(mem.after_run)
+    );
+    let first: Vec<String> = rows
+        .iter()
+        .filter(|r| r.mem_first_call.0 != 0 || r.mem_first_call.1.unwrap_or(0) != 0)
+        .map(|r| {
+            format!(
+                "{}B: ours {:.1} NCCL {}",
+                r.size,
+                mib(r.mem_first_call.0),
+                r.mem_first_call
+                    .1
+                    .map(|x| format!("{:.1}", mib(x)))
+                    .unwrap_or("-".into())
+            )
+        })
+        .collect();
+    println!(
+        "# memory taken by the first call of a size (MiB): {}",
+        if first.is_empty() {
+            "none".to_string()
+        } else {
+            first.join("; ")
+        }
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -324,5 +627,60 @@ mod tests {
         assert_eq!(two, vec![DataType::F32, DataType::Bf16]);
         let bad = list("float,f128", &DataType::ALL, DataType::parse, "--datatype");
         assert!(matches!(bad, Err(CliError::Input(_))));
+    }
+
+    #[derive(clap::Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parse(argv: &[&str]) -> Args {
+        use clap::Parser;
+        Cmd::try_parse_from(std::iter::once("bench").chain(argv.iter().copied()))
+            .unwrap()
+            .args
+    }
+
+    fn procs_err(argv: &[&str]) -> String {
+        let a = parse(argv);
+        assert!(a.procs);
+        match check_procs(&a, &a.algo) {
+            Err(CliError::Input(m)) => m,
+            other => panic!("{argv:?}: expected an input error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn procs_arguments_are_checked() {
+        assert!(!parse(&["-g", "2"]).procs);
+        for ok in [
+            &["-g", "2", "--procs"][..],
+            &["-g", "8", "--procs", "--algo", "one-shot"],
+            &["-g", "4", "--procs", "--algo", "one-shot-ll", "-c", "0"],
+        ] {
+            let a = parse(ok);
+            assert!(check_procs(&a, &a.algo).is_ok(), "{ok:?}");
+        }
+        assert!(procs_err(&["-g", "2", "--procs", "--vs-nccl"]).contains("--vs-nccl"));
+        assert!(procs_err(&["-g", "2", "--procs", "--cuda-graph"]).contains("--cuda-graph"));
+        let e = procs_err(&["-g", "2", "--procs", "--algo", "ring"]);
+        assert!(
+            e.contains("one-shot (direct) schedules only") && e.contains("`ring`"),
+            "{e}"
+        );
+        assert!(e.contains("--algo auto, one-shot, one-shot-ll"), "{e}");
+        assert!(!e.contains("two-shot,") && !e.contains(" ce"), "{e}");
+        assert!(procs_err(&["-g", "2", "--procs", "--algo", "ce"]).contains("`ce`"));
+        assert!(procs_err(&["-g", "1", "--procs"]).contains("-g 2 to 8"));
+        assert!(procs_err(&["-g", "9", "--procs"]).contains("-g 2 to 8"));
+    }
+
+    #[test]
+    fn procs_is_documented_in_the_help() {
+        use clap::CommandFactory;
+        let help = Cmd::command().render_long_help().to_string();
+        assert!(help.contains("--procs"), "{help}");
+        assert!(help.contains("CUDA IPC"), "{help}");
     }
 }

@@ -101,6 +101,28 @@ enum Msg {
         rank: u32,
     },
     Barrier,
+    /// All-gather: one rank's contribution (hex), sent to rank 0.
+    Gather {
+        rank: u32,
+        data: String,
+    },
+    /// All-gather: every rank's contribution in rank order (hex), sent by rank 0.
+    Gathered {
+        table: Vec<String>,
+    },
+}
+
+/// Largest contribution of one rank to [`Rendezvous::all_gather`]: the whole table, hex-encoded
+/// in one frame, must stay under the frame limit for 8 ranks.
+pub const MAX_GATHER_BYTES: usize = 32 << 10;
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok())
+        .collect()
 }
 
 pub fn write_frame(s: &mut TcpStream, payload: &[u8]) -> std::io::Result<()> {
@@ -229,6 +251,103 @@ impl Rendezvous {
             }
             Ok(())
         }
+    }
+}
+
+impl Rendezvous {
+    /// Every rank's `mine`, in rank order, on every rank (bounded by the timeout). Rank 0
+    /// collects from each link in rank order and sends the table back; when anything goes
+    /// wrong it tells every rank, so no rank is left waiting for the timeout.
+    pub fn all_gather(&mut self, mine: &[u8]) -> Result<Vec<Vec<u8>>, BootstrapError> {
+        if mine.len() > MAX_GATHER_BYTES {
+            return Err(BootstrapError::Io {
+                doing: format!("all-gather on rank {}", self.rank),
+                detail: format!(
+                    "{} bytes contributed, at most {MAX_GATHER_BYTES}",
+                    mine.len()
+                ),
+            });
+        }
+        let deadline = Instant::now() + self.timeout;
+        let timeout = self.timeout;
+        let garbled = |peer: &str, what: &str| BootstrapError::Garbled {
+            peer: peer.into(),
+            detail: format!("{what} during an all-gather"),
+        };
+        if let Some(s) = &mut self.link_to_root {
+            let m = Msg::Gather {
+                rank: self.rank,
+                data: hex(mine),
+            };
+            send_msg(s, &m).map_err(|e| io("all-gather: writing to rank 0", e))?;
+            s.set_read_timeout(Some(remaining(deadline))).ok();
+            return match recv_msg(s, "rank 0") {
+                Ok(Msg::Gathered { table }) => table
+                    .iter()
+                    .map(|h| unhex(h).ok_or_else(|| garbled("rank 0", "bad hex")))
+                    .collect(),
+                Ok(Msg::Refused { reason }) => Err(BootstrapError::Rejected(reason)),
+                Ok(other) => Err(garbled("rank 0", &format!("{other:?}"))),
+                Err(BootstrapError::Timeout { .. }) => Err(BootstrapError::Timeout {
+                    doing: "in an all-gather, waiting for rank 0's table".into(),
+                    waited: timeout,
+                }),
+                Err(e) => Err(e),
+            };
+        }
+        let mut table = vec![hex(mine)];
+        let mut out = vec![mine.to_vec()];
+        let mut failure = None;
+        for (i, s) in self.root_links.iter_mut().enumerate() {
+            // Links are in rank order (see `root`): link i is rank i + 1.
+            let want = i as u32 + 1;
+            let peer = format!("rank {want}");
+            s.set_read_timeout(Some(remaining(deadline))).ok();
+            match recv_msg(s, &peer) {
+                Ok(Msg::Gather { rank, data }) if rank == want => match unhex(&data) {
+                    Some(b) => {
+                        out.push(b);
+                        table.push(data);
+                    }
+                    None => {
+                        failure = Some(garbled(&peer, "bad hex"));
+                        break;
+                    }
+                },
+                Ok(other) => {
+                    failure = Some(garbled(&peer, &format!("{other:?}")));
+                    break;
+                }
+                Err(BootstrapError::Timeout { .. }) => {
+                    failure = Some(BootstrapError::Timeout {
+                        doing: format!("in an all-gather, waiting for rank {want}"),
+                        waited: timeout,
+                    });
+                    break;
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        if let Some(e) = failure {
+            let reason = e.to_string();
+            for s in &mut self.root_links {
+                let _ = send_msg(
+                    s,
+                    &Msg::Refused {
+                        reason: reason.clone(),
+                    },
+                );
+            }
+            return Err(e);
+        }
+        let reply = Msg::Gathered { table };
+        for s in &mut self.root_links {
+            send_msg(s, &reply).map_err(|e| io("all-gather: writing to a rank", e))?;
+        }
+        Ok(out)
     }
 }
 
@@ -507,5 +626,95 @@ pub fn link_accept(s: &mut TcpStream, id: &UniqueId) -> Result<u32, BootstrapErr
             peer,
             detail: format!("unexpected {other:?}"),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn free_addr() -> String {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("127.0.0.1:{}", l.local_addr().unwrap().port())
+    }
+
+    fn join(id: &UniqueId, rank: u32, n: u32, timeout: Duration) -> Rendezvous {
+        let info = PeerInfo {
+            rank,
+            host: "test".into(),
+            pid: std::process::id(),
+            listen: "127.0.0.1:1".into(),
+        };
+        rendezvous(id, rank, n, 7, info, timeout).unwrap()
+    }
+
+    #[test]
+    fn all_gather_returns_every_rank_in_order_on_every_rank() {
+        let id = UniqueId::new(free_addr());
+        let n = 4u32;
+        let hs: Vec<_> = (0..n)
+            .map(|r| {
+                let id = id.clone();
+                std::thread::spawn(move || {
+                    let mut rv = join(&id, r, n, Duration::from_secs(20));
+                    // Different lengths (rank 0's is empty), twice in a row, then a barrier:
+                    // the operations stay in step.
+                    let a = rv.all_gather(&vec![r as u8; r as usize * 3]).unwrap();
+                    let b = rv.all_gather(&[0xAB, r as u8]).unwrap();
+                    rv.barrier().unwrap();
+                    (a, b)
+                })
+            })
+            .collect();
+        for h in hs {
+            let (a, b) = h.join().unwrap();
+            for r in 0..n as usize {
+                assert_eq!(a[r], vec![r as u8; r * 3]);
+                assert_eq!(b[r], vec![0xAB, r as u8]);
+            }
+            assert_eq!(a.len(), n as usize);
+        }
+    }
+
+    #[test]
+    fn all_gather_times_out_and_tells_the_others() {
+        let id = UniqueId::new(free_addr());
+        let t = Duration::from_millis(1500);
+        let (id1, id2) = (id.clone(), id.clone());
+        let root = std::thread::spawn(move || {
+            let mut rv = join(&id, 0, 3, t);
+            rv.all_gather(b"zero")
+        });
+        // Rank 1 joins the gather (waiting longer than rank 0, so that it hears rank 0's
+        // verdict rather than timing out itself), rank 2 never does.
+        let one = std::thread::spawn(move || {
+            join(&id1, 1, 3, Duration::from_secs(10)).all_gather(b"one")
+        });
+        let two = std::thread::spawn(move || {
+            let rv = join(&id2, 2, 3, t);
+            std::thread::sleep(Duration::from_millis(2000));
+            drop(rv);
+        });
+        let start = Instant::now();
+        let e0 = root.join().unwrap().unwrap_err().to_string();
+        assert!(e0.contains("waiting for rank 2"), "{e0}");
+        let e1 = one.join().unwrap().unwrap_err().to_string();
+        assert!(e1.contains("refused") && e1.contains("rank 2"), "{e1}");
+        assert!(start.elapsed() < Duration::from_secs(3));
+        two.join().unwrap();
+    }
+
+    #[test]
+    fn all_gather_refuses_oversized_contributions_and_hex_round_trips() {
+        let id = UniqueId::new(free_addr());
+        let id1 = id.clone();
+        let h = std::thread::spawn(move || join(&id1, 1, 2, Duration::from_secs(5)));
+        let mut rv = join(&id, 0, 2, Duration::from_secs(5));
+        let _other = h.join().unwrap();
+        let e = rv.all_gather(&vec![0; MAX_GATHER_BYTES + 1]).unwrap_err();
+        assert!(e.to_string().contains("at most"), "{e}");
+        let b: Vec<u8> = (0..=255).collect();
+        assert_eq!(unhex(&hex(&b)).unwrap(), b);
+        assert!(unhex("abc").is_none() && unhex("zz").is_none());
     }
 }

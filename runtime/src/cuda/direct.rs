@@ -237,7 +237,9 @@ pub fn segment_bytes(bytes: u64, senders: u32, slot_bytes: u64) -> u64 {
 /// stream's lines, between [`LL128_MIN_SEG_LINES`] and the slot.
 pub fn ll128_segment_lines(bytes: u64, senders: u32) -> u64 {
     let lines = bytes.div_ceil(LL128_DATA).div_ceil(senders.max(1) as u64);
-    lines.div_ceil(4).clamp(LL128_MIN_SEG_LINES, LL128_SLOT_LINES)
+    lines
+        .div_ceil(4)
+        .clamp(LL128_MIN_SEG_LINES, LL128_SLOT_LINES)
 }
 
 /// Simple slot bytes for `peers` peers: [`SIMPLE_SLOT_BYTES`] shared among them, so the slot
@@ -316,7 +318,8 @@ impl DirectBufs {
         (self.simple.ptr, self.ll.ptr, self.flags.ptr)
     }
 
-    /// The allocations, for exporting them to other processes.
+    /// The allocations, for exporting them to other processes (`super::ipc`).
+    #[allow(dead_code)]
     pub(crate) fn bufs(&self) -> [&DevBuf; 3] {
         [&self.simple, &self.ll, &self.flags]
     }
@@ -367,7 +370,14 @@ pub(crate) fn enqueue(
         output: req.outputs[rank],
         in_place,
     };
-    launch_call(&g.ranks[rank].ctx, module, &peers, rank as u32, &call, stream)
+    launch_call(
+        &g.ranks[rank].ctx,
+        module,
+        &peers,
+        rank as u32,
+        &call,
+        stream,
+    )
 }
 
 /// Enqueues `rank`'s part of `call` on `stream` of `ctx` (the context of that rank's GPU).
@@ -407,11 +417,23 @@ pub fn launch_call(
             let bases = peers.simple.map(|b| if b == 0 { 0 } else { b + skip });
             let lines = ll128_segment_lines(bytes, grid);
             let seg = lines * (LL128_DATA / elem);
-            (2, bases, LL128_SLOT_LINES * 128, seg, grid + receivers(grid, min_sm))
+            (
+                2,
+                bases,
+                LL128_SLOT_LINES * 128,
+                seg,
+                grid + receivers(grid, min_sm),
+            )
         }
         Protocol::Simple => {
             let seg = segment_bytes(bytes, grid, simple_slot) / elem;
-            (0, peers.simple, simple_slot, seg, grid + receivers(grid, min_sm))
+            (
+                0,
+                peers.simple,
+                simple_slot,
+                seg,
+                grid + receivers(grid, min_sm),
+            )
         }
     };
     let args = TdArgs {
@@ -478,9 +500,16 @@ fn launch(
     };
     // SAFETY: the kernel takes one `TdArgs` by value, which `params` points to; the config and
     // attribute outlive the call (the driver copies them).
-    unsafe { sys::cuLaunchKernelEx(&cfg, f.cu_function(), params.as_mut_ptr(), std::ptr::null_mut()) }
-        .result()
-        .map_err(drv)
+    unsafe {
+        sys::cuLaunchKernelEx(
+            &cfg,
+            f.cu_function(),
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    }
+    .result()
+    .map_err(drv)
 }
 
 #[cfg(test)]

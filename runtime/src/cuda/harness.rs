@@ -32,6 +32,9 @@ pub struct BenchConfig {
     pub iters: usize,
     pub check: bool,
     pub vs_nccl: bool,
+    /// Capture the calls into a CUDA graph and time its replay (nccl-tests `-G`); the check
+    /// call is also a replayed one-call graph.
+    pub cuda_graph: bool,
     /// Timed repetitions per size; the median is reported.
     pub runs: usize,
     pub seed: u64,
@@ -115,7 +118,7 @@ pub fn geometry(kind: CollectiveKind, nranks: u32, size: u64, elem: u64) -> (u64
     (count, i as u64, o as u64)
 }
 
-fn coll_of(kind: CollectiveKind, root: u32) -> Collective {
+pub(crate) fn coll_of(kind: CollectiveKind, root: u32) -> Collective {
     match kind {
         CollectiveKind::Broadcast | CollectiveKind::Reduce => Collective::rooted(kind, root),
         k => Collective::new(k),
@@ -211,6 +214,12 @@ impl Lib<'_> {
         streams: &[RawStream],
     ) -> Result<(), CudaError> {
         let nccl = matches!(self, Lib::Nccl(_));
+        if cfg.cuda_graph {
+            for (r, s) in streams.iter().enumerate() {
+                g.context(r).bind_to_thread().map_err(drv)?;
+                begin_capture(s.0)?;
+            }
+        }
         if nccl {
             cudarc::nccl::result::group_start()
                 .map_err(|e| CudaError::Nccl(format!("{:?}", e.0)))?;
@@ -220,6 +229,25 @@ impl Lib<'_> {
         }
         if nccl {
             cudarc::nccl::result::group_end().map_err(|e| CudaError::Nccl(format!("{:?}", e.0)))?;
+        }
+        if cfg.cuda_graph {
+            let mut graphs = Vec::new();
+            for (r, s) in streams.iter().enumerate() {
+                g.context(r).bind_to_thread().map_err(drv)?;
+                graphs.push(end_capture(s.0)?);
+            }
+            for (r, (gr, s)) in graphs.iter().zip(streams).enumerate() {
+                g.context(r).bind_to_thread().map_err(drv)?;
+                gr.launch(s.0)?;
+            }
+            for (r, s) in streams.iter().enumerate() {
+                g.context(r).bind_to_thread().map_err(drv)?;
+                // SAFETY: stream of that context.
+                unsafe { sys::cuStreamSynchronize(s.0) }
+                    .result()
+                    .map_err(drv)?;
+            }
+            return Ok(());
         }
         for (r, s) in streams.iter().enumerate() {
             g.context(r).bind_to_thread().map_err(drv)?;
@@ -263,11 +291,32 @@ impl Lib<'_> {
                             sys::cuEventCreate(&mut e1, 0).result().map_err(drv)?;
                             sys::cuStreamSynchronize(s).result().map_err(drv)?;
                         }
+                        // Graph mode: the timed calls are one captured graph, replayed once
+                        // untimed first (instantiation and upload are not the calls' cost).
+                        let graph = if cfg.cuda_graph {
+                            begin_capture(s)?;
+                            let enq = (0..cfg.iters)
+                                .try_for_each(|_| self.enqueue(r, cfg, count, i, o, s));
+                            let gr = end_capture(s)?;
+                            enq?;
+                            gr.launch(s)?;
+                            // SAFETY: stream of this context.
+                            unsafe { sys::cuStreamSynchronize(s) }
+                                .result()
+                                .map_err(drv)?;
+                            Some(gr)
+                        } else {
+                            None
+                        };
                         bar.wait();
                         // SAFETY: events and stream of this context.
                         unsafe { sys::cuEventRecord(e0, s) }.result().map_err(drv)?;
-                        for _ in 0..cfg.iters {
-                            self.enqueue(r, cfg, count, i, o, s)?;
+                        if let Some(gr) = &graph {
+                            gr.launch(s)?;
+                        } else {
+                            for _ in 0..cfg.iters {
+                                self.enqueue(r, cfg, count, i, o, s)?;
+                            }
                         }
                         let mut ms = 0f32;
                         // SAFETY: as above.
@@ -299,7 +348,60 @@ impl Lib<'_> {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// An instantiated CUDA graph (destroyed on drop, in the context current on that thread).
+struct Graph {
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+}
+
+impl Graph {
+    fn launch(&self, s: sys::CUstream) -> Result<(), CudaError> {
+        // SAFETY: an instantiated graph of this context, a stream of this context.
+        unsafe { sys::cuGraphLaunch(self.exec, s) }
+            .result()
+            .map_err(drv)
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        // SAFETY: created by end_capture, destroyed once.
+        unsafe {
+            let _ = sys::cuGraphExecDestroy(self.exec);
+            let _ = sys::cuGraphDestroy(self.graph);
+        }
+    }
+}
+
+/// Starts capturing `s`. Relaxed mode: the first call of a size may allocate and upload.
+fn begin_capture(s: sys::CUstream) -> Result<(), CudaError> {
+    // SAFETY: a live stream of the current context.
+    unsafe {
+        sys::cuStreamBeginCapture_v2(s, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
+    }
+    .result()
+    .map_err(drv)
+}
+
+fn end_capture(s: sys::CUstream) -> Result<Graph, CudaError> {
+    let mut graph: sys::CUgraph = std::ptr::null_mut();
+    let mut exec: sys::CUgraphExec = std::ptr::null_mut();
+    // SAFETY: out-pointers valid; the stream is capturing (begin_capture).
+    unsafe {
+        sys::cuStreamEndCapture(s, &mut graph)
+            .result()
+            .map_err(drv)?;
+        sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0)
+            .result()
+            .map_err(|e| {
+                let _ = sys::cuGraphDestroy(graph);
+                drv(e)
+            })?;
+    }
+    Ok(Graph { graph, exec })
+}
+
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     if v.is_empty() {
         0.0
@@ -426,6 +528,12 @@ pub fn run(
         let (count, _, _) = geometry(cfg.kind, n, size, elem);
         let (algo, sched) = schedules::pick(&coll, n, count * elem, &cfg.algo)
             .map_err(|e| CudaError::Input(e.to_string()))?;
+        if cfg.cuda_graph && algo == "ce" {
+            // Its host-side counters would be baked into the graph: a replay would wait forever.
+            return Err(CudaError::Input(
+                "the copy-engine pipeline (ce) cannot run under CUDA graph capture".into(),
+            ));
+        }
         let sched = Arc::new(sched);
         let ours = Lib::Ours(&g, &sched);
         let mut row = Row {

@@ -5,6 +5,8 @@
 //!   whole collective as one kernel per GPU (`kernels/src/exec.cu`), the copy-engine path
 //!   ([`ce`]) overlaps peer copies with reduce kernels;
 //! - [`device`]: contexts, peer access, `cuMemAlloc` buffers, NVRTC compilation;
+//! - [`ipc::CudaProcComm`]: one process per GPU, peers' direct-path buffers mapped through CUDA
+//!   IPC handles exchanged over the bootstrap ([`harness_mp`] benchmarks it);
 //! - [`nccl`]: NCCL loaded through cudarc, the baseline `topoplan bench --vs-nccl` compares with;
 //!
 //! Everything that touches the driver first checks [`device::driver_present`], so machines
@@ -12,10 +14,12 @@
 
 pub mod ce;
 pub mod detect;
-pub mod direct;
 pub mod device;
+pub mod direct;
 pub mod group;
 pub mod harness;
+pub mod harness_mp;
+pub mod ipc;
 pub mod lower;
 pub mod nccl;
 pub mod schedules;
@@ -40,4 +44,9 @@ pub enum CudaError {
     Nccl(String),
     #[error("{0}")]
     Input(String),
+    /// A step of the multi-process (CUDA IPC) mode failed on this rank.
+    #[error("rank {rank}: {what}")]
+    Rank { rank: u32, what: String },
+    #[error("bootstrap: {0}")]
+    Bootstrap(#[from] crate::bootstrap::BootstrapError),
 }

@@ -36,7 +36,7 @@ fn emulate(
         .map(|r| {
             if !in_place {
                 let mut m = inputs[r].clone();
-                m.extend(std::iter::repeat(poison).take(ol));
+                m.extend(std::iter::repeat_n(poison, ol));
                 return (m, 0, il);
             }
             match kind {
@@ -52,15 +52,26 @@ fn emulate(
         .collect();
     let roles: Vec<DirectRole> = (0..n)
         .map(|r| {
-            role(kind, root, r as u32, n as u32, count as u64, in_place, op == ReduceOp::Avg)
-                .unwrap()
+            role(
+                kind,
+                root,
+                r as u32,
+                n as u32,
+                count as u64,
+                in_place,
+                op == ReduceOp::Avg,
+            )
+            .unwrap()
         })
         .collect();
     for s in 0..n {
         for r in 0..n {
             let sends = roles[s].send_mask >> r & 1 == 1;
             let recvs = roles[r].recv_mask >> s & 1 == 1;
-            assert_eq!(sends, recvs, "{kind:?}: {s} -> {r} pushes {sends}, receives {recvs}");
+            assert_eq!(
+                sends, recvs,
+                "{kind:?}: {s} -> {r} pushes {sends}, receives {recvs}"
+            );
             assert!(!(sends && s == r), "{kind:?}: rank {s} sends to itself");
         }
     }
@@ -105,8 +116,14 @@ fn emulate(
     for (r, m) in mem.iter_mut().enumerate() {
         m.0 = out_mem[r].clone();
     }
-    let out_len = if kind == CollectiveKind::ReduceScatter { count } else { ol };
-    mem.iter().map(|(m, _, o0)| m[*o0..*o0 + out_len].to_vec()).collect()
+    let out_len = if kind == CollectiveKind::ReduceScatter {
+        count
+    } else {
+        ol
+    };
+    mem.iter()
+        .map(|(m, _, o0)| m[*o0..*o0 + out_len].to_vec())
+        .collect()
 }
 
 #[test]
@@ -171,7 +188,7 @@ fn grids_fit_the_gpu_and_the_kernel_layout() {
             for shift in 0..32 {
                 let bytes = 1u64 << shift;
                 let g = grid(bytes, ll, min_sm, None);
-                assert!(g >= 1 && g <= MAX_CTAS, "{shift} {ll} {g}");
+                assert!((1..=MAX_CTAS).contains(&g), "{shift} {ll} {g}");
                 assert!(g >= last, "grid shrinks with size at 2^{shift}");
                 last = g;
                 if ll {
@@ -185,7 +202,10 @@ fn grids_fit_the_gpu_and_the_kernel_layout() {
                         assert!(g + r <= min_sm, "{min_sm} {shift}: {g} + {r} CTAs");
                     }
                     let seg = segment_bytes(bytes, g, 256 << 10);
-                    assert!(seg % 16 == 0 && seg <= 256 << 10 && seg >= 64 << 10, "{seg}");
+                    assert!(
+                        seg.is_multiple_of(16) && (64 << 10..=256 << 10).contains(&seg),
+                        "{seg}"
+                    );
                 }
             }
         }
@@ -223,6 +243,9 @@ fn only_in_place_all_reduce_overwrites_what_it_pushes() {
 #[test]
 fn kernel_arguments_have_the_c_layout() {
     // 2 pointers, 2 × 8 pointers, 7 u64, 8 u32 (direct.cu's TdArgs).
-    assert_eq!(std::mem::size_of::<TdArgs>(), 2 * 8 + 2 * 64 + 7 * 8 + 10 * 4);
+    assert_eq!(
+        std::mem::size_of::<TdArgs>(),
+        2 * 8 + 2 * 64 + 7 * 8 + 10 * 4
+    );
     assert_eq!(std::mem::align_of::<TdArgs>(), 8);
 }

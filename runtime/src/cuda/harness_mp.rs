@@ -1,0 +1,361 @@
+//! `topoplan bench --procs`: the benchmark with one process per GPU ([`CudaProcComm`], CUDA IPC).
+//!
+//! Every rank's process runs this with the same configuration. Per size and aliasing: fill this
+//! rank's input with `random_input_bytes(seed, rank)` (poisoned output first), run one checked
+//! call and compare this rank's output with the reference (every process can compute every
+//! rank's input from the seed), then per timed run: `warmup` calls, a barrier, events around
+//! `iters` calls on this rank's stream. The ranks then all-gather (#wrong, times) so every rank
+//! holds the same row: the slowest rank's time per run, the median run, the wrong elements
+//! summed over ranks. Only one-shot (direct) schedules run here, and there is no NCCL baseline.
+
+use super::device::{drv, DevBuf};
+use super::harness::{coll_of, geometry, median, BenchConfig, Cell, Row};
+use super::ipc::{check_direct, CudaProcComm, ProcRequest};
+use super::schedules;
+use super::CudaError;
+use crate::bootstrap::Rendezvous;
+use crate::reference::{buffer_lens, count_wrong, expected_bytes, random_input_bytes};
+use cudarc::driver::{sys, CudaContext};
+use planner::schedule::{CollectiveKind, Schedule};
+use std::sync::Arc;
+
+/// What the harness needs from the other processes (the bootstrap in `topoplan bench`).
+pub trait Meet {
+    fn barrier(&mut self) -> Result<(), CudaError>;
+    fn all_gather(&mut self, mine: &[u8]) -> Result<Vec<Vec<u8>>, CudaError>;
+}
+
+impl Meet for Rendezvous {
+    fn barrier(&mut self) -> Result<(), CudaError> {
+        Ok(Rendezvous::barrier(self)?)
+    }
+    fn all_gather(&mut self, mine: &[u8]) -> Result<Vec<Vec<u8>>, CudaError> {
+        Ok(Rendezvous::all_gather(self, mine)?)
+    }
+}
+
+/// A stream of this rank's context, synchronised and destroyed on drop.
+struct Stream {
+    ctx: Arc<CudaContext>,
+    s: sys::CUstream,
+}
+
+impl Stream {
+    fn new(ctx: &Arc<CudaContext>) -> Result<Self, CudaError> {
+        ctx.bind_to_thread().map_err(drv)?;
+        let mut s: sys::CUstream = std::ptr::null_mut();
+        // SAFETY: out-pointer valid.
+        unsafe { sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) }
+            .result()
+            .map_err(drv)?;
+        Ok(Self {
+            ctx: ctx.clone(),
+            s,
+        })
+    }
+
+    fn sync(&self) -> Result<(), CudaError> {
+        self.ctx.bind_to_thread().map_err(drv)?;
+        // SAFETY: a stream of this context.
+        unsafe { sys::cuStreamSynchronize(self.s) }
+            .result()
+            .map_err(drv)
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: created in `new`, destroyed once, after its work finished.
+            unsafe {
+                let _ = sys::cuStreamSynchronize(self.s);
+                let _ = sys::cuStreamDestroy_v2(self.s);
+            }
+        }
+    }
+}
+
+/// A timing event, destroyed on drop.
+struct Event {
+    ctx: Arc<CudaContext>,
+    e: sys::CUevent,
+}
+
+impl Event {
+    fn new(ctx: &Arc<CudaContext>) -> Result<Self, CudaError> {
+        ctx.bind_to_thread().map_err(drv)?;
+        let mut e: sys::CUevent = std::ptr::null_mut();
+        // SAFETY: out-pointer valid; default flags (timing enabled).
+        unsafe { sys::cuEventCreate(&mut e, 0) }
+            .result()
+            .map_err(drv)?;
+        Ok(Self {
+            ctx: ctx.clone(),
+            e,
+        })
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: created in `new`, destroyed once.
+            let _ = unsafe { sys::cuEventDestroy_v2(self.e) };
+        }
+    }
+}
+
+/// This rank's (input, output) pointers, in place or not (NCCL's aliasing conventions).
+pub fn rank_ptrs(
+    kind: CollectiveKind,
+    rank: u32,
+    count: u64,
+    elem: u64,
+    in_place: bool,
+    inp: u64,
+    out: u64,
+) -> (u64, u64) {
+    let block = rank as u64 * count * elem;
+    match (in_place, kind) {
+        (false, _) => (inp, out),
+        (true, CollectiveKind::AllGather) => (out + block, out),
+        (true, CollectiveKind::ReduceScatter) => (inp, inp + block),
+        (true, _) => (out, out),
+    }
+}
+
+/// Encodes one rank's result of a cell: #wrong (-1: not checked), then µs per call per run.
+pub fn encode_cell(wrong: i64, times_us: &[f64]) -> Vec<u8> {
+    let mut b = wrong.to_le_bytes().to_vec();
+    for t in times_us {
+        b.extend_from_slice(&t.to_le_bytes());
+    }
+    b
+}
+
+/// Combines every rank's [`encode_cell`]: wrong elements summed (-1 if unchecked), per run the
+/// slowest rank, then the median run.
+pub fn combine_cells(table: &[Vec<u8>], runs: usize) -> Result<(i64, f64), CudaError> {
+    let mut wrong = 0i64;
+    let mut worst = vec![0f64; runs];
+    for (r, b) in table.iter().enumerate() {
+        if b.len() != 8 + 8 * runs {
+            return Err(CudaError::Input(format!(
+                "rank {r} sent a result of {} bytes, expected {} ({runs} runs)",
+                b.len(),
+                8 + 8 * runs
+            )));
+        }
+        let w = i64::from_le_bytes(b[..8].try_into().expect("8"));
+        wrong = if w < 0 || wrong < 0 { -1 } else { wrong + w };
+        for (i, t) in worst.iter_mut().enumerate() {
+            let at = 8 + 8 * i;
+            *t = t.max(f64::from_le_bytes(b[at..at + 8].try_into().expect("8")));
+        }
+    }
+    Ok((wrong, median(worst)))
+}
+
+struct Ctx<'a> {
+    comm: &'a CudaProcComm,
+    cfg: &'a BenchConfig,
+    stream: &'a Stream,
+    sched: &'a Schedule,
+    count: u64,
+    input: u64,
+    output: u64,
+}
+
+impl Ctx<'_> {
+    fn enqueue(&self) -> Result<(), CudaError> {
+        self.comm.enqueue(
+            &ProcRequest {
+                schedule: self.sched,
+                count: self.count,
+                dtype: self.cfg.dtype,
+                op: self.cfg.op,
+                input: self.input,
+                output: self.output,
+            },
+            self.stream.s,
+        )
+    }
+
+    /// One timed run: warm-up, barrier, `iters` calls between events; µs per call.
+    fn time(&self, meet: &mut dyn Meet, e0: &Event, e1: &Event) -> Result<f64, CudaError> {
+        for _ in 0..self.cfg.warmup {
+            self.enqueue()?;
+        }
+        self.stream.sync()?;
+        meet.barrier()?;
+        let s = self.stream.s;
+        // SAFETY: events and stream of this rank's context (bound by `sync`).
+        unsafe { sys::cuEventRecord(e0.e, s) }
+            .result()
+            .map_err(drv)?;
+        for _ in 0..self.cfg.iters {
+            self.enqueue()?;
+        }
+        let mut ms = 0f32;
+        // SAFETY: as above.
+        unsafe {
+            sys::cuEventRecord(e1.e, s).result().map_err(drv)?;
+            sys::cuEventSynchronize(e1.e).result().map_err(drv)?;
+            sys::cuEventElapsedTime_v2(&mut ms, e0.e, e1.e)
+                .result()
+                .map_err(drv)?;
+        }
+        Ok(ms as f64 * 1000.0 / self.cfg.iters.max(1) as f64)
+    }
+}
+
+/// Runs the benchmark of `cfg` as this process's rank; `on_row` sees each size's row (the same
+/// on every rank) as soon as it is measured.
+pub fn run(
+    comm: &CudaProcComm,
+    meet: &mut dyn Meet,
+    cfg: &BenchConfig,
+    mut on_row: impl FnMut(&Row),
+) -> Result<Vec<Row>, CudaError> {
+    let (rank, n) = (comm.rank(), comm.nranks());
+    let elem = cfg.dtype.size() as u64;
+    let ctx = comm.context().clone();
+    let coll = coll_of(cfg.kind, cfg.root);
+    // Every schedule is picked and checked before any rank launches anything: the check is the
+    // same on every rank, so they all stop together.
+    let mut scheds = Vec::new();
+    for &size in &cfg.sizes {
+        let (count, _, _) = geometry(cfg.kind, n, size, elem);
+        let (algo, s) = schedules::pick(&coll, n, count * elem, &cfg.algo)
+            .map_err(|e| CudaError::Input(e.to_string()))?;
+        check_direct(&s)?;
+        scheds.push((algo, s));
+    }
+    comm.prepare(cfg.dtype)?;
+    let max_size = cfg.sizes.iter().copied().max().unwrap_or(0);
+    let (_, max_in, max_out) = geometry(cfg.kind, n, max_size, elem);
+    let inp = DevBuf::new(&ctx, (max_in * elem) as usize)?;
+    let out = DevBuf::new(&ctx, (max_out * elem) as usize)?;
+    let stream = Stream::new(&ctx)?;
+    let (e0, e1) = (Event::new(&ctx)?, Event::new(&ctx)?);
+    let mut rows = Vec::new();
+    for (si, (&size, (algo, sched))) in cfg.sizes.iter().zip(&scheds).enumerate() {
+        let (count, _, _) = geometry(cfg.kind, n, size, elem);
+        let mut row = Row {
+            size,
+            count: size / elem,
+            algo: algo.clone(),
+            oop: Cell::default(),
+            ip: Cell::default(),
+            mem_first_call: (0, None),
+        };
+        for in_place in [false, true] {
+            let (ip, op) = rank_ptrs(cfg.kind, rank, count, elem, in_place, inp.ptr, out.ptr);
+            let c = Ctx {
+                comm,
+                cfg,
+                stream: &stream,
+                sched,
+                count,
+                input: ip,
+                output: op,
+            };
+            // Correctness: the same seed as the one-process harness, so the data match.
+            let seed = cfg.seed ^ ((si as u64) << 8) ^ in_place as u64;
+            let (il, _) = buffer_lens(&coll, n, count as usize);
+            let inputs: Vec<Vec<u8>> = (0..n)
+                .map(|r| {
+                    if cfg.check || r == rank {
+                        random_input_bytes(cfg.dtype, seed, r, il, cfg.op)
+                    } else {
+                        Vec::new()
+                    }
+                })
+                .collect();
+            out.fill(0xFF)?; // NaN in every float type: an unwritten element cannot pass
+            let mine = &inputs[rank as usize];
+            ctx.bind_to_thread().map_err(drv)?;
+            // SAFETY: the destination lies in this rank's buffers (sized for the largest size).
+            unsafe { sys::cuMemcpyHtoD_v2(ip, mine.as_ptr() as *const _, mine.len()) }
+                .result()
+                .map_err(drv)?;
+            // The fill and copy ran on the null stream; the calls run on a non-blocking one.
+            ctx.synchronize().map_err(drv)?;
+            c.enqueue()?;
+            stream.sync()?;
+            let mut wrong = -1i64;
+            if cfg.check {
+                let want = expected_bytes(cfg.dtype, &coll, cfg.op, count as usize, &inputs);
+                wrong = 0;
+                if let Some(w) = &want[rank as usize] {
+                    let mut got = vec![0u8; w.len()];
+                    // SAFETY: the source lies in this rank's buffers.
+                    unsafe { sys::cuMemcpyDtoH_v2(got.as_mut_ptr() as *mut _, op, got.len()) }
+                        .result()
+                        .map_err(drv)?;
+                    wrong = count_wrong(cfg.dtype, &got, w, 0.0) as i64;
+                }
+            }
+            drop(inputs);
+            let mut ts = Vec::new();
+            for _ in 0..cfg.runs.max(1) {
+                ts.push(c.time(meet, &e0, &e1)?);
+            }
+            let table = meet.all_gather(&encode_cell(wrong, &ts))?;
+            let (wrong, t) = combine_cells(&table, ts.len())?;
+            let factor = cfg.kind.busbw_factor(n);
+            let algbw = size as f64 / t / 1e3;
+            let cell = Cell {
+                time_us: t,
+                algbw,
+                busbw: algbw * factor,
+                wrong,
+                ..Default::default()
+            };
+            if in_place {
+                row.ip = cell;
+            } else {
+                row.oop = cell;
+            }
+        }
+        on_row(&row);
+        rows.push(row);
+    }
+    stream.sync()?;
+    // No peer may still be pushing into this rank's slots when the caller moves on (or exits).
+    meet.barrier()?;
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_combine_to_the_slowest_rank_and_the_median_run() {
+        let t = vec![
+            encode_cell(0, &[10.0, 30.0, 20.0]),
+            encode_cell(2, &[12.0, 5.0, 25.0]),
+        ];
+        // Per run the slowest: 12, 30, 25; median 25.
+        assert_eq!(combine_cells(&t, 3).unwrap(), (2, 25.0));
+        let unchecked = vec![encode_cell(-1, &[1.0]), encode_cell(-1, &[2.0])];
+        assert_eq!(combine_cells(&unchecked, 1).unwrap(), (-1, 2.0));
+        let e = combine_cells(&t, 2).unwrap_err().to_string();
+        assert!(
+            e.contains("rank 0 sent a result of 32 bytes, expected 24"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn pointers_follow_nccl_aliasing() {
+        use CollectiveKind::*;
+        let (i, o) = (1000, 5000);
+        assert_eq!(rank_ptrs(AllReduce, 1, 10, 4, false, i, o), (i, o));
+        assert_eq!(rank_ptrs(AllReduce, 1, 10, 4, true, i, o), (o, o));
+        assert_eq!(rank_ptrs(AllGather, 1, 10, 4, true, i, o), (o + 40, o));
+        assert_eq!(rank_ptrs(ReduceScatter, 1, 10, 4, true, i, o), (i, i + 40));
+        assert_eq!(rank_ptrs(Broadcast, 0, 10, 4, true, i, o), (o, o));
+    }
+}

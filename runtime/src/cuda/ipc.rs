@@ -1,0 +1,650 @@
+//! Several processes on one host, one GPU each: the direct-push path (`super::direct`) with the
+//! peers' slot and flag buffers mapped through CUDA IPC instead of peer access.
+//!
+//! Setup ([`CudaProcComm::new`]): open the GPU, allocate and zero this rank's [`DirectBufs`],
+//! wait for the zeroing to finish, export the three buffers' IPC handles with the SM count in a
+//! fixed-size [`PeerRecord`], all-gather the records (the caller's exchange, normally the
+//! bootstrap), open every peer's handles, then all-gather a "ready" word so that no rank
+//! launches against a peer whose setup failed. The exchange is the ordering point: a peer can
+//! only see our pointers after our flags and LL slots are zero.
+//!
+//! Only one-shot schedules run here (the ones [`direct::applies`] accepts): the generic
+//! lowering and the copy-engine pipeline address peers' scratch rings and contexts that exist
+//! only in a one-process [`super::CudaGroup`].
+
+use super::device::{driver_present, drv, load_exec, open_devices, ExecModule};
+use super::direct::{self, DirectBufs, DirectCall, DirectPeers};
+use super::CudaError;
+use crate::types::{DataType, ReduceOp};
+use cudarc::driver::{sys, CudaContext};
+use planner::schedule::{CollectiveKind, Schedule};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// First bytes of a [`PeerRecord`].
+pub const RECORD_MAGIC: &[u8; 4] = b"TPIX";
+/// Version of the [`PeerRecord`] layout. Bump on any change.
+pub const RECORD_VERSION: u32 = 1;
+/// Size of an encoded [`PeerRecord`]: 40 header bytes, then 3 × (64-byte handle, u64 size).
+pub const RECORD_BYTES: usize = 40 + 3 * (64 + 8);
+
+/// The all-gather the setup needs: this rank's bytes in, every rank's bytes (rank order) out.
+pub type Exchange<'a> = dyn FnMut(&[u8]) -> Result<Vec<Vec<u8>>, CudaError> + 'a;
+
+/// Why an exchanged record could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    #[error("IPC record of {got} bytes, expected {want}")]
+    Length { got: usize, want: usize },
+    #[error("not a topoplan IPC record (magic {0:?})")]
+    Magic([u8; 4]),
+    #[error("IPC record version {theirs}, this build reads version {ours}")]
+    Version { theirs: u32, ours: u32 },
+}
+
+/// What one rank tells the others: its direct-path buffers (IPC handles and sizes: sizes
+/// differ when `TOPOPLAN_DIRECT_SLOT_KB`/`SLOTS` differ, and the slot layout must agree), its SM
+/// count (grids must agree on every rank), and who it is (same host, another process).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerRecord {
+    pub rank: u32,
+    pub nranks: u32,
+    pub sm_count: u32,
+    pub ordinal: u32,
+    pub pid: u32,
+    /// FNV-1a of the host name: IPC handles only open on the host that made them.
+    pub host: u64,
+    /// `CUipcMemHandle` bytes of the Simple slots, LL slots and flags.
+    pub handles: [[u8; 64]; 3],
+    pub bytes: [u64; 3],
+}
+
+const BUF_NAMES: [&str; 3] = ["Simple slots", "LL slots", "flags"];
+
+impl PeerRecord {
+    pub fn encode(&self) -> [u8; RECORD_BYTES] {
+        let mut b = [0u8; RECORD_BYTES];
+        b[..4].copy_from_slice(RECORD_MAGIC);
+        let words = [
+            RECORD_VERSION,
+            self.rank,
+            self.nranks,
+            self.sm_count,
+            self.ordinal,
+            self.pid,
+            0,
+        ];
+        for (i, w) in words.iter().enumerate() {
+            b[4 + 4 * i..8 + 4 * i].copy_from_slice(&w.to_le_bytes());
+        }
+        b[32..40].copy_from_slice(&self.host.to_le_bytes());
+        for i in 0..3 {
+            let at = 40 + i * 72;
+            b[at..at + 64].copy_from_slice(&self.handles[i]);
+            b[at + 64..at + 72].copy_from_slice(&self.bytes[i].to_le_bytes());
+        }
+        b
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Self, RecordError> {
+        if b.len() != RECORD_BYTES {
+            return Err(RecordError::Length {
+                got: b.len(),
+                want: RECORD_BYTES,
+            });
+        }
+        let magic: [u8; 4] = b[..4].try_into().expect("4 bytes");
+        if &magic != RECORD_MAGIC {
+            return Err(RecordError::Magic(magic));
+        }
+        let w = |i: usize| u32::from_le_bytes(b[4 + 4 * i..8 + 4 * i].try_into().expect("4"));
+        if w(0) != RECORD_VERSION {
+            return Err(RecordError::Version {
+                theirs: w(0),
+                ours: RECORD_VERSION,
+            });
+        }
+        let mut handles = [[0u8; 64]; 3];
+        let mut bytes = [0u64; 3];
+        for i in 0..3 {
+            let at = 40 + i * 72;
+            handles[i].copy_from_slice(&b[at..at + 64]);
+            bytes[i] = u64::from_le_bytes(b[at + 64..at + 72].try_into().expect("8"));
+        }
+        Ok(PeerRecord {
+            rank: w(1),
+            nranks: w(2),
+            sm_count: w(3),
+            ordinal: w(4),
+            pid: w(5),
+            host: u64::from_le_bytes(b[32..40].try_into().expect("8")),
+            handles,
+            bytes,
+        })
+    }
+}
+
+fn rank_err(rank: u32, what: impl Into<String>) -> CudaError {
+    CudaError::Rank {
+        rank,
+        what: what.into(),
+    }
+}
+
+/// Adds "rank r: doing" to an error (the ones that say it all themselves stay as they are).
+fn at(rank: u32, doing: &str) -> impl FnOnce(CudaError) -> CudaError + '_ {
+    move |e| match e {
+        e @ (CudaError::NoDriver | CudaError::NoNvrtc | CudaError::Rank { .. }) => e,
+        e => rank_err(rank, format!("{doing}: {e}")),
+    }
+}
+
+/// Decodes and checks the gathered records against this rank's own; returns them in rank order.
+pub fn check_table(table: &[Vec<u8>], me: &PeerRecord) -> Result<Vec<PeerRecord>, CudaError> {
+    let r = me.rank;
+    if table.len() != me.nranks as usize {
+        return Err(rank_err(
+            r,
+            format!(
+                "the exchange returned {} records for {} ranks",
+                table.len(),
+                me.nranks
+            ),
+        ));
+    }
+    let mut out = Vec::with_capacity(table.len());
+    for (i, b) in table.iter().enumerate() {
+        let p = PeerRecord::decode(b)
+            .map_err(|e| rank_err(r, format!("rank {i}'s IPC record: {e}")))?;
+        let bad = |what: String| Err(rank_err(r, format!("rank {i}'s IPC record: {what}")));
+        if p.rank as usize != i {
+            return bad(format!("says it is rank {}", p.rank));
+        }
+        if p.nranks != me.nranks {
+            return bad(format!("{} ranks, this rank says {}", p.nranks, me.nranks));
+        }
+        if i as u32 != r {
+            if p.host != me.host {
+                return bad("another host: CUDA IPC needs every rank on one host".into());
+            }
+            if p.pid == me.pid {
+                return bad(format!(
+                    "same process (pid {}): IPC handles open only in another process",
+                    p.pid
+                ));
+            }
+        }
+        if p.bytes != me.bytes {
+            return bad(format!(
+                "buffers of {:?} bytes, this rank's are {:?} (TOPOPLAN_DIRECT_SLOT_KB / \
+                 TOPOPLAN_DIRECT_SLOTS must be the same on every rank)",
+                p.bytes, me.bytes
+            ));
+        }
+        if p.sm_count == 0 {
+            return bad("0 SMs".into());
+        }
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// Whether `s` runs in the multi-process mode; a clear error otherwise.
+pub fn check_direct(s: &Schedule) -> Result<(), CudaError> {
+    if direct::applies(s) {
+        return Ok(());
+    }
+    Err(CudaError::Input(format!(
+        "the multi-process (CUDA IPC) mode runs the one-shot (direct) schedules only \
+         (all-reduce, all-gather, reduce-scatter, broadcast, reduce on 2 to 8 ranks, \
+         TOPOPLAN_DIRECT not 0); algorithm `{}` for {} on {} ranks is not one",
+        s.algorithm.name(),
+        s.collective.kind.name(),
+        s.nranks
+    )))
+}
+
+/// A peer's buffer mapped into this process; unmapped on drop.
+#[derive(Debug)]
+struct IpcMapping {
+    ctx: Arc<CudaContext>,
+    ptr: u64,
+}
+
+impl IpcMapping {
+    fn open(ctx: &Arc<CudaContext>, handle: &[u8; 64]) -> Result<Self, CudaError> {
+        ctx.bind_to_thread().map_err(drv)?;
+        // SAFETY: CUipcMemHandle is a plain 64-byte array; any bytes form a valid value (the
+        // driver rejects bad ones).
+        let mut h: sys::CUipcMemHandle = unsafe { std::mem::zeroed() };
+        for (d, s) in h.reserved.iter_mut().zip(handle) {
+            *d = *s as std::ffi::c_char;
+        }
+        let mut ptr: sys::CUdeviceptr = 0;
+        // Lazy peer access: the driver enables access to the owner's GPU when it maps.
+        let flags = sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32;
+        // SAFETY: out-pointer valid; the handle is passed by value.
+        unsafe { sys::cuIpcOpenMemHandle_v2(&mut ptr, h, flags) }
+            .result()
+            .map_err(drv)?;
+        Ok(Self {
+            ctx: ctx.clone(),
+            ptr,
+        })
+    }
+}
+
+impl Drop for IpcMapping {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: opened by cuIpcOpenMemHandle in this context; closed once.
+            let _ = unsafe { sys::cuIpcCloseMemHandle(self.ptr) };
+        }
+    }
+}
+
+fn export(ctx: &Arc<CudaContext>, ptr: u64) -> Result<[u8; 64], CudaError> {
+    ctx.bind_to_thread().map_err(drv)?;
+    // SAFETY: as in `IpcMapping::open`.
+    let mut h: sys::CUipcMemHandle = unsafe { std::mem::zeroed() };
+    // SAFETY: out-pointer valid; `ptr` is the base of a cuMemAlloc allocation.
+    unsafe { sys::cuIpcGetMemHandle(&mut h, ptr) }
+        .result()
+        .map_err(drv)?;
+    let mut out = [0u8; 64];
+    for (d, s) in out.iter_mut().zip(h.reserved) {
+        *d = s as u8;
+    }
+    Ok(out)
+}
+
+/// One rank's call in the multi-process mode (this rank's buffers only).
+#[derive(Clone, Copy, Debug)]
+pub struct ProcRequest<'a> {
+    pub schedule: &'a Schedule,
+    /// Per-rank element count (nccl-tests' `count`).
+    pub count: u64,
+    pub dtype: DataType,
+    pub op: ReduceOp,
+    pub input: u64,
+    pub output: u64,
+}
+
+/// One process, one GPU, one rank of a job whose other ranks are processes on the same host.
+/// Every rank must enqueue the same sequence of collectives. Before dropping it (or exiting),
+/// synchronise the streams and meet the other ranks (a barrier): a peer still running a call
+/// writes into this rank's buffers.
+pub struct CudaProcComm {
+    rank: u32,
+    nranks: u32,
+    ctx: Arc<CudaContext>,
+    peers: DirectPeers,
+    /// Declared before `_bufs`: the peers' mappings close before our own buffers are freed.
+    mapped: Vec<IpcMapping>,
+    /// This rank's slots and flags: only kernels use them (through `peers`), so they are
+    /// merely kept alive here.
+    _bufs: DirectBufs,
+    modules: Mutex<HashMap<DataType, Arc<ExecModule>>>,
+}
+
+impl std::fmt::Debug for CudaProcComm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "CudaProcComm(rank {} of {}, GPU {})",
+            self.rank,
+            self.nranks,
+            self.ctx.ordinal()
+        )
+    }
+}
+
+impl CudaProcComm {
+    /// Opens GPU `ordinal` as `rank` of `nranks` and maps the peers' buffers. `exchange` is an
+    /// all-gather across the ranks (called twice: the records, then the "ready" words).
+    pub fn new(
+        ordinal: usize,
+        rank: u32,
+        nranks: u32,
+        exchange: &mut Exchange<'_>,
+    ) -> Result<Self, CudaError> {
+        if !(2..=8).contains(&nranks) || rank >= nranks {
+            return Err(CudaError::Input(format!(
+                "rank {rank} of {nranks}: the multi-process mode needs 2 to 8 ranks"
+            )));
+        }
+        if !driver_present() {
+            return Err(CudaError::NoDriver);
+        }
+        let ctx = open_devices(&[ordinal])
+            .map_err(at(rank, &format!("opening GPU {ordinal}")))?
+            .remove(0);
+        let sm_count = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(drv)
+            .map_err(at(rank, "reading the SM count"))? as u32;
+        let bufs = DirectBufs::new(&ctx, nranks as usize)
+            .map_err(at(rank, "allocating the direct-path buffers"))?;
+        // cuMemset on device memory may return before it is done: the flags and LL slots must
+        // be zero before any peer can see them, i.e. before the exchange.
+        ctx.synchronize()
+            .map_err(drv)
+            .map_err(at(rank, "zeroing the direct-path buffers"))?;
+        let mut me = PeerRecord {
+            rank,
+            nranks,
+            sm_count,
+            ordinal: ordinal as u32,
+            pid: std::process::id(),
+            host: crate::config::fnv1a(crate::bootstrap::hostname().as_bytes()),
+            handles: [[0; 64]; 3],
+            bytes: [0; 3],
+        };
+        for (i, b) in bufs.bufs().iter().enumerate() {
+            me.handles[i] = export(&ctx, b.ptr).map_err(at(
+                rank,
+                &format!("exporting the {} (cuIpcGetMemHandle)", BUF_NAMES[i]),
+            ))?;
+            me.bytes[i] = b.bytes as u64;
+        }
+        let table = exchange(&me.encode()).map_err(at(rank, "exchanging IPC records"))?;
+        let recs = check_table(&table, &me)?;
+        // Map the peers; whatever happens, tell the others before launching anything.
+        let mut mapped = Vec::new();
+        let mut peers = DirectPeers {
+            nranks,
+            min_sm: recs.iter().map(|p| p.sm_count).min().unwrap_or(1),
+            simple: [0; 8],
+            ll: [0; 8],
+            flags: [0; 8],
+        };
+        let mut opened = || -> Result<(), CudaError> {
+            for p in &recs {
+                let r = p.rank as usize;
+                let ptrs = if p.rank == rank {
+                    let (s, l, f) = bufs.ptrs();
+                    [s, l, f]
+                } else {
+                    let mut v = [0; 3];
+                    for (i, h) in p.handles.iter().enumerate() {
+                        let m = IpcMapping::open(&ctx, h).map_err(at(
+                            rank,
+                            &format!(
+                                "opening rank {}'s {} (GPU {}, cuIpcOpenMemHandle)",
+                                p.rank, BUF_NAMES[i], p.ordinal
+                            ),
+                        ))?;
+                        v[i] = m.ptr;
+                        mapped.push(m);
+                    }
+                    v
+                };
+                (peers.simple[r], peers.ll[r], peers.flags[r]) = (ptrs[0], ptrs[1], ptrs[2]);
+            }
+            Ok(())
+        };
+        let mine = opened();
+        let word = match &mine {
+            Ok(()) => Vec::new(),
+            // Bounded: the bootstrap carries at most `MAX_GATHER_BYTES` per rank.
+            Err(e) => e.to_string().into_bytes().into_iter().take(4096).collect(),
+        };
+        let ready = exchange(&word).map_err(at(rank, "exchanging readiness"))?;
+        mine?;
+        if let Some((r, why)) = ready.iter().enumerate().find(|(_, w)| !w.is_empty()) {
+            return Err(rank_err(
+                rank,
+                format!(
+                    "rank {r} could not map its peers: {}",
+                    String::from_utf8_lossy(why)
+                ),
+            ));
+        }
+        Ok(Self {
+            rank,
+            nranks,
+            ctx,
+            peers,
+            mapped,
+            _bufs: bufs,
+            modules: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    pub fn nranks(&self) -> u32 {
+        self.nranks
+    }
+
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// Every rank's buffers as this process sees them.
+    pub fn peers(&self) -> &DirectPeers {
+        &self.peers
+    }
+
+    /// Compiles and loads the kernels for `dtype` now (otherwise the first call does it).
+    pub fn prepare(&self, dtype: DataType) -> Result<(), CudaError> {
+        self.module(dtype).map(|_| ())
+    }
+
+    fn module(&self, dtype: DataType) -> Result<Arc<ExecModule>, CudaError> {
+        let mut m = self.modules.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(x) = m.get(&dtype) {
+            return Ok(x.clone());
+        }
+        let x = Arc::new(
+            load_exec(&self.ctx, dtype)
+                .map_err(at(self.rank, &format!("loading the {dtype:?} kernels")))?,
+        );
+        m.insert(dtype, x.clone());
+        Ok(x)
+    }
+
+    /// Enqueues this rank's part of `req` on `stream` (a stream of [`Self::context`]).
+    pub fn enqueue(&self, req: &ProcRequest, stream: sys::CUstream) -> Result<(), CudaError> {
+        let s = req.schedule;
+        if s.nranks != self.nranks {
+            return Err(CudaError::Input(format!(
+                "a schedule for {} ranks on a {}-rank communicator",
+                s.nranks, self.nranks
+            )));
+        }
+        check_direct(s)?;
+        if req.count == 0 {
+            return Ok(());
+        }
+        let module = self.module(req.dtype)?;
+        let call = DirectCall {
+            kind: s.collective.kind,
+            root: s.collective.root.unwrap_or(0),
+            protocol: s.protocol,
+            count: req.count,
+            dtype: req.dtype,
+            op: req.op,
+            input: req.input,
+            output: req.output,
+            in_place: in_place(s.collective.kind, self.rank, req),
+        };
+        direct::launch_call(&self.ctx, &module, &self.peers, self.rank, &call, stream)
+            .map_err(at(self.rank, "launching a direct call"))
+    }
+}
+
+/// NCCL's aliasing conventions: in place when the input is this rank's block of the output
+/// (all-gather), the output this rank's block of the input (reduce-scatter), or they coincide.
+fn in_place(kind: CollectiveKind, rank: u32, req: &ProcRequest) -> bool {
+    let block = rank as u64 * req.count * req.dtype.size() as u64;
+    match kind {
+        CollectiveKind::AllGather => req.input == req.output + block,
+        CollectiveKind::ReduceScatter => req.output == req.input + block,
+        _ => req.input == req.output,
+    }
+}
+
+impl Drop for CudaProcComm {
+    fn drop(&mut self) {
+        // Unmap the peers first (field order does it too; this states the intent).
+        self.mapped.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use planner::schedule::Collective;
+
+    fn rec(rank: u32) -> PeerRecord {
+        let mut handles = [[0u8; 64]; 3];
+        for (i, h) in handles.iter_mut().enumerate() {
+            for (j, b) in h.iter_mut().enumerate() {
+                *b = (rank as usize * 97 + i * 31 + j) as u8;
+            }
+        }
+        PeerRecord {
+            rank,
+            nranks: 3,
+            sm_count: 132 - rank,
+            ordinal: rank,
+            pid: 1000 + rank,
+            host: 0xfeed_beef_0123_4567,
+            handles,
+            bytes: [64 << 20, 32 << 20, 8 << 10],
+        }
+    }
+
+    #[test]
+    fn records_round_trip_at_a_fixed_size() {
+        let r = rec(2);
+        let b = r.encode();
+        assert_eq!(b.len(), RECORD_BYTES);
+        assert_eq!(RECORD_BYTES, 256);
+        assert_eq!(PeerRecord::decode(&b).unwrap(), r);
+    }
+
+    #[test]
+    fn bad_records_are_refused_clearly() {
+        let b = rec(1).encode();
+        let e = PeerRecord::decode(&b[..100]).unwrap_err();
+        assert_eq!(
+            e,
+            RecordError::Length {
+                got: 100,
+                want: 256
+            }
+        );
+        assert!(e.to_string().contains("100 bytes, expected 256"));
+        let mut long = b.to_vec();
+        long.push(0);
+        assert!(matches!(
+            PeerRecord::decode(&long),
+            Err(RecordError::Length { got: 257, .. })
+        ));
+        let mut m = b;
+        m[0] = b'X';
+        assert!(matches!(PeerRecord::decode(&m), Err(RecordError::Magic(_))));
+        let mut v = b;
+        v[4] = 9;
+        let e = PeerRecord::decode(&v).unwrap_err();
+        assert!(e.to_string().contains("version 9"), "{e}");
+    }
+
+    fn table(recs: &[PeerRecord]) -> Vec<Vec<u8>> {
+        recs.iter().map(|r| r.encode().to_vec()).collect()
+    }
+
+    #[test]
+    fn the_gathered_table_is_checked() {
+        let recs: Vec<PeerRecord> = (0..3).map(rec).collect();
+        let me = &recs[1];
+        let got = check_table(&table(&recs), me).unwrap();
+        assert_eq!(got, recs);
+        assert_eq!(got.iter().map(|p| p.sm_count).min(), Some(130));
+
+        let err = |recs: &[PeerRecord]| check_table(&table(recs), me).unwrap_err().to_string();
+        let e = err(&recs[..2]);
+        assert!(
+            e.starts_with("rank 1:") && e.contains("2 records for 3 ranks"),
+            "{e}"
+        );
+        let mut swapped = recs.clone();
+        swapped.swap(0, 2);
+        assert!(err(&swapped).contains("rank 0's IPC record: says it is rank 2"));
+        let mut far = recs.clone();
+        far[2].host = 1;
+        assert!(err(&far).contains("another host"));
+        let mut same = recs.clone();
+        same[0].pid = me.pid;
+        assert!(err(&same).contains("same process"));
+        let mut knobs = recs.clone();
+        knobs[0].bytes[0] = 1 << 20;
+        assert!(err(&knobs).contains("TOPOPLAN_DIRECT_SLOT_KB"));
+        let mut world = recs.clone();
+        world[2].nranks = 4;
+        assert!(err(&world).contains("4 ranks, this rank says 3"));
+        let mut short = table(&recs);
+        short[2].truncate(10);
+        let e = check_table(&short, me).unwrap_err().to_string();
+        assert!(
+            e.contains("rank 2's IPC record: IPC record of 10 bytes"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn only_direct_schedules_run() {
+        let coll = Collective::new(CollectiveKind::AllReduce);
+        let (_, one) = super::super::schedules::pick(&coll, 2, 1 << 20, "one-shot").unwrap();
+        assert!(check_direct(&one).is_ok());
+        let (_, ring) = super::super::schedules::pick(&coll, 2, 1 << 20, "ring").unwrap();
+        let e = check_direct(&ring).unwrap_err();
+        assert!(matches!(e, CudaError::Input(_)));
+        let e = e.to_string();
+        assert!(
+            e.contains("one-shot (direct) schedules only") && e.contains("ring"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn setup_fails_cleanly_without_a_driver_or_with_bad_ranks() {
+        let mut calls = 0;
+        let mut ex = |b: &[u8]| -> Result<Vec<Vec<u8>>, CudaError> {
+            calls += 1;
+            Ok(vec![b.to_vec()])
+        };
+        let e = CudaProcComm::new(0, 2, 2, &mut ex).unwrap_err();
+        assert!(matches!(e, CudaError::Input(_)), "{e}");
+        let e = CudaProcComm::new(0, 0, 1, &mut ex).unwrap_err();
+        assert!(e.to_string().contains("2 to 8 ranks"), "{e}");
+        if !driver_present() {
+            let e = CudaProcComm::new(0, 0, 2, &mut ex).unwrap_err();
+            assert!(matches!(e, CudaError::NoDriver), "{e}");
+        }
+        assert_eq!(calls, 0, "nothing is exchanged when the setup cannot start");
+    }
+
+    #[test]
+    fn aliasing_follows_nccl() {
+        let coll = Collective::new(CollectiveKind::AllReduce);
+        let (_, s) = super::super::schedules::pick(&coll, 2, 1 << 20, "one-shot").unwrap();
+        let req = |input, output| ProcRequest {
+            schedule: &s,
+            count: 10,
+            dtype: DataType::F32,
+            op: ReduceOp::Sum,
+            input,
+            output,
+        };
+        assert!(in_place(CollectiveKind::AllReduce, 1, &req(64, 64)));
+        assert!(!in_place(CollectiveKind::AllReduce, 1, &req(64, 128)));
+        assert!(in_place(CollectiveKind::AllGather, 1, &req(1040, 1000)));
+        assert!(!in_place(CollectiveKind::AllGather, 0, &req(1040, 1000)));
+        assert!(in_place(CollectiveKind::ReduceScatter, 1, &req(1000, 1040)));
+    }
+}
