@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: unit, integration, property and fuzz-corpus tests, then the
-# loom model checks of the runtime's step protocol (a separate build with --cfg loom).
+# loom model checks of the runtime's step protocol and the CUDA direct path's slot protocol (a
+# separate build with --cfg loom).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --workspace --all-targets --no-fail-fast
 cargo test --workspace --doc
 if [ -f runtime/tests/loom.rs ]; then
-  RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p runtime --test loom --release
+  RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p runtime --test loom --test loom_direct --release
 fi

@@ -512,5 +512,7 @@ fn launch(
     .map_err(drv)
 }
 
+pub mod protocol;
+
 #[cfg(test)]
 mod tests;

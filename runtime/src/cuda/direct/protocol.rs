@@ -1,0 +1,79 @@
+//! The direct path's slot protocol, as pure decisions (`kernels/src/direct.cu` makes the same
+//! ones; keep them in step). Sequence numbers count segments per (sender, receiver, stream),
+//! start at 1 and only grow, across calls:
+//!
+//! - the sender may write segment `q` into slot [`slot`]`(q)` once the receiver's credit (the
+//!   last segment it finished reading) satisfies [`may_write`];
+//! - Simple: the sender publishes `ready = q` (release) after the data; the receiver reads the
+//!   slot once [`may_read`]; LL: the sequence number travels inside every line ([`ll_line`]) and
+//!   the receiver reads a line once [`ll_ready`];
+//! - after reading, the receiver publishes `credit = q` (release);
+//! - in place, the receiver may overwrite input the sender pushes only after the sender's
+//!   progress word (call number, segments pushed: [`progress`]) reached the segment.
+//!
+//! `runtime/tests/loom_direct.rs` model-checks these rules under every interleaving.
+
+/// Slot index of sequence number `q` (>= 1) among `nslots`.
+pub fn slot(q: u64, nslots: u32) -> u64 {
+    debug_assert!(q >= 1 && nslots >= 1);
+    (q - 1) % nslots as u64
+}
+
+/// Whether segment `q` may be written while the receiver's credit is `credit`: the slot's
+/// previous occupant, `q - nslots`, has been read.
+pub fn may_write(credit: u64, q: u64, nslots: u32) -> bool {
+    credit + nslots as u64 >= q
+}
+
+/// Whether segment `q` may be read once the sender published `ready`.
+pub fn may_read(ready: u64, q: u64) -> bool {
+    ready >= q
+}
+
+/// An LL line: 8 data bytes carried with the sequence number (direct.cu packs
+/// `{lo32, q, hi32, q}` into one 16-byte store; the model packs `q << 32 | data32`).
+pub fn ll_line(q: u64, data: u32) -> u64 {
+    ((q & 0xffff_ffff) << 32) | data as u64
+}
+
+/// Whether LL `line` carries segment `q`, and its data if so. A stale line holds an older
+/// sequence number (or 0 from the zeroed buffer), never `q`.
+pub fn ll_ready(line: u64, q: u64) -> Option<u32> {
+    ((line >> 32) == (q & 0xffff_ffff)).then_some(line as u32)
+}
+
+/// The in-place progress word: segments pushed in call `call` (>= 1); grows across calls.
+pub fn progress(call: u64, segments: u64) -> u64 {
+    (call << 32) | segments
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_reused_only_after_their_previous_occupant_was_read() {
+        for nslots in 1..5u32 {
+            for q in 1..20u64 {
+                assert!(slot(q, nslots) < nslots as u64);
+                // The first nslots segments need no credit; later ones need q - nslots read.
+                assert_eq!(may_write(0, q, nslots), q <= nslots as u64);
+                assert!(may_write(q - 1, q, nslots));
+                if q > nslots as u64 {
+                    assert!(!may_write(q - nslots as u64 - 1, q, nslots));
+                    assert_eq!(slot(q, nslots), slot(q - nslots as u64, nslots));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ll_lines_match_only_their_own_sequence_number() {
+        let l = ll_line(7, 0xdead_beef);
+        assert_eq!(ll_ready(l, 7), Some(0xdead_beef));
+        assert_eq!(ll_ready(l, 8), None);
+        assert_eq!(ll_ready(0, 1), None);
+        assert!(progress(2, 0) > progress(1, u32::MAX as u64));
+        assert!(may_read(5, 5) && !may_read(4, 5));
+    }
+}
