@@ -647,4 +647,95 @@ mod tests {
         assert!(!in_place(CollectiveKind::AllGather, 0, &req(1040, 1000)));
         assert!(in_place(CollectiveKind::ReduceScatter, 1, &req(1000, 1040)));
     }
+
+    mod props {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        fn arb_record() -> impl Strategy<Value = PeerRecord> {
+            (
+                any::<[u32; 5]>(),
+                any::<u64>(),
+                proptest::collection::vec(any::<u8>(), 192),
+                any::<[u64; 3]>(),
+            )
+                .prop_map(|(w, host, h, bytes)| {
+                    let mut handles = [[0u8; 64]; 3];
+                    for (i, hh) in handles.iter_mut().enumerate() {
+                        hh.copy_from_slice(&h[i * 64..(i + 1) * 64]);
+                    }
+                    PeerRecord {
+                        rank: w[0],
+                        nranks: w[1],
+                        sm_count: w[2],
+                        ordinal: w[3],
+                        pid: w[4],
+                        host,
+                        handles,
+                        bytes,
+                    }
+                })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+            /// Every record survives the exchange unchanged.
+            #[test]
+            fn records_round_trip(r in arb_record()) {
+                prop_assert_eq!(PeerRecord::decode(&r.encode()), Ok(r));
+            }
+
+            /// Bytes from a peer never panic the reader; what it accepts re-encodes to the same
+            /// bytes (but the reserved word, which encode writes as zero).
+            #[test]
+            fn any_bytes_decode_or_fail_cleanly(
+                b in proptest::collection::vec(any::<u8>(), 0..RECORD_BYTES + 8),
+                magic in any::<bool>(),
+            ) {
+                let mut b = b;
+                if magic && b.len() >= 8 {
+                    b[..4].copy_from_slice(RECORD_MAGIC);
+                    b[4..8].copy_from_slice(&RECORD_VERSION.to_le_bytes());
+                }
+                if let Ok(r) = PeerRecord::decode(&b) {
+                    let e = r.encode();
+                    prop_assert_eq!(&e[..28], &b[..28]);
+                    prop_assert_eq!(&e[32..], &b[32..]);
+                }
+            }
+
+            /// A flipped byte in any record of a valid table is either harmless or reported as an
+            /// error naming the rank; the table check never panics.
+            #[test]
+            fn corrupted_tables_are_reported(
+                recs in proptest::collection::vec(arb_record(), 2..4),
+                at in any::<prop::sample::Index>(),
+                flip in 1u8..,
+            ) {
+                let n = recs.len() as u32;
+                let fixed: Vec<PeerRecord> = recs
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, mut r)| {
+                        r.rank = i as u32;
+                        r.nranks = n;
+                        r.sm_count = r.sm_count.max(1);
+                        r.host = 7;
+                        r.pid = 100 + i as u32;
+                        r.bytes = [1, 2, 3];
+                        r
+                    })
+                    .collect();
+                let mut table: Vec<Vec<u8>> = fixed.iter().map(|r| r.encode().to_vec()).collect();
+                prop_assert!(check_table(&table, &fixed[0]).is_ok());
+                let i = at.index(table.len() * RECORD_BYTES);
+                table[i / RECORD_BYTES][i % RECORD_BYTES] ^= flip;
+                match check_table(&table, &fixed[0]) {
+                    Ok(v) => prop_assert_eq!(v.len(), table.len()),
+                    Err(e) => prop_assert!(e.to_string().contains("rank"), "{}", e),
+                }
+            }
+        }
+    }
 }
