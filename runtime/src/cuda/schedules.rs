@@ -78,10 +78,23 @@ pub fn auto_algo(kind: CollectiveKind, nranks: u32, bytes: u64) -> &'static str 
         {
             "one-shot-ll"
         }
+        // Above 2 ranks, one-shot all-reduce, broadcast and reduce move (n-1)x the bytes of a
+        // bandwidth-optimal schedule through one GPU's links. Not measured (no machine with more
+        // than 2 GPUs was lent): from traffic alone, large messages go to two-shot (all-reduce)
+        // and the ring (broadcast, reduce). All-gather and reduce-scatter one-shot are optimal.
+        CollectiveKind::AllReduce if nranks > 2 && bytes > MULTI_ONE_SHOT_UP_TO_BYTES => "two-shot",
+        CollectiveKind::Broadcast | CollectiveKind::Reduce
+            if nranks > 2 && bytes > MULTI_ONE_SHOT_UP_TO_BYTES =>
+        {
+            "ring"
+        }
         _ if bytes <= ll128_up_to() && super::direct::enabled() => "one-shot-ll128",
         _ => "one-shot",
     }
 }
+
+/// Above 2 ranks, `auto` keeps one-shot all-reduce, broadcast and reduce up to this size.
+const MULTI_ONE_SHOT_UP_TO_BYTES: u64 = 1 << 20;
 
 /// Builds the schedule for `coll` on `nranks` ranks with algorithm `algo` (see [`ALGOS`]).
 pub fn pick(
@@ -131,6 +144,47 @@ fn set_transport(s: &mut Schedule, t: Transport) {
         for c in &mut r.channels {
             for op in &mut c.ops {
                 op.transport = t;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_prefers_bandwidth_optimal_schedules_above_two_ranks() {
+        let ar = CollectiveKind::AllReduce;
+        assert_eq!(auto_algo(ar, 2, 8), "one-shot-ll");
+        assert_eq!(auto_algo(ar, 2, 1 << 30), "one-shot");
+        assert_eq!(auto_algo(ar, 8, 8), "one-shot-ll");
+        assert_eq!(auto_algo(ar, 8, 1 << 20), "one-shot");
+        assert_eq!(auto_algo(ar, 8, 1 << 30), "two-shot");
+        assert_eq!(auto_algo(CollectiveKind::Broadcast, 8, 1 << 30), "ring");
+        assert_eq!(auto_algo(CollectiveKind::Reduce, 4, 64 << 20), "ring");
+        assert_eq!(auto_algo(CollectiveKind::AllGather, 8, 1 << 30), "one-shot");
+        assert_eq!(
+            auto_algo(CollectiveKind::ReduceScatter, 8, 1 << 30),
+            "one-shot"
+        );
+        // Every name auto gives builds for every collective it is given.
+        for kind in [
+            ar,
+            CollectiveKind::AllGather,
+            CollectiveKind::ReduceScatter,
+            CollectiveKind::Broadcast,
+            CollectiveKind::Reduce,
+        ] {
+            for n in [2, 3, 8] {
+                for bytes in [8u64, 1 << 20, 1 << 30] {
+                    let coll = Collective {
+                        root: Some(0),
+                        ..Collective::new(kind)
+                    };
+                    let (name, s) = pick(&coll, n, bytes, "auto").unwrap();
+                    assert_eq!(s.nranks, n, "{kind:?} {name}");
+                }
             }
         }
     }
