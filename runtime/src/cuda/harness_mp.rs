@@ -226,7 +226,13 @@ pub fn run(
     let mut scheds = Vec::new();
     for &size in &cfg.sizes {
         let (count, _, _) = geometry(cfg.kind, n, size, elem);
-        let (algo, s) = schedules::pick(&coll, n, count * elem, &cfg.algo)
+        // `auto` here chooses among what this mode runs (the one-process `auto` may pick
+        // two-shot or the ring above 2 ranks).
+        let algo = match cfg.algo.as_str() {
+            "auto" => schedules::auto_direct_algo(count * elem),
+            a => a,
+        };
+        let (algo, s) = schedules::pick(&coll, n, count * elem, algo)
             .map_err(|e| CudaError::Input(e.to_string()))?;
         check_direct(&s)?;
         scheds.push((algo, s));

@@ -93,6 +93,16 @@ pub fn auto_algo(kind: CollectiveKind, nranks: u32, bytes: u64) -> &'static str 
     }
 }
 
+/// What `auto` means where only the direct path runs (one process per GPU, `--procs`): the
+/// one-shot schedules, LL up to the LL limit, Simple above, whatever the rank count.
+pub fn auto_direct_algo(bytes: u64) -> &'static str {
+    if bytes <= ll_up_to() {
+        "one-shot-ll"
+    } else {
+        "one-shot"
+    }
+}
+
 /// Above 2 ranks, `auto` keeps one-shot all-reduce, broadcast and reduce up to this size.
 const MULTI_ONE_SHOT_UP_TO_BYTES: u64 = 1 << 20;
 
@@ -164,6 +174,8 @@ mod tests {
         assert_eq!(auto_algo(CollectiveKind::Broadcast, 8, 1 << 30), "ring");
         assert_eq!(auto_algo(CollectiveKind::Reduce, 4, 64 << 20), "ring");
         assert_eq!(auto_algo(CollectiveKind::AllGather, 8, 1 << 30), "one-shot");
+        assert_eq!(auto_direct_algo(1 << 30), "one-shot");
+        assert_eq!(auto_direct_algo(8), "one-shot-ll");
         assert_eq!(
             auto_algo(CollectiveKind::ReduceScatter, 8, 1 << 30),
             "one-shot"
