@@ -3,7 +3,7 @@
 //! as a Chrome/Perfetto trace.
 
 use super::error::{CliError, CliResult};
-use super::sizes::parse_size;
+use super::sizes::{parse_size, SweepArgs};
 use planner::plan::Planner;
 use planner::schedule::{Algorithm, Collective, CollectiveKind, Protocol, Schedule};
 use planner::topology::{load_file, LoadOptions, Topology};
@@ -28,24 +28,8 @@ the planner's own estimate for the same choice. The model and its parameters: do
 pub struct Args {
     /// Topology file: NCCL XML or topoplan JSON (clusters from `topo scale`).
     pub file: PathBuf,
-    /// Collective: all-reduce, all-gather, reduce-scatter, broadcast, reduce, all-to-all, sendrecv.
-    #[arg(short = 'c', long = "collective", default_value = "all-reduce")]
-    pub collective: String,
-    /// Smallest size in bytes (nccl-tests -b; K, M, G suffixes).
-    #[arg(short = 'b', long = "minbytes", default_value = "8", value_parser = parse_size)]
-    pub min_bytes: u64,
-    /// Largest size in bytes (nccl-tests -e).
-    #[arg(short = 'e', long = "maxbytes", default_value = "4G", value_parser = parse_size)]
-    pub max_bytes: u64,
-    /// Multiplication factor between sizes (nccl-tests -f).
-    #[arg(short = 'f', long = "stepfactor", default_value_t = 4)]
-    pub step_factor: u64,
-    /// Force an algorithm: ring, tree, one-shot, two-shot, ce, direct (default: tuner's choice).
-    #[arg(long)]
-    pub algo: Option<String>,
-    /// Force a protocol: LL, LL128, Simple (default: tuner's choice).
-    #[arg(long)]
-    pub proto: Option<String>,
+    #[command(flatten)]
+    pub sweep: SweepArgs,
     /// Channels for ring/tree (default: the tuner's count for each size).
     #[arg(long)]
     pub channels: Option<u32>,
@@ -58,9 +42,6 @@ pub struct Args {
     /// Size traced by --trace (default: the largest size of the sweep up to 64M).
     #[arg(long, value_parser = parse_size)]
     pub trace_size: Option<u64>,
-    /// Engine: auto (detailed unless the run is too large), detailed, aggregated.
-    #[arg(long, default_value = "auto")]
-    pub mode: String,
     /// Simulator parameters as JSON (see docs/sim.md; missing fields keep their defaults).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -260,15 +241,15 @@ pub(crate) fn filter(algo: &Option<String>, proto: &Option<String>) -> Result<Fi
 }
 
 pub fn run(a: Args) -> CliResult {
-    let kind = parse_kind(&a.collective)?;
-    let sizes = sizes(a.min_bytes, a.max_bytes, a.step_factor)?;
-    let mut cfg = load_config(a.config.as_deref(), &a.mode)?;
+    let kind = parse_kind(&a.sweep.collective)?;
+    let sizes = sizes(a.sweep.min_bytes, a.sweep.max_bytes, a.sweep.step_factor)?;
+    let mut cfg = load_config(a.config.as_deref(), &a.sweep.mode)?;
     cfg.seed = a.seed;
     if !(a.jitter.is_finite() && (0.0..1.0).contains(&a.jitter)) {
         return Err(CliError::input("--jitter must be in [0, 1)"));
     }
     cfg.jitter = a.jitter;
-    let f = filter(&a.algo, &a.proto)?;
+    let f = filter(&a.sweep.algo, &a.sweep.proto)?;
     let topo = load_topology(&a.file, a.gpu_model.clone())?;
     let planner = Planner::new(&topo).map_err(CliError::input)?;
     let n = planner.nranks();

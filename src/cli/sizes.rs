@@ -22,6 +22,33 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("\"{s}\" is too large"))
 }
 
+/// The collective, size sweep, algorithm/protocol and engine flags `sim` and `whatif` share
+/// (flattened into both, so the flags read the same everywhere).
+#[derive(clap::Args, Debug, Clone)]
+pub struct SweepArgs {
+    /// Collective (all-reduce, all-gather, reduce-scatter, broadcast, reduce, all-to-all).
+    #[arg(short = 'c', long = "collective", default_value = "all-reduce")]
+    pub collective: String,
+    /// Smallest size in bytes (nccl-tests -b; K, M, G suffixes).
+    #[arg(short = 'b', long = "minbytes", default_value = "8", value_parser = parse_size)]
+    pub min_bytes: u64,
+    /// Largest size in bytes (nccl-tests -e).
+    #[arg(short = 'e', long = "maxbytes", default_value = "4G", value_parser = parse_size)]
+    pub max_bytes: u64,
+    /// Multiplication factor between sizes (nccl-tests -f).
+    #[arg(short = 'f', long = "stepfactor", default_value_t = 4)]
+    pub step_factor: u64,
+    /// Force an algorithm: ring, tree, one-shot, two-shot, ce, direct (default: tuner's choice).
+    #[arg(long)]
+    pub algo: Option<String>,
+    /// Force a protocol: LL, LL128, Simple (default: tuner's choice).
+    #[arg(long)]
+    pub proto: Option<String>,
+    /// Engine: auto (detailed unless the run is too large), detailed, aggregated.
+    #[arg(long, default_value = "auto")]
+    pub mode: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

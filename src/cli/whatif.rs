@@ -4,7 +4,7 @@
 
 use super::error::{CliError, CliResult};
 use super::sim::{collective, filter, load_config, parse_kind, simulate_size, sizes, Cache};
-use super::sizes::parse_size;
+use super::sizes::SweepArgs;
 use planner::plan::Planner;
 use planner::topology::{load_file, topology_of, LinkKind, LoadOptions, NodeKind, Topology};
 use rayon::prelude::*;
@@ -34,18 +34,11 @@ busbw relative to the baseline. Runs in parallel (rayon); --serial gives identic
 pub struct Args {
     /// Topology file: NCCL XML or topoplan JSON (single node or cluster).
     pub file: PathBuf,
+    #[command(flatten)]
+    pub sweep: SweepArgs,
     /// KEY=V1,V2,... (repeatable); see KEYS below.
     #[arg(long = "vary", required = true)]
     pub vary: Vec<String>,
-    /// Collective (all-reduce, all-gather, ...).
-    #[arg(short = 'c', long = "collective", default_value = "all-reduce")]
-    pub collective: String,
-    #[arg(short = 'b', long = "minbytes", default_value = "8", value_parser = parse_size)]
-    pub min_bytes: u64,
-    #[arg(short = 'e', long = "maxbytes", default_value = "4G", value_parser = parse_size)]
-    pub max_bytes: u64,
-    #[arg(short = 'f', long = "stepfactor", default_value_t = 4)]
-    pub step_factor: u64,
     /// Baseline cluster: scale a single-node file to this many hosts.
     #[arg(long)]
     pub nodes: Option<u32>,
@@ -58,15 +51,6 @@ pub struct Args {
     /// Oversubscription of the baseline cluster (fat tree).
     #[arg(long)]
     pub oversubscription: Option<f64>,
-    /// Force an algorithm (ring, tree, ...) in every scenario.
-    #[arg(long)]
-    pub algo: Option<String>,
-    /// Force a protocol (LL, LL128, Simple) in every scenario.
-    #[arg(long)]
-    pub proto: Option<String>,
-    /// Engine: auto, detailed, aggregated.
-    #[arg(long, default_value = "auto")]
-    pub mode: String,
     /// Write busbw vs size (log x), one line per scenario, as SVG.
     #[arg(long)]
     pub plot: Option<PathBuf>,
@@ -273,10 +257,10 @@ struct ScenarioOut {
 }
 
 pub fn run(a: Args) -> CliResult {
-    let kind = parse_kind(&a.collective)?;
-    let sizes = sizes(a.min_bytes, a.max_bytes, a.step_factor)?;
-    let cfg = load_config(None, &a.mode)?;
-    let f = filter(&a.algo, &a.proto)?;
+    let kind = parse_kind(&a.sweep.collective)?;
+    let sizes = sizes(a.sweep.min_bytes, a.sweep.max_bytes, a.sweep.step_factor)?;
+    let cfg = load_config(None, &a.sweep.mode)?;
+    let f = filter(&a.sweep.algo, &a.sweep.proto)?;
     let mut changes = vec![Change::Baseline];
     for v in &a.vary {
         changes.extend(parse_vary(v)?);
