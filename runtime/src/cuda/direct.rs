@@ -319,7 +319,6 @@ impl DirectBufs {
     }
 
     /// The allocations, for exporting them to other processes (`super::ipc`).
-    #[allow(dead_code)]
     pub(crate) fn bufs(&self) -> [&DevBuf; 3] {
         [&self.simple, &self.ll, &self.flags]
     }
