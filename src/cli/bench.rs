@@ -1,24 +1,18 @@
 //! `topoplan bench`: nccl-tests-style measurements of our CUDA backend on the local GPUs,
 //! optionally beside NCCL on the same buffers (`--vs-nccl`), or with one process per GPU
-//! (`--procs`: this binary starts itself once per rank, see [`run_parent`]).
+//! (`--procs`: this binary starts itself once per rank, see `procs`).
 
 use super::error::{CliError, CliResult};
 use super::sizes::parse_size;
 use planner::schedule::CollectiveKind;
-use runtime::bootstrap::{self, PeerInfo, Rendezvous, UniqueId};
+use runtime::bootstrap::Rendezvous;
 use runtime::cuda::harness::{self, BenchConfig, Row};
 use runtime::cuda::ipc::CudaProcComm;
-use runtime::cuda::{device, direct, harness_mp, schedules, CudaError};
+use runtime::cuda::{device, harness_mp, schedules, CudaError};
 use runtime::{DataType, ReduceOp};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
 
-/// Set by the `--procs` parent in each child: its rank, and the bootstrap's unique id.
-const MP_RANK_VAR: &str = "TOPOPLAN_BENCH_MP_RANK";
-const MP_ID_VAR: &str = "TOPOPLAN_BENCH_MP_ID";
-/// How long the other ranks may go on after one failed before the parent stops them (a rank
-/// whose peer died can wait in a kernel forever).
-const MP_GRACE: Duration = Duration::from_secs(10);
+mod procs;
+use procs::{run_child, run_parent, MP_RANK_VAR};
 
 #[derive(clap::Args, Debug)]
 #[command(
@@ -194,228 +188,6 @@ pub fn run(a: Args) -> CliResult {
 
 fn effective_algo(a: &Args) -> String {
     std::env::var("TOPOPLAN_ALGO").unwrap_or(a.algo.clone())
-}
-
-/// Whether `algo` names a schedule of the direct path (`auto` picks them, except the
-/// copy-engine pipeline under `TOPOPLAN_CE_AUTO`, which the ranks then refuse clearly).
-fn runs_direct(algo: &str, nranks: u32) -> bool {
-    let coll = planner::schedule::Collective::new(CollectiveKind::AllReduce);
-    algo == "auto"
-        || schedules::pick(&coll, nranks, 1 << 20, algo).is_ok_and(|(_, s)| direct::applies(&s))
-}
-
-/// `--procs` runs what the multi-process backend runs: direct schedules, 2 to 8 ranks, no NCCL.
-fn check_procs(a: &Args, algo: &str) -> Result<(), CliError> {
-    if a.vs_nccl {
-        return Err(CliError::input(
-            "--procs does not run NCCL beside ours: drop --vs-nccl (or --procs)",
-        ));
-    }
-    if a.cuda_graph {
-        return Err(CliError::input(
-            "--procs does not capture CUDA graphs: drop --cuda-graph (or --procs)",
-        ));
-    }
-    if !(2..=8).contains(&a.ngpus) {
-        return Err(CliError::input(format!(
-            "--procs needs -g 2 to 8 (one process per GPU), not {}",
-            a.ngpus
-        )));
-    }
-    if !runs_direct(algo, a.ngpus as u32) {
-        let direct: Vec<&str> = schedules::ALGOS
-            .iter()
-            .copied()
-            .filter(|x| runs_direct(x, a.ngpus as u32))
-            .collect();
-        return Err(CliError::input(format!(
-            "--procs runs the one-shot (direct) schedules only: --algo {}, not `{algo}`",
-            direct.join(", ")
-        )));
-    }
-    if !direct::enabled() {
-        return Err(CliError::input(
-            "--procs runs the direct path, which TOPOPLAN_DIRECT=0 turns off",
-        ));
-    }
-    Ok(())
-}
-
-fn describe(st: &ExitStatus) -> String {
-    match st.code() {
-        Some(c) => format!("exit status {c}"),
-        None => format!("killed ({st})"),
-    }
-}
-
-/// `--procs`: starts this binary once per rank with the same arguments, passes rank 0's output
-/// through (the others' is dropped: every rank prints the same table), and fails naming the
-/// ranks that failed. When one rank fails the others get [`MP_GRACE`] to finish, then are
-/// stopped.
-fn run_parent(a: &Args) -> CliResult {
-    let algo = effective_algo(a);
-    check_procs(a, &algo)?;
-    if !device::driver_present() {
-        return Err(CliError::failure(
-            "no CUDA driver on this machine (libcuda.so not found): `topoplan bench` needs GPUs",
-        ));
-    }
-    // A free port for rank 0's rendezvous (released at once; rank 0 binds it again).
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| CliError::failure(format!("finding a free port on 127.0.0.1: {e}")))?
-        .port();
-    let id = UniqueId::new(format!("127.0.0.1:{port}"));
-    let exe = std::env::current_exe()
-        .map_err(|e| CliError::failure(format!("finding this executable: {e}")))?;
-    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let mut children: Vec<Child> = Vec::new();
-    for r in 0..a.ngpus {
-        let spawned = Command::new(&exe)
-            .args(&args)
-            .env(MP_RANK_VAR, r.to_string())
-            .env(MP_ID_VAR, id.to_string())
-            .stdin(Stdio::null())
-            .stdout(if r == 0 {
-                Stdio::inherit()
-            } else {
-                Stdio::null()
-            })
-            .stderr(Stdio::inherit())
-            .spawn();
-        match spawned {
-            Ok(c) => children.push(c),
-            Err(e) => {
-                for c in &mut children {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                }
-                return Err(CliError::failure(format!(
-                    "starting rank {r} ({}): {e}",
-                    exe.display()
-                )));
-            }
-        }
-    }
-    let mut status: Vec<Option<ExitStatus>> = vec![None; children.len()];
-    let mut stopped = vec![false; children.len()];
-    let mut first_failure: Option<(usize, Instant)> = None;
-    loop {
-        for (r, c) in children.iter_mut().enumerate() {
-            if status[r].is_none() {
-                if let Ok(Some(st)) = c.try_wait() {
-                    if !st.success() && first_failure.is_none() {
-                        first_failure = Some((r, Instant::now()));
-                    }
-                    status[r] = Some(st);
-                }
-            }
-        }
-        if status.iter().all(Option::is_some) {
-            break;
-        }
-        if let Some((_, t)) = first_failure {
-            if t.elapsed() > MP_GRACE {
-                for (r, c) in children.iter_mut().enumerate() {
-                    if status[r].is_none() {
-                        let _ = c.kill();
-                        stopped[r] = true;
-                        status[r] = c.wait().ok();
-                    }
-                }
-                break;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut failed = Vec::new();
-    for (r, st) in status.iter().enumerate() {
-        match st {
-            Some(st) if st.success() => {}
-            _ if stopped[r] => failed.push(format!(
-                "rank {r} stopped {}s after rank {} failed",
-                MP_GRACE.as_secs(),
-                first_failure.map(|(f, _)| f).unwrap_or(0)
-            )),
-            Some(st) => failed.push(format!("rank {r} failed ({})", describe(st))),
-            None => failed.push(format!("rank {r}: exit status unknown")),
-        }
-    }
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        Err(CliError::failure(format!(
-            "--procs with {} ranks: {}",
-            a.ngpus,
-            failed.join("; ")
-        )))
-    }
-}
-
-/// One rank of `--procs`: bootstrap with the other ranks, map their buffers, run the configs.
-fn run_child(a: &Args, rank: u32) -> CliResult {
-    let algo = effective_algo(a);
-    check_procs(a, &algo)?;
-    let n = a.ngpus as u32;
-    let id: UniqueId = std::env::var(MP_ID_VAR)
-        .map_err(|_| CliError::input(format!("{MP_RANK_VAR} is set but {MP_ID_VAR} is not")))?
-        .parse()
-        .map_err(|e| CliError::input(format!("{MP_ID_VAR}: {e}")))?;
-    if rank >= n {
-        return Err(CliError::input(format!("rank {rank} of -g {n}")));
-    }
-    // A rank whose parent is gone (killed by a timeout, say) must not hold its GPU, possibly
-    // waiting in a kernel for a peer that died with it.
-    let parent = std::os::unix::process::parent_id();
-    std::thread::spawn(move || loop {
-        std::thread::sleep(Duration::from_millis(500));
-        if std::os::unix::process::parent_id() != parent {
-            eprintln!("error: rank {rank}: the `--procs` parent exited; stopping");
-            std::process::exit(1);
-        }
-    });
-    let timeout = runtime::Config::from_lookup(|k| {
-        (k == "TOPOPLAN_TIMEOUT")
-            .then(|| std::env::var(k).ok())
-            .flatten()
-    })
-    .map_err(|e| CliError::input(e.to_string()))?
-    .timeout;
-    // The rendezvous wants a bound data-plane listener; nothing connects to it in this mode.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")
-        .map_err(|e| CliError::failure(format!("binding a listener: {e}")))?;
-    let listen = listener
-        .local_addr()
-        .map_err(|e| CliError::failure(e.to_string()))?
-        .to_string();
-    let info = PeerInfo {
-        rank,
-        host: bootstrap::hostname(),
-        pid: std::process::id(),
-        listen,
-    };
-    // Ranks started with different arguments refuse each other.
-    let args: Vec<String> = std::env::args_os()
-        .skip(1)
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let fingerprint = runtime::config::fnv1a(args.join("\0").as_bytes());
-    let mut rv = bootstrap::rendezvous(&id, rank, n, fingerprint, info, timeout)
-        .map_err(|e| CliError::failure(format!("bootstrap: {e}")))?;
-    let comm = CudaProcComm::new(
-        rank as usize,
-        rank,
-        n,
-        &mut |b: &[u8]| Ok(rv.all_gather(b)?),
-    )
-    .map_err(map_err)?;
-    let mut mode = Mode::Procs {
-        comm: Box::new(comm),
-        rv,
-    };
-    let r = run_configs(a, &mut mode);
-    drop(listener);
-    r
 }
 
 fn run_configs(a: &Args, mode: &mut Mode) -> CliResult {
@@ -617,6 +389,7 @@ fn print_memory(rows: &[Row], mem: &harness::MemReport) {
 
 #[cfg(test)]
 mod tests {
+    use super::procs::check_procs;
     use super::*;
 
     #[test]

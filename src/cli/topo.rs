@@ -23,7 +23,7 @@ pub struct Args {
 /// Options for reading skeleton files, shared by every subcommand.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ReadOpts {
-    /// GPU model for skeleton files (cloud NCCL_TOPO_FILEs without <gpu> elements), e.g.
+    /// GPU model for skeleton files (cloud NCCL_TOPO_FILEs without `<gpu>` elements), e.g.
     /// h100-sxm, h200-sxm, h800, a100-sxm, v100-sxm. Without it the model is taken from the
     /// GPUs' PCI device ids when known, else h100-sxm; a warning says what was assumed.
     #[arg(long = "gpu", value_name = "MODEL")]
