@@ -4,8 +4,14 @@
 
 /// The device code, one NVRTC unit per element type: the schedule executor (`exec.cu`, one
 /// kernel per reduction operator) followed by the direct-push executor (`direct.cu`, which uses
-/// exec.cu's types and operators).
-pub const EXEC_CU: &str = concat!(include_str!("exec.cu"), "\n", include_str!("direct.cu"));
+/// exec.cu's types and operators; its LL128 protocol in `direct_ll128.cu`).
+pub const EXEC_CU: &str = concat!(
+    include_str!("exec.cu"),
+    "\n",
+    include_str!("direct.cu"),
+    "\n",
+    include_str!("direct_ll128.cu")
+);
 
 /// Direct-push kernels in [`EXEC_CU`], indexed like [`EXEC_KERNELS`].
 pub const DIRECT_KERNELS: [&str; 4] = [

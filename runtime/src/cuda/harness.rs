@@ -8,6 +8,7 @@
 //! happens between calls: cross-GPU ordering is on the devices.
 
 use super::device::drv;
+use super::graph::{begin_capture, end_capture};
 use super::group::{CudaGroup, Request};
 use super::nccl::NcclGroup;
 use super::schedules;
@@ -346,59 +347,6 @@ impl Lib<'_> {
         }
         Ok(worst)
     }
-}
-
-/// An instantiated CUDA graph (destroyed on drop, in the context current on that thread).
-struct Graph {
-    graph: sys::CUgraph,
-    exec: sys::CUgraphExec,
-}
-
-impl Graph {
-    fn launch(&self, s: sys::CUstream) -> Result<(), CudaError> {
-        // SAFETY: an instantiated graph of this context, a stream of this context.
-        unsafe { sys::cuGraphLaunch(self.exec, s) }
-            .result()
-            .map_err(drv)
-    }
-}
-
-impl Drop for Graph {
-    fn drop(&mut self) {
-        // SAFETY: created by end_capture, destroyed once.
-        unsafe {
-            let _ = sys::cuGraphExecDestroy(self.exec);
-            let _ = sys::cuGraphDestroy(self.graph);
-        }
-    }
-}
-
-/// Starts capturing `s`. Relaxed mode: the first call of a size may allocate and upload.
-fn begin_capture(s: sys::CUstream) -> Result<(), CudaError> {
-    // SAFETY: a live stream of the current context.
-    unsafe {
-        sys::cuStreamBeginCapture_v2(s, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
-    }
-    .result()
-    .map_err(drv)
-}
-
-fn end_capture(s: sys::CUstream) -> Result<Graph, CudaError> {
-    let mut graph: sys::CUgraph = std::ptr::null_mut();
-    let mut exec: sys::CUgraphExec = std::ptr::null_mut();
-    // SAFETY: out-pointers valid; the stream is capturing (begin_capture).
-    unsafe {
-        sys::cuStreamEndCapture(s, &mut graph)
-            .result()
-            .map_err(drv)?;
-        sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0)
-            .result()
-            .map_err(|e| {
-                let _ = sys::cuGraphDestroy(graph);
-                drv(e)
-            })?;
-    }
-    Ok(Graph { graph, exec })
 }
 
 pub(crate) fn median(mut v: Vec<f64>) -> f64 {

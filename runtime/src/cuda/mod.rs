@@ -16,6 +16,7 @@ pub mod ce;
 pub mod detect;
 pub mod device;
 pub mod direct;
+mod graph;
 pub mod group;
 pub mod harness;
 pub mod harness_mp;
