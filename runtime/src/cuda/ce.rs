@@ -97,12 +97,7 @@ unsafe impl Send for CeState {}
 
 impl CeState {
     pub fn new(ctx: &Arc<CudaContext>, nranks: usize) -> Result<Self, CudaError> {
-        ctx.bind_to_thread().map_err(drv)?;
-        let mut s: sys::CUstream = std::ptr::null_mut();
-        // SAFETY: out-pointer valid; context bound.
-        unsafe { sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) }
-            .result()
-            .map_err(drv)?;
+        let s = super::device::create_stream(ctx)?;
         Ok(Self {
             copy_stream: s,
             calls: 0,

@@ -93,6 +93,17 @@ impl Drop for DevBuf {
     }
 }
 
+/// A new non-blocking stream of `ctx` (binds `ctx` to this thread); the caller destroys it.
+pub(crate) fn create_stream(ctx: &Arc<CudaContext>) -> Result<sys::CUstream, CudaError> {
+    ctx.bind_to_thread().map_err(drv)?;
+    let mut s: sys::CUstream = std::ptr::null_mut();
+    // SAFETY: out-pointer valid; context bound.
+    unsafe { sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) }
+        .result()
+        .map_err(drv)?;
+    Ok(s)
+}
+
 /// Opens `ordinals`, checks and enables peer access between every pair.
 pub fn open_devices(ordinals: &[usize]) -> Result<Vec<Arc<CudaContext>>, CudaError> {
     if !driver_present() {

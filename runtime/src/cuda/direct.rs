@@ -338,6 +338,32 @@ pub struct DirectCall {
     pub in_place: bool,
 }
 
+impl DirectCall {
+    /// The call of one rank running schedule `s` (collective, root, protocol from it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn of(
+        s: &Schedule,
+        count: u64,
+        dtype: crate::types::DataType,
+        op: ReduceOp,
+        input: u64,
+        output: u64,
+        in_place: bool,
+    ) -> Self {
+        DirectCall {
+            kind: s.collective.kind,
+            root: s.collective.root.unwrap_or(0),
+            protocol: s.protocol,
+            count,
+            dtype,
+            op,
+            input,
+            output,
+            in_place,
+        }
+    }
+}
+
 /// Enqueues rank `rank`'s part of a one-shot collective on `stream` (one process, all ranks).
 pub(crate) fn enqueue(
     g: &CudaGroup,
@@ -357,18 +383,15 @@ pub(crate) fn enqueue(
     for (r, st) in g.ranks.iter().enumerate() {
         (peers.simple[r], peers.ll[r], peers.flags[r]) = st.direct.ptrs();
     }
-    let s = req.schedule;
-    let call = DirectCall {
-        kind: s.collective.kind,
-        root: s.collective.root.unwrap_or(0),
-        protocol: s.protocol,
-        count: req.count,
-        dtype: req.dtype,
-        op: req.op,
-        input: req.inputs[rank],
-        output: req.outputs[rank],
+    let call = DirectCall::of(
+        req.schedule,
+        req.count,
+        req.dtype,
+        req.op,
+        req.inputs[rank],
+        req.outputs[rank],
         in_place,
-    };
+    );
     launch_call(
         &g.ranks[rank].ctx,
         module,

@@ -64,6 +64,17 @@ pub struct Row {
     pub mem_first_call: (i64, Option<i64>),
 }
 
+impl Row {
+    /// Stores the measurement of the in-place or out-of-place call.
+    pub fn set(&mut self, in_place: bool, cell: Cell) {
+        if in_place {
+            self.ip = cell;
+        } else {
+            self.oop = cell;
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct MemReport {
     /// Free device memory (rank 0) before either library initialised, bytes.
@@ -460,13 +471,7 @@ pub fn run(
     }
     let mut streams = Vec::new();
     for r in 0..n as usize {
-        g.context(r).bind_to_thread().map_err(drv)?;
-        let mut s: sys::CUstream = std::ptr::null_mut();
-        // SAFETY: out-pointer valid.
-        unsafe { sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) }
-            .result()
-            .map_err(drv)?;
-        streams.push(RawStream(s));
+        streams.push(RawStream(super::device::create_stream(g.context(r))?));
     }
     // Measured once the benchmark's own buffers exist: what follows is the libraries' doing.
     let after_init = free_mem(&g)?;
@@ -539,11 +544,7 @@ pub fn run(
                 cell.nccl_time_us = Some(t);
                 cell.nccl_busbw = Some(size as f64 / t / 1e3 * factor);
             }
-            if in_place {
-                row.ip = cell;
-            } else {
-                row.oop = cell;
-            }
+            row.set(in_place, cell);
         }
         on_row(&row);
         rows.push(row);

@@ -42,12 +42,7 @@ struct Stream {
 
 impl Stream {
     fn new(ctx: &Arc<CudaContext>) -> Result<Self, CudaError> {
-        ctx.bind_to_thread().map_err(drv)?;
-        let mut s: sys::CUstream = std::ptr::null_mut();
-        // SAFETY: out-pointer valid.
-        unsafe { sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) }
-            .result()
-            .map_err(drv)?;
+        let s = super::device::create_stream(ctx)?;
         Ok(Self {
             ctx: ctx.clone(),
             s,
@@ -318,11 +313,7 @@ pub fn run(
                 wrong,
                 ..Default::default()
             };
-            if in_place {
-                row.ip = cell;
-            } else {
-                row.oop = cell;
-            }
+            row.set(in_place, cell);
         }
         on_row(&row);
         rows.push(row);

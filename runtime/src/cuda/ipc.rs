@@ -460,17 +460,15 @@ impl CudaProcComm {
             return Ok(());
         }
         let module = self.module(req.dtype)?;
-        let call = DirectCall {
-            kind: s.collective.kind,
-            root: s.collective.root.unwrap_or(0),
-            protocol: s.protocol,
-            count: req.count,
-            dtype: req.dtype,
-            op: req.op,
-            input: req.input,
-            output: req.output,
-            in_place: in_place(s.collective.kind, self.rank, req),
-        };
+        let call = DirectCall::of(
+            s,
+            req.count,
+            req.dtype,
+            req.op,
+            req.input,
+            req.output,
+            in_place(s.collective.kind, self.rank, req),
+        );
         direct::launch_call(&self.ctx, &module, &self.peers, self.rank, &call, stream)
             .map_err(at(self.rank, "launching a direct call"))
     }
