@@ -2,7 +2,7 @@
 //! channel count and predicted time, in an nccl-tests style table.
 
 use super::error::{CliError, CliResult};
-use super::sizes::parse_size;
+use super::sizes::{parse_size, SizeArgs};
 use planner::plan::{describe, Planner};
 use planner::schedule::{msccl, Algorithm, Collective, CollectiveKind, Protocol, Schedule};
 use planner::topology::{load_file, LoadOptions};
@@ -27,15 +27,8 @@ all-to-all, x 1 for broadcast, reduce and sendrecv.")]
 pub struct Args {
     /// Topology file: NCCL's NCCL_TOPO_DUMP_FILE XML or topoplan JSON (clusters from `topo scale`).
     pub file: PathBuf,
-    /// Smallest size in bytes (nccl-tests -b).
-    #[arg(short = 'b', long = "minbytes", default_value = "8", value_parser = parse_size)]
-    pub min_bytes: u64,
-    /// Largest size in bytes (nccl-tests -e).
-    #[arg(short = 'e', long = "maxbytes", default_value = "4G", value_parser = parse_size)]
-    pub max_bytes: u64,
-    /// Multiplication factor between sizes (nccl-tests -f).
-    #[arg(short = 'f', long = "stepfactor", default_value_t = 4)]
-    pub step_factor: u64,
+    #[command(flatten)]
+    pub sizes: SizeArgs,
     /// Collectives to plan (comma list): all-reduce, all-gather, reduce-scatter, broadcast,
     /// reduce, all-to-all, sendrecv. Default: all.
     #[arg(short = 'c', long = "collective", value_delimiter = ',')]
@@ -169,13 +162,13 @@ fn collective(kind: CollectiveKind, n: u32, root: u32) -> Collective {
 
 pub fn run(a: Args) -> CliResult {
     let t0 = Instant::now();
-    if a.step_factor < 2 {
+    if a.sizes.step_factor < 2 {
         return Err(CliError::input("-f/--stepfactor must be >= 2"));
     }
-    if a.min_bytes > a.max_bytes {
+    if a.sizes.min_bytes > a.sizes.max_bytes {
         return Err(CliError::input(format!(
             "-b {} is larger than -e {}",
-            a.min_bytes, a.max_bytes
+            a.sizes.min_bytes, a.sizes.max_bytes
         )));
     }
     let kinds: Vec<CollectiveKind> = if a.collective.is_empty() {
@@ -224,10 +217,10 @@ pub fn run(a: Args) -> CliResult {
         })
     };
     let mut sizes = Vec::new();
-    let mut s = a.min_bytes.max(1);
-    while s <= a.max_bytes {
+    let mut s = a.sizes.min_bytes.max(1);
+    while s <= a.sizes.max_bytes {
         sizes.push(s);
-        match s.checked_mul(a.step_factor) {
+        match s.checked_mul(a.sizes.step_factor) {
             Some(x) => s = x,
             None => break,
         }

@@ -242,7 +242,11 @@ pub(crate) fn filter(algo: &Option<String>, proto: &Option<String>) -> Result<Fi
 
 pub fn run(a: Args) -> CliResult {
     let kind = parse_kind(&a.sweep.collective)?;
-    let sizes = sizes(a.sweep.min_bytes, a.sweep.max_bytes, a.sweep.step_factor)?;
+    let sizes = sizes(
+        a.sweep.sizes.min_bytes,
+        a.sweep.sizes.max_bytes,
+        a.sweep.sizes.step_factor,
+    )?;
     let mut cfg = load_config(a.config.as_deref(), &a.sweep.mode)?;
     cfg.seed = a.seed;
     if !(a.jitter.is_finite() && (0.0..1.0).contains(&a.jitter)) {

@@ -22,13 +22,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("\"{s}\" is too large"))
 }
 
-/// The collective, size sweep, algorithm/protocol and engine flags `sim` and `whatif` share
-/// (flattened into both, so the flags read the same everywhere).
+/// nccl-tests' size sweep flags (`-b 8 -e 4G -f 4`), shared by `plan`, `sim` and `whatif`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct SweepArgs {
-    /// Collective (all-reduce, all-gather, reduce-scatter, broadcast, reduce, all-to-all).
-    #[arg(short = 'c', long = "collective", default_value = "all-reduce")]
-    pub collective: String,
+pub struct SizeArgs {
     /// Smallest size in bytes (nccl-tests -b; K, M, G suffixes).
     #[arg(short = 'b', long = "minbytes", default_value = "8", value_parser = parse_size)]
     pub min_bytes: u64,
@@ -38,6 +34,17 @@ pub struct SweepArgs {
     /// Multiplication factor between sizes (nccl-tests -f).
     #[arg(short = 'f', long = "stepfactor", default_value_t = 4)]
     pub step_factor: u64,
+}
+
+/// The collective, size sweep, algorithm/protocol and engine flags `sim` and `whatif` share
+/// (flattened into both, so the flags read the same everywhere).
+#[derive(clap::Args, Debug, Clone)]
+pub struct SweepArgs {
+    /// Collective (all-reduce, all-gather, reduce-scatter, broadcast, reduce, all-to-all).
+    #[arg(short = 'c', long = "collective", default_value = "all-reduce")]
+    pub collective: String,
+    #[command(flatten)]
+    pub sizes: SizeArgs,
     /// Force an algorithm: ring, tree, one-shot, two-shot, ce, direct (default: tuner's choice).
     #[arg(long)]
     pub algo: Option<String>,

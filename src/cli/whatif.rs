@@ -258,7 +258,11 @@ struct ScenarioOut {
 
 pub fn run(a: Args) -> CliResult {
     let kind = parse_kind(&a.sweep.collective)?;
-    let sizes = sizes(a.sweep.min_bytes, a.sweep.max_bytes, a.sweep.step_factor)?;
+    let sizes = sizes(
+        a.sweep.sizes.min_bytes,
+        a.sweep.sizes.max_bytes,
+        a.sweep.sizes.step_factor,
+    )?;
     let cfg = load_config(None, &a.sweep.mode)?;
     let f = filter(&a.sweep.algo, &a.sweep.proto)?;
     let mut changes = vec![Change::Baseline];
