@@ -21,8 +21,10 @@ the whole gathered buffer, as in nccl-tests. busbw uses nccl-tests' factors (all
 Example (2 GPUs, all-reduce, against NCCL, checking every element):\n  \
 topoplan bench -b 8 -e 1G -f 4 -g 2 --vs-nccl -c 1\n\n\
 NCCL is loaded at run time as libnccl.so: on systems that only have libnccl.so.2, put a libnccl.so link to it on \
-LD_LIBRARY_PATH. Environment: TOPOPLAN_ALGO overrides --algo; TOPOPLAN_CTAS fixes the CTA count of the SM path; \
-TOPOPLAN_SCRATCH_MB sets the per-GPU scratch ring (default 64).\n\n\
+LD_LIBRARY_PATH. Environment: TOPOPLAN_ALGO overrides --algo; one-shot schedules run on the barrier-free direct \
+path (TOPOPLAN_DIRECT=0: the generic lowering; TOPOPLAN_DIRECT_CTAS, TOPOPLAN_DIRECT_SLOT_KB, TOPOPLAN_PDL=0 tune \
+it, see docs/cuda.md); TOPOPLAN_CTAS fixes the CTA count of the generic SM path; TOPOPLAN_SCRATCH_MB sets its \
+per-GPU scratch ring (default 64).\n\n\
 Several processes (--procs): `-g N --procs` starts N processes of this binary, rank r on GPU r, which exchange \
 CUDA IPC handles of their direct-path buffers through a TCP bootstrap on 127.0.0.1 and run the one-shot (direct) \
 schedules only (--algo auto or a one-shot variant; not with --vs-nccl). Each rank checks its own output against \
