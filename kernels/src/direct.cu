@@ -183,6 +183,10 @@ __device__ __forceinline__ void td_unpack(T* dst, u64 ln, u64 cnt, unsigned long
   }
 }
 
+// The 32-bit flag an LL line carries for sequence number q: never 0, so lines never written
+// (zeroed at allocation) cannot pass for data when the count wraps (`direct::protocol::ll_flag`).
+__device__ __forceinline__ u32 td_ll_flag(u64 q) { return (u32)(q % 0xffffffffull) + 1; }
+
 __device__ __forceinline__ unsigned long long td_ll_wait(const uint4* line, u32 q) {
   uint4 v;
   do {
@@ -353,7 +357,7 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
         for (u64 ln = t; ln < nl; ln += blockDim.x) {
           unsigned long long v = td_pack(src, ln, cnt);
           asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(lines + ln),
-                       "r"((u32)v), "r"((u32)q), "r"((u32)(v >> 32)), "r"((u32)q) : "memory");
+                       "r"((u32)v), "r"(td_ll_flag(q)), "r"((u32)(v >> 32)), "r"(td_ll_flag(q)) : "memory");
         }
       }
     }
@@ -367,7 +371,7 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
         for (u32 s = 0; s < a.nranks; s++) {
           if (!((a.recv_mask >> s) & 1)) continue;
           u64 q = s_recvd[s] + j + 1;
-          U8B x; x.u = td_ll_wait((const uint4*)td_slot(a, a.rank, s, b, q) + ln, (u32)q);
+          U8B x; x.u = td_ll_wait((const uint4*)td_slot(a, a.rank, s, b, q) + ln, td_ll_flag(q));
 #pragma unroll
           for (u32 e = 0; e < TD_PER; e++) acc.e[e] = tstore(OP::f(tload(acc.e[e]), tload(x.e[e])));
         }
@@ -379,7 +383,7 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
         for (u32 s = 0; s < a.nranks; s++) {
           if (!((a.recv_mask >> s) & 1)) continue;
           u64 q = s_recvd[s] + j + 1;
-          unsigned long long v = td_ll_wait((const uint4*)td_slot(a, a.rank, s, b, q) + ln, (u32)q);
+          unsigned long long v = td_ll_wait((const uint4*)td_slot(a, a.rank, s, b, q) + ln, td_ll_flag(q));
           td_unpack((T*)a.out + s * a.gather_stride + off, ln, cnt, v);
         }
       }

@@ -30,16 +30,23 @@ pub fn may_read(ready: u64, q: u64) -> bool {
     ready >= q
 }
 
-/// An LL line: 8 data bytes carried with the sequence number (direct.cu packs
-/// `{lo32, q, hi32, q}` into one 16-byte store; the model packs `q << 32 | data32`).
+/// The 32-bit flag an LL line carries for sequence number `q` (`td_ll_flag` in direct.cu):
+/// 1 to 2^32 - 1, never 0, so a line never written (the buffer is zeroed) cannot match even
+/// after the count wraps; consecutive sequence numbers never share a flag.
+pub fn ll_flag(q: u64) -> u32 {
+    (q % 0xffff_ffff) as u32 + 1
+}
+
+/// An LL line: 8 data bytes carried with the flag (direct.cu packs `{lo32, flag, hi32, flag}`
+/// into one 16-byte store; the model packs `flag << 32 | data32`).
 pub fn ll_line(q: u64, data: u32) -> u64 {
-    ((q & 0xffff_ffff) << 32) | data as u64
+    ((ll_flag(q) as u64) << 32) | data as u64
 }
 
 /// Whether LL `line` carries segment `q`, and its data if so. A stale line holds an older
-/// sequence number (or 0 from the zeroed buffer), never `q`.
+/// sequence number's flag (or 0 from the zeroed buffer), never `q`'s.
 pub fn ll_ready(line: u64, q: u64) -> Option<u32> {
-    ((line >> 32) == (q & 0xffff_ffff)).then_some(line as u32)
+    ((line >> 32) as u32 == ll_flag(q)).then_some(line as u32)
 }
 
 /// The in-place progress word: segments pushed in call `call` (>= 1); grows across calls.
@@ -74,6 +81,12 @@ mod tests {
         assert_eq!(ll_ready(l, 8), None);
         assert_eq!(ll_ready(0, 1), None);
         assert!(progress(2, 0) > progress(1, u32::MAX as u64));
+        // Around the 32-bit wrap the flag stays non-zero and distinct from its neighbours.
+        for q in [1u64, 0xffff_fffe, 0xffff_ffff, 0x1_0000_0000, 0x1_ffff_fffe, 0x1_ffff_ffff] {
+            assert_ne!(ll_flag(q), 0, "{q:#x}");
+            assert_ne!(ll_flag(q), ll_flag(q + 1), "{q:#x}");
+            assert_eq!(ll_ready(0, q), None, "{q:#x}: a zeroed line passed");
+        }
         assert!(may_read(5, 5) && !may_read(4, 5));
     }
 }
