@@ -82,7 +82,14 @@ mod tests {
         assert_eq!(ll_ready(0, 1), None);
         assert!(progress(2, 0) > progress(1, u32::MAX as u64));
         // Around the 32-bit wrap the flag stays non-zero and distinct from its neighbours.
-        for q in [1u64, 0xffff_fffe, 0xffff_ffff, 0x1_0000_0000, 0x1_ffff_fffe, 0x1_ffff_ffff] {
+        for q in [
+            1u64,
+            0xffff_fffe,
+            0xffff_ffff,
+            0x1_0000_0000,
+            0x1_ffff_fffe,
+            0x1_ffff_ffff,
+        ] {
             assert_ne!(ll_flag(q), 0, "{q:#x}");
             assert_ne!(ll_flag(q), ll_flag(q + 1), "{q:#x}");
             assert_eq!(ll_ready(0, q), None, "{q:#x}: a zeroed line passed");
