@@ -356,12 +356,7 @@ pub(crate) fn enqueue(
         |to: usize, slot: usize| g.ranks[to].flags.ptr + ((CE_FLAGS + slot + rank) * 8) as u64;
     let my_flag = |from: usize, slot: usize| st.flags.ptr + ((CE_FLAGS + slot + from) * 8) as u64;
     let sref = |s: S| if s == S::Copy { copy } else { stream };
-    let op_index = match req.op {
-        crate::types::ReduceOp::Sum | crate::types::ReduceOp::Avg => 0,
-        crate::types::ReduceOp::Prod => 1,
-        crate::types::ReduceOp::Min => 2,
-        crate::types::ReduceOp::Max => 3,
-    };
+    let op_index = super::device::op_index(req.op);
     ctx.bind_to_thread().map_err(drv)?;
     // Start: peers' streams have reached this call; the copy stream follows the caller's.
     for p in (0..n).filter(|&p| p != rank) {

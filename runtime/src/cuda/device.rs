@@ -160,6 +160,18 @@ pub struct ExecModule {
     pub wait: CudaFunction,
 }
 
+/// Index of `op`'s kernel in [`ExecModule::funcs`] and [`ExecModule::direct`]: sum, prod, min,
+/// max (average runs the sum kernel and divides by the rank count).
+pub(crate) fn op_index(op: crate::types::ReduceOp) -> usize {
+    use crate::types::ReduceOp;
+    match op {
+        ReduceOp::Sum | ReduceOp::Avg => 0,
+        ReduceOp::Prod => 1,
+        ReduceOp::Min => 2,
+        ReduceOp::Max => 3,
+    }
+}
+
 fn ptx_cache() -> &'static Mutex<HashMap<(DataType, String), Ptx>> {
     static C: OnceLock<Mutex<HashMap<(DataType, String), Ptx>>> = OnceLock::new();
     C.get_or_init(|| Mutex::new(HashMap::new()))

@@ -248,6 +248,11 @@ fn simple_slot_bytes(peers: u64, knob: Option<u64>) -> u64 {
     knob.unwrap_or((SIMPLE_SLOT_BYTES / peers.max(1)).next_multiple_of(16 << 10))
 }
 
+/// Bytes of one protocol's slot region: `slot` bytes for every (peer, stream, slot).
+fn region_bytes(peers: u64, slot: u64) -> u64 {
+    peers * MAX_CTAS as u64 * knobs().nslots as u64 * slot
+}
+
 /// Per-rank device memory of the direct path: Simple slots followed by LL128 slots (zeroed:
 /// sequence 0 never matches), LL slots (zeroed) and the flag words.
 #[derive(Debug)]
@@ -260,9 +265,8 @@ pub(crate) struct DirectBufs {
 impl DirectBufs {
     pub(crate) fn new(ctx: &Arc<CudaContext>, nranks: usize) -> Result<Self, CudaError> {
         let peers = nranks.saturating_sub(1).max(1) as u64;
-        let k = knobs();
-        let region = |slot: u64| (peers * MAX_CTAS as u64 * k.nslots as u64 * slot) as usize;
-        let simple_bytes = region(simple_slot_bytes(peers, k.slot_bytes));
+        let region = |slot: u64| region_bytes(peers, slot) as usize;
+        let simple_bytes = region(simple_slot_bytes(peers, knobs().slot_bytes));
         let simple = DevBuf::new(ctx, simple_bytes + region(LL128_SLOT_LINES * 128))?;
         simple.fill(0)?;
         let ll = DevBuf::new(ctx, region(LL_SLOT_BYTES))?;
@@ -435,7 +439,7 @@ pub fn launch_call(
         Protocol::LL => (1, peers.ll, LL_SLOT_BYTES, LL_SLOT_BYTES / 2 / elem, grid),
         Protocol::LL128 => {
             // LL128 slots follow the Simple slots in the same allocation.
-            let skip = peers_n * MAX_CTAS as u64 * k.nslots as u64 * simple_slot;
+            let skip = region_bytes(peers_n, simple_slot);
             let bases = peers.simple.map(|b| if b == 0 { 0 } else { b + skip });
             let lines = ll128_segment_lines(bytes, grid);
             let seg = lines * (LL128_DATA / elem);
@@ -484,13 +488,8 @@ pub fn launch_call(
         senders: grid,
         pad: 0,
     };
-    let op = match call.op {
-        ReduceOp::Sum | ReduceOp::Avg => 0,
-        ReduceOp::Prod => 1,
-        ReduceOp::Min => 2,
-        ReduceOp::Max => 3,
-    };
-    launch(ctx, &module.direct[op], ctas, &args, stream, k.pdl)
+    let f = &module.direct[super::device::op_index(call.op)];
+    launch(ctx, f, ctas, &args, stream, k.pdl)
 }
 
 fn launch(

@@ -444,12 +444,7 @@ impl CudaGroup {
         if plan.lowered.uses_copy_engine {
             return super::ce::enqueue(self, rank, req, &plan.lowered, &module, stream);
         }
-        let op_index = match req.op {
-            ReduceOp::Sum | ReduceOp::Avg => 0,
-            ReduceOp::Prod => 1,
-            ReduceOp::Min => 2,
-            ReduceOp::Max => 3,
-        };
+        let op_index = super::device::op_index(req.op);
         let mut ctx = self.tp_ctx(rank, req);
         ctx.ll = u32::from(plan.lowered.uses_ll);
         launch_exec(
