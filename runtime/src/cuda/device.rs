@@ -104,6 +104,36 @@ pub(crate) fn create_stream(ctx: &Arc<CudaContext>) -> Result<sys::CUstream, Cud
     Ok(s)
 }
 
+/// A timing event, destroyed on drop.
+pub(crate) struct Event {
+    ctx: Arc<CudaContext>,
+    pub(crate) e: sys::CUevent,
+}
+
+impl Event {
+    pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<Self, CudaError> {
+        ctx.bind_to_thread().map_err(drv)?;
+        let mut e: sys::CUevent = std::ptr::null_mut();
+        // SAFETY: out-pointer valid; default flags (timing enabled).
+        unsafe { sys::cuEventCreate(&mut e, 0) }
+            .result()
+            .map_err(drv)?;
+        Ok(Self {
+            ctx: ctx.clone(),
+            e,
+        })
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: created in `new`, destroyed once.
+            let _ = unsafe { sys::cuEventDestroy_v2(self.e) };
+        }
+    }
+}
+
 /// Opens `ordinals`, checks and enables peer access between every pair.
 pub fn open_devices(ordinals: &[usize]) -> Result<Vec<Arc<CudaContext>>, CudaError> {
     if !driver_present() {

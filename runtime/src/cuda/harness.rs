@@ -7,7 +7,7 @@
 //! the call's time is the slowest rank's elapsed time over `iters`. No host synchronisation
 //! happens between calls: cross-GPU ordering is on the devices.
 
-use super::device::drv;
+use super::device::{drv, Event};
 use super::graph::{begin_capture, end_capture};
 use super::group::{CudaGroup, Request};
 use super::nccl::NcclGroup;
@@ -151,32 +151,31 @@ impl Bufs {
         elem: u64,
         in_place: bool,
     ) -> (Vec<u64>, Vec<u64>) {
-        let n = self.inp.len();
-        let mut i = Vec::new();
-        let mut o = Vec::new();
-        for r in 0..n {
-            let (ip, op) = (self.inp[r].ptr, self.out[r].ptr);
-            if !in_place {
-                i.push(ip);
-                o.push(op);
-                continue;
-            }
-            match kind {
-                CollectiveKind::AllGather => {
-                    i.push(op + r as u64 * count * elem);
-                    o.push(op);
-                }
-                CollectiveKind::ReduceScatter => {
-                    i.push(ip);
-                    o.push(ip + r as u64 * count * elem);
-                }
-                _ => {
-                    i.push(op);
-                    o.push(op);
-                }
-            }
-        }
-        (i, o)
+        (0..self.inp.len())
+            .map(|r| {
+                let (ip, op) = (self.inp[r].ptr, self.out[r].ptr);
+                rank_ptrs(kind, r as u32, count, elem, in_place, ip, op)
+            })
+            .unzip()
+    }
+}
+
+/// This rank's (input, output) pointers, in place or not (NCCL's aliasing conventions).
+pub fn rank_ptrs(
+    kind: CollectiveKind,
+    rank: u32,
+    count: u64,
+    elem: u64,
+    in_place: bool,
+    inp: u64,
+    out: u64,
+) -> (u64, u64) {
+    let block = rank as u64 * count * elem;
+    match (in_place, kind) {
+        (false, _) => (inp, out),
+        (true, CollectiveKind::AllGather) => (out + block, out),
+        (true, CollectiveKind::ReduceScatter) => (inp, inp + block),
+        (true, _) => (out, out),
     }
 }
 
@@ -295,14 +294,11 @@ impl Lib<'_> {
                         for _ in 0..cfg.warmup {
                             self.enqueue(r, cfg, count, i, o, s)?;
                         }
-                        let (mut e0, mut e1): (sys::CUevent, sys::CUevent) =
-                            (std::ptr::null_mut(), std::ptr::null_mut());
-                        // SAFETY: out-pointers valid; default flags (timing enabled).
-                        unsafe {
-                            sys::cuEventCreate(&mut e0, 0).result().map_err(drv)?;
-                            sys::cuEventCreate(&mut e1, 0).result().map_err(drv)?;
-                            sys::cuStreamSynchronize(s).result().map_err(drv)?;
-                        }
+                        let (e0, e1) = (Event::new(ctx)?, Event::new(ctx)?);
+                        // SAFETY: a stream of this context (bound by Event::new).
+                        unsafe { sys::cuStreamSynchronize(s) }
+                            .result()
+                            .map_err(drv)?;
                         // Graph mode: the timed calls are one captured graph, replayed once
                         // untimed first (instantiation and upload are not the calls' cost).
                         let graph = if cfg.cuda_graph {
@@ -322,7 +318,9 @@ impl Lib<'_> {
                         };
                         bar.wait();
                         // SAFETY: events and stream of this context.
-                        unsafe { sys::cuEventRecord(e0, s) }.result().map_err(drv)?;
+                        unsafe { sys::cuEventRecord(e0.e, s) }
+                            .result()
+                            .map_err(drv)?;
                         if let Some(gr) = &graph {
                             gr.launch(s)?;
                         } else {
@@ -333,13 +331,11 @@ impl Lib<'_> {
                         let mut ms = 0f32;
                         // SAFETY: as above.
                         unsafe {
-                            sys::cuEventRecord(e1, s).result().map_err(drv)?;
-                            sys::cuEventSynchronize(e1).result().map_err(drv)?;
-                            sys::cuEventElapsedTime_v2(&mut ms, e0, e1)
+                            sys::cuEventRecord(e1.e, s).result().map_err(drv)?;
+                            sys::cuEventSynchronize(e1.e).result().map_err(drv)?;
+                            sys::cuEventElapsedTime_v2(&mut ms, e0.e, e1.e)
                                 .result()
                                 .map_err(drv)?;
-                            sys::cuEventDestroy_v2(e0).result().map_err(drv)?;
-                            sys::cuEventDestroy_v2(e1).result().map_err(drv)?;
                         }
                         Ok(ms as f64 * 1000.0 / cfg.iters.max(1) as f64)
                     })

@@ -8,15 +8,15 @@
 //! holds the same row: the slowest rank's time per run, the median run, the wrong elements
 //! summed over ranks. Only one-shot (direct) schedules run here, and there is no NCCL baseline.
 
-use super::device::{drv, DevBuf};
-use super::harness::{coll_of, geometry, median, BenchConfig, Cell, Row};
+use super::device::{drv, DevBuf, Event};
+use super::harness::{coll_of, geometry, median, rank_ptrs, BenchConfig, Cell, Row};
 use super::ipc::{check_direct, CudaProcComm, ProcRequest};
 use super::schedules;
 use super::CudaError;
 use crate::bootstrap::Rendezvous;
 use crate::reference::{buffer_lens, count_wrong, expected_bytes, random_input_bytes};
 use cudarc::driver::{sys, CudaContext};
-use planner::schedule::{CollectiveKind, Schedule};
+use planner::schedule::Schedule;
 use std::sync::Arc;
 
 /// What the harness needs from the other processes (the bootstrap in `topoplan bench`).
@@ -67,55 +67,6 @@ impl Drop for Stream {
                 let _ = sys::cuStreamDestroy_v2(self.s);
             }
         }
-    }
-}
-
-/// A timing event, destroyed on drop.
-struct Event {
-    ctx: Arc<CudaContext>,
-    e: sys::CUevent,
-}
-
-impl Event {
-    fn new(ctx: &Arc<CudaContext>) -> Result<Self, CudaError> {
-        ctx.bind_to_thread().map_err(drv)?;
-        let mut e: sys::CUevent = std::ptr::null_mut();
-        // SAFETY: out-pointer valid; default flags (timing enabled).
-        unsafe { sys::cuEventCreate(&mut e, 0) }
-            .result()
-            .map_err(drv)?;
-        Ok(Self {
-            ctx: ctx.clone(),
-            e,
-        })
-    }
-}
-
-impl Drop for Event {
-    fn drop(&mut self) {
-        if self.ctx.bind_to_thread().is_ok() {
-            // SAFETY: created in `new`, destroyed once.
-            let _ = unsafe { sys::cuEventDestroy_v2(self.e) };
-        }
-    }
-}
-
-/// This rank's (input, output) pointers, in place or not (NCCL's aliasing conventions).
-pub fn rank_ptrs(
-    kind: CollectiveKind,
-    rank: u32,
-    count: u64,
-    elem: u64,
-    in_place: bool,
-    inp: u64,
-    out: u64,
-) -> (u64, u64) {
-    let block = rank as u64 * count * elem;
-    match (in_place, kind) {
-        (false, _) => (inp, out),
-        (true, CollectiveKind::AllGather) => (out + block, out),
-        (true, CollectiveKind::ReduceScatter) => (inp, inp + block),
-        (true, _) => (out, out),
     }
 }
 
@@ -347,7 +298,7 @@ mod tests {
 
     #[test]
     fn pointers_follow_nccl_aliasing() {
-        use CollectiveKind::*;
+        use planner::schedule::CollectiveKind::*;
         let (i, o) = (1000, 5000);
         assert_eq!(rank_ptrs(AllReduce, 1, 10, 4, false, i, o), (i, o));
         assert_eq!(rank_ptrs(AllReduce, 1, 10, 4, true, i, o), (o, o));
