@@ -166,6 +166,18 @@ pub fn role(
     Some(r)
 }
 
+/// NCCL's in-place convention for rank `rank` with `block` bytes per rank block: the input is
+/// this rank's block of the output (all-gather), the output this rank's block of the input
+/// (reduce-scatter), or they coincide.
+pub fn is_in_place(kind: CollectiveKind, rank: u32, block: u64, input: u64, output: u64) -> bool {
+    let at = rank as u64 * block;
+    match kind {
+        CollectiveKind::AllGather => input == output + at,
+        CollectiveKind::ReduceScatter => output == input + at,
+        _ => input == output,
+    }
+}
+
 /// Environment knobs, read once (a call must not pay for `std::env::var`).
 struct Knobs {
     enabled: bool,

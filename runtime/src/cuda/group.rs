@@ -8,7 +8,7 @@ use super::lower::{lower, Barrier, Buf, ItemKind, LowerParams, Lowered, Operand}
 use super::CudaError;
 use crate::types::{DataType, ReduceOp};
 use cudarc::driver::{result, sys, CudaContext, DeviceRepr};
-use planner::schedule::{CollectiveKind, Schedule};
+use planner::schedule::Schedule;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
@@ -238,10 +238,8 @@ impl CudaGroup {
     fn in_place(&self, req: &Request) -> Result<bool, CudaError> {
         let kind = req.schedule.collective.kind;
         let bytes = req.count * req.dtype.size() as u64;
-        let aliased = |r: usize| match kind {
-            CollectiveKind::AllGather => req.inputs[r] == req.outputs[r] + r as u64 * bytes,
-            CollectiveKind::ReduceScatter => req.outputs[r] == req.inputs[r] + r as u64 * bytes,
-            _ => req.inputs[r] == req.outputs[r],
+        let aliased = |r: usize| {
+            super::direct::is_in_place(kind, r as u32, bytes, req.inputs[r], req.outputs[r])
         };
         let n = self.ranks.len();
         let flags: Vec<bool> = (0..n).map(aliased).collect();

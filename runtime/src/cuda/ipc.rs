@@ -17,7 +17,7 @@ use super::direct::{self, DirectBufs, DirectCall, DirectPeers};
 use super::CudaError;
 use crate::types::{DataType, ReduceOp};
 use cudarc::driver::{sys, CudaContext};
-use planner::schedule::{CollectiveKind, Schedule};
+use planner::schedule::Schedule;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -467,21 +467,16 @@ impl CudaProcComm {
             req.op,
             req.input,
             req.output,
-            in_place(s.collective.kind, self.rank, req),
+            direct::is_in_place(
+                s.collective.kind,
+                self.rank,
+                req.count * req.dtype.size() as u64,
+                req.input,
+                req.output,
+            ),
         );
         direct::launch_call(&self.ctx, &module, &self.peers, self.rank, &call, stream)
             .map_err(at(self.rank, "launching a direct call"))
-    }
-}
-
-/// NCCL's aliasing conventions: in place when the input is this rank's block of the output
-/// (all-gather), the output this rank's block of the input (reduce-scatter), or they coincide.
-fn in_place(kind: CollectiveKind, rank: u32, req: &ProcRequest) -> bool {
-    let block = rank as u64 * req.count * req.dtype.size() as u64;
-    match kind {
-        CollectiveKind::AllGather => req.input == req.output + block,
-        CollectiveKind::ReduceScatter => req.output == req.input + block,
-        _ => req.input == req.output,
     }
 }
 

@@ -249,3 +249,24 @@ fn kernel_arguments_have_the_c_layout() {
     );
     assert_eq!(std::mem::align_of::<TdArgs>(), 8);
 }
+
+#[test]
+fn in_place_detection_inverts_the_benchmarks_aliasing() {
+    use crate::cuda::harness::rank_ptrs;
+    let (inp, out) = (1u64 << 40, 1u64 << 41);
+    for kind in KINDS {
+        for rank in 0..4u32 {
+            let (count, elem) = (1000u64, 4u64);
+            let (i, o) = rank_ptrs(kind, rank, count, elem, true, inp, out);
+            assert!(
+                is_in_place(kind, rank, count * elem, i, o),
+                "{kind:?} {rank}"
+            );
+            let (i, o) = rank_ptrs(kind, rank, count, elem, false, inp, out);
+            assert!(
+                !is_in_place(kind, rank, count * elem, i, o),
+                "{kind:?} {rank}"
+            );
+        }
+    }
+}

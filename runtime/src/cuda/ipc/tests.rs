@@ -1,7 +1,7 @@
 //! Unit and property tests of the CUDA IPC exchange (no GPU needed).
 
 use super::*;
-use planner::schedule::Collective;
+use planner::schedule::{Collective, CollectiveKind};
 
 fn rec(rank: u32) -> PeerRecord {
     let mut handles = [[0u8; 64]; 3];
@@ -135,21 +135,13 @@ fn setup_fails_cleanly_without_a_driver_or_with_bad_ranks() {
 
 #[test]
 fn aliasing_follows_nccl() {
-    let coll = Collective::new(CollectiveKind::AllReduce);
-    let (_, s) = super::super::schedules::pick(&coll, 2, 1 << 20, "one-shot").unwrap();
-    let req = |input, output| ProcRequest {
-        schedule: &s,
-        count: 10,
-        dtype: DataType::F32,
-        op: ReduceOp::Sum,
-        input,
-        output,
-    };
-    assert!(in_place(CollectiveKind::AllReduce, 1, &req(64, 64)));
-    assert!(!in_place(CollectiveKind::AllReduce, 1, &req(64, 128)));
-    assert!(in_place(CollectiveKind::AllGather, 1, &req(1040, 1000)));
-    assert!(!in_place(CollectiveKind::AllGather, 0, &req(1040, 1000)));
-    assert!(in_place(CollectiveKind::ReduceScatter, 1, &req(1000, 1040)));
+    // 10 f32 elements per rank block: 40 bytes.
+    let in_place = |kind, rank, input, output| direct::is_in_place(kind, rank, 40, input, output);
+    assert!(in_place(CollectiveKind::AllReduce, 1, 64, 64));
+    assert!(!in_place(CollectiveKind::AllReduce, 1, 64, 128));
+    assert!(in_place(CollectiveKind::AllGather, 1, 1040, 1000));
+    assert!(!in_place(CollectiveKind::AllGather, 0, 1040, 1000));
+    assert!(in_place(CollectiveKind::ReduceScatter, 1, 1000, 1040));
 }
 
 mod props {
