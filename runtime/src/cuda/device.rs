@@ -202,6 +202,27 @@ pub(crate) fn op_index(op: crate::types::ReduceOp) -> usize {
     }
 }
 
+/// The executor modules of one context, loaded once per element type.
+#[derive(Debug, Default)]
+pub(crate) struct ModuleCache(Mutex<HashMap<DataType, Arc<ExecModule>>>);
+
+impl ModuleCache {
+    /// The module for `dtype` in `ctx`, compiling and loading it on first use.
+    pub(crate) fn get(
+        &self,
+        ctx: &Arc<CudaContext>,
+        dtype: DataType,
+    ) -> Result<Arc<ExecModule>, CudaError> {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(x) = m.get(&dtype) {
+            return Ok(x.clone());
+        }
+        let x = Arc::new(load_exec(ctx, dtype)?);
+        m.insert(dtype, x.clone());
+        Ok(x)
+    }
+}
+
 fn ptx_cache() -> &'static Mutex<HashMap<(DataType, String), Ptx>> {
     static C: OnceLock<Mutex<HashMap<(DataType, String), Ptx>>> = OnceLock::new();
     C.get_or_init(|| Mutex::new(HashMap::new()))

@@ -3,7 +3,7 @@
 //! Ranks are usually driven from one host thread each; cross-GPU ordering happens on the devices
 //! (flags in device memory), so the threads never talk to each other per call.
 
-use super::device::{drv, load_exec, open_devices, DevBuf, ExecModule};
+use super::device::{drv, open_devices, DevBuf, ExecModule, ModuleCache};
 use super::lower::{lower, Barrier, Buf, ItemKind, LowerParams, Lowered, Operand};
 use super::CudaError;
 use crate::types::{DataType, ReduceOp};
@@ -96,7 +96,7 @@ pub(crate) struct RankState {
     pub(crate) scratch: Mutex<Vec<DevBuf>>,
     /// LL lines: two halves of `LL_LINE_BYTES`, zeroed at start (epoch 0 never matches).
     pub(crate) ll: DevBuf,
-    modules: Mutex<HashMap<DataType, Arc<ExecModule>>>,
+    modules: ModuleCache,
     plans: Mutex<HashMap<PlanKey, Arc<DevPlan>>>,
     pub(crate) ce: Mutex<super::ce::CeState>,
     /// Slots and flags of the direct-push path (`super::direct`).
@@ -194,7 +194,7 @@ impl CudaGroup {
                 flags,
                 scratch: Mutex::new(vec![scratch]),
                 ll,
-                modules: Mutex::new(HashMap::new()),
+                modules: ModuleCache::default(),
                 plans: Mutex::new(HashMap::new()),
                 ce: Mutex::new(ce),
                 direct,
@@ -226,13 +226,7 @@ impl CudaGroup {
 
     fn module(&self, rank: usize, dtype: DataType) -> Result<Arc<ExecModule>, CudaError> {
         let st = &self.ranks[rank];
-        let mut m = st.modules.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(x) = m.get(&dtype) {
-            return Ok(x.clone());
-        }
-        let x = Arc::new(load_exec(&st.ctx, dtype)?);
-        m.insert(dtype, x.clone());
-        Ok(x)
+        st.modules.get(&st.ctx, dtype)
     }
 
     fn in_place(&self, req: &Request) -> Result<bool, CudaError> {

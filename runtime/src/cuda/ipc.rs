@@ -12,14 +12,13 @@
 //! lowering and the copy-engine pipeline address peers' scratch rings and contexts that exist
 //! only in a one-process [`super::CudaGroup`].
 
-use super::device::{driver_present, drv, load_exec, open_devices, ExecModule};
+use super::device::{driver_present, drv, open_devices, ExecModule, ModuleCache};
 use super::direct::{self, DirectBufs, DirectCall, DirectPeers};
 use super::CudaError;
 use crate::types::{DataType, ReduceOp};
 use cudarc::driver::{sys, CudaContext};
 use planner::schedule::Schedule;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// First bytes of a [`PeerRecord`].
 pub const RECORD_MAGIC: &[u8; 4] = b"TPIX";
@@ -284,7 +283,7 @@ pub struct CudaProcComm {
     /// This rank's slots and flags: only kernels use them (through `peers`), so they are
     /// merely kept alive here.
     _bufs: DirectBufs,
-    modules: Mutex<HashMap<DataType, Arc<ExecModule>>>,
+    modules: ModuleCache,
 }
 
 impl std::fmt::Debug for CudaProcComm {
@@ -407,7 +406,7 @@ impl CudaProcComm {
             peers,
             mapped,
             _bufs: bufs,
-            modules: Mutex::new(HashMap::new()),
+            modules: ModuleCache::default(),
         })
     }
 
@@ -434,16 +433,9 @@ impl CudaProcComm {
     }
 
     fn module(&self, dtype: DataType) -> Result<Arc<ExecModule>, CudaError> {
-        let mut m = self.modules.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(x) = m.get(&dtype) {
-            return Ok(x.clone());
-        }
-        let x = Arc::new(
-            load_exec(&self.ctx, dtype)
-                .map_err(at(self.rank, &format!("loading the {dtype:?} kernels")))?,
-        );
-        m.insert(dtype, x.clone());
-        Ok(x)
+        self.modules
+            .get(&self.ctx, dtype)
+            .map_err(at(self.rank, &format!("loading the {dtype:?} kernels")))
     }
 
     /// Enqueues this rank's part of `req` on `stream` (a stream of [`Self::context`]).
