@@ -356,6 +356,17 @@ impl Lib<'_> {
     }
 }
 
+/// Seed of the input data of size number `size_index`, in place or not: the one-process and
+/// the multi-process harness must draw the same data.
+pub(crate) fn data_seed(seed: u64, size_index: usize, in_place: bool) -> u64 {
+    seed ^ ((size_index as u64) << 8) ^ in_place as u64
+}
+
+/// nccl-tests' algbw (GB/s) of `size` bytes in `time_us`.
+pub(crate) fn algbw(size: u64, time_us: f64) -> f64 {
+    size as f64 / time_us / 1e3
+}
+
 pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     if v.is_empty() {
@@ -501,7 +512,7 @@ pub fn run(
                 ..Default::default()
             };
             // Correctness (also the first call of this size: memory measured around it).
-            let seed = cfg.seed ^ ((si as u64) << 8) ^ in_place as u64;
+            let seed = data_seed(cfg.seed, si, in_place);
             let inputs = fill(&bufs, cfg, count, in_place, seed)?;
             let m0 = free_mem(&g)?;
             ours.once(&g, cfg, count, &ip, &op, &streams)?;
@@ -533,12 +544,12 @@ pub fn run(
             }
             let factor = cfg.kind.busbw_factor(n);
             cell.time_us = median(ts);
-            cell.algbw = size as f64 / cell.time_us / 1e3;
+            cell.algbw = algbw(size, cell.time_us);
             cell.busbw = cell.algbw * factor;
             if nccl.is_some() {
                 let t = median(tn);
                 cell.nccl_time_us = Some(t);
-                cell.nccl_busbw = Some(size as f64 / t / 1e3 * factor);
+                cell.nccl_busbw = Some(algbw(size, t) * factor);
             }
             row.set(in_place, cell);
         }

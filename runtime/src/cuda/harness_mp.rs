@@ -9,7 +9,9 @@
 //! summed over ranks. Only one-shot (direct) schedules run here, and there is no NCCL baseline.
 
 use super::device::{drv, DevBuf, Event};
-use super::harness::{coll_of, geometry, median, rank_ptrs, BenchConfig, Cell, Row};
+use super::harness::{
+    algbw, coll_of, data_seed, geometry, median, rank_ptrs, BenchConfig, Cell, Row,
+};
 use super::ipc::{check_direct, CudaProcComm, ProcRequest};
 use super::schedules;
 use super::CudaError;
@@ -213,7 +215,7 @@ pub fn run(
                 output: op,
             };
             // Correctness: the same seed as the one-process harness, so the data match.
-            let seed = cfg.seed ^ ((si as u64) << 8) ^ in_place as u64;
+            let seed = data_seed(cfg.seed, si, in_place);
             let (il, _) = buffer_lens(&coll, n, count as usize);
             let inputs: Vec<Vec<u8>> = (0..n)
                 .map(|r| {
@@ -256,7 +258,7 @@ pub fn run(
             let table = meet.all_gather(&encode_cell(wrong, &ts))?;
             let (wrong, t) = combine_cells(&table, ts.len())?;
             let factor = cfg.kind.busbw_factor(n);
-            let algbw = size as f64 / t / 1e3;
+            let algbw = algbw(size, t);
             let cell = Cell {
                 time_us: t,
                 algbw,
