@@ -162,15 +162,7 @@ fn collective(kind: CollectiveKind, n: u32, root: u32) -> Collective {
 
 pub fn run(a: Args) -> CliResult {
     let t0 = Instant::now();
-    if a.sizes.step_factor < 2 {
-        return Err(CliError::input("-f/--stepfactor must be >= 2"));
-    }
-    if a.sizes.min_bytes > a.sizes.max_bytes {
-        return Err(CliError::input(format!(
-            "-b {} is larger than -e {}",
-            a.sizes.min_bytes, a.sizes.max_bytes
-        )));
-    }
+    let sizes = a.sizes.list()?;
     let kinds: Vec<CollectiveKind> = if a.collective.is_empty() {
         CollectiveKind::ALL.to_vec()
     } else {
@@ -216,15 +208,6 @@ pub fn run(a: Args) -> CliResult {
             protocols,
         })
     };
-    let mut sizes = Vec::new();
-    let mut s = a.sizes.min_bytes.max(1);
-    while s <= a.sizes.max_bytes {
-        sizes.push(s);
-        match s.checked_mul(a.sizes.step_factor) {
-            Some(x) => s = x,
-            None => break,
-        }
-    }
 
     let topo_text = describe(t, planner.channels());
     for w in &loaded.warnings {

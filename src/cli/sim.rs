@@ -89,25 +89,6 @@ pub(crate) fn collective(kind: CollectiveKind, n: u32, root: u32) -> Collective 
     }
 }
 
-pub(crate) fn sizes(min: u64, max: u64, f: u64) -> Result<Vec<u64>, CliError> {
-    if f < 2 {
-        return Err(CliError::input("-f/--stepfactor must be >= 2"));
-    }
-    if min > max {
-        return Err(CliError::input(format!("-b {min} is larger than -e {max}")));
-    }
-    let mut v = Vec::new();
-    let mut s = min.max(1);
-    while s <= max {
-        v.push(s);
-        match s.checked_mul(f) {
-            Some(x) => s = x,
-            None => break,
-        }
-    }
-    Ok(v)
-}
-
 pub(crate) fn load_config(path: Option<&Path>, mode: &str) -> Result<SimConfig, CliError> {
     let mut cfg = match path {
         Some(p) => {
@@ -242,11 +223,7 @@ pub(crate) fn filter(algo: &Option<String>, proto: &Option<String>) -> Result<Fi
 
 pub fn run(a: Args) -> CliResult {
     let kind = parse_kind(&a.sweep.collective)?;
-    let sizes = sizes(
-        a.sweep.sizes.min_bytes,
-        a.sweep.sizes.max_bytes,
-        a.sweep.sizes.step_factor,
-    )?;
+    let sizes = a.sweep.sizes.list()?;
     let mut cfg = load_config(a.config.as_deref(), &a.sweep.mode)?;
     cfg.seed = a.seed;
     if !(a.jitter.is_finite() && (0.0..1.0).contains(&a.jitter)) {

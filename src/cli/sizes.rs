@@ -1,5 +1,7 @@
 //! Message sizes as nccl-tests spells them (`-b 8 -e 4G -f 4`), shared by every subcommand.
 
+use super::error::CliError;
+
 /// Parses "8", "64K", "4M", "1G" (binary multiples), optionally followed by "B" or "iB".
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
@@ -34,6 +36,29 @@ pub struct SizeArgs {
     /// Multiplication factor between sizes (nccl-tests -f).
     #[arg(short = 'f', long = "stepfactor", default_value_t = 4)]
     pub step_factor: u64,
+}
+
+impl SizeArgs {
+    /// The sizes of the sweep: -b, then times -f while <= -e (nccl-tests' order).
+    pub fn list(&self) -> Result<Vec<u64>, CliError> {
+        let (min, max, f) = (self.min_bytes, self.max_bytes, self.step_factor);
+        if f < 2 {
+            return Err(CliError::input("-f/--stepfactor must be >= 2"));
+        }
+        if min > max {
+            return Err(CliError::input(format!("-b {min} is larger than -e {max}")));
+        }
+        let mut v = Vec::new();
+        let mut s = min.max(1);
+        while s <= max {
+            v.push(s);
+            match s.checked_mul(f) {
+                Some(x) => s = x,
+                None => break,
+            }
+        }
+        Ok(v)
+    }
 }
 
 /// The collective, size sweep, algorithm/protocol and engine flags `sim` and `whatif` share

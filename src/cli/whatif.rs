@@ -3,7 +3,7 @@
 //! tuner's choice at every size, and compares the scenarios with the baseline.
 
 use super::error::{CliError, CliResult};
-use super::sim::{collective, filter, load_config, parse_kind, simulate_size, sizes, Cache};
+use super::sim::{collective, filter, load_config, parse_kind, simulate_size, Cache};
 use super::sizes::SweepArgs;
 use planner::plan::Planner;
 use planner::topology::{load_file, topology_of, LinkKind, LoadOptions, NodeKind, Topology};
@@ -258,11 +258,7 @@ struct ScenarioOut {
 
 pub fn run(a: Args) -> CliResult {
     let kind = parse_kind(&a.sweep.collective)?;
-    let sizes = sizes(
-        a.sweep.sizes.min_bytes,
-        a.sweep.sizes.max_bytes,
-        a.sweep.sizes.step_factor,
-    )?;
+    let sizes = a.sweep.sizes.list()?;
     let cfg = load_config(None, &a.sweep.mode)?;
     let f = filter(&a.sweep.algo, &a.sweep.proto)?;
     let mut changes = vec![Change::Baseline];

@@ -107,7 +107,7 @@ pub(crate) fn create_stream(ctx: &Arc<CudaContext>) -> Result<sys::CUstream, Cud
 /// A timing event, destroyed on drop.
 pub(crate) struct Event {
     ctx: Arc<CudaContext>,
-    pub(crate) e: sys::CUevent,
+    e: sys::CUevent,
 }
 
 impl Event {
@@ -122,6 +122,27 @@ impl Event {
             ctx: ctx.clone(),
             e,
         })
+    }
+
+    /// Records the event on `s`, a stream of the event's context (bound by the caller).
+    pub(crate) fn record(&self, s: sys::CUstream) -> Result<(), CudaError> {
+        // SAFETY: an event and a stream of the current context.
+        unsafe { sys::cuEventRecord(self.e, s) }
+            .result()
+            .map_err(drv)
+    }
+
+    /// Waits for this event, then the milliseconds from `start` (recorded before it) to it.
+    pub(crate) fn ms_since(&self, start: &Event) -> Result<f32, CudaError> {
+        let mut ms = 0f32;
+        // SAFETY: two recorded events of the current context; out-pointer valid.
+        unsafe {
+            sys::cuEventSynchronize(self.e).result().map_err(drv)?;
+            sys::cuEventElapsedTime_v2(&mut ms, start.e, self.e)
+                .result()
+                .map_err(drv)?;
+        }
+        Ok(ms)
     }
 }
 

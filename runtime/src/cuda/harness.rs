@@ -317,10 +317,7 @@ impl Lib<'_> {
                             None
                         };
                         bar.wait();
-                        // SAFETY: events and stream of this context.
-                        unsafe { sys::cuEventRecord(e0.e, s) }
-                            .result()
-                            .map_err(drv)?;
+                        e0.record(s)?;
                         if let Some(gr) = &graph {
                             gr.launch(s)?;
                         } else {
@@ -328,15 +325,8 @@ impl Lib<'_> {
                                 self.enqueue(r, cfg, count, i, o, s)?;
                             }
                         }
-                        let mut ms = 0f32;
-                        // SAFETY: as above.
-                        unsafe {
-                            sys::cuEventRecord(e1.e, s).result().map_err(drv)?;
-                            sys::cuEventSynchronize(e1.e).result().map_err(drv)?;
-                            sys::cuEventElapsedTime_v2(&mut ms, e0.e, e1.e)
-                                .result()
-                                .map_err(drv)?;
-                        }
+                        e1.record(s)?;
+                        let ms = e1.ms_since(&e0)?;
                         Ok(ms as f64 * 1000.0 / cfg.iters.max(1) as f64)
                     })
                 })

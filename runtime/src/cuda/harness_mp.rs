@@ -137,22 +137,12 @@ impl Ctx<'_> {
         self.stream.sync()?;
         meet.barrier()?;
         let s = self.stream.s;
-        // SAFETY: events and stream of this rank's context (bound by `sync`).
-        unsafe { sys::cuEventRecord(e0.e, s) }
-            .result()
-            .map_err(drv)?;
+        e0.record(s)?; // the context is bound by `sync`
         for _ in 0..self.cfg.iters {
             self.enqueue()?;
         }
-        let mut ms = 0f32;
-        // SAFETY: as above.
-        unsafe {
-            sys::cuEventRecord(e1.e, s).result().map_err(drv)?;
-            sys::cuEventSynchronize(e1.e).result().map_err(drv)?;
-            sys::cuEventElapsedTime_v2(&mut ms, e0.e, e1.e)
-                .result()
-                .map_err(drv)?;
-        }
+        e1.record(s)?;
+        let ms = e1.ms_since(e0)?;
         Ok(ms as f64 * 1000.0 / self.cfg.iters.max(1) as f64)
     }
 }
