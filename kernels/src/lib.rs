@@ -4,14 +4,21 @@
 
 /// The device code, one NVRTC unit per element type: the schedule executor (`exec.cu`, one
 /// kernel per reduction operator) followed by the direct-push executor (`direct.cu`, which uses
-/// exec.cu's types and operators; its LL128 protocol in `direct_ll128.cu`).
+/// exec.cu's types and operators; its LL128 protocol in `direct_ll128.cu`), then the two-buffer
+/// reduce of the copy-engine pair all-reduce (`pair.cu`).
 pub const EXEC_CU: &str = concat!(
     include_str!("exec.cu"),
     "\n",
     include_str!("direct.cu"),
     "\n",
-    include_str!("direct_ll128.cu")
+    include_str!("direct_ll128.cu"),
+    "\n",
+    include_str!("pair.cu")
 );
+
+/// Two-buffer reduce kernels in [`EXEC_CU`] (`pair.cu`, the copy-engine pair all-reduce's
+/// compute half), indexed like [`EXEC_KERNELS`].
+pub const PAIR_KERNELS: [&str; 4] = ["td_pair_sum", "td_pair_prod", "td_pair_min", "td_pair_max"];
 
 /// Direct-push kernels in [`EXEC_CU`], indexed like [`EXEC_KERNELS`].
 pub const DIRECT_KERNELS: [&str; 4] = [
@@ -61,6 +68,14 @@ mod tests {
     fn every_direct_kernel_name_is_defined_once() {
         for k in DIRECT_KERNELS {
             let def = format!("TD_KERNEL({k},");
+            assert_eq!(EXEC_CU.matches(&def).count(), 1, "{k}");
+        }
+    }
+
+    #[test]
+    fn every_pair_kernel_name_is_defined_once() {
+        for k in PAIR_KERNELS {
+            let def = format!("TD_PAIR_KERNEL({k},");
             assert_eq!(EXEC_CU.matches(&def).count(), 1, "{k}");
         }
     }

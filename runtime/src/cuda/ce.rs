@@ -302,7 +302,7 @@ fn build(g: &CudaGroup, rank: usize, l: &Lowered, elem: u64) -> Result<CePlan, C
     })
 }
 
-fn launch_small(
+pub(crate) fn launch_small(
     ctx: &Arc<CudaContext>,
     f: &CudaFunction,
     addr: u64,

@@ -124,6 +124,10 @@ impl Event {
         })
     }
 
+    pub(crate) fn raw(&self) -> sys::CUevent {
+        self.e
+    }
+
     /// Records the event on `s`, a stream of the event's context (bound by the caller).
     pub(crate) fn record(&self, s: sys::CUstream) -> Result<(), CudaError> {
         // SAFETY: an event and a stream of the current context.
@@ -207,6 +211,8 @@ pub struct ExecModule {
     pub funcs: [CudaFunction; 4],
     /// Direct-push kernels (`direct.cu`): sum, prod, min, max.
     pub direct: [CudaFunction; 4],
+    /// Two-buffer reduce kernels (`pair.cu`): sum, prod, min, max.
+    pub pair: [CudaFunction; 4],
     pub signal: CudaFunction,
     pub wait: CudaFunction,
 }
@@ -306,11 +312,18 @@ pub fn load_exec(ctx: &Arc<CudaContext>, dtype: DataType) -> Result<ExecModule, 
         f(kernels::DIRECT_KERNELS[2])?,
         f(kernels::DIRECT_KERNELS[3])?,
     ];
+    let pair = [
+        f(kernels::PAIR_KERNELS[0])?,
+        f(kernels::PAIR_KERNELS[1])?,
+        f(kernels::PAIR_KERNELS[2])?,
+        f(kernels::PAIR_KERNELS[3])?,
+    ];
     let (signal, wait) = (f("tp_signal")?, f("tp_wait")?);
     Ok(ExecModule {
         _module: module,
         funcs,
         direct,
+        pair,
         signal,
         wait,
     })

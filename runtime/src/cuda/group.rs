@@ -99,6 +99,8 @@ pub(crate) struct RankState {
     modules: ModuleCache,
     plans: Mutex<HashMap<PlanKey, Arc<DevPlan>>>,
     pub(crate) ce: Mutex<super::ce::CeState>,
+    /// Copy stream and counters of the copy-engine pair all-reduce (`super::ce_pair`).
+    pub(crate) ce_pair: Mutex<super::ce_pair::PairState>,
     /// Slots and flags of the direct-push path (`super::direct`).
     pub(crate) direct: super::direct::DirectBufs,
 }
@@ -151,6 +153,8 @@ pub struct CudaGroup {
     pub(crate) ranks: Vec<RankState>,
     lowered: LoweredCache,
     scratch_elems_cap_bytes: usize,
+    /// Both ranks' scratch rings of the copy-engine pair all-reduce, allocated on first use.
+    pub(crate) pair_scratch: super::ce_pair::PairScratch,
 }
 
 impl std::fmt::Debug for CudaGroup {
@@ -188,6 +192,7 @@ impl CudaGroup {
                 .map_err(drv)? as u32;
             let ce = super::ce::CeState::new(&ctx, ordinals.len())?;
             let direct = super::direct::DirectBufs::new(&ctx, ordinals.len())?;
+            let ce_pair = Mutex::new(super::ce_pair::PairState::new(&ctx)?);
             ranks.push(RankState {
                 ctx,
                 sm_count,
@@ -197,6 +202,7 @@ impl CudaGroup {
                 modules: ModuleCache::default(),
                 plans: Mutex::new(HashMap::new()),
                 ce: Mutex::new(ce),
+                ce_pair,
                 direct,
             });
         }
@@ -204,6 +210,7 @@ impl CudaGroup {
             ranks,
             lowered: Mutex::new(HashMap::new()),
             scratch_elems_cap_bytes: scratch_bytes,
+            pair_scratch: Mutex::new(None),
         })
     }
 
@@ -431,6 +438,24 @@ impl CudaGroup {
         let module = self.module(rank, req.dtype)?;
         if super::direct::applies(req.schedule) {
             return super::direct::enqueue(self, rank, req, key.in_place, &module, stream);
+        }
+        if super::ce_pair::applies(req.schedule) {
+            self.ranks[rank].ctx.bind_to_thread().map_err(drv)?;
+            if !super::ce_pair::capturing(stream)? {
+                return super::ce_pair::enqueue(self, rank, req, &module, stream);
+            }
+            // A graph would replay this call's counter values: run the one-shot schedule.
+            let one_shot = planner::schedule::build::one_shot(
+                &req.schedule.collective,
+                2,
+                planner::schedule::Protocol::Simple,
+            )
+            .map_err(|e| CudaError::Lower(e.to_string()))?;
+            let req = Request {
+                schedule: &Arc::new(one_shot),
+                ..*req
+            };
+            return super::direct::enqueue(self, rank, &req, key.in_place, &module, stream);
         }
         let plan = self.plan(rank, req, key)?;
         if plan.lowered.uses_copy_engine {

@@ -3,7 +3,8 @@
 //! - [`lower`]: schedule → phases of work items with the barriers they need (pure, CPU-tested);
 //! - [`group::CudaGroup`]: one process driving several GPUs with peer access; the SM path runs a
 //!   whole collective as one kernel per GPU (`kernels/src/exec.cu`), the copy-engine path
-//!   ([`ce`]) overlaps peer copies with reduce kernels;
+//!   ([`ce`]) overlaps peer copies with reduce kernels; [`ce_pair`] runs the two-rank copy-engine
+//!   all-reduce with stream memory operations for the cross-GPU waits;
 //! - [`device`]: contexts, peer access, `cuMemAlloc` buffers, NVRTC compilation;
 //! - [`ipc::CudaProcComm`]: one process per GPU, peers' direct-path buffers mapped through CUDA
 //!   IPC handles exchanged over the bootstrap ([`harness_mp`] benchmarks it);
@@ -13,6 +14,7 @@
 //! without a GPU get an error (or a test skip), never a panic.
 
 pub mod ce;
+pub mod ce_pair;
 pub mod detect;
 pub mod device;
 pub mod direct;

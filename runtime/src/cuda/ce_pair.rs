@@ -1,0 +1,337 @@
+//! The copy-engine pair all-reduce: the planner's `CopyEnginePipeline` schedule (all-reduce of
+//! two ranks) with the copy engines moving every byte and SM kernels only reducing.
+//!
+//! The message is cut into chunks ([`chunks`]). For chunk `g` (numbered across calls), rank r's
+//! private copy stream pushes its input chunk into slot `g % slots` of the peer's scratch ring
+//! and then bumps two counters: `LANDED` in the peer's flag words, `PUSHED` in its own. The
+//! caller's stream waits for both (the peer's data is here; our own input chunk has been read,
+//! so an in-place reduce may overwrite it), reduces `out = in (op) scratch`, and bumps `FREED`
+//! in the peer's flag words: the peer's copy stream waits for it before reusing that slot.
+//!
+//! Cross-GPU waits are stream memory operations (`cuStreamWaitValue64` on a counter in local
+//! device memory, `cuStreamWriteValue64` into the peer's), executed by the GPUs' front ends:
+//! no kernel spins, so the copy engines and the reduce kernels never queue behind a waiter.
+//! Counters only grow, both ranks count the same chunks (same sizes, same knobs), and the host
+//! never waits for the GPU.
+//!
+//! Copies k+1.. run while chunk k reduces; the chunks shrink towards the end of the message so
+//! the last reduce, which nothing overlaps, is short.
+//!
+//! The counters live on the host between calls, so a CUDA graph replay would repeat stale
+//! values: under stream capture `CudaGroup` runs the one-shot schedule instead.
+
+use super::device::{drv, DevBuf, Event, ExecModule};
+use super::group::{CudaGroup, Request};
+use super::CudaError;
+use crate::types::ReduceOp;
+use cudarc::driver::{sys, CudaContext};
+use planner::schedule::{Algorithm, CollectiveKind, Schedule};
+use std::ffi::c_void;
+use std::sync::{Arc, OnceLock};
+
+/// First word of the pair path's counters in each rank's flag region.
+pub(crate) const PAIR_FLAGS: usize = 3200;
+/// Chunks the peer has pushed into this rank's scratch (written by the peer's copy stream).
+const LANDED: usize = 0;
+/// Chunks the peer has reduced out of its scratch, i.e. slots there this rank may refill
+/// (written by the peer's compute stream).
+const FREED: usize = 1;
+/// Chunks this rank's copy stream has pushed (written by that stream, for the compute stream).
+const PUSHED: usize = 2;
+
+/// Message elements are grouped in grains of this many so that every chunk but the last starts
+/// 16-byte aligned (when the buffers do) and the copies stay large.
+const GRAIN_ELEMS: u64 = 4096;
+const BLOCK: u32 = 512;
+
+struct Knobs {
+    enabled: bool,
+    chunk: u64,
+    min_chunk: u64,
+    slots: u64,
+    kernel_signals: bool,
+}
+
+fn knobs() -> &'static Knobs {
+    static K: OnceLock<Knobs> = OnceLock::new();
+    K.get_or_init(|| {
+        let num = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+        Knobs {
+            enabled: std::env::var("TOPOPLAN_CE_PAIR").map_or(true, |v| v != "0"),
+            chunk: num("TOPOPLAN_CE_CHUNK_MB").map_or(32, |v| v.clamp(1, 1024)) << 20,
+            min_chunk: num("TOPOPLAN_CE_MIN_KB").map_or(2048, |v| v.clamp(64, 1 << 20)) << 10,
+            slots: num("TOPOPLAN_CE_SLOTS").map_or(4, |v| v.clamp(1, 64)),
+            kernel_signals: std::env::var("TOPOPLAN_CE_SIGNAL").is_ok_and(|v| v == "kernel"),
+        }
+    })
+}
+
+/// Whether this path runs `s` (`TOPOPLAN_CE_PAIR=0` sends it through the generic lowering).
+pub fn applies(s: &Schedule) -> bool {
+    s.algorithm == Algorithm::CopyEnginePipeline
+        && s.nranks == 2
+        && s.collective.kind == CollectiveKind::AllReduce
+        && knobs().enabled
+}
+
+/// Chunks `(first element, elements)` of an `n`-element message of `elem`-byte elements, in
+/// order: chunks of `max_bytes`, then halving towards the end down to `min_bytes`, so that the
+/// final reduce (which no copy overlaps) is short. Sizes are whole grains of
+/// [`GRAIN_ELEMS`] except the last chunk, which also takes the remainder.
+pub fn chunks(n: u64, elem: u64, max_bytes: u64, min_bytes: u64) -> Vec<(u64, u64)> {
+    let grains = n / GRAIN_ELEMS;
+    let grain_bytes = GRAIN_ELEMS * elem;
+    let max_g = (max_bytes / grain_bytes).max(1);
+    let min_g = (min_bytes / grain_bytes).clamp(1, max_g);
+    // Sizes from the end of the message backwards: min, 2·min, … up to max, then max.
+    let mut sizes = Vec::new();
+    let (mut left, mut t) = (grains, min_g);
+    while left > 0 {
+        let take = t.min(left);
+        sizes.push(take * GRAIN_ELEMS);
+        left -= take;
+        t = (2 * t).min(max_g);
+    }
+    sizes.reverse();
+    let rem = n - grains * GRAIN_ELEMS;
+    match sizes.last_mut() {
+        Some(last) => *last += rem,
+        None if rem > 0 => sizes.push(rem),
+        None => {}
+    }
+    let mut off = 0;
+    sizes
+        .into_iter()
+        .map(|c| {
+            let x = (off, c);
+            off += c;
+            x
+        })
+        .collect()
+}
+
+/// Bytes of one scratch slot: room for the largest chunk [`chunks`] makes, whatever the element
+/// size (at most 8 bytes), so the ring is allocated once.
+fn slot_bytes(k: &Knobs) -> u64 {
+    k.chunk + GRAIN_ELEMS * 8
+}
+
+/// Per-rank state: the copy stream, the event that forks it from the caller's stream, and how
+/// many chunks this rank has enqueued so far (the base of this call's counter values).
+pub(crate) struct PairState {
+    copy: sys::CUstream,
+    start: Event,
+    chunks_done: u64,
+    ctx: Arc<CudaContext>,
+}
+
+// SAFETY: the stream handle is used only while holding the state's mutex, with its context bound.
+unsafe impl Send for PairState {}
+
+impl PairState {
+    pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<Self, CudaError> {
+        Ok(Self {
+            copy: super::device::create_stream(ctx)?,
+            start: Event::new(ctx)?,
+            chunks_done: 0,
+            ctx: ctx.clone(),
+        })
+    }
+}
+
+impl Drop for PairState {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: created in `new`, destroyed once.
+            let _ = unsafe { sys::cuStreamDestroy_v2(self.copy) };
+        }
+    }
+}
+
+/// Scratch rings of both ranks, allocated together on first use (each rank pushes into the
+/// other's, so both must exist before either enqueues).
+pub(crate) type PairScratch = std::sync::Mutex<Option<Vec<DevBuf>>>;
+
+fn scratch_ptrs(g: &CudaGroup, bytes: u64) -> Result<Vec<u64>, CudaError> {
+    let mut s = g.pair_scratch.lock().unwrap_or_else(|p| p.into_inner());
+    if s.is_none() {
+        let bufs: Vec<DevBuf> = g
+            .ranks
+            .iter()
+            .map(|r| DevBuf::new(&r.ctx, bytes as usize))
+            .collect::<Result<_, _>>()?;
+        *s = Some(bufs);
+    }
+    Ok(s.as_ref().map(|v| v.iter().map(|b| b.ptr).collect()).unwrap_or_default())
+}
+
+/// One cross-GPU counter operation on a stream.
+struct Signals<'a> {
+    ctx: &'a Arc<CudaContext>,
+    m: &'a ExecModule,
+    kernels: bool,
+}
+
+impl Signals<'_> {
+    /// After the stream's prior work (and a system-wide fence), `*addr = v`.
+    fn write(&self, s: sys::CUstream, addr: u64, v: u64) -> Result<(), CudaError> {
+        if self.kernels {
+            return super::ce::launch_small(self.ctx, &self.m.signal, addr, v, s);
+        }
+        // SAFETY: `addr` is a flag word in device memory mapped for this context (ours or a
+        // peer's); default flags keep the memory barrier before the write.
+        unsafe { sys::cuStreamWriteValue64_v2(s, addr, v, 0) }
+            .result()
+            .map_err(drv)
+    }
+
+    /// The stream's later work waits until `*addr >= v` (counters only grow).
+    fn wait(&self, s: sys::CUstream, addr: u64, v: u64) -> Result<(), CudaError> {
+        if self.kernels {
+            return super::ce::launch_small(self.ctx, &self.m.wait, addr, v, s);
+        }
+        let geq = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32;
+        // SAFETY: `addr` is a flag word in this context's device memory.
+        unsafe { sys::cuStreamWaitValue64_v2(s, addr, v, geq) }
+            .result()
+            .map_err(drv)
+    }
+}
+
+/// Enqueues rank `rank`'s part of the pair all-reduce on `stream` (the caller's).
+pub(crate) fn enqueue(
+    g: &CudaGroup,
+    rank: usize,
+    req: &Request,
+    m: &ExecModule,
+    stream: sys::CUstream,
+) -> Result<(), CudaError> {
+    let k = knobs();
+    let elem = req.dtype.size() as u64;
+    let slot = slot_bytes(k);
+    let scratch = scratch_ptrs(g, slot * k.slots)?;
+    let peer = 1 - rank;
+    let me = &g.ranks[rank];
+    let ctx = &me.ctx;
+    let flags = |r: usize, w: usize| g.ranks[r].flags.ptr + ((PAIR_FLAGS + w) * 8) as u64;
+    let sig = Signals {
+        ctx,
+        m,
+        kernels: k.kernel_signals,
+    };
+    let (input, output) = (req.inputs[rank], req.outputs[rank]);
+    let list = chunks(req.count, elem, k.chunk, k.min_chunk);
+    let f = &m.pair[super::device::op_index(req.op)];
+    let avg = u32::from(req.op == ReduceOp::Avg);
+
+    let mut st = me.ce_pair.lock().unwrap_or_else(|p| p.into_inner());
+    let copy = st.copy;
+    let g0 = st.chunks_done;
+    ctx.bind_to_thread().map_err(drv)?;
+    // The copy stream starts where the caller's stream is (its input is ready).
+    st.start.record(stream)?;
+    // SAFETY: an event and a stream of this context.
+    unsafe { sys::cuStreamWaitEvent(copy, st.start.raw(), 0) }
+        .result()
+        .map_err(drv)?;
+    for (i, &(off, n)) in list.iter().enumerate() {
+        let c = g0 + i as u64;
+        if c >= k.slots {
+            sig.wait(copy, flags(rank, FREED), c - k.slots + 1)?;
+        }
+        let dst = scratch[peer] + (c % k.slots) * slot;
+        // SAFETY: the source lies in the caller's input ((off + n) ≤ count elements), the
+        // destination in the peer's scratch slot (n·elem ≤ slot bytes); unified addressing
+        // sends a peer destination through this GPU's copy engine.
+        unsafe { sys::cuMemcpyAsync(dst, input + off * elem, (n * elem) as usize, copy) }
+            .result()
+            .map_err(drv)?;
+        sig.write(copy, flags(peer, LANDED), c + 1)?;
+        sig.write(copy, flags(rank, PUSHED), c + 1)?;
+    }
+    for (i, &(off, n)) in list.iter().enumerate() {
+        let c = g0 + i as u64;
+        sig.wait(stream, flags(rank, LANDED), c + 1)?;
+        sig.wait(stream, flags(rank, PUSHED), c + 1)?;
+        let grid = ((n * elem).div_ceil(64 << 10) as u32).clamp(1, 2 * me.sm_count);
+        let mut args: (u64, u64, u64, u64, u32) = (
+            output + off * elem,
+            input + off * elem,
+            scratch[rank] + (c % k.slots) * slot,
+            n,
+            avg,
+        );
+        let mut params: [*mut c_void; 5] = [
+            &mut args.0 as *mut u64 as *mut c_void,
+            &mut args.1 as *mut u64 as *mut c_void,
+            &mut args.2 as *mut u64 as *mut c_void,
+            &mut args.3 as *mut u64 as *mut c_void,
+            &mut args.4 as *mut u32 as *mut c_void,
+        ];
+        // SAFETY: (T*, const T*, const T*, u64, u32) matches td_pair_*; the three ranges hold
+        // n elements each (output/input chunks of the request, a scratch slot).
+        unsafe {
+            cudarc::driver::result::launch_kernel(
+                f.cu_function(),
+                (grid, 1, 1),
+                (BLOCK, 1, 1),
+                0,
+                stream,
+                &mut params,
+            )
+        }
+        .map_err(drv)?;
+        sig.write(stream, flags(peer, FREED), c + 1)?;
+    }
+    st.chunks_done = g0 + list.len() as u64;
+    Ok(())
+}
+
+/// Whether `stream` is being captured into a CUDA graph (where this path must not run).
+pub(crate) fn capturing(stream: sys::CUstream) -> Result<bool, CudaError> {
+    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    // SAFETY: out-pointer valid; a stream of the current context.
+    unsafe { sys::cuStreamIsCapturing(stream, &mut status) }
+        .result()
+        .map_err(drv)?;
+    Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_gibibyte_ends_in_halving_chunks() {
+        let n = (1u64 << 30) / 4;
+        let c = chunks(n, 4, 32 << 20, 2 << 20);
+        let mib: Vec<u64> = c.iter().map(|&(_, x)| x * 4 >> 20).collect();
+        assert_eq!(&mib[mib.len() - 5..], &[32, 16, 8, 4, 2]);
+        assert!(mib.iter().all(|&x| x <= 32));
+        assert_eq!(mib.iter().sum::<u64>(), 1024);
+    }
+
+    proptest! {
+        #[test]
+        fn chunks_tile_the_message(n in 0u64..50_000_000, e in prop::sample::select(vec![1u64, 2, 4, 8]),
+                                   max_mb in 1u64..64, min_kb in 64u64..4096) {
+            let (max, min) = (max_mb << 20, min_kb << 10);
+            let c = chunks(n, e, max, min);
+            let mut next = 0;
+            for (i, &(off, len)) in c.iter().enumerate() {
+                prop_assert_eq!(off, next);
+                prop_assert!(len > 0);
+                let last = i + 1 == c.len();
+                if !last {
+                    prop_assert_eq!(off % GRAIN_ELEMS, 0);
+                    prop_assert_eq!(len % GRAIN_ELEMS, 0);
+                }
+                let k = Knobs { enabled: true, chunk: max, min_chunk: min, slots: 4, kernel_signals: false };
+                prop_assert!(len * e <= slot_bytes(&k), "chunk {} of {} bytes", i, len * e);
+                next = off + len;
+            }
+            prop_assert_eq!(next, n);
+        }
+    }
+}
