@@ -337,10 +337,17 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
   __shared__ u64 s_sent[TP_MAXR], s_recvd[TP_MAXR], s_credit[TP_MAXR];
   u64* my = (u64*)a.flags[a.rank];
   u32 t = threadIdx.x;
-  td_load_seq(a, 1, b, s_sent, s_recvd, s_credit);
   u64 lo, hi;
   td_share(a, b, G, lo, hi);
   u64 len = hi - lo, nseg = (len + a.seg - 1) / a.seg;
+  // This thread's first line, loaded while the sequence numbers load (the two loads overlap
+  // instead of following each other). With send_stride 0 every peer gets these bytes, and a
+  // reducing receiver with local_off 0 (all-reduce) starts its sum from them.
+  const bool pre_ok = a.send_stride == 0 && nseg > 0;
+  const u64 cnt0 = min(a.seg, len);
+  unsigned long long pre = 0;
+  if (pre_ok && (u64)t * TD_PER < cnt0) pre = td_pack((const T*)a.in + lo, t, cnt0);
+  td_load_seq(a, 1, b, s_sent, s_recvd, s_credit);
   bool avg = (a.opts & TD_AVG) != 0;
   if (a.opts & TD_COPY) td_copy((T*)a.out + a.copy_dst + lo, (const T*)a.in + lo, len);
   u64 sent = 0;
@@ -355,7 +362,7 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
         uint4* lines = (uint4*)td_slot(a, p, a.rank, b, q);
         u64 nl = (cnt + TD_PER - 1) / TD_PER;
         for (u64 ln = t; ln < nl; ln += blockDim.x) {
-          unsigned long long v = td_pack(src, ln, cnt);
+          unsigned long long v = (pre_ok && sent == 0 && ln == t) ? pre : td_pack(src, ln, cnt);
           asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(lines + ln),
                        "r"((u32)v), "r"(td_ll_flag(q)), "r"((u32)(v >> 32)), "r"(td_ll_flag(q)) : "memory");
         }
@@ -367,7 +374,10 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
     u64 nl = (cnt + TD_PER - 1) / TD_PER;
     for (u64 ln = t; ln < nl; ln += blockDim.x) {
       if (a.mode == 0) {
-        U8B acc; acc.u = td_pack((const T*)a.in + a.local_off + off, ln, cnt);
+        U8B acc;
+        acc.u = (pre_ok && a.local_off == 0 && j == 0 && ln == t)
+                    ? pre
+                    : td_pack((const T*)a.in + a.local_off + off, ln, cnt);
         for (u32 s = 0; s < a.nranks; s++) {
           if (!((a.recv_mask >> s) & 1)) continue;
           u64 q = s_recvd[s] + j + 1;

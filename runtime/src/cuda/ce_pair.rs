@@ -1,9 +1,10 @@
 //! The copy-engine pair all-reduce: the planner's `CopyEnginePipeline` schedule (all-reduce of
 //! two ranks) with the copy engines moving every byte and SM kernels only reducing.
 //!
-//! The message is cut into chunks ([`chunks`]). For chunk `g` (numbered across calls), rank r's
-//! private copy stream pushes its input chunk into slot `g % slots` of the peer's scratch ring
-//! and then bumps two counters: `LANDED` in the peer's flag words, `PUSHED` in its own. The
+//! The message is cut into chunks ([`chunks`]). For chunk `g` (numbered across calls), one of
+//! rank r's private copy streams (`g % streams`) pushes its input chunk into slot `g % slots` of
+//! the peer's scratch ring and then bumps two counters of that stream: `LANDED` in the peer's
+//! flag words (after a system-wide fence), `PUSHED` in its own. The
 //! caller's stream waits for both (the peer's data is here; our own input chunk has been read,
 //! so an in-place reduce may overwrite it), reduces `out = in (op) scratch`, and bumps `FREED`
 //! in the peer's flag words: the peer's copy stream waits for it before reusing that slot.
@@ -31,13 +32,17 @@ use std::sync::{Arc, OnceLock};
 
 /// First word of the pair path's counters in each rank's flag region.
 pub(crate) const PAIR_FLAGS: usize = 3200;
-/// Chunks the peer has pushed into this rank's scratch (written by the peer's copy stream).
-const LANDED: usize = 0;
 /// Chunks the peer has reduced out of its scratch, i.e. slots there this rank may refill
-/// (written by the peer's compute stream).
-const FREED: usize = 1;
-/// Chunks this rank's copy stream has pushed (written by that stream, for the compute stream).
-const PUSHED: usize = 2;
+/// (written by the peer's compute stream, which reduces chunks in order).
+const FREED: usize = 0;
+/// Chunks the peer's copy stream `s` has pushed into this rank's scratch: word `LANDED + s`.
+/// One counter per copy stream, because the streams finish in no fixed order.
+const LANDED: usize = 1;
+/// Chunks this rank's copy stream `s` has pushed (for its own compute stream): `PUSHED + s`.
+const PUSHED: usize = 1 + MAX_COPY_STREAMS;
+/// Copy streams per rank at most (`TOPOPLAN_CE_STREAMS`). Chunk c goes to stream c mod the
+/// stream count, so one stream's signals overlap the next chunk's copy on another.
+const MAX_COPY_STREAMS: usize = 4;
 
 /// Message elements are grouped in grains of this many so that every chunk but the last starts
 /// 16-byte aligned (when the buffers do) and the copies stay large.
@@ -49,6 +54,7 @@ struct Knobs {
     chunk: u64,
     min_chunk: u64,
     slots: u64,
+    streams: u64,
     kernel_signals: bool,
 }
 
@@ -61,6 +67,7 @@ fn knobs() -> &'static Knobs {
             chunk: num("TOPOPLAN_CE_CHUNK_MB").map_or(32, |v| v.clamp(1, 1024)) << 20,
             min_chunk: num("TOPOPLAN_CE_MIN_KB").map_or(2048, |v| v.clamp(64, 1 << 20)) << 10,
             slots: num("TOPOPLAN_CE_SLOTS").map_or(4, |v| v.clamp(1, 64)),
+            streams: num("TOPOPLAN_CE_STREAMS").map_or(2, |v| v.clamp(1, MAX_COPY_STREAMS as u64)),
             kernel_signals: std::env::var("TOPOPLAN_CE_SIGNAL").is_ok_and(|v| v == "kernel"),
         }
     })
@@ -119,7 +126,7 @@ fn slot_bytes(k: &Knobs) -> u64 {
 /// Per-rank state: the copy stream, the event that forks it from the caller's stream, and how
 /// many chunks this rank has enqueued so far (the base of this call's counter values).
 pub(crate) struct PairState {
-    copy: sys::CUstream,
+    copy: [sys::CUstream; MAX_COPY_STREAMS],
     start: Event,
     chunks_done: u64,
     ctx: Arc<CudaContext>,
@@ -130,8 +137,12 @@ unsafe impl Send for PairState {}
 
 impl PairState {
     pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<Self, CudaError> {
+        let mut copy = [std::ptr::null_mut(); MAX_COPY_STREAMS];
+        for c in &mut copy {
+            *c = super::device::create_stream(ctx)?;
+        }
         Ok(Self {
-            copy: super::device::create_stream(ctx)?,
+            copy,
             start: Event::new(ctx)?,
             chunks_done: 0,
             ctx: ctx.clone(),
@@ -143,7 +154,9 @@ impl Drop for PairState {
     fn drop(&mut self) {
         if self.ctx.bind_to_thread().is_ok() {
             // SAFETY: created in `new`, destroyed once.
-            let _ = unsafe { sys::cuStreamDestroy_v2(self.copy) };
+            for c in self.copy {
+                let _ = unsafe { sys::cuStreamDestroy_v2(c) };
+            }
         }
     }
 }
@@ -173,14 +186,21 @@ struct Signals<'a> {
 }
 
 impl Signals<'_> {
-    /// After the stream's prior work (and a system-wide fence), `*addr = v`.
-    fn write(&self, s: sys::CUstream, addr: u64, v: u64) -> Result<(), CudaError> {
+    /// After the stream's prior work, `*addr = v`; with `fence`, the stream's writes are
+    /// visible system-wide first (needed where the reader then reads what we wrote, not where
+    /// it only needs our work finished).
+    fn write(&self, s: sys::CUstream, addr: u64, v: u64, fence: bool) -> Result<(), CudaError> {
         if self.kernels {
             return super::ce::launch_small(self.ctx, &self.m.signal, addr, v, s);
         }
+        let flags = if fence {
+            sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32
+        } else {
+            sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER as u32
+        };
         // SAFETY: `addr` is a flag word in device memory mapped for this context (ours or a
-        // peer's); default flags keep the memory barrier before the write.
-        unsafe { sys::cuStreamWriteValue64_v2(s, addr, v, 0) }
+        // peer's).
+        unsafe { sys::cuStreamWriteValue64_v2(s, addr, v, flags) }
             .result()
             .map_err(drv)
     }
@@ -225,17 +245,21 @@ pub(crate) fn enqueue(
     let avg = u32::from(req.op == ReduceOp::Avg);
 
     let mut st = me.ce_pair.lock().unwrap_or_else(|p| p.into_inner());
-    let copy = st.copy;
+    let ns = k.streams;
     let g0 = st.chunks_done;
     ctx.bind_to_thread().map_err(drv)?;
-    // The copy stream starts where the caller's stream is (its input is ready).
+    // The copy streams start where the caller's stream is (its input is ready).
     st.start.record(stream)?;
-    // SAFETY: an event and a stream of this context.
-    unsafe { sys::cuStreamWaitEvent(copy, st.start.raw(), 0) }
-        .result()
-        .map_err(drv)?;
+    for &c in &st.copy[..ns as usize] {
+        // SAFETY: an event and a stream of this context.
+        unsafe { sys::cuStreamWaitEvent(c, st.start.raw(), 0) }
+            .result()
+            .map_err(drv)?;
+    }
     for (i, &(off, n)) in list.iter().enumerate() {
         let c = g0 + i as u64;
+        let (s, nth) = ((c % ns) as usize, c / ns + 1);
+        let copy = st.copy[s];
         if c >= k.slots {
             sig.wait(copy, flags(rank, FREED), c - k.slots + 1)?;
         }
@@ -246,13 +270,14 @@ pub(crate) fn enqueue(
         unsafe { sys::cuMemcpyAsync(dst, input + off * elem, (n * elem) as usize, copy) }
             .result()
             .map_err(drv)?;
-        sig.write(copy, flags(peer, LANDED), c + 1)?;
-        sig.write(copy, flags(rank, PUSHED), c + 1)?;
+        sig.write(copy, flags(peer, LANDED + s), nth, true)?;
+        sig.write(copy, flags(rank, PUSHED + s), nth, false)?;
     }
     for (i, &(off, n)) in list.iter().enumerate() {
         let c = g0 + i as u64;
-        sig.wait(stream, flags(rank, LANDED), c + 1)?;
-        sig.wait(stream, flags(rank, PUSHED), c + 1)?;
+        let (s, nth) = ((c % ns) as usize, c / ns + 1);
+        sig.wait(stream, flags(rank, LANDED + s), nth)?;
+        sig.wait(stream, flags(rank, PUSHED + s), nth)?;
         let grid = ((n * elem).div_ceil(64 << 10) as u32).clamp(1, 2 * me.sm_count);
         let mut args: (u64, u64, u64, u64, u32) = (
             output + off * elem,
@@ -281,7 +306,8 @@ pub(crate) fn enqueue(
             )
         }
         .map_err(drv)?;
-        sig.write(stream, flags(peer, FREED), c + 1)?;
+        // The reduce has finished reading the slot; the peer writes it only after this.
+        sig.write(stream, flags(peer, FREED), c + 1, false)?;
     }
     st.chunks_done = g0 + list.len() as u64;
     Ok(())
@@ -327,7 +353,7 @@ mod tests {
                     prop_assert_eq!(off % GRAIN_ELEMS, 0);
                     prop_assert_eq!(len % GRAIN_ELEMS, 0);
                 }
-                let k = Knobs { enabled: true, chunk: max, min_chunk: min, slots: 4, kernel_signals: false };
+                let k = Knobs { enabled: true, chunk: max, min_chunk: min, slots: 4, streams: 2, kernel_signals: false };
                 prop_assert!(len * e <= slot_bytes(&k), "chunk {} of {} bytes", i, len * e);
                 next = off + len;
             }

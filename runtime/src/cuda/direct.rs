@@ -185,6 +185,8 @@ struct Knobs {
     ctas: Option<u32>,
     ll_ctas: Option<u32>,
     slot_bytes: Option<u64>,
+    /// Fixed Simple segment (`TOPOPLAN_DIRECT_SEG_KB`), capped by the slot.
+    seg_bytes: Option<u64>,
     nslots: u32,
     /// Diagnostic: kernels return at once (the launch floor; results are wrong).
     noop: bool,
@@ -200,6 +202,7 @@ fn knobs() -> &'static Knobs {
             ctas: num("TOPOPLAN_DIRECT_CTAS"),
             ll_ctas: num("TOPOPLAN_DIRECT_LL_CTAS"),
             slot_bytes: num("TOPOPLAN_DIRECT_SLOT_KB").map(|k| (k.clamp(16, 4096) as u64) << 10),
+            seg_bytes: num("TOPOPLAN_DIRECT_SEG_KB").map(|k| (k.clamp(1, 4096) as u64) << 10),
             nslots: num("TOPOPLAN_DIRECT_SLOTS").map_or(NSLOTS, |n| n.clamp(1, 64)),
             noop: std::env::var("TOPOPLAN_DIRECT_NOOP").is_ok_and(|v| v == "1"),
         }
@@ -464,7 +467,10 @@ pub fn launch_call(
             )
         }
         Protocol::Simple => {
-            let seg = segment_bytes(bytes, grid, simple_slot) / elem;
+            let seg = k
+                .seg_bytes
+                .map_or_else(|| segment_bytes(bytes, grid, simple_slot), |b| b.min(simple_slot))
+                / elem;
             (
                 0,
                 peers.simple,
