@@ -63,6 +63,7 @@ struct TdArgs {
 #define TD_COPY 2u
 #define TD_INPLACE 4u  // the receiver overwrites what this rank's sender CTAs still push
 #define TD_NOOP 8u     // diagnostic: return at once (measures the launch floor)
+#define TD_RELAXED 16u // diagnostic: LL credits as relaxed stores (no system fence)
 
 __device__ __forceinline__ void td_pdl_wait() {
 #if __CUDA_ARCH__ >= 900
@@ -185,6 +186,10 @@ __device__ __forceinline__ void td_unpack(T* dst, u64 ln, u64 cnt, unsigned long
 
 // The 32-bit flag an LL line carries for sequence number q: never 0, so lines never written
 // (zeroed at allocation) cannot pass for data when the count wraps (`direct::protocol::ll_flag`).
+__device__ __forceinline__ void st_relaxed_sys(u64* p, u64 v) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
 __device__ __forceinline__ u32 td_ll_flag(u64 q) { return (u32)(q % 0xffffffffull) + 1; }
 
 __device__ __forceinline__ unsigned long long td_ll_wait(const uint4* line, u32 q) {
@@ -399,9 +404,13 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
       }
     }
     __syncthreads();
-    // The slots of segment j are read: hand them back.
-    if (t < a.nranks && ((a.recv_mask >> t) & 1))
-      st_release(((u64*)a.flags[t]) + TD_FLAG(1, TD_CREDIT, a.rank, b), s_recvd[t] + j + 1);
+    // The slots of segment j are read: hand them back. TD_RELAXED (diagnostic): a relaxed
+    // store, as NCCL's LL head updates, skipping the system fence a release store implies.
+    if (t < a.nranks && ((a.recv_mask >> t) & 1)) {
+      u64* w = ((u64*)a.flags[t]) + TD_FLAG(1, TD_CREDIT, a.rank, b);
+      if (a.opts & TD_RELAXED) st_relaxed_sys(w, s_recvd[t] + j + 1);
+      else st_release(w, s_recvd[t] + j + 1);
+    }
   }
   __syncthreads();
   if (t < a.nranks) {

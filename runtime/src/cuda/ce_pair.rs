@@ -4,7 +4,7 @@
 //! The message is cut into chunks ([`chunks`]). For chunk `g` (numbered across calls), one of
 //! rank r's private copy streams (`g % streams`) pushes its input chunk into slot `g % slots` of
 //! the peer's scratch ring and then bumps two counters of that stream: `LANDED` in the peer's
-//! flag words (after a system-wide fence), `PUSHED` in its own. The
+//! flag words, `PUSHED` in its own (each write after a system-wide fence). The
 //! caller's stream waits for both (the peer's data is here; our own input chunk has been read,
 //! so an in-place reduce may overwrite it), reduces `out = in (op) scratch`, and bumps `FREED`
 //! in the peer's flag words: the peer's copy stream waits for it before reusing that slot.
@@ -186,21 +186,15 @@ struct Signals<'a> {
 }
 
 impl Signals<'_> {
-    /// After the stream's prior work, `*addr = v`; with `fence`, the stream's writes are
-    /// visible system-wide first (needed where the reader then reads what we wrote, not where
-    /// it only needs our work finished).
-    fn write(&self, s: sys::CUstream, addr: u64, v: u64, fence: bool) -> Result<(), CudaError> {
+    /// After the stream's prior work and a system-wide memory fence, `*addr = v`. (The
+    /// unfenced variant, `CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER`, is refused by the v2 API.)
+    fn write(&self, s: sys::CUstream, addr: u64, v: u64) -> Result<(), CudaError> {
         if self.kernels {
             return super::ce::launch_small(self.ctx, &self.m.signal, addr, v, s);
         }
-        let flags = if fence {
-            sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32
-        } else {
-            sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER as u32
-        };
         // SAFETY: `addr` is a flag word in device memory mapped for this context (ours or a
         // peer's).
-        unsafe { sys::cuStreamWriteValue64_v2(s, addr, v, flags) }
+        unsafe { sys::cuStreamWriteValue64_v2(s, addr, v, 0) }
             .result()
             .map_err(drv)
     }
@@ -270,8 +264,8 @@ pub(crate) fn enqueue(
         unsafe { sys::cuMemcpyAsync(dst, input + off * elem, (n * elem) as usize, copy) }
             .result()
             .map_err(drv)?;
-        sig.write(copy, flags(peer, LANDED + s), nth, true)?;
-        sig.write(copy, flags(rank, PUSHED + s), nth, false)?;
+        sig.write(copy, flags(peer, LANDED + s), nth)?;
+        sig.write(copy, flags(rank, PUSHED + s), nth)?;
     }
     for (i, &(off, n)) in list.iter().enumerate() {
         let c = g0 + i as u64;
@@ -307,7 +301,7 @@ pub(crate) fn enqueue(
         }
         .map_err(drv)?;
         // The reduce has finished reading the slot; the peer writes it only after this.
-        sig.write(stream, flags(peer, FREED), c + 1, false)?;
+        sig.write(stream, flags(peer, FREED), c + 1)?;
     }
     st.chunks_done = g0 + list.len() as u64;
     Ok(())
