@@ -63,7 +63,12 @@ struct TdArgs {
 #define TD_COPY 2u
 #define TD_INPLACE 4u  // the receiver overwrites what this rank's sender CTAs still push
 #define TD_NOOP 8u     // diagnostic: return at once (measures the launch floor)
-#define TD_RELAXED 16u // diagnostic: LL credits as relaxed stores (no system fence)
+#define TD_RELAXED 16u // LL credits as relaxed stores (no system fence; see td_ll)
+#define TD_SIMPLE_RELAXED 32u // diagnostic: Simple credits and ready words as relaxed stores
+
+__device__ __forceinline__ void st_relaxed_sys(u64* p, u64 v) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
 
 __device__ __forceinline__ void td_pdl_wait() {
 #if __CUDA_ARCH__ >= 900
@@ -186,10 +191,6 @@ __device__ __forceinline__ void td_unpack(T* dst, u64 ln, u64 cnt, unsigned long
 
 // The 32-bit flag an LL line carries for sequence number q: never 0, so lines never written
 // (zeroed at allocation) cannot pass for data when the count wraps (`direct::protocol::ll_flag`).
-__device__ __forceinline__ void st_relaxed_sys(u64* p, u64 v) {
-  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-
 __device__ __forceinline__ u32 td_ll_flag(u64 q) { return (u32)(q % 0xffffffffull) + 1; }
 
 __device__ __forceinline__ unsigned long long td_ll_wait(const uint4* line, u32 q) {
@@ -256,7 +257,13 @@ __device__ void td_simple_send(const TdArgs& a, u32 b, u32 G) {
       td_copy((T*)td_slot(a, p, a.rank, b, q), (const T*)a.in + p * a.send_stride + off, cnt);
       __threadfence_system();
       __syncthreads();
-      if (t == 0) st_release(((u64*)a.flags[p]) + TD_FLAG(0, TD_READY, a.rank, b), q);
+      if (t == 0) {
+        // Every thread fenced its stores before the barrier, so a relaxed store publishes
+        // them too (the fence-barrier-flag pattern); the release store fences again.
+        u64* w = ((u64*)a.flags[p]) + TD_FLAG(0, TD_READY, a.rank, b);
+        if (a.opts & TD_SIMPLE_RELAXED) st_relaxed_sys(w, q);
+        else st_release(w, q);
+      }
     }
     // Past the last barrier every thread's loads of segment j are done (its stores used them).
     if ((a.opts & TD_INPLACE) && t == 0) st_release(my + TD_PROGRESS + b, (s_call << 32) | (j + 1));
@@ -320,8 +327,11 @@ __device__ void td_simple_recv(const TdArgs& a, u32 r, u32 R, u32 S) {
             td_copy((T*)a.out + s * a.gather_stride + off, (const T*)td_slot(a, a.rank, s, b, s_recvd[i][s] + j + 1), cnt);
       }
       __syncthreads();
-      if (t < a.nranks && ((a.recv_mask >> t) & 1))
-        st_release(((u64*)a.flags[t]) + TD_FLAG(0, TD_CREDIT, a.rank, b), s_recvd[i][t] + j + 1);
+      if (t < a.nranks && ((a.recv_mask >> t) & 1)) {
+        u64* w = ((u64*)a.flags[t]) + TD_FLAG(0, TD_CREDIT, a.rank, b);
+        if (a.opts & TD_SIMPLE_RELAXED) st_relaxed_sys(w, s_recvd[i][t] + j + 1);
+        else st_release(w, s_recvd[i][t] + j + 1);
+      }
     }
   }
   __syncthreads();
@@ -404,8 +414,11 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
       }
     }
     __syncthreads();
-    // The slots of segment j are read: hand them back. TD_RELAXED (diagnostic): a relaxed
-    // store, as NCCL's LL head updates, skipping the system fence a release store implies.
+    // The slots of segment j are read: hand them back. With TD_RELAXED (the default) a
+    // relaxed store, as NCCL's LL head updates: every load of those slots has returned before
+    // the barrier (each value was waited on and stored), so the peer's next write cannot reach
+    // them; the system fence of a release store only delayed the kernel's end (5.8 -> 4.5 us
+    // per call on 2xH200, docs/benchmarks-gpu.md).
     if (t < a.nranks && ((a.recv_mask >> t) & 1)) {
       u64* w = ((u64*)a.flags[t]) + TD_FLAG(1, TD_CREDIT, a.rank, b);
       if (a.opts & TD_RELAXED) st_relaxed_sys(w, s_recvd[t] + j + 1);

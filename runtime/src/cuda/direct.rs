@@ -190,8 +190,11 @@ struct Knobs {
     nslots: u32,
     /// Diagnostic: kernels return at once (the launch floor; results are wrong).
     noop: bool,
-    /// Diagnostic: LL credits as relaxed stores (`TOPOPLAN_LL_RELAXED=1`).
+    /// LL credits as relaxed stores (default; `TOPOPLAN_LL_RELAXED=0` fences them).
     relaxed: bool,
+    /// Diagnostic: Simple credits and ready words as relaxed stores
+    /// (`TOPOPLAN_SIMPLE_RELAXED=1`).
+    simple_relaxed: bool,
 }
 
 fn knobs() -> &'static Knobs {
@@ -207,7 +210,8 @@ fn knobs() -> &'static Knobs {
             seg_bytes: num("TOPOPLAN_DIRECT_SEG_KB").map(|k| (k.clamp(1, 4096) as u64) << 10),
             nslots: num("TOPOPLAN_DIRECT_SLOTS").map_or(NSLOTS, |n| n.clamp(1, 64)),
             noop: std::env::var("TOPOPLAN_DIRECT_NOOP").is_ok_and(|v| v == "1"),
-            relaxed: std::env::var("TOPOPLAN_LL_RELAXED").is_ok_and(|v| v == "1"),
+            relaxed: std::env::var("TOPOPLAN_LL_RELAXED").map_or(true, |v| v != "0"),
+            simple_relaxed: std::env::var("TOPOPLAN_SIMPLE_RELAXED").is_ok_and(|v| v == "1"),
         }
     })
 }
@@ -506,7 +510,8 @@ pub fn launch_call(
             | (u32::from(role.copy_dst.is_some()) << 1)
             | (u32::from(call.in_place && role.overwrites_what_it_pushes()) << 2)
             | (u32::from(k.noop) << 3)
-            | (u32::from(k.relaxed) << 4),
+            | (u32::from(k.relaxed) << 4)
+            | (u32::from(k.simple_relaxed) << 5),
         senders: grid,
         pad: 0,
     };
