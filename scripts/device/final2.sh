@@ -10,7 +10,7 @@ sec() { # sec NAME TIMEOUT ARGS... : runs topoplan, appends to $OUT/NAME.log
   { echo "+ topoplan $*"; timeout "$t" "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1
 }
 machine_info > "$OUT/info.txt" 2>&1
-sec perf 120 bench -b 8 -e 1G -f 2 -g 2 -w 5 -n 20 --runs 3 -c 0 --vs-nccl
+sec perf 150 bench -b 8 -e 1G -f 2 -g 2 -w 5 -n 20 --runs 3 -c 0 --vs-nccl
 echo "perf: $(grep -c 'x$' "$OUT/perf.log") rows"
 sec others 90 bench --coll all-gather,reduce-scatter,broadcast,reduce -b 1K -e 256M -f 8 -g 2 -w 3 -n 20 --runs 3 -c 0 --vs-nccl
 sec check 90 bench --coll all -d all -o sum,max --counts 1,7,65537,1048579 -w 0 -n 1 --runs 1 -c 1
