@@ -15,8 +15,14 @@
 //! Counters only grow, both ranks count the same chunks (same sizes, same knobs), and the host
 //! never waits for the GPU.
 //!
-//! Copies k+1.. run while chunk k reduces; the chunks shrink towards the end of the message so
-//! the last reduce, which nothing overlaps, is short.
+//! Copies k+1.. run while chunk k reduces; the chunks (64 MiB, `TOPOPLAN_CE_CHUNK_MB`) shrink
+//! towards the end of the message (to 2 MiB, `TOPOPLAN_CE_MIN_KB`) so the last reduce, which
+//! nothing overlaps, is short. The scratch ring (`TOPOPLAN_CE_SLOTS` chunks, default 4: 256 MiB
+//! per GPU) is allocated at the first call.
+//!
+//! Measured on 2×H200 it is correct but slower than the SM direct path at every size (512 MiB:
+//! 345 against 359 GB/s): every chunk costs ~10 µs of fenced signalling on its copy stream, so
+//! `auto` never picks it (`--algo ce` runs it).
 //!
 //! The counters live on the host between calls, so a CUDA graph replay would repeat stale
 //! values: under stream capture `CudaGroup` runs the one-shot schedule instead.
@@ -40,8 +46,10 @@ const FREED: usize = 0;
 const LANDED: usize = 1;
 /// Chunks this rank's copy stream `s` has pushed (for its own compute stream): `PUSHED + s`.
 const PUSHED: usize = 1 + MAX_COPY_STREAMS;
-/// Copy streams per rank at most (`TOPOPLAN_CE_STREAMS`). Chunk c goes to stream c mod the
-/// stream count, so one stream's signals overlap the next chunk's copy on another.
+/// Copy streams per rank at most (`TOPOPLAN_CE_STREAMS`, default 1). Chunk c goes to stream c
+/// mod the stream count; meant to overlap one stream's signals with the next chunk's copy, but
+/// on 2×H200 two streams measured no faster than one and three or four slower
+/// (docs/benchmarks-gpu.md).
 const MAX_COPY_STREAMS: usize = 4;
 
 /// Message elements are grouped in grains of this many so that every chunk but the last starts
@@ -64,10 +72,10 @@ fn knobs() -> &'static Knobs {
         let num = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
         Knobs {
             enabled: std::env::var("TOPOPLAN_CE_PAIR").map_or(true, |v| v != "0"),
-            chunk: num("TOPOPLAN_CE_CHUNK_MB").map_or(32, |v| v.clamp(1, 1024)) << 20,
+            chunk: num("TOPOPLAN_CE_CHUNK_MB").map_or(64, |v| v.clamp(1, 1024)) << 20,
             min_chunk: num("TOPOPLAN_CE_MIN_KB").map_or(2048, |v| v.clamp(64, 1 << 20)) << 10,
             slots: num("TOPOPLAN_CE_SLOTS").map_or(4, |v| v.clamp(1, 64)),
-            streams: num("TOPOPLAN_CE_STREAMS").map_or(2, |v| v.clamp(1, MAX_COPY_STREAMS as u64)),
+            streams: num("TOPOPLAN_CE_STREAMS").map_or(1, |v| v.clamp(1, MAX_COPY_STREAMS as u64)),
             kernel_signals: std::env::var("TOPOPLAN_CE_SIGNAL").is_ok_and(|v| v == "kernel"),
         }
     })

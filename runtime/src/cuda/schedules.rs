@@ -45,8 +45,8 @@ fn ll_up_to() -> u64 {
         .unwrap_or(LL_UP_TO_BYTES)
 }
 
-/// Bytes per copy-engine pipeline chunk: large enough for the copy engines to run near their
-/// ceiling (384 GB/s both ways at 64 MiB, 302 at 4 MiB), small enough to overlap the reduce.
+/// Bytes per chunk of the copy-engine pipeline schedule. Only the generic lowering
+/// (`TOPOPLAN_CE_PAIR=0`) follows it; `ce_pair` cuts the message itself (64 MiB chunks).
 const CE_CHUNK_BYTES: u64 = 16 << 20;
 /// From this size (bytes per rank) `auto` uses the copy-engine pipeline for 2-rank all-reduce.
 const CE_FROM_BYTES: u64 = 256 << 20;
@@ -64,8 +64,9 @@ pub enum PickError {
 /// The name `auto` resolves to for this collective, rank count and per-rank byte size.
 pub fn auto_algo(kind: CollectiveKind, nranks: u32, bytes: u64) -> &'static str {
     match kind {
-        // The copy-engine pipeline is not chosen: measured at 146-176 GB/s busbw against the
-        // SM one-shot's 310-315 (docs/benchmarks-gpu.md). `--algo ce` still runs it.
+        // The copy-engine pair all-reduce is not chosen (`TOPOPLAN_CE_AUTO` opts in): measured
+        // at 330-345 GB/s busbw at 512 MiB against the SM one-shot's 359 (docs/benchmarks-gpu.md).
+        // `--algo ce` still runs it.
         CollectiveKind::AllReduce if nranks == 2 && bytes >= CE_FROM_BYTES && ce_auto() => "ce",
         CollectiveKind::AllReduce | CollectiveKind::AllGather | CollectiveKind::ReduceScatter
             if bytes <= ll_up_to() =>
