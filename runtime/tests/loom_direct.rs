@@ -3,7 +3,8 @@
 //! numbers persisting across calls, under every interleaving loom explores. loom's cells fail a
 //! run on any read of a slot concurrent with a write to it; payload checks catch lost or stale
 //! data; a run where no thread can progress fails as a deadlock. The `should_panic` models break
-//! one rule each and show the checks can fail.
+//! one rule each and show the checks can fail. The hand-backs are release stores here; the kernel
+//! stores them relaxed after a CTA barrier (see `direct::protocol`'s module doc).
 //!
 //! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p runtime --test loom_direct --release`
 #![cfg(loom)]

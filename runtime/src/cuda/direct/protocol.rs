@@ -11,7 +11,12 @@
 //! - in place, the receiver may overwrite input the sender pushes only after the sender's
 //!   progress word (call number, segments pushed: [`progress`]) reached the segment.
 //!
-//! `runtime/tests/loom_direct.rs` model-checks these rules under every interleaving.
+//! `runtime/tests/loom_direct.rs` model-checks these rules under every interleaving, with the
+//! hand-backs (`ready`, `credit`) as release stores. The kernels publish them as relaxed
+//! system-scope stores after a CTA barrier (and, for `ready`, after every thread's system
+//! fence): what orders them there is the barrier and fences, not the store's own semantics
+//! (`docs/cuda.md`, "Relaxed hand-backs"). The model checks the protocol's logic; that argument
+//! is not something loom can check.
 
 /// Slot index of sequence number `q` (>= 1) among `nslots`.
 pub fn slot(q: u64, nslots: u32) -> u64 {
