@@ -30,7 +30,13 @@ fn collectives_match_the_reference_on_gpus() {
         CollectiveKind::Broadcast,
         CollectiveKind::Reduce,
     ] {
-        for algo in ["one-shot", "auto"] {
+        // `ce`: the copy-engine pair all-reduce (two ranks, all-reduce only).
+        let algos: &[&str] = if kind == CollectiveKind::AllReduce {
+            &["one-shot", "auto", "ce"]
+        } else {
+            &["one-shot", "auto"]
+        };
+        for &algo in algos {
             let cfg = BenchConfig {
                 ordinals: vec![0, 1],
                 kind,
@@ -38,7 +44,8 @@ fn collectives_match_the_reference_on_gpus() {
                 dtype: DataType::F32,
                 op: ReduceOp::Sum,
                 algo: algo.into(),
-                sizes: vec![8, 4104, 1 << 20],
+                // The last size spans several copy-engine chunks and an odd tail.
+                sizes: vec![8, 4104, 1 << 20, (130 << 20) + 12],
                 warmup: 1,
                 iters: 2,
                 check: true,

@@ -183,7 +183,9 @@ fn scratch_ptrs(g: &CudaGroup, bytes: u64) -> Result<Vec<u64>, CudaError> {
             .collect::<Result<_, _>>()?;
         *s = Some(bufs);
     }
-    Ok(s.as_ref().map(|v| v.iter().map(|b| b.ptr).collect()).unwrap_or_default())
+    Ok(s.as_ref()
+        .map(|v| v.iter().map(|b| b.ptr).collect())
+        .unwrap_or_default())
 }
 
 /// One cross-GPU counter operation on a stream.

@@ -474,10 +474,10 @@ pub fn launch_call(
             )
         }
         Protocol::Simple => {
-            let seg = k
-                .seg_bytes
-                .map_or_else(|| segment_bytes(bytes, grid, simple_slot), |b| b.min(simple_slot))
-                / elem;
+            let seg = k.seg_bytes.map_or_else(
+                || segment_bytes(bytes, grid, simple_slot),
+                |b| b.min(simple_slot),
+            ) / elem;
             (
                 0,
                 peers.simple,
