@@ -65,11 +65,17 @@ struct TdArgs {
 #define TD_NOOP 8u     // diagnostic: return at once (measures the launch floor)
 #define TD_RELAXED 16u // LL credits as relaxed stores (no system fence; see td_ll)
 #define TD_SIMPLE_RELAXED 32u // Simple credits and ready words as relaxed stores (default)
+#define TD_SEQ_RELAXED 64u    // diagnostic: the kernel-start credit loads are relaxed
 
 __device__ __forceinline__ void st_relaxed_sys(u64* p, u64 v) {
   asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
+__device__ __forceinline__ u64 ld_relaxed_sys(const u64* p) {
+  u64 v;
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
 __device__ __forceinline__ void td_pdl_wait() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -233,7 +239,12 @@ __device__ __forceinline__ void td_load_seq(const TdArgs& a, u32 proto, u32 b, u
   u32 t = threadIdx.x;
   if (t < TP_MAXR) s_sent[t] = my[TD_FLAG(proto, TD_SENT, t, b)];
   else if (t < 2 * TP_MAXR) s_recvd[t - TP_MAXR] = my[TD_FLAG(proto, TD_RECVD, t - TP_MAXR, b)];
-  else if (t < 3 * TP_MAXR) s_credit[t - 2 * TP_MAXR] = ld_acquire(my + TD_FLAG(proto, TD_CREDIT, t - 2 * TP_MAXR, b));
+  else if (t < 3 * TP_MAXR) {
+    // TD_SEQ_RELAXED (diagnostic): a relaxed load; the credit only gates stores, which wait
+    // for it through a branch (td_credit), so no acquire is needed to order them.
+    const u64* w = my + TD_FLAG(proto, TD_CREDIT, t - 2 * TP_MAXR, b);
+    s_credit[t - 2 * TP_MAXR] = (a.opts & TD_SEQ_RELAXED) ? ld_relaxed_sys(w) : ld_acquire(w);
+  }
   __syncthreads();
 }
 

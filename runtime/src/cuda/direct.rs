@@ -195,6 +195,8 @@ struct Knobs {
     /// Simple credits and ready words as relaxed stores (default;
     /// `TOPOPLAN_SIMPLE_RELAXED=0` fences them again).
     simple_relaxed: bool,
+    /// Diagnostic: relaxed credit loads at kernel start (`TOPOPLAN_SEQ_RELAXED=1`).
+    seq_relaxed: bool,
 }
 
 fn knobs() -> &'static Knobs {
@@ -212,6 +214,7 @@ fn knobs() -> &'static Knobs {
             noop: std::env::var("TOPOPLAN_DIRECT_NOOP").is_ok_and(|v| v == "1"),
             relaxed: std::env::var("TOPOPLAN_LL_RELAXED").map_or(true, |v| v != "0"),
             simple_relaxed: std::env::var("TOPOPLAN_SIMPLE_RELAXED").map_or(true, |v| v != "0"),
+            seq_relaxed: std::env::var("TOPOPLAN_SEQ_RELAXED").is_ok_and(|v| v == "1"),
         }
     })
 }
@@ -511,7 +514,8 @@ pub fn launch_call(
             | (u32::from(call.in_place && role.overwrites_what_it_pushes()) << 2)
             | (u32::from(k.noop) << 3)
             | (u32::from(k.relaxed) << 4)
-            | (u32::from(k.simple_relaxed) << 5),
+            | (u32::from(k.simple_relaxed) << 5)
+            | (u32::from(k.seq_relaxed) << 6),
         senders: grid,
         pad: 0,
     };
