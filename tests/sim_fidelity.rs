@@ -70,35 +70,53 @@ fn of(r: &[sim::fidelity::Row], p: planner::schedule::Protocol) -> Vec<sim::fide
 }
 
 /// The executor model with its defaults (`sim::ExecParams::default()`, fitted on these points by
-/// `cargo run --release -p sim --example exec_fit`) predicts topoplan's direct-push one-shot
-/// all-reduce on 2×H200 (LL 8 B–512 KiB, Simple 256 KiB–1 GiB) within the fit's worst error
-/// rounded up to the next percent: LL 5.1% → 6%, Simple 6.2% → 7% (docs/fidelity.md).
+/// `cargo run --release -p sim --example exec_fit`) predicts this session's direct-push one-shot
+/// all-reduce with relaxed credits on 2×H200 (`OWN_DIRECT_H200X2`: LL 8 B–512 KiB, Simple
+/// 1 MiB–1 GiB, `docs/measurements/session10/run6-perf.log`) within the fit's worst error rounded
+/// up to the next percent: LL 6.6% → 7%, Simple 4.6% → 5% (docs/fidelity.md).
 #[test]
 fn own_direct_within_fitted_error() {
     use planner::schedule::Protocol;
     let r = own_rows(sim::fidelity::OWN_DIRECT_H200X2, sim::ExecParams::default());
     let (ll, simple) = (of(&r, Protocol::LL), of(&r, Protocol::Simple));
-    assert_eq!((ll.len(), simple.len()), (17, 13));
-    assert_within(&ll, 0, 0.06);
-    assert_within(&simple, 0, 0.07);
+    assert_eq!((ll.len(), simple.len()), (17, 11));
+    assert_within(&ll, 0, 0.07);
+    assert_within(&simple, 0, 0.05);
 }
 
-/// The refit matters: with the previous executor's parameters the direct-push measurements fail
-/// both bounds above (worst LL +18.7% at 256 KiB, worst Simple +15.6% at 512 KiB, +12.4% at 1 GiB).
+/// The refit matters: with the fenced-credit fit (`direct_fenced_h200x2`) the relaxed-credit
+/// measurements fail both bounds above (worst LL +33.3% at 1 KiB, Simple +15.6% at 1 MiB).
 #[test]
 fn own_direct_needs_the_refit() {
     use planner::schedule::Protocol;
     let r = own_rows(
         sim::fidelity::OWN_DIRECT_H200X2,
-        sim::ExecParams::pull_h200x2(),
+        sim::ExecParams::direct_fenced_h200x2(),
     );
     let worst = |p| of(&r, p).iter().map(|x| x.error.abs()).fold(0.0, f64::max);
-    assert!(worst(Protocol::LL) > 0.06, "LL {:.3}", worst(Protocol::LL));
+    assert!(worst(Protocol::LL) > 0.07, "LL {:.3}", worst(Protocol::LL));
     assert!(
-        worst(Protocol::Simple) > 0.07,
+        worst(Protocol::Simple) > 0.05,
         "Simple {:.3}",
         worst(Protocol::Simple)
     );
+}
+
+/// History: the direct-push executor of session 9 with fenced credits
+/// (`OWN_DIRECT_FENCED_H200X2`: LL 8 B–512 KiB, Simple 256 KiB–1 GiB) against the parameters fitted
+/// on it then (`sim::ExecParams::direct_fenced_h200x2`, `exec_fit -- --fenced`), within its bounds
+/// of then: LL 5.1% → 6%, Simple 6.2% → 7%.
+#[test]
+fn own_direct_fenced_history_within_fitted_error() {
+    use planner::schedule::Protocol;
+    let r = own_rows(
+        sim::fidelity::OWN_DIRECT_FENCED_H200X2,
+        sim::ExecParams::direct_fenced_h200x2(),
+    );
+    let (ll, simple) = (of(&r, Protocol::LL), of(&r, Protocol::Simple));
+    assert_eq!((ll.len(), simple.len()), (17, 13));
+    assert_within(&ll, 0, 0.06);
+    assert_within(&simple, 0, 0.07);
 }
 
 /// History: the previous (pull-based) executor's measurements (final run and run 3) against the
@@ -136,15 +154,55 @@ fn own_one_shot_needs_the_executor_model() {
     assert!(big.error > 1.0, "{:+.1}%", big.error * 100.0);
 }
 
-/// The copy-engine path (`ExecParams::ce_gbps`, fitted on these two points) stays within 10% of
-/// run 3, the run docs/benchmarks-gpu.md cites (run 2 differs from it by up to 37%).
+fn ce_rows(points: &[(u64, f64)], chunk: u64, exec: sim::ExecParams) -> Vec<sim::fidelity::Row> {
+    let cfg = sim::SimConfig {
+        exec: Some(exec),
+        ..Default::default()
+    };
+    sim::fidelity::compare_own_ce(&h200x2_measured_topo(), points, chunk, &cfg).unwrap()
+}
+
+/// The copy-engine pair all-reduce (`ce_pair`, `OWN_CE_PAIR_H200X2`, 16 MiB–1 GiB) against the
+/// defaults (`ce_launch_us`, `ce_gbps` fitted on these points by `exec_fit`) within the fit's
+/// worst error rounded up: 46.8% → 47%. A loose bound for a model that misses structurally: the
+/// simulator runs the planner's pipeline schedule with every reduce after every copy, `ce_pair`
+/// overlaps them (docs/fidelity.md). The bound still catches a model that gets worse.
 #[test]
-fn own_copy_engine_within_ten_percent_of_run3() {
-    let r = sim::fidelity::compare_own_ce(
-        &h200x2_measured_topo(),
+fn own_ce_pair_within_fitted_error() {
+    let r = ce_rows(
+        sim::fidelity::OWN_CE_PAIR_H200X2,
+        sim::fidelity::CE_CHUNK_BYTES,
+        sim::ExecParams::default(),
+    );
+    assert_eq!(r.len(), 5);
+    assert_within(&r, 0, 0.47);
+}
+
+/// The copy-engine refit matters: with the previous lowering's terms (`ce_launch_us` 12.0,
+/// `ce_gbps` 199, in `direct_fenced_h200x2`) the pair measurements are off by more than 100% at
+/// 1 GiB.
+#[test]
+fn own_ce_pair_needs_the_refit() {
+    let r = ce_rows(
+        sim::fidelity::OWN_CE_PAIR_H200X2,
+        sim::fidelity::CE_CHUNK_BYTES,
+        sim::ExecParams::direct_fenced_h200x2(),
+    );
+    let big = r.iter().find(|x| x.bytes == 1 << 30).unwrap();
+    assert!(big.error > 1.0, "{:+.1}%", big.error * 100.0);
+}
+
+/// History: the previous, generic copy-engine lowering (`OWN_CE_H200X2_RUN3`, 16 MiB chunks)
+/// against the terms fitted on it then (`ce_gbps` 199 at `ce_launch_us` 12.0, kept in
+/// `direct_fenced_h200x2`): within 10% of run 3, the run docs/benchmarks-gpu.md cited (run 2
+/// differs from it by up to 37%).
+#[test]
+fn own_generic_copy_engine_history_within_ten_percent_of_run3() {
+    let r = ce_rows(
         sim::fidelity::OWN_CE_H200X2_RUN3,
-        &sim::SimConfig::default(),
-    )
-    .unwrap();
+        sim::fidelity::GENERIC_CE_CHUNK_BYTES,
+        sim::ExecParams::direct_fenced_h200x2(),
+    );
+    assert_eq!(r.len(), 2);
     assert_within(&r, 0, 0.10);
 }

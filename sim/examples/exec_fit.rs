@@ -1,23 +1,30 @@
-//! Fits `sim::ExecParams` (the model of topoplan's CUDA executor) to measured one-shot all-reduce
-//! points by grid search, minimising the worst relative error: `cargo run --release -p sim
-//! --example exec_fit`.
+//! Fits `sim::ExecParams` (the model of topoplan's CUDA executor) to measured all-reduce points by
+//! grid search, minimising the worst relative error: `cargo run --release -p sim --example
+//! exec_fit [-- --fenced | --previous]`.
 //!
-//! By default it fits the direct-push executor's points (`fidelity::OWN_DIRECT_H200X2`), starting
-//! from `ExecParams::default()` (so the grid rules, `cta_bytes`, `max_ctas`, `ll_cta_bytes`,
-//! `ll_ctas`, are the runtime's and not fitted): the Simple floor and GPU rate, then the per-CTA
-//! rate, on the Simple points (coordinate descent, twice), then the LL floor and rate on the LL
-//! points. `--previous` refits the previous (pull-based) executor's points (final run and run 3
-//! together) from `ExecParams::pull_h200x2()` instead. Both also fit the copy-engine rate on run
-//! 3's copy-engine points.
+//! By default it fits this session's direct-push executor with relaxed credits
+//! (`fidelity::OWN_DIRECT_H200X2`), starting from `ExecParams::default()` (so the grid rules,
+//! `cta_bytes`, `max_ctas`, `ll_cta_bytes`, `ll_ctas`, are the runtime's and not fitted): the
+//! Simple floor and GPU rate, then the per-CTA rate, on the Simple points (coordinate descent,
+//! twice), then the LL floor and rate on the LL points; then the copy-engine terms
+//! (`ce_launch_us`, `ce_gbps`) on the copy-engine pair all-reduce (`fidelity::OWN_CE_PAIR_H200X2`,
+//! simulated with `fidelity::CE_CHUNK_BYTES` chunks).
 //!
-//! Prints the fitted values (the defaults in `sim/src/config.rs` are these), a warning if one lies
-//! on the edge of its search range, the worst and mean |error| per protocol, and the table that
-//! `docs/fidelity.md` shows.
+//! `--fenced` refits the same kernel with fenced credits (`fidelity::OWN_DIRECT_FENCED_H200X2`)
+//! from `ExecParams::direct_fenced_h200x2()`; `--previous` the previous (pull-based) executor's
+//! points (final run and run 3 together) from `ExecParams::pull_h200x2()`. Both refit only
+//! `ce_gbps` (at `ce_launch_us` 12.0) on run 3 of the previous, generic copy-engine lowering
+//! (`fidelity::OWN_CE_H200X2_RUN3`, 16 MiB chunks), as when they were fitted.
+//!
+//! Prints the fitted values (the corresponding function in `sim/src/config.rs` holds these), a
+//! warning if one lies on the edge of its search range, the worst and mean |error| per protocol,
+//! and the tables that `docs/fidelity.md` shows.
 use planner::schedule::Protocol;
 use planner::topology::Topology;
 use sim::fidelity::{
-    compare_own_one_shot, markdown, OWN_DIRECT_H200X2, OWN_ONE_SHOT_H200X2,
-    OWN_ONE_SHOT_H200X2_RUN3,
+    compare_own_ce, compare_own_one_shot, markdown, Row, CE_CHUNK_BYTES, GENERIC_CE_CHUNK_BYTES,
+    OWN_CE_H200X2_RUN3, OWN_CE_PAIR_H200X2, OWN_DIRECT_FENCED_H200X2, OWN_DIRECT_H200X2,
+    OWN_ONE_SHOT_H200X2, OWN_ONE_SHOT_H200X2_RUN3,
 };
 use sim::{ExecParams, SimConfig};
 
@@ -25,19 +32,23 @@ type Points = Vec<(u64, Protocol, f64)>;
 /// Labelled measured sets.
 type Sets = Vec<(&'static str, &'static [(u64, Protocol, f64)])>;
 
-fn rows(topo: &Topology, pts: &[(u64, Protocol, f64)], x: &ExecParams) -> Vec<sim::fidelity::Row> {
-    let cfg = SimConfig {
+fn cfg(x: &ExecParams) -> SimConfig {
+    SimConfig {
         exec: Some(x.clone()),
         ..Default::default()
-    };
-    compare_own_one_shot(topo, pts, &cfg).expect("simulates")
+    }
 }
 
-fn worst(topo: &Topology, pts: &[(u64, Protocol, f64)], x: &ExecParams) -> f64 {
-    rows(topo, pts, x)
-        .iter()
-        .map(|r| r.error.abs())
-        .fold(0.0, f64::max)
+fn rows(topo: &Topology, pts: &[(u64, Protocol, f64)], x: &ExecParams) -> Vec<Row> {
+    compare_own_one_shot(topo, pts, &cfg(x)).expect("simulates")
+}
+
+fn ce_rows(topo: &Topology, pts: &[(u64, f64)], chunk: u64, x: &ExecParams) -> Vec<Row> {
+    compare_own_ce(topo, pts, chunk, &cfg(x)).expect("simulates")
+}
+
+fn worst_of(r: &[Row]) -> f64 {
+    r.iter().map(|r| r.error.abs()).fold(0.0, f64::max)
 }
 
 /// A search range: (low, high, step).
@@ -48,23 +59,23 @@ fn values(r: Range) -> Vec<f64> {
     (0..=n).map(|i| r.0 + i as f64 * r.2).collect()
 }
 
-/// Best (a, b) on the grid for `set(x, a, b)`; warns when the best lies on an edge of a range
-/// that has more than one value.
+/// Best (a, b) on the grid for `set(x, a, b)`, by the worst error `eval` gives (the lowest
+/// values win ties); warns when the best lies on an edge of a range that has more than one value
+/// (a range starting at 0 starts at a hard bound: a note instead).
 fn search(
-    topo: &Topology,
-    pts: &[(u64, Protocol, f64)],
     x: &mut ExecParams,
     names: (&str, &str),
     a: Range,
     b: Range,
     set: fn(&mut ExecParams, f64, f64),
+    eval: &dyn Fn(&ExecParams) -> f64,
 ) -> f64 {
     let mut best = (f64::INFINITY, 0.0, 0.0);
     for va in values(a) {
         for vb in values(b) {
             let mut y = x.clone();
             set(&mut y, va, vb);
-            let w = worst(topo, pts, &y);
+            let w = eval(&y);
             if w < best.0 {
                 best = (w, va, vb);
             }
@@ -72,7 +83,10 @@ fn search(
     }
     for (name, r, v) in [(names.0, a, best.1), (names.1, b, best.2)] {
         let edge = |e: f64| (v - e).abs() < r.2 / 2.0;
-        if r.1 > r.0 && (edge(r.0) || edge(r.1)) {
+        if r.1 > r.0 && r.0 == 0.0 && edge(0.0) {
+            // A range from 0 starts at a hard bound (a cost is not negative): nothing to widen.
+            println!("note: {name} = {v} is at its lower bound 0 (it cannot be negative)");
+        } else if r.1 > r.0 && (edge(r.0) || edge(r.1)) {
             println!(
                 "warning: {name} = {v} is on the edge of its range {}..{}",
                 r.0, r.1
@@ -83,8 +97,7 @@ fn search(
     best.0
 }
 
-fn summary(topo: &Topology, label: &str, pts: &[(u64, Protocol, f64)], x: &ExecParams) {
-    let r = rows(topo, pts, x);
+fn summary(label: &str, r: &[Row]) {
     for p in [Protocol::LL, Protocol::Simple] {
         let e: Vec<f64> = r
             .iter()
@@ -105,7 +118,9 @@ fn summary(topo: &Topology, label: &str, pts: &[(u64, Protocol, f64)], x: &ExecP
 }
 
 fn main() {
-    let previous = std::env::args().any(|a| a == "--previous");
+    let args: Vec<String> = std::env::args().collect();
+    let previous = args.iter().any(|a| a == "--previous");
+    let fenced = args.iter().any(|a| a == "--fenced");
     let topo = planner::topology::load_file(
         std::path::Path::new("tests/data/measurements/h200x2/topo.xml"),
         &Default::default(),
@@ -120,8 +135,16 @@ fn main() {
             ],
             ExecParams::pull_h200x2(),
         )
+    } else if fenced {
+        (
+            vec![("direct, fenced credits", OWN_DIRECT_FENCED_H200X2)],
+            ExecParams::direct_fenced_h200x2(),
+        )
     } else {
-        (vec![("direct", OWN_DIRECT_H200X2)], ExecParams::default())
+        (
+            vec![("direct, relaxed credits", OWN_DIRECT_H200X2)],
+            ExecParams::default(),
+        )
     };
     let pick = |p: Protocol| -> Points {
         sets.iter()
@@ -130,77 +153,121 @@ fn main() {
             .collect()
     };
     let (simple, ll) = (pick(Protocol::Simple), pick(Protocol::LL));
-    // Coordinate descent: (floor, GPU rate), then the per-CTA rate, twice.
-    for _ in 0..2 {
+    let on = |pts: &Points| {
+        let pts = pts.clone();
+        let topo = topo.clone();
+        move |x: &ExecParams| worst_of(&rows(&topo, &pts, x))
+    };
+    let (on_simple, on_ll) = (on(&simple), on(&ll));
+    let simple_floor_rate = |x: &mut ExecParams| {
         search(
-            &topo,
-            &simple,
-            &mut x,
+            x,
             ("launch_simple_us", "gpu_gbps"),
-            (8.0, 16.0, 0.1),
+            (6.0, 16.0, 0.1),
             (280.0, 420.0, 1.0),
             |x, a, b| {
                 x.launch_simple_us = a;
                 x.gpu_gbps = b;
             },
+            &on_simple,
         );
+    };
+    let ll_floor_rate = |x: &mut ExecParams| {
         search(
-            &topo,
-            &simple,
-            &mut x,
+            x,
+            ("launch_ll_us", "ll_gpu_gbps"),
+            (2.0, 8.0, 0.05),
+            (150.0, 500.0, 2.0),
+            |x, a, b| {
+                x.launch_ll_us = a;
+                x.ll_gpu_gbps = b;
+            },
+            &on_ll,
+        );
+    };
+    let cta_rate = |x: &mut ExecParams, eval: &dyn Fn(&ExecParams) -> f64| {
+        search(
+            x,
             ("cta_gbps", "-"),
             (4.0, 80.0, 1.0),
             (0.0, 0.0, 1.0),
             |x, a, _| {
                 x.cta_gbps = a;
             },
+            eval,
         );
-    }
-    search(
-        &topo,
-        &ll,
-        &mut x,
-        ("launch_ll_us", "ll_gpu_gbps"),
-        (4.0, 8.0, 0.05),
-        (150.0, 500.0, 2.0),
-        |x, a, b| {
-            x.launch_ll_us = a;
-            x.ll_gpu_gbps = b;
-        },
-    );
-    // The copy-engine path: its per-copy rate on run 3's two points.
-    let mut best = (f64::INFINITY, 0.0);
-    for g in values((100.0, 300.0, 1.0)) {
-        let cfg = SimConfig {
-            exec: Some(ExecParams {
-                ce_gbps: g,
-                ..x.clone()
-            }),
-            ..Default::default()
-        };
-        let w = sim::fidelity::compare_own_ce(&topo, sim::fidelity::OWN_CE_H200X2_RUN3, &cfg)
-            .expect("simulates")
-            .iter()
-            .map(|r| r.error.abs())
-            .fold(0.0, f64::max);
-        if w < best.0 {
-            best = (w, g);
+    };
+    if previous || fenced {
+        // As these were fitted: Simple (floor, GPU rate), then the per-CTA rate on the Simple
+        // points, twice; then LL (floor, rate).
+        for _ in 0..2 {
+            simple_floor_rate(&mut x);
+            cta_rate(&mut x, &on_simple);
+        }
+        ll_floor_rate(&mut x);
+    } else {
+        // This set has no Simple point below 1 MiB (32 CTAs), so the Simple points alone leave
+        // the per-CTA rate, which both grids share, nearly free: it is judged on all points (the
+        // worse protocol's worst error). Simple (floor, GPU rate), LL (floor, rate), per-CTA
+        // rate, three rounds (the values stop moving after two).
+        let on_both = |x: &ExecParams| on_simple(x).max(on_ll(x));
+        for _ in 0..3 {
+            simple_floor_rate(&mut x);
+            ll_floor_rate(&mut x);
+            cta_rate(&mut x, &on_both);
         }
     }
-    x.ce_gbps = best.1;
+    // The copy-engine path.
+    let (ce_label, ce_pts, ce_chunk) = if previous || fenced {
+        (
+            "previous copy-engine lowering, run 3",
+            OWN_CE_H200X2_RUN3,
+            GENERIC_CE_CHUNK_BYTES,
+        )
+    } else {
+        ("copy-engine pair", OWN_CE_PAIR_H200X2, CE_CHUNK_BYTES)
+    };
+    let on_ce = |x: &ExecParams| worst_of(&ce_rows(&topo, ce_pts, ce_chunk, x));
+    let ce_worst = if previous || fenced {
+        // Its rate only, on two points, at the floor it had.
+        search(
+            &mut x,
+            ("ce_gbps", "-"),
+            (100.0, 300.0, 1.0),
+            (0.0, 0.0, 1.0),
+            |x, a, _| x.ce_gbps = a,
+            &on_ce,
+        )
+    } else {
+        search(
+            &mut x,
+            ("ce_launch_us", "ce_gbps"),
+            (0.0, 60.0, 0.5),
+            (100.0, 600.0, 1.0),
+            |x, a, b| {
+                x.ce_launch_us = a;
+                x.ce_gbps = b;
+            },
+            &on_ce,
+        )
+    };
     println!(
-        "ce_gbps {:.0}: worst |error| on run 3's copy-engine points {:.1}%",
+        "ce_launch_us {:.1}, ce_gbps {:.0}: worst |error| on the {ce_label} points {:.1}%",
+        x.ce_launch_us,
         x.ce_gbps,
-        best.0 * 100.0
+        ce_worst * 100.0
     );
     println!(
         "launch_simple_us {:.2}, gpu_gbps {:.0}, cta_gbps {:.0}, launch_ll_us {:.2}, ll_gpu_gbps {:.0}",
         x.launch_simple_us, x.gpu_gbps, x.cta_gbps, x.launch_ll_us, x.ll_gpu_gbps
     );
     for (label, pts) in &sets {
-        summary(&topo, label, pts, &x);
+        summary(label, &rows(&topo, pts, &x));
     }
+    let ce = ce_rows(&topo, ce_pts, ce_chunk, &x);
+    summary(ce_label, &ce);
     for (label, pts) in &sets {
         println!("\n{label}:\n{}", markdown(&rows(&topo, pts, &x)));
     }
+    println!("\n{ce_label}:\n{}", markdown(&ce));
 }

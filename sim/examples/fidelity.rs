@@ -1,7 +1,61 @@
 //! Prints the fidelity tables of docs/fidelity.md:
-//! `cargo run -p sim --example fidelity [DATA_DIR]` (default tests/data/measurements/h200x2).
-use planner::schedule::CollectiveKind;
+//! `cargo run --release -p sim --example fidelity [DATA_DIR]` (default
+//! tests/data/measurements/h200x2).
+use planner::schedule::{CollectiveKind, Protocol};
 use sim::fidelity::*;
+use sim::ExecParams;
+
+/// Worst and mean |error| per protocol of `rows`, as a markdown table.
+fn errors(rows: &[Row]) -> String {
+    let mut s = String::from(
+        "| protocol | points | worst \\|error\\| | mean \\|error\\| |\n|---|---:|---:|---:|\n",
+    );
+    for p in [Protocol::LL, Protocol::Simple] {
+        let e: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.protocol == p)
+            .map(|r| r.error.abs())
+            .collect();
+        if e.is_empty() {
+            continue;
+        }
+        s += &format!(
+            "| {} | {} | {:.1}% | {:.1}% |\n",
+            p.name(),
+            e.len(),
+            e.iter().fold(0.0, |a: f64, &b| a.max(b)) * 100.0,
+            e.iter().sum::<f64>() / e.len() as f64 * 100.0
+        );
+    }
+    s
+}
+
+/// The executor parameters as a markdown table.
+fn params(x: &ExecParams) -> String {
+    format!(
+        "| parameter | value |\n|---|---:|\n\
+         | launch_simple_us | {:.2} |\n| launch_ll_us | {:.2} |\n| gpu_gbps | {:.0} |\n\
+         | cta_gbps | {:.0} |\n| ll_gpu_gbps | {:.0} |\n\
+         | cta_bytes, max_ctas | {} KiB, {} |\n| ll_cta_bytes, ll_ctas, ll_wire_factor | {} KiB, {}, {} |\n\
+         | ce_launch_us | {:.1} |\n| ce_gbps | {:.0} |\n",
+        x.launch_simple_us,
+        x.launch_ll_us,
+        x.gpu_gbps,
+        x.cta_gbps,
+        x.ll_gpu_gbps,
+        x.cta_bytes >> 10,
+        x.max_ctas,
+        x.ll_cta_bytes >> 10,
+        x.ll_ctas,
+        x.ll_wire_factor,
+        x.ce_launch_us,
+        x.ce_gbps
+    )
+}
+
+fn worst(rows: &[Row]) -> f64 {
+    rows.iter().map(|r| r.error.abs()).fold(0.0, f64::max)
+}
 
 fn main() {
     let dir = std::env::args()
@@ -20,11 +74,10 @@ fn main() {
     ] {
         let text = std::fs::read_to_string(format!("{dir}/{file}")).expect("measurement file");
         let rows = compare(&topo, kind, &parse_nccl_tests(&text), &cfg).expect("simulates");
-        let worst = rows.iter().map(|r| r.error.abs()).fold(0.0, f64::max);
         println!(
             "### {} ({file}); worst |error| {:.1}%\n",
             kind.name(),
-            worst * 100.0
+            worst(&rows) * 100.0
         );
         println!("{}", markdown(&rows));
     }
@@ -34,15 +87,24 @@ fn main() {
     )
     .expect("h200x2 topology")
     .topology;
-    let pull = sim::SimConfig {
-        exec: Some(sim::ExecParams::pull_h200x2()),
+    let with = |x: ExecParams| sim::SimConfig {
+        exec: Some(x),
         ..Default::default()
     };
+    let (fenced, pull) = (
+        with(ExecParams::direct_fenced_h200x2()),
+        with(ExecParams::pull_h200x2()),
+    );
     for (name, points, cfg) in [
         (
-            "direct-push executor (docs/measurements/direct-run4.log LL, direct-run5.log Simple)",
+            "this session's direct-push executor, relaxed credits (OWN_DIRECT_H200X2, docs/measurements/session10/run6-perf.log), ExecParams::default",
             OWN_DIRECT_H200X2,
             &cfg,
+        ),
+        (
+            "direct-push executor of session 9, fenced credits (OWN_DIRECT_FENCED_H200X2, docs/measurements/direct-run4.log LL, direct-run5.log Simple), ExecParams::direct_fenced_h200x2",
+            OWN_DIRECT_FENCED_H200X2,
+            &fenced,
         ),
         (
             "previous pull-based executor, final run, ExecParams::pull_h200x2",
@@ -56,19 +118,40 @@ fn main() {
         ),
     ] {
         let rows = compare_own_one_shot(&own, points, cfg).expect("simulates");
-        let worst = rows.iter().map(|r| r.error.abs()).fold(0.0, f64::max);
         println!(
             "### topoplan one-shot all-reduce, CUDA runtime, {name}; worst |error| {:.1}%\n",
-            worst * 100.0
+            worst(&rows) * 100.0
         );
+        if let Some(x) = &cfg.exec {
+            println!("{}", params(x));
+        }
+        println!("{}", errors(&rows));
         println!("{}", markdown(&rows));
     }
-    for (name, points) in [("run 3", OWN_CE_H200X2_RUN3), ("run 2", OWN_CE_H200X2_RUN2)] {
-        let rows = compare_own_ce(&own, points, &cfg).expect("simulates");
-        let worst = rows.iter().map(|r| r.error.abs()).fold(0.0, f64::max);
+    for (name, points, chunk, cfg) in [
+        (
+            "copy-engine pair (ce_pair, OWN_CE_PAIR_H200X2, docs/measurements/session10/run3-ce.log), ExecParams::default, 32 MiB chunks",
+            OWN_CE_PAIR_H200X2,
+            CE_CHUNK_BYTES,
+            &cfg,
+        ),
+        (
+            "previous generic copy-engine lowering, run 3 (docs/measurements/run3-perf.log), ExecParams::direct_fenced_h200x2, 16 MiB chunks",
+            OWN_CE_H200X2_RUN3,
+            GENERIC_CE_CHUNK_BYTES,
+            &fenced,
+        ),
+        (
+            "previous generic copy-engine lowering, run 2 (docs/measurements/run2-perf.log), ExecParams::direct_fenced_h200x2, 16 MiB chunks",
+            OWN_CE_H200X2_RUN2,
+            GENERIC_CE_CHUNK_BYTES,
+            &fenced,
+        ),
+    ] {
+        let rows = compare_own_ce(&own, points, chunk, cfg).expect("simulates");
         println!(
-            "### topoplan copy-engine pipeline all-reduce, CUDA runtime, {name}; worst |error| {:.1}%\n",
-            worst * 100.0
+            "### topoplan copy-engine all-reduce, CUDA runtime, {name}; worst |error| {:.1}%\n",
+            worst(&rows) * 100.0
         );
         println!("{}", markdown(&rows));
     }

@@ -187,9 +187,12 @@ fn exec_default() -> Option<ExecParams> {
 /// shrinks as segments grow with the message, is folded into the fitted floor and rate (the
 /// misses this leaves are in `docs/fidelity.md`).
 ///
-/// Defaults fitted on the 2×H200 one-shot all-reduce of the direct-push kernel
-/// (`fidelity::OWN_DIRECT_H200X2`) by `cargo run -p sim --example exec_fit`; the fit and its
-/// errors are in `docs/fidelity.md`. [`ExecParams::pull_h200x2`] keeps the previous executor's.
+/// Defaults fitted on the 2×H200 one-shot all-reduce of the direct-push kernel with relaxed
+/// credits (`fidelity::OWN_DIRECT_H200X2`) and on the copy-engine pair all-reduce
+/// (`fidelity::OWN_CE_PAIR_H200X2`) by `cargo run --release -p sim --example exec_fit`; the fit
+/// and its errors are in `docs/fidelity.md`. [`ExecParams::direct_fenced_h200x2`] keeps the
+/// fit of the same kernel with fenced credits, [`ExecParams::pull_h200x2`] the previous
+/// executor's.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ExecParams {
     /// Fixed cost of one call with the Simple (or LL128) protocol, µs.
@@ -218,24 +221,56 @@ pub struct ExecParams {
     /// Copy-engine path (the copy-engine pipeline): fixed cost of one call, µs.
     #[serde(default = "ce_launch_us")]
     pub ce_launch_us: f64,
-    /// Copy-engine path: rate of one peer copy (`cuMemcpyAsync`, one per message), GB/s.
+    /// Copy-engine path: rate of one peer copy (`cuMemcpyAsync`, one per message), GB/s. (The
+    /// copy also pays `SimConfig::ce_setup_us` and shares the links at `ce_link_efficiency`.)
     #[serde(default = "ce_gbps")]
     pub ce_gbps: f64,
 }
 
+/// The copy-engine terms of the defaults (also the serde default of configs written before the
+/// fields), fitted (minimax) on the copy-engine pair all-reduce (`runtime::cuda::ce_pair`) on
+/// 2×H200, `fidelity::OWN_CE_PAIR_H200X2`. Fitted numbers, not physical ones: the simulator runs
+/// the pipeline schedule with every reduce after every copy and caps copies at the link's
+/// `ce_link_efficiency`, so no pair fits (worst 46.8%); the minimax lands on a zero floor and the
+/// first rate above that cap. See `docs/fidelity.md`.
 fn ce_launch_us() -> f64 {
-    12.0
+    0.0
 }
 
 fn ce_gbps() -> f64 {
-    199.0
+    305.0
 }
 
 impl Default for ExecParams {
-    /// The direct-push executor on 2×H200: the grid rules are the runtime's (`grid()` in
-    /// `runtime/src/cuda/direct.rs`); floors and rates fitted on `fidelity::OWN_DIRECT_H200X2`
+    /// The direct-push executor with relaxed credits on 2×H200: the grid rules are the runtime's
+    /// (`grid()` in `runtime/src/cuda/direct.rs`); floors and rates fitted on
+    /// `fidelity::OWN_DIRECT_H200X2`, the copy-engine terms on `fidelity::OWN_CE_PAIR_H200X2`,
     /// by `cargo run --release -p sim --example exec_fit`.
     fn default() -> Self {
+        Self {
+            launch_simple_us: 9.3,
+            launch_ll_us: 4.25,
+            cta_bytes: 32 * 1024,
+            max_ctas: 64,
+            ll_ctas: 64,
+            ll_cta_bytes: 4 * 1024,
+            cta_gbps: 20.0,
+            gpu_gbps: 348.0,
+            ll_gpu_gbps: 268.0,
+            ll_wire_factor: 2.0,
+            ce_launch_us: ce_launch_us(),
+            ce_gbps: ce_gbps(),
+        }
+    }
+}
+
+impl ExecParams {
+    /// The direct-push executor of session 9 with fenced credits (credit and Simple ready words
+    /// written as release stores), fitted on 2×H200 (`fidelity::OWN_DIRECT_FENCED_H200X2`, by
+    /// `exec_fit -- --fenced`), with the previous generic copy-engine lowering's terms
+    /// (`ce_launch_us` 12.0, `ce_gbps` 199, fitted on `fidelity::OWN_CE_H200X2_RUN3`): kept to
+    /// check those measurements, not used by default.
+    pub fn direct_fenced_h200x2() -> Self {
         Self {
             launch_simple_us: 10.9,
             launch_ll_us: 5.45,
@@ -247,16 +282,15 @@ impl Default for ExecParams {
             gpu_gbps: 340.0,
             ll_gpu_gbps: 294.0,
             ll_wire_factor: 2.0,
-            ce_launch_us: ce_launch_us(),
-            ce_gbps: ce_gbps(),
+            ce_launch_us: 12.0,
+            ce_gbps: 199.0,
         }
     }
-}
 
-impl ExecParams {
     /// The previous, pull-based executor (the receiver's CTAs loaded the peer's buffer behind a
     /// barrier; LL on a fixed 32-CTA grid), as fitted on 2×H200 (`fidelity::OWN_ONE_SHOT_H200X2`
-    /// and `…_RUN3`): kept to check those measurements, not used by default.
+    /// and `…_RUN3`), with the previous generic copy-engine lowering's terms (12.0 µs, 199 GB/s):
+    /// kept to check those measurements, not used by default.
     pub fn pull_h200x2() -> Self {
         Self {
             launch_simple_us: 12.0,
@@ -269,8 +303,8 @@ impl ExecParams {
             gpu_gbps: 321.0,
             ll_gpu_gbps: 248.0,
             ll_wire_factor: 2.0,
-            ce_launch_us: ce_launch_us(),
-            ce_gbps: ce_gbps(),
+            ce_launch_us: 12.0,
+            ce_gbps: 199.0,
         }
     }
 

@@ -80,6 +80,48 @@ pub fn markdown(rows: &[Row]) -> String {
 }
 
 /// topoplan's CUDA runtime, one-shot all-reduce (float, sum, out of place) on the lent 2×H200,
+/// on this session's (session 10's) direct-push executor with **relaxed credits**: the credit
+/// words (and Simple's ready words) are relaxed stores, not release stores, so no system fence per
+/// credit (LL ≈ 4.5 µs per call instead of ≈ 5.8; Simple 1–32 MiB 4–12% faster). (size, protocol,
+/// measured median of 3 runs of 20 calls, µs, the out-of-place `time` column, the 7th field.)
+/// From the closing measurement `docs/measurements/session10/run6-perf.log`, command `topoplan
+/// bench -b 8 -e 1G -f 2 -g 2 -w 5 -n 20 --runs 3 -c 0 --vs-nccl`; the protocol is the `algo`
+/// column's (`one-shot-ll`: LL, 8 B–512 KiB; `one-shot`: Simple, 1 MiB–1 GiB). No Simple point
+/// below 1 MiB: the runtime picks LL there.
+pub const OWN_DIRECT_H200X2: &[(u64, Protocol, f64)] = &[
+    (8, Protocol::LL, 4.50),
+    (16, Protocol::LL, 4.97),
+    (32, Protocol::LL, 4.61),
+    (64, Protocol::LL, 4.63),
+    (128, Protocol::LL, 4.81),
+    (256, Protocol::LL, 4.82),
+    (512, Protocol::LL, 4.60),
+    (1 << 10, Protocol::LL, 4.46),
+    (2 << 10, Protocol::LL, 5.19),
+    (4 << 10, Protocol::LL, 4.77),
+    (8 << 10, Protocol::LL, 4.99),
+    (16 << 10, Protocol::LL, 4.96),
+    (32 << 10, Protocol::LL, 5.10),
+    (64 << 10, Protocol::LL, 5.35),
+    (128 << 10, Protocol::LL, 5.42),
+    (256 << 10, Protocol::LL, 6.20),
+    (512 << 10, Protocol::LL, 8.75),
+    (1 << 20, Protocol::Simple, 12.44),
+    (2 << 20, Protocol::Simple, 15.11),
+    (4 << 20, Protocol::Simple, 22.22),
+    (8 << 20, Protocol::Simple, 35.42),
+    (16 << 20, Protocol::Simple, 60.68),
+    (32 << 20, Protocol::Simple, 106.93),
+    (64 << 20, Protocol::Simple, 201.72),
+    (128 << 20, Protocol::Simple, 393.16),
+    (256 << 20, Protocol::Simple, 761.64),
+    (512 << 20, Protocol::Simple, 1495.90),
+    (1 << 30, Protocol::Simple, 2966.33),
+];
+
+/// The direct-push executor of session 9, with **fenced credits** (credit words, and Simple's
+/// ready words, written as release stores with a system fence), before this session made them
+/// relaxed ([`OWN_DIRECT_H200X2`]). One-shot all-reduce (float, sum, out of place) on the lent 2×H200,
 /// on the direct-push executor (`runtime/src/cuda/direct.rs`, `kernels/src/direct.cu`: senders
 /// push into credit-recycled slots of the receiver's scratch, no barriers): (size, protocol,
 /// measured median of 3 runs of 20 calls, µs, the out-of-place `time` column).
@@ -92,7 +134,8 @@ pub fn markdown(rows: &[Row]) -> String {
 ///
 /// The launch floor of that kernel (`TOPOPLAN_DIRECT_NOOP=1`, `docs/measurements/direct-run3.log`)
 /// is 3.3–4.3 µs per call; it is a diagnostic, not a collective, and is not in this set.
-pub const OWN_DIRECT_H200X2: &[(u64, Protocol, f64)] = &[
+/// Checked against `ExecParams::direct_fenced_h200x2`, not the defaults.
+pub const OWN_DIRECT_FENCED_H200X2: &[(u64, Protocol, f64)] = &[
     (8, Protocol::LL, 5.83),
     (16, Protocol::LL, 5.91),
     (32, Protocol::LL, 5.77),
@@ -189,27 +232,62 @@ pub fn compare_own_one_shot(
     Ok(rows)
 }
 
-/// topoplan's CUDA runtime, copy-engine pipeline all-reduce (`--algo ce`, float, out of place):
-/// (size, measured µs) from `docs/measurements/run3-perf.log` (`bench -b 256M -e 1G -f 4 -g 2
-/// -w 2 -n 10 --runs 1 -c 0 --algo ce`, the run `docs/benchmarks-gpu.md` cites).
+/// topoplan's CUDA runtime, copy-engine pair all-reduce (`--algo ce`, `runtime::cuda::ce_pair`,
+/// float, sum, out of place) on the lent 2×H200: each rank's copy engines push its input into the
+/// peer's scratch ring in chunks of 32 MiB, halving towards the end down to 2 MiB, on 2
+/// alternating copy streams; SM kernels only reduce (`out = in + scratch`); cross-GPU waits are
+/// stream memory operations. (size, measured median of 3 runs of 20 calls, µs, the out-of-place
+/// `time` column, the 7th field.) From `docs/measurements/session10/run3-ce.log`, first section
+/// only (command `topoplan bench --counts 4194304,16777216,67108864,134217728,268435456 --algo ce
+/// -w 3 -n 20 --runs 3 -c 0 --vs-nccl`; the counts are float elements, so 16 MiB–1 GiB; the
+/// later sections are knob variants, not the default).
+pub const OWN_CE_PAIR_H200X2: &[(u64, f64)] = &[
+    (16 << 20, 115.18),
+    (64 << 20, 285.21),
+    (256 << 20, 870.26),
+    (512 << 20, 1645.11),
+    (1 << 30, 3194.68),
+];
+
+/// History: the previous, generic copy-engine lowering of `--algo ce` (before `ce_pair`; the
+/// runtime no longer runs it for two-rank all-reduce), copy-engine pipeline all-reduce (float,
+/// out of place): (size, measured µs) from `docs/measurements/run3-perf.log` (`bench -b 256M -e 1G
+/// -f 4 -g 2 -w 2 -n 10 --runs 1 -c 0 --algo ce`, the run `docs/benchmarks-gpu.md` cited then).
+/// Checked against `ExecParams::direct_fenced_h200x2` (`ce_launch_us` 12.0, `ce_gbps` 199, fitted
+/// on these two points), not the defaults.
 pub const OWN_CE_H200X2_RUN3: &[(u64, f64)] = &[(256 << 20, 1521.73), (1 << 30, 7330.08)];
 
-/// The same command in run 2 (`docs/measurements/run2-perf.log`): the run-to-run spread.
+/// History, like [`OWN_CE_H200X2_RUN3`]: the same command in run 2
+/// (`docs/measurements/run2-perf.log`): the run-to-run spread of the previous lowering.
 pub const OWN_CE_H200X2_RUN2: &[(u64, f64)] = &[(256 << 20, 1309.93), (1 << 30, 5362.90)];
 
-/// Chunk size of the runtime's copy-engine pipeline (`runtime::cuda::schedules`).
-pub const CE_CHUNK_BYTES: u64 = 16 << 20;
+/// Chunk size of the copy-engine pair all-reduce (`runtime::cuda::ce_pair`, its default
+/// `TOPOPLAN_CE_CHUNK_MB` = 32): the largest chunk it copies. The runtime's chunks halve towards
+/// the end of the message down to 2 MiB; the planner's pipeline has equal chunks, so the
+/// simulation cuts the message into `⌈size / 32 MiB⌉` equal ones. (Against the previous 16 MiB
+/// this moves the predictions of [`OWN_CE_PAIR_H200X2`] by at most 2 percentage points: fewer
+/// copies, each paying `ce_setup_us`; see `docs/fidelity.md`.)
+pub const CE_CHUNK_BYTES: u64 = 32 << 20;
 
-/// Simulates the copy-engine pipeline as the runtime builds it (one chunk per 16 MiB).
+/// Chunk size of the previous, generic copy-engine lowering (`runtime::cuda::schedules` builds
+/// the pipeline with one chunk per 16 MiB), for [`OWN_CE_H200X2_RUN3`] and [`OWN_CE_H200X2_RUN2`].
+pub const GENERIC_CE_CHUNK_BYTES: u64 = 16 << 20;
+
+/// Simulates the copy-engine pipeline all-reduce (`build::copy_engine_pipeline`, the schedule
+/// `topoplan sim --algo ce` runs) cut into `⌈size / chunk_bytes⌉` equal chunks
+/// ([`CE_CHUNK_BYTES`] for `ce_pair`, [`GENERIC_CE_CHUNK_BYTES`] for the previous lowering).
+/// The schedule's channel 0 holds every send before the receives, so the simulator runs every
+/// reduce after every copy, where `ce_pair` overlaps them: `docs/fidelity.md` has what this misses.
 pub fn compare_own_ce(
     topo: &Topology,
     measured: &[(u64, f64)],
+    chunk_bytes: u64,
     cfg: &SimConfig,
 ) -> Result<Vec<Row>, SimError> {
     let coll = Collective::new(CollectiveKind::AllReduce);
     let mut rows = Vec::new();
     for &(bytes, us) in measured {
-        let chunks = bytes.div_ceil(CE_CHUNK_BYTES).clamp(1, 1024) as u32;
+        let chunks = bytes.div_ceil(chunk_bytes.max(1)).clamp(1, 1024) as u32;
         let s = build::copy_engine_pipeline(&coll, chunks)?;
         let r = simulate(topo, &s, bytes, cfg)?;
         rows.push(Row {
