@@ -240,7 +240,8 @@ pub fn compare_own_one_shot(
 /// `time` column, the 7th field.) From `docs/measurements/session10/run3-ce.log`, first section
 /// only (command `topoplan bench --counts 4194304,16777216,67108864,134217728,268435456 --algo ce
 /// -w 3 -n 20 --runs 3 -c 0 --vs-nccl`; the counts are float elements, so 16 MiB–1 GiB; the
-/// later sections are knob variants, not the default).
+/// later sections are knob variants). That run's configuration; the runtime's default became
+/// 1 copy stream and 64 MiB chunks after the sweeps (`docs/benchmarks-gpu.md`).
 pub const OWN_CE_PAIR_H200X2: &[(u64, f64)] = &[
     (16 << 20, 115.18),
     (64 << 20, 285.21),
