@@ -5,7 +5,7 @@
 //! the table.
 
 use planner::plan::Planner;
-use planner::schedule::{Algorithm, Collective, CollectiveKind};
+use planner::schedule::{Algorithm, Collective, CollectiveKind, Protocol};
 use planner::topology::{load_file, LoadOptions};
 use planner::tuner::Filter;
 
@@ -86,4 +86,91 @@ fn all_gather_model_tracks_nccl_on_h200x2() {
     assert!(worst < 0.35, "worst error {worst}");
     assert!(over <= 1, "{over} sizes off by more than 20%");
     assert!(mean < 0.10, "mean error {mean}");
+}
+
+/// (size, algo column, out-of-place µs) rows of a `topoplan bench` log section: the lines
+/// after the first line starting with `+` that contains `marker`, up to the next `+` line.
+fn bench_rows(file: &str, marker: &str) -> Vec<(u64, String, f64)> {
+    let text = std::fs::read_to_string(format!("../docs/measurements/session10/{file}")).unwrap();
+    let mut inside = false;
+    let mut rows = Vec::new();
+    for l in text.lines() {
+        if l.starts_with('+') {
+            if inside {
+                break;
+            }
+            inside = l.contains(marker);
+            continue;
+        }
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if inside && f.len() > 7 && f[0].parse::<u64>().is_ok() {
+            rows.push((
+                f[0].parse().unwrap(),
+                f[5].to_string(),
+                f[6].parse().unwrap(),
+            ));
+        }
+    }
+    assert!(!rows.is_empty(), "no rows for {marker} in {file}");
+    rows
+}
+
+/// Worst relative error of the tuner's `algo`/`proto` estimate over measured (size, µs) points.
+fn worst_error(algo: Algorithm, proto: Protocol, pts: &[(u64, f64)]) -> f64 {
+    let t = load_file(
+        std::path::Path::new("../tests/data/measurements/h200x2/topo.xml"),
+        &LoadOptions::default(),
+    )
+    .unwrap()
+    .topology;
+    let p = Planner::new(&t).unwrap();
+    let f = Filter {
+        algorithms: Some(vec![algo.clone()]),
+        protocols: Some(vec![proto]),
+    };
+    let coll = Collective::new(CollectiveKind::AllReduce);
+    let mut worst: f64 = 0.0;
+    for &(b, us) in pts {
+        let c = p.choose_filtered(&coll, b, &f).unwrap();
+        let err = (c.est_us - us) / us;
+        println!(
+            "{} {} {b:>11} measured {us:>8.2} model {:>8.2} {:+.1}%",
+            algo.name(),
+            proto.name(),
+            c.est_us,
+            err * 100.0
+        );
+        worst = worst.max(err.abs());
+    }
+    worst
+}
+
+/// The direct patterns are priced from topoplan's own executor: its one-shot all-reduce measured
+/// on 2×H200 (session 10's closing run, `docs/measurements/session10/run6-perf.log`), where the
+/// fit (calib.rs, DIRECT_*) was made: Simple within 3 %, LL within 8 % at every size.
+#[test]
+fn one_shot_model_tracks_topoplans_executor_on_h200x2() {
+    let rows = bench_rows("run6-perf.log", "-b 8 -e 1G -f 2");
+    let pick = |algo: &str| -> Vec<(u64, f64)> {
+        rows.iter()
+            .filter(|r| r.1 == algo)
+            .map(|r| (r.0, r.2))
+            .collect()
+    };
+    let (ll, simple) = (pick("one-shot-ll"), pick("one-shot"));
+    assert_eq!((ll.len(), simple.len()), (17, 11));
+    assert!(worst_error(Algorithm::OneShot, Protocol::LL, &ll) < 0.08);
+    assert!(worst_error(Algorithm::OneShot, Protocol::Simple, &simple) < 0.03);
+}
+
+/// The copy-engine pipeline is priced from topoplan's copy-engine pair all-reduce with its
+/// default 64 MiB chunks (`docs/measurements/session10/run1-ce.log`): within 3 % at 2 MiB–512 MiB.
+#[test]
+fn copy_engine_model_tracks_topoplans_executor_on_h200x2() {
+    let pts: Vec<(u64, f64)> = bench_rows("run1-ce.log", "TOPOPLAN_CE_CHUNK_MB=64")
+        .into_iter()
+        .map(|r| (r.0, r.2))
+        .collect();
+    assert_eq!(pts.len(), 5);
+    assert!(worst_error(Algorithm::CopyEnginePipeline, Protocol::Simple, &pts) < 0.03);
 }

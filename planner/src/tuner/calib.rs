@@ -81,15 +81,52 @@ pub fn ramp(proto: Protocol, bytes: u64) -> f64 {
 }
 
 /// SM peer loads/stores with every peer at once reach this fraction of the topology's NVLink
-/// bandwidth (NCCL's 20.6 GB/s per H200 link × 18 = 370.8): probe 337 GB/s both ways.
+/// bandwidth (NCCL's 20.6 GB/s per H200 link × 18 = 370.8): probe 337 GB/s both ways. Used for
+/// the patterns the generic executor runs (all-to-all, send/recv).
 pub const SM_PEER_EFF: f64 = 0.91;
-/// Copy engines both ways reach this fraction (probe: 392 GB/s for 1 GiB copies).
-pub const CE_EFF: f64 = 1.06;
-/// Fixed cost of one copy-engine copy (µs): probe 195 GB/s at 1 MiB, 302 at 4 MiB.
-pub const CE_COPY_OVERHEAD_US: f64 = 2.7;
-/// Events, memcpy calls and the reduce kernel's launch of the copy-engine pipeline (µs), on top
-/// of LAUNCH_US (estimate: two cross-stream event waits and a launch).
+
+// topoplan's direct-push executor (`runtime::cuda::direct`), fitted on its one-shot all-reduce
+// measured on 2×H200 (`docs/measurements/session10/run6-perf.log`, the closing run of session
+// 10; `tests/plan_calibration.rs` checks every point): Simple within 2.8 %, LL within 7.8 %.
+
+/// Simple one-shot: fraction of the NVLink bandwidth its senders' stores reach (365 of 370.8).
+pub const DIRECT_PEER_EFF: f64 = 0.984;
+/// LL one-shot: payload rate as a fraction of the Simple rate (160 of 365 GB/s: 8 data bytes
+/// per 16-byte line, and every line is polled).
+pub const DIRECT_LL_FRACTION: f64 = 0.438;
+/// Fixed cost on top of [`LAUNCH_US`] per protocol [LL, LL128, Simple] (µs): LL one flag-in-data
+/// crossing; Simple (and LL128, which runs like it here) a fence and a ready flag.
+pub const DIRECT_LAT_US: [f64; 3] = [0.3, 3.5, 3.5];
+/// Size ramp of the Simple one-shot, `1 / (1 + (S0/bytes)^A)`: a stream's first segment must
+/// land before its receiver starts (1 MiB reaches 0.70 of the peak, 16 MiB 0.90).
+pub const DIRECT_RAMP_S0: f64 = 2.0e5;
+pub const DIRECT_RAMP_A: f64 = 0.5;
+
+pub fn direct_ramp(proto: Protocol, bytes: u64) -> f64 {
+    match proto {
+        Protocol::LL => 1.0,
+        Protocol::LL128 | Protocol::Simple => {
+            1.0 / (1.0 + (DIRECT_RAMP_S0 / (bytes.max(1) as f64)).powf(DIRECT_RAMP_A))
+        }
+    }
+}
+
+// topoplan's copy-engine pair all-reduce (`runtime::cuda::ce_pair`), fitted on its 2×H200
+// measurements with the runtime's default chunks (`docs/measurements/session10/run1-ce.log`,
+// `TOPOPLAN_CE_CHUNK_MB=64`): every point within 2.1 %.
+
+/// Copy engines both ways: fraction of the NVLink bandwidth (376 of 370.8 GB/s; the probe's
+/// raw copies reach 392).
+pub const CE_EFF: f64 = 1.014;
+/// Cost of each chunk (µs): the copy's start and the fenced stream writes after it.
+pub const CE_COPY_OVERHEAD_US: f64 = 11.0;
+/// Fixed cost of a call on top of [`LAUNCH_US`] (µs): forking the copy stream, the first
+/// cross-GPU wait.
 pub const CE_LAUNCH_US: f64 = 8.0;
+/// The runtime's chunking: chunks of at most this many bytes, halving towards the end of the
+/// message down to [`CE_MIN_CHUNK_BYTES`] (`ce_pair::chunks`).
+pub const CE_CHUNK_BYTES: u64 = 64 << 20;
+pub const CE_MIN_CHUNK_BYTES: u64 = 2 << 20;
 /// Cross-GPU flag synchronisation of a direct pattern (µs).
 pub const DIRECT_SYNC_US: f64 = 2.0;
 /// Extra latency per additional peer of a direct pattern (µs): one more flag to set and poll

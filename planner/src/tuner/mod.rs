@@ -144,9 +144,8 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
                       channels: u32,
                       lat: f64,
                       algbw: f64,
-                      ramped: bool| {
+                      ramp: f64| {
         if algbw > 0.0 && f.allows(&algorithm, protocol) {
-            let ramp = if ramped { ramp(protocol, bytes) } else { 1.0 };
             out.push(Estimate {
                 time_us: LAUNCH_US + lat + b / 1000.0 / (algbw * ramp),
                 lat_us: LAUNCH_US + lat,
@@ -186,7 +185,14 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
                 let lat = BASE_LAT[1][proto_idx(p)]
                     + (nsteps - ninter) as f64 * intra
                     + ninter as f64 * inter;
-                push_r(Algorithm::Ring, p, nc, lat, bus / busf.max(1e-9), true);
+                push_r(
+                    Algorithm::Ring,
+                    p,
+                    nc,
+                    lat,
+                    bus / busf.max(1e-9),
+                    ramp(p, bytes),
+                );
             }
         }
     }
@@ -214,7 +220,7 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
                 let lat = BASE_LAT[1][proto_idx(p)]
                     + 2.0 * (l - 1.0) * hw_lat(r.intra, 1, p)
                     + 2.0 * (h - 1.0) * (hw_lat(Hw::Net, 1, p) + m.net_lat_us);
-                push_r(Algorithm::Hierarchical, p, nc, lat, algbw, true);
+                push_r(Algorithm::Hierarchical, p, nc, lat, algbw, ramp(p, bytes));
             }
         }
     }
@@ -244,23 +250,24 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
                 let inter = hw_lat(Hw::Net, 0, p) + m.net_lat_us;
                 let lat = BASE_LAT[0][proto_idx(p)]
                     + 2.0 * ((ppn - 1) as f64 * intra + log2i(nnodes) as f64 * inter);
-                push_r(Algorithm::Tree, p, nc, lat, bw, true);
+                push_r(Algorithm::Tree, p, nc, lat, bw, ramp(p, bytes));
             }
         }
     }
-    // Direct patterns on an all-NVLink host.
+    // Direct patterns on an all-NVLink host: what topoplan's direct-push executor measured
+    // (calib.rs, DIRECT_*), and its copy-engine pair all-reduce (CE_*).
     if let Some(gbw) = m.all_peers_nvlink_gbps {
-        let peer = gbw * SM_PEER_EFF; // what SM loads/stores achieve, all peers at once
-        let sync = DIRECT_SYNC_US + DIRECT_PEER_US * (n as f64 - 2.0).max(0.0);
+        let peer = gbw * DIRECT_PEER_EFF; // what the senders' stores achieve, all peers at once
+        let extra = DIRECT_PEER_US * (n as f64 - 2.0).max(0.0);
         let nf = n as f64;
-        // One-shot: every rank pulls (n−1) × its share; AR/RS reduce on the reader.
+        // One-shot: every rank pushes its block to every peer; AR/RS reduce on the receiver.
         let (one_algbw, ok) = match kind {
             CollectiveKind::AllReduce => (peer / (nf - 1.0), true),
             CollectiveKind::AllGather => (peer * nf / (nf - 1.0), true),
             CollectiveKind::ReduceScatter => (peer * nf / (nf - 1.0), true),
             CollectiveKind::Broadcast => (peer / (nf - 1.0), true),
             CollectiveKind::Reduce => (peer / (nf - 1.0), true),
-            CollectiveKind::AllToAll => (peer * nf / (nf - 1.0), true),
+            CollectiveKind::AllToAll => (gbw * SM_PEER_EFF * nf / (nf - 1.0), true),
             CollectiveKind::SendRecv => (gbw * SM_PEER_EFF, true),
         };
         if ok {
@@ -269,13 +276,25 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
                 _ => Algorithm::OneShot,
             };
             for p in [Protocol::LL, Protocol::Simple] {
+                if algo == Algorithm::Direct {
+                    // All-to-all and send/recv run on the generic executor: probe rates and
+                    // an estimated flag round, not the direct-push fit.
+                    let bw = if p == Protocol::LL {
+                        one_algbw.min(llmax) * 0.5
+                    } else {
+                        one_algbw
+                    };
+                    let lat = DIRECT_SYNC_US + extra + BASE_LAT[1][proto_idx(p)] * 0.5;
+                    push_r(algo.clone(), p, 1, lat, bw, 1.0);
+                    continue;
+                }
                 let bw = if p == Protocol::LL {
-                    one_algbw.min(llmax) * 0.5
+                    (one_algbw * DIRECT_LL_FRACTION).min(llmax)
                 } else {
                     one_algbw
                 };
-                let lat = sync + BASE_LAT[1][proto_idx(p)] * 0.5;
-                push_r(algo.clone(), p, 1, lat, bw, false);
+                let lat = DIRECT_LAT_US[proto_idx(p)] + extra;
+                push_r(algo.clone(), p, 1, lat, bw, direct_ramp(p, bytes));
             }
         }
         if kind == CollectiveKind::AllReduce {
@@ -285,25 +304,24 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
                 Algorithm::TwoShot,
                 Protocol::Simple,
                 1,
-                2.0 * sync + BASE_LAT[1][2] * 0.5,
+                2.0 * (DIRECT_LAT_US[2] + extra),
                 bw,
-                false,
+                direct_ramp(Protocol::Simple, bytes),
             );
             if n == 2 {
+                // Chunked peer copies as the runtime cuts them: a fixed cost per chunk, the
+                // last (smallest) chunk's reduce exposed.
                 let ce = gbw * CE_EFF;
-                // Chunked peer copies: per-chunk overhead, the last chunk's reduce exposed.
-                let chunk = ce_chunk_bytes(bytes) as f64;
-                let per_copy = chunk / 1000.0 / ce + CE_COPY_OVERHEAD_US;
-                let eff_bw = chunk / 1000.0 / per_copy;
-                let tail = chunk * 3.0 / 1000.0 / LOCAL_COPY_GBPS;
-                let _ = ce;
+                let chunks = ce_chunks(bytes) as f64;
+                let time = chunks * CE_COPY_OVERHEAD_US + b / 1000.0 / ce;
+                let tail = bytes.min(CE_MIN_CHUNK_BYTES) as f64 * 3.0 / 1000.0 / LOCAL_COPY_GBPS;
                 push_r(
                     Algorithm::CopyEnginePipeline,
                     Protocol::Simple,
                     2,
                     CE_LAUNCH_US + tail,
-                    eff_bw,
-                    false,
+                    b / 1000.0 / time.max(1e-9),
+                    1.0,
                 );
             }
         }
@@ -333,15 +351,23 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
                 + BASE_LAT[1][2] * 0.5
                 + net,
             algbw,
-            false,
+            1.0,
         );
     }
     out
 }
 
-/// Chunk size of the copy-engine pipeline: 8 chunks, at least 4 MiB, at most 64 MiB.
-pub fn ce_chunk_bytes(bytes: u64) -> u64 {
-    (bytes / 8).clamp(4 << 20, 64 << 20).min(bytes.max(1))
+/// Chunks the copy-engine pair all-reduce cuts a message of `bytes` into (`runtime::cuda::
+/// ce_pair::chunks`): [`CE_CHUNK_BYTES`] each, halving towards the end down to
+/// [`CE_MIN_CHUNK_BYTES`].
+pub fn ce_chunks(bytes: u64) -> u64 {
+    let (mut left, mut t, mut n) = (bytes, CE_MIN_CHUNK_BYTES, 0);
+    while left > 0 {
+        left -= t.min(left);
+        n += 1;
+        t = (2 * t).min(CE_CHUNK_BYTES);
+    }
+    n
 }
 
 /// The fastest candidate (ties: first in algorithm order).
