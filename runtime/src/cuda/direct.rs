@@ -197,6 +197,8 @@ struct Knobs {
     simple_relaxed: bool,
     /// Diagnostic: relaxed credit loads at kernel start (`TOPOPLAN_SEQ_RELAXED=1`).
     seq_relaxed: bool,
+    /// Threads per LL CTA (`TOPOPLAN_LL_BLOCK`, 32–512, a multiple of 32); default 512.
+    ll_block: u32,
 }
 
 fn knobs() -> &'static Knobs {
@@ -215,6 +217,7 @@ fn knobs() -> &'static Knobs {
             relaxed: std::env::var("TOPOPLAN_LL_RELAXED").map_or(true, |v| v != "0"),
             simple_relaxed: std::env::var("TOPOPLAN_SIMPLE_RELAXED").map_or(true, |v| v != "0"),
             seq_relaxed: std::env::var("TOPOPLAN_SEQ_RELAXED").is_ok_and(|v| v == "1"),
+            ll_block: num("TOPOPLAN_LL_BLOCK").map_or(BLOCK, |b| (b.clamp(32, BLOCK) / 32) * 32),
         }
     })
 }
@@ -520,13 +523,15 @@ pub fn launch_call(
         pad: 0,
     };
     let f = &module.direct[super::device::op_index(call.op)];
-    launch(ctx, f, ctas, &args, stream, k.pdl)
+    let block = if proto == 1 { k.ll_block } else { BLOCK };
+    launch(ctx, f, ctas, block, &args, stream, k.pdl)
 }
 
 fn launch(
     ctx: &Arc<CudaContext>,
     f: &cudarc::driver::CudaFunction,
     grid: u32,
+    block: u32,
     args: &TdArgs,
     stream: sys::CUstream,
     pdl: bool,
@@ -542,7 +547,7 @@ fn launch(
         gridDimX: grid,
         gridDimY: 1,
         gridDimZ: 1,
-        blockDimX: BLOCK,
+        blockDimX: block,
         blockDimY: 1,
         blockDimZ: 1,
         sharedMemBytes: 0,

@@ -318,6 +318,7 @@ impl Lib<'_> {
                         };
                         bar.wait();
                         e0.record(s)?;
+                        let host = std::time::Instant::now();
                         if let Some(gr) = &graph {
                             gr.launch(s)?;
                         } else {
@@ -326,6 +327,18 @@ impl Lib<'_> {
                             }
                         }
                         e1.record(s)?;
+                        if host_diagnostic() {
+                            // Host time to enqueue the timed calls: above the GPU time per
+                            // call, the host is what the table measures.
+                            let lib = match self {
+                                Lib::Ours(..) => "ours",
+                                Lib::Nccl(_) => "nccl",
+                            };
+                            eprintln!(
+                                "# host enqueue: {lib} rank {r}, {count} elements, {:.2} us/call",
+                                host.elapsed().as_secs_f64() * 1e6 / cfg.iters.max(1) as f64
+                            );
+                        }
                         let ms = e1.ms_since(&e0)?;
                         Ok(ms as f64 * 1000.0 / cfg.iters.max(1) as f64)
                     })
@@ -557,4 +570,10 @@ pub fn run(
     mem.after_run = max_drop(&after_init, &free_mem(&g)?);
     drop(nccl);
     Ok((rows, mem))
+}
+
+/// `TOPOPLAN_BENCH_HOST=1`: print each rank's host time per enqueued call (stderr).
+fn host_diagnostic() -> bool {
+    static H: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *H.get_or_init(|| std::env::var("TOPOPLAN_BENCH_HOST").is_ok_and(|v| v == "1"))
 }
