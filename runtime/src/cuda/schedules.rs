@@ -201,4 +201,32 @@ mod tests {
             }
         }
     }
+
+    /// On the machine both were calibrated on (2×H200), the planner's tuner and the runtime's
+    /// `auto` pick the same algorithm and protocol for all-reduce at every size: `topoplan plan`
+    /// predicts what `topoplan bench` runs.
+    #[test]
+    fn auto_agrees_with_the_tuner_on_h200x2() {
+        use planner::schedule::Algorithm;
+        use planner::topology::{load_file, LoadOptions};
+        let t = load_file(
+            std::path::Path::new("../tests/data/measurements/h200x2/topo.xml"),
+            &LoadOptions::default(),
+        )
+        .unwrap()
+        .topology;
+        let p = planner::plan::Planner::new(&t).unwrap();
+        let coll = Collective::new(CollectiveKind::AllReduce);
+        let mut bytes = 8u64;
+        while bytes <= 4 << 30 {
+            let c = p.choose(&coll, bytes);
+            let ours = match auto_algo(CollectiveKind::AllReduce, 2, bytes) {
+                "one-shot-ll" => (Algorithm::OneShot, Protocol::LL),
+                "one-shot" => (Algorithm::OneShot, Protocol::Simple),
+                other => panic!("auto picked {other} at {bytes} B"),
+            };
+            assert_eq!((c.algorithm, c.protocol), ours, "{bytes} B");
+            bytes *= 2;
+        }
+    }
 }
