@@ -240,6 +240,12 @@ pub fn direct(coll: &Collective, nranks: u32) -> Result<Schedule, ScheduleError>
 /// Two-GPU all-reduce over copy engines: channel 0 copies our input, chunk by chunk, into the
 /// peer's scratch (`cudaMemcpyPeerAsync`) and waits for the peer's copies into ours; channel 1
 /// reduces each landed chunk as soon as it is there, overlapping reduction with later copies.
+///
+/// Channel 0 interleaves the two directions, send j then receive j (send 0, recv 0, send 1,
+/// recv 1, …), as the runtime's copy-engine pair (`runtime::cuda::ce_pair`) runs them: receive j
+/// completes, and reduce j (channel 1, which depends on it) may start, while the copies of later
+/// chunks are still to come. Every chunk has its own scratch slot (`slots` = k), so no send waits
+/// for a credit and the symmetric order cannot deadlock.
 pub fn copy_engine_pipeline(coll: &Collective, nchunks: u32) -> Result<Schedule, ScheduleError> {
     if coll.kind != CollectiveKind::AllReduce {
         return Err(unsupported(format!(
@@ -261,15 +267,13 @@ pub fn copy_engine_pipeline(coll: &Collective, nchunks: u32) -> Result<Schedule,
     s.loop_elems = None;
     for r in 0..2u32 {
         let q = 1 - r;
-        push(
-            &mut s,
-            r,
-            0,
-            Op::send(in_ref(0), q)
-                .repeated(k, 1)
-                .with_transport(Transport::CopyEngine),
-        );
         for j in 0..k {
+            push(
+                &mut s,
+                r,
+                0,
+                Op::send(in_ref(j), q).with_transport(Transport::CopyEngine),
+            );
             push(
                 &mut s,
                 r,
@@ -294,7 +298,7 @@ pub fn copy_engine_pipeline(coll: &Collective, nchunks: u32) -> Result<Schedule,
                 Op::reduce(ChunkRef::new(BufferKind::Scratch, j, 1), out_ref(j)).with_deps(vec![
                     OpRef {
                         channel: 0,
-                        index: 1 + j,
+                        index: 2 * j + 1,
                     },
                 ]),
             );
@@ -302,4 +306,57 @@ pub fn copy_engine_pipeline(coll: &Collective, nchunks: u32) -> Result<Schedule,
     }
     s.validate()?;
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::symbolic;
+
+    /// Channel 0 interleaves send j and receive j, and reduce j waits for receive j only: the
+    /// order that lets a simulator overlap reduce j with the copies of later chunks.
+    #[test]
+    fn copy_engine_pipeline_interleaves_sends_and_receives() {
+        let coll = Collective::new(CollectiveKind::AllReduce);
+        for k in [1, 2, 3, 8] {
+            let s = copy_engine_pipeline(&coll, k).unwrap();
+            symbolic::check(&s).unwrap();
+            for rp in &s.ranks {
+                let q = 1 - rp.rank;
+                let ch0 = &rp.channels[0].ops;
+                assert_eq!(ch0.len(), 2 * k as usize);
+                for (j, pair) in ch0.chunks(2).enumerate() {
+                    let (send, recv) = (&pair[0], &pair[1]);
+                    assert_eq!(send.kind, OpKind::Send);
+                    assert_eq!(send.send_to, Some(q));
+                    assert_eq!(send.transport, Transport::CopyEngine);
+                    assert_eq!(send.repeat, 1);
+                    assert_eq!(send.src, Some(in_ref(j as u32)));
+                    assert_eq!(recv.kind, OpKind::Recv);
+                    assert_eq!(recv.recv_from, Some(q));
+                    assert_eq!(
+                        recv.dst,
+                        Some(ChunkRef::new(BufferKind::Scratch, j as u32, 1))
+                    );
+                }
+                let ch1 = &rp.channels[1].ops;
+                assert_eq!(ch1.len(), 1 + k as usize);
+                assert_eq!(ch1[0].kind, OpKind::Copy);
+                for (j, red) in ch1[1..].iter().enumerate() {
+                    assert_eq!(red.kind, OpKind::Reduce);
+                    assert_eq!(
+                        red.src,
+                        Some(ChunkRef::new(BufferKind::Scratch, j as u32, 1))
+                    );
+                    assert_eq!(
+                        red.deps,
+                        vec![OpRef {
+                            channel: 0,
+                            index: 2 * j as u32 + 1
+                        }]
+                    );
+                }
+            }
+        }
+    }
 }
