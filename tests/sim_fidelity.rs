@@ -163,10 +163,9 @@ fn ce_rows(points: &[(u64, f64)], chunk: u64, exec: sim::ExecParams) -> Vec<sim:
 }
 
 /// The copy-engine pair all-reduce (`ce_pair`, `OWN_CE_PAIR_H200X2`, 16 MiB–1 GiB) against the
-/// defaults (`ce_launch_us`, `ce_gbps` fitted on these points by `exec_fit`) within the fit's
-/// worst error rounded up: 46.8% → 47%. A loose bound for a model that misses structurally: the
-/// simulator runs the planner's pipeline schedule with every reduce after every copy, `ce_pair`
-/// overlaps them (docs/fidelity.md). The bound still catches a model that gets worse.
+/// defaults (`ce_launch_us` 49.0, `ce_gbps` 348, fitted on these points by `exec_fit`, with
+/// `ce_link_efficiency` 1.0 and the pipeline's channel 0 interleaving send j and receive j)
+/// within the fit's worst error rounded up: 1.6% → 2% (docs/fidelity.md).
 #[test]
 fn own_ce_pair_within_fitted_error() {
     let r = ce_rows(
@@ -175,12 +174,12 @@ fn own_ce_pair_within_fitted_error() {
         sim::ExecParams::default(),
     );
     assert_eq!(r.len(), 5);
-    assert_within(&r, 0, 0.47);
+    assert_within(&r, 0, 0.02);
 }
 
 /// The copy-engine refit matters: with the previous lowering's terms (`ce_launch_us` 12.0,
-/// `ce_gbps` 199, in `direct_fenced_h200x2`) the pair measurements are off by more than 100% at
-/// 1 GiB.
+/// `ce_gbps` 199, in `direct_fenced_h200x2`) the pair measurements are off by more than 50% at
+/// 1 GiB (+72.7%).
 #[test]
 fn own_ce_pair_needs_the_refit() {
     let r = ce_rows(
@@ -189,20 +188,81 @@ fn own_ce_pair_needs_the_refit() {
         sim::ExecParams::direct_fenced_h200x2(),
     );
     let big = r.iter().find(|x| x.bytes == 1 << 30).unwrap();
-    assert!(big.error > 1.0, "{:+.1}%", big.error * 100.0);
+    assert!(big.error > 0.5, "{:+.1}%", big.error * 100.0);
+}
+
+/// The link cap matters: with the copy-engine link efficiency of before (0.82 of the loaded
+/// 370.8 GB/s = 304 GB/s, below the fitted 348) the defaults are +15.5% at 1 GiB.
+#[test]
+fn own_ce_pair_needs_the_full_link() {
+    let cfg = sim::SimConfig {
+        ce_link_efficiency: 0.82,
+        ..Default::default()
+    };
+    let r = sim::fidelity::compare_own_ce(
+        &h200x2_measured_topo(),
+        sim::fidelity::OWN_CE_PAIR_H200X2,
+        sim::fidelity::CE_CHUNK_BYTES,
+        &cfg,
+    )
+    .unwrap();
+    let big = r.iter().find(|x| x.bytes == 1 << 30).unwrap();
+    assert!(big.error > 0.05, "{:+.1}%", big.error * 100.0);
+}
+
+/// The overlap matters: the same pipeline with channel 0 listing every send before the receives
+/// (the builder's order before; every reduce then waits for every copy) is +34.4% at 1 GiB with
+/// the defaults.
+#[test]
+fn own_ce_pair_needs_the_interleaved_pipeline() {
+    use planner::schedule::{build, Collective, CollectiveKind, OpKind, OpRef};
+    let bytes = 1u64 << 30;
+    let k = bytes.div_ceil(sim::fidelity::CE_CHUNK_BYTES) as u32;
+    let mut s =
+        build::copy_engine_pipeline(&Collective::new(CollectiveKind::AllReduce), k).unwrap();
+    for rp in &mut s.ranks {
+        let ops = &mut rp.channels[0].ops;
+        let (mut sends, recvs): (Vec<_>, Vec<_>) =
+            ops.drain(..).partition(|o| o.kind == OpKind::Send);
+        sends.extend(recvs);
+        *ops = sends;
+        for (j, op) in rp.channels[1].ops.iter_mut().skip(1).enumerate() {
+            op.deps = vec![OpRef {
+                channel: 0,
+                index: k + j as u32,
+            }];
+        }
+    }
+    s.validate().unwrap();
+    let measured = sim::fidelity::OWN_CE_PAIR_H200X2
+        .iter()
+        .find(|x| x.0 == bytes)
+        .unwrap()
+        .1;
+    let r = sim::simulate(
+        &h200x2_measured_topo(),
+        &s,
+        bytes,
+        &sim::SimConfig::default(),
+    )
+    .unwrap();
+    let error = (r.time_us - measured) / measured;
+    assert!(error > 0.1, "{:+.1}%", error * 100.0);
 }
 
 /// History: the previous, generic copy-engine lowering (`OWN_CE_H200X2_RUN3`, 16 MiB chunks)
 /// against the terms fitted on it then (`ce_gbps` 199 at `ce_launch_us` 12.0, kept in
-/// `direct_fenced_h200x2`): within 10% of run 3, the run docs/benchmarks-gpu.md cited (run 2
-/// differs from it by up to 37%).
+/// `direct_fenced_h200x2`). They were fitted (within 9.5%) when the pipeline schedule ran every
+/// send before the receives; with send j and receive j interleaved the same terms predict run 3
+/// −6.9% at 256 MiB and −23.9% at 1 GiB (run 3 slows per byte at 1 GiB, which no linear model
+/// follows; run 2 of the same command is within 8.1%): the bound is that worst rounded up, 24%.
 #[test]
-fn own_generic_copy_engine_history_within_ten_percent_of_run3() {
+fn own_generic_copy_engine_history_within_24_percent_of_run3() {
     let r = ce_rows(
         sim::fidelity::OWN_CE_H200X2_RUN3,
         sim::fidelity::GENERIC_CE_CHUNK_BYTES,
         sim::ExecParams::direct_fenced_h200x2(),
     );
     assert_eq!(r.len(), 2);
-    assert_within(&r, 0, 0.10);
+    assert_within(&r, 0, 0.24);
 }

@@ -155,4 +155,32 @@ fn main() {
         );
         println!("{}", markdown(&rows));
     }
+    // How the equal-chunk rule moves the copy-engine pair predictions (the runtime's chunks halve
+    // towards the end of the message; the model's are equal).
+    let by_chunk: Vec<(u64, Vec<Row>)> = [16u64 << 20, CE_CHUNK_BYTES, 64 << 20]
+        .into_iter()
+        .map(|c| {
+            let rows = compare_own_ce(&own, OWN_CE_PAIR_H200X2, c, &cfg).expect("simulates");
+            (c, rows)
+        })
+        .collect();
+    println!(
+        "### copy-engine pair (OWN_CE_PAIR_H200X2), ExecParams::default, predicted µs (error) by equal chunk size\n"
+    );
+    let mut head = String::from("| size (B) | measured µs |");
+    let mut rule = String::from("|---:|---:|");
+    for (c, _) in &by_chunk {
+        head += &format!(" {} MiB chunks |", c >> 20);
+        rule += "---:|";
+    }
+    println!("{head}\n{rule}");
+    for (i, &(bytes, us)) in OWN_CE_PAIR_H200X2.iter().enumerate() {
+        let mut line = format!("| {bytes} | {us:.2} |");
+        for (_, rows) in &by_chunk {
+            let r = &rows[i];
+            line += &format!(" {:.2} ({:+.1}%) |", r.predicted_us, r.error * 100.0);
+        }
+        println!("{line}");
+    }
+    println!();
 }

@@ -265,9 +265,9 @@ pub const OWN_CE_H200X2_RUN2: &[(u64, f64)] = &[(256 << 20, 1309.93), (1 << 30, 
 /// Chunk size of the copy-engine pair all-reduce (`runtime::cuda::ce_pair`, its default
 /// `TOPOPLAN_CE_CHUNK_MB` = 32): the largest chunk it copies. The runtime's chunks halve towards
 /// the end of the message down to 2 MiB; the planner's pipeline has equal chunks, so the
-/// simulation cuts the message into `⌈size / 32 MiB⌉` equal ones. (Against the previous 16 MiB
-/// this moves the predictions of [`OWN_CE_PAIR_H200X2`] by at most 2 percentage points: fewer
-/// copies, each paying `ce_setup_us`; see `docs/fidelity.md`.)
+/// simulation cuts the message into `⌈size / 32 MiB⌉` equal ones (16 MiB: one chunk, where the
+/// runtime copies four). How much the chunk size moves the predictions of
+/// [`OWN_CE_PAIR_H200X2`]: the `fidelity` example's chunk table, in `docs/fidelity.md`.
 pub const CE_CHUNK_BYTES: u64 = 32 << 20;
 
 /// Chunk size of the previous, generic copy-engine lowering (`runtime::cuda::schedules` builds
@@ -277,8 +277,8 @@ pub const GENERIC_CE_CHUNK_BYTES: u64 = 16 << 20;
 /// Simulates the copy-engine pipeline all-reduce (`build::copy_engine_pipeline`, the schedule
 /// `topoplan sim --algo ce` runs) cut into `⌈size / chunk_bytes⌉` equal chunks
 /// ([`CE_CHUNK_BYTES`] for `ce_pair`, [`GENERIC_CE_CHUNK_BYTES`] for the previous lowering).
-/// The schedule's channel 0 holds every send before the receives, so the simulator runs every
-/// reduce after every copy, where `ce_pair` overlaps them: `docs/fidelity.md` has what this misses.
+/// The schedule's channel 0 interleaves send j and receive j, so reduce j (channel 1) overlaps
+/// the copies of later chunks, as in `ce_pair`: `docs/fidelity.md` has what this still misses.
 pub fn compare_own_ce(
     topo: &Topology,
     measured: &[(u64, f64)],
