@@ -336,7 +336,7 @@ mod tests {
     fn a_gibibyte_ends_in_halving_chunks() {
         let n = (1u64 << 30) / 4;
         let c = chunks(n, 4, 32 << 20, 2 << 20);
-        let mib: Vec<u64> = c.iter().map(|&(_, x)| x * 4 >> 20).collect();
+        let mib: Vec<u64> = c.iter().map(|&(_, x)| (x * 4) >> 20).collect();
         assert_eq!(&mib[mib.len() - 5..], &[32, 16, 8, 4, 2]);
         assert!(mib.iter().all(|&x| x <= 32));
         assert_eq!(mib.iter().sum::<u64>(), 1024);
