@@ -101,6 +101,8 @@ pub(crate) struct RankState {
     pub(crate) ce: Mutex<super::ce::CeState>,
     /// Copy stream and counters of the copy-engine pair all-reduce (`super::ce_pair`).
     pub(crate) ce_pair: Mutex<super::ce_pair::PairState>,
+    /// Side stream of the experimental hybrid all-reduce (`super::hybrid`).
+    pub(crate) hybrid: Mutex<super::hybrid::HybridState>,
     /// Slots and flags of the direct-push path (`super::direct`).
     pub(crate) direct: super::direct::DirectBufs,
 }
@@ -193,6 +195,7 @@ impl CudaGroup {
             let ce = super::ce::CeState::new(&ctx, ordinals.len())?;
             let direct = super::direct::DirectBufs::new(&ctx, ordinals.len())?;
             let ce_pair = Mutex::new(super::ce_pair::PairState::new(&ctx)?);
+            let hybrid = Mutex::new(super::hybrid::HybridState::new(&ctx)?);
             ranks.push(RankState {
                 ctx,
                 sm_count,
@@ -203,6 +206,7 @@ impl CudaGroup {
                 plans: Mutex::new(HashMap::new()),
                 ce: Mutex::new(ce),
                 ce_pair,
+                hybrid,
                 direct,
             });
         }
@@ -437,6 +441,21 @@ impl CudaGroup {
         }
         let module = self.module(rank, req.dtype)?;
         if super::direct::applies(req.schedule) {
+            let ce = super::hybrid::share(req.schedule, req.count, req.dtype.size() as u64);
+            if ce > 0 {
+                self.ranks[rank].ctx.bind_to_thread().map_err(drv)?;
+                if !super::ce_pair::capturing(stream)? {
+                    return super::hybrid::enqueue(
+                        self,
+                        rank,
+                        req,
+                        key.in_place,
+                        &module,
+                        stream,
+                        ce,
+                    );
+                }
+            }
             return super::direct::enqueue(self, rank, req, key.in_place, &module, stream);
         }
         if super::ce_pair::applies(req.schedule) {

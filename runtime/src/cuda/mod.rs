@@ -22,6 +22,7 @@ mod graph;
 pub mod group;
 pub mod harness;
 pub mod harness_mp;
+pub mod hybrid;
 pub mod ipc;
 pub mod lower;
 pub mod nccl;

@@ -1,0 +1,162 @@
+//! Hybrid two-rank all-reduce (experimental, `TOPOPLAN_HYBRID_CE_PCT`): one call split in two
+//! element ranges that run at once, the first on the SM direct-push path (`direct`) on the
+//! caller's stream, the last `pct` % on the copy-engine pair path (`ce_pair`) on a side stream
+//! forked from the caller's and joined back into it. SM stores alone top out near 360 GB/s and
+//! the copy engines near 390 on 2×H200; the question this answers is whether NVLink carries both
+//! at once.
+//!
+//! Both ranks split alike (same size, same knob), so each path sees the same sequence of calls
+//! on every rank. The ranges are disjoint, so neither path reads what the other writes.
+
+use super::device::{drv, Event, ExecModule};
+use super::group::{CudaGroup, Request};
+use super::CudaError;
+use cudarc::driver::{sys, CudaContext};
+use planner::schedule::{CollectiveKind, Protocol, Schedule};
+use std::sync::{Arc, OnceLock};
+
+/// Elements of the copy-engine range are whole multiples of this (16-byte aligned starts).
+const GRAIN_ELEMS: u64 = 4096;
+
+struct Knobs {
+    pct: u64,
+    min_bytes: u64,
+}
+
+fn knobs() -> &'static Knobs {
+    static K: OnceLock<Knobs> = OnceLock::new();
+    K.get_or_init(|| {
+        let num = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+        Knobs {
+            pct: num("TOPOPLAN_HYBRID_CE_PCT").map_or(0, |v| v.min(90)),
+            min_bytes: num("TOPOPLAN_HYBRID_MIN_MB").map_or(64, |v| v.max(1)) << 20,
+        }
+    })
+}
+
+/// Elements the copy engines take of an `n`-element call at `pct` %: a whole number of grains
+/// from the end, leaving the SM path at least one grain; 0 when the call is too small.
+pub fn ce_share(n: u64, pct: u64) -> u64 {
+    if pct == 0 || n < 2 * GRAIN_ELEMS {
+        return 0;
+    }
+    let ce = n * pct.min(90) / 100 / GRAIN_ELEMS * GRAIN_ELEMS;
+    ce.min(n - GRAIN_ELEMS)
+}
+
+/// The copy-engine share of this call in elements, 0 when the hybrid does not apply: a one-shot
+/// Simple all-reduce of two ranks of at least `TOPOPLAN_HYBRID_MIN_MB` (default 64) with the
+/// knob set.
+pub(crate) fn share(s: &Schedule, count: u64, elem: u64) -> u64 {
+    let k = knobs();
+    if k.pct == 0
+        || s.nranks != 2
+        || s.collective.kind != CollectiveKind::AllReduce
+        || s.protocol != Protocol::Simple
+        || count * elem < k.min_bytes
+    {
+        return 0;
+    }
+    ce_share(count, k.pct)
+}
+
+/// Per-rank side stream and the events that fork it from and join it to the caller's stream.
+pub(crate) struct HybridState {
+    side: sys::CUstream,
+    fork: Event,
+    join: Event,
+    ctx: Arc<CudaContext>,
+}
+
+// SAFETY: the stream handle is used only while holding the state's mutex, with its context bound.
+unsafe impl Send for HybridState {}
+
+impl HybridState {
+    pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<Self, CudaError> {
+        Ok(Self {
+            side: super::device::create_stream(ctx)?,
+            fork: Event::new(ctx)?,
+            join: Event::new(ctx)?,
+            ctx: ctx.clone(),
+        })
+    }
+}
+
+impl Drop for HybridState {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: created in `new`, destroyed once.
+            let _ = unsafe { sys::cuStreamDestroy_v2(self.side) };
+        }
+    }
+}
+
+/// Enqueues rank `rank`'s part of `req` with the last `ce` elements on the copy engines.
+pub(crate) fn enqueue(
+    g: &CudaGroup,
+    rank: usize,
+    req: &Request,
+    in_place: bool,
+    module: &ExecModule,
+    stream: sys::CUstream,
+    ce: u64,
+) -> Result<(), CudaError> {
+    let elem = req.dtype.size() as u64;
+    let sm = req.count - ce;
+    let shift = |v: &[u64]| v.iter().map(|p| p + sm * elem).collect::<Vec<u64>>();
+    let (ce_in, ce_out) = (shift(req.inputs), shift(req.outputs));
+    let ce_req = Request {
+        count: ce,
+        inputs: &ce_in,
+        outputs: &ce_out,
+        ..*req
+    };
+    let sm_req = Request { count: sm, ..*req };
+    let st = g.ranks[rank]
+        .hybrid
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    g.ranks[rank].ctx.bind_to_thread().map_err(drv)?;
+    // Fork: the side stream starts where the caller's stream is.
+    st.fork.record(stream)?;
+    // SAFETY: an event and a stream of this context.
+    unsafe { sys::cuStreamWaitEvent(st.side, st.fork.raw(), 0) }
+        .result()
+        .map_err(drv)?;
+    super::direct::enqueue(g, rank, &sm_req, in_place, module, stream)?;
+    super::ce_pair::enqueue(g, rank, &ce_req, module, st.side)?;
+    // Join: the caller's stream continues once the copy-engine range is reduced.
+    st.join.record(st.side)?;
+    // SAFETY: as above.
+    unsafe { sys::cuStreamWaitEvent(stream, st.join.raw(), 0) }
+        .result()
+        .map_err(drv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn the_copy_engine_share_is_aligned_and_leaves_the_sm_path_work(n in 0u64..1 << 30, pct in 0u64..100) {
+            let ce = ce_share(n, pct);
+            prop_assert_eq!(ce % GRAIN_ELEMS, 0);
+            prop_assert!(ce <= n * pct.min(90) / 100);
+            if ce > 0 {
+                prop_assert!(n - ce >= GRAIN_ELEMS);
+            }
+            if pct == 0 {
+                prop_assert_eq!(ce, 0);
+            }
+        }
+    }
+
+    #[test]
+    fn a_fifth_of_a_gibibyte() {
+        let n = (1u64 << 30) / 4;
+        assert_eq!(ce_share(n, 20), n / 5 / GRAIN_ELEMS * GRAIN_ELEMS);
+        assert_eq!(ce_share(4096, 50), 0);
+    }
+}
