@@ -13,5 +13,5 @@ sec perf 40 "" bench --counts $C -w 3 -n 20 --runs 3 -c 0 --vs-nccl
 grep -E '^ +[0-9]+ ' "$OUT/perf.log" | awk '{printf "%s:%s/%s ", $1, $9, $12} END {print "pct 0 vs nccl"}'
 for p in 10 20 30; do
   sec perf 40 "TOPOPLAN_HYBRID_CE_PCT=$p" bench --counts $C -w 3 -n 20 --runs 3 -c 0
-  grep -E '^ +[0-9]+ ' "$OUT/perf.log" | tail -3 | awk -v p=$p '{printf "%s:%s(ip %s) ", $1, $9, $16} END {print "pct " p}'
+  grep -E '^ +[0-9]+ ' "$OUT/perf.log" | tail -3 | awk -v p=$p '{printf "%s:%s(ip %s) ", $1, $9, $13} END {print "pct " p}'
 done
