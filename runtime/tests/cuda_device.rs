@@ -44,8 +44,13 @@ fn collectives_match_the_reference_on_gpus() {
                 dtype: DataType::F32,
                 op: ReduceOp::Sum,
                 algo: algo.into(),
-                // The last size spans several copy-engine chunks and an odd tail.
-                sizes: vec![8, 4104, 1 << 20, (130 << 20) + 12],
+                // 130 MiB spans several copy-engine chunks and an odd tail; 512 MiB all-reduce
+                // runs the hybrid (direct path and copy engines on one call).
+                sizes: if kind == CollectiveKind::AllReduce {
+                    vec![8, 4104, 1 << 20, (130 << 20) + 12, (512 << 20) + 4096 * 4]
+                } else {
+                    vec![8, 4104, 1 << 20, (130 << 20) + 12]
+                },
                 warmup: 1,
                 iters: 2,
                 check: true,

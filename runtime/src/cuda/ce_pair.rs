@@ -20,9 +20,10 @@
 //! nothing overlaps, is short. The scratch ring (`TOPOPLAN_CE_SLOTS` chunks, default 4: 256 MiB
 //! per GPU) is allocated at the first call.
 //!
-//! Measured on 2×H200 it is correct but slower than the SM direct path at every size (512 MiB:
-//! 345 against 359 GB/s): every chunk costs ~10 µs of fenced signalling on its copy stream, so
-//! `auto` never picks it (`--algo ce` runs it).
+//! Measured on 2×H200 it is correct but alone slower than the SM direct path at every size
+//! (512 MiB: 345 against 359 GB/s): every chunk costs ~10 µs of fenced signalling on its copy
+//! stream. `auto` runs it only as half of the hybrid all-reduce (`super::hybrid`); `--algo ce`
+//! runs it alone.
 //!
 //! The counters live on the host between calls, so a CUDA graph replay would repeat stale
 //! values: under stream capture `CudaGroup` runs the one-shot schedule instead.

@@ -101,7 +101,7 @@ pub(crate) struct RankState {
     pub(crate) ce: Mutex<super::ce::CeState>,
     /// Copy stream and counters of the copy-engine pair all-reduce (`super::ce_pair`).
     pub(crate) ce_pair: Mutex<super::ce_pair::PairState>,
-    /// Side stream of the experimental hybrid all-reduce (`super::hybrid`).
+    /// Side stream of the hybrid all-reduce (`super::hybrid`).
     pub(crate) hybrid: Mutex<super::hybrid::HybridState>,
     /// Slots and flags of the direct-push path (`super::direct`).
     pub(crate) direct: super::direct::DirectBufs,

@@ -1,12 +1,15 @@
-//! Hybrid two-rank all-reduce (experimental, `TOPOPLAN_HYBRID_CE_PCT`): one call split in two
-//! element ranges that run at once, the first on the SM direct-push path (`direct`) on the
-//! caller's stream, the last `pct` % on the copy-engine pair path (`ce_pair`) on a side stream
-//! forked from the caller's and joined back into it. SM stores alone top out near 360 GB/s and
-//! the copy engines near 390 on 2×H200; the question this answers is whether NVLink carries both
-//! at once.
+//! Hybrid two-rank all-reduce: one call split in two element ranges that run at once, the first
+//! on the SM direct-push path (`direct`) on the caller's stream, the last `pct` % on the
+//! copy-engine pair path (`ce_pair`) on a side stream forked from the caller's and joined back
+//! into it. SM stores alone top out near 360 GB/s and the copy engines near 345 on 2×H200;
+//! together NVLink carries more: with half on each, 512 MiB reaches 371 GB/s and 1 GiB 376
+//! (docs/benchmarks-gpu.md). Default: 50 % from 512 MiB per rank (`TOPOPLAN_HYBRID_CE_PCT`,
+//! `TOPOPLAN_HYBRID_MIN_MB`; 0 turns it off), where it was measured.
 //!
-//! Both ranks split alike (same size, same knob), so each path sees the same sequence of calls
-//! on every rank. The ranges are disjoint, so neither path reads what the other writes.
+//! Both ranks split alike (same size, same knobs), so each path sees the same sequence of calls
+//! on every rank. The ranges are disjoint, so neither path reads what the other writes. Under
+//! CUDA graph capture the call runs on the direct path alone (the copy-engine counters live on
+//! the host).
 
 use super::device::{drv, Event, ExecModule};
 use super::group::{CudaGroup, Request};
@@ -28,8 +31,8 @@ fn knobs() -> &'static Knobs {
     K.get_or_init(|| {
         let num = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
         Knobs {
-            pct: num("TOPOPLAN_HYBRID_CE_PCT").map_or(0, |v| v.min(90)),
-            min_bytes: num("TOPOPLAN_HYBRID_MIN_MB").map_or(64, |v| v.max(1)) << 20,
+            pct: num("TOPOPLAN_HYBRID_CE_PCT").map_or(50, |v| v.min(90)),
+            min_bytes: num("TOPOPLAN_HYBRID_MIN_MB").map_or(512, |v| v.max(1)) << 20,
         }
     })
 }
@@ -45,8 +48,8 @@ pub fn ce_share(n: u64, pct: u64) -> u64 {
 }
 
 /// The copy-engine share of this call in elements, 0 when the hybrid does not apply: a one-shot
-/// Simple all-reduce of two ranks of at least `TOPOPLAN_HYBRID_MIN_MB` (default 64) with the
-/// knob set.
+/// Simple all-reduce of two ranks of at least `TOPOPLAN_HYBRID_MIN_MB` (default 512) per rank,
+/// with a nonzero share.
 pub(crate) fn share(s: &Schedule, count: u64, elem: u64) -> u64 {
     let k = knobs();
     if k.pct == 0
