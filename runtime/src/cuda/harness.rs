@@ -497,6 +497,13 @@ pub fn run(
                 "the copy-engine pipeline (ce) cannot run under CUDA graph capture".into(),
             ));
         }
+        // The hybrid runs this schedule with part of the message on the copy engines (not
+        // under graph capture): say so in the table.
+        let algo = if !cfg.cuda_graph && super::hybrid::share(&sched, count, elem) > 0 {
+            format!("{algo}+ce")
+        } else {
+            algo
+        };
         let sched = Arc::new(sched);
         let ours = Lib::Ours(&g, &sched);
         let mut row = Row {
