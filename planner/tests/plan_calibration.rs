@@ -23,14 +23,19 @@ fn measured(file: &str) -> Vec<(u64, f64)> {
         .collect()
 }
 
-fn check(kind: CollectiveKind, file: &str) -> (f64, f64, usize) {
+/// The planner on NCCL's own topology dump of the measured 2×H200 machine.
+fn h200x2_planner() -> Planner {
     let t = load_file(
         std::path::Path::new("../tests/data/measurements/h200x2/topo.xml"),
         &LoadOptions::default(),
     )
     .unwrap()
     .topology;
-    let p = Planner::new(&t).unwrap();
+    Planner::new(&t).unwrap()
+}
+
+fn check(kind: CollectiveKind, file: &str) -> (f64, f64, usize) {
+    let p = h200x2_planner();
     let f = Filter {
         algorithms: Some(vec![Algorithm::Ring, Algorithm::Tree]),
         protocols: None,
@@ -117,13 +122,7 @@ fn bench_rows(file: &str, marker: &str) -> Vec<(u64, String, f64)> {
 
 /// Worst relative error of the tuner's `algo`/`proto` estimate over measured (size, µs) points.
 fn worst_error(algo: Algorithm, proto: Protocol, pts: &[(u64, f64)]) -> f64 {
-    let t = load_file(
-        std::path::Path::new("../tests/data/measurements/h200x2/topo.xml"),
-        &LoadOptions::default(),
-    )
-    .unwrap()
-    .topology;
-    let p = Planner::new(&t).unwrap();
+    let p = h200x2_planner();
     let f = Filter {
         algorithms: Some(vec![algo.clone()]),
         protocols: Some(vec![proto]),
