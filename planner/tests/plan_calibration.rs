@@ -159,7 +159,23 @@ fn one_shot_model_tracks_topoplans_executor_on_h200x2() {
     let (ll, simple) = (pick("one-shot-ll"), pick("one-shot"));
     assert_eq!((ll.len(), simple.len()), (17, 11));
     assert!(worst_error(Algorithm::OneShot, Protocol::LL, &ll) < 0.08);
-    assert!(worst_error(Algorithm::OneShot, Protocol::Simple, &simple) < 0.03);
+    // From 512 MiB the runtime runs the one-shot as its hybrid (run 12); the SM path alone (run 6)
+    // is what the model priced below that.
+    let sm_only: Vec<(u64, f64)> = simple.into_iter().filter(|p| p.0 < 512 << 20).collect();
+    assert!(worst_error(Algorithm::OneShot, Protocol::Simple, &sm_only) < 0.03);
+}
+
+/// From 512 MiB a 2-GPU one-shot all-reduce runs as the hybrid (half on the copy engines): the
+/// model's one-shot estimate there is the hybrid's, fitted exactly on its two measured sizes, and
+/// the same run's 256 MiB (SM path alone) stays on the one-shot fit.
+#[test]
+fn hybrid_model_tracks_topoplans_executor_on_h200x2() {
+    let pts: Vec<(u64, f64)> = bench_rows("run12-hybrid-vs-nccl.log", "TOPOPLAN_HYBRID_CE_PCT=50")
+        .into_iter()
+        .map(|r| (r.0, r.2))
+        .collect();
+    assert_eq!(pts.len(), 3);
+    assert!(worst_error(Algorithm::OneShot, Protocol::Simple, &pts) < 0.01);
 }
 
 /// The copy-engine pipeline is priced from topoplan's copy-engine pair all-reduce with its

@@ -111,6 +111,18 @@ pub fn direct_ramp(proto: Protocol, bytes: u64) -> f64 {
     }
 }
 
+// topoplan's hybrid all-reduce (`runtime::cuda::hybrid`: on 2 GPUs from 512 MiB per rank the
+// one-shot runs half its message on the copy engines while the SM path runs the other half),
+// fitted on its two measured sizes (`docs/measurements/session10/run12-hybrid-vs-nccl.log`:
+// 512 MiB 1446.6 µs, 1 GiB 2854.9 µs; two points, two terms, so the fit is exact there).
+
+/// Smallest per-rank all-reduce the runtime runs as a hybrid (its default).
+pub const HYBRID_MIN_BYTES: u64 = 512 << 20;
+/// Both engines at once: fraction of the NVLink bandwidth (381 of 370.8 GB/s).
+pub const HYBRID_EFF: f64 = 1.028;
+/// Fixed cost on top of [`LAUNCH_US`] (µs): the copy-engine half's start and last reduce.
+pub const HYBRID_LAT_US: f64 = 33.8;
+
 // topoplan's copy-engine pair all-reduce (`runtime::cuda::ce_pair`), fitted on its 2×H200
 // measurements with the runtime's default chunks (`docs/measurements/session10/run1-ce.log`,
 // `TOPOPLAN_CE_CHUNK_MB=64`): every point within 2.1 %.

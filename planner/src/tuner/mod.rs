@@ -288,6 +288,15 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
                     push_r(algo.clone(), p, 1, lat, bw, 1.0);
                     continue;
                 }
+                if p == Protocol::Simple
+                    && n == 2
+                    && kind == CollectiveKind::AllReduce
+                    && bytes >= HYBRID_MIN_BYTES
+                {
+                    // The runtime runs this one-shot as its hybrid (half on the copy engines).
+                    push_r(algo.clone(), p, 1, HYBRID_LAT_US, gbw * HYBRID_EFF, 1.0);
+                    continue;
+                }
                 let bw = if p == Protocol::LL {
                     (one_algbw * DIRECT_LL_FRACTION).min(llmax)
                 } else {
