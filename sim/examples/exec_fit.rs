@@ -100,21 +100,12 @@ fn search(
 }
 
 fn summary(label: &str, r: &[Row]) {
-    for p in [Protocol::LL, Protocol::Simple] {
-        let e: Vec<f64> = r
-            .iter()
-            .filter(|r| r.protocol == p)
-            .map(|r| r.error.abs())
-            .collect();
-        if e.is_empty() {
-            continue;
-        }
+    for (p, n, worst, mean) in sim::fidelity::errors_by_protocol(r) {
         println!(
-            "{label}, {} ({} points): worst |error| {:.1}%, mean |error| {:.1}%",
+            "{label}, {} ({n} points): worst |error| {:.1}%, mean |error| {:.1}%",
             p.name(),
-            e.len(),
-            e.iter().fold(0.0, |a: f64, &b| a.max(b)) * 100.0,
-            e.iter().sum::<f64>() / e.len() as f64 * 100.0
+            worst * 100.0,
+            mean * 100.0
         );
     }
 }

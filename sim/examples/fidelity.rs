@@ -1,7 +1,7 @@
 //! Prints the fidelity tables of docs/fidelity.md:
 //! `cargo run --release -p sim --example fidelity [DATA_DIR]` (default
 //! tests/data/measurements/h200x2).
-use planner::schedule::{CollectiveKind, Protocol};
+use planner::schedule::CollectiveKind;
 use sim::fidelity::*;
 use sim::ExecParams;
 
@@ -10,21 +10,12 @@ fn errors(rows: &[Row]) -> String {
     let mut s = String::from(
         "| protocol | points | worst \\|error\\| | mean \\|error\\| |\n|---|---:|---:|---:|\n",
     );
-    for p in [Protocol::LL, Protocol::Simple] {
-        let e: Vec<f64> = rows
-            .iter()
-            .filter(|r| r.protocol == p)
-            .map(|r| r.error.abs())
-            .collect();
-        if e.is_empty() {
-            continue;
-        }
+    for (p, n, worst, mean) in errors_by_protocol(rows) {
         s += &format!(
-            "| {} | {} | {:.1}% | {:.1}% |\n",
+            "| {} | {n} | {:.1}% | {:.1}% |\n",
             p.name(),
-            e.len(),
-            e.iter().fold(0.0, |a: f64, &b| a.max(b)) * 100.0,
-            e.iter().sum::<f64>() / e.len() as f64 * 100.0
+            worst * 100.0,
+            mean * 100.0
         );
     }
     s

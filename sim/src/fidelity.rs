@@ -79,6 +79,24 @@ pub fn markdown(rows: &[Row]) -> String {
     s
 }
 
+/// Per protocol with points in `rows`: (protocol, points, worst |error|, mean |error|).
+pub fn errors_by_protocol(rows: &[Row]) -> Vec<(Protocol, usize, f64, f64)> {
+    [Protocol::LL, Protocol::LL128, Protocol::Simple]
+        .into_iter()
+        .filter_map(|p| {
+            let e: Vec<f64> = rows
+                .iter()
+                .filter(|r| r.protocol == p)
+                .map(|r| r.error.abs())
+                .collect();
+            (!e.is_empty()).then(|| {
+                let worst = e.iter().fold(0.0, |a: f64, &b| a.max(b));
+                (p, e.len(), worst, e.iter().sum::<f64>() / e.len() as f64)
+            })
+        })
+        .collect()
+}
+
 /// topoplan's CUDA runtime, one-shot all-reduce (float, sum, out of place) on the lent 2×H200,
 /// on this session's (session 10's) direct-push executor with **relaxed credits**: the credit
 /// words (and Simple's ready words) are relaxed stores, not release stores, so no system fence per
