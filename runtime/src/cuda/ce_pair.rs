@@ -263,12 +263,12 @@ pub(crate) fn enqueue(
     }
     for (i, &(off, n)) in list.iter().enumerate() {
         let c = g0 + i as u64;
-        let (s, nth) = ((c % ns) as usize, c / ns + 1);
+        let (s, nth) = protocol::stream_of(c, ns);
         let copy = st.copy[s];
-        if c >= k.slots {
-            sig.wait(copy, flags(rank, FREED), c - k.slots + 1)?;
+        if let Some(w) = protocol::refill_wait(c, k.slots) {
+            sig.wait(copy, flags(rank, FREED), w)?;
         }
-        let dst = scratch[peer] + (c % k.slots) * slot;
+        let dst = scratch[peer] + protocol::slot(c, k.slots) * slot;
         // SAFETY: the source lies in the caller's input ((off + n) ≤ count elements), the
         // destination in the peer's scratch slot (n·elem ≤ slot bytes); unified addressing
         // sends a peer destination through this GPU's copy engine.
@@ -280,14 +280,14 @@ pub(crate) fn enqueue(
     }
     for (i, &(off, n)) in list.iter().enumerate() {
         let c = g0 + i as u64;
-        let (s, nth) = ((c % ns) as usize, c / ns + 1);
+        let (s, nth) = protocol::stream_of(c, ns);
         sig.wait(stream, flags(rank, LANDED + s), nth)?;
         sig.wait(stream, flags(rank, PUSHED + s), nth)?;
         let grid = ((n * elem).div_ceil(64 << 10) as u32).clamp(1, 2 * me.sm_count);
         let mut args: (u64, u64, u64, u64, u32) = (
             output + off * elem,
             input + off * elem,
-            scratch[rank] + (c % k.slots) * slot,
+            scratch[rank] + protocol::slot(c, k.slots) * slot,
             n,
             avg,
         );
@@ -328,6 +328,33 @@ pub(crate) fn capturing(stream: sys::CUstream) -> Result<bool, CudaError> {
     Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
 }
 
+/// The pair path's counter rules as pure decisions (`enqueue` makes them; the loom model
+/// `runtime/tests/loom_ce_pair.rs` checks them). Chunks are numbered across calls from 0.
+pub mod protocol {
+    /// Scratch slot of chunk `c` in a ring of `slots`.
+    pub fn slot(c: u64, slots: u64) -> u64 {
+        c % slots
+    }
+
+    /// Whether chunk `c` may be pushed into the peer's slot, given the peer's `freed` count (the
+    /// chunks it has reduced out of its scratch, in order): the chunk that last used that slot,
+    /// `c - slots`, must have been reduced.
+    pub fn may_refill(freed: u64, c: u64, slots: u64) -> bool {
+        refill_wait(c, slots).is_none_or(|w| freed >= w)
+    }
+
+    /// The `FREED` value chunk `c`'s push waits for; `None`: its slot is fresh.
+    pub fn refill_wait(c: u64, slots: u64) -> Option<u64> {
+        (c >= slots).then(|| c - slots + 1)
+    }
+
+    /// The copy stream of chunk `c` among `streams`, and the value that stream's `LANDED` and
+    /// `PUSHED` counters hold once `c` is pushed (each stream counts its own chunks).
+    pub fn stream_of(c: u64, streams: u64) -> (usize, u64) {
+        ((c % streams) as usize, c / streams + 1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,6 +368,27 @@ mod tests {
         assert_eq!(&mib[mib.len() - 5..], &[32, 16, 8, 4, 2]);
         assert!(mib.iter().all(|&x| x <= 32));
         assert_eq!(mib.iter().sum::<u64>(), 1024);
+    }
+
+    #[test]
+    fn the_refill_rule_is_the_wait_enqueue_issues() {
+        use super::protocol::*;
+        for slots in 1..5u64 {
+            for c in 0..20u64 {
+                match refill_wait(c, slots) {
+                    // The wait enqueue issues is exactly where may_refill turns.
+                    Some(w) => {
+                        assert_eq!(w, c - slots + 1);
+                        assert!(!may_refill(w - 1, c, slots));
+                        assert!(may_refill(w, c, slots));
+                    }
+                    None => assert!(c < slots && may_refill(0, c, slots)),
+                }
+                assert_eq!(slot(c, slots), c % slots);
+            }
+        }
+        assert_eq!(stream_of(5, 2), (1, 3));
+        assert_eq!(stream_of(4, 1), (0, 5));
     }
 
     proptest! {
