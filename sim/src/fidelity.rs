@@ -100,7 +100,7 @@ pub fn errors_by_protocol(rows: &[Row]) -> Vec<(Protocol, usize, f64, f64)> {
 /// topoplan's CUDA runtime, one-shot all-reduce (float, sum, out of place) on the lent 2×H200,
 /// on this session's (session 10's) direct-push executor with **relaxed credits**: the credit
 /// words (and Simple's ready words) are relaxed stores, not release stores, so no system fence per
-/// credit (LL ≈ 4.5 µs per call instead of ≈ 5.8; Simple 1–32 MiB 4–12% faster). (size, protocol,
+/// credit (LL ≈ 4.5 µs per call instead of ≈ 5.8; Simple 1–32 MiB 2–11% faster). (size, protocol,
 /// measured median of 3 runs of 20 calls, µs, the out-of-place `time` column, the 7th field.)
 /// From the closing measurement `docs/measurements/session10/run6-perf.log`, command `topoplan
 /// bench -b 8 -e 1G -f 2 -g 2 -w 5 -n 20 --runs 3 -c 0 --vs-nccl`; the protocol is the `algo`
