@@ -28,7 +28,7 @@
 //! The counters live on the host between calls, so a CUDA graph replay would repeat stale
 //! values: under stream capture `CudaGroup` runs the one-shot schedule instead.
 
-use super::device::{drv, DevBuf, Event, ExecModule};
+use super::device::{drv, env_num, DevBuf, Event, ExecModule, Stream};
 use super::group::{CudaGroup, Request};
 use super::CudaError;
 use crate::types::ReduceOp;
@@ -70,7 +70,7 @@ struct Knobs {
 fn knobs() -> &'static Knobs {
     static K: OnceLock<Knobs> = OnceLock::new();
     K.get_or_init(|| {
-        let num = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+        let num = env_num::<u64>;
         Knobs {
             enabled: std::env::var("TOPOPLAN_CE_PAIR").map_or(true, |v| v != "0"),
             chunk: num("TOPOPLAN_CE_CHUNK_MB").map_or(64, |v| v.clamp(1, 1024)) << 20,
@@ -132,41 +132,23 @@ fn slot_bytes(k: &Knobs) -> u64 {
     k.chunk + GRAIN_ELEMS * 8
 }
 
-/// Per-rank state: the copy stream, the event that forks it from the caller's stream, and how
+/// Per-rank state: the copy streams, the event that forks them from the caller's stream, and how
 /// many chunks this rank has enqueued so far (the base of this call's counter values).
 pub(crate) struct PairState {
-    copy: [sys::CUstream; MAX_COPY_STREAMS],
+    copy: Vec<Stream>,
     start: Event,
     chunks_done: u64,
-    ctx: Arc<CudaContext>,
 }
-
-// SAFETY: the stream handle is used only while holding the state's mutex, with its context bound.
-unsafe impl Send for PairState {}
 
 impl PairState {
     pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<Self, CudaError> {
-        let mut copy = [std::ptr::null_mut(); MAX_COPY_STREAMS];
-        for c in &mut copy {
-            *c = super::device::create_stream(ctx)?;
-        }
         Ok(Self {
-            copy,
+            copy: (0..MAX_COPY_STREAMS)
+                .map(|_| Stream::new(ctx))
+                .collect::<Result<_, _>>()?,
             start: Event::new(ctx)?,
             chunks_done: 0,
-            ctx: ctx.clone(),
         })
-    }
-}
-
-impl Drop for PairState {
-    fn drop(&mut self) {
-        if self.ctx.bind_to_thread().is_ok() {
-            // SAFETY: created in `new`, destroyed once.
-            for c in self.copy {
-                let _ = unsafe { sys::cuStreamDestroy_v2(c) };
-            }
-        }
     }
 }
 
@@ -255,16 +237,16 @@ pub(crate) fn enqueue(
     ctx.bind_to_thread().map_err(drv)?;
     // The copy streams start where the caller's stream is (its input is ready).
     st.start.record(stream)?;
-    for &c in &st.copy[..ns as usize] {
+    for c in &st.copy[..ns as usize] {
         // SAFETY: an event and a stream of this context.
-        unsafe { sys::cuStreamWaitEvent(c, st.start.raw(), 0) }
+        unsafe { sys::cuStreamWaitEvent(c.raw(), st.start.raw(), 0) }
             .result()
             .map_err(drv)?;
     }
     for (i, &(off, n)) in list.iter().enumerate() {
         let c = g0 + i as u64;
         let (s, nth) = protocol::stream_of(c, ns);
-        let copy = st.copy[s];
+        let copy = st.copy[s].raw();
         if let Some(w) = protocol::refill_wait(c, k.slots) {
             sig.wait(copy, flags(rank, FREED), w)?;
         }

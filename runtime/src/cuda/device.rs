@@ -93,6 +93,44 @@ impl Drop for DevBuf {
     }
 }
 
+/// The number an environment knob holds, if it is set and parses.
+pub(crate) fn env_num<T: std::str::FromStr>(key: &str) -> Option<T> {
+    std::env::var(key).ok().and_then(|v| v.parse().ok())
+}
+
+/// A non-blocking stream of one context, destroyed on drop (work already queued on it still
+/// runs: the driver defers the destruction).
+pub(crate) struct Stream {
+    ctx: Arc<CudaContext>,
+    s: sys::CUstream,
+}
+
+// SAFETY: a CUstream handle may be used from any thread with its context bound; the owners keep
+// it behind a mutex.
+unsafe impl Send for Stream {}
+
+impl Stream {
+    pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<Self, CudaError> {
+        Ok(Self {
+            ctx: ctx.clone(),
+            s: create_stream(ctx)?,
+        })
+    }
+
+    pub(crate) fn raw(&self) -> sys::CUstream {
+        self.s
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: created in `new`, destroyed once.
+            let _ = unsafe { sys::cuStreamDestroy_v2(self.s) };
+        }
+    }
+}
+
 /// A new non-blocking stream of `ctx` (binds `ctx` to this thread); the caller destroys it.
 pub(crate) fn create_stream(ctx: &Arc<CudaContext>) -> Result<sys::CUstream, CudaError> {
     ctx.bind_to_thread().map_err(drv)?;
@@ -109,6 +147,9 @@ pub(crate) struct Event {
     ctx: Arc<CudaContext>,
     e: sys::CUevent,
 }
+
+// SAFETY: a CUevent handle may be used from any thread with its context bound (drop binds it).
+unsafe impl Send for Event {}
 
 impl Event {
     pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<Self, CudaError> {

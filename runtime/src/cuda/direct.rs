@@ -204,7 +204,7 @@ struct Knobs {
 fn knobs() -> &'static Knobs {
     static K: std::sync::OnceLock<Knobs> = std::sync::OnceLock::new();
     K.get_or_init(|| {
-        let num = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
+        let num = super::device::env_num::<u32>;
         Knobs {
             enabled: std::env::var("TOPOPLAN_DIRECT").map_or(true, |v| v != "0"),
             pdl: std::env::var("TOPOPLAN_PDL").map_or(true, |v| v != "0"),

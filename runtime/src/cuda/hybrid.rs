@@ -11,7 +11,7 @@
 //! CUDA graph capture the call runs on the direct path alone (the copy-engine counters live on
 //! the host).
 
-use super::device::{drv, Event, ExecModule};
+use super::device::{drv, env_num, Event, ExecModule, Stream};
 use super::group::{CudaGroup, Request};
 use super::CudaError;
 use cudarc::driver::{sys, CudaContext};
@@ -29,7 +29,7 @@ struct Knobs {
 fn knobs() -> &'static Knobs {
     static K: OnceLock<Knobs> = OnceLock::new();
     K.get_or_init(|| {
-        let num = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+        let num = env_num::<u64>;
         Knobs {
             pct: num("TOPOPLAN_HYBRID_CE_PCT").map_or(50, |v| v.min(90)),
             min_bytes: num("TOPOPLAN_HYBRID_MIN_MB").map_or(512, |v| v.max(1)) << 20,
@@ -65,32 +65,18 @@ pub(crate) fn share(s: &Schedule, count: u64, elem: u64) -> u64 {
 
 /// Per-rank side stream and the events that fork it from and join it to the caller's stream.
 pub(crate) struct HybridState {
-    side: sys::CUstream,
+    side: Stream,
     fork: Event,
     join: Event,
-    ctx: Arc<CudaContext>,
 }
-
-// SAFETY: the stream handle is used only while holding the state's mutex, with its context bound.
-unsafe impl Send for HybridState {}
 
 impl HybridState {
     pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<Self, CudaError> {
         Ok(Self {
-            side: super::device::create_stream(ctx)?,
+            side: Stream::new(ctx)?,
             fork: Event::new(ctx)?,
             join: Event::new(ctx)?,
-            ctx: ctx.clone(),
         })
-    }
-}
-
-impl Drop for HybridState {
-    fn drop(&mut self) {
-        if self.ctx.bind_to_thread().is_ok() {
-            // SAFETY: created in `new`, destroyed once.
-            let _ = unsafe { sys::cuStreamDestroy_v2(self.side) };
-        }
     }
 }
 
@@ -123,13 +109,13 @@ pub(crate) fn enqueue(
     // Fork: the side stream starts where the caller's stream is.
     st.fork.record(stream)?;
     // SAFETY: an event and a stream of this context.
-    unsafe { sys::cuStreamWaitEvent(st.side, st.fork.raw(), 0) }
+    unsafe { sys::cuStreamWaitEvent(st.side.raw(), st.fork.raw(), 0) }
         .result()
         .map_err(drv)?;
     super::direct::enqueue(g, rank, &sm_req, in_place, module, stream)?;
-    super::ce_pair::enqueue(g, rank, &ce_req, module, st.side)?;
+    super::ce_pair::enqueue(g, rank, &ce_req, module, st.side.raw())?;
     // Join: the caller's stream continues once the copy-engine range is reduced.
-    st.join.record(st.side)?;
+    st.join.record(st.side.raw())?;
     // SAFETY: as above.
     unsafe { sys::cuStreamWaitEvent(stream, st.join.raw(), 0) }
         .result()

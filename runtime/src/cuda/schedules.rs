@@ -32,17 +32,11 @@ fn ce_auto() -> bool {
 const LL128_UP_TO_BYTES: u64 = 0;
 
 fn ll128_up_to() -> u64 {
-    std::env::var("TOPOPLAN_LL128_MAX")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(LL128_UP_TO_BYTES)
+    super::device::env_num("TOPOPLAN_LL128_MAX").unwrap_or(LL128_UP_TO_BYTES)
 }
 
 fn ll_up_to() -> u64 {
-    std::env::var("TOPOPLAN_LL_MAX")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(LL_UP_TO_BYTES)
+    super::device::env_num("TOPOPLAN_LL_MAX").unwrap_or(LL_UP_TO_BYTES)
 }
 
 /// Bytes per chunk of the copy-engine pipeline schedule. Only the generic lowering
