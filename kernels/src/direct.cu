@@ -19,7 +19,7 @@
 #define TD_MAXCTA 64  // streams: sender CTAs per (sender, receiver) pair
 #define TD_RECV_STREAMS 4  // at most this many streams per Simple receiver CTA
 #define TD_ROLES 4
-#define TD_PROTOS 3  // 0 Simple, 1 LL, 2 LL128
+#define TD_PROTOS 3  // 0 Simple, 1 LL, 2 LL128 (3, pull, has its own words: direct_pull.cu)
 // Flag word of (protocol, role, peer, cta) in a rank's direct flag region.
 #define TD_FLAG(proto, role, peer, cta) \
   (((((u64)(proto)) * TD_ROLES + (role)) * TP_MAXR + (peer)) * TD_MAXCTA + (cta))
@@ -449,6 +449,8 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
 // at the end of the unit, after their definitions).
 template <typename OP> __device__ void td_l128_send(const TdArgs& a, u32 b, u32 S);
 template <typename OP> __device__ void td_l128_recv(const TdArgs& a, u32 r, u32 R, u32 S);
+// Pull mode lives in direct_pull.cu, appended likewise.
+template <typename OP> __device__ void td_pull(const TdArgs& a, u32 b, u32 G);
 
 template <typename OP>
 __device__ void td_run(const TdArgs& a) {
@@ -460,6 +462,8 @@ __device__ void td_run(const TdArgs& a) {
   u32 S = a.senders;
   if (a.ll == 1) {
     td_ll<OP>(a, blockIdx.x, gridDim.x);
+  } else if (a.ll == 3) {
+    td_pull<OP>(a, blockIdx.x, gridDim.x);
   } else if (a.ll == 2) {
     if (blockIdx.x < S) td_l128_send<OP>(a, blockIdx.x, S);
     else td_l128_recv<OP>(a, blockIdx.x - S, gridDim.x - S, S);

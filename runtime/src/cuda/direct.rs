@@ -21,8 +21,8 @@ pub(crate) const MAX_CTAS: u32 = 64;
 /// `TD_RECV_STREAMS`: streams one Simple receiver CTA serves at most.
 const RECV_STREAMS: u32 = 4;
 /// `TD_FLAG_WORDS`: (3 protocols × 4 roles × 8 peers × 64 streams) u64 words, then three
-/// per-stream words of the in-place guard.
-const FLAG_WORDS: usize = (3 * 4 * 8 + 3) * MAX_CTAS as usize;
+/// per-stream words of the in-place guard, then pull mode's words ([`pull::WORDS`]).
+const FLAG_WORDS: usize = (3 * 4 * 8 + 3) * MAX_CTAS as usize + pull::WORDS;
 /// Slots per (sender, receiver, stream): how far a sender may run ahead of its receiver
 /// (`TOPOPLAN_DIRECT_SLOTS`).
 const NSLOTS: u32 = 2;
@@ -368,6 +368,8 @@ pub struct DirectCall {
     pub input: u64,
     pub output: u64,
     pub in_place: bool,
+    /// Every rank's input (one process: pull mode may read them); `None` across processes.
+    pub inputs: Option<[u64; 8]>,
 }
 
 impl DirectCall {
@@ -392,6 +394,7 @@ impl DirectCall {
             input,
             output,
             in_place,
+            inputs: None,
         }
     }
 }
@@ -415,15 +418,20 @@ pub(crate) fn enqueue(
     for (r, st) in g.ranks.iter().enumerate() {
         (peers.simple[r], peers.ll[r], peers.flags[r]) = st.direct.ptrs();
     }
-    let call = DirectCall::of(
-        req.schedule,
-        req.count,
-        req.dtype,
-        req.op,
-        req.inputs[rank],
-        req.outputs[rank],
-        in_place,
-    );
+    let mut inputs = [0u64; 8];
+    inputs[..req.inputs.len()].copy_from_slice(req.inputs);
+    let call = DirectCall {
+        inputs: Some(inputs),
+        ..DirectCall::of(
+            req.schedule,
+            req.count,
+            req.dtype,
+            req.op,
+            req.inputs[rank],
+            req.outputs[rank],
+            in_place,
+        )
+    };
     launch_call(
         &g.ranks[rank].ctx,
         module,
@@ -463,7 +471,10 @@ pub fn launch_call(
     let peers_n = n as u64 - 1;
     let simple_slot = simple_slot_bytes(peers_n, k.slot_bytes);
     // (protocol code, scratch bases, slot bytes, segment elements, CTAs)
+    let pulls = pull::chosen(call, &role, bytes);
     let (proto, scratch, slot_bytes, seg, ctas) = match call.protocol {
+        // Pull mode reads the peers' inputs: their pointers take the scratch bases' place.
+        _ if pulls => (3, call.inputs.unwrap_or_default(), 0, 0, pull::grid(bytes, min_sm)),
         Protocol::LL => (1, peers.ll, LL_SLOT_BYTES, LL_SLOT_BYTES / 2 / elem, grid),
         Protocol::LL128 => {
             // LL128 slots follow the Simple slots in the same allocation.
@@ -518,7 +529,8 @@ pub fn launch_call(
             | (u32::from(k.noop) << 3)
             | (u32::from(k.relaxed) << 4)
             | (u32::from(k.simple_relaxed) << 5)
-            | (u32::from(k.seq_relaxed) << 6),
+            | (u32::from(k.seq_relaxed) << 6)
+            | if pulls { pull::opts() } else { 0 },
         senders: grid,
         pad: 0,
     };
@@ -570,6 +582,7 @@ fn launch(
 }
 
 pub mod protocol;
+pub mod pull;
 
 #[cfg(test)]
 mod tests;

@@ -501,6 +501,12 @@ pub fn run(
         // under graph capture): say so in the table.
         let algo = if !cfg.cuda_graph && super::hybrid::share(&sched, count, elem) > 0 {
             format!("{algo}+ce")
+        } else if sched.algorithm == planner::schedule::Algorithm::OneShot
+            && super::direct::enabled()
+            && super::direct::pull::wanted(cfg.kind, sched.protocol, count * elem)
+        {
+            // Pull mode (the peers' inputs read in place): say so too.
+            format!("{algo}-pull")
         } else {
             algo
         };

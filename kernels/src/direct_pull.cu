@@ -1,0 +1,151 @@
+// topoplan direct executor, pull mode (appended to exec.cu + direct.cu + direct_ll128.cu in one
+// NVRTC unit; `TdArgs.ll == 3`). One process only: it needs every sender's input pointer, which
+// the host passes in `TdArgs.scratch` (pull mode has no slots).
+//
+// Each rank's CTA b reads its share [lo, hi) of every sender's input straight from the sender's
+// memory over NVLink, combines it with its own and stores the result. No slots, no per-segment
+// fence, no ready words: two per-CTA handshakes with the peers' CTA b replace them.
+//   arrive (sender -> reader): the sender's stream reached this call, so its input is final.
+//   done   (reader -> sender): the reader's loads of that input returned. The sender may then
+//          end the call (its caller may overwrite the input afterwards) or, in place,
+//          overwrite the input with its result.
+// In place (all-reduce), a rank's result lands on the input its peers read, so results wait
+// pass by pass for the peers' done word; out of place, a rank stores at once and waits only
+// at the end. Words only grow (arrive: the call; done: call << 24 | passes read, or
+// TD_PULL_ALL), so a captured graph replays correctly. The rules are `direct::protocol`'s
+// pull functions, model-checked by `runtime/tests/loom_pull.rs`.
+
+#define TD_PULL_MAXCTA 256
+#define TD_PULL_ARRIVE(peer, cta) (TD_FLAG_WORDS + (peer) * TD_PULL_MAXCTA + (cta))
+#define TD_PULL_DONE(peer, cta) (TD_FLAG_WORDS + (TP_MAXR + (peer)) * TD_PULL_MAXCTA + (cta))
+#define TD_PULL_CALLS(cta) (TD_FLAG_WORDS + 2 * TP_MAXR * TD_PULL_MAXCTA + (cta))
+#define TD_PULL_U 8                 // 16-byte vectors per thread and source in one pass
+#define TD_PULL_ALL 0xffffffull     // done: every pass of the call read
+#define TD_PULL_RELEASE 128u        // opts: arrive as a release store (see td_pull)
+
+template <typename OP>
+__device__ __forceinline__ void td_pull_combine(V16& acc, const V16& x, bool avg, u32 nranks, bool last) {
+  tp_combine<OP>(acc, x);
+  if (avg && last)
+#pragma unroll
+    for (int e = 0; e < (int)VEC; e++) acc.e[e] = tstore(tp_div(tload(acc.e[e]), nranks));
+}
+
+// Reduce, 16-byte aligned: passes of TD_PULL_U vectors per thread; in place, a pass's results
+// wait for every reader's done word of that pass.
+template <typename OP>
+__device__ void td_pull_reduce(const TdArgs& a, u32 b, u64 call, const T* own, const T* const* srcs,
+                               u32 ns, T* out, u64 lo, u64 hi, bool inplace) {
+  u64* my = (u64*)a.flags[a.rank];
+  const u32 t = threadIdx.x, st = blockDim.x;
+  const bool avg = (a.opts & TD_AVG) != 0;
+  const u64 v0 = lo / VEC, vend = v0 + (hi - lo) / VEC;  // lo is a whole number of vectors
+  const u64 tail = vend * VEC;                           // [tail, hi): fewer than VEC elements
+  const u64 per = (u64)TD_PULL_U * st;
+  u64 npass = (vend - v0 + per - 1) / per;
+  if (npass == 0 && tail < hi) npass = 1;
+  for (u64 p = 0; p < npass; p++) {
+    const u64 base = v0 + p * per + t;
+    V16 acc[TD_PULL_U];
+#pragma unroll
+    for (int u = 0; u < TD_PULL_U; u++)
+      if (base + u * st < vend) acc[u].v = __ldcg(((const int4*)own) + base + u * st);
+    for (u32 k = 0; k < ns; k++) {
+      V16 x[TD_PULL_U];
+#pragma unroll
+      for (int u = 0; u < TD_PULL_U; u++)
+        if (base + u * st < vend) x[u].v = __ldcg(((const int4*)srcs[k]) + base + u * st);
+#pragma unroll
+      for (int u = 0; u < TD_PULL_U; u++)
+        if (base + u * st < vend) td_pull_combine<OP>(acc[u], x[u], avg, a.nranks, k + 1 == ns);
+    }
+    const bool has_tail = p + 1 == npass && tail + t < hi;
+    C tv = 0;
+    if (has_tail) {
+      tv = tload(own[tail + t]);
+      for (u32 k = 0; k < ns; k++) tv = OP::f(tv, tload(srcs[k][tail + t]));
+      if (avg) tv = tp_div(tv, a.nranks);
+    }
+    if (inplace) {
+      // Every load of this pass is ordered before the release by the barrier, so a reader of
+      // the done word cannot overwrite what they still had to read.
+      __syncthreads();
+      const u64 mark = (call << 24) | (p + 1);
+      if (t < a.nranks && ((a.recv_mask >> t) & 1)) st_release(((u64*)a.flags[t]) + TD_PULL_DONE(a.rank, b), mark);
+      if (t < a.nranks && ((a.send_mask >> t) & 1)) {
+        const u64* w = my + TD_PULL_DONE(t, b);
+        while (ld_acquire(w) < mark) {}
+      }
+      __syncthreads();
+    }
+#pragma unroll
+    for (int u = 0; u < TD_PULL_U; u++)
+      if (base + u * st < vend) __stcg(((int4*)out) + base + u * st, acc[u].v);
+    if (has_tail) out[tail + t] = tstore(tv);
+  }
+}
+
+template <typename OP>
+__device__ void td_pull(const TdArgs& a, u32 b, u32 G) {
+  __shared__ u64 s_call;
+  u64* my = (u64*)a.flags[a.rank];
+  const u32 t = threadIdx.x;
+  if (t == 0) s_call = my[TD_PULL_CALLS(b)] + 1;
+  __syncthreads();
+  const u64 call = s_call;
+  // Arrive. The input was written by work that finished before this kernel passed
+  // griddepcontrol.wait, so it already sits in this GPU's memory, where the peer's loads are
+  // served; TD_PULL_RELEASE adds the system fence that the PTX model asks for on top.
+  if (t < a.nranks && ((a.send_mask >> t) & 1)) {
+    u64* w = ((u64*)a.flags[t]) + TD_PULL_ARRIVE(a.rank, b);
+    if (a.opts & TD_PULL_RELEASE) st_release(w, call);
+    else st_relaxed_sys(w, call);
+  }
+  if (t < a.nranks && ((a.recv_mask >> t) & 1)) {
+    const u64* w = my + TD_PULL_ARRIVE(t, b);
+    while (ld_acquire(w) < call) {}
+  }
+  __syncthreads();
+  u64 lo, hi;
+  td_share(a, b, G, lo, hi);
+  const bool inplace = (a.opts & TD_INPLACE) != 0;
+  if (a.recv_mask && lo < hi) {
+    const T* srcs[TP_MAXR];
+    u32 ns = 0;
+    for (u32 s = 0; s < a.nranks; s++)
+      if ((a.recv_mask >> s) & 1) srcs[ns++] = (const T*)a.scratch[s] + (u64)a.rank * a.send_stride;
+    const T* own = (const T*)a.in + a.local_off;
+    T* out = (T*)a.out;
+    if (a.mode == 0) {
+      bool al = td_aligned(own) && td_aligned(out);
+      for (u32 k = 0; k < ns; k++) al &= td_aligned(srcs[k]);
+      if (al) {
+        td_pull_reduce<OP>(a, b, call, own, srcs, ns, out, lo, hi, inplace);
+      } else {
+        // The host never asks for an unaligned in-place pull (it pushes instead).
+        const T* s_lo[TP_MAXR];
+        for (u32 k = 0; k < ns; k++) s_lo[k] = srcs[k] + lo;
+        td_reduce<OP>(out + lo, own + lo, s_lo, ns, hi - lo, (a.opts & TD_AVG) != 0, a.nranks);
+      }
+    } else {
+      if (a.opts & TD_COPY) td_copy(out + a.copy_dst + lo, (const T*)a.in + lo, hi - lo);
+      u32 k = 0;
+      for (u32 s = 0; s < a.nranks; s++)
+        if ((a.recv_mask >> s) & 1) td_copy(out + s * a.gather_stride + lo, srcs[k++] + lo, hi - lo);
+    }
+  } else if ((a.opts & TD_COPY) && lo < hi) {
+    td_copy((T*)a.out + a.copy_dst + lo, (const T*)a.in + lo, hi - lo);
+  }
+  // Every load of a peer's input returned before the barrier (its value was stored), so a
+  // relaxed done word is enough, as with the push path's credits.
+  __syncthreads();
+  if (t < a.nranks && ((a.recv_mask >> t) & 1))
+    st_relaxed_sys(((u64*)a.flags[t]) + TD_PULL_DONE(a.rank, b), (call << 24) | TD_PULL_ALL);
+  // Out of place, the caller may overwrite the input once the call ends: wait for its readers.
+  // In place, every pass already waited for them.
+  if (!inplace && t < a.nranks && ((a.send_mask >> t) & 1)) {
+    const u64* w = my + TD_PULL_DONE(t, b);
+    while (ld_acquire(w) < ((call << 24) | TD_PULL_ALL)) {}
+  }
+  if (t == 0) my[TD_PULL_CALLS(b)] = call;
+}

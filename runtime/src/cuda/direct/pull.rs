@@ -1,0 +1,113 @@
+//! Pull mode of the direct path (`kernels/src/direct_pull.cu`, `TdArgs.ll == 3`): every rank
+//! reads its peers' inputs over NVLink instead of being pushed copies of them. It trades the
+//! push path's slots, per-segment system fence and ready words for two per-CTA handshakes
+//! (arrive, done) per call, which pays off where a message is too small to fill the push
+//! pipeline (1–32 MiB on 2×H200).
+//!
+//! Pull mode needs every rank's input pointer, so it runs in one process only (a
+//! `CudaGroup`); across processes the inputs are not mapped. In place it needs 16-byte aligned
+//! buffers (its pass-by-pass guard works on whole vectors).
+
+use super::{DirectCall, DirectRole};
+use planner::schedule::{CollectiveKind, Protocol};
+
+/// `TD_PULL_MAXCTA` in direct_pull.cu: the pull words exist for this many CTAs.
+pub(crate) const MAX_CTAS: u32 = 256;
+/// Flag words after the push path's (`TD_FLAG_WORDS`): arrive and done per (peer, CTA), then
+/// one call counter per CTA.
+pub(crate) const WORDS: usize = (2 * 8 + 1) * MAX_CTAS as usize;
+/// `TD_PULL_RELEASE`: the arrive word is a release store.
+pub(crate) const OPT_RELEASE: u32 = 128;
+/// Bytes of a message per CTA: one pass of 512 threads with one or two vectors each, so a CTA's
+/// loads are one NVLink round trip (`TOPOPLAN_PULL_CTA_KB`).
+const CTA_BYTES: u64 = 8 << 10;
+/// Sizes (bytes per rank) where `auto` pulls (`TOPOPLAN_PULL_MIN_KB`, `TOPOPLAN_PULL_MAX_KB`).
+const MIN_BYTES: u64 = 1 << 20;
+const MAX_BYTES: u64 = 32 << 20;
+
+/// `TOPOPLAN_PULL`: `0` never, `1` every Simple one-shot call it can run, unset: all-reduce
+/// between [`MIN_BYTES`] and [`MAX_BYTES`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Off,
+    Force,
+    Auto,
+}
+
+struct Knobs {
+    mode: Mode,
+    min_bytes: u64,
+    max_bytes: u64,
+    cta_bytes: u64,
+    ctas: Option<u32>,
+    release: bool,
+}
+
+fn knobs() -> &'static Knobs {
+    static K: std::sync::OnceLock<Knobs> = std::sync::OnceLock::new();
+    K.get_or_init(|| {
+        let num = crate::cuda::device::env_num::<u64>;
+        Knobs {
+            mode: match std::env::var("TOPOPLAN_PULL").as_deref() {
+                Ok("0") => Mode::Off,
+                Ok("1") => Mode::Force,
+                _ => Mode::Auto,
+            },
+            min_bytes: num("TOPOPLAN_PULL_MIN_KB").map_or(MIN_BYTES, |k| k << 10),
+            max_bytes: num("TOPOPLAN_PULL_MAX_KB").map_or(MAX_BYTES, |k| k << 10),
+            cta_bytes: num("TOPOPLAN_PULL_CTA_KB").map_or(CTA_BYTES, |k| k.clamp(1, 1 << 20) << 10),
+            ctas: num("TOPOPLAN_PULL_CTAS").map(|c| c.clamp(1, MAX_CTAS as u64) as u32),
+            release: std::env::var("TOPOPLAN_PULL_RELEASE").map_or(true, |v| v != "0"),
+        }
+    })
+}
+
+/// Whether `call` (this rank's `role`, `bytes` per rank) runs in pull mode.
+pub(crate) fn chosen(call: &DirectCall, role: &DirectRole, bytes: u64) -> bool {
+    wanted(call.kind, call.protocol, bytes) && runnable(call, role)
+}
+
+/// Whether the knobs ask for pull mode for a one-shot `kind` of `bytes` per rank under
+/// `protocol` (in one process with aligned buffers, as the benches have, it then runs).
+pub fn wanted(kind: CollectiveKind, protocol: Protocol, bytes: u64) -> bool {
+    let k = knobs();
+    protocol == Protocol::Simple
+        && match k.mode {
+            Mode::Off => false,
+            Mode::Force => true,
+            Mode::Auto => {
+                kind == CollectiveKind::AllReduce && (k.min_bytes..=k.max_bytes).contains(&bytes)
+            }
+        }
+}
+
+/// Whether pull mode can run `call` at all: Simple one-shot, every input known, and 16-byte
+/// aligned buffers where this rank's result overwrites what its peers read.
+pub(crate) fn runnable(call: &DirectCall, role: &DirectRole) -> bool {
+    let Some(inputs) = call.inputs else {
+        return false;
+    };
+    let aligned = |p: u64| p % 16 == 0;
+    call.protocol == Protocol::Simple
+        && (!(call.in_place && role.overwrites_what_it_pushes())
+            || (inputs.iter().all(|&p| aligned(p)) && aligned(call.output)))
+}
+
+/// CTAs for a message of `bytes` per rank: one per [`CTA_BYTES`], at most one per SM of the
+/// smallest GPU (CTA b of every rank meets CTA b of its peers, so all must be resident).
+pub(crate) fn grid(bytes: u64, min_sm: u32) -> u32 {
+    let k = knobs();
+    let cap = min_sm.min(MAX_CTAS).max(1);
+    k.ctas
+        .unwrap_or_else(|| bytes.div_ceil(k.cta_bytes).min(cap as u64) as u32)
+        .clamp(1, cap)
+}
+
+/// Extra `TdArgs.opts` bits of pull mode.
+pub(crate) fn opts() -> u32 {
+    if knobs().release {
+        OPT_RELEASE
+    } else {
+        0
+    }
+}
