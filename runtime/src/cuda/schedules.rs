@@ -62,9 +62,15 @@ pub fn auto_algo(kind: CollectiveKind, nranks: u32, bytes: u64) -> &'static str 
         // at 330-345 GB/s busbw at 512 MiB against the SM one-shot's 359 (docs/benchmarks-gpu.md).
         // `--algo ce` still runs it.
         CollectiveKind::AllReduce if nranks == 2 && bytes >= CE_FROM_BYTES && ce_auto() => "ce",
-        CollectiveKind::AllReduce | CollectiveKind::AllGather | CollectiveKind::ReduceScatter
-            if bytes <= ll_up_to() =>
+        // In one process, the direct path's pull mode beats LL from 512 KiB (2×H200: 7.7
+        // against 9.2 µs), so LL yields where pull would run the Simple one-shot.
+        CollectiveKind::AllReduce
+            if bytes <= ll_up_to()
+                && !super::direct::pull::wanted(kind, Protocol::Simple, bytes) =>
         {
+            "one-shot-ll"
+        }
+        CollectiveKind::AllGather | CollectiveKind::ReduceScatter if bytes <= ll_up_to() => {
             "one-shot-ll"
         }
         // One-way LL flows need the direct path's credits (the generic lowering refuses them).

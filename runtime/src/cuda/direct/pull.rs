@@ -23,8 +23,8 @@ pub(crate) const OPT_RELEASE: u32 = 128;
 /// loads are one NVLink round trip (`TOPOPLAN_PULL_CTA_KB`).
 const CTA_BYTES: u64 = 8 << 10;
 /// Sizes (bytes per rank) where `auto` pulls (`TOPOPLAN_PULL_MIN_KB`, `TOPOPLAN_PULL_MAX_KB`).
-const MIN_BYTES: u64 = 1 << 20;
-const MAX_BYTES: u64 = 8 << 20;
+const MIN_BYTES: u64 = 512 << 10;
+const MAX_BYTES: u64 = 16 << 20;
 
 /// `TOPOPLAN_PULL`: `0` never, `1` every Simple one-shot call it can run, unset: all-reduce
 /// between [`MIN_BYTES`] and [`MAX_BYTES`].
