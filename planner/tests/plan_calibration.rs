@@ -96,7 +96,12 @@ fn all_gather_model_tracks_nccl_on_h200x2() {
 /// (size, algo column, out-of-place µs) rows of a `topoplan bench` log section: the lines
 /// after the first line starting with `+` that contains `marker`, up to the next `+` line.
 fn bench_rows(file: &str, marker: &str) -> Vec<(u64, String, f64)> {
-    let text = std::fs::read_to_string(format!("../docs/measurements/session10/{file}")).unwrap();
+    let path = if file.contains('/') {
+        format!("../docs/measurements/{file}")
+    } else {
+        format!("../docs/measurements/session10/{file}")
+    };
+    let text = std::fs::read_to_string(path).unwrap();
     let mut inside = false;
     let mut rows = Vec::new();
     for l in text.lines() {
@@ -159,10 +164,39 @@ fn one_shot_model_tracks_topoplans_executor_on_h200x2() {
     let (ll, simple) = (pick("one-shot-ll"), pick("one-shot"));
     assert_eq!((ll.len(), simple.len()), (17, 11));
     assert!(worst_error(Algorithm::OneShot, Protocol::LL, &ll) < 0.08);
-    // From 512 MiB the runtime runs the one-shot as its hybrid (run 12); the SM path alone (run 6)
-    // is what the model priced below that.
-    let sm_only: Vec<(u64, f64)> = simple.into_iter().filter(|p| p.0 < 512 << 20).collect();
-    assert!(worst_error(Algorithm::OneShot, Protocol::Simple, &sm_only) < 0.03);
+    // From 512 MiB the runtime runs the one-shot as its hybrid (run 12), and from 512 KiB to
+    // 16 MiB in pull mode (session 11, below): the push path of run 6 is what the model prices
+    // between them.
+    let push_only: Vec<(u64, f64)> = simple
+        .into_iter()
+        .filter(|p| p.0 > 16 << 20 && p.0 < 512 << 20)
+        .collect();
+    assert_eq!(push_only.len(), 4);
+    assert!(worst_error(Algorithm::OneShot, Protocol::Simple, &push_only) < 0.03);
+}
+
+/// From 512 KiB to 16 MiB a one-shot all-reduce runs in pull mode (session 11, run 2: the
+/// defaults' 1–8 MiB rows, pull forced at 512 KiB, pull allowed up to 16 MiB): the model's
+/// Simple one-shot estimate there is the pull fit (calib.rs, DIRECT_PULL_*), within 2 %.
+#[test]
+fn pull_model_tracks_topoplans_executor_on_h200x2() {
+    let mut pts: Vec<(u64, f64)> = Vec::new();
+    let mut take = |file: &str, marker: &str, keep: &dyn Fn(u64) -> bool| {
+        for r in bench_rows(file, marker) {
+            if r.1 == "one-shot-pull" && keep(r.0) && !pts.iter().any(|p| p.0 == r.0) {
+                pts.push((r.0, r.2));
+            }
+        }
+    };
+    take("session11/run2-perf.log", "-b 8 -e 64M", &|_| true);
+    take("session11/run2-var.log", "--algo one-shot", &|b| b == 512 << 10);
+    take("session11/run2-var.log", "TOPOPLAN_PULL_MAX_KB", &|b| b == 16 << 20);
+    pts.sort_unstable_by_key(|p| p.0);
+    assert_eq!(
+        pts.iter().map(|p| p.0 >> 10).collect::<Vec<_>>(),
+        [512, 1024, 2048, 4096, 8192, 16384]
+    );
+    assert!(worst_error(Algorithm::OneShot, Protocol::Simple, &pts) < 0.02);
 }
 
 /// From 512 MiB a 2-GPU one-shot all-reduce runs as the hybrid (half on the copy engines): the

@@ -289,6 +289,16 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
                     continue;
                 }
                 if p == Protocol::Simple
+                    && kind == CollectiveKind::AllReduce
+                    && (DIRECT_PULL_MIN_BYTES..=DIRECT_PULL_MAX_BYTES).contains(&bytes)
+                {
+                    // The runtime runs this one-shot in pull mode (in one process): every rank
+                    // loads its peers' inputs, behind two per-CTA handshakes.
+                    let bw = gbw * DIRECT_PULL_EFF / (nf - 1.0);
+                    push_r(algo.clone(), p, 1, DIRECT_PULL_LAT_US + extra, bw, 1.0);
+                    continue;
+                }
+                if p == Protocol::Simple
                     && n == 2
                     && kind == CollectiveKind::AllReduce
                     && bytes >= HYBRID_MIN_BYTES
