@@ -535,7 +535,11 @@ pub fn launch_call(
         pad: 0,
     };
     let f = &module.direct[super::device::op_index(call.op)];
-    let block = if proto == 1 { k.ll_block } else { BLOCK };
+    let block = match proto {
+        1 => k.ll_block,
+        3 => pull::block(),
+        _ => BLOCK,
+    };
     launch(ctx, f, ctas, block, &args, stream, k.pdl)
 }
 

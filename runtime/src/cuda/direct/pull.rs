@@ -22,6 +22,8 @@ pub(crate) const OPT_RELEASE: u32 = 128;
 /// Bytes of a message per CTA: one pass of 512 threads with one or two vectors each, so a CTA's
 /// loads are one NVLink round trip (`TOPOPLAN_PULL_CTA_KB`).
 const CTA_BYTES: u64 = 8 << 10;
+/// Threads per CTA (the kernel's launch bounds allow 512 with one CTA per SM).
+const BLOCK: u32 = 512;
 /// Sizes (bytes per rank) where `auto` pulls (`TOPOPLAN_PULL_MIN_KB`, `TOPOPLAN_PULL_MAX_KB`).
 const MIN_BYTES: u64 = 512 << 10;
 const MAX_BYTES: u64 = 16 << 20;
@@ -42,6 +44,9 @@ struct Knobs {
     cta_bytes: u64,
     ctas: Option<u32>,
     release: bool,
+    /// Threads per CTA (`TOPOPLAN_PULL_BLOCK`, 128–512, a multiple of 32): smaller blocks run
+    /// several CTAs per SM.
+    block: u32,
 }
 
 fn knobs() -> &'static Knobs {
@@ -59,6 +64,7 @@ fn knobs() -> &'static Knobs {
             cta_bytes: num("TOPOPLAN_PULL_CTA_KB").map_or(CTA_BYTES, |k| k.clamp(1, 1 << 20) << 10),
             ctas: num("TOPOPLAN_PULL_CTAS").map(|c| c.clamp(1, MAX_CTAS as u64) as u32),
             release: std::env::var("TOPOPLAN_PULL_RELEASE").is_ok_and(|v| v == "1"),
+            block: num("TOPOPLAN_PULL_BLOCK").map_or(BLOCK, |b| (b.clamp(128, 512) / 32 * 32) as u32),
         }
     })
 }
@@ -94,11 +100,17 @@ pub(crate) fn runnable(call: &DirectCall, role: &DirectRole) -> bool {
             || (inputs.iter().all(|&p| aligned(p)) && aligned(call.output)))
 }
 
-/// CTAs for a message of `bytes` per rank: one per [`CTA_BYTES`], at most one per SM of the
-/// smallest GPU (CTA b of every rank meets CTA b of its peers, so all must be resident).
+/// Threads per CTA.
+pub(crate) fn block() -> u32 {
+    knobs().block
+}
+
+/// CTAs for a message of `bytes` per rank: one per [`CTA_BYTES`], at most as many as fit at
+/// once on the smallest GPU (one 512-thread CTA per SM; CTA b of every rank meets CTA b of its
+/// peers, so all must be resident).
 pub(crate) fn grid(bytes: u64, min_sm: u32) -> u32 {
     let k = knobs();
-    let cap = min_sm.min(MAX_CTAS).max(1);
+    let cap = (min_sm * (BLOCK / k.block)).min(MAX_CTAS).max(1);
     k.ctas
         .unwrap_or_else(|| bytes.div_ceil(k.cta_bytes).min(cap as u64) as u32)
         .clamp(1, cap)
