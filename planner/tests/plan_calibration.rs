@@ -189,8 +189,12 @@ fn pull_model_tracks_topoplans_executor_on_h200x2() {
         }
     };
     take("session11/run2-perf.log", "-b 8 -e 64M", &|_| true);
-    take("session11/run2-var.log", "--algo one-shot", &|b| b == 512 << 10);
-    take("session11/run2-var.log", "TOPOPLAN_PULL_MAX_KB", &|b| b == 16 << 20);
+    take("session11/run2-var.log", "--algo one-shot", &|b| {
+        b == 512 << 10
+    });
+    take("session11/run2-var.log", "TOPOPLAN_PULL_MAX_KB", &|b| {
+        b == 16 << 20
+    });
     pts.sort_unstable_by_key(|p| p.0);
     assert_eq!(
         pts.iter().map(|p| p.0 >> 10).collect::<Vec<_>>(),

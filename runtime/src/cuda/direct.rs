@@ -474,7 +474,13 @@ pub fn launch_call(
     let pulls = pull::chosen(call, &role, bytes);
     let (proto, scratch, slot_bytes, seg, ctas) = match call.protocol {
         // Pull mode reads the peers' inputs: their pointers take the scratch bases' place.
-        _ if pulls => (3, call.inputs.unwrap_or_default(), 0, 0, pull::grid(bytes, min_sm)),
+        _ if pulls => (
+            3,
+            call.inputs.unwrap_or_default(),
+            0,
+            0,
+            pull::grid(bytes, min_sm),
+        ),
         Protocol::LL => (1, peers.ll, LL_SLOT_BYTES, LL_SLOT_BYTES / 2 / elem, grid),
         Protocol::LL128 => {
             // LL128 slots follow the Simple slots in the same allocation.

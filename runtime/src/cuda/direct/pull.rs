@@ -64,7 +64,8 @@ fn knobs() -> &'static Knobs {
             cta_bytes: num("TOPOPLAN_PULL_CTA_KB").map_or(CTA_BYTES, |k| k.clamp(1, 1 << 20) << 10),
             ctas: num("TOPOPLAN_PULL_CTAS").map(|c| c.clamp(1, MAX_CTAS as u64) as u32),
             release: std::env::var("TOPOPLAN_PULL_RELEASE").is_ok_and(|v| v == "1"),
-            block: num("TOPOPLAN_PULL_BLOCK").map_or(BLOCK, |b| (b.clamp(128, 512) / 32 * 32) as u32),
+            block: num("TOPOPLAN_PULL_BLOCK")
+                .map_or(BLOCK, |b| (b.clamp(128, 512) / 32 * 32) as u32),
         }
     })
 }
@@ -94,7 +95,7 @@ pub(crate) fn runnable(call: &DirectCall, role: &DirectRole) -> bool {
     let Some(inputs) = call.inputs else {
         return false;
     };
-    let aligned = |p: u64| p % 16 == 0;
+    let aligned = |p: u64| p.is_multiple_of(16);
     call.protocol == Protocol::Simple
         && (!(call.in_place && role.overwrites_what_it_pushes())
             || (inputs.iter().all(|&p| aligned(p)) && aligned(call.output)))
@@ -110,7 +111,7 @@ pub(crate) fn block() -> u32 {
 /// peers, so all must be resident).
 pub(crate) fn grid(bytes: u64, min_sm: u32) -> u32 {
     let k = knobs();
-    let cap = (min_sm * (BLOCK / k.block)).min(MAX_CTAS).max(1);
+    let cap = (min_sm * (BLOCK / k.block)).clamp(1, MAX_CTAS);
     k.ctas
         .unwrap_or_else(|| bytes.div_ceil(k.cta_bytes).min(cap as u64) as u32)
         .clamp(1, cap)
