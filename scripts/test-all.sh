@@ -7,5 +7,5 @@ cd "$(dirname "$0")/.."
 cargo test --workspace --all-targets --no-fail-fast
 cargo test --workspace --doc
 if [ -f runtime/tests/loom.rs ]; then
-  RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p runtime --test loom --test loom_direct --test loom_ce_pair --release
+  RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p runtime --test loom --test loom_direct --test loom_ce_pair --test loom_pull --release
 fi

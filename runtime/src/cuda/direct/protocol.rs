@@ -17,6 +17,24 @@
 //! fence): what orders them there is the barrier and fences, not the store's own semantics
 //! (`docs/cuda.md`, "Relaxed hand-backs"). The model checks the protocol's logic; that argument
 //! is not something loom can check.
+//!
+//! Pull mode (`kernels/src/direct_pull.cu`) has no slots: rank r's CTA b reads its share of each
+//! peer's input from the peer's memory. Per CTA and call (`call` = the CTA's call counter + 1,
+//! from 1, growing across calls), with words that only grow:
+//!
+//! - the sender publishes `arrive = call` (its input is final); the reader loads once
+//!   [`pull_may_read`];
+//! - the reader publishes `done` = [`pull_done_mark`]`(call, p + 1)` after its loads of pass `p`
+//!   (in place) and [`pull_done_all`]`(call)` after all its loads of the call;
+//! - out of place, the sender ends the call (its caller may then overwrite the input) once every
+//!   reader's `done` satisfies [`pull_may_end`]; in place (the output is the input), it stores
+//!   pass `p`'s results once every reader's `done` satisfies [`pull_may_overwrite`], after
+//!   publishing its own mark for `p`, and skips the end wait.
+//!
+//! `runtime/tests/loom_pull.rs` model-checks these rules with `arrive` and `done` as release
+//! stores; the kernel stores them relaxed (the input was written by work that finished before
+//! the kernel passed `griddepcontrol.wait`; `done` follows a CTA barrier that every peer load of
+//! the pass or call precedes), which again is an argument outside loom.
 
 /// Slot index of sequence number `q` (>= 1) among `nslots`.
 pub fn slot(q: u64, nslots: u32) -> u64 {
@@ -57,6 +75,43 @@ pub fn ll_ready(line: u64, q: u64) -> Option<u32> {
 /// The in-place progress word: segments pushed in call `call` (>= 1); grows across calls.
 pub fn progress(call: u64, segments: u64) -> u64 {
     (call << 32) | segments
+}
+
+/// `TD_PULL_ALL` in direct_pull.cu: the low bits of a pull `done` word when every pass of the
+/// call was read.
+pub const PULL_ALL: u64 = 0xff_ffff;
+/// Bits of a pull `done` word below the call number (`call << 24` in direct_pull.cu).
+pub const PULL_CALL_SHIFT: u32 = 24;
+
+/// The pull `done` word after the reader's loads of the first `passes` passes of call `call`
+/// (in place: `passes = p + 1` after pass `p`). `passes` stays below [`PULL_ALL`]; a later
+/// call's marks exceed every mark of an earlier one.
+pub fn pull_done_mark(call: u64, passes: u64) -> u64 {
+    debug_assert!(passes < PULL_ALL);
+    (call << PULL_CALL_SHIFT) | passes
+}
+
+/// The pull `done` word once all the reader's loads of call `call` returned.
+pub fn pull_done_all(call: u64) -> u64 {
+    (call << PULL_CALL_SHIFT) | PULL_ALL
+}
+
+/// Whether the reader may load a sender's input in call `call` once the sender's `arrive` word
+/// (its last call number) is `arrive`.
+pub fn pull_may_read(arrive: u64, call: u64) -> bool {
+    arrive >= call
+}
+
+/// In place: whether a rank may store pass `pass`'s results (overwriting the input that pass
+/// covers) once a reader's `done` word is `done`: the reader finished pass `pass`.
+pub fn pull_may_overwrite(done: u64, call: u64, pass: u64) -> bool {
+    done >= pull_done_mark(call, pass + 1)
+}
+
+/// Out of place: whether a sender may end call `call` (its caller may then overwrite the input)
+/// once a reader's `done` word is `done`: the reader finished every load of the call.
+pub fn pull_may_end(done: u64, call: u64) -> bool {
+    done >= pull_done_all(call)
 }
 
 #[cfg(test)]
@@ -100,5 +155,51 @@ mod tests {
             assert_eq!(ll_ready(0, q), None, "{q:#x}: a zeroed line passed");
         }
         assert!(may_read(5, 5) && !may_read(4, 5));
+    }
+
+    #[test]
+    fn pull_marks_grow_across_passes_and_calls() {
+        // Pass counts up to 2^24 - 2 stay below ALL, and a later call's marks exceed every
+        // mark of an earlier one, ALL included (a stale done word never satisfies a new call).
+        let max = PULL_ALL - 1;
+        assert_eq!(max, (1 << 24) - 2);
+        for call in [1u64, 2, 3, 1 << 20, (1 << 40) - 2] {
+            for p in [0u64, 1, 2, max - 1, max] {
+                assert!(pull_done_mark(call, p) < pull_done_all(call), "{call} {p}");
+                assert!(pull_done_mark(call + 1, 0) > pull_done_mark(call, p));
+                if p > 0 {
+                    assert!(pull_done_mark(call, p) > pull_done_mark(call, p - 1));
+                }
+            }
+            assert!(pull_done_mark(call + 1, 0) > pull_done_all(call));
+            assert_eq!(pull_done_all(call) >> PULL_CALL_SHIFT, call);
+        }
+        assert_eq!(pull_done_mark(3, 5), (3 << 24) | 5);
+        assert_eq!(pull_done_all(3), (3 << 24) | 0xff_ffff);
+    }
+
+    #[test]
+    fn pull_waits_need_this_calls_words() {
+        for call in 1..5u64 {
+            // arrive: the sender's call counter.
+            assert!(pull_may_read(call, call) && pull_may_read(call + 1, call));
+            assert!(!pull_may_read(call - 1, call));
+            // The previous call's ALL satisfies no wait of this one.
+            let stale = pull_done_all(call - 1);
+            assert!(!pull_may_end(stale, call));
+            assert!(pull_may_end(pull_done_all(call), call));
+            for pass in 0..4u64 {
+                assert!(!pull_may_overwrite(stale, call, pass));
+                assert!(!pull_may_end(pull_done_mark(call, pass + 1), call));
+                // Pass p may be overwritten once the reader read pass p, not before.
+                assert!(pull_may_overwrite(
+                    pull_done_mark(call, pass + 1),
+                    call,
+                    pass
+                ));
+                assert!(!pull_may_overwrite(pull_done_mark(call, pass), call, pass));
+                assert!(pull_may_overwrite(pull_done_all(call), call, pass));
+            }
+        }
     }
 }
