@@ -22,8 +22,11 @@ pub(crate) const OPT_RELEASE: u32 = 128;
 /// Bytes of a message per CTA: one pass of 512 threads with one or two vectors each, so a CTA's
 /// loads are one NVLink round trip (`TOPOPLAN_PULL_CTA_KB`).
 const CTA_BYTES: u64 = 8 << 10;
-/// Threads per CTA (the kernel's launch bounds allow 512 with one CTA per SM).
+/// Threads per CTA the kernel's launch bounds allow (one such CTA per SM).
 const BLOCK: u32 = 512;
+/// Threads per pull CTA: two CTAs per SM load more at once (2×H200, 16 MiB: 56.4 µs against
+/// 60.0 with 512).
+const DEFAULT_BLOCK: u32 = 256;
 /// Sizes (bytes per rank) where `auto` pulls (`TOPOPLAN_PULL_MIN_KB`, `TOPOPLAN_PULL_MAX_KB`).
 const MIN_BYTES: u64 = 512 << 10;
 const MAX_BYTES: u64 = 16 << 20;
