@@ -68,7 +68,7 @@ fn knobs() -> &'static Knobs {
             ctas: num("TOPOPLAN_PULL_CTAS").map(|c| c.clamp(1, MAX_CTAS as u64) as u32),
             release: std::env::var("TOPOPLAN_PULL_RELEASE").is_ok_and(|v| v == "1"),
             block: num("TOPOPLAN_PULL_BLOCK")
-                .map_or(BLOCK, |b| (b.clamp(128, 512) / 32 * 32) as u32),
+                .map_or(DEFAULT_BLOCK, |b| (b.clamp(128, 512) / 32 * 32) as u32),
         }
     })
 }
