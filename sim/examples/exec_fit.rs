@@ -8,7 +8,11 @@
 //! Simple floor and GPU rate, then the per-CTA rate, on the Simple points (coordinate descent,
 //! twice), then the LL floor and rate on the LL points; then the copy-engine terms
 //! (`ce_launch_us`, `ce_gbps`) on the copy-engine pair all-reduce (`fidelity::OWN_CE_PAIR_H200X2`,
-//! simulated with `fidelity::CE_CHUNK_BYTES` chunks).
+//! simulated with `fidelity::CE_CHUNK_BYTES` chunks); then the pull-mode floor and rate
+//! (`pull_launch_us`, `pull_gbps`) on the pull-mode one-shot all-reduce
+//! (`fidelity::OWN_PULL_H200X2`; the pull range, `pull_min_bytes..=pull_max_bytes`, is the
+//! runtime's and not fitted). The push terms are fitted with pull mode off
+//! (`fidelity::compare_own_one_shot`), so the two fits are independent.
 //!
 //! `--fenced` refits the same kernel with fenced credits (`fidelity::OWN_DIRECT_FENCED_H200X2`)
 //! from `ExecParams::direct_fenced_h200x2()`; `--previous` the previous (pull-based) executor's
@@ -16,7 +20,8 @@
 //! copy-engine terms of then (`ce_launch_us` 12.0, `ce_gbps` 199, fitted on run 3 of the previous,
 //! generic copy-engine lowering, `fidelity::OWN_CE_H200X2_RUN3`, 16 MiB chunks, when the
 //! pipeline schedule ran every send before the receives) and report their error on those points,
-//! with the rate a refit on today's interleaved schedule would give, for comparison.
+//! with the rate a refit on today's interleaved schedule would give, for comparison; both have
+//! pull mode off, so they fit no pull terms.
 //!
 //! Prints the fitted values (the corresponding function in `sim/src/config.rs` holds these), a
 //! warning if one lies on the edge of its search range, the worst and mean |error| per protocol,
@@ -24,9 +29,9 @@
 use planner::schedule::Protocol;
 use planner::topology::Topology;
 use sim::fidelity::{
-    compare_own_ce, compare_own_one_shot, markdown, Row, CE_CHUNK_BYTES, GENERIC_CE_CHUNK_BYTES,
-    OWN_CE_H200X2_RUN3, OWN_CE_PAIR_H200X2, OWN_DIRECT_FENCED_H200X2, OWN_DIRECT_H200X2,
-    OWN_ONE_SHOT_H200X2, OWN_ONE_SHOT_H200X2_RUN3,
+    compare_own_ce, compare_own_one_shot, compare_own_pull, markdown, Row, CE_CHUNK_BYTES,
+    GENERIC_CE_CHUNK_BYTES, OWN_CE_H200X2_RUN3, OWN_CE_PAIR_H200X2, OWN_DIRECT_FENCED_H200X2,
+    OWN_DIRECT_H200X2, OWN_ONE_SHOT_H200X2, OWN_ONE_SHOT_H200X2_RUN3, OWN_PULL_H200X2,
 };
 use sim::{ExecParams, SimConfig};
 
@@ -47,6 +52,10 @@ fn rows(topo: &Topology, pts: &[(u64, Protocol, f64)], x: &ExecParams) -> Vec<Ro
 
 fn ce_rows(topo: &Topology, pts: &[(u64, f64)], chunk: u64, x: &ExecParams) -> Vec<Row> {
     compare_own_ce(topo, pts, chunk, &cfg(x)).expect("simulates")
+}
+
+fn pull_rows(topo: &Topology, pts: &[(u64, f64)], x: &ExecParams) -> Vec<Row> {
+    compare_own_pull(topo, pts, &cfg(x)).expect("simulates")
 }
 
 fn worst_of(r: &[Row]) -> f64 {
@@ -265,13 +274,44 @@ fn main() {
         "launch_simple_us {:.2}, gpu_gbps {:.0}, cta_gbps {:.0}, launch_ll_us {:.2}, ll_gpu_gbps {:.0}",
         x.launch_simple_us, x.gpu_gbps, x.cta_gbps, x.launch_ll_us, x.ll_gpu_gbps
     );
+    // Pull mode (this session's executor only; the others have it off).
+    let pull = (!previous && !fenced).then(|| {
+        let on_pull = |x: &ExecParams| worst_of(&pull_rows(&topo, OWN_PULL_H200X2, x));
+        let worst = search(
+            &mut x,
+            ("pull_launch_us", "pull_gbps"),
+            (2.0, 10.0, 0.01),
+            (200.0, 450.0, 1.0),
+            |x, a, b| {
+                x.pull_launch_us = a;
+                x.pull_gbps = b;
+            },
+            &on_pull,
+        );
+        println!(
+            "pull_launch_us {:.2}, pull_gbps {:.0} (pulls {}..={} B per rank): worst |error| on \
+             the pull-mode points {:.1}%",
+            x.pull_launch_us,
+            x.pull_gbps,
+            x.pull_min_bytes,
+            x.pull_max_bytes,
+            worst * 100.0
+        );
+        pull_rows(&topo, OWN_PULL_H200X2, &x)
+    });
     for (label, pts) in &sets {
         summary(label, &rows(&topo, pts, &x));
     }
     let ce = ce_rows(&topo, ce_pts, ce_chunk, &x);
     summary(ce_label, &ce);
+    if let Some(p) = &pull {
+        summary("pull mode", p);
+    }
     for (label, pts) in &sets {
         println!("\n{label}:\n{}", markdown(&rows(&topo, pts, &x)));
     }
     println!("\n{ce_label}:\n{}", markdown(&ce));
+    if let Some(p) = &pull {
+        println!("\npull mode:\n{}", markdown(p));
+    }
 }

@@ -21,9 +21,30 @@ fn errors(rows: &[Row]) -> String {
     s
 }
 
+/// `bytes` in MiB or KiB where it is a whole number of them.
+fn size(bytes: u64) -> String {
+    match bytes {
+        b if b > 0 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b > 0 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} B"),
+    }
+}
+
 /// The executor parameters as a markdown table.
 fn params(x: &ExecParams) -> String {
-    format!(
+    let pull = if x.pull_max_bytes > 0 && x.pull_gbps > 0.0 {
+        format!(
+            "| pull_min_bytes, pull_max_bytes | {}, {} |\n| pull_launch_us | {:.2} |\n\
+             | pull_gbps | {:.0} |\n",
+            size(x.pull_min_bytes),
+            size(x.pull_max_bytes),
+            x.pull_launch_us,
+            x.pull_gbps
+        )
+    } else {
+        "| pull mode | off |\n".to_string()
+    };
+    let push = format!(
         "| parameter | value |\n|---|---:|\n\
          | launch_simple_us | {:.2} |\n| launch_ll_us | {:.2} |\n| gpu_gbps | {:.0} |\n\
          | cta_gbps | {:.0} |\n| ll_gpu_gbps | {:.0} |\n\
@@ -41,7 +62,8 @@ fn params(x: &ExecParams) -> String {
         x.ll_wire_factor,
         x.ce_launch_us,
         x.ce_gbps
-    )
+    );
+    push + &pull
 }
 
 fn worst(rows: &[Row]) -> f64 {
@@ -119,6 +141,29 @@ fn main() {
         println!("{}", errors(&rows));
         println!("{}", markdown(&rows));
     }
+    let rows = compare_own_pull(&own, OWN_PULL_H200X2, &cfg).expect("simulates");
+    println!(
+        "### topoplan one-shot all-reduce, CUDA runtime, pull mode (OWN_PULL_H200X2, docs/measurements/session11/run2-perf.log, run2-var.log), ExecParams::default; worst |error| {:.1}%\n",
+        worst(&rows) * 100.0
+    );
+    println!("{}", errors(&rows));
+    // The same sizes on the push path (pull mode off), for comparison.
+    let push = with(ExecParams::default().without_pull());
+    let push_rows = compare_own_pull(&own, OWN_PULL_H200X2, &push).expect("simulates");
+    println!(
+        "| size (B) | measured µs | predicted µs | error | predicted µs, pull mode off |\n|---:|---:|---:|---:|---:|"
+    );
+    for (r, p) in rows.iter().zip(&push_rows) {
+        println!(
+            "| {} | {:.2} | {:.2} | {:+.1}% | {:.2} |",
+            r.bytes,
+            r.measured_us,
+            r.predicted_us,
+            r.error * 100.0,
+            p.predicted_us
+        );
+    }
+    println!();
     for (name, points, chunk, cfg) in [
         (
             "copy-engine pair (ce_pair, OWN_CE_PAIR_H200X2, docs/measurements/session10/run3-ce.log), ExecParams::default, 32 MiB chunks",

@@ -1,7 +1,7 @@
 //! Simulation parameters: protocol costs, launch and copy-engine overheads, link efficiencies.
 //! Defaults are calibrated on the lent 2×H200 machine (see `docs/fidelity.md`).
 
-use planner::schedule::{Algorithm, OpKind, Protocol, Schedule};
+use planner::schedule::{Algorithm, CollectiveKind, OpKind, Protocol, Schedule};
 use serde::{Deserialize, Serialize};
 
 /// Costs of one NCCL-style protocol.
@@ -191,12 +191,22 @@ fn exec_default() -> Option<ExecParams> {
 /// shrinks as segments grow with the message, is folded into the fitted floor and rate (the
 /// misses this leaves are in `docs/fidelity.md`).
 ///
+/// **Pull mode** (`runtime/src/cuda/direct/pull.rs`, `kernels/src/direct_pull.cu`): in one
+/// process the runtime runs the one-shot Simple all-reduce of `pull_min_bytes..=pull_max_bytes`
+/// bytes per rank (2×H200: 512 KiB–16 MiB) by having each rank's CTAs read its peers' inputs
+/// over NVLink, with two per-CTA handshakes (arrive, done) instead of the push path's slots and
+/// per-segment fences. The model mirrors that rule ([`ExecParams::pulls`]) and times such a call
+/// as a floor (`pull_launch_us`) plus the bytes read at `pull_gbps` (whole GPU, split among the
+/// schedule's channels); the push terms time every other size. The simulator has one process,
+/// so the rule's "in one process" always holds.
+///
 /// Defaults fitted on the 2×H200 one-shot all-reduce of the direct-push kernel with relaxed
 /// credits (`fidelity::OWN_DIRECT_H200X2`) and on the copy-engine pair all-reduce
 /// (`fidelity::OWN_CE_PAIR_H200X2`) by `cargo run --release -p sim --example exec_fit`; the fit
 /// and its errors are in `docs/fidelity.md`. [`ExecParams::direct_fenced_h200x2`] keeps the
 /// fit of the same kernel with fenced credits, [`ExecParams::pull_h200x2`] the previous
-/// executor's.
+/// executor's; both have pull mode off. The pull terms are fitted on
+/// `fidelity::OWN_PULL_H200X2` by the same example.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ExecParams {
     /// Fixed cost of one call with the Simple (or LL128) protocol, µs.
@@ -229,6 +239,23 @@ pub struct ExecParams {
     /// copy also pays `SimConfig::ce_setup_us` and shares the links at `ce_link_efficiency`.)
     #[serde(default = "ce_gbps")]
     pub ce_gbps: f64,
+    /// Pull mode: the smallest per-rank size (bytes of each rank's input) of a one-shot Simple
+    /// all-reduce that the runtime pulls (`TOPOPLAN_PULL_MIN_KB`; the runtime: 512 KiB).
+    #[serde(default)]
+    pub pull_min_bytes: u64,
+    /// Pull mode: the largest per-rank size pulled, inclusive (`TOPOPLAN_PULL_MAX_KB`; the
+    /// runtime: 16 MiB). 0: pull mode off (configs written before these fields, which model the
+    /// push path at every size).
+    #[serde(default)]
+    pub pull_max_bytes: u64,
+    /// Pull mode: fixed cost of one pulled call, µs (launch, the arrive handshake, the first
+    /// load round trip, the done handshake).
+    #[serde(default)]
+    pub pull_launch_us: f64,
+    /// Pull mode: whole-GPU rate at which a rank reads its peers' inputs, GB/s (the schedule's
+    /// channels split it); 0: pull mode off.
+    #[serde(default)]
+    pub pull_gbps: f64,
 }
 
 /// The copy-engine terms of the defaults (also the serde default of configs written before the
@@ -250,7 +277,9 @@ impl Default for ExecParams {
     /// The direct-push executor with relaxed credits on 2×H200: the grid rules are the runtime's
     /// (`grid()` in `runtime/src/cuda/direct.rs`); floors and rates fitted on
     /// `fidelity::OWN_DIRECT_H200X2`, the copy-engine terms on `fidelity::OWN_CE_PAIR_H200X2`,
-    /// by `cargo run --release -p sim --example exec_fit`.
+    /// by `cargo run --release -p sim --example exec_fit`. Pull mode on, with the runtime's
+    /// `auto` range (`MIN_BYTES`, `MAX_BYTES` in `runtime/src/cuda/direct/pull.rs`) and the
+    /// floor and rate fitted on `fidelity::OWN_PULL_H200X2`.
     fn default() -> Self {
         Self {
             launch_simple_us: 9.3,
@@ -265,9 +294,18 @@ impl Default for ExecParams {
             ll_wire_factor: 2.0,
             ce_launch_us: ce_launch_us(),
             ce_gbps: ce_gbps(),
+            pull_min_bytes: 512 << 10,
+            pull_max_bytes: 16 << 20,
+            pull_launch_us: PULL_LAUNCH_US,
+            pull_gbps: PULL_GBPS,
         }
     }
 }
+
+/// Pull-mode floor and rate of the defaults, fitted (minimax) on `fidelity::OWN_PULL_H200X2` by
+/// `cargo run --release -p sim --example exec_fit`; see `docs/fidelity.md`.
+const PULL_LAUNCH_US: f64 = 5.51;
+const PULL_GBPS: f64 = 313.0;
 
 impl ExecParams {
     /// The direct-push executor of session 9 with fenced credits (credit and Simple ready words
@@ -289,13 +327,19 @@ impl ExecParams {
             ll_wire_factor: 2.0,
             ce_launch_us: 12.0,
             ce_gbps: 199.0,
+            // No pull mode then.
+            pull_min_bytes: 0,
+            pull_max_bytes: 0,
+            pull_launch_us: 0.0,
+            pull_gbps: 0.0,
         }
     }
 
     /// The previous, pull-based executor (the receiver's CTAs loaded the peer's buffer behind a
     /// barrier; LL on a fixed 32-CTA grid), as fitted on 2×H200 (`fidelity::OWN_ONE_SHOT_H200X2`
     /// and `…_RUN3`), with the previous generic copy-engine lowering's terms (12.0 µs, 199 GB/s):
-    /// kept to check those measurements, not used by default.
+    /// kept to check those measurements, not used by default. Its loads are timed by the Simple
+    /// terms as fitted then; the pull-mode terms (today's `direct_pull.cu`) are off.
     pub fn pull_h200x2() -> Self {
         Self {
             launch_simple_us: 12.0,
@@ -310,7 +354,42 @@ impl ExecParams {
             ll_wire_factor: 2.0,
             ce_launch_us: 12.0,
             ce_gbps: 199.0,
+            // No pull mode then.
+            pull_min_bytes: 0,
+            pull_max_bytes: 0,
+            pull_launch_us: 0.0,
+            pull_gbps: 0.0,
         }
+    }
+
+    /// These parameters with pull mode off: every one-shot Simple call on the push path (the
+    /// runtime with `TOPOPLAN_PULL=0`, and every executor before pull mode).
+    pub fn without_pull(self) -> Self {
+        Self {
+            pull_min_bytes: 0,
+            pull_max_bytes: 0,
+            pull_launch_us: 0.0,
+            pull_gbps: 0.0,
+            ..self
+        }
+    }
+
+    /// Whether pull mode times `s` moving `rank_bytes` bytes per rank (each rank's input):
+    /// the runtime's `auto` rule (`pull::wanted` in `runtime/src/cuda/direct/pull.rs`), a
+    /// one-shot Simple all-reduce of `pull_min_bytes..=pull_max_bytes` bytes per rank. Off when
+    /// `pull_max_bytes` or `pull_gbps` is 0.
+    pub fn pulls(&self, s: &Schedule, rank_bytes: u64) -> bool {
+        self.pull_max_bytes > 0
+            && self.pull_gbps > 0.0
+            && s.algorithm == Algorithm::OneShot
+            && s.protocol == Protocol::Simple
+            && s.collective.kind == CollectiveKind::AllReduce
+            && (self.pull_min_bytes..=self.pull_max_bytes).contains(&rank_bytes)
+    }
+
+    /// Read-rate cap (bytes/µs) of one channel of a pulled schedule with `channels` channels.
+    pub fn pull_channel_cap(&self, channels: u32) -> f64 {
+        self.pull_gbps / channels.max(1) as f64 * 1e3
     }
 
     /// Whether the executor model times `s`: direct SM schedules only.

@@ -113,6 +113,8 @@ struct Engine<'a> {
     exec: Option<&'a ExecParams>,
     /// The executor's copy-engine path (`ExecParams::applies_ce`): one copy per message.
     exec_ce: Option<&'a ExecParams>,
+    /// The executor runs this call in pull mode (`ExecParams::pulls`): its floor and read rate.
+    pull: bool,
     count: u64,
     iters: u64,
     caps: Vec<f64>,
@@ -189,6 +191,7 @@ impl<'a> Engine<'a> {
 
     fn run(mut self) -> Result<SimResult, SimError> {
         let launch_us = match (self.exec, self.exec_ce) {
+            (Some(x), _) if self.pull => x.pull_launch_us,
             (Some(x), _) => x.launch_us(self.s.protocol),
             (_, Some(x)) => x.ce_launch_us,
             _ => self.cfg.launch_us,
@@ -391,7 +394,9 @@ impl<'a> Engine<'a> {
         let volume;
         if let Some(x) = self.exec {
             // The receiver's CTAs load the message and fold it in registers: the transfer is the
-            // only cost; receives, copies and reductions are fused into it.
+            // only cost; receives, copies and reductions are fused into it. (Push: the sender's
+            // CTAs store it into the receiver's slots; pull: the receiver's CTAs read the
+            // sender's input. Either way one flow over the route, timed at the mode's rate.)
             volume = match cout {
                 Some(_) => bytes as f64 * x.wire_factor(self.s.protocol),
                 None => 0.0,
@@ -403,7 +408,11 @@ impl<'a> Engine<'a> {
                 demand.res.extend(route.res.iter().map(|&r| (r, 1.0)));
                 demand.res.push((mem, 1.0 / wire));
                 demand.res.push((self.mem[peer as usize], 1.0 / wire));
-                demand.cap = x.channel_cap(self.s.protocol, payload, self.s.channels);
+                demand.cap = if self.pull {
+                    x.pull_channel_cap(self.s.channels)
+                } else {
+                    x.channel_cap(self.s.protocol, payload, self.s.channels)
+                };
                 if route.network {
                     overhead_us += self.cfg.net_step_us;
                 }

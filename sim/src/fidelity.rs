@@ -2,7 +2,7 @@
 //! ([`crate::reference::nccl_ring`]) at every size, for `docs/fidelity.md`.
 
 use crate::reference::{nccl_ring, NcclTable};
-use crate::{simulate, SimConfig, SimError};
+use crate::{simulate, ExecParams, SimConfig, SimError};
 use planner::schedule::{build, Collective};
 use planner::schedule::{CollectiveKind, Protocol};
 use planner::topology::Topology;
@@ -225,17 +225,72 @@ pub const OWN_ONE_SHOT_H200X2_RUN3: &[(u64, Protocol, f64)] = &[
     (32 << 20, Protocol::Simple, 113.74),
 ];
 
+/// topoplan's CUDA runtime, one-shot all-reduce in **pull mode** (`runtime/src/cuda/direct/pull.rs`,
+/// `kernels/src/direct_pull.cu`: each rank's CTAs read the peer's input over NVLink, one CTA per
+/// 8 KiB of message up to one per SM, with per-CTA arrive and done handshakes), float, sum, out of
+/// place, on the lent 2×H200, session 11 (relaxed arrive words): (size = bytes per rank, measured
+/// median of 3 runs of 20 calls, µs, the out-of-place `time` column, the 7th field), the sizes
+/// where the runtime's `auto` pulls (512 KiB–16 MiB), every row's `algo` column `one-shot-pull`:
+/// - 1–8 MiB: `docs/measurements/session11/run2-perf.log`, command `topoplan bench -b 8 -e 64M
+///   -f 2 -w 5 -n 20 --runs 3 -c 0 --vs-nccl` (`auto` pulled 1–8 MiB then);
+/// - 512 KiB: `docs/measurements/session11/run2-var.log`, section `TOPOPLAN_PULL=1 topoplan
+///   bench -b 64K -e 1M -f 2 --algo one-shot -w 5 -n 20 --runs 3 -c 0`;
+/// - 16 MiB: `run2-var.log`, section `TOPOPLAN_PULL_MAX_KB=65536 topoplan bench -b 8M -e 32M -f 2
+///   -w 5 -n 20 --runs 3 -c 0`.
+///
+/// The same sections' other pull rows (1 MiB 9.12 µs, 8 MiB 33.40: the run-to-run spread; 64–256
+/// KiB and 32 MiB, outside the range) are not in this set. Checked against
+/// `ExecParams::default()` with [`compare_own_pull`].
+pub const OWN_PULL_H200X2: &[(u64, f64)] = &[
+    (512 << 10, 7.72),
+    (1 << 20, 9.09),
+    (2 << 20, 12.85),
+    (4 << 20, 19.56),
+    (8 << 20, 33.31),
+    (16 << 20, 59.96),
+];
+
 /// Simulates the planner's one-shot all-reduce (`build::one_shot`, the schedule the CUDA runtime
-/// lowers) at each measured point with the point's protocol.
+/// lowers) at each measured point with the point's protocol, on the **push path**: the executor's
+/// pull mode is off (`ExecParams::without_pull`), since every table this compares was measured
+/// before pull mode existed (or on an earlier executor), as the runtime runs with
+/// `TOPOPLAN_PULL=0`. Pull-mode points: [`compare_own_pull`].
 pub fn compare_own_one_shot(
     topo: &Topology,
     measured: &[(u64, Protocol, f64)],
     cfg: &SimConfig,
 ) -> Result<Vec<Row>, SimError> {
+    let push = SimConfig {
+        exec: cfg.exec.clone().map(ExecParams::without_pull),
+        ..cfg.clone()
+    };
+    one_shot_rows(topo, measured.iter().copied(), &push)
+}
+
+/// Simulates the planner's one-shot Simple all-reduce at each measured pull-mode point with `cfg`
+/// as it is: with `ExecParams::default()` the executor pulls at 512 KiB–16 MiB per rank, as the
+/// runtime's `auto` does, and pushes elsewhere.
+pub fn compare_own_pull(
+    topo: &Topology,
+    measured: &[(u64, f64)],
+    cfg: &SimConfig,
+) -> Result<Vec<Row>, SimError> {
+    one_shot_rows(
+        topo,
+        measured.iter().map(|&(b, us)| (b, Protocol::Simple, us)),
+        cfg,
+    )
+}
+
+fn one_shot_rows(
+    topo: &Topology,
+    measured: impl Iterator<Item = (u64, Protocol, f64)>,
+    cfg: &SimConfig,
+) -> Result<Vec<Row>, SimError> {
     let n = topo.n_ranks() as u32;
     let coll = Collective::new(CollectiveKind::AllReduce);
     let mut rows = Vec::new();
-    for &(bytes, proto, us) in measured {
+    for (bytes, proto, us) in measured {
         let s = build::one_shot(&coll, n, proto)?;
         let r = simulate(topo, &s, bytes, cfg)?;
         rows.push(Row {

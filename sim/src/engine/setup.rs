@@ -14,7 +14,10 @@ impl<'a> Engine<'a> {
         let (inb, _) = s.collective.blocks(s.nranks);
         // `bytes` is the nccl-tests size: the per-rank count follows from the input buffer.
         let count = crate::count_for_bytes(s, bytes, cfg.elem_bytes);
-        let _ = inb;
+        let exec = cfg.exec.as_ref().filter(|_| ExecParams::applies(s));
+        // Pull mode's rule is on the bytes of each rank's input (the runtime's `bytes`).
+        let rank_bytes = count * inb as u64 * cfg.elem_bytes as u64;
+        let pull = exec.is_some_and(|x| x.pulls(s, rank_bytes));
         let mut net = Net::new(topo, s.nranks, cfg.sm_link_efficiency)?;
         let nch = s.channels;
         let mut conn_ids: HashMap<(u32, u32, u32), u32> = HashMap::new();
@@ -110,8 +113,9 @@ impl<'a> Engine<'a> {
         Ok(Self {
             s,
             cfg,
-            exec: cfg.exec.as_ref().filter(|_| ExecParams::applies(s)),
+            exec,
             exec_ce: cfg.exec.as_ref().filter(|_| ExecParams::applies_ce(s)),
+            pull,
             count,
             iters: s.loop_iterations(count),
             caps,
