@@ -66,6 +66,7 @@ struct TdArgs {
 #define TD_RELAXED 16u // LL credits as relaxed stores (no system fence; see td_ll)
 #define TD_SIMPLE_RELAXED 32u // Simple credits and ready words as relaxed stores (default)
 #define TD_SEQ_RELAXED 64u    // diagnostic: the kernel-start credit loads are relaxed
+#define TD_LL_IMPLIED 256u    // LL: credits implied by the peer's data (see td_ll's end)
 
 __device__ __forceinline__ void st_relaxed_sys(u64* p, u64 v) {
   asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
@@ -432,7 +433,7 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
     // the barrier (each value was waited on and stored), so the peer's next write cannot reach
     // them; the system fence of a release store only delayed the kernel's end (5.8 -> 4.5 us
     // per call on 2xH200, docs/benchmarks-gpu.md).
-    if (t < a.nranks && ((a.recv_mask >> t) & 1)) {
+    if (!(a.opts & TD_LL_IMPLIED) && t < a.nranks && ((a.recv_mask >> t) & 1)) {
       u64* w = ((u64*)a.flags[t]) + TD_FLAG(1, TD_CREDIT, a.rank, b);
       if (a.opts & TD_RELAXED) st_relaxed_sys(w, s_recvd[t] + j + 1);
       else st_release(w, s_recvd[t] + j + 1);
@@ -442,6 +443,17 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
   if (t < a.nranks) {
     if ((a.send_mask >> t) & 1) my[TD_FLAG(1, TD_SENT, t, b)] = s_sent[t] + nseg;
     if ((a.recv_mask >> t) & 1) my[TD_FLAG(1, TD_RECVD, t, b)] = s_recvd[t] + nseg;
+    // TD_LL_IMPLIED (the host sets it when every peer both sends and receives, this call is
+    // one segment per CTA and there are at least 2 slots): the receivers hand back no
+    // credit, so the kernel ends without a store crossing NVLink. A peer's data of this call
+    // proves that the peer finished its previous call, so it consumed everything this CTA had
+    // sent it before this call: the credit is raised here, locally, to this call's starting
+    // count. The next call's one segment needs exactly that (q - nslots <= sent at start).
+    // (`direct::protocol::implied_credit`; loom_direct models it.)
+    if ((a.opts & TD_LL_IMPLIED) && nseg > 0 && ((a.send_mask >> t) & 1) && ((a.recv_mask >> t) & 1)) {
+      u64* w = my + TD_FLAG(1, TD_CREDIT, t, b);
+      if (s_credit[t] < s_sent[t]) *w = s_sent[t];
+    }
   }
 }
 

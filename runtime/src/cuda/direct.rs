@@ -199,6 +199,9 @@ struct Knobs {
     seq_relaxed: bool,
     /// Threads per LL CTA (`TOPOPLAN_LL_BLOCK`, 32–512, a multiple of 32); default 512.
     ll_block: u32,
+    /// LL credits implied by the peers' data where that is sound (default;
+    /// `TOPOPLAN_LL_IMPLIED=0` hands every credit back over NVLink).
+    ll_implied: bool,
 }
 
 fn knobs() -> &'static Knobs {
@@ -218,6 +221,7 @@ fn knobs() -> &'static Knobs {
             simple_relaxed: std::env::var("TOPOPLAN_SIMPLE_RELAXED").map_or(true, |v| v != "0"),
             seq_relaxed: std::env::var("TOPOPLAN_SEQ_RELAXED").is_ok_and(|v| v == "1"),
             ll_block: num("TOPOPLAN_LL_BLOCK").map_or(BLOCK, |b| (b.clamp(32, BLOCK) / 32) * 32),
+            ll_implied: std::env::var("TOPOPLAN_LL_IMPLIED").map_or(true, |v| v != "0"),
         }
     })
 }
@@ -536,7 +540,12 @@ pub fn launch_call(
             | (u32::from(k.relaxed) << 4)
             | (u32::from(k.simple_relaxed) << 5)
             | (u32::from(k.seq_relaxed) << 6)
-            | if pulls { pull::opts() } else { 0 },
+            | if pulls { pull::opts() } else { 0 }
+            | if proto == 1 && k.ll_implied && ll_credit_implied(&role, elem, ctas, k.nslots) {
+                OPT_LL_IMPLIED
+            } else {
+                0
+            },
         senders: grid,
         pad: 0,
     };
@@ -547,6 +556,23 @@ pub fn launch_call(
         _ => BLOCK,
     };
     launch(ctx, f, ctas, block, &args, stream, k.pdl)
+}
+
+/// `TD_LL_IMPLIED` in direct.cu.
+const OPT_LL_IMPLIED: u32 = 256;
+
+/// Whether an LL call may leave its credits implied (`TD_LL_IMPLIED`): every peer this rank
+/// pushes to also pushes to it in the same call (so its data proves it finished the previous
+/// call), every CTA's share is one segment, and there are at least 2 slots (the next call's
+/// segment then needs only the credit the previous call's data implied).
+/// `protocol::implied_credit` states the rule; loom_direct checks it.
+pub fn ll_credit_implied(role: &DirectRole, elem: u64, grid: u32, nslots: u32) -> bool {
+    let vec = (16 / elem).max(1);
+    let share = role.n.div_ceil(vec).div_ceil(grid.max(1) as u64) * vec;
+    role.send_mask != 0
+        && role.send_mask == role.recv_mask
+        && nslots >= 2
+        && share * elem <= LL_SLOT_BYTES / 2
 }
 
 fn launch(
