@@ -234,6 +234,24 @@ __device__ __forceinline__ void td_credit(const TdArgs& a, u64* s_credit, u32 pr
   }
 }
 
+// Whether every peer's credit already lets segment `seg` (of this call) into its slot, reloading
+// the credit words once if the cached ones do not. Uniform: every thread reads the same shared
+// values between barriers.
+__device__ __forceinline__ bool td_credit_ready(const TdArgs& a, const u64* s_sent, u64* s_credit, u32 proto, u32 b, u64 seg) {
+  bool ok = true;
+  for (u32 p = 0; p < a.nranks; p++)
+    if (((a.send_mask >> p) & 1) && s_credit[p] + a.nslots < s_sent[p] + seg + 1) ok = false;
+  if (ok) return true;
+  __syncthreads();
+  if (threadIdx.x < a.nranks && ((a.send_mask >> threadIdx.x) & 1))
+    s_credit[threadIdx.x] = ld_acquire(((const u64*)a.flags[a.rank]) + TD_FLAG(proto, TD_CREDIT, threadIdx.x, b));
+  __syncthreads();
+  ok = true;
+  for (u32 p = 0; p < a.nranks; p++)
+    if (((a.send_mask >> p) & 1) && s_credit[p] + a.nslots < s_sent[p] + seg + 1) ok = false;
+  return ok;
+}
+
 // Loads this CTA's per-peer sequence numbers into shared memory.
 __device__ __forceinline__ void td_load_seq(const TdArgs& a, u32 proto, u32 b, u64* s_sent, u64* s_recvd, u64* s_credit) {
   const u64* my = (const u64*)a.flags[a.rank];
@@ -382,6 +400,11 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
   u64 sent = 0;
   for (u64 j = 0; j < nseg || sent < nseg; j++) {
     for (; sent < nseg && sent < j + a.nslots; sent++) {
+      // Segment j must be out before segment j is awaited (td_credit may wait for it); later
+      // ones go ahead only if their credits are already there. Waiting for them here could
+      // deadlock after calls that left their credits implied (TD_LL_IMPLIED): the peer hands
+      // the last one back only by consuming this call's first segment.
+      if (sent > j && !td_credit_ready(a, s_sent, s_credit, 1, b, sent)) break;
       u64 off = lo + sent * a.seg, cnt = min(a.seg, hi - off);
       for (u32 p = 0; p < a.nranks; p++) {
         if (!((a.send_mask >> p) & 1)) continue;
@@ -427,6 +450,10 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
         }
       }
     }
+    // This peer's data of this call proves it finished its previous call, so it consumed all
+    // that this CTA sent it before this call: the credit implied by TD_LL_IMPLIED.
+    if (t < a.nranks && ((a.recv_mask >> t) & 1) && ((a.send_mask >> t) & 1) && s_credit[t] < s_sent[t])
+      s_credit[t] = s_sent[t];
     __syncthreads();
     // The slots of segment j are read: hand them back. With TD_RELAXED (the default) a
     // relaxed store, as NCCL's LL head updates: every load of those slots has returned before
@@ -450,10 +477,10 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
     // sent it before this call: the credit is raised here, locally, to this call's starting
     // count. The next call's one segment needs exactly that (q - nslots <= sent at start).
     // (`direct::protocol::implied_credit`; loom_direct models it.)
-    if ((a.opts & TD_LL_IMPLIED) && nseg > 0 && ((a.send_mask >> t) & 1) && ((a.recv_mask >> t) & 1)) {
-      u64* w = my + TD_FLAG(1, TD_CREDIT, t, b);
-      if (s_credit[t] < s_sent[t]) *w = s_sent[t];
-    }
+    // (The word holds at most that: the peer stores none during this call, and its stores of
+    // earlier calls landed before its previous call ended.)
+    if ((a.opts & TD_LL_IMPLIED) && nseg > 0 && ((a.send_mask >> t) & 1) && ((a.recv_mask >> t) & 1))
+      my[TD_FLAG(1, TD_CREDIT, t, b)] = s_sent[t];
   }
 }
 
