@@ -270,3 +270,96 @@ fn in_place_detection_inverts_the_benchmarks_aliasing() {
         }
     }
 }
+
+/// Implied LL credits only where the peer's data of the call proves its previous call ended
+/// (every peer both sends and receives), every CTA's share is one segment and 2+ slots exist.
+#[test]
+fn ll_credits_are_implied_only_for_symmetric_one_segment_calls() {
+    let r = |kind, count| role(kind, 0, 0, 2, count, false, false).unwrap();
+    let ar = CollectiveKind::AllReduce;
+    // LL grids: one CTA per 4 KiB; a slot carries 16 KiB of data.
+    for count in [1u64, 2, 1000, 1 << 10, 64 << 10] {
+        let g = grid(count * 4, true, 132, None);
+        assert!(ll_credit_implied(&r(ar, count), 4, g, 2), "{count}");
+        assert!(
+            !ll_credit_implied(&r(ar, count), 4, g, 1),
+            "{count}: one slot"
+        );
+    }
+    // 2 CTAs for 256 KiB: 32 segments each.
+    assert!(!ll_credit_implied(&r(ar, 64 << 10), 4, 2, 2));
+    assert!(ll_credit_implied(&r(ar, 8 << 10), 4, 2, 2)); // 16 KiB per CTA: one segment
+    assert!(!ll_credit_implied(&r(ar, (8 << 10) + 4), 4, 2, 2));
+    for kind in [CollectiveKind::AllGather, CollectiveKind::ReduceScatter] {
+        assert!(ll_credit_implied(&r(kind, 100), 4, 1, 2), "{kind:?}");
+    }
+    // One-way flows: the root of a broadcast only sends, the root of a reduce only receives.
+    for kind in [CollectiveKind::Broadcast, CollectiveKind::Reduce] {
+        for rank in [0, 1] {
+            let one_way = role(kind, 0, rank, 2, 100, false, false).unwrap();
+            assert!(
+                !ll_credit_implied(&one_way, 4, 1, 2),
+                "{kind:?} rank {rank}"
+            );
+        }
+    }
+}
+
+/// Pull mode needs every input (one process), the Simple protocol, and 16-byte alignment where
+/// an in-place result overwrites what the peers read.
+#[test]
+fn pull_runs_only_where_its_reads_are_sound() {
+    let call = |kind, in_place, inputs: Option<[u64; 8]>, output| DirectCall {
+        kind,
+        root: 0,
+        protocol: Protocol::Simple,
+        count: 1 << 20,
+        dtype: crate::types::DataType::F32,
+        op: ReduceOp::Sum,
+        input: inputs.map_or(0x1000, |i| i[0]),
+        output,
+        in_place,
+        inputs,
+    };
+    let ar = CollectiveKind::AllReduce;
+    let role_of = |kind, in_place| role(kind, 0, 0, 2, 1 << 20, in_place, false).unwrap();
+    let mut ins = [0u64; 8];
+    ins[0] = 0x1000;
+    ins[1] = 0x2000;
+    assert!(pull::runnable(
+        &call(ar, false, Some(ins), 0x3000),
+        &role_of(ar, false)
+    ));
+    assert!(pull::runnable(
+        &call(ar, true, Some(ins), 0x1000),
+        &role_of(ar, true)
+    ));
+    // Across processes the peers' inputs are unknown.
+    assert!(!pull::runnable(
+        &call(ar, false, None, 0x3000),
+        &role_of(ar, false)
+    ));
+    // In place and unaligned: the pass-by-pass guard works on whole vectors.
+    let mut odd = ins;
+    odd[1] = 0x2004;
+    assert!(!pull::runnable(
+        &call(ar, true, Some(odd), 0x1000),
+        &role_of(ar, true)
+    ));
+    // Out of place, unaligned is fine (the kernel's scalar path), and so is in-place all-gather
+    // (a rank never writes the block its peers read).
+    assert!(pull::runnable(
+        &call(ar, false, Some(odd), 0x3000),
+        &role_of(ar, false)
+    ));
+    let ag = CollectiveKind::AllGather;
+    assert!(pull::runnable(
+        &call(ag, true, Some(odd), 0x1000),
+        &role_of(ag, true)
+    ));
+    let ll = DirectCall {
+        protocol: Protocol::LL,
+        ..call(ar, false, Some(ins), 0x3000)
+    };
+    assert!(!pull::runnable(&ll, &role_of(ar, false)));
+}
