@@ -175,32 +175,21 @@ fn one_shot_model_tracks_topoplans_executor_on_h200x2() {
     assert!(worst_error(Algorithm::OneShot, Protocol::Simple, &push_only) < 0.03);
 }
 
-/// From 512 KiB to 16 MiB a one-shot all-reduce runs in pull mode (session 11, run 2: the
-/// defaults' 1–8 MiB rows, pull forced at 512 KiB, pull allowed up to 16 MiB): the model's
-/// Simple one-shot estimate there is the pull fit (calib.rs, DIRECT_PULL_*), within 2 %.
+/// From 512 KiB to 16 MiB a one-shot all-reduce runs in pull mode (session 11's closing run,
+/// `docs/measurements/session11/run6-perf.log`, the defaults): the model's Simple one-shot
+/// estimate there is the pull fit (calib.rs, DIRECT_PULL_*), within 3 % at every size.
 #[test]
 fn pull_model_tracks_topoplans_executor_on_h200x2() {
-    let mut pts: Vec<(u64, f64)> = Vec::new();
-    let mut take = |file: &str, marker: &str, keep: &dyn Fn(u64) -> bool| {
-        for r in bench_rows(file, marker) {
-            if r.1 == "one-shot-pull" && keep(r.0) && !pts.iter().any(|p| p.0 == r.0) {
-                pts.push((r.0, r.2));
-            }
-        }
-    };
-    take("session11/run2-perf.log", "-b 8 -e 64M", &|_| true);
-    take("session11/run2-var.log", "--algo one-shot", &|b| {
-        b == 512 << 10
-    });
-    take("session11/run2-var.log", "TOPOPLAN_PULL_MAX_KB", &|b| {
-        b == 16 << 20
-    });
-    pts.sort_unstable_by_key(|p| p.0);
+    let pts: Vec<(u64, f64)> = bench_rows("session11/run6-perf.log", "-b 8 -e 1G -f 2")
+        .into_iter()
+        .filter(|r| r.1 == "one-shot-pull")
+        .map(|r| (r.0, r.2))
+        .collect();
     assert_eq!(
         pts.iter().map(|p| p.0 >> 10).collect::<Vec<_>>(),
         [512, 1024, 2048, 4096, 8192, 16384]
     );
-    assert!(worst_error(Algorithm::OneShot, Protocol::Simple, &pts) < 0.02);
+    assert!(worst_error(Algorithm::OneShot, Protocol::Simple, &pts) < 0.03);
 }
 
 /// From 512 MiB a 2-GPU one-shot all-reduce runs as the hybrid (half on the copy engines): the

@@ -113,17 +113,17 @@ pub fn direct_ramp(proto: Protocol, bytes: u64) -> f64 {
 
 // topoplan's pull mode of the direct path (`runtime::cuda::direct::pull`: in one process, a
 // one-shot Simple all-reduce of 512 KiB–16 MiB per rank reads the peers' inputs instead of being
-// pushed copies), fitted (minimax) on its 2×H200 measurements
-// (`docs/measurements/session11/run2-perf.log` and `run2-var.log`): within 1.9 % at every size.
+// pushed copies), fitted (minimax) on session 11's closing run on 2×H200, two 256-thread CTAs per
+// SM (`docs/measurements/session11/run6-perf.log`): within 2.3 % at every size.
 
 /// Per-rank sizes the runtime runs a one-shot all-reduce in pull mode (its defaults).
 pub const DIRECT_PULL_MIN_BYTES: u64 = 512 << 10;
 pub const DIRECT_PULL_MAX_BYTES: u64 = 16 << 20;
-/// Peer loads, both GPUs at once: fraction of the NVLink bandwidth (313 of 370.8 GB/s; the
+/// Peer loads, both GPUs at once: fraction of the NVLink bandwidth (322 of 370.8 GB/s; the
 /// probe's SM peer reads reach 337).
-pub const DIRECT_PULL_EFF: f64 = 0.844;
+pub const DIRECT_PULL_EFF: f64 = 0.868;
 /// Fixed cost on top of [`LAUNCH_US`] (µs): the arrive and done handshakes.
-pub const DIRECT_PULL_LAT_US: f64 = 1.41;
+pub const DIRECT_PULL_LAT_US: f64 = 1.28;
 
 // topoplan's hybrid all-reduce (`runtime::cuda::hybrid`: on 2 GPUs from 512 MiB per rank the
 // one-shot runs half its message on the copy engines while the SM path runs the other half),
