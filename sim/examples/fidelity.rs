@@ -143,7 +143,7 @@ fn main() {
     }
     let rows = compare_own_pull(&own, OWN_PULL_H200X2, &cfg).expect("simulates");
     println!(
-        "### topoplan one-shot all-reduce, CUDA runtime, pull mode (OWN_PULL_H200X2, docs/measurements/session11/run2-perf.log, run2-var.log), ExecParams::default; worst |error| {:.1}%\n",
+        "### topoplan one-shot all-reduce, CUDA runtime, pull mode (OWN_PULL_H200X2, docs/measurements/session11/run6-perf.log), ExecParams::default; worst |error| {:.1}%\n",
         worst(&rows) * 100.0
     );
     println!("{}", errors(&rows));

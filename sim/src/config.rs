@@ -304,8 +304,8 @@ impl Default for ExecParams {
 
 /// Pull-mode floor and rate of the defaults, fitted (minimax) on `fidelity::OWN_PULL_H200X2` by
 /// `cargo run --release -p sim --example exec_fit`; see `docs/fidelity.md`.
-const PULL_LAUNCH_US: f64 = 5.51;
-const PULL_GBPS: f64 = 313.0;
+const PULL_LAUNCH_US: f64 = 5.38;
+const PULL_GBPS: f64 = 322.0;
 
 impl ExecParams {
     /// The direct-push executor of session 9 with fenced credits (credit and Simple ready words

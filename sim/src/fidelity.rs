@@ -227,27 +227,20 @@ pub const OWN_ONE_SHOT_H200X2_RUN3: &[(u64, Protocol, f64)] = &[
 
 /// topoplan's CUDA runtime, one-shot all-reduce in **pull mode** (`runtime/src/cuda/direct/pull.rs`,
 /// `kernels/src/direct_pull.cu`: each rank's CTAs read the peer's input over NVLink, one CTA per
-/// 8 KiB of message up to one per SM, with per-CTA arrive and done handshakes), float, sum, out of
-/// place, on the lent 2×H200, session 11 (relaxed arrive words): (size = bytes per rank, measured
-/// median of 3 runs of 20 calls, µs, the out-of-place `time` column, the 7th field), the sizes
-/// where the runtime's `auto` pulls (512 KiB–16 MiB), every row's `algo` column `one-shot-pull`:
-/// - 1–8 MiB: `docs/measurements/session11/run2-perf.log`, command `topoplan bench -b 8 -e 64M
-///   -f 2 -w 5 -n 20 --runs 3 -c 0 --vs-nccl` (`auto` pulled 1–8 MiB then);
-/// - 512 KiB: `docs/measurements/session11/run2-var.log`, section `TOPOPLAN_PULL=1 topoplan
-///   bench -b 64K -e 1M -f 2 --algo one-shot -w 5 -n 20 --runs 3 -c 0`;
-/// - 16 MiB: `run2-var.log`, section `TOPOPLAN_PULL_MAX_KB=65536 topoplan bench -b 8M -e 32M -f 2
-///   -w 5 -n 20 --runs 3 -c 0`.
-///
-/// The same sections' other pull rows (1 MiB 9.12 µs, 8 MiB 33.40: the run-to-run spread; 64–256
-/// KiB and 32 MiB, outside the range) are not in this set. Checked against
+/// 8 KiB of message up to two 256-thread CTAs per SM, with per-CTA arrive and done handshakes),
+/// float, sum, out of place, on the lent 2×H200: session 11's closing run with the shipped
+/// defaults, `docs/measurements/session11/run6-perf.log`, command `topoplan bench -b 8 -e 1G -f 2
+/// -w 5 -n 20 --runs 3 -c 0 --vs-nccl` (size = bytes per rank, median of 3 runs of 20 calls, µs,
+/// the out-of-place `time` column), every row's `algo` column `one-shot-pull`. Run 2's
+/// 512-thread CTAs measured 3-6 % slower (`run2-perf.log`). Checked against
 /// `ExecParams::default()` with [`compare_own_pull`].
 pub const OWN_PULL_H200X2: &[(u64, f64)] = &[
-    (512 << 10, 7.72),
-    (1 << 20, 9.09),
-    (2 << 20, 12.85),
-    (4 << 20, 19.56),
-    (8 << 20, 33.31),
-    (16 << 20, 59.96),
+    (512 << 10, 7.24),
+    (1 << 20, 9.25),
+    (2 << 20, 12.32),
+    (4 << 20, 18.76),
+    (8 << 20, 31.28),
+    (16 << 20, 56.62),
 ];
 
 /// Simulates the planner's one-shot all-reduce (`build::one_shot`, the schedule the CUDA runtime

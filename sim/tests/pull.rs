@@ -44,12 +44,12 @@ fn assert_within(r: &[Row], bound: f64) {
 /// The defaults (`pull_launch_us`, `pull_gbps` fitted on these points by `cargo run --release -p
 /// sim --example exec_fit`) predict the pull-mode one-shot all-reduce on 2×H200
 /// (`OWN_PULL_H200X2`, 512 KiB–16 MiB, session 11) within the fit's worst error rounded up to the
-/// next percent: 1.9% → 2% (docs/fidelity.md).
+/// next percent: 2.3% → 3% (docs/fidelity.md).
 #[test]
 fn own_pull_within_fitted_error() {
     let r = compare_own_pull(&topo(), OWN_PULL_H200X2, &SimConfig::default()).unwrap();
     assert_eq!(r.len(), 6);
-    assert_within(&r, 0.02);
+    assert_within(&r, 0.03);
 }
 
 /// Every pull-mode point lies in the defaults' pull range, which is the runtime's (`MIN_BYTES`,
@@ -65,7 +65,7 @@ fn own_pull_points_are_pulled_by_the_defaults() {
 }
 
 /// Pull mode matters: on the push path (pull mode off) the same points are predicted more than
-/// 10% slow from 512 KiB to 4 MiB (+46.9% at 512 KiB, +39.8% at 1 MiB, +11.2% at 4 MiB). From
+/// 10% slow from 512 KiB to 4 MiB (+56.6% at 512 KiB, +37.4% at 1 MiB, +15.9% at 4 MiB). From
 /// 8 MiB the two paths measure within 7% of each other (push 35.72 and 60.38 µs at 8 and 16 MiB,
 /// `docs/measurements/session11/run1-perf.log`), and the push prediction is within 4% too.
 #[test]
