@@ -8,6 +8,11 @@
 //!   slot once [`may_read`]; LL: the sequence number travels inside every line ([`ll_line`]) and
 //!   the receiver reads a line once [`ll_ready`];
 //! - after reading, the receiver publishes `credit = q` (release);
+//! - LL, implied credits (`TD_LL_IMPLIED`, when [`credit_implied_ok`]): the receiver publishes
+//!   no credit; each rank, at the end of the call, raises its own credit word to
+//!   [`implied_credit`]`(credit, sent_at_start)`, and in every symmetric LL call it raises its
+//!   cached credit likewise once it consumed the peer's first segment of the call. Segments
+//!   past the one being consumed are pushed only on credits already there (never waited for);
 //! - in place, the receiver may overwrite input the sender pushes only after the sender's
 //!   progress word (call number, segments pushed: [`progress`]) reached the segment.
 //!
@@ -46,6 +51,36 @@ pub fn slot(q: u64, nslots: u32) -> u64 {
 /// previous occupant, `q - nslots`, has been read.
 pub fn may_write(credit: u64, q: u64, nslots: u32) -> bool {
     credit + nslots as u64 >= q
+}
+
+/// LL, symmetric calls: the credit a rank may assume toward a peer once it saw the peer's data
+/// of the current call, given its cached `credit` and `sent_at_start`, the count it had pushed
+/// to that peer when the call began. Both ranks run the same calls in the same order and a
+/// rank's calls run one after another, so the peer's data of this call proves the peer ended
+/// its previous call, in which it had consumed everything pushed to it before this call. It
+/// says nothing about this call's segments (the peer may not have read them yet).
+///
+/// direct.cu raises its cached credit to this after consuming the peer's segment in every
+/// symmetric LL call, and, with `TD_LL_IMPLIED`, stores it into its own credit word at the end
+/// of the call instead of having the receiver store credits across NVLink.
+pub fn implied_credit(credit: u64, sent_at_start: u64) -> u64 {
+    credit.max(sent_at_start)
+}
+
+/// Whether an LL call may leave its credits implied (`TD_LL_IMPLIED`): the call is `symmetric`
+/// (every peer a rank pushes to pushes to it), every CTA's share is at most one segment
+/// (`nseg_max`), and there are at least 2 slots. `ll_credit_implied` in `cuda/direct.rs` (the
+/// host) and direct.cu follow it.
+///
+/// [`implied_credit`] is sound whatever the call; this rule is about progress. A call that
+/// hands back no credit leaves the word at its own starting count `S - nseg`, where `S` is the
+/// next call's starting count; that call's first segment `S + 1` may go only if
+/// `S - nseg + nslots >= S + 1`, i.e. `nseg < nslots`, and it is pushed before anything of the
+/// call is consumed (later segments follow on the credit raised by the peer's first one).
+/// Otherwise both ranks wait for a credit nobody stores: with one slot, or with more segments
+/// per call than slots allow (`runtime/tests/loom_direct.rs` shows both deadlocks).
+pub fn credit_implied_ok(symmetric: bool, nseg_max: u64, nslots: u32) -> bool {
+    symmetric && nseg_max <= 1 && nslots >= 2
 }
 
 /// Whether segment `q` may be read once the sender published `ready`.
@@ -129,6 +164,43 @@ mod tests {
                 if q > nslots as u64 {
                     assert!(!may_write(q - nslots as u64 - 1, q, nslots));
                     assert_eq!(slot(q, nslots), slot(q - nslots as u64, nslots));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn implied_credits_are_sound_and_let_the_next_call_start() {
+        assert_eq!(implied_credit(3, 5), 5);
+        assert_eq!(implied_credit(7, 5), 7);
+        assert!(credit_implied_ok(true, 1, 2) && credit_implied_ok(true, 1, 4));
+        assert!(credit_implied_ok(true, 0, 2));
+        assert!(!credit_implied_ok(false, 1, 2));
+        assert!(!credit_implied_ok(true, 2, 2) && !credit_implied_ok(true, 2, 4));
+        assert!(!credit_implied_ok(true, 1, 1));
+        // A run of calls of nseg segments each, all with implied credits, both ranks in step.
+        // After call k the word holds what call k implied: the count at its start; the peer had
+        // consumed at least that much (everything up to its previous call), never this call's.
+        for nslots in 1..5u32 {
+            for nseg in 1..4u64 {
+                let mut credit = 0u64;
+                let mut live = true;
+                for call in 0..6u64 {
+                    let start = call * nseg;
+                    // The first segment of the call is pushed before anything is consumed.
+                    let first_ok = may_write(credit, start + 1, nslots);
+                    live &= first_ok;
+                    // The peer consumed everything before this call's start: never more.
+                    assert!(implied_credit(credit, start) <= start);
+                    credit = implied_credit(credit, start);
+                }
+                assert_eq!(
+                    live,
+                    nseg < nslots as u64,
+                    "{nslots} slots, {nseg} segments"
+                );
+                if credit_implied_ok(true, nseg, nslots) {
+                    assert!(live);
                 }
             }
         }
