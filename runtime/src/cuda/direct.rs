@@ -458,10 +458,12 @@ const OPT_LL_IMPLIED: u32 = 256;
 pub fn ll_credit_implied(role: &DirectRole, elem: u64, grid: u32, nslots: u32) -> bool {
     let vec = (16 / elem).max(1);
     let share = role.n.div_ceil(vec).div_ceil(grid.max(1) as u64) * vec;
-    role.send_mask != 0
-        && role.send_mask == role.recv_mask
-        && nslots >= 2
-        && share * elem <= LL_SLOT_BYTES / 2
+    let seg = LL_SLOT_BYTES / 2 / elem;
+    protocol::credit_implied_ok(
+        role.send_mask != 0 && role.send_mask == role.recv_mask,
+        share.div_ceil(seg),
+        nslots,
+    )
 }
 
 fn launch(
