@@ -25,7 +25,9 @@ LD_LIBRARY_PATH. Environment: TOPOPLAN_ALGO overrides --algo; one-shot schedules
 path (TOPOPLAN_DIRECT=0: the generic lowering; TOPOPLAN_DIRECT_CTAS, TOPOPLAN_DIRECT_SLOT_KB, TOPOPLAN_PDL=0 tune \
 it, see docs/cuda.md); TOPOPLAN_CTAS fixes the CTA count of the generic SM path; TOPOPLAN_SCRATCH_MB sets its \
 per-GPU scratch ring (default 64). From 512 MiB per GPU a 2-GPU one-shot all-reduce runs its last half on the \
-copy engines at the same time (algo column `one-shot+ce`; TOPOPLAN_HYBRID_CE_PCT sets the share, 0 turns it off).\n\n\
+copy engines at the same time (algo column `one-shot+ce`; TOPOPLAN_HYBRID_CE_PCT sets the share, 0 turns it off). \
+From 512 KiB to 16 MiB per GPU a one-shot all-reduce in one process reads the peers' inputs directly (pull mode, \
+algo column `one-shot-pull`; TOPOPLAN_PULL=0 turns it off, =1 pulls every Simple one-shot call).\n\n\
 Several processes (--procs): `-g N --procs` starts N processes of this binary, rank r on GPU r, which exchange \
 CUDA IPC handles of their direct-path buffers through a TCP bootstrap on 127.0.0.1 and run the one-shot (direct) \
 schedules only (--algo auto or a one-shot variant; not with --vs-nccl). Each rank checks its own output against \
