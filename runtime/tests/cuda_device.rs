@@ -73,3 +73,144 @@ fn collectives_match_the_reference_on_gpus() {
         }
     }
 }
+
+/// Pull mode reads the peers' inputs, so it must only run on memory every GPU may read. Inputs
+/// from a stream-ordered pool without peer access (PyTorch-style allocators) must fall back to
+/// the push path: a pulled load from them would fault the context. The 1 MiB all-reduce below is
+/// pulled when the inputs are readable (`auto`: pull from 512 KiB); here it must push, and the
+/// result must still be right. Then granting the peers read access makes them pullable.
+#[test]
+#[allow(clippy::needless_range_loop)] // ranks index several parallel vectors
+fn pull_mode_only_reads_memory_the_peers_may_read() {
+    use cudarc::driver::sys;
+    use runtime::cuda::direct::pull::readable_from;
+    use runtime::cuda::{schedules, CudaGroup, Request};
+    use std::sync::Arc;
+    let n = gpus();
+    if n < 2 {
+        eprintln!("SKIP pull_mode_only_reads_memory_the_peers_may_read: needs 2 GPUs and a CUDA driver, found {n} GPU(s)");
+        return;
+    }
+    let g = CudaGroup::new(&[0, 1]).unwrap();
+    let count = 262_147usize; // 1 MiB + 12 B of f32: pull mode's range, an odd tail
+    let bytes = count * 4;
+    let mut streams = Vec::new();
+    let mut pools = Vec::new();
+    let (mut ins, mut outs, mut host) = (Vec::new(), Vec::new(), Vec::new());
+    for r in 0..2 {
+        let ctx = g.context(r);
+        ctx.bind_to_thread().unwrap();
+        let mut s: sys::CUstream = std::ptr::null_mut();
+        let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+        let (mut i, mut o): (sys::CUdeviceptr, sys::CUdeviceptr) = (0, 0);
+        let data: Vec<f32> = (0..count)
+            .map(|k| ((k * 7 + r * 13) % 1000) as f32 * 0.25 - 100.0)
+            .collect();
+        // SAFETY: out-pointers valid; the context is bound; sizes match the host vector.
+        unsafe {
+            sys::cuStreamCreate(&mut s, 0).result().unwrap();
+            sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device())
+                .result()
+                .unwrap();
+            sys::cuMemAllocFromPoolAsync(&mut i, bytes, pool, s)
+                .result()
+                .unwrap();
+            sys::cuMemAllocFromPoolAsync(&mut o, bytes, pool, s)
+                .result()
+                .unwrap();
+            sys::cuMemcpyHtoDAsync_v2(i, data.as_ptr() as *const _, bytes, s)
+                .result()
+                .unwrap();
+            sys::cuMemsetD8Async(o, 0xff, bytes, s).result().unwrap();
+            sys::cuStreamSynchronize(s).result().unwrap();
+        }
+        streams.push(s);
+        pools.push(pool);
+        ins.push(i);
+        outs.push(o);
+        host.push(data);
+    }
+    assert!(
+        !readable_from(ins[0], 1) && !readable_from(ins[1], 0),
+        "pool memory without peer access"
+    );
+    // Positive control: `cuMemAlloc` memory is covered by the group's peer access.
+    g.context(0).bind_to_thread().unwrap();
+    let mut legacy: sys::CUdeviceptr = 0;
+    // SAFETY: out-pointer valid; context bound.
+    unsafe { sys::cuMemAlloc_v2(&mut legacy, 4096) }
+        .result()
+        .unwrap();
+    assert!(
+        readable_from(legacy, 1),
+        "cuMemAlloc memory under peer access"
+    );
+    // SAFETY: allocated just above, unused.
+    unsafe { sys::cuMemFree_v2(legacy) }.result().unwrap();
+    let coll = planner::schedule::Collective::new(CollectiveKind::AllReduce);
+    let (algo, sched) = schedules::pick(&coll, 2, bytes as u64, "auto").unwrap();
+    assert_eq!(algo, "one-shot");
+    let sched = Arc::new(sched);
+    let run_once = |label: &str| {
+        for r in 0..2 {
+            let req = Request {
+                schedule: &sched,
+                count: count as u64,
+                dtype: DataType::F32,
+                op: ReduceOp::Sum,
+                inputs: &ins,
+                outputs: &outs,
+            };
+            g.enqueue(r, &req, streams[r])
+                .unwrap_or_else(|e| panic!("{label}: rank {r}: {e}"));
+        }
+        for r in 0..2 {
+            g.context(r).bind_to_thread().unwrap();
+            let mut got = vec![0f32; count];
+            // SAFETY: stream and buffers live; sizes match.
+            unsafe {
+                sys::cuStreamSynchronize(streams[r])
+                    .result()
+                    .unwrap_or_else(|e| panic!("{label}: rank {r}: {e:?}"));
+                sys::cuMemcpyDtoH_v2(got.as_mut_ptr() as *mut _, outs[r], bytes)
+                    .result()
+                    .unwrap();
+            }
+            let wrong = (0..count)
+                .filter(|&k| got[k] != host[0][k] + host[1][k])
+                .count();
+            assert_eq!(wrong, 0, "{label}: rank {r}: {wrong} wrong elements");
+        }
+    };
+    run_once("pool memory without peer access (push path)");
+    // Grant each peer read-write access to the other's pool: now pull mode may read them.
+    for r in 0..2 {
+        g.context(r).bind_to_thread().unwrap();
+        let desc = sys::CUmemAccessDesc {
+            location: sys::CUmemLocation {
+                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                id: (1 - r) as i32,
+            },
+            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        // SAFETY: the pool belongs to rank r's device; one valid descriptor.
+        unsafe { sys::cuMemPoolSetAccess(pools[r], &desc, 1) }
+            .result()
+            .unwrap();
+    }
+    assert!(
+        readable_from(ins[0], 1) && readable_from(ins[1], 0),
+        "after cuMemPoolSetAccess"
+    );
+    run_once("pool memory with peer access (pull mode)");
+    for r in 0..2 {
+        g.context(r).bind_to_thread().unwrap();
+        // SAFETY: allocated above on this stream; the stream is idle.
+        unsafe {
+            sys::cuMemFreeAsync(ins[r], streams[r]).result().unwrap();
+            sys::cuMemFreeAsync(outs[r], streams[r]).result().unwrap();
+            sys::cuStreamSynchronize(streams[r]).result().unwrap();
+            sys::cuStreamDestroy_v2(streams[r]).result().unwrap();
+        }
+    }
+}

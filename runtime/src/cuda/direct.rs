@@ -311,10 +311,18 @@ pub(crate) fn enqueue(
     for (r, st) in g.ranks.iter().enumerate() {
         (peers.simple[r], peers.ll[r], peers.flags[r]) = st.direct.ptrs();
     }
+    // Pull mode reads the peers' inputs: only where every GPU may read every input (the same
+    // answer on every rank, so all ranks of the call pull or all push).
+    let bytes = req.count * req.dtype.size() as u64;
+    let pullable = pull::wanted(req.schedule.collective.kind, req.schedule.protocol, bytes) && {
+        g.ranks[rank].ctx.bind_to_thread().map_err(drv)?;
+        let readers: Vec<i32> = g.ranks.iter().map(|r| r.ctx.ordinal() as i32).collect();
+        pull::inputs_readable(req.inputs, &readers)
+    };
     let mut inputs = [0u64; 8];
     inputs[..req.inputs.len()].copy_from_slice(req.inputs);
     let call = DirectCall {
-        inputs: Some(inputs),
+        inputs: pullable.then_some(inputs),
         ..DirectCall::of(
             req.schedule,
             req.count,

@@ -5,8 +5,12 @@
 //! pipeline (1–32 MiB on 2×H200).
 //!
 //! Pull mode needs every rank's input pointer, so it runs in one process only (a
-//! `CudaGroup`); across processes the inputs are not mapped. In place it needs 16-byte aligned
-//! buffers (its pass-by-pass guard works on whole vectors).
+//! `CudaGroup`); across processes the inputs are not mapped. Every input must be readable from
+//! every peer GPU ([`inputs_readable`]: `cuMemAlloc` memory under the group's peer access, or
+//! pool / VMM memory whose access the caller granted); a peer load from memory it may not read
+//! would fault the context, so other inputs go through the push path, which never reads a
+//! peer's buffer. In place it needs 16-byte aligned buffers (its pass-by-pass guard works on
+//! whole vectors).
 
 use super::{DirectCall, DirectRole};
 use planner::schedule::{CollectiveKind, Protocol};
@@ -102,6 +106,62 @@ pub(crate) fn runnable(call: &DirectCall, role: &DirectRole) -> bool {
     call.protocol == Protocol::Simple
         && (!(call.in_place && role.overwrites_what_it_pushes())
             || (inputs.iter().all(|&p| aligned(p)) && aligned(call.output)))
+}
+
+/// Whether GPU `reader` may load from device pointer `ptr`: legacy (`cuMemAlloc`) memory, which
+/// the group's context-wide peer access covers, or stream-ordered pool / VMM memory whose access
+/// descriptor grants `reader` at least read access. Anything else, or a failed query, is `false`.
+pub fn readable_from(ptr: u64, reader: i32) -> bool {
+    use cudarc::driver::sys;
+    use std::ffi::c_void;
+    let attr = |a: sys::CUpointer_attribute, out: *mut c_void| {
+        // SAFETY: `out` points to storage of the attribute's documented type (an int or a
+        // pool handle) that outlives the call; an unknown pointer makes the call fail.
+        unsafe { sys::cuPointerGetAttribute(out, a, ptr) }
+            .result()
+            .is_ok()
+    };
+    let mut legacy: i32 = 0;
+    if !attr(
+        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+        &mut legacy as *mut i32 as *mut c_void,
+    ) {
+        return false;
+    }
+    if legacy != 0 {
+        return true;
+    }
+    let mut loc = sys::CUmemLocation {
+        type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+        id: reader,
+    };
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    if attr(
+        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+        &mut pool as *mut sys::CUmemoryPool as *mut c_void,
+    ) && !pool.is_null()
+    {
+        let mut flags = sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_NONE;
+        // SAFETY: out-pointers valid for the call; `pool` came from the driver.
+        let ok = unsafe { sys::cuMemPoolGetAccess(&mut flags, pool, &mut loc) }.result();
+        return ok.is_ok() && flags != sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    }
+    let mut flags: std::ffi::c_ulonglong = 0;
+    // SAFETY: out-pointer and location valid for the call; for memory not mapped through the
+    // VMM API the driver returns an error.
+    let ok = unsafe { sys::cuMemGetAccess(&mut flags, &loc, ptr) }.result();
+    ok.is_ok() && flags != 0
+}
+
+/// Whether every rank's input can be loaded by every other rank's GPU (`readers[r]`: rank r's
+/// device ordinal). The same answer on every rank of a call, as pull and push must not mix.
+pub(crate) fn inputs_readable(inputs: &[u64], readers: &[i32]) -> bool {
+    inputs.iter().enumerate().all(|(s, &p)| {
+        readers
+            .iter()
+            .enumerate()
+            .all(|(r, &dev)| r == s || readable_from(p, dev))
+    })
 }
 
 /// Threads per CTA.
