@@ -21,15 +21,8 @@ fn rows(kind: CollectiveKind, file: &str) -> Vec<sim::fidelity::Row> {
 /// Every row at or above `from_bytes` is within `bound` (a fraction) of its measurement; the
 /// failure message carries the whole table.
 fn assert_within(r: &[sim::fidelity::Row], from_bytes: u64, bound: f64) {
-    let table = sim::fidelity::markdown(r);
-    for x in r.iter().filter(|x| x.bytes >= from_bytes) {
-        assert!(
-            x.error.abs() < bound,
-            "{} B {} off by {:+.1}%\n{table}",
-            x.bytes,
-            x.protocol.name(),
-            x.error * 100.0
-        );
+    if let Err(e) = sim::fidelity::within(r, from_bytes, bound) {
+        panic!("{e}");
     }
 }
 

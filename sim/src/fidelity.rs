@@ -60,6 +60,26 @@ pub fn compare(
     Ok(rows)
 }
 
+/// Checks that every row at or above `from_bytes` is within `bound` (a fraction) of its
+/// measurement; the error names the first row outside and carries the whole table (the fidelity
+/// tests' assertion).
+pub fn within(rows: &[Row], from_bytes: u64, bound: f64) -> Result<(), String> {
+    match rows
+        .iter()
+        .find(|x| x.bytes >= from_bytes && x.error.abs() >= bound)
+    {
+        None => Ok(()),
+        Some(x) => Err(format!(
+            "{} B {} off by {:+.1}% (bound {:.1}%)\n{}",
+            x.bytes,
+            x.protocol.name(),
+            x.error * 100.0,
+            bound * 100.0,
+            markdown(rows)
+        )),
+    }
+}
+
 /// Markdown table of `rows`.
 pub fn markdown(rows: &[Row]) -> String {
     let mut s = String::from(

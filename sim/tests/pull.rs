@@ -3,7 +3,7 @@
 //! mirroring the runtime's `auto`, and the push path unchanged outside the pull range.
 
 use planner::schedule::{build, Collective, CollectiveKind, Protocol, Schedule};
-use sim::fidelity::{compare_own_one_shot, compare_own_pull, markdown, Row, OWN_PULL_H200X2};
+use sim::fidelity::{compare_own_one_shot, compare_own_pull, Row, OWN_PULL_H200X2};
 use sim::{simulate, ExecParams, SimConfig};
 
 fn topo() -> planner::topology::Topology {
@@ -29,15 +29,8 @@ fn one_shot(kind: CollectiveKind, proto: Protocol) -> Schedule {
 
 /// Every row within `bound` (a fraction); the failure message carries the whole table.
 fn assert_within(r: &[Row], bound: f64) {
-    let table = markdown(r);
-    for x in r {
-        assert!(
-            x.error.abs() < bound,
-            "{} B {} off by {:+.1}%\n{table}",
-            x.bytes,
-            x.protocol.name(),
-            x.error * 100.0
-        );
+    if let Err(e) = sim::fidelity::within(r, 0, bound) {
+        panic!("{e}");
     }
 }
 
