@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: unit, integration, property and fuzz-corpus tests, then the
-# loom model checks of the runtime's step protocol, the CUDA direct path's slot protocol and the
-# copy-engine pair path's counters (a separate build with --cfg loom).
+# loom model checks of the runtime's step protocol, the CUDA direct path's slot protocol (implied
+# LL credits included), pull mode's handshakes and the copy-engine pair path's counters (a
+# separate build with --cfg loom).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --workspace --all-targets --no-fail-fast
