@@ -11,8 +11,12 @@
 //! simulated with `fidelity::CE_CHUNK_BYTES` chunks); then the pull-mode floor and rate
 //! (`pull_launch_us`, `pull_gbps`) on the pull-mode one-shot all-reduce
 //! (`fidelity::OWN_PULL_H200X2`; the pull range, `pull_min_bytes..=pull_max_bytes`, is the
-//! runtime's and not fitted). The push terms are fitted with pull mode off
-//! (`fidelity::compare_own_one_shot`), so the two fits are independent.
+//! runtime's and not fitted); then the hybrid floor and rate (`hybrid_launch_us`,
+//! `hybrid_gbps`) on the hybrid all-reduce (`fidelity::OWN_HYBRID_H200X2`, two points: the fit is
+//! near-exact; `hybrid_min_bytes` is the runtime's and not fitted), in two passes (a coarse grid,
+//! then a fine one around its best), printing the error on session 10's hybrid measurements
+//! (`fidelity::OWN_HYBRID_H200X2_SESSION10`, not fitted on). The push terms are fitted with pull
+//! mode and the hybrid off (`fidelity::compare_own_one_shot`), so the fits are independent.
 //!
 //! `--fenced` refits the same kernel with fenced credits (`fidelity::OWN_DIRECT_FENCED_H200X2`)
 //! from `ExecParams::direct_fenced_h200x2()`; `--previous` the previous (pull-based) executor's
@@ -21,7 +25,7 @@
 //! generic copy-engine lowering, `fidelity::OWN_CE_H200X2_RUN3`, 16 MiB chunks, when the
 //! pipeline schedule ran every send before the receives) and report their error on those points,
 //! with the rate a refit on today's interleaved schedule would give, for comparison; both have
-//! pull mode off, so they fit no pull terms.
+//! pull mode and the hybrid off, so they fit no pull or hybrid terms.
 //!
 //! Prints the fitted values (the corresponding function in `sim/src/config.rs` holds these), a
 //! warning if one lies on the edge of its search range, the worst and mean |error| per protocol,
@@ -29,9 +33,10 @@
 use planner::schedule::Protocol;
 use planner::topology::Topology;
 use sim::fidelity::{
-    compare_own_ce, compare_own_one_shot, compare_own_pull, markdown, Row, CE_CHUNK_BYTES,
-    GENERIC_CE_CHUNK_BYTES, OWN_CE_H200X2_RUN3, OWN_CE_PAIR_H200X2, OWN_DIRECT_FENCED_H200X2,
-    OWN_DIRECT_H200X2, OWN_ONE_SHOT_H200X2, OWN_ONE_SHOT_H200X2_RUN3, OWN_PULL_H200X2,
+    compare_own_ce, compare_own_hybrid, compare_own_one_shot, compare_own_pull, markdown, Row,
+    CE_CHUNK_BYTES, GENERIC_CE_CHUNK_BYTES, OWN_CE_H200X2_RUN3, OWN_CE_PAIR_H200X2,
+    OWN_DIRECT_FENCED_H200X2, OWN_DIRECT_H200X2, OWN_HYBRID_H200X2, OWN_HYBRID_H200X2_SESSION10,
+    OWN_ONE_SHOT_H200X2, OWN_ONE_SHOT_H200X2_RUN3, OWN_PULL_H200X2,
 };
 use sim::{ExecParams, SimConfig};
 
@@ -56,6 +61,10 @@ fn ce_rows(topo: &Topology, pts: &[(u64, f64)], chunk: u64, x: &ExecParams) -> V
 
 fn pull_rows(topo: &Topology, pts: &[(u64, f64)], x: &ExecParams) -> Vec<Row> {
     compare_own_pull(topo, pts, &cfg(x)).expect("simulates")
+}
+
+fn hybrid_rows(topo: &Topology, pts: &[(u64, f64)], x: &ExecParams) -> Vec<Row> {
+    compare_own_hybrid(topo, pts, &cfg(x)).expect("simulates")
 }
 
 fn worst_of(r: &[Row]) -> f64 {
@@ -299,6 +308,45 @@ fn main() {
         );
         pull_rows(&topo, OWN_PULL_H200X2, &x)
     });
+    // The hybrid (this session's executor only; the others have it off). Two points, two terms:
+    // a coarse grid, then a fine one around its best (near-exact). The terms trade off (1 GB/s
+    // of rate moves the best floor by about 5 µs at these sizes, so half the coarse rate step
+    // by about 2.5), so the fine grid spans 3 µs of floor either side (not below 0).
+    let hybrid = (!previous && !fenced).then(|| {
+        let on_hybrid = |x: &ExecParams| worst_of(&hybrid_rows(&topo, OWN_HYBRID_H200X2, x));
+        let set = |x: &mut ExecParams, a: f64, b: f64| {
+            x.hybrid_launch_us = a;
+            x.hybrid_gbps = b;
+        };
+        search(
+            &mut x,
+            ("hybrid_launch_us", "hybrid_gbps"),
+            (0.0, 80.0, 0.1),
+            (300.0, 450.0, 1.0),
+            set,
+            &on_hybrid,
+        );
+        let (a, b) = (x.hybrid_launch_us, x.hybrid_gbps);
+        let worst = search(
+            &mut x,
+            ("hybrid_launch_us (fine)", "hybrid_gbps (fine)"),
+            ((a - 3.0).max(0.0), a + 3.0, 0.01),
+            (b - 1.0, b + 1.0, 0.01),
+            set,
+            &on_hybrid,
+        );
+        let out = hybrid_rows(&topo, OWN_HYBRID_H200X2_SESSION10, &x);
+        println!(
+            "hybrid_launch_us {:.2}, hybrid_gbps {:.2} (from {} B per rank): worst |error| on the \
+             hybrid points {:.3}%; on session 10's (not fitted on) {:.3}%",
+            x.hybrid_launch_us,
+            x.hybrid_gbps,
+            x.hybrid_min_bytes,
+            worst * 100.0,
+            worst_of(&out) * 100.0
+        );
+        (hybrid_rows(&topo, OWN_HYBRID_H200X2, &x), out)
+    });
     for (label, pts) in &sets {
         summary(label, &rows(&topo, pts, &x));
     }
@@ -307,11 +355,19 @@ fn main() {
     if let Some(p) = &pull {
         summary("pull mode", p);
     }
+    if let Some((h, out)) = &hybrid {
+        summary("hybrid", h);
+        summary("hybrid, session 10 (not fitted on)", out);
+    }
     for (label, pts) in &sets {
         println!("\n{label}:\n{}", markdown(&rows(&topo, pts, &x)));
     }
     println!("\n{ce_label}:\n{}", markdown(&ce));
     if let Some(p) = &pull {
         println!("\npull mode:\n{}", markdown(p));
+    }
+    if let Some((h, out)) = &hybrid {
+        println!("\nhybrid:\n{}", markdown(h));
+        println!("\nhybrid, session 10 (not fitted on):\n{}", markdown(out));
     }
 }

@@ -44,6 +44,16 @@ fn params(x: &ExecParams) -> String {
     } else {
         "| pull mode | off |\n".to_string()
     };
+    let hybrid = if x.hybrid_min_bytes > 0 && x.hybrid_gbps > 0.0 {
+        format!(
+            "| hybrid_min_bytes | {} |\n| hybrid_launch_us | {:.2} |\n| hybrid_gbps | {:.2} |\n",
+            size(x.hybrid_min_bytes),
+            x.hybrid_launch_us,
+            x.hybrid_gbps
+        )
+    } else {
+        "| hybrid | off |\n".to_string()
+    };
     let push = format!(
         "| parameter | value |\n|---|---:|\n\
          | launch_simple_us | {:.2} |\n| launch_ll_us | {:.2} |\n| gpu_gbps | {:.0} |\n\
@@ -63,7 +73,7 @@ fn params(x: &ExecParams) -> String {
         x.ce_launch_us,
         x.ce_gbps
     );
-    push + &pull
+    push + &pull + &hybrid
 }
 
 fn worst(rows: &[Row]) -> f64 {
@@ -161,6 +171,35 @@ fn main() {
             r.predicted_us,
             r.error * 100.0,
             p.predicted_us
+        );
+    }
+    println!();
+    // The hybrid (2 ranks, from 512 MiB per rank): fitted points, session 10's (not fitted on),
+    // and the same sizes with the hybrid off (the SM push path alone).
+    let rows = compare_own_hybrid(&own, OWN_HYBRID_H200X2, &cfg).expect("simulates");
+    let out = compare_own_hybrid(&own, OWN_HYBRID_H200X2_SESSION10, &cfg).expect("simulates");
+    let sm = with(ExecParams::default().without_hybrid());
+    let sm_rows = compare_own_hybrid(&own, OWN_HYBRID_H200X2, &sm).expect("simulates");
+    println!(
+        "### topoplan one-shot all-reduce, CUDA runtime, hybrid (OWN_HYBRID_H200X2, docs/measurements/session11/run6-perf.log; OWN_HYBRID_H200X2_SESSION10, docs/measurements/session10/run12-hybrid-vs-nccl.log, not fitted on), ExecParams::default; worst |error| {:.2}%, session 10 {:.2}%\n",
+        worst(&rows) * 100.0,
+        worst(&out) * 100.0
+    );
+    println!(
+        "| size (B) | measured µs | predicted µs | error | session 10 measured µs | error | predicted µs, hybrid off | error |\n|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for ((r, o), s) in rows.iter().zip(&out).zip(&sm_rows) {
+        assert_eq!((r.bytes, o.bytes), (s.bytes, s.bytes));
+        println!(
+            "| {} | {:.2} | {:.2} | {:+.2}% | {:.2} | {:+.2}% | {:.2} | {:+.1}% |",
+            r.bytes,
+            r.measured_us,
+            r.predicted_us,
+            r.error * 100.0,
+            o.measured_us,
+            o.error * 100.0,
+            s.predicted_us,
+            s.error * 100.0
         );
     }
     println!();

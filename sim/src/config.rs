@@ -200,13 +200,29 @@ fn exec_default() -> Option<ExecParams> {
 /// schedule's channels); the push terms time every other size. The simulator has one process,
 /// so the rule's "in one process" always holds.
 ///
+/// **Hybrid** (`runtime/src/cuda/hybrid.rs`): the runtime runs the one-shot Simple all-reduce of
+/// 2 ranks and at least `hybrid_min_bytes` per rank (2×H200: 512 MiB) as two paths at once on
+/// disjoint ranges, the last half (whole 4096-element grains) on the copy-engine pair path and
+/// the rest on the SM direct-push path. The model mirrors that rule ([`ExecParams::runs_hybrid`])
+/// and times such a call as one transfer per rank, as the push path does, but with a floor
+/// (`hybrid_launch_us`) and a whole-GPU rate (`hybrid_gbps`, split among the schedule's channels)
+/// fitted on the hybrid itself: the two paths are not modelled separately. The fitted rate is
+/// above the NVLink as the topology loader models it (2×H200: 18 × 20.6 = 370.8 GB/s per
+/// direction, SM traffic's figure; the link's nominal rate is 478, and copy engines alone move
+/// 392 both ways), so a hybrid transfer is not held to the route's link capacity: its bytes are
+/// still recorded on the links (the `links` report, utilisation above 100 % at the fitted rate),
+/// and it still shares the GPUs' memory. Within one two-rank call no other flow crosses those
+/// links. Where the hybrid and pull ranges overlap (not with the runtime's defaults), the hybrid
+/// wins, as in the runtime, which checks it first.
+///
 /// Defaults fitted on the 2×H200 one-shot all-reduce of the direct-push kernel with relaxed
 /// credits (`fidelity::OWN_DIRECT_H200X2`) and on the copy-engine pair all-reduce
 /// (`fidelity::OWN_CE_PAIR_H200X2`) by `cargo run --release -p sim --example exec_fit`; the fit
 /// and its errors are in `docs/fidelity.md`. [`ExecParams::direct_fenced_h200x2`] keeps the
 /// fit of the same kernel with fenced credits, [`ExecParams::pull_h200x2`] the previous
-/// executor's; both have pull mode off. The pull terms are fitted on
-/// `fidelity::OWN_PULL_H200X2` by the same example.
+/// executor's; both have pull mode and the hybrid off. The pull terms are fitted on
+/// `fidelity::OWN_PULL_H200X2`, the hybrid terms on `fidelity::OWN_HYBRID_H200X2`, by the same
+/// example.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ExecParams {
     /// Fixed cost of one call with the Simple (or LL128) protocol, µs.
@@ -256,6 +272,21 @@ pub struct ExecParams {
     /// channels split it); 0: pull mode off.
     #[serde(default)]
     pub pull_gbps: f64,
+    /// Hybrid: the smallest per-rank size (bytes of each rank's input) of a two-rank one-shot
+    /// Simple all-reduce that the runtime splits between the SM path and the copy engines
+    /// (`TOPOPLAN_HYBRID_MIN_MB`; the runtime: 512 MiB). 0: hybrid off (configs written before
+    /// these fields, which model the push path at every size).
+    #[serde(default)]
+    pub hybrid_min_bytes: u64,
+    /// Hybrid: fixed cost of one hybrid call, µs (launch, forking the copy-engine side stream,
+    /// the copy-engine half's first copy and last reduce, the join).
+    #[serde(default)]
+    pub hybrid_launch_us: f64,
+    /// Hybrid: whole-GPU rate at which a rank's message crosses to its peer, both paths together,
+    /// GB/s (the schedule's channels split it); not held to the route's link capacity (see
+    /// above). For the runtime's default split (half on the copy engines). 0: hybrid off.
+    #[serde(default)]
+    pub hybrid_gbps: f64,
 }
 
 /// The copy-engine terms of the defaults (also the serde default of configs written before the
@@ -279,7 +310,9 @@ impl Default for ExecParams {
     /// `fidelity::OWN_DIRECT_H200X2`, the copy-engine terms on `fidelity::OWN_CE_PAIR_H200X2`,
     /// by `cargo run --release -p sim --example exec_fit`. Pull mode on, with the runtime's
     /// `auto` range (`MIN_BYTES`, `MAX_BYTES` in `runtime/src/cuda/direct/pull.rs`) and the
-    /// floor and rate fitted on `fidelity::OWN_PULL_H200X2`.
+    /// floor and rate fitted on `fidelity::OWN_PULL_H200X2`. Hybrid on from the runtime's
+    /// default 512 MiB per rank (`TOPOPLAN_HYBRID_MIN_MB` in `runtime/src/cuda/hybrid.rs`), with
+    /// the floor and rate fitted on `fidelity::OWN_HYBRID_H200X2`.
     fn default() -> Self {
         Self {
             launch_simple_us: 9.3,
@@ -298,6 +331,9 @@ impl Default for ExecParams {
             pull_max_bytes: 16 << 20,
             pull_launch_us: PULL_LAUNCH_US,
             pull_gbps: PULL_GBPS,
+            hybrid_min_bytes: 512 << 20,
+            hybrid_launch_us: HYBRID_LAUNCH_US,
+            hybrid_gbps: HYBRID_GBPS,
         }
     }
 }
@@ -306,6 +342,12 @@ impl Default for ExecParams {
 /// `cargo run --release -p sim --example exec_fit`; see `docs/fidelity.md`.
 const PULL_LAUNCH_US: f64 = 5.38;
 const PULL_GBPS: f64 = 322.0;
+
+/// Hybrid floor and rate of the defaults, fitted (minimax) on `fidelity::OWN_HYBRID_H200X2` (two
+/// points, two terms: near-exact) by `cargo run --release -p sim --example exec_fit`; see
+/// `docs/fidelity.md`.
+const HYBRID_LAUNCH_US: f64 = 34.95;
+const HYBRID_GBPS: f64 = 380.65;
 
 impl ExecParams {
     /// The direct-push executor of session 9 with fenced credits (credit and Simple ready words
@@ -327,11 +369,14 @@ impl ExecParams {
             ll_wire_factor: 2.0,
             ce_launch_us: 12.0,
             ce_gbps: 199.0,
-            // No pull mode then.
+            // No pull mode and no hybrid then.
             pull_min_bytes: 0,
             pull_max_bytes: 0,
             pull_launch_us: 0.0,
             pull_gbps: 0.0,
+            hybrid_min_bytes: 0,
+            hybrid_launch_us: 0.0,
+            hybrid_gbps: 0.0,
         }
     }
 
@@ -354,11 +399,14 @@ impl ExecParams {
             ll_wire_factor: 2.0,
             ce_launch_us: 12.0,
             ce_gbps: 199.0,
-            // No pull mode then.
+            // No pull mode and no hybrid then.
             pull_min_bytes: 0,
             pull_max_bytes: 0,
             pull_launch_us: 0.0,
             pull_gbps: 0.0,
+            hybrid_min_bytes: 0,
+            hybrid_launch_us: 0.0,
+            hybrid_gbps: 0.0,
         }
     }
 
@@ -372,6 +420,39 @@ impl ExecParams {
             pull_gbps: 0.0,
             ..self
         }
+    }
+
+    /// These parameters with the hybrid off: every one-shot Simple all-reduce on the SM path
+    /// alone (the runtime with `TOPOPLAN_HYBRID_CE_PCT=0`, under CUDA graph capture, and every
+    /// executor before the hybrid).
+    pub fn without_hybrid(self) -> Self {
+        Self {
+            hybrid_min_bytes: 0,
+            hybrid_launch_us: 0.0,
+            hybrid_gbps: 0.0,
+            ..self
+        }
+    }
+
+    /// Whether the hybrid times `s` moving `rank_bytes` bytes per rank (each rank's input): the
+    /// runtime's rule (`hybrid::share` in `runtime/src/cuda/hybrid.rs`, reached through
+    /// `direct::applies`), a one-shot Simple all-reduce of exactly 2 ranks and at least
+    /// `hybrid_min_bytes` per rank. Off when `hybrid_min_bytes` or `hybrid_gbps` is 0. (The
+    /// runtime also needs a nonzero copy-engine share, at least two 4096-element grains: always
+    /// so from its smallest threshold, 1 MiB.)
+    pub fn runs_hybrid(&self, s: &Schedule, rank_bytes: u64) -> bool {
+        self.hybrid_min_bytes > 0
+            && self.hybrid_gbps > 0.0
+            && s.nranks == 2
+            && s.algorithm == Algorithm::OneShot
+            && s.protocol == Protocol::Simple
+            && s.collective.kind == CollectiveKind::AllReduce
+            && rank_bytes >= self.hybrid_min_bytes
+    }
+
+    /// Rate cap (bytes/µs) of one channel of a hybrid schedule with `channels` channels.
+    pub fn hybrid_channel_cap(&self, channels: u32) -> f64 {
+        self.hybrid_gbps / channels.max(1) as f64 * 1e3
     }
 
     /// Whether pull mode times `s` moving `rank_bytes` bytes per rank (each rank's input):

@@ -81,6 +81,9 @@ struct Flow {
     volume: f64,
     rate: f64,
     demand: Demand,
+    /// Resources the flow loads without being limited by them, (resource, weight): the links of
+    /// a hybrid transfer (`ExecParams::runs_hybrid`). Recorded in the link report and the trace.
+    unmetered: Vec<(u32, f64)>,
     overhead_ps: u64,
 }
 
@@ -115,6 +118,9 @@ struct Engine<'a> {
     exec_ce: Option<&'a ExecParams>,
     /// The executor runs this call in pull mode (`ExecParams::pulls`): its floor and read rate.
     pull: bool,
+    /// The executor runs this call as the hybrid (`ExecParams::runs_hybrid`): its floor and
+    /// rate, not held to the route's link capacity.
+    hybrid: bool,
     count: u64,
     iters: u64,
     caps: Vec<f64>,
@@ -191,6 +197,7 @@ impl<'a> Engine<'a> {
 
     fn run(mut self) -> Result<SimResult, SimError> {
         let launch_us = match (self.exec, self.exec_ce) {
+            (Some(x), _) if self.hybrid => x.hybrid_launch_us,
             (Some(x), _) if self.pull => x.pull_launch_us,
             (Some(x), _) => x.launch_us(self.s.protocol),
             (_, Some(x)) => x.ce_launch_us,
@@ -389,6 +396,7 @@ impl<'a> Engine<'a> {
             res: Vec::new(),
             cap: f64::INFINITY,
         };
+        let mut unmetered = Vec::new();
         let mem = self.mem[rank as usize];
         let local_touches = self.cfg.local_touches(op.kind);
         let volume;
@@ -396,7 +404,8 @@ impl<'a> Engine<'a> {
             // The receiver's CTAs load the message and fold it in registers: the transfer is the
             // only cost; receives, copies and reductions are fused into it. (Push: the sender's
             // CTAs store it into the receiver's slots; pull: the receiver's CTAs read the
-            // sender's input. Either way one flow over the route, timed at the mode's rate.)
+            // sender's input; hybrid: both, the SM path and the copy engines on disjoint ranges.
+            // Either way one flow over the route, timed at the mode's rate.)
             volume = match cout {
                 Some(_) => bytes as f64 * x.wire_factor(self.s.protocol),
                 None => 0.0,
@@ -405,10 +414,19 @@ impl<'a> Engine<'a> {
                 let wire = x.wire_factor(self.s.protocol);
                 let route = &self.routes[self.conns[co as usize].route as usize];
                 let peer = op.send_to.expect("sending op has a peer");
-                demand.res.extend(route.res.iter().map(|&r| (r, 1.0)));
+                let on_route = route.res.iter().map(|&r| (r, 1.0));
+                if self.hybrid {
+                    // Its fitted rate is above the link as loaded (SM traffic's figure): the
+                    // links carry its bytes but do not cap it (`ExecParams` docs).
+                    unmetered.extend(on_route);
+                } else {
+                    demand.res.extend(on_route);
+                }
                 demand.res.push((mem, 1.0 / wire));
                 demand.res.push((self.mem[peer as usize], 1.0 / wire));
-                demand.cap = if self.pull {
+                demand.cap = if self.hybrid {
+                    x.hybrid_channel_cap(self.s.channels)
+                } else if self.pull {
                     x.pull_channel_cap(self.s.channels)
                 } else {
                     x.channel_cap(self.s.protocol, payload, self.s.channels)
@@ -485,6 +503,7 @@ impl<'a> Engine<'a> {
             volume,
             rate,
             demand,
+            unmetered,
             overhead_ps,
         };
         let id = match self.free_flows.pop() {

@@ -2,7 +2,7 @@
 //! ([`crate::reference::nccl_ring`]) at every size, for `docs/fidelity.md`.
 
 use crate::reference::{nccl_ring, NcclTable};
-use crate::{simulate, ExecParams, SimConfig, SimError};
+use crate::{simulate, SimConfig, SimError};
 use planner::schedule::{build, Collective};
 use planner::schedule::{CollectiveKind, Protocol};
 use planner::topology::Topology;
@@ -263,18 +263,37 @@ pub const OWN_PULL_H200X2: &[(u64, f64)] = &[
     (16 << 20, 56.62),
 ];
 
+/// topoplan's CUDA runtime, **hybrid** all-reduce (`runtime/src/cuda/hybrid.rs`: a two-rank
+/// one-shot Simple all-reduce of at least 512 MiB per rank runs its last 50 % on the copy-engine
+/// pair path and the rest on the SM direct-push path, at the same time), float, sum, out of
+/// place, on the lent 2×H200: session 11's closing run with the shipped defaults,
+/// `docs/measurements/session11/run6-perf.log`, command `topoplan bench -b 8 -e 1G -f 2 -w 5 -n
+/// 20 --runs 3 -c 0 --vs-nccl` (size = bytes per rank, median of 3 runs of 20 calls, µs, the
+/// out-of-place `time` column), both rows' `algo` column `one-shot+ce`. Checked against
+/// `ExecParams::default()` (whose hybrid terms are fitted on these two points) with
+/// [`compare_own_hybrid`].
+pub const OWN_HYBRID_H200X2: &[(u64, f64)] = &[(512 << 20, 1445.75), (1 << 30, 2856.17)];
+
+/// The hybrid all-reduce as [`OWN_HYBRID_H200X2`], measured in session 10 when it was adopted:
+/// `docs/measurements/session10/run12-hybrid-vs-nccl.log` (`TOPOPLAN_HYBRID_CE_PCT=50
+/// TOPOPLAN_HYBRID_MIN_MB=512 topoplan bench --counts 67108864,134217728,268435456 -w 3 -n 20
+/// --runs 3 -c 0 --vs-nccl`; the `algo` column said `one-shot` then). Not fitted on: the
+/// out-of-sample check of the hybrid terms. (Its 256 MiB row ran the SM path alone.)
+pub const OWN_HYBRID_H200X2_SESSION10: &[(u64, f64)] = &[(512 << 20, 1446.60), (1 << 30, 2854.89)];
+
 /// Simulates the planner's one-shot all-reduce (`build::one_shot`, the schedule the CUDA runtime
 /// lowers) at each measured point with the point's protocol, on the **push path**: the executor's
-/// pull mode is off (`ExecParams::without_pull`), since every table this compares was measured
-/// before pull mode existed (or on an earlier executor), as the runtime runs with
-/// `TOPOPLAN_PULL=0`. Pull-mode points: [`compare_own_pull`].
+/// pull mode and hybrid are off (`ExecParams::without_pull`, `ExecParams::without_hybrid`), since
+/// every table this compares was measured before they existed (or on an earlier executor), as the
+/// runtime runs with `TOPOPLAN_PULL=0 TOPOPLAN_HYBRID_CE_PCT=0`. Pull-mode points:
+/// [`compare_own_pull`]; hybrid points: [`compare_own_hybrid`].
 pub fn compare_own_one_shot(
     topo: &Topology,
     measured: &[(u64, Protocol, f64)],
     cfg: &SimConfig,
 ) -> Result<Vec<Row>, SimError> {
     let push = SimConfig {
-        exec: cfg.exec.clone().map(ExecParams::without_pull),
+        exec: cfg.exec.clone().map(|x| x.without_pull().without_hybrid()),
         ..cfg.clone()
     };
     one_shot_rows(topo, measured.iter().copied(), &push)
@@ -284,6 +303,22 @@ pub fn compare_own_one_shot(
 /// as it is: with `ExecParams::default()` the executor pulls at 512 KiB–16 MiB per rank, as the
 /// runtime's `auto` does, and pushes elsewhere.
 pub fn compare_own_pull(
+    topo: &Topology,
+    measured: &[(u64, f64)],
+    cfg: &SimConfig,
+) -> Result<Vec<Row>, SimError> {
+    one_shot_rows(
+        topo,
+        measured.iter().map(|&(b, us)| (b, Protocol::Simple, us)),
+        cfg,
+    )
+}
+
+/// Simulates the planner's one-shot Simple all-reduce over `topo`'s ranks (2 on 2×H200) at each
+/// measured hybrid point with `cfg` as it is: with `ExecParams::default()` the executor runs the
+/// hybrid from 512 MiB per rank on 2 ranks, as the runtime does, and the push path (or pull mode)
+/// below.
+pub fn compare_own_hybrid(
     topo: &Topology,
     measured: &[(u64, f64)],
     cfg: &SimConfig,

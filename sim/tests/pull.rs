@@ -120,7 +120,8 @@ fn pull_rule_mirrors_the_runtime() {
 }
 
 /// Outside the pull rule the defaults time every one-shot call exactly as with pull mode off
-/// (the push terms, unchanged), and inside it only the Simple all-reduce changes.
+/// (the push terms, unchanged; from 512 MiB the hybrid terms in both, `sim/tests/hybrid.rs`),
+/// and inside it only the Simple all-reduce changes.
 #[test]
 fn push_path_unchanged_outside_the_pull_rule() {
     let t = topo();

@@ -10,7 +10,7 @@ impl Engine<'_> {
             let mut per_res: Vec<(u32, f64)> = Vec::new();
             for &id in &self.active {
                 let f = self.flows[id as usize].as_ref().expect("active flow");
-                for &(r, w) in &f.demand.res {
+                for &(r, w) in f.demand.res.iter().chain(&f.unmetered) {
                     per_res.push((r, f.rate * w));
                 }
             }
@@ -92,7 +92,7 @@ impl Engine<'_> {
     pub(super) fn finish_flow(&mut self, id: u32) {
         let f = self.flows[id as usize].take().expect("current flow event");
         self.epoch[id as usize] += 1;
-        for &(r, w) in &f.demand.res {
+        for &(r, w) in f.demand.res.iter().chain(&f.unmetered) {
             self.load_bytes[r as usize] += f.volume * w;
         }
         self.free_flows.push(id);

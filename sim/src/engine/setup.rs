@@ -15,9 +15,11 @@ impl<'a> Engine<'a> {
         // `bytes` is the nccl-tests size: the per-rank count follows from the input buffer.
         let count = crate::count_for_bytes(s, bytes, cfg.elem_bytes);
         let exec = cfg.exec.as_ref().filter(|_| ExecParams::applies(s));
-        // Pull mode's rule is on the bytes of each rank's input (the runtime's `bytes`).
+        // Pull mode's and the hybrid's rules are on the bytes of each rank's input (the
+        // runtime's `bytes`). The runtime checks the hybrid first.
         let rank_bytes = count * inb as u64 * cfg.elem_bytes as u64;
-        let pull = exec.is_some_and(|x| x.pulls(s, rank_bytes));
+        let hybrid = exec.is_some_and(|x| x.runs_hybrid(s, rank_bytes));
+        let pull = !hybrid && exec.is_some_and(|x| x.pulls(s, rank_bytes));
         let mut net = Net::new(topo, s.nranks, cfg.sm_link_efficiency)?;
         let nch = s.channels;
         let mut conn_ids: HashMap<(u32, u32, u32), u32> = HashMap::new();
@@ -116,6 +118,7 @@ impl<'a> Engine<'a> {
             exec,
             exec_ce: cfg.exec.as_ref().filter(|_| ExecParams::applies_ce(s)),
             pull,
+            hybrid,
             count,
             iters: s.loop_iterations(count),
             caps,
