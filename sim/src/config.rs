@@ -211,7 +211,8 @@ fn exec_default() -> Option<ExecParams> {
 /// direction, SM traffic's figure; the link's nominal rate is 478, and copy engines alone move
 /// 392 both ways), so a hybrid transfer is not held to the route's link capacity: its bytes are
 /// still recorded on the links (the `links` report, utilisation above 100 % at the fitted rate),
-/// and it still shares the GPUs' memory. Within one two-rank call no other flow crosses those
+/// and it still shares the GPUs' memory. Its rate follows the links through
+/// `hybrid_link_factor`: at most that multiple of the route's slowest link. Within one two-rank call no other flow crosses those
 /// links. Where the hybrid and pull ranges overlap (not with the runtime's defaults), the hybrid
 /// wins, as in the runtime, which checks it first.
 ///
@@ -287,6 +288,17 @@ pub struct ExecParams {
     /// above). For the runtime's default split (half on the copy engines). 0: hybrid off.
     #[serde(default)]
     pub hybrid_gbps: f64,
+    /// Hybrid: the most it moves as a multiple of its route's slowest link as modelled (fitted
+    /// rate over the calibration machine's modelled NVLink: 380.65 / 370.8). A topology or
+    /// what-if with slower (or failed) links scales the hybrid through it, since the links do not
+    /// meter its flows.
+    #[serde(default = "hybrid_link_factor")]
+    pub hybrid_link_factor: f64,
+}
+
+/// [`ExecParams::hybrid_link_factor`] of the defaults (and of configs written without it).
+fn hybrid_link_factor() -> f64 {
+    HYBRID_GBPS / HYBRID_CALIBRATION_LINK_GBPS
 }
 
 /// The copy-engine terms of the defaults (also the serde default of configs written before the
@@ -334,6 +346,7 @@ impl Default for ExecParams {
             hybrid_min_bytes: 512 << 20,
             hybrid_launch_us: HYBRID_LAUNCH_US,
             hybrid_gbps: HYBRID_GBPS,
+            hybrid_link_factor: hybrid_link_factor(),
         }
     }
 }
@@ -348,6 +361,9 @@ const PULL_GBPS: f64 = 322.0;
 /// `docs/fidelity.md`.
 const HYBRID_LAUNCH_US: f64 = 34.95;
 const HYBRID_GBPS: f64 = 380.65;
+/// The NVLink of the machine the hybrid was fitted on, as the topology loader models it
+/// (2×H200: 18 × 20.6 GB/s per direction).
+const HYBRID_CALIBRATION_LINK_GBPS: f64 = 18.0 * 20.6;
 
 impl ExecParams {
     /// The direct-push executor of session 9 with fenced credits (credit and Simple ready words
@@ -377,6 +393,7 @@ impl ExecParams {
             hybrid_min_bytes: 0,
             hybrid_launch_us: 0.0,
             hybrid_gbps: 0.0,
+            hybrid_link_factor: hybrid_link_factor(),
         }
     }
 
@@ -407,6 +424,7 @@ impl ExecParams {
             hybrid_min_bytes: 0,
             hybrid_launch_us: 0.0,
             hybrid_gbps: 0.0,
+            hybrid_link_factor: hybrid_link_factor(),
         }
     }
 
@@ -430,6 +448,7 @@ impl ExecParams {
             hybrid_min_bytes: 0,
             hybrid_launch_us: 0.0,
             hybrid_gbps: 0.0,
+            hybrid_link_factor: hybrid_link_factor(),
             ..self
         }
     }

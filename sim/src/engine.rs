@@ -425,7 +425,15 @@ impl<'a> Engine<'a> {
                 demand.res.push((mem, 1.0 / wire));
                 demand.res.push((self.mem[peer as usize], 1.0 / wire));
                 demand.cap = if self.hybrid {
-                    x.hybrid_channel_cap(self.s.channels)
+                    // Unmetered by the links, but never above `hybrid_link_factor` times the
+                    // slowest of them (so slower or failed links slow it down).
+                    let link = route
+                        .res
+                        .iter()
+                        .map(|&r| self.caps[r as usize])
+                        .fold(f64::INFINITY, f64::min);
+                    let by_link = x.hybrid_link_factor * link / self.s.channels.max(1) as f64;
+                    x.hybrid_channel_cap(self.s.channels).min(by_link)
                 } else if self.pull {
                     x.pull_channel_cap(self.s.channels)
                 } else {

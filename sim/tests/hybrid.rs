@@ -256,6 +256,34 @@ fn hybrid_rate_not_clamped_by_the_link() {
     );
 }
 
+/// The links do not meter the hybrid's flows, but they still bound it: on a topology whose
+/// NVLink is half as fast, the hybrid moves at most `hybrid_link_factor` times that link, so
+/// the 1 GiB call's transfer takes about twice as long; on a faster link it stays at its fitted
+/// rate. (What-if runs that slow or fail links move it.)
+#[test]
+fn slower_links_slow_the_hybrid_down() {
+    let cfg = SimConfig::default();
+    let x = cfg.exec.clone().unwrap();
+    let ar = one_shot(CollectiveKind::AllReduce, Protocol::Simple);
+    let at = |gbps: f64| {
+        simulate(&sim::reference::two_gpus(gbps), &ar, 1 << 30, &cfg)
+            .unwrap()
+            .time_us
+    };
+    let transfer = |t: f64| t - x.hybrid_launch_us;
+    let (base, half, fast) = (at(370.8), at(185.4), at(478.0));
+    let ratio = transfer(half) / transfer(base);
+    assert!(
+        (ratio - 2.0).abs() < 0.02,
+        "half-speed links: {ratio:.3}x the transfer time"
+    );
+    // Above the calibration link the fitted whole-GPU rate binds, not the link.
+    assert!(
+        (transfer(fast) / transfer(base) - 1.0).abs() < 0.01,
+        "{fast} against {base}"
+    );
+}
+
 /// The push-path table measured before the hybrid (`OWN_DIRECT_H200X2`, whose 512 MiB and 1 GiB
 /// rows ran the SM path alone) compares on the push path with the defaults:
 /// `compare_own_one_shot` turns the hybrid off too.
