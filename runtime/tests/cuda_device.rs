@@ -214,3 +214,119 @@ fn pull_mode_only_reads_memory_the_peers_may_read() {
         }
     }
 }
+
+/// A pulled call captured in a CUDA graph in **global** capture mode (PyTorch's default), where
+/// "potentially unsafe" driver calls invalidate the capture: pull mode's pointer queries run with
+/// the thread's capture mode exchanged to relaxed and restored (`RelaxedCapture` in
+/// `direct/pull.rs`), so the capture must succeed and its replay be right.
+#[test]
+#[allow(clippy::needless_range_loop)] // ranks index several parallel vectors
+fn pulled_call_captures_in_global_mode() {
+    use cudarc::driver::sys;
+    use runtime::cuda::{schedules, CudaGroup, Request};
+    use std::sync::Arc;
+    let n = gpus();
+    if n < 2 {
+        eprintln!("SKIP pulled_call_captures_in_global_mode: needs 2 GPUs and a CUDA driver, found {n} GPU(s)");
+        return;
+    }
+    let g = CudaGroup::new(&[0, 1]).unwrap();
+    let count = 262_147usize;
+    let bytes = count * 4;
+    let (mut streams, mut ins, mut outs, mut host) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for r in 0..2 {
+        g.context(r).bind_to_thread().unwrap();
+        let mut s: sys::CUstream = std::ptr::null_mut();
+        let (mut i, mut o): (sys::CUdeviceptr, sys::CUdeviceptr) = (0, 0);
+        let data: Vec<f32> = (0..count)
+            .map(|k| ((k * 11 + r * 5) % 997) as f32 * 0.5 - 200.0)
+            .collect();
+        // SAFETY: out-pointers valid; the context is bound; sizes match the host vector.
+        unsafe {
+            sys::cuStreamCreate(&mut s, 0).result().unwrap();
+            sys::cuMemAlloc_v2(&mut i, bytes).result().unwrap();
+            sys::cuMemAlloc_v2(&mut o, bytes).result().unwrap();
+            sys::cuMemcpyHtoD_v2(i, data.as_ptr() as *const _, bytes)
+                .result()
+                .unwrap();
+        }
+        streams.push(s);
+        ins.push(i);
+        outs.push(o);
+        host.push(data);
+    }
+    let coll = planner::schedule::Collective::new(CollectiveKind::AllReduce);
+    let (algo, sched) = schedules::pick(&coll, 2, bytes as u64, "auto").unwrap();
+    assert_eq!(algo, "one-shot");
+    let sched = Arc::new(sched);
+    let req = Request {
+        schedule: &sched,
+        count: count as u64,
+        dtype: DataType::F32,
+        op: ReduceOp::Sum,
+        inputs: &ins,
+        outputs: &outs,
+    };
+    // One eager call first: module loading is not a capturable operation.
+    for r in 0..2 {
+        g.enqueue(r, &req, streams[r]).unwrap();
+    }
+    let mut graphs = Vec::new();
+    for r in 0..2 {
+        g.context(r).bind_to_thread().unwrap();
+        // SAFETY: a live stream of the bound context; outputs poisoned before the capture.
+        unsafe {
+            sys::cuStreamSynchronize(streams[r]).result().unwrap();
+            sys::cuMemsetD8_v2(outs[r], 0xff, bytes).result().unwrap();
+            sys::cuStreamBeginCapture_v2(
+                streams[r],
+                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL,
+            )
+            .result()
+            .unwrap();
+        }
+        let enq = g.enqueue(r, &req, streams[r]);
+        let mut graph: sys::CUgraph = std::ptr::null_mut();
+        let mut exec: sys::CUgraphExec = std::ptr::null_mut();
+        // SAFETY: the stream is capturing; out-pointers valid.
+        let end = unsafe { sys::cuStreamEndCapture(streams[r], &mut graph) }.result();
+        enq.unwrap_or_else(|e| panic!("rank {r}: enqueue under global capture: {e}"));
+        end.unwrap_or_else(|e| panic!("rank {r}: capture invalidated: {e:?}"));
+        // SAFETY: `graph` came from the capture.
+        unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0) }
+            .result()
+            .unwrap();
+        graphs.push((graph, exec));
+    }
+    for r in 0..2 {
+        g.context(r).bind_to_thread().unwrap();
+        // SAFETY: instantiated above for this stream's context.
+        unsafe { sys::cuGraphLaunch(graphs[r].1, streams[r]) }
+            .result()
+            .unwrap();
+    }
+    for r in 0..2 {
+        g.context(r).bind_to_thread().unwrap();
+        let mut got = vec![0f32; count];
+        // SAFETY: stream, graph and buffers live; sizes match.
+        unsafe {
+            sys::cuStreamSynchronize(streams[r]).result().unwrap();
+            sys::cuMemcpyDtoH_v2(got.as_mut_ptr() as *mut _, outs[r], bytes)
+                .result()
+                .unwrap();
+            let _ = sys::cuGraphExecDestroy(graphs[r].1);
+            let _ = sys::cuGraphDestroy(graphs[r].0);
+            let _ = sys::cuMemFree_v2(ins[r]);
+            let _ = sys::cuMemFree_v2(outs[r]);
+            let _ = sys::cuStreamDestroy_v2(streams[r]);
+        }
+        let wrong = (0..count)
+            .filter(|&k| got[k] != host[0][k] + host[1][k])
+            .count();
+        assert_eq!(
+            wrong, 0,
+            "rank {r}: {wrong} wrong elements after the replay"
+        );
+    }
+}
