@@ -33,10 +33,10 @@
 use planner::schedule::Protocol;
 use planner::topology::Topology;
 use sim::fidelity::{
-    compare_own_ce, compare_own_hybrid, compare_own_one_shot, compare_own_pull, markdown, Row,
-    CE_CHUNK_BYTES, GENERIC_CE_CHUNK_BYTES, OWN_CE_H200X2_RUN3, OWN_CE_PAIR_H200X2,
-    OWN_DIRECT_FENCED_H200X2, OWN_DIRECT_H200X2, OWN_HYBRID_H200X2, OWN_HYBRID_H200X2_SESSION10,
-    OWN_ONE_SHOT_H200X2, OWN_ONE_SHOT_H200X2_RUN3, OWN_PULL_H200X2,
+    compare_own_as_run, compare_own_ce, compare_own_one_shot, markdown, Row, CE_CHUNK_BYTES,
+    GENERIC_CE_CHUNK_BYTES, OWN_CE_H200X2_RUN3, OWN_CE_PAIR_H200X2, OWN_DIRECT_FENCED_H200X2,
+    OWN_DIRECT_H200X2, OWN_HYBRID_H200X2, OWN_HYBRID_H200X2_SESSION10, OWN_ONE_SHOT_H200X2,
+    OWN_ONE_SHOT_H200X2_RUN3, OWN_PULL_H200X2,
 };
 use sim::{ExecParams, SimConfig};
 
@@ -59,12 +59,9 @@ fn ce_rows(topo: &Topology, pts: &[(u64, f64)], chunk: u64, x: &ExecParams) -> V
     compare_own_ce(topo, pts, chunk, &cfg(x)).expect("simulates")
 }
 
-fn pull_rows(topo: &Topology, pts: &[(u64, f64)], x: &ExecParams) -> Vec<Row> {
-    compare_own_pull(topo, pts, &cfg(x)).expect("simulates")
-}
-
-fn hybrid_rows(topo: &Topology, pts: &[(u64, f64)], x: &ExecParams) -> Vec<Row> {
-    compare_own_hybrid(topo, pts, &cfg(x)).expect("simulates")
+/// Pull-mode and hybrid points, simulated as the runtime runs them.
+fn as_run_rows(topo: &Topology, pts: &[(u64, f64)], x: &ExecParams) -> Vec<Row> {
+    compare_own_as_run(topo, pts, &cfg(x)).expect("simulates")
 }
 
 fn worst_of(r: &[Row]) -> f64 {
@@ -285,7 +282,7 @@ fn main() {
     );
     // Pull mode (this session's executor only; the others have it off).
     let pull = (!previous && !fenced).then(|| {
-        let on_pull = |x: &ExecParams| worst_of(&pull_rows(&topo, OWN_PULL_H200X2, x));
+        let on_pull = |x: &ExecParams| worst_of(&as_run_rows(&topo, OWN_PULL_H200X2, x));
         let worst = search(
             &mut x,
             ("pull_launch_us", "pull_gbps"),
@@ -306,14 +303,14 @@ fn main() {
             x.pull_max_bytes,
             worst * 100.0
         );
-        pull_rows(&topo, OWN_PULL_H200X2, &x)
+        as_run_rows(&topo, OWN_PULL_H200X2, &x)
     });
     // The hybrid (this session's executor only; the others have it off). Two points, two terms:
     // a coarse grid, then a fine one around its best (near-exact). The terms trade off (1 GB/s
     // of rate moves the best floor by about 5 µs at these sizes, so half the coarse rate step
     // by about 2.5), so the fine grid spans 3 µs of floor either side (not below 0).
     let hybrid = (!previous && !fenced).then(|| {
-        let on_hybrid = |x: &ExecParams| worst_of(&hybrid_rows(&topo, OWN_HYBRID_H200X2, x));
+        let on_hybrid = |x: &ExecParams| worst_of(&as_run_rows(&topo, OWN_HYBRID_H200X2, x));
         let set = |x: &mut ExecParams, a: f64, b: f64| {
             x.hybrid_launch_us = a;
             x.hybrid_gbps = b;
@@ -335,7 +332,7 @@ fn main() {
             set,
             &on_hybrid,
         );
-        let out = hybrid_rows(&topo, OWN_HYBRID_H200X2_SESSION10, &x);
+        let out = as_run_rows(&topo, OWN_HYBRID_H200X2_SESSION10, &x);
         println!(
             "hybrid_launch_us {:.2}, hybrid_gbps {:.2} (from {} B per rank): worst |error| on the \
              hybrid points {:.3}%; on session 10's (not fitted on) {:.3}%",
@@ -345,7 +342,7 @@ fn main() {
             worst * 100.0,
             worst_of(&out) * 100.0
         );
-        (hybrid_rows(&topo, OWN_HYBRID_H200X2, &x), out)
+        (as_run_rows(&topo, OWN_HYBRID_H200X2, &x), out)
     });
     for (label, pts) in &sets {
         summary(label, &rows(&topo, pts, &x));

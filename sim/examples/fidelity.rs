@@ -151,7 +151,7 @@ fn main() {
         println!("{}", errors(&rows));
         println!("{}", markdown(&rows));
     }
-    let rows = compare_own_pull(&own, OWN_PULL_H200X2, &cfg).expect("simulates");
+    let rows = compare_own_as_run(&own, OWN_PULL_H200X2, &cfg).expect("simulates");
     println!(
         "### topoplan one-shot all-reduce, CUDA runtime, pull mode (OWN_PULL_H200X2, docs/measurements/session11/run6-perf.log), ExecParams::default; worst |error| {:.1}%\n",
         worst(&rows) * 100.0
@@ -159,7 +159,7 @@ fn main() {
     println!("{}", errors(&rows));
     // The same sizes on the push path (pull mode off), for comparison.
     let push = with(ExecParams::default().without_pull());
-    let push_rows = compare_own_pull(&own, OWN_PULL_H200X2, &push).expect("simulates");
+    let push_rows = compare_own_as_run(&own, OWN_PULL_H200X2, &push).expect("simulates");
     println!(
         "| size (B) | measured µs | predicted µs | error | predicted µs, pull mode off |\n|---:|---:|---:|---:|---:|"
     );
@@ -176,10 +176,10 @@ fn main() {
     println!();
     // The hybrid (2 ranks, from 512 MiB per rank): fitted points, session 10's (not fitted on),
     // and the same sizes with the hybrid off (the SM push path alone).
-    let rows = compare_own_hybrid(&own, OWN_HYBRID_H200X2, &cfg).expect("simulates");
-    let out = compare_own_hybrid(&own, OWN_HYBRID_H200X2_SESSION10, &cfg).expect("simulates");
+    let rows = compare_own_as_run(&own, OWN_HYBRID_H200X2, &cfg).expect("simulates");
+    let out = compare_own_as_run(&own, OWN_HYBRID_H200X2_SESSION10, &cfg).expect("simulates");
     let sm = with(ExecParams::default().without_hybrid());
-    let sm_rows = compare_own_hybrid(&own, OWN_HYBRID_H200X2, &sm).expect("simulates");
+    let sm_rows = compare_own_as_run(&own, OWN_HYBRID_H200X2, &sm).expect("simulates");
     println!(
         "### topoplan one-shot all-reduce, CUDA runtime, hybrid (OWN_HYBRID_H200X2, docs/measurements/session11/run6-perf.log; OWN_HYBRID_H200X2_SESSION10, docs/measurements/session10/run12-hybrid-vs-nccl.log, not fitted on), ExecParams::default; worst |error| {:.2}%, session 10 {:.2}%\n",
         worst(&rows) * 100.0,

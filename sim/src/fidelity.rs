@@ -253,7 +253,7 @@ pub const OWN_ONE_SHOT_H200X2_RUN3: &[(u64, Protocol, f64)] = &[
 /// -w 5 -n 20 --runs 3 -c 0 --vs-nccl` (size = bytes per rank, median of 3 runs of 20 calls, µs,
 /// the out-of-place `time` column), every row's `algo` column `one-shot-pull`. Run 2's
 /// 512-thread CTAs measured 3-6 % slower (`run2-perf.log`). Checked against
-/// `ExecParams::default()` with [`compare_own_pull`].
+/// `ExecParams::default()` with [`compare_own_as_run`].
 pub const OWN_PULL_H200X2: &[(u64, f64)] = &[
     (512 << 10, 7.24),
     (1 << 20, 9.25),
@@ -271,7 +271,7 @@ pub const OWN_PULL_H200X2: &[(u64, f64)] = &[
 /// 20 --runs 3 -c 0 --vs-nccl` (size = bytes per rank, median of 3 runs of 20 calls, µs, the
 /// out-of-place `time` column), both rows' `algo` column `one-shot+ce`. Checked against
 /// `ExecParams::default()` (whose hybrid terms are fitted on these two points) with
-/// [`compare_own_hybrid`].
+/// [`compare_own_as_run`].
 pub const OWN_HYBRID_H200X2: &[(u64, f64)] = &[(512 << 20, 1445.75), (1 << 30, 2856.17)];
 
 /// The hybrid all-reduce as [`OWN_HYBRID_H200X2`], measured in session 10 when it was adopted:
@@ -286,7 +286,7 @@ pub const OWN_HYBRID_H200X2_SESSION10: &[(u64, f64)] = &[(512 << 20, 1446.60), (
 /// pull mode and hybrid are off (`ExecParams::without_pull`, `ExecParams::without_hybrid`), since
 /// every table this compares was measured before they existed (or on an earlier executor), as the
 /// runtime runs with `TOPOPLAN_PULL=0 TOPOPLAN_HYBRID_CE_PCT=0`. Pull-mode points:
-/// [`compare_own_pull`]; hybrid points: [`compare_own_hybrid`].
+/// [`compare_own_as_run`]; hybrid points: [`compare_own_as_run`].
 pub fn compare_own_one_shot(
     topo: &Topology,
     measured: &[(u64, Protocol, f64)],
@@ -299,26 +299,11 @@ pub fn compare_own_one_shot(
     one_shot_rows(topo, measured.iter().copied(), &push)
 }
 
-/// Simulates the planner's one-shot Simple all-reduce at each measured pull-mode point with `cfg`
-/// as it is: with `ExecParams::default()` the executor pulls at 512 KiB–16 MiB per rank, as the
-/// runtime's `auto` does, and pushes elsewhere.
-pub fn compare_own_pull(
-    topo: &Topology,
-    measured: &[(u64, f64)],
-    cfg: &SimConfig,
-) -> Result<Vec<Row>, SimError> {
-    one_shot_rows(
-        topo,
-        measured.iter().map(|&(b, us)| (b, Protocol::Simple, us)),
-        cfg,
-    )
-}
-
-/// Simulates the planner's one-shot Simple all-reduce over `topo`'s ranks (2 on 2×H200) at each
-/// measured hybrid point with `cfg` as it is: with `ExecParams::default()` the executor runs the
-/// hybrid from 512 MiB per rank on 2 ranks, as the runtime does, and the push path (or pull mode)
-/// below.
-pub fn compare_own_hybrid(
+/// Simulates the planner's one-shot Simple all-reduce over `topo`'s ranks at each measured
+/// point with `cfg` as it is: with `ExecParams::default()` the executor runs what the runtime
+/// runs, pull mode at 512 KiB–16 MiB per rank, the hybrid from 512 MiB on 2 ranks, the push path
+/// elsewhere (the pull-mode and hybrid tables).
+pub fn compare_own_as_run(
     topo: &Topology,
     measured: &[(u64, f64)],
     cfg: &SimConfig,

@@ -6,42 +6,13 @@
 
 use planner::schedule::{build, Collective, CollectiveKind, Protocol, Schedule};
 use sim::fidelity::{
-    compare_own_hybrid, compare_own_one_shot, Row, OWN_DIRECT_H200X2, OWN_HYBRID_H200X2,
+    compare_own_as_run, compare_own_one_shot, OWN_DIRECT_H200X2, OWN_HYBRID_H200X2,
     OWN_HYBRID_H200X2_SESSION10,
 };
 use sim::{simulate, ExecParams, SimConfig};
 
-fn topo() -> planner::topology::Topology {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../tests/data/measurements/h200x2/topo.xml"
-    );
-    planner::topology::load_file(std::path::Path::new(path), &Default::default())
-        .unwrap()
-        .topology
-}
-
-fn with(x: ExecParams) -> SimConfig {
-    SimConfig {
-        exec: Some(x),
-        ..Default::default()
-    }
-}
-
-fn one_shot_n(kind: CollectiveKind, n: u32, proto: Protocol) -> Schedule {
-    build::one_shot(&Collective::new(kind), n, proto).unwrap()
-}
-
-fn one_shot(kind: CollectiveKind, proto: Protocol) -> Schedule {
-    one_shot_n(kind, 2, proto)
-}
-
-/// Every row within `bound` (a fraction); the failure message carries the whole table.
-fn assert_within(r: &[Row], bound: f64) {
-    if let Err(e) = sim::fidelity::within(r, 0, bound) {
-        panic!("{e}");
-    }
-}
+mod common;
+use common::{assert_within, one_shot, one_shot_n, topo, with};
 
 const MIB: u64 = 1 << 20;
 
@@ -51,7 +22,7 @@ const MIB: u64 = 1 << 20;
 /// 512 MiB and 1 GiB, session 11 run 6) within 0.1 % (docs/fidelity.md).
 #[test]
 fn own_hybrid_within_fitted_error() {
-    let r = compare_own_hybrid(&topo(), OWN_HYBRID_H200X2, &SimConfig::default()).unwrap();
+    let r = compare_own_as_run(&topo(), OWN_HYBRID_H200X2, &SimConfig::default()).unwrap();
     assert_eq!(r.len(), 2);
     assert_within(&r, 0.001);
 }
@@ -63,7 +34,7 @@ fn own_hybrid_within_fitted_error() {
 #[test]
 fn own_hybrid_session10_within_one_percent() {
     let r =
-        compare_own_hybrid(&topo(), OWN_HYBRID_H200X2_SESSION10, &SimConfig::default()).unwrap();
+        compare_own_as_run(&topo(), OWN_HYBRID_H200X2_SESSION10, &SimConfig::default()).unwrap();
     assert_eq!(r.len(), 2);
     assert_within(&r, 0.01);
 }
@@ -87,7 +58,7 @@ fn own_hybrid_points_are_hybrid_by_the_defaults() {
 #[test]
 fn own_hybrid_needs_the_hybrid() {
     let sm = with(ExecParams::default().without_hybrid());
-    let r = compare_own_hybrid(&topo(), OWN_HYBRID_H200X2, &sm).unwrap();
+    let r = compare_own_as_run(&topo(), OWN_HYBRID_H200X2, &sm).unwrap();
     for x in &r {
         assert!(x.error > 0.05, "{} B: {:+.1}%", x.bytes, x.error * 100.0);
     }
@@ -301,7 +272,7 @@ fn push_table_compares_without_the_hybrid() {
         assert_eq!(a.predicted_us, b.predicted_us, "{} B", a.bytes);
     }
     let big = on.iter().find(|r| r.bytes == 1 << 30).unwrap();
-    let hybrid = compare_own_hybrid(&t, &[(1 << 30, 1.0)], &SimConfig::default()).unwrap();
+    let hybrid = compare_own_as_run(&t, &[(1 << 30, 1.0)], &SimConfig::default()).unwrap();
     assert!(hybrid[0].predicted_us < big.predicted_us);
 }
 

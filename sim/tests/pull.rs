@@ -3,36 +3,11 @@
 //! mirroring the runtime's `auto`, and the push path unchanged outside the pull range.
 
 use planner::schedule::{build, Collective, CollectiveKind, Protocol, Schedule};
-use sim::fidelity::{compare_own_one_shot, compare_own_pull, Row, OWN_PULL_H200X2};
+use sim::fidelity::{compare_own_as_run, compare_own_one_shot, OWN_PULL_H200X2};
 use sim::{simulate, ExecParams, SimConfig};
 
-fn topo() -> planner::topology::Topology {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../tests/data/measurements/h200x2/topo.xml"
-    );
-    planner::topology::load_file(std::path::Path::new(path), &Default::default())
-        .unwrap()
-        .topology
-}
-
-fn with(x: ExecParams) -> SimConfig {
-    SimConfig {
-        exec: Some(x),
-        ..Default::default()
-    }
-}
-
-fn one_shot(kind: CollectiveKind, proto: Protocol) -> Schedule {
-    build::one_shot(&Collective::new(kind), 2, proto).unwrap()
-}
-
-/// Every row within `bound` (a fraction); the failure message carries the whole table.
-fn assert_within(r: &[Row], bound: f64) {
-    if let Err(e) = sim::fidelity::within(r, 0, bound) {
-        panic!("{e}");
-    }
-}
+mod common;
+use common::{assert_within, one_shot, topo, with};
 
 /// The defaults (`pull_launch_us`, `pull_gbps` fitted on these points by `cargo run --release -p
 /// sim --example exec_fit`) predict the pull-mode one-shot all-reduce on 2×H200
@@ -40,7 +15,7 @@ fn assert_within(r: &[Row], bound: f64) {
 /// next percent: 2.3% → 3% (docs/fidelity.md).
 #[test]
 fn own_pull_within_fitted_error() {
-    let r = compare_own_pull(&topo(), OWN_PULL_H200X2, &SimConfig::default()).unwrap();
+    let r = compare_own_as_run(&topo(), OWN_PULL_H200X2, &SimConfig::default()).unwrap();
     assert_eq!(r.len(), 6);
     assert_within(&r, 0.03);
 }
@@ -64,7 +39,7 @@ fn own_pull_points_are_pulled_by_the_defaults() {
 #[test]
 fn own_pull_needs_pull_mode() {
     let push = with(ExecParams::default().without_pull());
-    let r = compare_own_pull(&topo(), OWN_PULL_H200X2, &push).unwrap();
+    let r = compare_own_as_run(&topo(), OWN_PULL_H200X2, &push).unwrap();
     for x in r.iter().filter(|x| x.bytes <= 4 << 20) {
         assert!(x.error > 0.10, "{} B: {:+.1}%", x.bytes, x.error * 100.0);
     }
