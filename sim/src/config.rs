@@ -385,16 +385,11 @@ impl ExecParams {
             ll_wire_factor: 2.0,
             ce_launch_us: 12.0,
             ce_gbps: 199.0,
-            // No pull mode and no hybrid then.
-            pull_min_bytes: 0,
-            pull_max_bytes: 0,
-            pull_launch_us: 0.0,
-            pull_gbps: 0.0,
-            hybrid_min_bytes: 0,
-            hybrid_launch_us: 0.0,
-            hybrid_gbps: 0.0,
-            hybrid_link_factor: hybrid_link_factor(),
+            ..Self::default()
         }
+        // No pull mode and no hybrid then.
+        .without_pull()
+        .without_hybrid()
     }
 
     /// The previous, pull-based executor (the receiver's CTAs loaded the peer's buffer behind a
@@ -416,16 +411,11 @@ impl ExecParams {
             ll_wire_factor: 2.0,
             ce_launch_us: 12.0,
             ce_gbps: 199.0,
-            // No pull mode and no hybrid then.
-            pull_min_bytes: 0,
-            pull_max_bytes: 0,
-            pull_launch_us: 0.0,
-            pull_gbps: 0.0,
-            hybrid_min_bytes: 0,
-            hybrid_launch_us: 0.0,
-            hybrid_gbps: 0.0,
-            hybrid_link_factor: hybrid_link_factor(),
+            ..Self::default()
         }
+        // No pull mode and no hybrid then.
+        .without_pull()
+        .without_hybrid()
     }
 
     /// These parameters with pull mode off: every one-shot Simple call on the push path (the
