@@ -16,6 +16,42 @@ fn gpus() -> usize {
         .unwrap_or(0)
 }
 
+/// The schedule `auto` runs for a 2-GPU float all-reduce of `bytes` per rank, checked to be the
+/// Simple one-shot (which pulls from 512 KiB when the inputs allow it).
+fn one_shot_all_reduce(bytes: usize) -> std::sync::Arc<planner::schedule::Schedule> {
+    let coll = planner::schedule::Collective::new(CollectiveKind::AllReduce);
+    let (algo, sched) = runtime::cuda::schedules::pick(&coll, 2, bytes as u64, "auto").unwrap();
+    assert_eq!(algo, "one-shot");
+    std::sync::Arc::new(sched)
+}
+
+/// Waits for rank `r`'s `stream`, copies its float output back and counts the elements that are
+/// not the sum of both ranks' inputs (`host`).
+fn wrong_sums(
+    g: &runtime::cuda::CudaGroup,
+    r: usize,
+    stream: cudarc::driver::sys::CUstream,
+    out: cudarc::driver::sys::CUdeviceptr,
+    host: &[Vec<f32>],
+) -> usize {
+    use cudarc::driver::sys;
+    let count = host[0].len();
+    g.context(r).bind_to_thread().unwrap();
+    let mut got = vec![0f32; count];
+    // SAFETY: stream and buffer live; the copy's size matches `got`.
+    unsafe {
+        sys::cuStreamSynchronize(stream)
+            .result()
+            .unwrap_or_else(|e| panic!("rank {r}: {e:?}"));
+        sys::cuMemcpyDtoH_v2(got.as_mut_ptr() as *mut _, out, count * 4)
+            .result()
+            .unwrap();
+    }
+    (0..count)
+        .filter(|&k| got[k] != host[0][k] + host[1][k])
+        .count()
+}
+
 #[test]
 fn collectives_match_the_reference_on_gpus() {
     let n = gpus();
@@ -84,8 +120,7 @@ fn collectives_match_the_reference_on_gpus() {
 fn pull_mode_only_reads_memory_the_peers_may_read() {
     use cudarc::driver::sys;
     use runtime::cuda::direct::pull::readable_from;
-    use runtime::cuda::{schedules, CudaGroup, Request};
-    use std::sync::Arc;
+    use runtime::cuda::{CudaGroup, Request};
     let n = gpus();
     if n < 2 {
         eprintln!("SKIP pull_mode_only_reads_memory_the_peers_may_read: needs 2 GPUs and a CUDA driver, found {n} GPU(s)");
@@ -147,10 +182,7 @@ fn pull_mode_only_reads_memory_the_peers_may_read() {
     );
     // SAFETY: allocated just above, unused.
     unsafe { sys::cuMemFree_v2(legacy) }.result().unwrap();
-    let coll = planner::schedule::Collective::new(CollectiveKind::AllReduce);
-    let (algo, sched) = schedules::pick(&coll, 2, bytes as u64, "auto").unwrap();
-    assert_eq!(algo, "one-shot");
-    let sched = Arc::new(sched);
+    let sched = one_shot_all_reduce(bytes);
     let run_once = |label: &str| {
         for r in 0..2 {
             let req = Request {
@@ -165,20 +197,7 @@ fn pull_mode_only_reads_memory_the_peers_may_read() {
                 .unwrap_or_else(|e| panic!("{label}: rank {r}: {e}"));
         }
         for r in 0..2 {
-            g.context(r).bind_to_thread().unwrap();
-            let mut got = vec![0f32; count];
-            // SAFETY: stream and buffers live; sizes match.
-            unsafe {
-                sys::cuStreamSynchronize(streams[r])
-                    .result()
-                    .unwrap_or_else(|e| panic!("{label}: rank {r}: {e:?}"));
-                sys::cuMemcpyDtoH_v2(got.as_mut_ptr() as *mut _, outs[r], bytes)
-                    .result()
-                    .unwrap();
-            }
-            let wrong = (0..count)
-                .filter(|&k| got[k] != host[0][k] + host[1][k])
-                .count();
+            let wrong = wrong_sums(&g, r, streams[r], outs[r], &host);
             assert_eq!(wrong, 0, "{label}: rank {r}: {wrong} wrong elements");
         }
     };
@@ -223,8 +242,7 @@ fn pull_mode_only_reads_memory_the_peers_may_read() {
 #[allow(clippy::needless_range_loop)] // ranks index several parallel vectors
 fn pulled_call_captures_in_global_mode() {
     use cudarc::driver::sys;
-    use runtime::cuda::{schedules, CudaGroup, Request};
-    use std::sync::Arc;
+    use runtime::cuda::{CudaGroup, Request};
     let n = gpus();
     if n < 2 {
         eprintln!("SKIP pulled_call_captures_in_global_mode: needs 2 GPUs and a CUDA driver, found {n} GPU(s)");
@@ -256,10 +274,7 @@ fn pulled_call_captures_in_global_mode() {
         outs.push(o);
         host.push(data);
     }
-    let coll = planner::schedule::Collective::new(CollectiveKind::AllReduce);
-    let (algo, sched) = schedules::pick(&coll, 2, bytes as u64, "auto").unwrap();
-    assert_eq!(algo, "one-shot");
-    let sched = Arc::new(sched);
+    let sched = one_shot_all_reduce(bytes);
     let req = Request {
         schedule: &sched,
         count: count as u64,
@@ -307,23 +322,15 @@ fn pulled_call_captures_in_global_mode() {
             .unwrap();
     }
     for r in 0..2 {
-        g.context(r).bind_to_thread().unwrap();
-        let mut got = vec![0f32; count];
-        // SAFETY: stream, graph and buffers live; sizes match.
+        let wrong = wrong_sums(&g, r, streams[r], outs[r], &host);
+        // SAFETY: the stream is idle (`wrong_sums` waited for it); each object destroyed once.
         unsafe {
-            sys::cuStreamSynchronize(streams[r]).result().unwrap();
-            sys::cuMemcpyDtoH_v2(got.as_mut_ptr() as *mut _, outs[r], bytes)
-                .result()
-                .unwrap();
             let _ = sys::cuGraphExecDestroy(graphs[r].1);
             let _ = sys::cuGraphDestroy(graphs[r].0);
             let _ = sys::cuMemFree_v2(ins[r]);
             let _ = sys::cuMemFree_v2(outs[r]);
             let _ = sys::cuStreamDestroy_v2(streams[r]);
         }
-        let wrong = (0..count)
-            .filter(|&k| got[k] != host[0][k] + host[1][k])
-            .count();
         assert_eq!(
             wrong, 0,
             "rank {r}: {wrong} wrong elements after the replay"
