@@ -67,9 +67,16 @@ struct TdArgs {
 #define TD_SIMPLE_RELAXED 32u // Simple credits and ready words as relaxed stores (default)
 #define TD_SEQ_RELAXED 64u    // diagnostic: the kernel-start credit loads are relaxed
 #define TD_LL_IMPLIED 256u    // LL: credits implied by the peer's data (see td_ll's end)
+#define TD_PROGRESS_RELAXED 512u // in place: the sender's progress word as a relaxed store (diagnostic)
+#define TD_PROGRESS_GPU 1024u    // in place: the progress word as a GPU-scope release (default)
+#define TD_ONE_FENCE 2048u       // Simple sender: one thread fences per segment, after the barrier
 
 __device__ __forceinline__ void st_relaxed_sys(u64* p, u64 v) {
   asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ void st_release_gpu(u64* p, u64 v) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
 __device__ __forceinline__ u64 ld_relaxed_sys(const u64* p) {
@@ -285,18 +292,30 @@ __device__ void td_simple_send(const TdArgs& a, u32 b, u32 G) {
       u64 q = s_sent[p] + j + 1;
       td_credit(a, s_credit, 0, p, b, q);
       td_copy((T*)td_slot(a, p, a.rank, b, q), (const T*)a.in + p * a.send_stride + off, cnt);
-      __threadfence_system();
+      // TD_ONE_FENCE: only thread 0 fences, after the barrier (fences are cumulative: the
+      // barrier orders the other threads' stores before it), and the other warps go on to the
+      // next segment's stores while it waits; otherwise every thread fences, stalling them all.
+      if (!(a.opts & TD_ONE_FENCE)) __threadfence_system();
       __syncthreads();
       if (t == 0) {
-        // Every thread fenced its stores before the barrier, so a relaxed store publishes
-        // them too (the fence-barrier-flag pattern); the release store fences again.
+        // Every thread's stores are fenced before the flag, so a relaxed store publishes them
+        // (the fence-barrier-flag pattern); the release store fences again.
+        if (a.opts & TD_ONE_FENCE) __threadfence_system();
         u64* w = ((u64*)a.flags[p]) + TD_FLAG(0, TD_READY, a.rank, b);
         if (a.opts & TD_SIMPLE_RELAXED) st_relaxed_sys(w, q);
         else st_release(w, q);
       }
     }
     // Past the last barrier every thread's loads of segment j are done (its stores used them).
-    if ((a.opts & TD_INPLACE) && t == 0) st_release(my + TD_PROGRESS + b, (s_call << 32) | (j + 1));
+    // The word's only reader is this GPU's receiver CTA b, so a GPU-scope release orders them
+    // (the barrier carries the other threads' loads to thread 0); a system-scope one fenced
+    // again across NVLink once per segment.
+    if ((a.opts & TD_INPLACE) && t == 0) {
+      u64 v = (s_call << 32) | (j + 1);
+      if (a.opts & TD_PROGRESS_GPU) st_release_gpu(my + TD_PROGRESS + b, v);
+      else if (a.opts & TD_PROGRESS_RELAXED) st_relaxed_sys(my + TD_PROGRESS + b, v);
+      else st_release(my + TD_PROGRESS + b, v);
+    }
   }
   __syncthreads();
   if (t < a.nranks && ((a.send_mask >> t) & 1)) my[TD_FLAG(0, TD_SENT, t, b)] = s_sent[t] + nseg;

@@ -93,7 +93,12 @@ __device__ void td_l128_send(const TdArgs& a, u32 b, u32 S) {
       }
     }
     __syncthreads();  // every thread's loads of segment j are done
-    if ((a.opts & TD_INPLACE) && t == 0) st_release(my + TD_PROGRESS + b, (s_call << 32) | (j + 1));
+    // A GPU-scope release: the reader is this GPU's receiver CTA (see td_simple_send).
+    if ((a.opts & TD_INPLACE) && t == 0) {
+      u64 v = (s_call << 32) | (j + 1);
+      if (a.opts & TD_PROGRESS_GPU) st_release_gpu(my + TD_PROGRESS + b, v);
+      else st_release(my + TD_PROGRESS + b, v);
+    }
   }
   __syncthreads();
   if (t < a.nranks && ((a.send_mask >> t) & 1)) my[TD_FLAG(2, TD_SENT, t, b)] = s_sent[t] + nseg;

@@ -91,6 +91,13 @@ struct Knobs {
     /// LL credits implied by the peers' data where that is sound (default;
     /// `TOPOPLAN_LL_IMPLIED=0` hands every credit back over NVLink).
     ll_implied: bool,
+    /// In place, how a sender publishes its progress word (`TOPOPLAN_PROGRESS`): `gpu` (default)
+    /// a GPU-scope release, `sys` a system-scope release, `relaxed` (diagnostic, Simple only) a
+    /// relaxed store after the sender's fences.
+    progress: u32,
+    /// Simple senders: one thread fences a segment, after the CTA's barrier (default;
+    /// `TOPOPLAN_ONE_FENCE=0`: every thread fences before it, as up to session 11).
+    one_fence: bool,
 }
 
 fn knobs() -> &'static Knobs {
@@ -111,6 +118,12 @@ fn knobs() -> &'static Knobs {
             seq_relaxed: std::env::var("TOPOPLAN_SEQ_RELAXED").is_ok_and(|v| v == "1"),
             ll_block: num("TOPOPLAN_LL_BLOCK").map_or(BLOCK, |b| (b.clamp(32, BLOCK) / 32) * 32),
             ll_implied: std::env::var("TOPOPLAN_LL_IMPLIED").map_or(true, |v| v != "0"),
+            progress: match std::env::var("TOPOPLAN_PROGRESS").as_deref() {
+                Ok("sys") => 0,
+                Ok("relaxed") => OPT_PROGRESS_RELAXED,
+                _ => OPT_PROGRESS_GPU,
+            },
+            one_fence: std::env::var("TOPOPLAN_ONE_FENCE").map_or(true, |v| v != "0"),
         }
     })
 }
@@ -437,6 +450,8 @@ pub fn launch_call(
             | (u32::from(k.relaxed) << 4)
             | (u32::from(k.simple_relaxed) << 5)
             | (u32::from(k.seq_relaxed) << 6)
+            | k.progress
+            | if k.one_fence { OPT_ONE_FENCE } else { 0 }
             | if pulls { pull::opts() } else { 0 }
             | if proto == 1 && k.ll_implied && ll_credit_implied(&role, elem, ctas, k.nslots) {
                 OPT_LL_IMPLIED
@@ -457,6 +472,11 @@ pub fn launch_call(
 
 /// `TD_LL_IMPLIED` in direct.cu.
 const OPT_LL_IMPLIED: u32 = 256;
+/// `TD_PROGRESS_RELAXED` and `TD_PROGRESS_GPU` in direct.cu.
+const OPT_PROGRESS_RELAXED: u32 = 512;
+const OPT_PROGRESS_GPU: u32 = 1024;
+/// `TD_ONE_FENCE` in direct.cu.
+const OPT_ONE_FENCE: u32 = 2048;
 
 /// Whether an LL call may leave its credits implied (`TD_LL_IMPLIED`): every peer this rank
 /// pushes to also pushes to it in the same call (so its data proves it finished the previous
@@ -472,6 +492,17 @@ pub fn ll_credit_implied(role: &DirectRole, elem: u64, grid: u32, nslots: u32) -
         share.div_ceil(seg),
         nslots,
     )
+}
+
+thread_local! {
+    /// `TOPOPLAN_BENCH_HOST=1`: nanoseconds this thread spent in the driver's launch call.
+    static LAUNCH_NS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Nanoseconds this thread spent in `cuLaunchKernelEx` since the last call (counted only
+/// under `TOPOPLAN_BENCH_HOST=1`).
+pub(crate) fn take_launch_ns() -> u64 {
+    LAUNCH_NS.with(|c| c.replace(0))
 }
 
 fn launch(
@@ -502,18 +533,21 @@ fn launch(
         attrs: &mut attr,
         numAttrs: u32::from(pdl),
     };
+    let t0 = super::harness::host_diagnostic().then(std::time::Instant::now);
     // SAFETY: the kernel takes one `TdArgs` by value, which `params` points to; the config and
     // attribute outlive the call (the driver copies them).
-    unsafe {
+    let r = unsafe {
         sys::cuLaunchKernelEx(
             &cfg,
             f.cu_function(),
             params.as_mut_ptr(),
             std::ptr::null_mut(),
         )
+    };
+    if let Some(t0) = t0 {
+        LAUNCH_NS.with(|c| c.set(c.get() + t0.elapsed().as_nanos() as u64));
     }
-    .result()
-    .map_err(drv)
+    r.result().map_err(drv)
 }
 
 pub mod protocol;

@@ -318,6 +318,7 @@ impl Lib<'_> {
                         };
                         bar.wait();
                         e0.record(s)?;
+                        super::direct::take_launch_ns();
                         let host = std::time::Instant::now();
                         if let Some(gr) = &graph {
                             gr.launch(s)?;
@@ -334,9 +335,13 @@ impl Lib<'_> {
                                 Lib::Ours(..) => "ours",
                                 Lib::Nccl(_) => "nccl",
                             };
+                            let per_call = |s: f64| s * 1e6 / cfg.iters.max(1) as f64;
+                            let launch = super::direct::take_launch_ns() as f64 * 1e-9;
                             eprintln!(
-                                "# host enqueue: {lib} rank {r}, {count} elements, {:.2} us/call",
-                                host.elapsed().as_secs_f64() * 1e6 / cfg.iters.max(1) as f64
+                                "# host enqueue: {lib} rank {r}, {count} elements, {:.2} us/call \
+                                 ({:.2} in the direct path's launch)",
+                                per_call(host.elapsed().as_secs_f64()),
+                                per_call(launch),
                             );
                         }
                         let ms = e1.ms_since(&e0)?;
@@ -586,7 +591,7 @@ pub fn run(
 }
 
 /// `TOPOPLAN_BENCH_HOST=1`: print each rank's host time per enqueued call (stderr).
-fn host_diagnostic() -> bool {
+pub(crate) fn host_diagnostic() -> bool {
     static H: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *H.get_or_init(|| std::env::var("TOPOPLAN_BENCH_HOST").is_ok_and(|v| v == "1"))
 }
