@@ -1,6 +1,10 @@
 //! The device kernels compile with NVRTC for every element type. Needs only libnvrtc (no GPU,
 //! no driver): where it is missing (CI) the test skips with a message. Locally, the pip wheel
 //! `nvidia-cuda-nvrtc` provides it (LD_LIBRARY_PATH=.../nvidia/cu13/lib).
+//!
+//! NVRTC does not check inline PTX assembly; the driver does, when it loads the module. With
+//! `TOPOPLAN_PTXAS` naming a `ptxas` (the pip wheel `nvidia-cuda-nvcc` has one) the test also
+//! assembles every unit for sm_90, so a bad `asm` fails here instead of on the GPU.
 
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 
@@ -28,5 +32,28 @@ fn executor_compiles_for_every_type() {
         {
             assert!(text.contains(k), "{ty}: {k} missing from the PTX");
         }
+        if let Ok(ptxas) = std::env::var("TOPOPLAN_PTXAS") {
+            assemble(&ptxas, ty, &text);
+        }
     }
+}
+
+/// Assembles `ptx` with `ptxas` for sm_90, panicking with its log on failure.
+fn assemble(ptxas: &str, ty: &str, ptx: &str) {
+    let dir = std::env::temp_dir().join(format!("topoplan-ptxas-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join(format!("{ty}.ptx"));
+    std::fs::write(&src, ptx).unwrap();
+    let out = std::process::Command::new(ptxas)
+        .args(["-arch=sm_90", "-o"])
+        .arg(dir.join(format!("{ty}.cubin")))
+        .arg(&src)
+        .output()
+        .unwrap_or_else(|e| panic!("running {ptxas}: {e}"));
+    assert!(
+        out.status.success(),
+        "{ty}: ptxas failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }
