@@ -70,7 +70,6 @@ struct TdArgs {
 #define TD_PROGRESS_RELAXED 512u // in place: the sender's progress word as a relaxed store (diagnostic)
 #define TD_PROGRESS_GPU 1024u    // in place: the progress word as a GPU-scope release (default)
 #define TD_ONE_FENCE 2048u       // Simple sender: one thread fences per segment, after the barrier
-#define TD_BULK 4096u            // Simple sender: bulk copies through shared memory (direct_bulk.cu)
 
 __device__ __forceinline__ void st_relaxed_sys(u64* p, u64 v) {
   asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
@@ -275,10 +274,6 @@ __device__ __forceinline__ void td_load_seq(const TdArgs& a, u32 proto, u32 b, u
   __syncthreads();
 }
 
-// Bulk pushes live in direct_bulk.cu, appended to this unit.
-__device__ void td_push_bulk(T* dst, const T* src, u64 cnt);
-__device__ void td_bulk_drain();
-
 // Simple, sender CTA b: push every segment to every peer (credit, data, fence, ready flag).
 template <typename OP>
 __device__ void td_simple_send(const TdArgs& a, u32 b, u32 G) {
@@ -296,21 +291,16 @@ __device__ void td_simple_send(const TdArgs& a, u32 b, u32 G) {
       if (!((a.send_mask >> p) & 1)) continue;
       u64 q = s_sent[p] + j + 1;
       td_credit(a, s_credit, 0, p, b, q);
-      T* slot = (T*)td_slot(a, p, a.rank, b, q);
-      const T* src = (const T*)a.in + p * a.send_stride + off;
-      if (a.opts & TD_BULK) td_push_bulk(slot, src, cnt);
-      else td_copy(slot, src, cnt);
+      td_copy((T*)td_slot(a, p, a.rank, b, q), (const T*)a.in + p * a.send_stride + off, cnt);
       // TD_ONE_FENCE: only thread 0 fences, after the barrier (fences are cumulative: the
       // barrier orders the other threads' stores before it), and the other warps go on to the
       // next segment's stores while it waits; otherwise every thread fences, stalling them all.
-      // TD_BULK implies it (thread 0 issued the bulk copies and drains them before fencing).
-      if (!(a.opts & (TD_ONE_FENCE | TD_BULK))) __threadfence_system();
+      if (!(a.opts & TD_ONE_FENCE)) __threadfence_system();
       __syncthreads();
       if (t == 0) {
         // Every thread's stores are fenced before the flag, so a relaxed store publishes them
         // (the fence-barrier-flag pattern); the release store fences again.
-        if (a.opts & TD_BULK) td_bulk_drain();
-        if (a.opts & (TD_ONE_FENCE | TD_BULK)) __threadfence_system();
+        if (a.opts & TD_ONE_FENCE) __threadfence_system();
         u64* w = ((u64*)a.flags[p]) + TD_FLAG(0, TD_READY, a.rank, b);
         if (a.opts & TD_SIMPLE_RELAXED) st_relaxed_sys(w, q);
         else st_release(w, q);

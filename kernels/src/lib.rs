@@ -4,7 +4,7 @@
 
 /// The device code, one NVRTC unit per element type: the schedule executor (`exec.cu`, one
 /// kernel per reduction operator) followed by the direct-push executor (`direct.cu`, which uses
-/// exec.cu's types and operators; its LL128 protocol in `direct_ll128.cu`, its pull mode in `direct_pull.cu`, its bulk pushes in `direct_bulk.cu`), then the two-buffer
+/// exec.cu's types and operators; its LL128 protocol in `direct_ll128.cu`, its pull mode in `direct_pull.cu`), then the two-buffer
 /// reduce of the copy-engine pair all-reduce (`pair.cu`).
 pub const EXEC_CU: &str = concat!(
     include_str!("exec.cu"),
@@ -14,8 +14,6 @@ pub const EXEC_CU: &str = concat!(
     include_str!("direct_ll128.cu"),
     "\n",
     include_str!("direct_pull.cu"),
-    "\n",
-    include_str!("direct_bulk.cu"),
     "\n",
     include_str!("pair.cu")
 );

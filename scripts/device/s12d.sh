@@ -2,6 +2,8 @@
 # Session 12, run 5: bulk pushes (TOPOPLAN_BULK=1: Simple senders stage through shared memory
 # and push 16 KiB chunks with cp.async.bulk) checked on every collective, then against the
 # default 16-store pushes at 16-64 MiB and in the hybrid at 512 MiB-1 GiB, against NCCL.
+# Slower everywhere (32 MiB 123 against 105 us): the bulk code was removed after this run; it is
+# in commit 03038c6 (kernels/src/direct_bulk.cu).
 set -u
 . "$(dirname "$0")/env.sh"
 sec() { local name=$1 t=$2 envs=$3; shift 3

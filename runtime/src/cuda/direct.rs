@@ -98,8 +98,6 @@ struct Knobs {
     /// Simple senders: one thread fences a segment, after the CTA's barrier (default;
     /// `TOPOPLAN_ONE_FENCE=0`: every thread fences before it, as up to session 11).
     one_fence: bool,
-    /// Simple senders push through shared memory with bulk copies (`TOPOPLAN_BULK=1`).
-    bulk: bool,
 }
 
 fn knobs() -> &'static Knobs {
@@ -126,7 +124,6 @@ fn knobs() -> &'static Knobs {
                 _ => OPT_PROGRESS_GPU,
             },
             one_fence: std::env::var("TOPOPLAN_ONE_FENCE").map_or(true, |v| v != "0"),
-            bulk: std::env::var("TOPOPLAN_BULK").is_ok_and(|v| v == "1"),
         }
     })
 }
@@ -455,7 +452,6 @@ pub fn launch_call(
             | (u32::from(k.seq_relaxed) << 6)
             | k.progress
             | if k.one_fence { OPT_ONE_FENCE } else { 0 }
-            | if k.bulk { OPT_BULK } else { 0 }
             | if pulls { pull::opts() } else { 0 }
             | if proto == 1 && k.ll_implied && ll_credit_implied(&role, elem, ctas, k.nslots) {
                 OPT_LL_IMPLIED
@@ -481,8 +477,6 @@ const OPT_PROGRESS_RELAXED: u32 = 512;
 const OPT_PROGRESS_GPU: u32 = 1024;
 /// `TD_ONE_FENCE` in direct.cu.
 const OPT_ONE_FENCE: u32 = 2048;
-/// `TD_BULK` in direct.cu (direct_bulk.cu).
-const OPT_BULK: u32 = 4096;
 
 /// Whether an LL call may leave its credits implied (`TD_LL_IMPLIED`): every peer this rank
 /// pushes to also pushes to it in the same call (so its data proves it finished the previous
