@@ -70,7 +70,6 @@ struct TdArgs {
 #define TD_PROGRESS_RELAXED 512u // in place: the sender's progress word as a relaxed store (diagnostic)
 #define TD_PROGRESS_GPU 1024u    // in place: the progress word as a GPU-scope release (default)
 #define TD_ONE_FENCE 2048u       // Simple sender: one thread fences per segment, after the barrier
-#define TD_TAIL_SHIFT 12         // opts bits 12-14: Simple's last segment cut in this many pieces (td_seg)
 
 __device__ __forceinline__ void st_relaxed_sys(u64* p, u64 v) {
   asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
@@ -228,31 +227,6 @@ __device__ __forceinline__ void td_share(const TdArgs& a, u32 b, u32 G, u64& lo,
   if (lo > a.n) lo = a.n;
 }
 
-// Simple segments of a stream's share of `len` elements: whole `a.seg` ones, except that with
-// a tail divisor d (opts bits TD_TAIL_SHIFT, d >= 2) and at least two of them the last one is cut
-// in d pieces (whole vectors), so the receivers' reduce of the last piece, which nothing
-// overlaps, is short. Senders and receivers cut alike.
-__device__ __forceinline__ u64 td_tail_seg(const TdArgs& a) {
-  u32 d = (a.opts >> TD_TAIL_SHIFT) & 7;
-  u64 ts = d >= 2 ? a.seg / d / VEC * VEC : a.seg;
-  return ts >= VEC ? ts : a.seg;
-}
-__device__ __forceinline__ u64 td_nseg(const TdArgs& a, u64 len) {
-  u64 k = (len + a.seg - 1) / a.seg, ts = td_tail_seg(a);
-  if (k < 2 || ts == a.seg) return k;
-  return (k - 1) + (len - (k - 1) * a.seg + ts - 1) / ts;
-}
-__device__ __forceinline__ void td_seg(const TdArgs& a, u64 len, u64 j, u64& off, u64& cnt) {
-  u64 k = (len + a.seg - 1) / a.seg, ts = td_tail_seg(a);
-  if (k < 2 || ts == a.seg || j < k - 1) {
-    off = j * a.seg;
-    cnt = min(a.seg, len - off);
-  } else {
-    off = (k - 1) * a.seg + (j - (k - 1)) * ts;
-    cnt = min(ts, len - off);
-  }
-}
-
 // Waits (thread 0) until the peer's credit lets sequence number q into its slot.
 __device__ __forceinline__ void td_credit(const TdArgs& a, u64* s_credit, u32 proto, u32 p, u32 b, u64 q) {
   if (s_credit[p] + a.nslots < q) {  // uniform: every thread reads it before the barrier
@@ -310,11 +284,9 @@ __device__ void td_simple_send(const TdArgs& a, u32 b, u32 G) {
   td_load_seq(a, 0, b, s_sent, s_recvd, s_credit);
   u64 lo, hi;
   td_share(a, b, G, lo, hi);
-  u64 len = hi - lo, nseg = td_nseg(a, len);
+  u64 len = hi - lo, nseg = (len + a.seg - 1) / a.seg;
   for (u64 j = 0; j < nseg; j++) {
-    u64 off, cnt;
-    td_seg(a, len, j, off, cnt);
-    off += lo;
+    u64 off = lo + j * a.seg, cnt = min(a.seg, hi - off);
     for (u32 p = 0; p < a.nranks; p++) {
       if (!((a.send_mask >> p) & 1)) continue;
       u64 q = s_sent[p] + j + 1;
@@ -368,7 +340,7 @@ __device__ void td_simple_recv(const TdArgs& a, u32 r, u32 R, u32 S) {
     if (t == TP_MAXR) s_call[i] = my[TD_RCALLS + b] + 1;
     u64 lo, hi;
     td_share(a, b, S, lo, hi);
-    u64 nseg = td_nseg(a, hi - lo);
+    u64 nseg = (hi - lo + a.seg - 1) / a.seg;
     if (nseg > maxseg) maxseg = nseg;
     // The local part of all-gather / broadcast: here, off the senders' critical path.
     if (a.opts & TD_COPY) td_copy((T*)a.out + a.copy_dst + lo, (const T*)a.in + lo, hi - lo);
@@ -379,10 +351,9 @@ __device__ void td_simple_recv(const TdArgs& a, u32 r, u32 R, u32 S) {
       u32 b = r + i * R;
       u64 lo, hi;
       td_share(a, b, S, lo, hi);
-      if (j >= td_nseg(a, hi - lo)) continue;
-      u64 off, cnt;
-      td_seg(a, hi - lo, j, off, cnt);
-      off += lo;
+      u64 nseg = (hi - lo + a.seg - 1) / a.seg;
+      if (j >= nseg) continue;
+      u64 off = lo + j * a.seg, cnt = min(a.seg, hi - off);
       if (t < a.nranks && ((a.recv_mask >> t) & 1)) {
         const u64* rf = my + TD_FLAG(0, TD_READY, t, b);
         u64 q = s_recvd[i][t] + j + 1;
@@ -419,7 +390,7 @@ __device__ void td_simple_recv(const TdArgs& a, u32 r, u32 R, u32 S) {
     u32 b = r + i * R;
     u64 lo, hi;
     td_share(a, b, S, lo, hi);
-    u64 nseg = td_nseg(a, hi - lo);
+    u64 nseg = (hi - lo + a.seg - 1) / a.seg;
     if (t < a.nranks && ((a.recv_mask >> t) & 1)) my[TD_FLAG(0, TD_RECVD, t, b)] = s_recvd[i][t] + nseg;
     if (t == TP_MAXR) my[TD_RCALLS + b] = s_call[i];
   }

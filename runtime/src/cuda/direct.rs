@@ -98,9 +98,6 @@ struct Knobs {
     /// Simple senders: one thread fences a segment, after the CTA's barrier (default;
     /// `TOPOPLAN_ONE_FENCE=0`: every thread fences before it, as up to session 11).
     one_fence: bool,
-    /// Simple's last segment of a stream cut in this many pieces (`TOPOPLAN_TAIL`, 2–7; 0 or 1:
-    /// not cut).
-    tail: u32,
 }
 
 fn knobs() -> &'static Knobs {
@@ -127,7 +124,6 @@ fn knobs() -> &'static Knobs {
                 _ => OPT_PROGRESS_GPU,
             },
             one_fence: std::env::var("TOPOPLAN_ONE_FENCE").map_or(true, |v| v != "0"),
-            tail: num("TOPOPLAN_TAIL").map_or(TAIL_PIECES, |v| v.min(7)),
         }
     })
 }
@@ -456,7 +452,6 @@ pub fn launch_call(
             | (u32::from(k.seq_relaxed) << 6)
             | k.progress
             | if k.one_fence { OPT_ONE_FENCE } else { 0 }
-            | if proto == 0 { k.tail << TAIL_SHIFT } else { 0 }
             | if pulls { pull::opts() } else { 0 }
             | if proto == 1 && k.ll_implied && ll_credit_implied(&role, elem, ctas, k.nslots) {
                 OPT_LL_IMPLIED
@@ -482,11 +477,6 @@ const OPT_PROGRESS_RELAXED: u32 = 512;
 const OPT_PROGRESS_GPU: u32 = 1024;
 /// `TD_ONE_FENCE` in direct.cu.
 const OPT_ONE_FENCE: u32 = 2048;
-/// `TD_TAIL_SHIFT` in direct.cu: opts bits 12–14 hold the tail divisor
-/// (`protocol::simple_segments`).
-const TAIL_SHIFT: u32 = 12;
-/// Default tail divisor (`TOPOPLAN_TAIL`).
-const TAIL_PIECES: u32 = 0;
 
 /// Whether an LL call may leave its credits implied (`TD_LL_IMPLIED`): every peer this rank
 /// pushes to also pushes to it in the same call (so its data proves it finished the previous

@@ -14,9 +14,7 @@
 //!   cached credit likewise once it consumed the peer's first segment of the call. Segments
 //!   past the one being consumed are pushed only on credits already there (never waited for);
 //! - in place, the receiver may overwrite input the sender pushes only after the sender's
-//!   progress word (call number, segments pushed: [`progress`]) reached the segment;
-//! - Simple cuts a stream's share into [`simple_segments`] pieces ([`simple_segment`]), alike on
-//!   both sides.
+//!   progress word (call number, segments pushed: [`progress`]) reached the segment.
 //!
 //! `runtime/tests/loom_direct.rs` model-checks these rules under every interleaving, with the
 //! hand-backs (`ready`, `credit`) as release stores. The kernels publish them as relaxed
@@ -115,48 +113,6 @@ pub fn progress(call: u64, segments: u64) -> u64 {
     (call << 32) | segments
 }
 
-/// Simple segments of a stream's share of `len` elements (`td_nseg` in direct.cu): whole `seg`
-/// ones, except that with a tail divisor `tail` >= 2 and at least two of them the last is cut
-/// in pieces of [`simple_tail_piece`] elements, so the reduce of the last piece, which nothing
-/// overlaps, is short. Senders and receivers cut alike (sequence numbers count pieces).
-pub fn simple_segments(len: u64, seg: u64, tail: u32, vec: u64) -> u64 {
-    let k = len.div_ceil(seg);
-    let ts = simple_tail_piece(seg, tail, vec);
-    if k < 2 || ts == seg {
-        return k;
-    }
-    (k - 1) + (len - (k - 1) * seg).div_ceil(ts)
-}
-
-/// Elements of a tail piece (`td_tail_seg`): `seg / tail` in whole `vec`-element vectors, or
-/// `seg` when there is no tail divisor or the piece would be smaller than a vector.
-pub fn simple_tail_piece(seg: u64, tail: u32, vec: u64) -> u64 {
-    let ts = if tail >= 2 {
-        seg / tail as u64 / vec * vec
-    } else {
-        seg
-    };
-    if ts >= vec {
-        ts
-    } else {
-        seg
-    }
-}
-
-/// Segment `j`'s (offset, elements) within the share (`td_seg`), for `j` below
-/// [`simple_segments`].
-pub fn simple_segment(len: u64, seg: u64, tail: u32, vec: u64, j: u64) -> (u64, u64) {
-    let k = len.div_ceil(seg);
-    let ts = simple_tail_piece(seg, tail, vec);
-    if k < 2 || ts == seg || j < k - 1 {
-        let off = j * seg;
-        (off, seg.min(len - off))
-    } else {
-        let off = (k - 1) * seg + (j - (k - 1)) * ts;
-        (off, ts.min(len - off))
-    }
-}
-
 /// `TD_PULL_ALL` in direct_pull.cu: the low bits of a pull `done` word when every pass of the
 /// call was read.
 pub const PULL_ALL: u64 = 0xff_ffff;
@@ -197,48 +153,6 @@ pub fn pull_may_end(done: u64, call: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
-
-    proptest! {
-        /// The pieces tile the share in order, none longer than a segment, every piece but the
-        /// share's last a whole number of vectors (so the next starts aligned), and the last
-        /// segment becomes at most `seg / piece` pieces (rounded up).
-        #[test]
-        fn simple_segments_tile_the_share(
-            len in 0u64..1 << 24,
-            seg_vecs in 1u64..1 << 14,
-            tail in 0u32..8,
-            vec_log in 0u32..5,
-        ) {
-            let vec = 1u64 << vec_log;
-            let seg = seg_vecs * vec;
-            let n = simple_segments(len, seg, tail, vec);
-            let mut at = 0;
-            for j in 0..n {
-                let (off, cnt) = simple_segment(len, seg, tail, vec, j);
-                prop_assert_eq!(off, at);
-                prop_assert!(cnt >= 1 && cnt <= seg);
-                if j + 1 < n {
-                    prop_assert_eq!(cnt % vec, 0);
-                }
-                at += cnt;
-            }
-            prop_assert_eq!(at, len);
-            let piece = simple_tail_piece(seg, tail, vec);
-            prop_assert!(n <= len.div_ceil(seg).saturating_sub(1) + seg.div_ceil(piece));
-        }
-    }
-
-    #[test]
-    fn the_last_segment_is_cut_in_quarters() {
-        // 32 MiB of f32 over 64 streams: 128 Ki elements per share, 32 Ki per segment.
-        assert_eq!(simple_segments(131_072, 32_768, 0, 4), 4);
-        assert_eq!(simple_segments(131_072, 32_768, 4, 4), 7);
-        assert_eq!(simple_segment(131_072, 32_768, 4, 4, 3), (98_304, 8_192));
-        assert_eq!(simple_segment(131_072, 32_768, 4, 4, 6), (122_880, 8_192));
-        // One segment: nothing to cut.
-        assert_eq!(simple_segments(1000, 32_768, 4, 4), 1);
-    }
 
     #[test]
     fn slots_are_reused_only_after_their_previous_occupant_was_read() {
