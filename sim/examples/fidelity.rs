@@ -203,6 +203,15 @@ fn main() {
         );
     }
     println!();
+    // A whole `auto` run no fit saw (session 12's closing run): every regime at once.
+    let rows =
+        compare_own_as_run_protocols(&own, OWN_AS_RUN_H200X2_SESSION12, &cfg).expect("simulates");
+    println!(
+        "### topoplan one-shot all-reduce as `auto` runs it, CUDA runtime (OWN_AS_RUN_H200X2_SESSION12, docs/measurements/session12/run4-perf.log, not fitted on), ExecParams::default; worst |error| {:.1}%\n",
+        worst(&rows) * 100.0
+    );
+    println!("{}", errors(&rows));
+    println!("{}", markdown(&rows));
     for (name, points, chunk, cfg) in [
         (
             "copy-engine pair (ce_pair, OWN_CE_PAIR_H200X2, docs/measurements/session10/run3-ce.log), ExecParams::default, 32 MiB chunks",

@@ -281,6 +281,56 @@ pub const OWN_HYBRID_H200X2: &[(u64, f64)] = &[(512 << 20, 1445.75), (1 << 30, 2
 /// out-of-sample check of the hybrid terms. (Its 256 MiB row ran the SM path alone.)
 pub const OWN_HYBRID_H200X2_SESSION10: &[(u64, f64)] = &[(512 << 20, 1446.60), (1 << 30, 2854.89)];
 
+/// topoplan's CUDA runtime, one-shot all-reduce as `auto` runs it (LL 8 B–256 KiB, pull mode
+/// 512 KiB–16 MiB, the push path 32–256 MiB, the hybrid from 512 MiB), float, sum, out of place,
+/// on the lent 2×H200: session 12's closing run, after one thread per Simple sender CTA fences a
+/// segment (`docs/measurements/session12/run4-perf.log`, command `topoplan bench -b 8 -e 1G -f 2
+/// -w 5 -n 20 --runs 3 -c 0 --vs-nccl`; size = bytes per rank, median of 3 runs of 20 calls, µs,
+/// the out-of-place `time` column; protocol from the `algo` column). No fit saw it: the
+/// out-of-sample check of `ExecParams::default()`, with [`compare_own_as_run_protocols`].
+pub const OWN_AS_RUN_H200X2_SESSION12: &[(u64, Protocol, f64)] = &[
+    (8, Protocol::LL, 4.78),
+    (16, Protocol::LL, 4.49),
+    (32, Protocol::LL, 4.73),
+    (64, Protocol::LL, 4.66),
+    (128, Protocol::LL, 4.52),
+    (256, Protocol::LL, 4.64),
+    (512, Protocol::LL, 4.56),
+    (1 << 10, Protocol::LL, 4.92),
+    (2 << 10, Protocol::LL, 4.98),
+    (4 << 10, Protocol::LL, 4.82),
+    (8 << 10, Protocol::LL, 5.02),
+    (16 << 10, Protocol::LL, 5.19),
+    (32 << 10, Protocol::LL, 5.24),
+    (64 << 10, Protocol::LL, 5.38),
+    (128 << 10, Protocol::LL, 5.67),
+    (256 << 10, Protocol::LL, 6.53),
+    (512 << 10, Protocol::Simple, 7.36),
+    (1 << 20, Protocol::Simple, 8.92),
+    (2 << 20, Protocol::Simple, 12.37),
+    (4 << 20, Protocol::Simple, 18.62),
+    (8 << 20, Protocol::Simple, 31.21),
+    (16 << 20, Protocol::Simple, 56.57),
+    (32 << 20, Protocol::Simple, 105.03),
+    (64 << 20, Protocol::Simple, 200.26),
+    (128 << 20, Protocol::Simple, 391.43),
+    (256 << 20, Protocol::Simple, 759.24),
+    (512 << 20, Protocol::Simple, 1443.89),
+    (1024 << 20, Protocol::Simple, 2853.79),
+];
+
+/// Simulates the planner's one-shot all-reduce at each measured point with the point's protocol
+/// and `cfg` as it is: with `ExecParams::default()` the executor runs what the runtime runs (pull
+/// mode, the hybrid and the push path each where the runtime uses them), for tables of a whole
+/// `auto` run such as [`OWN_AS_RUN_H200X2_SESSION12`].
+pub fn compare_own_as_run_protocols(
+    topo: &Topology,
+    measured: &[(u64, Protocol, f64)],
+    cfg: &SimConfig,
+) -> Result<Vec<Row>, SimError> {
+    one_shot_rows(topo, measured.iter().copied(), cfg)
+}
+
 /// Simulates the planner's one-shot all-reduce (`build::one_shot`, the schedule the CUDA runtime
 /// lowers) at each measured point with the point's protocol, on the **push path**: the executor's
 /// pull mode and hybrid are off (`ExecParams::without_pull`, `ExecParams::without_hybrid`), since
