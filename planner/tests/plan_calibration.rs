@@ -126,6 +126,14 @@ fn bench_rows(file: &str, marker: &str) -> Vec<(u64, String, f64)> {
 }
 
 /// Worst relative error of the tuner's `algo`/`proto` estimate over measured (size, µs) points.
+/// The (size, µs) points of `bench_rows` whose `algo` column is `algo`.
+fn algo_rows(rows: &[(u64, String, f64)], algo: &str) -> Vec<(u64, f64)> {
+    rows.iter()
+        .filter(|r| r.1 == algo)
+        .map(|r| (r.0, r.2))
+        .collect()
+}
+
 fn worst_error(algo: Algorithm, proto: Protocol, pts: &[(u64, f64)]) -> f64 {
     let p = h200x2_planner();
     let f = Filter {
@@ -155,13 +163,10 @@ fn worst_error(algo: Algorithm, proto: Protocol, pts: &[(u64, f64)]) -> f64 {
 #[test]
 fn one_shot_model_tracks_topoplans_executor_on_h200x2() {
     let rows = bench_rows("run6-perf.log", "-b 8 -e 1G -f 2");
-    let pick = |algo: &str| -> Vec<(u64, f64)> {
-        rows.iter()
-            .filter(|r| r.1 == algo)
-            .map(|r| (r.0, r.2))
-            .collect()
-    };
-    let (ll, simple) = (pick("one-shot-ll"), pick("one-shot"));
+    let (ll, simple) = (
+        algo_rows(&rows, "one-shot-ll"),
+        algo_rows(&rows, "one-shot"),
+    );
     assert_eq!((ll.len(), simple.len()), (17, 11));
     assert!(worst_error(Algorithm::OneShot, Protocol::LL, &ll) < 0.08);
     // From 512 MiB the runtime runs the one-shot as its hybrid (run 12), and from 512 KiB to
@@ -224,21 +229,14 @@ fn copy_engine_model_tracks_topoplans_executor_on_h200x2() {
 #[test]
 fn models_track_session_12s_closing_run() {
     let rows = bench_rows("session12/run4-perf.log", "-b 8 -e 1G -f 2");
-    let pick = |algo: &str| -> Vec<(u64, f64)> {
-        rows.iter()
-            .filter(|r| r.1 == algo)
-            .map(|r| (r.0, r.2))
-            .collect()
-    };
-    let sizes = |v: &[(u64, f64)]| v.len();
     let (ll, pull, push, hybrid) = (
-        pick("one-shot-ll"),
-        pick("one-shot-pull"),
-        pick("one-shot"),
-        pick("one-shot+ce"),
+        algo_rows(&rows, "one-shot-ll"),
+        algo_rows(&rows, "one-shot-pull"),
+        algo_rows(&rows, "one-shot"),
+        algo_rows(&rows, "one-shot+ce"),
     );
     assert_eq!(
-        (sizes(&ll), sizes(&pull), sizes(&push), sizes(&hybrid)),
+        (ll.len(), pull.len(), push.len(), hybrid.len()),
         (16, 6, 4, 2)
     );
     assert!(worst_error(Algorithm::OneShot, Protocol::LL, &ll) < 0.08);
