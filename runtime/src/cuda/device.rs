@@ -93,6 +93,13 @@ impl Drop for DevBuf {
     }
 }
 
+/// `TOPOPLAN_BENCH_HOST=1`: `topoplan bench` prints each rank's host time per enqueued call
+/// (stderr), and the direct path counts its time in the driver's launch call for it.
+pub(crate) fn host_diagnostic() -> bool {
+    static H: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *H.get_or_init(|| std::env::var("TOPOPLAN_BENCH_HOST").is_ok_and(|v| v == "1"))
+}
+
 /// The number an environment knob holds, if it is set and parses.
 pub(crate) fn env_num<T: std::str::FromStr>(key: &str) -> Option<T> {
     std::env::var(key).ok().and_then(|v| v.parse().ok())

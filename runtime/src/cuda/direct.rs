@@ -533,7 +533,7 @@ fn launch(
         attrs: &mut attr,
         numAttrs: u32::from(pdl),
     };
-    let t0 = super::harness::host_diagnostic().then(std::time::Instant::now);
+    let t0 = super::device::host_diagnostic().then(std::time::Instant::now);
     // SAFETY: the kernel takes one `TdArgs` by value, which `params` points to; the config and
     // attribute outlive the call (the driver copies them).
     let r = unsafe {

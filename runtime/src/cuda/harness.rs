@@ -328,7 +328,7 @@ impl Lib<'_> {
                             }
                         }
                         e1.record(s)?;
-                        if host_diagnostic() {
+                        if super::device::host_diagnostic() {
                             // Host time to enqueue the timed calls: above the GPU time per
                             // call, the host is what the table measures.
                             let lib = match self {
@@ -588,10 +588,4 @@ pub fn run(
     mem.after_run = max_drop(&after_init, &free_mem(&g)?);
     drop(nccl);
     Ok((rows, mem))
-}
-
-/// `TOPOPLAN_BENCH_HOST=1`: print each rank's host time per enqueued call (stderr).
-pub(crate) fn host_diagnostic() -> bool {
-    static H: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *H.get_or_init(|| std::env::var("TOPOPLAN_BENCH_HOST").is_ok_and(|v| v == "1"))
 }
