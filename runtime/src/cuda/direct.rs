@@ -276,6 +276,8 @@ pub struct DirectCall {
     pub in_place: bool,
     /// Every rank's input (one process: pull mode may read them); `None` across processes.
     pub inputs: Option<[u64; 8]>,
+    /// Pull whatever the size, where pull mode can run (the hybrid's pull side).
+    pub force_pull: bool,
 }
 
 impl DirectCall {
@@ -301,8 +303,20 @@ impl DirectCall {
             output,
             in_place,
             inputs: None,
+            force_pull: false,
         }
     }
+}
+
+/// How a one-process direct call moves its data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Path {
+    /// Pull mode where the knobs ask for it and every input is readable, else push.
+    Auto,
+    /// The push path.
+    Push,
+    /// Pull mode at any size; the caller checked that every input is readable.
+    Pull,
 }
 
 /// Enqueues rank `rank`'s part of a one-shot collective on `stream` (one process, all ranks).
@@ -313,6 +327,19 @@ pub(crate) fn enqueue(
     in_place: bool,
     module: &ExecModule,
     stream: sys::CUstream,
+) -> Result<(), CudaError> {
+    enqueue_path(g, rank, req, in_place, module, stream, Path::Auto)
+}
+
+/// [`enqueue`] along `path`.
+pub(crate) fn enqueue_path(
+    g: &CudaGroup,
+    rank: usize,
+    req: &super::Request,
+    in_place: bool,
+    module: &ExecModule,
+    stream: sys::CUstream,
+    path: Path,
 ) -> Result<(), CudaError> {
     let mut peers = DirectPeers {
         nranks: g.nranks() as u32,
@@ -327,15 +354,19 @@ pub(crate) fn enqueue(
     // Pull mode reads the peers' inputs: only where every GPU may read every input (the same
     // answer on every rank, so all ranks of the call pull or all push).
     let bytes = req.count * req.dtype.size() as u64;
-    let pullable = pull::wanted(req.schedule.collective.kind, req.schedule.protocol, bytes) && {
-        g.ranks[rank].ctx.bind_to_thread().map_err(drv)?;
-        let readers: Vec<i32> = g.ranks.iter().map(|r| r.ctx.ordinal() as i32).collect();
-        pull::inputs_readable(req.inputs, &readers)
+    let pullable = match path {
+        Path::Push => false,
+        Path::Pull => true,
+        Path::Auto => {
+            pull::wanted(req.schedule.collective.kind, req.schedule.protocol, bytes)
+                && inputs_readable(g, rank, req)?
+        }
     };
     let mut inputs = [0u64; 8];
     inputs[..req.inputs.len()].copy_from_slice(req.inputs);
     let call = DirectCall {
         inputs: pullable.then_some(inputs),
+        force_pull: path == Path::Pull,
         ..DirectCall::of(
             req.schedule,
             req.count,
@@ -354,6 +385,18 @@ pub(crate) fn enqueue(
         &call,
         stream,
     )
+}
+
+/// Whether every GPU of the group may read every rank's input of `req` (pull mode's
+/// condition; the same answer on every rank).
+pub(crate) fn inputs_readable(
+    g: &CudaGroup,
+    rank: usize,
+    req: &super::Request,
+) -> Result<bool, CudaError> {
+    g.ranks[rank].ctx.bind_to_thread().map_err(drv)?;
+    let readers: Vec<i32> = g.ranks.iter().map(|r| r.ctx.ordinal() as i32).collect();
+    Ok(pull::inputs_readable(req.inputs, &readers))
 }
 
 /// Enqueues `rank`'s part of `call` on `stream` of `ctx` (the context of that rank's GPU).

@@ -1,7 +1,8 @@
 //! Hybrid two-rank all-reduce: one call split in two element ranges that run at once, the first
 //! on the SM direct-push path (`direct`) on the caller's stream, the last `pct` % on the
 //! copy-engine pair path (`ce_pair`) on a side stream forked from the caller's and joined back
-//! into it. SM stores alone top out near 360 GB/s and the copy engines near 345 on 2×H200;
+//! into it. (`TOPOPLAN_HYBRID_SIDE=pull`, an experiment not yet run on a GPU, puts the direct
+//! path's pull mode on the side stream instead: SM stores and SM peer loads at once.) SM stores alone top out near 360 GB/s and the copy engines near 345 on 2×H200;
 //! together NVLink carries more: with half on each, 512 MiB reaches 371 GB/s and 1 GiB 376
 //! (docs/benchmarks-gpu.md). Default: 50 % from 512 MiB per rank (`TOPOPLAN_HYBRID_CE_PCT`,
 //! `TOPOPLAN_HYBRID_MIN_MB`; 0 turns it off), where it was measured.
@@ -24,6 +25,18 @@ const GRAIN_ELEMS: u64 = 4096;
 struct Knobs {
     pct: u64,
     min_bytes: u64,
+    side: Side,
+}
+
+/// What runs the side range (`TOPOPLAN_HYBRID_SIDE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    /// The copy-engine pair path (`ce`, the default).
+    CopyEngines,
+    /// Pull mode (`pull`, an experiment not yet measured: SM stores and SM peer loads at once,
+    /// the main range forced onto the push path). Needs every input readable by every GPU;
+    /// otherwise the whole call takes the direct path.
+    Pull,
 }
 
 fn knobs() -> &'static Knobs {
@@ -33,6 +46,10 @@ fn knobs() -> &'static Knobs {
         Knobs {
             pct: num("TOPOPLAN_HYBRID_CE_PCT").map_or(50, |v| v.min(90)),
             min_bytes: num("TOPOPLAN_HYBRID_MIN_MB").map_or(512, |v| v.max(1)) << 20,
+            side: match std::env::var("TOPOPLAN_HYBRID_SIDE").as_deref() {
+                Ok("pull") => Side::Pull,
+                _ => Side::CopyEngines,
+            },
         }
     })
 }
@@ -101,6 +118,10 @@ pub(crate) fn enqueue(
         ..*req
     };
     let sm_req = Request { count: sm, ..*req };
+    let side = knobs().side;
+    if side == Side::Pull && !super::direct::inputs_readable(g, rank, req)? {
+        return super::direct::enqueue(g, rank, req, in_place, module, stream);
+    }
     let st = g.ranks[rank]
         .hybrid
         .lock()
@@ -112,9 +133,26 @@ pub(crate) fn enqueue(
     unsafe { sys::cuStreamWaitEvent(st.side.raw(), st.fork.raw(), 0) }
         .result()
         .map_err(drv)?;
-    super::direct::enqueue(g, rank, &sm_req, in_place, module, stream)?;
-    super::ce_pair::enqueue(g, rank, &ce_req, module, st.side.raw())?;
-    // Join: the caller's stream continues once the copy-engine range is reduced.
+    match side {
+        Side::CopyEngines => {
+            super::direct::enqueue(g, rank, &sm_req, in_place, module, stream)?;
+            super::ce_pair::enqueue(g, rank, &ce_req, module, st.side.raw())?;
+        }
+        Side::Pull => {
+            use super::direct::{enqueue_path, Path};
+            enqueue_path(g, rank, &sm_req, in_place, module, stream, Path::Push)?;
+            enqueue_path(
+                g,
+                rank,
+                &ce_req,
+                in_place,
+                module,
+                st.side.raw(),
+                Path::Pull,
+            )?;
+        }
+    }
+    // Join: the caller's stream continues once the side range is reduced.
     st.join.record(st.side.raw())?;
     // SAFETY: as above.
     unsafe { sys::cuStreamWaitEvent(stream, st.join.raw(), 0) }

@@ -79,7 +79,7 @@ fn knobs() -> &'static Knobs {
 
 /// Whether `call` (this rank's `role`, `bytes` per rank) runs in pull mode.
 pub(crate) fn chosen(call: &DirectCall, role: &DirectRole, bytes: u64) -> bool {
-    wanted(call.kind, call.protocol, bytes) && runnable(call, role)
+    (call.force_pull || wanted(call.kind, call.protocol, bytes)) && runnable(call, role)
 }
 
 /// Whether the knobs ask for pull mode for a one-shot `kind` of `bytes` per rank under
