@@ -502,10 +502,10 @@ pub fn run(
                 "the copy-engine pipeline (ce) cannot run under CUDA graph capture".into(),
             ));
         }
-        // The hybrid runs this schedule with part of the message on the copy engines (not
-        // under graph capture): say so in the table.
+        // The hybrid runs this schedule with part of the message on the copy engines, or
+        // pulled (not under graph capture): say so in the table.
         let algo = if !cfg.cuda_graph && super::hybrid::share(&sched, count, elem) > 0 {
-            format!("{algo}+ce")
+            format!("{algo}+{}", super::hybrid::side_name())
         } else if sched.algorithm == planner::schedule::Algorithm::OneShot
             && super::direct::enabled()
             && super::direct::pull::wanted(cfg.kind, sched.protocol, count * elem)

@@ -54,6 +54,14 @@ fn knobs() -> &'static Knobs {
     })
 }
 
+/// What the bench's algo column appends for a hybrid call: `ce`, or `pull` for the pull side.
+pub(crate) fn side_name() -> &'static str {
+    match knobs().side {
+        Side::CopyEngines => "ce",
+        Side::Pull => "pull",
+    }
+}
+
 /// Elements the copy engines take of an `n`-element call at `pct` %: a whole number of grains
 /// from the end, leaving the SM path at least one grain; 0 when the call is too small.
 pub fn ce_share(n: u64, pct: u64) -> u64 {
