@@ -16,9 +16,9 @@ wrong=$(grep '# summary' "$OUT/check.log" | awk '{s+=$5} END {print s+0}')
 echo "CHECK: $(grep -c '# summary' "$OUT/check.log") runs, $wrong wrong, $(grep -c '^rc=[^0]' "$OUT/check.log") failed"
 # Baselines: the push path with the cut grid alone (hybrid off), and pull mode alone at these
 # sizes, so a gain can be told from a grid effect.
-sec base 60 "TOPOPLAN_HYBRID_CE_PCT=0 TOPOPLAN_DIRECT_CTAS=48" bench -b 32M -e 1G -f 4 --algo one-shot -w 3 -n 10 --runs 3 -c 0
+sec base 60 "TOPOPLAN_HYBRID_CE_PCT=0 TOPOPLAN_DIRECT_CTAS=48" bench -b 32M -e 1G -f 4 --algo one-shot -w 3 -n 10 --runs 3 -c 0 --vs-nccl
 rows base 3 "push alone, 48 CTAs"
-sec base 60 "TOPOPLAN_HYBRID_CE_PCT=0 TOPOPLAN_PULL=1" bench -b 32M -e 1G -f 4 --algo one-shot -w 3 -n 10 --runs 3 -c 0
+sec base 60 "TOPOPLAN_HYBRID_CE_PCT=0 TOPOPLAN_PULL=1" bench -b 32M -e 1G -f 4 --algo one-shot -w 3 -n 10 --runs 3 -c 0 --vs-nccl
 rows base 3 "pull alone"
 for v in "" "$SPLIT" "$SPLIT TOPOPLAN_HYBRID_CE_PCT=30" "TOPOPLAN_HYBRID_SIDE=pull TOPOPLAN_HYBRID_MIN_MB=16 TOPOPLAN_DIRECT_CTAS=56 TOPOPLAN_PULL_CTAS=40" "" "$SPLIT"; do
   sec split 60 "$v" bench -b 32M -e 1G -f 4 -w 3 -n 10 --runs 3 -c 0 --vs-nccl
