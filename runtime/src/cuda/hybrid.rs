@@ -1,11 +1,12 @@
 //! Hybrid two-rank all-reduce: one call split in two element ranges that run at once, the first
 //! on the SM direct-push path (`direct`) on the caller's stream, the last `pct` % on the
 //! copy-engine pair path (`ce_pair`) on a side stream forked from the caller's and joined back
-//! into it. (`TOPOPLAN_HYBRID_SIDE=pull`, an experiment not yet run on a GPU, puts the direct
-//! path's pull mode on the side stream instead: SM stores and SM peer loads at once.) SM stores alone top out near 360 GB/s and the copy engines near 345 on 2×H200;
+//! into it. SM stores alone top out near 360 GB/s and the copy engines near 345 on 2×H200;
 //! together NVLink carries more: with half on each, 512 MiB reaches 371 GB/s and 1 GiB 376
 //! (docs/benchmarks-gpu.md). Default: 50 % from 512 MiB per rank (`TOPOPLAN_HYBRID_CE_PCT`,
 //! `TOPOPLAN_HYBRID_MIN_MB`; 0 turns it off), where it was measured.
+//! (`TOPOPLAN_HYBRID_SIDE=pull`, an experiment not yet run on a GPU, puts the direct path's pull
+//! mode on the side stream instead: SM stores and SM peer loads at once.)
 //!
 //! Both ranks split alike (same size, same knobs), so each path sees the same sequence of calls
 //! on every rank. The ranges are disjoint, so neither path reads what the other writes. Under
@@ -118,11 +119,11 @@ pub(crate) fn enqueue(
     let elem = req.dtype.size() as u64;
     let sm = req.count - ce;
     let shift = |v: &[u64]| v.iter().map(|p| p + sm * elem).collect::<Vec<u64>>();
-    let (ce_in, ce_out) = (shift(req.inputs), shift(req.outputs));
-    let ce_req = Request {
+    let (side_in, side_out) = (shift(req.inputs), shift(req.outputs));
+    let side_req = Request {
         count: ce,
-        inputs: &ce_in,
-        outputs: &ce_out,
+        inputs: &side_in,
+        outputs: &side_out,
         ..*req
     };
     let sm_req = Request { count: sm, ..*req };
@@ -144,7 +145,7 @@ pub(crate) fn enqueue(
     match side {
         Side::CopyEngines => {
             super::direct::enqueue(g, rank, &sm_req, in_place, module, stream)?;
-            super::ce_pair::enqueue(g, rank, &ce_req, module, st.side.raw())?;
+            super::ce_pair::enqueue(g, rank, &side_req, module, st.side.raw())?;
         }
         Side::Pull => {
             use super::direct::{enqueue_path, Path};
@@ -152,7 +153,7 @@ pub(crate) fn enqueue(
             enqueue_path(
                 g,
                 rank,
-                &ce_req,
+                &side_req,
                 in_place,
                 module,
                 st.side.raw(),
