@@ -13,7 +13,6 @@ use super::CudaError;
 use crate::types::ReduceOp;
 use cudarc::driver::{sys, CudaContext};
 use planner::schedule::{Algorithm, CollectiveKind, Protocol, Schedule};
-use std::ffi::c_void;
 use std::sync::Arc;
 
 /// `TD_MAXCTA` in direct.cu: slot regions and flags exist for this many streams (sender CTAs).
@@ -408,6 +407,27 @@ pub fn launch_call(
     call: &DirectCall,
     stream: sys::CUstream,
 ) -> Result<(), CudaError> {
+    let p = plan_launch(peers, rank, call, None)?;
+    let f = &module.direct[super::device::op_index(call.op)];
+    launch::launch(ctx, f, p.ctas, p.block, &p.args, stream, knobs().pdl)
+}
+
+/// One direct kernel launch: its arguments, grid and block.
+#[derive(Clone, Copy, Debug)]
+struct LaunchPlan {
+    args: TdArgs,
+    ctas: u32,
+    block: u32,
+}
+
+/// The launch of `rank`'s part of `call`; `senders` fixes the Simple push grid's streams
+/// (`direct::split`), otherwise the size and knobs choose it.
+fn plan_launch(
+    peers: &DirectPeers,
+    rank: u32,
+    call: &DirectCall,
+    senders: Option<u32>,
+) -> Result<LaunchPlan, CudaError> {
     let n = peers.nranks;
     let role = role(
         call.kind,
@@ -424,7 +444,12 @@ pub fn launch_call(
     let k = knobs();
     let min_sm = peers.min_sm;
     let bytes = role.n * elem;
-    let grid = grid(bytes, ll, min_sm, if ll { k.ll_ctas } else { k.ctas });
+    let grid = grid(
+        bytes,
+        ll,
+        min_sm,
+        if ll { k.ll_ctas } else { senders.or(k.ctas) },
+    );
     let peers_n = n as u64 - 1;
     let simple_slot = simple_slot_bytes(peers_n, k.slot_bytes);
     // (protocol code, scratch bases, slot bytes, segment elements, CTAs)
@@ -504,13 +529,12 @@ pub fn launch_call(
         senders: grid,
         pad: 0,
     };
-    let f = &module.direct[super::device::op_index(call.op)];
     let block = match proto {
         1 => k.ll_block,
         3 => pull::block(),
         _ => BLOCK,
     };
-    launch(ctx, f, ctas, block, &args, stream, k.pdl)
+    Ok(LaunchPlan { args, ctas, block })
 }
 
 /// `TD_LL_IMPLIED` in direct.cu.
@@ -537,62 +561,8 @@ pub fn ll_credit_implied(role: &DirectRole, elem: u64, grid: u32, nslots: u32) -
     )
 }
 
-thread_local! {
-    /// `TOPOPLAN_BENCH_HOST=1`: nanoseconds this thread spent in the driver's launch call.
-    static LAUNCH_NS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// Nanoseconds this thread spent in `cuLaunchKernelEx` since the last call (counted only
-/// under `TOPOPLAN_BENCH_HOST=1`).
-pub(crate) fn take_launch_ns() -> u64 {
-    LAUNCH_NS.with(|c| c.replace(0))
-}
-
-fn launch(
-    ctx: &Arc<CudaContext>,
-    f: &cudarc::driver::CudaFunction,
-    grid: u32,
-    block: u32,
-    args: &TdArgs,
-    stream: sys::CUstream,
-    pdl: bool,
-) -> Result<(), CudaError> {
-    ctx.bind_to_thread().map_err(drv)?;
-    let mut a = *args;
-    let mut params: [*mut c_void; 1] = [&mut a as *mut TdArgs as *mut c_void];
-    // SAFETY: an all-zero attribute is a valid C value; we set the id and its union member.
-    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
-    let cfg = sys::CUlaunchConfig {
-        gridDimX: grid,
-        gridDimY: 1,
-        gridDimZ: 1,
-        blockDimX: block,
-        blockDimY: 1,
-        blockDimZ: 1,
-        sharedMemBytes: 0,
-        hStream: stream,
-        attrs: &mut attr,
-        numAttrs: u32::from(pdl),
-    };
-    let t0 = super::device::host_diagnostic().then(std::time::Instant::now);
-    // SAFETY: the kernel takes one `TdArgs` by value, which `params` points to; the config and
-    // attribute outlive the call (the driver copies them).
-    let r = unsafe {
-        sys::cuLaunchKernelEx(
-            &cfg,
-            f.cu_function(),
-            params.as_mut_ptr(),
-            std::ptr::null_mut(),
-        )
-    };
-    if let Some(t0) = t0 {
-        LAUNCH_NS.with(|c| c.set(c.get() + t0.elapsed().as_nanos() as u64));
-    }
-    r.result().map_err(drv)
-}
-
+mod launch;
+pub(crate) use launch::take_launch_ns;
 pub mod protocol;
 pub mod pull;
 mod role;
