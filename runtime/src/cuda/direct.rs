@@ -376,14 +376,35 @@ pub(crate) fn enqueue_path(
             in_place,
         )
     };
-    launch_call(
-        &g.ranks[rank].ctx,
-        module,
-        &peers,
-        rank as u32,
-        &call,
-        stream,
-    )
+    let ctx = &g.ranks[rank].ctx;
+    // A split call (`direct::split`, an experiment, off unless `TOPOPLAN_SPLIT_PCT` is set):
+    // the push and pull halves of one all-reduce in one grid.
+    if path == Path::Auto
+        && !pullable
+        && split::wanted(call.kind, call.protocol, bytes)
+        && inputs_readable(g, rank, req)?
+    {
+        let split_call = DirectCall {
+            inputs: Some(inputs),
+            ..call
+        };
+        let r = role(
+            call.kind,
+            call.root,
+            rank as u32,
+            peers.nranks,
+            call.count,
+            in_place,
+            call.op == ReduceOp::Avg,
+        );
+        if let (Some(r), Some(geo)) = (r, split::geometry_for(call.count, peers.min_sm)) {
+            if pull::runnable(&split_call, &r) {
+                let rank = rank as u32;
+                return split::launch(ctx, module, &peers, rank, &split_call, &geo, stream);
+            }
+        }
+    }
+    launch_call(ctx, module, &peers, rank as u32, &call, stream)
 }
 
 /// Whether every GPU of the group may read every rank's input of `req` (pull mode's
@@ -566,6 +587,7 @@ pub(crate) use launch::take_launch_ns;
 pub mod protocol;
 pub mod pull;
 mod role;
+pub mod split;
 pub use role::{is_in_place, role, DirectRole};
 
 #[cfg(test)]

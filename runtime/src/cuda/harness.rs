@@ -512,6 +512,12 @@ pub fn run(
         {
             // Pull mode (the peers' inputs read in place): say so too.
             format!("{algo}-pull")
+        } else if sched.algorithm == planner::schedule::Algorithm::OneShot
+            && super::direct::enabled()
+            && super::direct::split::wanted(cfg.kind, sched.protocol, count * elem)
+        {
+            // A split call (push and pull halves in one grid; `TOPOPLAN_SPLIT_PCT`).
+            format!("{algo}-split")
         } else {
             algo
         };
