@@ -14,6 +14,12 @@ sec() { local name=$1 t=$2 envs=$3; shift 3
 rows() { grep -E '^ +[0-9]+ ' "$OUT/$1.log" | tail -"$2" | awk -v tag="$3" '{printf "%s:%s/%s ip %s/%s  ", $1, $7, $11, $15, $19} END {print "<- " tag}'; }
 ONE="TOPOPLAN_SPLIT_PCT=30 TOPOPLAN_SPLIT_MAX_MB=1024 TOPOPLAN_HYBRID_CE_PCT=0"
 TWO="TOPOPLAN_HYBRID_SIDE=pull TOPOPLAN_HYBRID_MIN_MB=16 TOPOPLAN_DIRECT_CTAS=48 TOPOPLAN_PULL_CTAS=72"
+# The GPU test of both forms (runtime/tests/cuda_split.rs: f32 sum/avg and f16 max at 32 MiB +
+# odd, 64 MiB and 512 MiB + odd, in and out of place), from its stripped test binary if carried.
+if [ -x .devbin/cuda_split ]; then
+  timeout 180 .devbin/cuda_split --nocapture > "$OUT/gputest.log" 2>&1; echo "rc=$?" >> "$OUT/gputest.log"
+  grep -E '^test |test result|rc=' "$OUT/gputest.log"
+fi
 sec check 90 "$ONE" bench -d float,half -o sum,max,avg --counts 8388611,16777216,67108867 -w 1 -n 2 --runs 1 -c 1
 sec check 90 "$TWO" bench -d float,half -o sum,max --counts 8388611,16777216,67108867 -w 1 -n 2 --runs 1 -c 1
 wrong=$(grep '# summary' "$OUT/check.log" | awk '{s+=$5} END {print s+0}')

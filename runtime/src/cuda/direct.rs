@@ -7,8 +7,7 @@
 //! against `runtime::reference`); [`enqueue`] turns it into one kernel launch, with programmatic
 //! dependent launch (PDL) so the next call's grid is resident before this one ends.
 
-use super::device::{drv, DevBuf, ExecModule};
-use super::group::CudaGroup;
+use super::device::{DevBuf, ExecModule};
 use super::CudaError;
 use crate::types::ReduceOp;
 use cudarc::driver::{sys, CudaContext};
@@ -307,118 +306,6 @@ impl DirectCall {
     }
 }
 
-/// How a one-process direct call moves its data.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Path {
-    /// Pull mode where the knobs ask for it and every input is readable, else push.
-    Auto,
-    /// The push path.
-    Push,
-    /// Pull mode at any size; the caller checked that every input is readable.
-    Pull,
-}
-
-/// Enqueues rank `rank`'s part of a one-shot collective on `stream` (one process, all ranks).
-pub(crate) fn enqueue(
-    g: &CudaGroup,
-    rank: usize,
-    req: &super::Request,
-    in_place: bool,
-    module: &ExecModule,
-    stream: sys::CUstream,
-) -> Result<(), CudaError> {
-    enqueue_path(g, rank, req, in_place, module, stream, Path::Auto)
-}
-
-/// [`enqueue`] along `path`.
-pub(crate) fn enqueue_path(
-    g: &CudaGroup,
-    rank: usize,
-    req: &super::Request,
-    in_place: bool,
-    module: &ExecModule,
-    stream: sys::CUstream,
-    path: Path,
-) -> Result<(), CudaError> {
-    let mut peers = DirectPeers {
-        nranks: g.nranks() as u32,
-        min_sm: g.ranks.iter().map(|r| r.sm_count).min().unwrap_or(1),
-        simple: [0; 8],
-        ll: [0; 8],
-        flags: [0; 8],
-    };
-    for (r, st) in g.ranks.iter().enumerate() {
-        (peers.simple[r], peers.ll[r], peers.flags[r]) = st.direct.ptrs();
-    }
-    // Pull mode reads the peers' inputs: only where every GPU may read every input (the same
-    // answer on every rank, so all ranks of the call pull or all push).
-    let bytes = req.count * req.dtype.size() as u64;
-    let pullable = match path {
-        Path::Push => false,
-        Path::Pull => true,
-        Path::Auto => {
-            pull::wanted(req.schedule.collective.kind, req.schedule.protocol, bytes)
-                && inputs_readable(g, rank, req)?
-        }
-    };
-    let mut inputs = [0u64; 8];
-    inputs[..req.inputs.len()].copy_from_slice(req.inputs);
-    let call = DirectCall {
-        inputs: pullable.then_some(inputs),
-        force_pull: path == Path::Pull,
-        ..DirectCall::of(
-            req.schedule,
-            req.count,
-            req.dtype,
-            req.op,
-            req.inputs[rank],
-            req.outputs[rank],
-            in_place,
-        )
-    };
-    let ctx = &g.ranks[rank].ctx;
-    // A split call (`direct::split`, an experiment, off unless `TOPOPLAN_SPLIT_PCT` is set):
-    // the push and pull halves of one all-reduce in one grid.
-    if path == Path::Auto
-        && !pullable
-        && split::wanted(call.kind, call.protocol, bytes)
-        && inputs_readable(g, rank, req)?
-    {
-        let split_call = DirectCall {
-            inputs: Some(inputs),
-            ..call
-        };
-        let r = role(
-            call.kind,
-            call.root,
-            rank as u32,
-            peers.nranks,
-            call.count,
-            in_place,
-            call.op == ReduceOp::Avg,
-        );
-        if let (Some(r), Some(geo)) = (r, split::geometry_for(call.count, peers.min_sm)) {
-            if pull::runnable(&split_call, &r) {
-                let rank = rank as u32;
-                return split::launch(ctx, module, &peers, rank, &split_call, &geo, stream);
-            }
-        }
-    }
-    launch_call(ctx, module, &peers, rank as u32, &call, stream)
-}
-
-/// Whether every GPU of the group may read every rank's input of `req` (pull mode's
-/// condition; the same answer on every rank).
-pub(crate) fn inputs_readable(
-    g: &CudaGroup,
-    rank: usize,
-    req: &super::Request,
-) -> Result<bool, CudaError> {
-    g.ranks[rank].ctx.bind_to_thread().map_err(drv)?;
-    let readers: Vec<i32> = g.ranks.iter().map(|r| r.ctx.ordinal() as i32).collect();
-    Ok(pull::inputs_readable(req.inputs, &readers))
-}
-
 /// Enqueues `rank`'s part of `call` on `stream` of `ctx` (the context of that rank's GPU).
 pub fn launch_call(
     ctx: &Arc<CudaContext>,
@@ -583,7 +470,9 @@ pub fn ll_credit_implied(role: &DirectRole, elem: u64, grid: u32, nslots: u32) -
 }
 
 mod launch;
+mod local;
 pub(crate) use launch::take_launch_ns;
+pub(crate) use local::{can_pull, enqueue, enqueue_path, Path};
 pub mod protocol;
 pub mod pull;
 mod role;

@@ -106,7 +106,7 @@ impl HybridState {
     }
 }
 
-/// Enqueues rank `rank`'s part of `req` with the last `ce` elements on the copy engines.
+/// Enqueues rank `rank`'s part of `req` with about the last `ce` elements on the side stream.
 pub(crate) fn enqueue(
     g: &CudaGroup,
     rank: usize,
@@ -117,18 +117,28 @@ pub(crate) fn enqueue(
     ce: u64,
 ) -> Result<(), CudaError> {
     let elem = req.dtype.size() as u64;
-    let sm = req.count - ce;
+    let side = knobs().side;
+    // The pulled range starts on a grain: pull mode's in-place passes need 16-byte aligned
+    // ranges (given aligned buffers).
+    let sm = match side {
+        Side::CopyEngines => req.count - ce,
+        Side::Pull => (req.count - ce).next_multiple_of(GRAIN_ELEMS),
+    };
+    if sm >= req.count {
+        return super::direct::enqueue(g, rank, req, in_place, module, stream);
+    }
     let shift = |v: &[u64]| v.iter().map(|p| p + sm * elem).collect::<Vec<u64>>();
     let (side_in, side_out) = (shift(req.inputs), shift(req.outputs));
     let side_req = Request {
-        count: ce,
+        count: req.count - sm,
         inputs: &side_in,
         outputs: &side_out,
         ..*req
     };
     let sm_req = Request { count: sm, ..*req };
-    let side = knobs().side;
-    if side == Side::Pull && !super::direct::inputs_readable(g, rank, req)? {
+    // The pull side runs only where pull mode can (else the whole call takes the direct path:
+    // two push kernels at once would share the push path's per-stream words).
+    if side == Side::Pull && !super::direct::can_pull(g, rank, &side_req, in_place)? {
         return super::direct::enqueue(g, rank, req, in_place, module, stream);
     }
     let st = g.ranks[rank]
