@@ -3,18 +3,11 @@
 //! without a CUDA driver or with fewer than 2 GPUs (CI) skip with a message.
 
 use planner::schedule::CollectiveKind;
-use runtime::cuda::device;
 use runtime::cuda::harness::{run, BenchConfig};
 use runtime::{DataType, ReduceOp};
 
-fn gpus() -> usize {
-    if !device::driver_present() {
-        return 0;
-    }
-    cudarc::driver::CudaContext::device_count()
-        .map(|n| n as usize)
-        .unwrap_or(0)
-}
+mod common;
+use common::gpus;
 
 /// The schedule `auto` runs for a 2-GPU float all-reduce of `bytes` per rank, checked to be the
 /// Simple one-shot (which pulls from 512 KiB when the inputs allow it).

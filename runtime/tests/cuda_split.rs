@@ -7,18 +7,11 @@
 //! GPU.
 
 use planner::schedule::CollectiveKind;
-use runtime::cuda::device;
 use runtime::cuda::harness::{run, BenchConfig};
 use runtime::{DataType, ReduceOp};
 
-fn gpus() -> usize {
-    if !device::driver_present() {
-        return 0;
-    }
-    cudarc::driver::CudaContext::device_count()
-        .map(|n| n as usize)
-        .unwrap_or(0)
-}
+mod common;
+use common::gpus;
 
 #[test]
 fn split_calls_match_the_reference_on_gpus() {
