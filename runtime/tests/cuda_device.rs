@@ -7,7 +7,7 @@ use runtime::cuda::harness::{run, BenchConfig};
 use runtime::{DataType, ReduceOp};
 
 mod common;
-use common::gpus;
+use common::two_gpus;
 
 /// The schedule `auto` runs for a 2-GPU float all-reduce of `bytes` per rank, checked to be the
 /// Simple one-shot (which pulls from 512 KiB when the inputs allow it).
@@ -47,9 +47,7 @@ fn wrong_sums(
 
 #[test]
 fn collectives_match_the_reference_on_gpus() {
-    let n = gpus();
-    if n < 2 {
-        eprintln!("SKIP collectives_match_the_reference_on_gpus: needs 2 GPUs and a CUDA driver, found {n} GPU(s)");
+    if !two_gpus("collectives_match_the_reference_on_gpus") {
         return;
     }
     for kind in [
@@ -114,9 +112,7 @@ fn pull_mode_only_reads_memory_the_peers_may_read() {
     use cudarc::driver::sys;
     use runtime::cuda::direct::pull::readable_from;
     use runtime::cuda::{CudaGroup, Request};
-    let n = gpus();
-    if n < 2 {
-        eprintln!("SKIP pull_mode_only_reads_memory_the_peers_may_read: needs 2 GPUs and a CUDA driver, found {n} GPU(s)");
+    if !two_gpus("pull_mode_only_reads_memory_the_peers_may_read") {
         return;
     }
     let g = CudaGroup::new(&[0, 1]).unwrap();
@@ -236,9 +232,7 @@ fn pull_mode_only_reads_memory_the_peers_may_read() {
 fn pulled_call_captures_in_global_mode() {
     use cudarc::driver::sys;
     use runtime::cuda::{CudaGroup, Request};
-    let n = gpus();
-    if n < 2 {
-        eprintln!("SKIP pulled_call_captures_in_global_mode: needs 2 GPUs and a CUDA driver, found {n} GPU(s)");
+    if !two_gpus("pulled_call_captures_in_global_mode") {
         return;
     }
     let g = CudaGroup::new(&[0, 1]).unwrap();

@@ -11,16 +11,14 @@ use runtime::cuda::harness::{run, BenchConfig};
 use runtime::{DataType, ReduceOp};
 
 mod common;
-use common::gpus;
+use common::two_gpus;
 
 #[test]
 fn split_calls_match_the_reference_on_gpus() {
     // Split calls from 32 MiB to 256 MiB per rank, the pull-side hybrid from 512 MiB.
     std::env::set_var("TOPOPLAN_SPLIT_PCT", "30");
     std::env::set_var("TOPOPLAN_HYBRID_SIDE", "pull");
-    let n = gpus();
-    if n < 2 {
-        eprintln!("SKIP split_calls_match_the_reference_on_gpus: needs 2 GPUs and a CUDA driver, found {n} GPU(s)");
+    if !two_gpus("split_calls_match_the_reference_on_gpus") {
         return;
     }
     for (dtype, op) in [
