@@ -118,11 +118,10 @@ pub(crate) fn enqueue(
 ) -> Result<(), CudaError> {
     let elem = req.dtype.size() as u64;
     let side = knobs().side;
-    // The pulled range starts on a grain: pull mode's in-place passes need 16-byte aligned
-    // ranges (given aligned buffers).
+    // The pulled range starts on pull mode's part grain (aligned in-place passes).
     let sm = match side {
         Side::CopyEngines => req.count - ce,
-        Side::Pull => (req.count - ce).next_multiple_of(GRAIN_ELEMS),
+        Side::Pull => (req.count - ce).next_multiple_of(super::direct::pull::PART_GRAIN_ELEMS),
     };
     if sm >= req.count {
         return super::direct::enqueue(g, rank, req, in_place, module, stream);

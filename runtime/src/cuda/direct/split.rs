@@ -19,9 +19,8 @@ use cudarc::driver::{sys, CudaContext};
 use planner::schedule::{CollectiveKind, Protocol};
 use std::sync::{Arc, OnceLock};
 
-/// The pulled half starts at a multiple of this many elements (16-byte aligned when the
-/// buffers are, as pull mode's in-place passes need).
-const GRAIN_ELEMS: u64 = 4096;
+/// The pulled half starts on pull mode's part grain.
+const GRAIN_ELEMS: u64 = pull::PART_GRAIN_ELEMS;
 
 struct Knobs {
     pct: u64,
