@@ -29,7 +29,7 @@ sec base 60 "TOPOPLAN_HYBRID_CE_PCT=0 TOPOPLAN_PULL=1" bench -b 32M -e 1G -f 4 -
 rows base 3 "pull alone"
 sec base 60 "TOPOPLAN_HYBRID_CE_PCT=0 TOPOPLAN_DIRECT_CTAS=48" bench -b 32M -e 1G -f 4 --algo one-shot -w 3 -n 10 --runs 3 -c 0 --vs-nccl
 rows base 3 "push alone, 48 CTAs"
-for v in "" "$ONE" "$ONE TOPOPLAN_SPLIT_PCT=20" "$ONE TOPOPLAN_SPLIT_PCT=40 TOPOPLAN_SPLIT_PULL_CTAS=48" "$TWO" "" "$ONE"; do
+for v in "" "$ONE" "$ONE TOPOPLAN_SPLIT_PCT=20" "$TWO" "$ONE TOPOPLAN_SPLIT_PCT=40 TOPOPLAN_SPLIT_PULL_CTAS=48"; do
   sec split 60 "$v" bench -b 32M -e 1G -f 4 -w 3 -n 10 --runs 3 -c 0 --vs-nccl
   rows split 3 "$v"
 done
