@@ -4,8 +4,8 @@
 
 /// The device code, one NVRTC unit per element type: the schedule executor (`exec.cu`, one
 /// kernel per reduction operator) followed by the direct-push executor (`direct.cu`, which uses
-/// exec.cu's types and operators; its LL128 protocol in `direct_ll128.cu`, its pull mode in `direct_pull.cu`, split calls in `direct_split.cu`), then the two-buffer
-/// reduce of the copy-engine pair all-reduce (`pair.cu`).
+/// exec.cu's types and operators; its LL128 protocol in `direct_ll128.cu`; its pull mode in `direct_pull.cu`), then the two-buffer reduce
+/// of the copy-engine pair all-reduce (`pair.cu`).
 pub const EXEC_CU: &str = concat!(
     include_str!("exec.cu"),
     "\n",
@@ -14,8 +14,6 @@ pub const EXEC_CU: &str = concat!(
     include_str!("direct_ll128.cu"),
     "\n",
     include_str!("direct_pull.cu"),
-    "\n",
-    include_str!("direct_split.cu"),
     "\n",
     include_str!("pair.cu")
 );
@@ -30,15 +28,6 @@ pub const DIRECT_KERNELS: [&str; 4] = [
     "td_direct_prod",
     "td_direct_min",
     "td_direct_max",
-];
-
-/// Split kernels in [`EXEC_CU`] (`direct_split.cu`: push and pull halves of one all-reduce in
-/// one grid), indexed like [`EXEC_KERNELS`].
-pub const SPLIT_KERNELS: [&str; 4] = [
-    "td_split_sum",
-    "td_split_prod",
-    "td_split_min",
-    "td_split_max",
 ];
 
 /// Kernel names in [`EXEC_CU`], indexed like [`exec_kernel`]'s `op` argument.

@@ -28,7 +28,6 @@ fn executor_compiles_for_every_type() {
         for k in kernels::EXEC_KERNELS
             .iter()
             .chain(kernels::DIRECT_KERNELS.iter())
-            .chain(kernels::SPLIT_KERNELS.iter())
             .chain(["tp_signal", "tp_wait"].iter())
         {
             assert!(text.contains(k), "{ty}: {k} missing from the PTX");

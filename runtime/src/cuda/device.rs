@@ -261,8 +261,6 @@ pub struct ExecModule {
     pub direct: [CudaFunction; 4],
     /// Two-buffer reduce kernels (`pair.cu`): sum, prod, min, max.
     pub pair: [CudaFunction; 4],
-    /// Split kernels (`direct_split.cu`, push and pull halves in one grid): sum, prod, min, max.
-    pub split: [CudaFunction; 4],
     pub signal: CudaFunction,
     pub wait: CudaFunction,
 }
@@ -368,18 +366,11 @@ pub fn load_exec(ctx: &Arc<CudaContext>, dtype: DataType) -> Result<ExecModule, 
         f(kernels::PAIR_KERNELS[2])?,
         f(kernels::PAIR_KERNELS[3])?,
     ];
-    let split = [
-        f(kernels::SPLIT_KERNELS[0])?,
-        f(kernels::SPLIT_KERNELS[1])?,
-        f(kernels::SPLIT_KERNELS[2])?,
-        f(kernels::SPLIT_KERNELS[3])?,
-    ];
     let (signal, wait) = (f("tp_signal")?, f("tp_wait")?);
     Ok(ExecModule {
         _module: module,
         funcs,
         direct,
-        split,
         pair,
         signal,
         wait,

@@ -274,8 +274,6 @@ pub struct DirectCall {
     pub in_place: bool,
     /// Every rank's input (one process: pull mode may read them); `None` across processes.
     pub inputs: Option<[u64; 8]>,
-    /// Pull whatever the size, where pull mode can run (the hybrid's pull side).
-    pub force_pull: bool,
 }
 
 impl DirectCall {
@@ -301,7 +299,6 @@ impl DirectCall {
             output,
             in_place,
             inputs: None,
-            force_pull: false,
         }
     }
 }
@@ -315,7 +312,7 @@ pub fn launch_call(
     call: &DirectCall,
     stream: sys::CUstream,
 ) -> Result<(), CudaError> {
-    let p = plan_launch(peers, rank, call, None)?;
+    let p = plan_launch(peers, rank, call)?;
     let f = &module.direct[super::device::op_index(call.op)];
     launch::launch(ctx, f, p.ctas, p.block, &p.args, stream, knobs().pdl)
 }
@@ -328,14 +325,8 @@ struct LaunchPlan {
     block: u32,
 }
 
-/// The launch of `rank`'s part of `call`; `senders` fixes the Simple push grid's streams
-/// (`direct::split`), otherwise the size and knobs choose it.
-fn plan_launch(
-    peers: &DirectPeers,
-    rank: u32,
-    call: &DirectCall,
-    senders: Option<u32>,
-) -> Result<LaunchPlan, CudaError> {
+/// The launch of `rank`'s part of `call`: its grid (from the size and knobs) and parameters.
+fn plan_launch(peers: &DirectPeers, rank: u32, call: &DirectCall) -> Result<LaunchPlan, CudaError> {
     let n = peers.nranks;
     let role = role(
         call.kind,
@@ -352,12 +343,7 @@ fn plan_launch(
     let k = knobs();
     let min_sm = peers.min_sm;
     let bytes = role.n * elem;
-    let grid = grid(
-        bytes,
-        ll,
-        min_sm,
-        if ll { k.ll_ctas } else { senders.or(k.ctas) },
-    );
+    let grid = grid(bytes, ll, min_sm, if ll { k.ll_ctas } else { k.ctas });
     let peers_n = n as u64 - 1;
     let simple_slot = simple_slot_bytes(peers_n, k.slot_bytes);
     // (protocol code, scratch bases, slot bytes, segment elements, CTAs)
@@ -472,11 +458,10 @@ pub fn ll_credit_implied(role: &DirectRole, elem: u64, grid: u32, nslots: u32) -
 mod launch;
 mod local;
 pub(crate) use launch::take_launch_ns;
-pub(crate) use local::{can_pull, enqueue, enqueue_path, Path};
+pub(crate) use local::enqueue;
 pub mod protocol;
 pub mod pull;
 mod role;
-pub mod split;
 pub use role::{is_in_place, role, DirectRole};
 
 #[cfg(test)]

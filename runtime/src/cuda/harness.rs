@@ -502,22 +502,16 @@ pub fn run(
                 "the copy-engine pipeline (ce) cannot run under CUDA graph capture".into(),
             ));
         }
-        // The hybrid runs this schedule with part of the message on the copy engines, or
-        // pulled (not under graph capture): say so in the table.
+        // The hybrid runs this schedule with part of the message on the copy engines (not
+        // under graph capture): say so in the table.
         let algo = if !cfg.cuda_graph && super::hybrid::share(&sched, count, elem) > 0 {
-            format!("{algo}+{}", super::hybrid::side_name())
+            format!("{algo}+ce")
         } else if sched.algorithm == planner::schedule::Algorithm::OneShot
             && super::direct::enabled()
             && super::direct::pull::wanted(cfg.kind, sched.protocol, count * elem)
         {
             // Pull mode (the peers' inputs read in place): say so too.
             format!("{algo}-pull")
-        } else if sched.algorithm == planner::schedule::Algorithm::OneShot
-            && super::direct::enabled()
-            && super::direct::split::wanted(cfg.kind, sched.protocol, count * elem)
-        {
-            // A split call (push and pull halves in one grid; `TOPOPLAN_SPLIT_PCT`).
-            format!("{algo}-split")
         } else {
             algo
         };

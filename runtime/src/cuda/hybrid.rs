@@ -4,9 +4,9 @@
 //! into it. SM stores alone top out near 360 GB/s and the copy engines near 345 on 2×H200;
 //! together NVLink carries more: with half on each, 512 MiB reaches 371 GB/s and 1 GiB 376
 //! (docs/benchmarks-gpu.md). Default: 50 % from 512 MiB per rank (`TOPOPLAN_HYBRID_CE_PCT`,
-//! `TOPOPLAN_HYBRID_MIN_MB`; 0 turns it off), where it was measured.
-//! (`TOPOPLAN_HYBRID_SIDE=pull`, an experiment not yet run on a GPU, puts the direct path's pull
-//! mode on the side stream instead: SM stores and SM peer loads at once.)
+//! `TOPOPLAN_HYBRID_MIN_MB`; 0 turns it off), where it was measured. SM stores with SM peer
+//! loads (pull mode) on the side range did not beat the push path alone (session 13, commit
+//! d319ab5 has that variant).
 //!
 //! Both ranks split alike (same size, same knobs), so each path sees the same sequence of calls
 //! on every rank. The ranges are disjoint, so neither path reads what the other writes. Under
@@ -26,18 +26,6 @@ const GRAIN_ELEMS: u64 = 4096;
 struct Knobs {
     pct: u64,
     min_bytes: u64,
-    side: Side,
-}
-
-/// What runs the side range (`TOPOPLAN_HYBRID_SIDE`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Side {
-    /// The copy-engine pair path (`ce`, the default).
-    CopyEngines,
-    /// Pull mode (`pull`, an experiment not yet measured: SM stores and SM peer loads at once,
-    /// the main range forced onto the push path). Needs every input readable by every GPU;
-    /// otherwise the whole call takes the direct path.
-    Pull,
 }
 
 fn knobs() -> &'static Knobs {
@@ -47,20 +35,8 @@ fn knobs() -> &'static Knobs {
         Knobs {
             pct: num("TOPOPLAN_HYBRID_CE_PCT").map_or(50, |v| v.min(90)),
             min_bytes: num("TOPOPLAN_HYBRID_MIN_MB").map_or(512, |v| v.max(1)) << 20,
-            side: match std::env::var("TOPOPLAN_HYBRID_SIDE").as_deref() {
-                Ok("pull") => Side::Pull,
-                _ => Side::CopyEngines,
-            },
         }
     })
-}
-
-/// What the bench's algo column appends for a hybrid call: `ce`, or `pull` for the pull side.
-pub(crate) fn side_name() -> &'static str {
-    match knobs().side {
-        Side::CopyEngines => "ce",
-        Side::Pull => "pull",
-    }
 }
 
 /// Elements the copy engines take of an `n`-element call at `pct` %: a whole number of grains
@@ -117,29 +93,19 @@ pub(crate) fn enqueue(
     ce: u64,
 ) -> Result<(), CudaError> {
     let elem = req.dtype.size() as u64;
-    let side = knobs().side;
-    // The pulled range starts on pull mode's part grain (aligned in-place passes).
-    let sm = match side {
-        Side::CopyEngines => req.count - ce,
-        Side::Pull => (req.count - ce).next_multiple_of(super::direct::pull::PART_GRAIN_ELEMS),
-    };
+    let sm = req.count - ce;
     if sm >= req.count {
         return super::direct::enqueue(g, rank, req, in_place, module, stream);
     }
     let shift = |v: &[u64]| v.iter().map(|p| p + sm * elem).collect::<Vec<u64>>();
-    let (side_in, side_out) = (shift(req.inputs), shift(req.outputs));
-    let side_req = Request {
-        count: req.count - sm,
-        inputs: &side_in,
-        outputs: &side_out,
+    let (ce_in, ce_out) = (shift(req.inputs), shift(req.outputs));
+    let ce_req = Request {
+        count: ce,
+        inputs: &ce_in,
+        outputs: &ce_out,
         ..*req
     };
     let sm_req = Request { count: sm, ..*req };
-    // The pull side runs only where pull mode can (else the whole call takes the direct path:
-    // two push kernels at once would share the push path's per-stream words).
-    if side == Side::Pull && !super::direct::can_pull(g, rank, &side_req, in_place)? {
-        return super::direct::enqueue(g, rank, req, in_place, module, stream);
-    }
     let st = g.ranks[rank]
         .hybrid
         .lock()
@@ -151,25 +117,8 @@ pub(crate) fn enqueue(
     unsafe { sys::cuStreamWaitEvent(st.side.raw(), st.fork.raw(), 0) }
         .result()
         .map_err(drv)?;
-    match side {
-        Side::CopyEngines => {
-            super::direct::enqueue(g, rank, &sm_req, in_place, module, stream)?;
-            super::ce_pair::enqueue(g, rank, &side_req, module, st.side.raw())?;
-        }
-        Side::Pull => {
-            use super::direct::{enqueue_path, Path};
-            enqueue_path(g, rank, &sm_req, in_place, module, stream, Path::Push)?;
-            enqueue_path(
-                g,
-                rank,
-                &side_req,
-                in_place,
-                module,
-                st.side.raw(),
-                Path::Pull,
-            )?;
-        }
-    }
+    super::direct::enqueue(g, rank, &sm_req, in_place, module, stream)?;
+    super::ce_pair::enqueue(g, rank, &ce_req, module, st.side.raw())?;
     // Join: the caller's stream continues once the side range is reduced.
     st.join.record(st.side.raw())?;
     // SAFETY: as above.

@@ -1,4 +1,4 @@
-//! Helpers of the GPU tests (`cuda_device`, `cuda_split`).
+//! Helpers of the GPU tests (`cuda_device`).
 
 use runtime::cuda::device;
 

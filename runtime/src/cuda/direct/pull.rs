@@ -23,10 +23,6 @@ pub(crate) const WORDS: usize = (2 * 8 + 1) * MAX_CTAS as usize;
 /// `TD_PULL_RELEASE`: the arrive word is a release store (`TOPOPLAN_PULL_RELEASE=1`, a
 /// diagnostic: 1.9 µs more per call at 1 MiB on 2×H200).
 pub(crate) const OPT_RELEASE: u32 = 128;
-/// A pulled part of a call (the split's pulled half, the hybrid's pull side) starts on a
-/// multiple of this many elements, so its in-place passes stay 16-byte aligned when the buffers
-/// are.
-pub(crate) const PART_GRAIN_ELEMS: u64 = 4096;
 /// Bytes of a message per CTA: one pass of 512 threads with one or two vectors each, so a CTA's
 /// loads are one NVLink round trip (`TOPOPLAN_PULL_CTA_KB`).
 const CTA_BYTES: u64 = 8 << 10;
@@ -83,7 +79,7 @@ fn knobs() -> &'static Knobs {
 
 /// Whether `call` (this rank's `role`, `bytes` per rank) runs in pull mode.
 pub(crate) fn chosen(call: &DirectCall, role: &DirectRole, bytes: u64) -> bool {
-    (call.force_pull || wanted(call.kind, call.protocol, bytes)) && runnable(call, role)
+    wanted(call.kind, call.protocol, bytes) && runnable(call, role)
 }
 
 /// Whether the knobs ask for pull mode for a one-shot `kind` of `bytes` per rank under

@@ -320,7 +320,6 @@ fn pull_runs_only_where_its_reads_are_sound() {
         output,
         in_place,
         inputs,
-        force_pull: false,
     };
     let ar = CollectiveKind::AllReduce;
     let role_of = |kind, in_place| role(kind, 0, 0, 2, 1 << 20, in_place, false).unwrap();
@@ -363,32 +362,4 @@ fn pull_runs_only_where_its_reads_are_sound() {
         ..call(ar, false, Some(ins), 0x3000)
     };
     assert!(!pull::runnable(&ll, &role_of(ar, false)));
-}
-
-/// A forced pull (the hybrid's pull side) runs pull mode at a size the knobs leave to the push
-/// path, but only where pull mode can run at all.
-#[test]
-fn a_forced_pull_still_needs_its_inputs() {
-    let ar = CollectiveKind::AllReduce;
-    let role = role(ar, 0, 0, 2, 64 << 20, false, false).unwrap();
-    let mut ins = [0u64; 8];
-    ins[0] = 0x1000;
-    ins[1] = 0x2000;
-    let call = |inputs, force_pull| DirectCall {
-        kind: ar,
-        root: 0,
-        protocol: Protocol::Simple,
-        count: 64 << 20,
-        dtype: crate::types::DataType::F32,
-        op: ReduceOp::Sum,
-        input: 0x1000,
-        output: 0x3000,
-        in_place: false,
-        inputs,
-        force_pull,
-    };
-    let bytes = 256 << 20;
-    assert!(!pull::chosen(&call(Some(ins), false), &role, bytes));
-    assert!(pull::chosen(&call(Some(ins), true), &role, bytes));
-    assert!(!pull::chosen(&call(None, true), &role, bytes));
 }
