@@ -30,9 +30,11 @@ From 512 KiB to 16 MiB per GPU a one-shot all-reduce in one process reads the pe
 algo column `one-shot-pull`; TOPOPLAN_PULL=0 turns it off, =1 pulls every Simple one-shot call).\n\n\
 Several processes (--procs): `-g N --procs` starts N processes of this binary, rank r on GPU r, which exchange \
 CUDA IPC handles of their direct-path buffers through a TCP bootstrap on 127.0.0.1 and run the one-shot (direct) \
-schedules only (--algo auto or a one-shot variant; not with --vs-nccl). Each rank checks its own output against \
-the CPU reference; rank 0 prints the table (times: the slowest rank). TOPOPLAN_TIMEOUT bounds each bootstrap wait \
-(default 600 s). Example:\n  topoplan bench -g 2 --procs -b 8 -e 1G -f 4 -c 1"
+schedules only (--algo auto or a one-shot variant). Each rank checks its own output against the CPU reference; \
+rank 0 prints the table (times: the slowest rank). With --vs-nccl each process also joins an NCCL communicator \
+(ncclCommInitRank, rank 0's id sent through the bootstrap), checked and timed on the same buffers, as nccl-tests \
+runs under MPI. TOPOPLAN_TIMEOUT bounds each bootstrap wait (default 600 s). Example:\n  \
+topoplan bench -g 2 --procs -b 8 -e 1G -f 4 -c 1 --vs-nccl"
 )]
 pub struct Args {
     /// Smallest size in bytes.
@@ -308,7 +310,7 @@ fn run_one(
         };
         match mode {
             Mode::Single => println!("# topoplan bench: {} on {} GPU(s), {} {}, algo {}, warmup {} iters {} runs {} (median){}", kind.name(), a.ngpus, dtype.nccl_name(), op.name(), algo, a.warmup, a.iters, a.runs, if a.cuda_graph { ", calls replayed from a CUDA graph" } else { "" }),
-            Mode::Procs { .. } => println!("# topoplan bench: {} on {} GPU(s) in {} processes (CUDA IPC, one-shot schedules; no NCCL columns in this mode), {} {}, algo {}, warmup {} iters {} runs {} (median of the slowest rank)", kind.name(), a.ngpus, a.ngpus, dtype.nccl_name(), op.name(), algo, a.warmup, a.iters, a.runs),
+            Mode::Procs { .. } => println!("# topoplan bench: {} on {} GPU(s) in {} processes (CUDA IPC, one-shot schedules{}), {} {}, algo {}, warmup {} iters {} runs {} (median of the slowest rank)", kind.name(), a.ngpus, a.ngpus, if a.vs_nccl { "; NCCL: one communicator per process" } else { "" }, dtype.nccl_name(), op.name(), algo, a.warmup, a.iters, a.runs),
         }
         print_header(a.vs_nccl);
         let root = if matches!(kind, CollectiveKind::Broadcast | CollectiveKind::Reduce) {
@@ -436,11 +438,11 @@ mod tests {
             &["-g", "2", "--procs"][..],
             &["-g", "8", "--procs", "--algo", "one-shot"],
             &["-g", "4", "--procs", "--algo", "one-shot-ll", "-c", "0"],
+            &["-g", "2", "--procs", "--vs-nccl"],
         ] {
             let a = parse(ok);
             assert!(check_procs(&a, &a.algo).is_ok(), "{ok:?}");
         }
-        assert!(procs_err(&["-g", "2", "--procs", "--vs-nccl"]).contains("--vs-nccl"));
         assert!(procs_err(&["-g", "2", "--procs", "--cuda-graph"]).contains("--cuda-graph"));
         let e = procs_err(&["-g", "2", "--procs", "--algo", "ring"]);
         assert!(

@@ -6,13 +6,16 @@
 //! rank's input from the seed), then per timed run: `warmup` calls, a barrier, events around
 //! `iters` calls on this rank's stream. The ranks then all-gather (#wrong, times) so every rank
 //! holds the same row: the slowest rank's time per run, the median run, the wrong elements
-//! summed over ranks. Only one-shot (direct) schedules run here, and there is no NCCL baseline.
+//! summed over ranks. Only one-shot (direct) schedules run here. With `vs_nccl`, NCCL (one
+//! communicator per process, `ncclCommInitRank`) runs on the same buffers: checked the same way,
+//! and timed in runs that alternate with ours.
 
 use super::device::{drv, DevBuf, Event};
 use super::harness::{
     algbw, coll_of, data_seed, geometry, median, rank_ptrs, BenchConfig, Cell, Row,
 };
 use super::ipc::{check_direct, CudaProcComm, ProcRequest};
+use super::nccl::NcclRank;
 use super::schedules;
 use super::CudaError;
 use crate::bootstrap::Rendezvous;
@@ -104,8 +107,16 @@ pub fn combine_cells(table: &[Vec<u8>], runs: usize) -> Result<(i64, f64), CudaE
     Ok((wrong, median(worst)))
 }
 
+/// Which library a call runs.
+#[derive(Clone, Copy)]
+enum Lib<'a> {
+    Ours,
+    Nccl(&'a NcclRank),
+}
+
 struct Ctx<'a> {
     comm: &'a CudaProcComm,
+    lib: Lib<'a>,
     cfg: &'a BenchConfig,
     stream: &'a Stream,
     sched: &'a Schedule,
@@ -116,17 +127,61 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn enqueue(&self) -> Result<(), CudaError> {
-        self.comm.enqueue(
-            &ProcRequest {
-                schedule: self.sched,
-                count: self.count,
-                dtype: self.cfg.dtype,
-                op: self.cfg.op,
-                input: self.input,
-                output: self.output,
-            },
-            self.stream.s,
-        )
+        match self.lib {
+            Lib::Ours => self.comm.enqueue(
+                &ProcRequest {
+                    schedule: self.sched,
+                    count: self.count,
+                    dtype: self.cfg.dtype,
+                    op: self.cfg.op,
+                    input: self.input,
+                    output: self.output,
+                },
+                self.stream.s,
+            ),
+            Lib::Nccl(nc) => nc.enqueue(
+                self.cfg.kind,
+                self.cfg.root,
+                self.input,
+                self.output,
+                self.count,
+                self.cfg.dtype,
+                self.cfg.op,
+                self.stream.s,
+            ),
+        }
+    }
+
+    /// Fills this rank's input from `inputs`, poisons the output, runs one call and counts this
+    /// rank's wrong elements against the reference (-1 when `want` is `None`: not checked).
+    fn checked_call(&self, mine: &[u8], want: Option<&[u8]>) -> Result<i64, CudaError> {
+        let ctx = self.comm.context();
+        // NaN in every float type: an unwritten element cannot pass. The output may lie
+        // anywhere in the output buffer, so poison from its start (in place it is the input).
+        ctx.bind_to_thread().map_err(drv)?;
+        // SAFETY: both ranges lie in this rank's buffers (sized for the largest size); the
+        // output is poisoned before the input is copied, since in place they overlap.
+        unsafe {
+            if let Some(w) = want {
+                sys::cuMemsetD8_v2(self.output, 0xFF, w.len())
+                    .result()
+                    .map_err(drv)?;
+            }
+            sys::cuMemcpyHtoD_v2(self.input, mine.as_ptr() as *const _, mine.len())
+                .result()
+                .map_err(drv)?;
+        }
+        // The fill and copy ran on the null stream; the calls run on a non-blocking one.
+        ctx.synchronize().map_err(drv)?;
+        self.enqueue()?;
+        self.stream.sync()?;
+        let Some(w) = want else { return Ok(-1) };
+        let mut got = vec![0u8; w.len()];
+        // SAFETY: the source lies in this rank's buffers.
+        unsafe { sys::cuMemcpyDtoH_v2(got.as_mut_ptr() as *mut _, self.output, got.len()) }
+            .result()
+            .map_err(drv)?;
+        Ok(count_wrong(self.cfg.dtype, &got, w, 0.0) as i64)
     }
 
     /// One timed run: warm-up, barrier, `iters` calls between events; µs per call.
@@ -176,6 +231,12 @@ pub fn run(
         scheds.push((algo, s));
     }
     comm.prepare(cfg.dtype)?;
+    let nccl = if cfg.vs_nccl {
+        ctx.bind_to_thread().map_err(drv)?;
+        Some(NcclRank::new(rank, n, |mine| meet.all_gather(mine))?)
+    } else {
+        None
+    };
     let max_size = cfg.sizes.iter().copied().max().unwrap_or(0);
     let (_, max_in, max_out) = geometry(cfg.kind, n, max_size, elem);
     let inp = DevBuf::new(&ctx, (max_in * elem) as usize)?;
@@ -195,8 +256,9 @@ pub fn run(
         };
         for in_place in [false, true] {
             let (ip, op) = rank_ptrs(cfg.kind, rank, count, elem, in_place, inp.ptr, out.ptr);
-            let c = Ctx {
+            let at = |lib| Ctx {
                 comm,
+                lib,
                 cfg,
                 stream: &stream,
                 sched,
@@ -204,7 +266,11 @@ pub fn run(
                 input: ip,
                 output: op,
             };
-            // Correctness: the same seed as the one-process harness, so the data match.
+            let libs: Vec<Ctx> = std::iter::once(at(Lib::Ours))
+                .chain(nccl.as_ref().map(|nc| at(Lib::Nccl(nc))))
+                .collect();
+            // Correctness: the same seed as the one-process harness, so the data match; each
+            // library's first call of the size is its checked call.
             let seed = data_seed(cfg.seed, si, in_place);
             let (il, _) = buffer_lens(&coll, n, count as usize);
             let inputs: Vec<Vec<u8>> = (0..n)
@@ -216,46 +282,49 @@ pub fn run(
                     }
                 })
                 .collect();
-            out.fill(0xFF)?; // NaN in every float type: an unwritten element cannot pass
-            let mine = &inputs[rank as usize];
-            ctx.bind_to_thread().map_err(drv)?;
-            // SAFETY: the destination lies in this rank's buffers (sized for the largest size).
-            unsafe { sys::cuMemcpyHtoD_v2(ip, mine.as_ptr() as *const _, mine.len()) }
-                .result()
-                .map_err(drv)?;
-            // The fill and copy ran on the null stream; the calls run on a non-blocking one.
-            ctx.synchronize().map_err(drv)?;
-            c.enqueue()?;
-            stream.sync()?;
-            let mut wrong = -1i64;
-            if cfg.check {
-                let want = expected_bytes(cfg.dtype, &coll, cfg.op, count as usize, &inputs);
-                wrong = 0;
-                if let Some(w) = &want[rank as usize] {
-                    let mut got = vec![0u8; w.len()];
-                    // SAFETY: the source lies in this rank's buffers.
-                    unsafe { sys::cuMemcpyDtoH_v2(got.as_mut_ptr() as *mut _, op, got.len()) }
-                        .result()
-                        .map_err(drv)?;
-                    wrong = count_wrong(cfg.dtype, &got, w, 0.0) as i64;
+            let want = if cfg.check {
+                expected_bytes(cfg.dtype, &coll, cfg.op, count as usize, &inputs)
+                    .swap_remove(rank as usize)
+            } else {
+                None
+            };
+            let wrong: Vec<i64> = libs
+                .iter()
+                .map(|c| c.checked_call(&inputs[rank as usize], want.as_deref()))
+                .collect::<Result<_, _>>()?;
+            // A checked rank with no output of its own (reduce, not the root) counts 0 wrong.
+            let wrong: Vec<i64> = wrong
+                .into_iter()
+                .map(|w| if cfg.check { w.max(0) } else { w })
+                .collect();
+            drop(inputs);
+            // Timing, the libraries alternating run by run.
+            let mut ts = vec![Vec::new(); libs.len()];
+            for _ in 0..cfg.runs.max(1) {
+                for (c, t) in libs.iter().zip(&mut ts) {
+                    t.push(c.time(meet, &e0, &e1)?);
                 }
             }
-            drop(inputs);
-            let mut ts = Vec::new();
-            for _ in 0..cfg.runs.max(1) {
-                ts.push(c.time(meet, &e0, &e1)?);
-            }
-            let table = meet.all_gather(&encode_cell(wrong, &ts))?;
-            let (wrong, t) = combine_cells(&table, ts.len())?;
             let factor = cfg.kind.busbw_factor(n);
+            let mut combined = Vec::new();
+            for (w, t) in wrong.iter().zip(&ts) {
+                let table = meet.all_gather(&encode_cell(*w, t))?;
+                combined.push(combine_cells(&table, t.len())?);
+            }
+            let (wrong, t) = combined[0];
             let algbw = algbw(size, t);
-            let cell = Cell {
+            let mut cell = Cell {
                 time_us: t,
                 algbw,
                 busbw: algbw * factor,
                 wrong,
                 ..Default::default()
             };
+            if let Some(&(nw, nt)) = combined.get(1) {
+                cell.nccl_time_us = Some(nt);
+                cell.nccl_busbw = Some(super::harness::algbw(size, nt) * factor);
+                cell.nccl_wrong = (nw >= 0).then_some(nw);
+            }
             row.set(in_place, cell);
         }
         on_row(&row);
@@ -264,6 +333,7 @@ pub fn run(
     stream.sync()?;
     // No peer may still be pushing into this rank's slots when the caller moves on (or exits).
     meet.barrier()?;
+    drop(nccl);
     Ok(rows)
 }
 

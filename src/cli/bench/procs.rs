@@ -25,13 +25,8 @@ fn runs_direct(algo: &str, nranks: u32) -> bool {
         || schedules::pick(&coll, nranks, 1 << 20, algo).is_ok_and(|(_, s)| direct::applies(&s))
 }
 
-/// `--procs` runs what the multi-process backend runs: direct schedules, 2 to 8 ranks, no NCCL.
+/// `--procs` runs what the multi-process backend runs: direct schedules, 2 to 8 ranks.
 pub(super) fn check_procs(a: &Args, algo: &str) -> Result<(), CliError> {
-    if a.vs_nccl {
-        return Err(CliError::input(
-            "--procs does not run NCCL beside ours: drop --vs-nccl (or --procs)",
-        ));
-    }
     if a.cuda_graph {
         return Err(CliError::input(
             "--procs does not capture CUDA graphs: drop --cuda-graph (or --procs)",
