@@ -14,7 +14,7 @@ use super::device::{drv, DevBuf, Event};
 use super::harness::{
     algbw, coll_of, data_seed, geometry, median, rank_ptrs, BenchConfig, Cell, Row,
 };
-use super::ipc::{check_direct, CudaProcComm, ProcRequest};
+use super::ipc::{check_direct, CudaProcComm, ProcRequest, RegisteredBuffer};
 use super::nccl::NcclRank;
 use super::schedules;
 use super::CudaError;
@@ -123,6 +123,8 @@ struct Ctx<'a> {
     count: u64,
     input: u64,
     output: u64,
+    /// The registered bench buffer `input` lies in (pull mode may read it from the peers).
+    registered: RegisteredBuffer,
 }
 
 impl Ctx<'_> {
@@ -136,6 +138,7 @@ impl Ctx<'_> {
                     op: self.cfg.op,
                     input: self.input,
                     output: self.output,
+                    registered_input: Some(self.registered),
                 },
                 self.stream.s,
             ),
@@ -222,12 +225,21 @@ pub fn run(
         // `auto` here chooses among what this mode runs (the one-process `auto` may pick
         // two-shot or the ring above 2 ranks).
         let algo = match cfg.algo.as_str() {
-            "auto" => schedules::auto_direct_algo(count * elem),
+            "auto" => schedules::auto_direct_algo(cfg.kind, count * elem, true),
             a => a,
         };
         let (algo, s) = schedules::pick(&coll, n, count * elem, algo)
             .map_err(|e| CudaError::Input(e.to_string()))?;
         check_direct(&s)?;
+        // Pull mode (the bench's buffers are registered, so the peers' inputs are mapped):
+        // say so in the table, as the one-process bench does.
+        let algo = if super::direct::enabled()
+            && super::direct::pull::wanted(cfg.kind, s.protocol, count * elem)
+        {
+            format!("{algo}-pull")
+        } else {
+            algo
+        };
         scheds.push((algo, s));
     }
     comm.prepare(cfg.dtype)?;
@@ -241,6 +253,10 @@ pub fn run(
     let (_, max_in, max_out) = geometry(cfg.kind, n, max_size, elem);
     let inp = DevBuf::new(&ctx, (max_in * elem) as usize)?;
     let out = DevBuf::new(&ctx, (max_out * elem) as usize)?;
+    // Registered with every rank (same sizes, same order), so calls can pull.
+    let mut exchange = |mine: &[u8]| meet.all_gather(mine);
+    let reg_in = comm.register(inp.ptr, inp.bytes as u64, &mut exchange)?;
+    let reg_out = comm.register(out.ptr, out.bytes as u64, &mut exchange)?;
     let stream = Stream::new(&ctx)?;
     let (e0, e1) = (Event::new(&ctx)?, Event::new(&ctx)?);
     let mut rows = Vec::new();
@@ -256,6 +272,12 @@ pub fn run(
         };
         for in_place in [false, true] {
             let (ip, op) = rank_ptrs(cfg.kind, rank, count, elem, in_place, inp.ptr, out.ptr);
+            // In place the input lies in the output buffer.
+            let registered = if (inp.ptr..inp.ptr + inp.bytes as u64).contains(&ip) {
+                reg_in
+            } else {
+                reg_out
+            };
             let at = |lib| Ctx {
                 comm,
                 lib,
@@ -265,6 +287,7 @@ pub fn run(
                 count,
                 input: ip,
                 output: op,
+                registered,
             };
             let libs: Vec<Ctx> = std::iter::once(at(Lib::Ours))
                 .chain(nccl.as_ref().map(|nc| at(Lib::Nccl(nc))))

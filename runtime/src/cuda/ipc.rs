@@ -8,6 +8,10 @@
 //! launches against a peer whose setup failed. The exchange is the ordering point: a peer can
 //! only see our pointers after our flags and LL slots are zero.
 //!
+//! Buffers the ranks register together ([`CudaProcComm::register`], `ipc/register.rs`) are
+//! mapped in every rank too, so a call whose input is registered runs pull mode as in one
+//! process.
+//!
 //! Only one-shot schedules run here (the ones [`direct::applies`] accepts): the generic
 //! lowering and the copy-engine pipeline address peers' scratch rings and contexts that exist
 //! only in a one-process [`super::CudaGroup`].
@@ -18,7 +22,12 @@ use super::CudaError;
 use crate::types::{DataType, ReduceOp};
 use cudarc::driver::{sys, CudaContext};
 use planner::schedule::Schedule;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+mod register;
+pub use register::{
+    check_reg_table, peer_inputs, RegRecord, RegisteredBuffer, REG_BYTES, REG_MAGIC, REG_VERSION,
+};
 
 /// First bytes of a [`PeerRecord`].
 pub const RECORD_MAGIC: &[u8; 4] = b"TPIX";
@@ -267,6 +276,10 @@ pub struct ProcRequest<'a> {
     pub op: ReduceOp,
     pub input: u64,
     pub output: u64,
+    /// The registered buffer `input` lies in ([`CudaProcComm::register`]), the same on every
+    /// rank, with every rank's input at the same offset into its buffer: then pull mode may run
+    /// (the peers' inputs are mapped). `None`: the push path, which reads no peer's buffer.
+    pub registered_input: Option<RegisteredBuffer>,
 }
 
 /// One process, one GPU, one rank of a job whose other ranks are processes on the same host.
@@ -278,6 +291,8 @@ pub struct CudaProcComm {
     nranks: u32,
     ctx: Arc<CudaContext>,
     peers: DirectPeers,
+    /// Registered buffers, in registration order (their peers' mappings).
+    registry: Mutex<Vec<register::Registration>>,
     /// Declared before `_bufs`: the peers' mappings close before our own buffers are freed.
     mapped: Vec<IpcMapping>,
     /// This rank's slots and flags: only kernels use them (through `peers`), so they are
@@ -404,6 +419,7 @@ impl CudaProcComm {
             nranks,
             ctx,
             peers,
+            registry: Mutex::default(),
             mapped,
             _bufs: bufs,
             modules: ModuleCache::default(),
@@ -452,21 +468,47 @@ impl CudaProcComm {
             return Ok(());
         }
         let module = self.module(req.dtype)?;
-        let call = DirectCall::of(
-            s,
-            req.count,
-            req.dtype,
-            req.op,
-            req.input,
-            req.output,
-            direct::is_in_place(
-                s.collective.kind,
-                self.rank,
-                req.count * req.dtype.size() as u64,
+        let inputs = match req.registered_input {
+            None => None,
+            Some(RegisteredBuffer(i)) => {
+                let reg = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+                let r = reg.get(i as usize).ok_or_else(|| {
+                    rank_err(
+                        self.rank,
+                        format!("registered buffer {i} is not registered here"),
+                    )
+                })?;
+                let (in_len, _) =
+                    crate::reference::buffer_lens(&s.collective, self.nranks, req.count as usize);
+                let in_bytes = in_len as u64 * req.dtype.size() as u64;
+                Some(peer_inputs(
+                    &r.starts,
+                    r.bytes,
+                    self.nranks,
+                    self.rank,
+                    req.input,
+                    in_bytes,
+                )?)
+            }
+        };
+        let call = DirectCall {
+            inputs,
+            ..DirectCall::of(
+                s,
+                req.count,
+                req.dtype,
+                req.op,
                 req.input,
                 req.output,
-            ),
-        );
+                direct::is_in_place(
+                    s.collective.kind,
+                    self.rank,
+                    req.count * req.dtype.size() as u64,
+                    req.input,
+                    req.output,
+                ),
+            )
+        };
         direct::launch_call(&self.ctx, &module, &self.peers, self.rank, &call, stream)
             .map_err(at(self.rank, "launching a direct call"))
     }

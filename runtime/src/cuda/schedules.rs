@@ -95,9 +95,12 @@ pub fn auto_algo(kind: CollectiveKind, nranks: u32, bytes: u64) -> &'static str 
 }
 
 /// What `auto` means where only the direct path runs (one process per GPU, `--procs`): the
-/// one-shot schedules, LL up to the LL limit, Simple above, whatever the rank count.
-pub fn auto_direct_algo(bytes: u64) -> &'static str {
-    if bytes <= ll_up_to() {
+/// one-shot schedules, LL up to the LL limit, Simple above, whatever the rank count. With
+/// `pull` (the inputs registered, so pull mode can run), LL yields where pull mode would run,
+/// as in one process.
+pub fn auto_direct_algo(kind: CollectiveKind, bytes: u64, pull: bool) -> &'static str {
+    if bytes <= ll_up_to() && !(pull && super::direct::pull::wanted(kind, Protocol::Simple, bytes))
+    {
         "one-shot-ll"
     } else {
         "one-shot"
@@ -175,8 +178,16 @@ mod tests {
         assert_eq!(auto_algo(CollectiveKind::Broadcast, 8, 1 << 30), "ring");
         assert_eq!(auto_algo(CollectiveKind::Reduce, 4, 64 << 20), "ring");
         assert_eq!(auto_algo(CollectiveKind::AllGather, 8, 1 << 30), "one-shot");
-        assert_eq!(auto_direct_algo(1 << 30), "one-shot");
-        assert_eq!(auto_direct_algo(8), "one-shot-ll");
+        let ar = CollectiveKind::AllReduce;
+        assert_eq!(auto_direct_algo(ar, 1 << 30, false), "one-shot");
+        assert_eq!(auto_direct_algo(ar, 8, true), "one-shot-ll");
+        // 512 KiB: LL unless pull mode can run it (registered inputs).
+        assert_eq!(auto_direct_algo(ar, 512 << 10, false), "one-shot-ll");
+        assert_eq!(auto_direct_algo(ar, 512 << 10, true), "one-shot");
+        assert_eq!(
+            auto_direct_algo(CollectiveKind::AllGather, 512 << 10, true),
+            "one-shot-ll"
+        );
         assert_eq!(
             auto_algo(CollectiveKind::ReduceScatter, 8, 1 << 30),
             "one-shot"
