@@ -468,6 +468,13 @@ impl CudaProcComm {
             return Ok(());
         }
         let module = self.module(req.dtype)?;
+        let in_place = direct::is_in_place(
+            s.collective.kind,
+            self.rank,
+            req.count * req.dtype.size() as u64,
+            req.input,
+            req.output,
+        );
         let inputs = match req.registered_input {
             None => None,
             Some(RegisteredBuffer(i)) => {
@@ -481,6 +488,10 @@ impl CudaProcComm {
                 let (in_len, _) =
                     crate::reference::buffer_lens(&s.collective, self.nranks, req.count as usize);
                 let in_bytes = in_len as u64 * req.dtype.size() as u64;
+                // In place, an all-gather's input is block `rank` of the output (NCCL's rule),
+                // so the ranks' inputs sit at different offsets.
+                let gather_in_place =
+                    in_place && s.collective.kind == planner::schedule::CollectiveKind::AllGather;
                 Some(peer_inputs(
                     &r.starts,
                     r.bytes,
@@ -488,25 +499,14 @@ impl CudaProcComm {
                     self.rank,
                     req.input,
                     in_bytes,
+                    if gather_in_place { in_bytes } else { 0 },
                 )?)
             }
         };
         let call = DirectCall {
             inputs,
             ..DirectCall::of(
-                s,
-                req.count,
-                req.dtype,
-                req.op,
-                req.input,
-                req.output,
-                direct::is_in_place(
-                    s.collective.kind,
-                    self.rank,
-                    req.count * req.dtype.size() as u64,
-                    req.input,
-                    req.output,
-                ),
+                s, req.count, req.dtype, req.op, req.input, req.output, in_place,
             )
         };
         direct::launch_call(&self.ctx, &module, &self.peers, self.rank, &call, stream)

@@ -5,9 +5,10 @@
 //! where every input is already mapped.
 //!
 //! The contract, like count and operator: every rank names the same registration for a call and
-//! passes its input at the same offset into the buffer it registered. Registration is checked
-//! (same index, same size on every rank, the input inside the buffer); the offsets of the other
-//! ranks cannot be seen from here.
+//! passes its input at the same offset into the buffer it registered, except in an in-place
+//! all-gather, where by NCCL's rule rank r's input is block r of its output (the outputs at the
+//! same offset). Registration is checked (same index, same size on every rank, every rank's
+//! input inside its buffer); the offsets the other ranks pass cannot be seen from here.
 
 use super::{at, export, rank_err, CudaProcComm, Exchange, IpcMapping};
 use crate::cuda::device::drv;
@@ -131,8 +132,10 @@ pub(super) struct Registration {
 }
 
 /// Every rank's input of a call whose input is at `input` on `rank` (`in_bytes` long), in the
-/// registered buffer that starts at `starts[r]` on rank r and is `bytes` long: the same offset
-/// on every rank. An error when the input does not lie inside this rank's buffer.
+/// registered buffer that starts at `starts[r]` on rank r and is `bytes` long. Rank r's input
+/// sits `r * stride` bytes after a common offset: `stride` 0 (the same offset on every rank), or
+/// `in_bytes` for an in-place all-gather (rank r's input is block r of its output). An error
+/// when some rank's input would not lie inside its buffer.
 pub fn peer_inputs(
     starts: &[u64; 8],
     bytes: u64,
@@ -140,21 +143,34 @@ pub fn peer_inputs(
     rank: u32,
     input: u64,
     in_bytes: u64,
+    stride: u64,
 ) -> Result<[u64; 8], CudaError> {
     let mine = starts[rank as usize];
-    let inside = input >= mine && input - mine <= bytes && in_bytes <= bytes - (input - mine);
-    if !inside {
-        return Err(rank_err(
+    let outside = || {
+        rank_err(
             rank,
             format!(
                 "the input ({in_bytes} bytes at {input:#x}) does not lie in the registered buffer \
-                 it names ({bytes} bytes at {mine:#x})"
+                 it names ({bytes} bytes at {mine:#x}) at the place every rank's input must"
             ),
-        ));
+        )
+    };
+    // The common offset, then the last rank's input end, in checked arithmetic.
+    let common = input
+        .checked_sub(mine)
+        .and_then(|o| o.checked_sub(rank as u64 * stride))
+        .ok_or_else(outside)?;
+    let last_end = (nranks as u64 - 1)
+        .checked_mul(stride)
+        .and_then(|x| x.checked_add(common))
+        .and_then(|x| x.checked_add(in_bytes))
+        .ok_or_else(outside)?;
+    if last_end > bytes || common + rank as u64 * stride + in_bytes > bytes {
+        return Err(outside());
     }
     let mut out = [0u64; 8];
-    for r in 0..nranks as usize {
-        out[r] = starts[r] + (input - mine);
+    for (r, o) in out.iter_mut().enumerate().take(nranks as usize) {
+        *o = starts[r] + common + r as u64 * stride;
     }
     Ok(out)
 }
@@ -314,7 +330,7 @@ mod tests {
         ) {
             let starts = [0x1000_0000_0000, 0x2000_0000_0000, 0x3000_0000_0000, 0x4000_0000_0000, 0, 0, 0, 0];
             let input = starts[rank as usize] + off;
-            match peer_inputs(&starts, bytes, 4, rank, input, len) {
+            match peer_inputs(&starts, bytes, 4, rank, input, len, 0) {
                 Ok(v) => {
                     prop_assert!(off + len <= bytes);
                     for r in 0..4 {
@@ -328,15 +344,44 @@ mod tests {
                 }
             }
         }
+
+        /// In-place all-gather: rank r's input is block r of an output at a common offset;
+        /// every rank's block must fit.
+        #[test]
+        fn in_place_all_gather_inputs_follow_the_rank(
+            common in 0u64..1 << 20,
+            block in 1u64..1 << 20,
+            rank in 0u32..4,
+            bytes in 1u64..1 << 23,
+        ) {
+            let starts = [0x10_0000_0000, 0x20_0000_0000, 0x30_0000_0000, 0x40_0000_0000, 0, 0, 0, 0];
+            let input = starts[rank as usize] + common + rank as u64 * block;
+            match peer_inputs(&starts, bytes, 4, rank, input, block, block) {
+                Ok(v) => {
+                    prop_assert!(common + 4 * block <= bytes);
+                    for r in 0..4 {
+                        prop_assert_eq!(v[r], starts[r] + common + r as u64 * block);
+                    }
+                }
+                Err(_) => prop_assert!(common + 4 * block > bytes),
+            }
+        }
     }
 
     #[test]
     fn an_input_before_the_buffer_is_refused() {
         let starts = [0x2000, 0x9000, 0, 0, 0, 0, 0, 0];
-        assert!(peer_inputs(&starts, 0x100, 2, 0, 0x1ff0, 16).is_err());
+        assert!(peer_inputs(&starts, 0x100, 2, 0, 0x1ff0, 16, 0).is_err());
         assert_eq!(
-            peer_inputs(&starts, 0x100, 2, 0, 0x2010, 16).unwrap()[..2],
+            peer_inputs(&starts, 0x100, 2, 0, 0x2010, 16, 0).unwrap()[..2],
             [0x2010, 0x9010]
         );
+        // Rank 1 of an in-place all-gather of 16-byte blocks: its block is the second.
+        assert_eq!(
+            peer_inputs(&starts, 0x100, 2, 1, 0x9010, 16, 16).unwrap()[..2],
+            [0x2000, 0x9010]
+        );
+        // Rank 1 claiming block 1 at offset 0 has no common offset.
+        assert!(peer_inputs(&starts, 0x100, 2, 1, 0x9000, 16, 16).is_err());
     }
 }
