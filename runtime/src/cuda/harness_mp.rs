@@ -11,6 +11,7 @@
 //! and timed in runs that alternate with ours.
 
 use super::device::{drv, DevBuf, Event};
+use super::graph::{begin_capture, end_capture, Graph};
 use super::harness::{
     algbw, coll_of, data_seed, geometry, median, rank_ptrs, BenchConfig, Cell, Row,
 };
@@ -176,7 +177,7 @@ impl Ctx<'_> {
         }
         // The fill and copy ran on the null stream; the calls run on a non-blocking one.
         ctx.synchronize().map_err(drv)?;
-        self.enqueue()?;
+        self.once()?;
         self.stream.sync()?;
         let Some(w) = want else { return Ok(-1) };
         let mut got = vec![0u8; w.len()];
@@ -187,17 +188,50 @@ impl Ctx<'_> {
         Ok(count_wrong(self.cfg.dtype, &got, w, 0.0) as i64)
     }
 
-    /// One timed run: warm-up, barrier, `iters` calls between events; µs per call.
+    /// `calls` calls captured into a CUDA graph on this rank's stream (`--cuda-graph`).
+    fn capture(&self, calls: usize) -> Result<Graph, CudaError> {
+        self.comm.context().bind_to_thread().map_err(drv)?;
+        begin_capture(self.stream.s)?;
+        let enq = (0..calls).try_for_each(|_| self.enqueue());
+        let g = end_capture(self.stream.s)?;
+        enq?;
+        Ok(g)
+    }
+
+    /// One call, or under `--cuda-graph` one call captured and replayed.
+    fn once(&self) -> Result<(), CudaError> {
+        if self.cfg.cuda_graph {
+            self.capture(1)?.launch(self.stream.s)
+        } else {
+            self.enqueue()
+        }
+    }
+
+    /// One timed run: warm-up, barrier, `iters` calls between events; µs per call. Under
+    /// `--cuda-graph` the timed calls are one captured graph, replayed once untimed first
+    /// (instantiation and upload are not the calls' cost), as in the one-process bench.
     fn time(&self, meet: &mut dyn Meet, e0: &Event, e1: &Event) -> Result<f64, CudaError> {
         for _ in 0..self.cfg.warmup {
             self.enqueue()?;
         }
+        let graph = if self.cfg.cuda_graph {
+            let g = self.capture(self.cfg.iters)?;
+            g.launch(self.stream.s)?;
+            Some(g)
+        } else {
+            None
+        };
         self.stream.sync()?;
         meet.barrier()?;
         let s = self.stream.s;
         e0.record(s)?; // the context is bound by `sync`
-        for _ in 0..self.cfg.iters {
-            self.enqueue()?;
+        match &graph {
+            Some(g) => g.launch(s)?,
+            None => {
+                for _ in 0..self.cfg.iters {
+                    self.enqueue()?;
+                }
+            }
         }
         e1.record(s)?;
         let ms = e1.ms_since(e0)?;

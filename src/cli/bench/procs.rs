@@ -27,11 +27,6 @@ fn runs_direct(algo: &str, nranks: u32) -> bool {
 
 /// `--procs` runs what the multi-process backend runs: direct schedules, 2 to 8 ranks.
 pub(super) fn check_procs(a: &Args, algo: &str) -> Result<(), CliError> {
-    if a.cuda_graph {
-        return Err(CliError::input(
-            "--procs does not capture CUDA graphs: drop --cuda-graph (or --procs)",
-        ));
-    }
     if !(2..=8).contains(&a.ngpus) {
         return Err(CliError::input(format!(
             "--procs needs -g 2 to 8 (one process per GPU), not {}",
