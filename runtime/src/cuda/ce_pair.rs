@@ -205,6 +205,29 @@ impl Signals<'_> {
     }
 }
 
+/// One rank's view of the pair path: its context, both ranks' scratch rings and pair counter
+/// words (as this process addresses them) and its state. In one process (`CudaGroup`) the peer's
+/// are peer-mapped; across processes (`CudaProcComm`) IPC-mapped.
+pub(crate) struct PairSide<'a> {
+    pub ctx: &'a Arc<CudaContext>,
+    pub sm_count: u32,
+    pub rank: usize,
+    /// Each rank's scratch ring (`slot_bytes · slots` bytes, [`ring_bytes`]).
+    pub scratch: [u64; 2],
+    /// Each rank's first pair counter word (the FREED word; LANDED and PUSHED follow).
+    pub flags: [u64; 2],
+    pub state: &'a std::sync::Mutex<PairState>,
+}
+
+/// Bytes of one rank's scratch ring.
+pub(crate) fn ring_bytes() -> u64 {
+    let k = knobs();
+    slot_bytes(k) * k.slots
+}
+
+/// Words of pair counters a rank needs (FREED, then LANDED and PUSHED per copy stream).
+pub(crate) const PAIR_WORDS: usize = 1 + 2 * MAX_COPY_STREAMS;
+
 /// Enqueues rank `rank`'s part of the pair all-reduce on `stream` (the caller's).
 pub(crate) fn enqueue(
     g: &CudaGroup,
@@ -213,25 +236,59 @@ pub(crate) fn enqueue(
     m: &ExecModule,
     stream: sys::CUstream,
 ) -> Result<(), CudaError> {
-    let k = knobs();
-    let elem = req.dtype.size() as u64;
-    let slot = slot_bytes(k);
-    let scratch = scratch_ptrs(g, slot * k.slots)?;
-    let peer = 1 - rank;
+    let scratch = scratch_ptrs(g, ring_bytes())?;
     let me = &g.ranks[rank];
-    let ctx = &me.ctx;
-    let flags = |r: usize, w: usize| g.ranks[r].flags.ptr + ((PAIR_FLAGS + w) * 8) as u64;
+    let flags = |r: usize| g.ranks[r].flags.ptr + (PAIR_FLAGS * 8) as u64;
+    let side = PairSide {
+        ctx: &me.ctx,
+        sm_count: me.sm_count,
+        rank,
+        scratch: [scratch[0], scratch[1]],
+        flags: [flags(0), flags(1)],
+        state: &me.ce_pair,
+    };
+    enqueue_on(
+        &side,
+        req.inputs[rank],
+        req.outputs[rank],
+        req.count,
+        req.dtype,
+        req.op,
+        m,
+        stream,
+    )
+}
+
+/// [`enqueue`] for the rank `side` describes: `count` elements from `input` to `output`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn enqueue_on(
+    side: &PairSide,
+    input: u64,
+    output: u64,
+    count: u64,
+    dtype: crate::types::DataType,
+    op: ReduceOp,
+    m: &ExecModule,
+    stream: sys::CUstream,
+) -> Result<(), CudaError> {
+    let k = knobs();
+    let elem = dtype.size() as u64;
+    let slot = slot_bytes(k);
+    let scratch = side.scratch;
+    let rank = side.rank;
+    let peer = 1 - rank;
+    let ctx = side.ctx;
+    let flags = |r: usize, w: usize| side.flags[r] + (w * 8) as u64;
     let sig = Signals {
         ctx,
         m,
         kernels: k.kernel_signals,
     };
-    let (input, output) = (req.inputs[rank], req.outputs[rank]);
-    let list = chunks(req.count, elem, k.chunk, k.min_chunk);
-    let f = &m.pair[super::device::op_index(req.op)];
-    let avg = u32::from(req.op == ReduceOp::Avg);
+    let list = chunks(count, elem, k.chunk, k.min_chunk);
+    let f = &m.pair[super::device::op_index(op)];
+    let avg = u32::from(op == ReduceOp::Avg);
 
-    let mut st = me.ce_pair.lock().unwrap_or_else(|p| p.into_inner());
+    let mut st = side.state.lock().unwrap_or_else(|p| p.into_inner());
     let ns = k.streams;
     let g0 = st.chunks_done;
     ctx.bind_to_thread().map_err(drv)?;
@@ -265,7 +322,7 @@ pub(crate) fn enqueue(
         let (s, nth) = protocol::stream_of(c, ns);
         sig.wait(stream, flags(rank, LANDED + s), nth)?;
         sig.wait(stream, flags(rank, PUSHED + s), nth)?;
-        let grid = ((n * elem).div_ceil(64 << 10) as u32).clamp(1, 2 * me.sm_count);
+        let grid = ((n * elem).div_ceil(64 << 10) as u32).clamp(1, 2 * side.sm_count);
         let mut args: (u64, u64, u64, u64, u32) = (
             output + off * elem,
             input + off * elem,

@@ -265,16 +265,20 @@ pub fn run(
         let (algo, s) = schedules::pick(&coll, n, count * elem, algo)
             .map_err(|e| CudaError::Input(e.to_string()))?;
         check_direct(&s)?;
-        // Pull mode (the bench's buffers are registered, so the peers' inputs are mapped):
-        // say so in the table, as the one-process bench does.
-        let algo = if super::direct::enabled()
+        // The hybrid (copy engines enabled below where a size needs them; not under graph
+        // capture) and pull mode (the bench's buffers are registered, so the peers' inputs
+        // are mapped): say so in the table, as the one-process bench does.
+        let hybrid = n == 2 && super::hybrid::share(&s, count, elem) > 0;
+        let algo = if hybrid && !cfg.cuda_graph {
+            format!("{algo}+ce")
+        } else if super::direct::enabled()
             && super::direct::pull::wanted(cfg.kind, s.protocol, count * elem)
         {
             format!("{algo}-pull")
         } else {
             algo
         };
-        scheds.push((algo, s));
+        scheds.push((algo, s, hybrid));
     }
     comm.prepare(cfg.dtype)?;
     let nccl = if cfg.vs_nccl {
@@ -291,10 +295,14 @@ pub fn run(
     let mut exchange = |mine: &[u8]| meet.all_gather(mine);
     let reg_in = comm.register(inp.ptr, inp.bytes as u64, &mut exchange)?;
     let reg_out = comm.register(out.ptr, out.bytes as u64, &mut exchange)?;
+    // The same answer on every rank (same sizes, same knobs): all enable, or none.
+    if !cfg.cuda_graph && scheds.iter().any(|x| x.2) {
+        comm.enable_copy_engines(&mut exchange)?;
+    }
     let stream = Stream::new(&ctx)?;
     let (e0, e1) = (Event::new(&ctx)?, Event::new(&ctx)?);
     let mut rows = Vec::new();
-    for (si, (&size, (algo, sched))) in cfg.sizes.iter().zip(&scheds).enumerate() {
+    for (si, (&size, (algo, sched, _))) in cfg.sizes.iter().zip(&scheds).enumerate() {
         let (count, _, _) = geometry(cfg.kind, n, size, elem);
         let mut row = Row {
             size,

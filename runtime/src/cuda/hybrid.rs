@@ -110,15 +110,34 @@ pub(crate) fn enqueue(
         .hybrid
         .lock()
         .unwrap_or_else(|p| p.into_inner());
-    g.ranks[rank].ctx.bind_to_thread().map_err(drv)?;
+    fork_join(
+        &g.ranks[rank].ctx,
+        &st,
+        stream,
+        |s| super::direct::enqueue(g, rank, &sm_req, in_place, module, s),
+        |side| super::ce_pair::enqueue(g, rank, &ce_req, module, side),
+    )
+}
+
+/// Runs `sm_part` on the caller's `stream` and `ce_part` on the side stream of `st`, forked
+/// from the caller's stream first and joined back into it after (the caller's later work waits
+/// for both). One process (`enqueue`) and one process per GPU (`ipc`) alike.
+pub(crate) fn fork_join(
+    ctx: &Arc<CudaContext>,
+    st: &HybridState,
+    stream: sys::CUstream,
+    sm_part: impl FnOnce(sys::CUstream) -> Result<(), CudaError>,
+    ce_part: impl FnOnce(sys::CUstream) -> Result<(), CudaError>,
+) -> Result<(), CudaError> {
+    ctx.bind_to_thread().map_err(drv)?;
     // Fork: the side stream starts where the caller's stream is.
     st.fork.record(stream)?;
     // SAFETY: an event and a stream of this context.
     unsafe { sys::cuStreamWaitEvent(st.side.raw(), st.fork.raw(), 0) }
         .result()
         .map_err(drv)?;
-    super::direct::enqueue(g, rank, &sm_req, in_place, module, stream)?;
-    super::ce_pair::enqueue(g, rank, &ce_req, module, st.side.raw())?;
+    sm_part(stream)?;
+    ce_part(st.side.raw())?;
     // Join: the caller's stream continues once the side range is reduced.
     st.join.record(st.side.raw())?;
     // SAFETY: as above.

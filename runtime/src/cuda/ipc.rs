@@ -24,6 +24,7 @@ use cudarc::driver::{sys, CudaContext};
 use planner::schedule::Schedule;
 use std::sync::{Arc, Mutex};
 
+mod pair;
 mod register;
 pub use register::{
     check_reg_table, peer_inputs, RegRecord, RegisteredBuffer, REG_BYTES, REG_MAGIC, REG_VERSION,
@@ -293,6 +294,8 @@ pub struct CudaProcComm {
     peers: DirectPeers,
     /// Registered buffers, in registration order (their peers' mappings).
     registry: Mutex<Vec<register::Registration>>,
+    /// The copy engines' ring and counters once enabled (`enable_copy_engines`, 2 ranks).
+    pair: Mutex<Option<pair::ProcPair>>,
     /// Declared before `_bufs`: the peers' mappings close before our own buffers are freed.
     mapped: Vec<IpcMapping>,
     /// This rank's slots and flags: only kernels use them (through `peers`), so they are
@@ -420,6 +423,7 @@ impl CudaProcComm {
             ctx,
             peers,
             registry: Mutex::default(),
+            pair: Mutex::default(),
             mapped,
             _bufs: bufs,
             modules: ModuleCache::default(),
@@ -509,6 +513,49 @@ impl CudaProcComm {
                 s, req.count, req.dtype, req.op, req.input, req.output, in_place,
             )
         };
+        // From 512 MiB (2 ranks, copy engines enabled): the hybrid, as in one process. Not
+        // under graph capture (the counters' bases live on the host), as in one process.
+        let elem = req.dtype.size() as u64;
+        let ce = super::hybrid::share(s, req.count, elem);
+        let pair = self.pair.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = pair.as_ref().filter(|_| ce > 0 && ce < req.count) {
+            self.ctx.bind_to_thread().map_err(drv)?;
+            if !super::ce_pair::capturing(stream)? {
+                let sm = req.count - ce;
+                let sm_call = DirectCall { count: sm, ..call };
+                let hy = p.hybrid.lock().unwrap_or_else(|p| p.into_inner());
+                let side = p.side(self, self.peers.min_sm);
+                return super::hybrid::fork_join(
+                    &self.ctx,
+                    &hy,
+                    stream,
+                    |st| {
+                        direct::launch_call(
+                            &self.ctx,
+                            &module,
+                            &self.peers,
+                            self.rank,
+                            &sm_call,
+                            st,
+                        )
+                    },
+                    |side_stream| {
+                        super::ce_pair::enqueue_on(
+                            &side,
+                            req.input + sm * elem,
+                            req.output + sm * elem,
+                            ce,
+                            req.dtype,
+                            req.op,
+                            &module,
+                            side_stream,
+                        )
+                    },
+                )
+                .map_err(at(self.rank, "launching a hybrid call"));
+            }
+        }
+        drop(pair);
         direct::launch_call(&self.ctx, &module, &self.peers, self.rank, &call, stream)
             .map_err(at(self.rank, "launching a direct call"))
     }
