@@ -134,6 +134,27 @@ fn algo_rows(rows: &[(u64, String, f64)], algo: &str) -> Vec<(u64, f64)> {
         .collect()
 }
 
+/// The (size, µs) points of a whole `auto` run of 8 B–1 GiB by regime: LL, pull mode, the push
+/// path, the hybrid (16, 6, 4 and 2 sizes, asserted).
+#[allow(clippy::type_complexity)]
+fn auto_regimes(
+    rows: &[(u64, String, f64)],
+) -> (
+    Vec<(u64, f64)>,
+    Vec<(u64, f64)>,
+    Vec<(u64, f64)>,
+    Vec<(u64, f64)>,
+) {
+    let r = (
+        algo_rows(rows, "one-shot-ll"),
+        algo_rows(rows, "one-shot-pull"),
+        algo_rows(rows, "one-shot"),
+        algo_rows(rows, "one-shot+ce"),
+    );
+    assert_eq!((r.0.len(), r.1.len(), r.2.len(), r.3.len()), (16, 6, 4, 2));
+    r
+}
+
 fn worst_error(algo: Algorithm, proto: Protocol, pts: &[(u64, f64)]) -> f64 {
     let p = h200x2_planner();
     let f = Filter {
@@ -229,16 +250,7 @@ fn copy_engine_model_tracks_topoplans_executor_on_h200x2() {
 #[test]
 fn models_track_session_12s_closing_run() {
     let rows = bench_rows("session12/run4-perf.log", "-b 8 -e 1G -f 2");
-    let (ll, pull, push, hybrid) = (
-        algo_rows(&rows, "one-shot-ll"),
-        algo_rows(&rows, "one-shot-pull"),
-        algo_rows(&rows, "one-shot"),
-        algo_rows(&rows, "one-shot+ce"),
-    );
-    assert_eq!(
-        (ll.len(), pull.len(), push.len(), hybrid.len()),
-        (16, 6, 4, 2)
-    );
+    let (ll, pull, push, hybrid) = auto_regimes(&rows);
     assert!(worst_error(Algorithm::OneShot, Protocol::LL, &ll) < 0.08);
     assert!(worst_error(Algorithm::OneShot, Protocol::Simple, &pull) < 0.03);
     assert!(worst_error(Algorithm::OneShot, Protocol::Simple, &push) < 0.03);
@@ -255,16 +267,7 @@ fn models_track_session_13s_closing_run() {
     let log = "session13/run3-perf.log";
     let mut rows = bench_rows(log, "-b 8 -e 64M -f 2");
     rows.extend(bench_rows(log, "-b 128M -e 1G -f 2"));
-    let (ll, pull, push, hybrid) = (
-        algo_rows(&rows, "one-shot-ll"),
-        algo_rows(&rows, "one-shot-pull"),
-        algo_rows(&rows, "one-shot"),
-        algo_rows(&rows, "one-shot+ce"),
-    );
-    assert_eq!(
-        (ll.len(), pull.len(), push.len(), hybrid.len()),
-        (16, 6, 4, 2)
-    );
+    let (ll, pull, push, hybrid) = auto_regimes(&rows);
     let errs = [
         worst_error(Algorithm::OneShot, Protocol::LL, &ll),
         worst_error(Algorithm::OneShot, Protocol::Simple, &pull),

@@ -148,6 +148,36 @@ fn at(rank: u32, doing: &str) -> impl FnOnce(CudaError) -> CudaError + '_ {
     }
 }
 
+/// All ranks go on or all fail: all-gathers whether this rank's step (`mine`) worked, and
+/// returns this rank's error, or else the first other rank's ("rank r could not `what`").
+fn agree(
+    rank: u32,
+    exchange: &mut Exchange<'_>,
+    mine: Result<(), CudaError>,
+    what: &str,
+) -> Result<(), CudaError> {
+    let word = match &mine {
+        Ok(()) => Vec::new(),
+        // Bounded: the bootstrap carries at most `MAX_GATHER_BYTES` per rank.
+        Err(e) => e.to_string().into_bytes().into_iter().take(4096).collect(),
+    };
+    let ready = exchange(&word).map_err(at(
+        rank,
+        &format!("exchanging whether every rank could {what}"),
+    ))?;
+    mine?;
+    match ready.iter().enumerate().find(|(_, w)| !w.is_empty()) {
+        Some((r, why)) => Err(rank_err(
+            rank,
+            format!(
+                "rank {r} could not {what}: {}",
+                String::from_utf8_lossy(why)
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Decodes and checks the gathered records against this rank's own; returns them in rank order.
 pub fn check_table(table: &[Vec<u8>], me: &PeerRecord) -> Result<Vec<PeerRecord>, CudaError> {
     let r = me.rank;
@@ -400,23 +430,7 @@ impl CudaProcComm {
             }
             Ok(())
         };
-        let mine = opened();
-        let word = match &mine {
-            Ok(()) => Vec::new(),
-            // Bounded: the bootstrap carries at most `MAX_GATHER_BYTES` per rank.
-            Err(e) => e.to_string().into_bytes().into_iter().take(4096).collect(),
-        };
-        let ready = exchange(&word).map_err(at(rank, "exchanging readiness"))?;
-        mine?;
-        if let Some((r, why)) = ready.iter().enumerate().find(|(_, w)| !w.is_empty()) {
-            return Err(rank_err(
-                rank,
-                format!(
-                    "rank {r} could not map its peers: {}",
-                    String::from_utf8_lossy(why)
-                ),
-            ));
-        }
+        agree(rank, exchange, opened(), "map its peers")?;
         Ok(Self {
             rank,
             nranks,

@@ -10,7 +10,7 @@
 //! same offset). Registration is checked (same index, same size on every rank, every rank's
 //! input inside its buffer); the offsets the other ranks pass cannot be seen from here.
 
-use super::{at, export, rank_err, CudaProcComm, Exchange, IpcMapping};
+use super::{agree, at, export, rank_err, CudaProcComm, Exchange, IpcMapping};
 use crate::cuda::device::drv;
 use crate::cuda::CudaError;
 use cudarc::driver::sys;
@@ -236,23 +236,8 @@ impl CudaProcComm {
             }
             Ok(())
         };
-        let mine = opened();
         // Every rank learns whether every other could map: all register, or all fail.
-        let word = match &mine {
-            Ok(()) => Vec::new(),
-            Err(e) => e.to_string().into_bytes().into_iter().take(4096).collect(),
-        };
-        let ready = exchange(&word).map_err(at(rank, "exchanging registration results"))?;
-        mine?;
-        if let Some((r, why)) = ready.iter().enumerate().find(|(_, w)| !w.is_empty()) {
-            return Err(rank_err(
-                rank,
-                format!(
-                    "rank {r} could not map a registered buffer: {}",
-                    String::from_utf8_lossy(why)
-                ),
-            ));
-        }
+        agree(rank, exchange, opened(), "map a registered buffer")?;
         reg.push(Registration {
             starts,
             bytes,

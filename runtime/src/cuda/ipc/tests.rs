@@ -234,3 +234,37 @@ mod props {
         }
     }
 }
+
+/// A step that must work on every rank: all go on, or all fail, and each says why.
+#[test]
+fn ranks_agree_before_going_on() {
+    let mut ok_table = |_: &[u8]| -> Result<Vec<Vec<u8>>, CudaError> { Ok(vec![vec![], vec![]]) };
+    assert!(agree(0, &mut ok_table, Ok(()), "map its peers").is_ok());
+    // Another rank failed: this one fails too, naming it.
+    let mut peer_failed = |mine: &[u8]| -> Result<Vec<Vec<u8>>, CudaError> {
+        assert!(
+            mine.is_empty(),
+            "this rank's step worked, so it sends nothing"
+        );
+        Ok(vec![vec![], b"out of memory".to_vec()])
+    };
+    let e = agree(0, &mut peer_failed, Ok(()), "map its peers")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("rank 1 could not map its peers: out of memory"),
+        "{e}"
+    );
+    // This rank failed: it still takes part in the exchange, then returns its own error.
+    let mut sent = Vec::new();
+    let mut record = |mine: &[u8]| -> Result<Vec<Vec<u8>>, CudaError> {
+        sent = mine.to_vec();
+        Ok(vec![mine.to_vec(), vec![]])
+    };
+    let own = Err(CudaError::Input("bad handle".into()));
+    let e = agree(0, &mut record, own, "map its peers")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("bad handle"), "{e}");
+    assert!(String::from_utf8_lossy(&sent).contains("bad handle"));
+}
