@@ -208,8 +208,8 @@ impl Lib<'_> {
                 },
                 s,
             ),
-            Lib::Nccl(n) => n.enqueue(
-                rank, cfg.kind, cfg.root, i[rank], o[rank], count, cfg.dtype, cfg.op, s,
+            Lib::Nccl(n) => n.rank(rank).enqueue(
+                cfg.kind, cfg.root, i[rank], o[rank], count, cfg.dtype, cfg.op, s,
             ),
         }
     }

@@ -33,18 +33,14 @@ pub fn version() -> Result<i32, CudaError> {
     result::get_nccl_version().map_err(err)
 }
 
+/// One communicator per GPU of this process (`ncclCommInitAll`).
 pub struct NcclGroup {
-    comms: Vec<sys::ncclComm_t>,
+    ranks: Vec<NcclRank>,
 }
-
-// SAFETY: an NCCL communicator may be used from any thread, one call at a time per comm; every
-// rank's calls come from that rank's thread.
-unsafe impl Send for NcclGroup {}
-unsafe impl Sync for NcclGroup {}
 
 impl std::fmt::Debug for NcclGroup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "NcclGroup({} ranks)", self.comms.len())
+        write!(f, "NcclGroup({} ranks)", self.ranks.len())
     }
 }
 
@@ -83,82 +79,14 @@ impl NcclGroup {
         // SAFETY: output array sized to the device count.
         unsafe { result::comm_init_all(comms.as_mut_ptr(), devs.len() as i32, devs.as_ptr()) }
             .map_err(err)?;
-        Ok(Self { comms })
+        Ok(Self {
+            ranks: comms.into_iter().map(|comm| NcclRank { comm }).collect(),
+        })
     }
 
-    /// Enqueues rank `rank`'s NCCL call for `kind` on `stream` (raw pointers, as nccl-tests).
-    #[allow(clippy::too_many_arguments)]
-    pub fn enqueue(
-        &self,
-        rank: usize,
-        kind: CollectiveKind,
-        root: u32,
-        send: u64,
-        recv: u64,
-        count: u64,
-        dt: DataType,
-        op: ReduceOp,
-        stream: dsys::CUstream,
-    ) -> Result<(), CudaError> {
-        enqueue_on(
-            self.comms[rank],
-            kind,
-            root,
-            send,
-            recv,
-            count,
-            dt,
-            op,
-            stream,
-        )
-    }
-}
-
-/// Enqueues one NCCL call of `comm` for `kind` on `stream`.
-#[allow(clippy::too_many_arguments)]
-fn enqueue_on(
-    c: sys::ncclComm_t,
-    kind: CollectiveKind,
-    root: u32,
-    send: u64,
-    recv: u64,
-    count: u64,
-    dt: DataType,
-    op: ReduceOp,
-    stream: dsys::CUstream,
-) -> Result<(), CudaError> {
-    let (s, r, n) = (send as *const c_void, recv as *mut c_void, count as usize);
-    let st = stream as _;
-    // SAFETY: pointers are device buffers of the sizes the collective needs on this rank.
-    unsafe {
-        match kind {
-            CollectiveKind::AllReduce => result::all_reduce(s, r, n, dtype(dt), redop(op), c, st),
-            CollectiveKind::AllGather => result::all_gather(s, r, n, dtype(dt), c, st),
-            CollectiveKind::ReduceScatter => {
-                result::reduce_scatter(s, r, n, dtype(dt), redop(op), c, st)
-            }
-            CollectiveKind::Broadcast => result::broadcast(s, r, n, dtype(dt), root as i32, c, st),
-            CollectiveKind::Reduce => {
-                result::reduce(s, r, n, dtype(dt), redop(op), root as i32, c, st)
-            }
-            other => {
-                return Err(CudaError::Input(format!(
-                    "NCCL baseline: {} not supported",
-                    other.name()
-                )))
-            }
-        }
-    }
-    .map_err(err)?;
-    Ok(())
-}
-
-impl Drop for NcclGroup {
-    fn drop(&mut self) {
-        for c in self.comms.drain(..) {
-            // SAFETY: created by comm_init_all, destroyed once.
-            let _ = unsafe { result::comm_destroy(c) };
-        }
+    /// Rank `rank`'s communicator (its calls come from that rank's thread).
+    pub fn rank(&self, rank: usize) -> &NcclRank {
+        &self.ranks[rank]
     }
 }
 
@@ -171,8 +99,10 @@ pub struct NcclRank {
     comm: sys::ncclComm_t,
 }
 
-// SAFETY: as `NcclGroup`: one call at a time, from the thread that owns the rank.
+// SAFETY: an NCCL communicator may be used from any thread, one call at a time; each rank's
+// calls come from one thread (in `NcclGroup`, that rank's thread).
 unsafe impl Send for NcclRank {}
+unsafe impl Sync for NcclRank {}
 
 impl std::fmt::Debug for NcclRank {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -219,7 +149,35 @@ impl NcclRank {
         op: ReduceOp,
         stream: dsys::CUstream,
     ) -> Result<(), CudaError> {
-        enqueue_on(self.comm, kind, root, send, recv, count, dt, op, stream)
+        let c = self.comm;
+        let (s, r, n) = (send as *const c_void, recv as *mut c_void, count as usize);
+        let st = stream as _;
+        // SAFETY: pointers are device buffers of the sizes the collective needs on this rank.
+        unsafe {
+            match kind {
+                CollectiveKind::AllReduce => {
+                    result::all_reduce(s, r, n, dtype(dt), redop(op), c, st)
+                }
+                CollectiveKind::AllGather => result::all_gather(s, r, n, dtype(dt), c, st),
+                CollectiveKind::ReduceScatter => {
+                    result::reduce_scatter(s, r, n, dtype(dt), redop(op), c, st)
+                }
+                CollectiveKind::Broadcast => {
+                    result::broadcast(s, r, n, dtype(dt), root as i32, c, st)
+                }
+                CollectiveKind::Reduce => {
+                    result::reduce(s, r, n, dtype(dt), redop(op), root as i32, c, st)
+                }
+                other => {
+                    return Err(CudaError::Input(format!(
+                        "NCCL baseline: {} not supported",
+                        other.name()
+                    )))
+                }
+            }
+        }
+        .map_err(err)?;
+        Ok(())
     }
 }
 
