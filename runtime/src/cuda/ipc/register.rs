@@ -304,6 +304,27 @@ mod tests {
     }
 
     proptest! {
+        /// Whatever a peer sends, decoding never panics, and what it accepts re-encodes to the
+        /// same bytes but the padding word (the fuzz target `reg_record` checks the same).
+        #[test]
+        fn any_bytes_decode_safely(
+            body in proptest::collection::vec(any::<u8>(), REG_BYTES),
+            len in prop_oneof![Just(REG_BYTES), 0usize..130],
+            valid_header in any::<bool>(),
+        ) {
+            let mut b = body;
+            b.resize(len, 0);
+            if valid_header && b.len() >= 8 {
+                b[..4].copy_from_slice(REG_MAGIC);
+                b[4..8].copy_from_slice(&REG_VERSION.to_le_bytes());
+            }
+            if let Ok(r) = RegRecord::decode(&b) {
+                let e = r.encode();
+                prop_assert_eq!(&e[..12], &b[..12]);
+                prop_assert_eq!(&e[16..], &b[16..]);
+            }
+        }
+
         /// Inside the buffer, every rank's input sits at this rank's offset into its own
         /// buffer; anything reaching outside is refused.
         #[test]
