@@ -364,6 +364,24 @@ impl Lib<'_> {
     }
 }
 
+/// The table's algo column for `algo` running `sched` on `count` elements per rank: `+ce` where
+/// the hybrid puts part of the message on the copy engines (not under graph capture), `-pull`
+/// where pull mode reads the peers' inputs. One process and `--procs` alike (there the bench's
+/// buffers are registered and the copy engines enabled where a size needs them).
+pub(crate) fn algo_label(algo: String, sched: &Schedule, cfg: &BenchConfig, count: u64) -> String {
+    let elem = cfg.dtype.size() as u64;
+    if !cfg.cuda_graph && super::hybrid::share(sched, count, elem) > 0 {
+        format!("{algo}+ce")
+    } else if sched.algorithm == planner::schedule::Algorithm::OneShot
+        && super::direct::enabled()
+        && super::direct::pull::wanted(cfg.kind, sched.protocol, count * elem)
+    {
+        format!("{algo}-pull")
+    } else {
+        algo
+    }
+}
+
 /// Seed of the input data of size number `size_index`, in place or not: the one-process and
 /// the multi-process harness must draw the same data.
 pub(crate) fn data_seed(seed: u64, size_index: usize, in_place: bool) -> u64 {
@@ -502,19 +520,7 @@ pub fn run(
                 "the copy-engine pipeline (ce) cannot run under CUDA graph capture".into(),
             ));
         }
-        // The hybrid runs this schedule with part of the message on the copy engines (not
-        // under graph capture): say so in the table.
-        let algo = if !cfg.cuda_graph && super::hybrid::share(&sched, count, elem) > 0 {
-            format!("{algo}+ce")
-        } else if sched.algorithm == planner::schedule::Algorithm::OneShot
-            && super::direct::enabled()
-            && super::direct::pull::wanted(cfg.kind, sched.protocol, count * elem)
-        {
-            // Pull mode (the peers' inputs read in place): say so too.
-            format!("{algo}-pull")
-        } else {
-            algo
-        };
+        let algo = algo_label(algo, &sched, cfg, count);
         let sched = Arc::new(sched);
         let ours = Lib::Ours(&g, &sched);
         let mut row = Row {

@@ -13,7 +13,7 @@
 use super::device::{drv, DevBuf, Event};
 use super::graph::{begin_capture, end_capture, Graph};
 use super::harness::{
-    algbw, coll_of, data_seed, geometry, median, rank_ptrs, BenchConfig, Cell, Row,
+    algbw, algo_label, coll_of, data_seed, geometry, median, rank_ptrs, BenchConfig, Cell, Row,
 };
 use super::ipc::{check_direct, CudaProcComm, ProcRequest, RegisteredBuffer};
 use super::nccl::NcclRank;
@@ -265,20 +265,9 @@ pub fn run(
         let (algo, s) = schedules::pick(&coll, n, count * elem, algo)
             .map_err(|e| CudaError::Input(e.to_string()))?;
         check_direct(&s)?;
-        // The hybrid (copy engines enabled below where a size needs them; not under graph
-        // capture) and pull mode (the bench's buffers are registered, so the peers' inputs
-        // are mapped): say so in the table, as the one-process bench does.
-        let hybrid = n == 2 && super::hybrid::share(&s, count, elem) > 0;
-        let algo = if hybrid && !cfg.cuda_graph {
-            format!("{algo}+ce")
-        } else if super::direct::enabled()
-            && super::direct::pull::wanted(cfg.kind, s.protocol, count * elem)
-        {
-            format!("{algo}-pull")
-        } else {
-            algo
-        };
-        scheds.push((algo, s, hybrid));
+        // Sizes the hybrid runs: the copy engines are enabled below for them.
+        let hybrid = super::hybrid::share(&s, count, elem) > 0;
+        scheds.push((algo_label(algo, &s, cfg, count), s, hybrid));
     }
     comm.prepare(cfg.dtype)?;
     let nccl = if cfg.vs_nccl {

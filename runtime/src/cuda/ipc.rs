@@ -531,8 +531,8 @@ impl CudaProcComm {
         // under graph capture (the counters' bases live on the host), as in one process.
         let elem = req.dtype.size() as u64;
         let ce = super::hybrid::share(s, req.count, elem);
-        let pair = self.pair.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(p) = pair.as_ref().filter(|_| ce > 0 && ce < req.count) {
+        let pair = (ce > 0).then(|| self.pair.lock().unwrap_or_else(|p| p.into_inner()));
+        if let Some(p) = pair.as_ref().and_then(|g| g.as_ref()) {
             self.ctx.bind_to_thread().map_err(drv)?;
             if !super::ce_pair::capturing(stream)? {
                 let sm = req.count - ce;
