@@ -24,28 +24,35 @@ use std::sync::{Arc, OnceLock};
 const GRAIN_ELEMS: u64 = 4096;
 
 struct Knobs {
-    pct: u64,
+    /// Copy-engine share in tenths of a percent (`TOPOPLAN_HYBRID_CE_PCT`, a decimal).
+    permille: u64,
     min_bytes: u64,
+    /// Diagnostic (`TOPOPLAN_HYBRID_TRACE=1`): after each call, wait for it and print when each
+    /// half ended, from the fork (the host then blocks on the GPU every call).
+    trace: bool,
 }
 
 fn knobs() -> &'static Knobs {
     static K: OnceLock<Knobs> = OnceLock::new();
     K.get_or_init(|| {
-        let num = env_num::<u64>;
         Knobs {
-            pct: num("TOPOPLAN_HYBRID_CE_PCT").map_or(50, |v| v.min(90)),
-            min_bytes: num("TOPOPLAN_HYBRID_MIN_MB").map_or(512, |v| v.max(1)) << 20,
+            permille: env_num::<f64>("TOPOPLAN_HYBRID_CE_PCT")
+                .filter(|v| v.is_finite())
+                .map_or(500, |v| (v * 10.0).round().clamp(0.0, 900.0) as u64),
+            min_bytes: env_num::<u64>("TOPOPLAN_HYBRID_MIN_MB").map_or(512, |v| v.max(1)) << 20,
+            trace: std::env::var("TOPOPLAN_HYBRID_TRACE").is_ok_and(|v| v == "1"),
         }
     })
 }
 
-/// Elements the copy engines take of an `n`-element call at `pct` %: a whole number of grains
-/// from the end, leaving the SM path at least one grain; 0 when the call is too small.
-pub fn ce_share(n: u64, pct: u64) -> u64 {
-    if pct == 0 || n < 2 * GRAIN_ELEMS {
+/// Elements the copy engines take of an `n`-element call at `permille` tenths of a percent: a
+/// whole number of grains from the end, leaving the SM path at least one grain; 0 when the call
+/// is too small.
+pub fn ce_share(n: u64, permille: u64) -> u64 {
+    if permille == 0 || n < 2 * GRAIN_ELEMS {
         return 0;
     }
-    let ce = n * pct.min(90) / 100 / GRAIN_ELEMS * GRAIN_ELEMS;
+    let ce = n * permille.min(900) / 1000 / GRAIN_ELEMS * GRAIN_ELEMS;
     ce.min(n - GRAIN_ELEMS)
 }
 
@@ -54,7 +61,7 @@ pub fn ce_share(n: u64, pct: u64) -> u64 {
 /// with a nonzero share.
 pub(crate) fn share(s: &Schedule, count: u64, elem: u64) -> u64 {
     let k = knobs();
-    if k.pct == 0
+    if k.permille == 0
         || s.nranks != 2
         || s.collective.kind != CollectiveKind::AllReduce
         || s.protocol != Protocol::Simple
@@ -62,7 +69,7 @@ pub(crate) fn share(s: &Schedule, count: u64, elem: u64) -> u64 {
     {
         return 0;
     }
-    ce_share(count, k.pct)
+    ce_share(count, k.permille)
 }
 
 /// Per-rank side stream and the events that fork it from and join it to the caller's stream.
@@ -70,6 +77,8 @@ pub(crate) struct HybridState {
     side: Stream,
     fork: Event,
     join: Event,
+    /// Where the SM half ended (recorded only under `TOPOPLAN_HYBRID_TRACE=1`).
+    sm_end: Event,
 }
 
 impl HybridState {
@@ -78,6 +87,7 @@ impl HybridState {
             side: Stream::new(ctx)?,
             fork: Event::new(ctx)?,
             join: Event::new(ctx)?,
+            sm_end: Event::new(ctx)?,
         })
     }
 }
@@ -113,6 +123,7 @@ pub(crate) fn enqueue(
     fork_join(
         &g.ranks[rank].ctx,
         &st,
+        in_place,
         stream,
         |s| super::direct::enqueue(g, rank, &sm_req, in_place, module, s),
         |side| super::ce_pair::enqueue(g, rank, &ce_req, module, side),
@@ -125,6 +136,7 @@ pub(crate) fn enqueue(
 pub(crate) fn fork_join(
     ctx: &Arc<CudaContext>,
     st: &HybridState,
+    in_place: bool,
     stream: sys::CUstream,
     sm_part: impl FnOnce(sys::CUstream) -> Result<(), CudaError>,
     ce_part: impl FnOnce(sys::CUstream) -> Result<(), CudaError>,
@@ -137,13 +149,28 @@ pub(crate) fn fork_join(
         .result()
         .map_err(drv)?;
     sm_part(stream)?;
+    let trace = knobs().trace;
+    if trace {
+        st.sm_end.record(stream)?;
+    }
     ce_part(st.side.raw())?;
     // Join: the caller's stream continues once the side range is reduced.
     st.join.record(st.side.raw())?;
     // SAFETY: as above.
     unsafe { sys::cuStreamWaitEvent(stream, st.join.raw(), 0) }
         .result()
-        .map_err(drv)
+        .map_err(drv)?;
+    if trace {
+        let (sm, ce) = (st.sm_end.ms_since(&st.fork)?, st.join.ms_since(&st.fork)?);
+        eprintln!(
+            "# hybrid trace: gpu {} {} sm {:.1} us ce {:.1} us",
+            ctx.ordinal(),
+            if in_place { "in-place" } else { "out-of-place" },
+            sm * 1e3,
+            ce * 1e3
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -153,14 +180,14 @@ mod tests {
 
     proptest! {
         #[test]
-        fn the_copy_engine_share_is_aligned_and_leaves_the_sm_path_work(n in 0u64..1 << 30, pct in 0u64..100) {
-            let ce = ce_share(n, pct);
+        fn the_copy_engine_share_is_aligned_and_leaves_the_sm_path_work(n in 0u64..1 << 30, permille in 0u64..1000) {
+            let ce = ce_share(n, permille);
             prop_assert_eq!(ce % GRAIN_ELEMS, 0);
-            prop_assert!(ce <= n * pct.min(90) / 100);
+            prop_assert!(ce <= n * permille.min(900) / 1000);
             if ce > 0 {
                 prop_assert!(n - ce >= GRAIN_ELEMS);
             }
-            if pct == 0 {
+            if permille == 0 {
                 prop_assert_eq!(ce, 0);
             }
         }
@@ -169,7 +196,7 @@ mod tests {
     #[test]
     fn a_fifth_of_a_gibibyte() {
         let n = (1u64 << 30) / 4;
-        assert_eq!(ce_share(n, 20), n / 5 / GRAIN_ELEMS * GRAIN_ELEMS);
-        assert_eq!(ce_share(4096, 50), 0);
+        assert_eq!(ce_share(n, 200), n / 5 / GRAIN_ELEMS * GRAIN_ELEMS);
+        assert_eq!(ce_share(4096, 500), 0);
     }
 }
