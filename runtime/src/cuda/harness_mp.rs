@@ -387,6 +387,11 @@ pub fn run(
     stream.sync()?;
     // No peer may still be pushing into this rank's slots when the caller moves on (or exits).
     meet.barrier()?;
+    // The buffers are freed next, and the next configuration's may take the same addresses: the
+    // peers must close their mappings of these first.
+    let mut exchange = |mine: &[u8]| meet.all_gather(mine);
+    comm.deregister(reg_in, &mut exchange)?;
+    comm.deregister(reg_out, &mut exchange)?;
     drop(nccl);
     Ok(rows)
 }

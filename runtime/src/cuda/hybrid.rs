@@ -27,8 +27,8 @@ struct Knobs {
     /// Copy-engine share in tenths of a percent (`TOPOPLAN_HYBRID_CE_PCT`, a decimal).
     permille: u64,
     min_bytes: u64,
-    /// Diagnostic (`TOPOPLAN_HYBRID_TRACE=1`): after each call, wait for it and print when each
-    /// half ended, from the fork (the host then blocks on the GPU every call).
+    /// Diagnostic (`TOPOPLAN_HYBRID_TRACE=1`): print when each half of a call ended, from the
+    /// fork (read at the next call, which then blocks the host until the previous one ended).
     trace: bool,
 }
 
@@ -79,6 +79,10 @@ pub(crate) struct HybridState {
     join: Event,
     /// Where the SM half ended (recorded only under `TOPOPLAN_HYBRID_TRACE=1`).
     sm_end: Event,
+    /// Under the trace: the last call's events are still to be read (whether it ran in place).
+    /// Read at the next call, not at once: a caller that enqueues every rank from one thread
+    /// would deadlock waiting for a call the other ranks have not enqueued yet.
+    traced: std::cell::Cell<Option<bool>>,
 }
 
 impl HybridState {
@@ -88,6 +92,7 @@ impl HybridState {
             fork: Event::new(ctx)?,
             join: Event::new(ctx)?,
             sm_end: Event::new(ctx)?,
+            traced: std::cell::Cell::new(None),
         })
     }
 }
@@ -142,6 +147,17 @@ pub(crate) fn fork_join(
     ce_part: impl FnOnce(sys::CUstream) -> Result<(), CudaError>,
 ) -> Result<(), CudaError> {
     ctx.bind_to_thread().map_err(drv)?;
+    let trace = knobs().trace;
+    if let Some(was_in_place) = st.traced.take() {
+        let (sm, ce) = (st.sm_end.ms_since(&st.fork)?, st.join.ms_since(&st.fork)?);
+        eprintln!(
+            "# hybrid trace: gpu {} {} sm {:.1} us ce {:.1} us",
+            ctx.ordinal(),
+            if was_in_place { "in-place" } else { "out-of-place" },
+            sm * 1e3,
+            ce * 1e3
+        );
+    }
     // Fork: the side stream starts where the caller's stream is.
     st.fork.record(stream)?;
     // SAFETY: an event and a stream of this context.
@@ -149,7 +165,6 @@ pub(crate) fn fork_join(
         .result()
         .map_err(drv)?;
     sm_part(stream)?;
-    let trace = knobs().trace;
     if trace {
         st.sm_end.record(stream)?;
     }
@@ -161,14 +176,7 @@ pub(crate) fn fork_join(
         .result()
         .map_err(drv)?;
     if trace {
-        let (sm, ce) = (st.sm_end.ms_since(&st.fork)?, st.join.ms_since(&st.fork)?);
-        eprintln!(
-            "# hybrid trace: gpu {} {} sm {:.1} us ce {:.1} us",
-            ctx.ordinal(),
-            if in_place { "in-place" } else { "out-of-place" },
-            sm * 1e3,
-            ce * 1e3
-        );
+        st.traced.set(Some(in_place));
     }
     Ok(())
 }

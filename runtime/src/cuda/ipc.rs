@@ -263,9 +263,17 @@ impl IpcMapping {
         // Lazy peer access: the driver enables access to the owner's GPU when it maps.
         let flags = sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32;
         // SAFETY: out-pointer valid; the handle is passed by value.
-        unsafe { sys::cuIpcOpenMemHandle_v2(&mut ptr, h, flags) }
-            .result()
-            .map_err(drv)?;
+        let r = unsafe { sys::cuIpcOpenMemHandle_v2(&mut ptr, h, flags) };
+        if r == sys::CUresult::CUDA_ERROR_ALREADY_MAPPED {
+            // The driver maps an allocation once per process.
+            return Err(CudaError::Input(
+                "that allocation is already mapped here by an earlier registration that is \
+                 still live: deregister it first (`CudaProcComm::deregister`, before the buffer \
+                 is freed), or register each allocation once"
+                    .into(),
+            ));
+        }
+        r.result().map_err(drv)?;
         Ok(Self {
             ctx: ctx.clone(),
             ptr,
@@ -323,7 +331,8 @@ pub struct CudaProcComm {
     ctx: Arc<CudaContext>,
     peers: DirectPeers,
     /// Registered buffers, in registration order (their peers' mappings).
-    registry: Mutex<Vec<register::Registration>>,
+    /// Registrations by number; `None` once deregistered (numbers are never reused).
+    registry: Mutex<Vec<Option<register::Registration>>>,
     /// The copy engines' ring and counters once enabled (`enable_copy_engines`, 2 ranks).
     pair: Mutex<Option<pair::ProcPair>>,
     /// Declared before `_bufs`: the peers' mappings close before our own buffers are freed.
@@ -497,10 +506,10 @@ impl CudaProcComm {
             None => None,
             Some(RegisteredBuffer(i)) => {
                 let reg = self.registry.lock().unwrap_or_else(|p| p.into_inner());
-                let r = reg.get(i as usize).ok_or_else(|| {
+                let r = reg.get(i as usize).and_then(Option::as_ref).ok_or_else(|| {
                     rank_err(
                         self.rank,
-                        format!("registered buffer {i} is not registered here"),
+                        format!("registered buffer {i} is not registered here (deregistered?)"),
                     )
                 })?;
                 let (in_len, _) =

@@ -69,7 +69,8 @@ impl CudaProcComm {
         let reg_flags = self.register(flags.ptr, flags.bytes as u64, exchange)?;
         let starts = |r: RegisteredBuffer| -> [u64; 2] {
             let reg = self.registry.lock().unwrap_or_else(|p| p.into_inner());
-            let s = reg[r.0 as usize].starts;
+            // Registered just above and never deregistered (the pair owns the buffers).
+            let s = reg[r.0 as usize].as_ref().map_or([0; 8], |x| x.starts);
             [s[0], s[1]]
         };
         *pair = Some(ProcPair {

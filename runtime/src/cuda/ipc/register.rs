@@ -24,7 +24,8 @@ pub const REG_VERSION: u32 = 1;
 pub const REG_BYTES: usize = 16 + 64 + 16;
 
 /// A buffer every rank registered together: name it in [`super::ProcRequest::registered_input`].
-/// Valid as long as the communicator; the buffer must outlive it too (or every call naming it).
+/// Valid until [`CudaProcComm::deregister`] or the communicator's end; the buffer must stay
+/// allocated until then.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RegisteredBuffer(pub(super) u32);
 
@@ -238,12 +239,43 @@ impl CudaProcComm {
         };
         // Every rank learns whether every other could map: all register, or all fail.
         agree(rank, exchange, opened(), "map a registered buffer")?;
-        reg.push(Registration {
+        reg.push(Some(Registration {
             starts,
             bytes,
             _mapped: mapped,
-        });
+        }));
         Ok(RegisteredBuffer(index))
+    }
+
+    /// Ends a registration on every rank together (all call this at the same point, as they
+    /// called [`Self::register`]): each rank waits for its GPU's work, closes its mappings of the
+    /// others' buffers, and returns once every rank has, so each owner may then free its buffer.
+    /// Calls may no longer name it. A buffer freed while still registered leaves the others'
+    /// mappings of it open, and a later allocation at the same place then cannot be registered.
+    pub fn deregister(
+        &self,
+        buf: RegisteredBuffer,
+        exchange: &mut Exchange<'_>,
+    ) -> Result<(), CudaError> {
+        let rank = self.rank;
+        let mine = (|| {
+            let mut reg = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+            let slot = reg
+                .get_mut(buf.0 as usize)
+                .filter(|r| r.is_some())
+                .ok_or_else(|| {
+                    rank_err(rank, format!("registered buffer {} is not registered", buf.0))
+                })?;
+            self.ctx.bind_to_thread().map_err(drv)?;
+            // Calls in flight may still read the peers' buffers through these mappings.
+            self.ctx
+                .synchronize()
+                .map_err(drv)
+                .map_err(at(rank, "deregistering (waiting for this GPU)"))?;
+            *slot = None; // closes the mappings
+            Ok(())
+        })();
+        agree(rank, exchange, mine, "deregister a buffer")
     }
 }
 
