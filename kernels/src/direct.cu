@@ -531,8 +531,16 @@ __device__ void td_run(const TdArgs& a) {
   }
 }
 
+// TD_MAXNREG (the runtime's TOPOPLAN_DIRECT_MAXREG) caps the registers per thread: uncapped, a
+// 512-thread CTA takes 128 and so a whole SM's register file, and nothing else (the hybrid's
+// copy-engine reduces) can run beside it.
+#ifdef TD_MAXNREG
+#define TD_BOUNDS __maxnreg__(TD_MAXNREG)
+#else
+#define TD_BOUNDS __launch_bounds__(512, 1)
+#endif
 #define TD_KERNEL(name, OP) \
-  extern "C" __global__ void __launch_bounds__(512, 1) name(TdArgs a) { td_run<OP>(a); }
+  extern "C" __global__ void TD_BOUNDS name(TdArgs a) { td_run<OP>(a); }
 
 TD_KERNEL(td_direct_sum, OpSum)
 TD_KERNEL(td_direct_prod, OpProd)

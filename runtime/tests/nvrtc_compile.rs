@@ -15,11 +15,19 @@ fn executor_compiles_for_every_type() {
         eprintln!("SKIP executor_compiles_for_every_type: libnvrtc not found");
         return;
     }
-    for ty in kernels::TYPE_CODES {
+    // Every type as shipped, and f32 with the direct kernels' registers capped
+    // (`TOPOPLAN_DIRECT_MAXREG`).
+    let variants = kernels::TYPE_CODES
+        .iter()
+        .map(|ty| (*ty, None))
+        .chain([("f32", Some(64u32)), ("f32", Some(96))]);
+    for (ty, maxreg) in variants {
+        let mut options = kernels::type_options(ty).unwrap();
+        options.extend(maxreg.map(|r| format!("-DTD_MAXNREG={r}")));
         let opts = CompileOptions {
             arch: Some("compute_90"),
             name: Some("exec.cu".into()),
-            options: kernels::type_options(ty).unwrap(),
+            options,
             ..Default::default()
         };
         let ptx =

@@ -10,9 +10,10 @@ sec() { local name=$1 t=$2 envs=$3; shift 3
 machine_info > "$OUT/info.txt" 2>&1
 T0=$SECONDS
 MP_T=60 timeout 220 bash "$(dirname "$0")/mp.sh" | tail -1; echo "[$((SECONDS-T0)) s]"
-sec trace 60 "TOPOPLAN_HYBRID_TRACE=1" bench -b 512M -e 1G -f 2 -w 2 -n 8 --runs 1 -c 0
+sec trace 60 "TOPOPLAN_HYBRID_TRACE=1" bench -b 512M -e 512M -w 2 -n 8 --runs 1 -c 0
+sec trace 60 "TOPOPLAN_HYBRID_TRACE=1" bench -b 1G -e 1G -w 2 -n 8 --runs 1 -c 0
 sec trace 60 "TOPOPLAN_HYBRID_TRACE=1 TOPOPLAN_HYBRID_CE_PCT=55" bench -b 512M -e 512M -w 2 -n 8 --runs 1 -c 0
-grep -E '^\+|hybrid trace' "$OUT/trace.log" | awk '/^\+/ {if (cfg) for (k in n) printf "%s %s: sm %.1f ce %.1f us (%d)\n", cfg, k, sm[k]/n[k], ce[k]/n[k], n[k]; cfg=$2; delete n; delete sm; delete ce; next} {k=$6; sm[k]+=$8; ce[k]+=$11; n[k]++} END {for (k in n) printf "%s %s: sm %.1f ce %.1f us (%d)\n", cfg, k, sm[k]/n[k], ce[k]/n[k], n[k]}'
+grep -E '^\+|hybrid trace' "$OUT/trace.log" | awk '/^\+/ {if (cfg) for (k in n) printf "%s %s: sm %.1f ce %.1f us (%d)\n", cfg, k, sm[k]/n[k], ce[k]/n[k], n[k]; cfg=$3" "$6; delete n; delete sm; delete ce; next} {k=$6; sm[k]+=$8; ce[k]+=$11; n[k]++} END {for (k in n) printf "%s %s: sm %.1f ce %.1f us (%d)\n", cfg, k, sm[k]/n[k], ce[k]/n[k], n[k]}'
 grep -E '^ +[0-9]+ ' "$OUT/trace.log" | cut -c1-140
 echo "[$((SECONDS-T0)) s]"
 for c in def 16 32 64 def; do

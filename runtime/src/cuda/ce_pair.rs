@@ -56,7 +56,6 @@ const MAX_COPY_STREAMS: usize = 4;
 /// Message elements are grouped in grains of this many so that every chunk but the last starts
 /// 16-byte aligned (when the buffers do) and the copies stay large.
 const GRAIN_ELEMS: u64 = 4096;
-const BLOCK: u32 = 512;
 
 struct Knobs {
     enabled: bool,
@@ -65,6 +64,8 @@ struct Knobs {
     slots: u64,
     streams: u64,
     kernel_signals: bool,
+    /// Threads per reduce CTA (`TOPOPLAN_PAIR_BLOCK`, 128-512, default 512).
+    block: u32,
 }
 
 fn knobs() -> &'static Knobs {
@@ -78,6 +79,7 @@ fn knobs() -> &'static Knobs {
             slots: num("TOPOPLAN_CE_SLOTS").map_or(4, |v| v.clamp(1, 64)),
             streams: num("TOPOPLAN_CE_STREAMS").map_or(1, |v| v.clamp(1, MAX_COPY_STREAMS as u64)),
             kernel_signals: std::env::var("TOPOPLAN_CE_SIGNAL").is_ok_and(|v| v == "kernel"),
+            block: env_num::<u32>("TOPOPLAN_PAIR_BLOCK").map_or(512, |b| (b.clamp(128, 512) / 32) * 32),
         }
     })
 }
@@ -343,7 +345,7 @@ pub(crate) fn enqueue_on(
             cudarc::driver::result::launch_kernel(
                 f.cu_function(),
                 (grid, 1, 1),
-                (BLOCK, 1, 1),
+                (k.block, 1, 1),
                 0,
                 stream,
                 &mut params,
@@ -445,7 +447,7 @@ mod tests {
                     prop_assert_eq!(off % GRAIN_ELEMS, 0);
                     prop_assert_eq!(len % GRAIN_ELEMS, 0);
                 }
-                let k = Knobs { enabled: true, chunk: max, min_chunk: min, slots: 4, streams: 2, kernel_signals: false };
+                let k = Knobs { enabled: true, chunk: max, min_chunk: min, slots: 4, streams: 2, kernel_signals: false, block: 512 };
                 prop_assert!(len * e <= slot_bytes(&k), "chunk {} of {} bytes", i, len * e);
                 next = off + len;
             }

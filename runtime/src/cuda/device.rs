@@ -317,6 +317,13 @@ fn arch_name(major: i32, minor: i32) -> &'static str {
 }
 
 /// Compiles (once per process and type/arch) and loads the executor for `dtype` into `ctx`.
+/// `TOPOPLAN_DIRECT_MAXREG` (32-255): registers per thread of the direct kernels (uncapped: 128,
+/// a whole SM per 512-thread CTA).
+fn direct_maxreg() -> Option<u32> {
+    static R: OnceLock<Option<u32>> = OnceLock::new();
+    *R.get_or_init(|| env_num::<u32>("TOPOPLAN_DIRECT_MAXREG").map(|r| r.clamp(32, 255)))
+}
+
 pub fn load_exec(ctx: &Arc<CudaContext>, dtype: DataType) -> Result<ExecModule, CudaError> {
     if !nvrtc_present() {
         return Err(CudaError::NoNvrtc);
@@ -336,7 +343,10 @@ pub fn load_exec(ctx: &Arc<CudaContext>, dtype: DataType) -> Result<ExecModule, 
                     arch: Some(arch),
                     name: Some("exec.cu".into()),
                     options: kernels::type_options(&tyname)
-                        .ok_or_else(|| CudaError::Input(format!("no kernel for type {tyname}")))?,
+                        .ok_or_else(|| CudaError::Input(format!("no kernel for type {tyname}")))?
+                        .into_iter()
+                        .chain(direct_maxreg().map(|r| format!("-DTD_MAXNREG={r}")))
+                        .collect(),
                     ..Default::default()
                 };
                 let p = compile_ptx_with_opts(kernels::EXEC_CU, opts)
