@@ -531,18 +531,31 @@ __device__ void td_run(const TdArgs& a) {
   }
 }
 
-// TD_MAXNREG (the runtime's TOPOPLAN_DIRECT_MAXREG) caps the registers per thread: uncapped, a
-// 512-thread CTA takes 128 and so a whole SM's register file, and nothing else (the hybrid's
-// copy-engine reduces) can run beside it.
-#ifdef TD_MAXNREG
-#define TD_BOUNDS __maxnreg__(TD_MAXNREG)
-#else
-#define TD_BOUNDS __launch_bounds__(512, 1)
-#endif
 #define TD_KERNEL(name, OP) \
-  extern "C" __global__ void TD_BOUNDS name(TdArgs a) { td_run<OP>(a); }
+  extern "C" __global__ void __launch_bounds__(512, 1) name(TdArgs a) { td_run<OP>(a); }
 
+#ifndef TD_SHARED_BUILD
 TD_KERNEL(td_direct_sum, OpSum)
 TD_KERNEL(td_direct_prod, OpProd)
 TD_KERNEL(td_direct_min, OpMin)
 TD_KERNEL(td_direct_max, OpMax)
+#else
+
+// The same kernels with the registers per thread capped (TD_SHARED_NREG, the runtime's
+// TOPOPLAN_SHARED_MAXREG): uncapped, a 512-thread CTA takes 128 per thread, a whole SM's
+// register file, so no other kernel's CTA can run beside it. The in-place hybrid runs its SM
+// half on these so that its copy-engine half's reduces (256-thread CTAs) find room on every SM
+// (2xH200: in-place 512 MiB 370.5 against 368 GB/s; out of place it lost 2-3 GB/s, so the
+// uncapped kernels stay there). They are a build of their own (TD_SHARED_BUILD), compiled only
+// when a call first needs them.
+#ifndef TD_SHARED_NREG
+#define TD_SHARED_NREG 96
+#endif
+#define TD_KERNEL_SHARED(name, OP) \
+  extern "C" __global__ void __maxnreg__(TD_SHARED_NREG) name(TdArgs a) { td_run<OP>(a); }
+
+TD_KERNEL_SHARED(td_direct_shared_sum, OpSum)
+TD_KERNEL_SHARED(td_direct_shared_prod, OpProd)
+TD_KERNEL_SHARED(td_direct_shared_min, OpMin)
+TD_KERNEL_SHARED(td_direct_shared_max, OpMax)
+#endif  // TD_SHARED_BUILD

@@ -358,6 +358,9 @@ __device__ void tp_exec(const TpPhase* phases, u32 nphases, const TpItem* items,
   extern "C" __global__ void __launch_bounds__(512, 1) name(const TpPhase* phases, u32 nphases, const TpItem* items, TpCtx c) { \
     tp_exec<OP>(phases, nphases, items, c); }
 
+// TD_SHARED_BUILD: the unit compiled for the register-capped direct kernels alone (direct.cu);
+// every other kernel is left out of that build.
+#ifndef TD_SHARED_BUILD
 TP_KERNEL(tp_exec_sum, OpSum)
 TP_KERNEL(tp_exec_prod, OpProd)
 TP_KERNEL(tp_exec_min, OpMin)
@@ -376,3 +379,4 @@ extern "C" __global__ void tp_wait(const u64* addr, u64 v) {
   while (ld_acquire(addr) < v) {}
   __threadfence_system();
 }
+#endif  // TD_SHARED_BUILD

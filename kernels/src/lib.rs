@@ -30,6 +30,15 @@ pub const DIRECT_KERNELS: [&str; 4] = [
     "td_direct_max",
 ];
 
+/// The direct kernels with fewer registers per thread, so other kernels' CTAs fit beside theirs
+/// on an SM (the in-place hybrid's SM half), in the same order.
+pub const DIRECT_SHARED_KERNELS: [&str; 4] = [
+    "td_direct_shared_sum",
+    "td_direct_shared_prod",
+    "td_direct_shared_min",
+    "td_direct_shared_max",
+];
+
 /// Kernel names in [`EXEC_CU`], indexed like [`exec_kernel`]'s `op` argument.
 pub const EXEC_KERNELS: [&str; 4] = ["tp_exec_sum", "tp_exec_prod", "tp_exec_min", "tp_exec_max"];
 
@@ -70,6 +79,10 @@ mod tests {
     fn every_direct_kernel_name_is_defined_once() {
         for k in DIRECT_KERNELS {
             let def = format!("TD_KERNEL({k},");
+            assert_eq!(EXEC_CU.matches(&def).count(), 1, "{k}");
+        }
+        for k in DIRECT_SHARED_KERNELS {
+            let def = format!("TD_KERNEL_SHARED({k},");
             assert_eq!(EXEC_CU.matches(&def).count(), 1, "{k}");
         }
     }

@@ -22,7 +22,9 @@ __device__ void td_pair_run(T* out, const T* a, const T* b, u64 n, u32 avg) {
     td_pair_run<OP>(out, a, b, n, avg);                                                       \
   }
 
+#ifndef TD_SHARED_BUILD
 TD_PAIR_KERNEL(td_pair_sum, OpSum)
 TD_PAIR_KERNEL(td_pair_prod, OpProd)
 TD_PAIR_KERNEL(td_pair_min, OpMin)
 TD_PAIR_KERNEL(td_pair_max, OpMax)
+#endif

@@ -15,15 +15,25 @@ fn executor_compiles_for_every_type() {
         eprintln!("SKIP executor_compiles_for_every_type: libnvrtc not found");
         return;
     }
-    // Every type as shipped, and f32 with the direct kernels' registers capped
-    // (`TOPOPLAN_DIRECT_MAXREG`).
+    // Every type in both builds: the executor, and the register-capped direct kernels alone
+    // (`TD_SHARED_BUILD`, also with another cap, `TOPOPLAN_SHARED_MAXREG`).
+    let main: Vec<&str> = kernels::EXEC_KERNELS
+        .iter()
+        .chain(kernels::DIRECT_KERNELS.iter())
+        .chain(kernels::PAIR_KERNELS.iter())
+        .chain(["tp_signal", "tp_wait"].iter())
+        .copied()
+        .collect();
     let variants = kernels::TYPE_CODES
         .iter()
-        .map(|ty| (*ty, None))
-        .chain([("f32", Some(64u32)), ("f32", Some(96))]);
-    for (ty, maxreg) in variants {
+        .flat_map(|ty| [(*ty, None), (*ty, Some(None))])
+        .chain([("f32", Some(Some(64u32)))]);
+    for (ty, shared) in variants {
         let mut options = kernels::type_options(ty).unwrap();
-        options.extend(maxreg.map(|r| format!("-DTD_MAXNREG={r}")));
+        if let Some(cap) = shared {
+            options.push("-DTD_SHARED_BUILD".into());
+            options.extend(cap.map(|r| format!("-DTD_SHARED_NREG={r}")));
+        }
         let opts = CompileOptions {
             arch: Some("compute_90"),
             name: Some("exec.cu".into()),
@@ -33,12 +43,16 @@ fn executor_compiles_for_every_type() {
         let ptx =
             compile_ptx_with_opts(kernels::EXEC_CU, opts).unwrap_or_else(|e| panic!("{ty}: {e:?}"));
         let text = ptx.to_src();
-        for k in kernels::EXEC_KERNELS
-            .iter()
-            .chain(kernels::DIRECT_KERNELS.iter())
-            .chain(["tp_signal", "tp_wait"].iter())
-        {
-            assert!(text.contains(k), "{ty}: {k} missing from the PTX");
+        let entry = |k: &str| text.contains(&format!(".entry {k}("));
+        let (want, not): (&[&str], &[&str]) = match shared {
+            None => (&main, &kernels::DIRECT_SHARED_KERNELS),
+            Some(_) => (&kernels::DIRECT_SHARED_KERNELS, &main),
+        };
+        for k in want {
+            assert!(entry(k), "{ty} {shared:?}: {k} missing from the PTX");
+        }
+        for k in not {
+            assert!(!entry(k), "{ty} {shared:?}: {k} should not be in this build");
         }
         if let Ok(ptxas) = std::env::var("TOPOPLAN_PTXAS") {
             assemble(&ptxas, ty, &text);

@@ -219,7 +219,14 @@ pub(crate) struct PairSide<'a> {
     /// Each rank's first pair counter word (the FREED word; LANDED and PUSHED follow).
     pub flags: [u64; 2],
     pub state: &'a std::sync::Mutex<PairState>,
+    /// The reduces run beside the register-capped direct kernels (the in-place hybrid): CTAs of
+    /// [`SHARED_BLOCK`] threads, which fit on an SM beside one of theirs.
+    pub shares_sms: bool,
 }
+
+/// Reduce CTA threads beside a register-capped direct CTA (512 threads at 96 registers leave
+/// 16 Ki registers: 256 threads at the reduce's 56).
+const SHARED_BLOCK: u32 = 256;
 
 /// Bytes of one rank's scratch ring.
 pub(crate) fn ring_bytes() -> u64 {
@@ -236,6 +243,7 @@ pub(crate) fn enqueue(
     rank: usize,
     req: &Request,
     m: &ExecModule,
+    shares_sms: bool,
     stream: sys::CUstream,
 ) -> Result<(), CudaError> {
     let scratch = scratch_ptrs(g, ring_bytes())?;
@@ -248,6 +256,7 @@ pub(crate) fn enqueue(
         scratch: [scratch[0], scratch[1]],
         flags: [flags(0), flags(1)],
         state: &me.ce_pair,
+        shares_sms,
     };
     enqueue_on(
         &side,
@@ -345,7 +354,7 @@ pub(crate) fn enqueue_on(
             cudarc::driver::result::launch_kernel(
                 f.cu_function(),
                 (grid, 1, 1),
-                (k.block, 1, 1),
+                (if side.shares_sms { SHARED_BLOCK } else { k.block }, 1, 1),
                 0,
                 stream,
                 &mut params,

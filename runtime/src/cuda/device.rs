@@ -263,6 +263,10 @@ pub struct ExecModule {
     pub pair: [CudaFunction; 4],
     pub signal: CudaFunction,
     pub wait: CudaFunction,
+    ctx: Arc<CudaContext>,
+    dtype: DataType,
+    /// [`Self::direct_shared`], once loaded.
+    shared: OnceLock<SharedDirect>,
 }
 
 /// Index of `op`'s kernel in [`ExecModule::funcs`] and [`ExecModule::direct`]: sum, prod, min,
@@ -316,15 +320,16 @@ fn arch_name(major: i32, minor: i32) -> &'static str {
     }
 }
 
-/// Compiles (once per process and type/arch) and loads the executor for `dtype` into `ctx`.
-/// `TOPOPLAN_DIRECT_MAXREG` (32-255): registers per thread of the direct kernels (uncapped: 128,
-/// a whole SM per 512-thread CTA).
-fn direct_maxreg() -> Option<u32> {
+/// `TOPOPLAN_SHARED_MAXREG` (32-255): registers per thread of the direct kernels that leave
+/// room for other CTAs on their SMs (`td_direct_shared_*`; default 96 in direct.cu).
+fn shared_maxreg() -> Option<u32> {
     static R: OnceLock<Option<u32>> = OnceLock::new();
-    *R.get_or_init(|| env_num::<u32>("TOPOPLAN_DIRECT_MAXREG").map(|r| r.clamp(32, 255)))
+    *R.get_or_init(|| env_num::<u32>("TOPOPLAN_SHARED_MAXREG").map(|r| r.clamp(32, 255)))
 }
 
-pub fn load_exec(ctx: &Arc<CudaContext>, dtype: DataType) -> Result<ExecModule, CudaError> {
+/// The PTX of [`kernels::EXEC_CU`] for `dtype` on `ctx`'s GPU, compiled once per process, type,
+/// arch and build (`shared`: the register-capped direct kernels alone, `TD_SHARED_BUILD`).
+fn exec_ptx(ctx: &Arc<CudaContext>, dtype: DataType, shared: bool) -> Result<Ptx, CudaError> {
     if !nvrtc_present() {
         return Err(CudaError::NoNvrtc);
     }
@@ -334,28 +339,66 @@ pub fn load_exec(ctx: &Arc<CudaContext>, dtype: DataType) -> Result<ExecModule, 
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default();
-    let ptx = {
-        let mut cache = ptx_cache().lock().unwrap_or_else(|p| p.into_inner());
-        match cache.get(&(dtype, arch.to_string())) {
-            Some(p) => p.clone(),
-            None => {
-                let opts = CompileOptions {
-                    arch: Some(arch),
-                    name: Some("exec.cu".into()),
-                    options: kernels::type_options(&tyname)
-                        .ok_or_else(|| CudaError::Input(format!("no kernel for type {tyname}")))?
-                        .into_iter()
-                        .chain(direct_maxreg().map(|r| format!("-DTD_MAXNREG={r}")))
-                        .collect(),
-                    ..Default::default()
-                };
-                let p = compile_ptx_with_opts(kernels::EXEC_CU, opts)
-                    .map_err(|e| CudaError::Compile(format!("{e:?}")))?;
-                cache.insert((dtype, arch.to_string()), p.clone());
-                p
-            }
-        }
+    let key = (dtype, format!("{arch}{}", if shared { "/shared" } else { "" }));
+    let mut cache = ptx_cache().lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(p) = cache.get(&key) {
+        return Ok(p.clone());
+    }
+    let mut options = kernels::type_options(&tyname)
+        .ok_or_else(|| CudaError::Input(format!("no kernel for type {tyname}")))?;
+    if shared {
+        options.push("-DTD_SHARED_BUILD".into());
+        options.extend(shared_maxreg().map(|r| format!("-DTD_SHARED_NREG={r}")));
+    }
+    let opts = CompileOptions {
+        arch: Some(arch),
+        name: Some("exec.cu".into()),
+        options,
+        ..Default::default()
     };
+    let p = compile_ptx_with_opts(kernels::EXEC_CU, opts)
+        .map_err(|e| CudaError::Compile(format!("{e:?}")))?;
+    cache.insert(key, p.clone());
+    Ok(p)
+}
+
+/// The register-capped direct kernels, loaded into a module of their own.
+#[derive(Debug)]
+struct SharedDirect {
+    _module: Arc<CudaModule>,
+    funcs: [CudaFunction; 4],
+}
+
+impl ExecModule {
+    /// The direct kernels with registers capped so other CTAs fit beside theirs
+    /// (`td_direct_shared_*`: sum, prod, min, max), compiled and loaded at the first call that
+    /// needs them (the in-place hybrid), not with the rest.
+    pub fn direct_shared(&self) -> Result<&[CudaFunction; 4], CudaError> {
+        if let Some(s) = self.shared.get() {
+            return Ok(&s.funcs);
+        }
+        let module = self
+            .ctx
+            .load_module(exec_ptx(&self.ctx, self.dtype, true)?)
+            .map_err(drv)?;
+        let f = |name: &str| module.load_function(name).map_err(drv);
+        let funcs = [
+            f(kernels::DIRECT_SHARED_KERNELS[0])?,
+            f(kernels::DIRECT_SHARED_KERNELS[1])?,
+            f(kernels::DIRECT_SHARED_KERNELS[2])?,
+            f(kernels::DIRECT_SHARED_KERNELS[3])?,
+        ];
+        let loaded = SharedDirect {
+            _module: module,
+            funcs,
+        };
+        Ok(&self.shared.get_or_init(|| loaded).funcs)
+    }
+}
+
+/// Compiles (once per process and type/arch) and loads the executor for `dtype` into `ctx`.
+pub fn load_exec(ctx: &Arc<CudaContext>, dtype: DataType) -> Result<ExecModule, CudaError> {
+    let ptx = exec_ptx(ctx, dtype, false)?;
     let module = ctx.load_module(ptx).map_err(drv)?;
     let f = |name: &str| module.load_function(name).map_err(drv);
     let funcs = [
@@ -384,5 +427,8 @@ pub fn load_exec(ctx: &Arc<CudaContext>, dtype: DataType) -> Result<ExecModule, 
         pair,
         signal,
         wait,
+        ctx: ctx.clone(),
+        dtype,
+        shared: OnceLock::new(),
     })
 }

@@ -274,6 +274,9 @@ pub struct DirectCall {
     pub in_place: bool,
     /// Every rank's input (one process: pull mode may read them); `None` across processes.
     pub inputs: Option<[u64; 8]>,
+    /// Another kernel of this call runs beside it (the hybrid's copy-engine reduces): launch the
+    /// register-capped kernels, whose CTAs leave room on their SMs.
+    pub shares_sms: bool,
 }
 
 impl DirectCall {
@@ -299,6 +302,7 @@ impl DirectCall {
             output,
             in_place,
             inputs: None,
+            shares_sms: false,
         }
     }
 }
@@ -313,7 +317,12 @@ pub fn launch_call(
     stream: sys::CUstream,
 ) -> Result<(), CudaError> {
     let p = plan_launch(peers, rank, call)?;
-    let f = &module.direct[super::device::op_index(call.op)];
+    let kernels = if call.shares_sms {
+        module.direct_shared()?
+    } else {
+        &module.direct
+    };
+    let f = &kernels[super::device::op_index(call.op)];
     launch::launch(ctx, f, p.ctas, p.block, &p.args, stream, knobs().pdl)
 }
 

@@ -456,12 +456,12 @@ impl CudaGroup {
                     );
                 }
             }
-            return super::direct::enqueue(self, rank, req, key.in_place, &module, stream);
+            return super::direct::enqueue(self, rank, req, key.in_place, false, &module, stream);
         }
         if super::ce_pair::applies(req.schedule) {
             self.ranks[rank].ctx.bind_to_thread().map_err(drv)?;
             if !super::ce_pair::capturing(stream)? {
-                return super::ce_pair::enqueue(self, rank, req, &module, stream);
+                return super::ce_pair::enqueue(self, rank, req, &module, false, stream);
             }
             // A graph would replay this call's counter values: run the one-shot schedule.
             let one_shot = planner::schedule::build::one_shot(
@@ -474,7 +474,7 @@ impl CudaGroup {
                 schedule: &Arc::new(one_shot),
                 ..*req
             };
-            return super::direct::enqueue(self, rank, &req, key.in_place, &module, stream);
+            return super::direct::enqueue(self, rank, &req, key.in_place, false, &module, stream);
         }
         let plan = self.plan(rank, req, key)?;
         if plan.lowered.uses_copy_engine {

@@ -8,6 +8,13 @@
 //! loads (pull mode) on the side range did not beat the push path alone (session 13, commit
 //! d319ab5 has that variant).
 //!
+//! In place, the SM half runs the register-capped direct kernels and the copy-engine half's
+//! reduces run in 256-thread CTAs, so both fit on one SM (`DirectCall::shares_sms`): with the
+//! direct kernels' 128 registers per thread a direct CTA fills an SM, the reduces then find only
+//! the 4 SMs the direct grid leaves, and in place they often fell behind (2×H200, 512 MiB: 368
+//! against 370.5 GB/s). Out of place the reduces keep up on those 4 SMs, and sharing SMs cost
+//! 2-3 GB/s, so the uncapped kernels run there.
+//!
 //! Both ranks split alike (same size, same knobs), so each path sees the same sequence of calls
 //! on every rank. The ranges are disjoint, so neither path reads what the other writes. Under
 //! CUDA graph capture the call runs on the direct path alone (the copy-engine counters live on
@@ -30,6 +37,9 @@ struct Knobs {
     /// Diagnostic (`TOPOPLAN_HYBRID_TRACE=1`): print when each half of a call ended, from the
     /// fork (read at the next call, which then blocks the host until the previous one ended).
     trace: bool,
+    /// In place, the halves share SMs (default; `TOPOPLAN_HYBRID_SHARE_SMS=0`: the uncapped
+    /// direct kernels and 512-thread reduces, as out of place).
+    share_sms: bool,
 }
 
 fn knobs() -> &'static Knobs {
@@ -41,6 +51,7 @@ fn knobs() -> &'static Knobs {
                 .map_or(500, |v| (v * 10.0).round().clamp(0.0, 900.0) as u64),
             min_bytes: env_num::<u64>("TOPOPLAN_HYBRID_MIN_MB").map_or(512, |v| v.max(1)) << 20,
             trace: std::env::var("TOPOPLAN_HYBRID_TRACE").is_ok_and(|v| v == "1"),
+            share_sms: std::env::var("TOPOPLAN_HYBRID_SHARE_SMS").map_or(true, |v| v != "0"),
         }
     })
 }
@@ -70,6 +81,12 @@ pub(crate) fn share(s: &Schedule, count: u64, elem: u64) -> u64 {
         return 0;
     }
     ce_share(count, k.permille)
+}
+
+/// Whether the two halves of a call share SMs (register-capped direct kernels beside 256-thread
+/// reduces): in place, unless `TOPOPLAN_HYBRID_SHARE_SMS=0`.
+pub(crate) fn shares_sms(in_place: bool) -> bool {
+    in_place && knobs().share_sms
 }
 
 /// Per-rank side stream and the events that fork it from and join it to the caller's stream.
@@ -110,7 +127,7 @@ pub(crate) fn enqueue(
     let elem = req.dtype.size() as u64;
     let sm = req.count - ce;
     if sm >= req.count {
-        return super::direct::enqueue(g, rank, req, in_place, module, stream);
+        return super::direct::enqueue(g, rank, req, in_place, false, module, stream);
     }
     let shift = |v: &[u64]| v.iter().map(|p| p + sm * elem).collect::<Vec<u64>>();
     let (ce_in, ce_out) = (shift(req.inputs), shift(req.outputs));
@@ -130,8 +147,8 @@ pub(crate) fn enqueue(
         &st,
         in_place,
         stream,
-        |s| super::direct::enqueue(g, rank, &sm_req, in_place, module, s),
-        |side| super::ce_pair::enqueue(g, rank, &ce_req, module, side),
+        |s| super::direct::enqueue(g, rank, &sm_req, in_place, shares_sms(in_place), module, s),
+        |side| super::ce_pair::enqueue(g, rank, &ce_req, module, shares_sms(in_place), side),
     )
 }
 

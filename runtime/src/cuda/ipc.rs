@@ -545,9 +545,14 @@ impl CudaProcComm {
             self.ctx.bind_to_thread().map_err(drv)?;
             if !super::ce_pair::capturing(stream)? {
                 let sm = req.count - ce;
-                let sm_call = DirectCall { count: sm, ..call };
+                // In place the two halves share SMs (`DirectCall::shares_sms`).
+                let sm_call = DirectCall {
+                    count: sm,
+                    shares_sms: super::hybrid::shares_sms(in_place),
+                    ..call
+                };
                 let hy = p.hybrid.lock().unwrap_or_else(|p| p.into_inner());
-                let side = p.side(self, self.peers.min_sm);
+                let side = p.side(self, self.peers.min_sm, super::hybrid::shares_sms(in_place));
                 return super::hybrid::fork_join(
                     &self.ctx,
                     &hy,

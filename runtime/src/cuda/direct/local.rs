@@ -10,11 +10,13 @@ use cudarc::driver::sys;
 
 /// Enqueues rank `rank`'s part of a one-shot collective on `stream` (one process, all ranks):
 /// pull mode where the knobs ask for it and every GPU may read every input, else the push path.
+/// `shares_sms`: see [`DirectCall::shares_sms`].
 pub(crate) fn enqueue(
     g: &CudaGroup,
     rank: usize,
     req: &crate::cuda::Request,
     in_place: bool,
+    shares_sms: bool,
     module: &ExecModule,
     stream: sys::CUstream,
 ) -> Result<(), CudaError> {
@@ -33,7 +35,10 @@ pub(crate) fn enqueue(
     let bytes = req.count * req.dtype.size() as u64;
     let pullable = pull::wanted(req.schedule.collective.kind, req.schedule.protocol, bytes)
         && inputs_readable(g, rank, req)?;
-    let call = call_of(req, rank, in_place, pullable);
+    let call = DirectCall {
+        shares_sms,
+        ..call_of(req, rank, in_place, pullable)
+    };
     launch_call(
         &g.ranks[rank].ctx,
         module,

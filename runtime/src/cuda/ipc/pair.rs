@@ -28,7 +28,12 @@ pub(super) struct ProcPair {
 
 impl ProcPair {
     /// The pair path's view for this rank.
-    pub(super) fn side<'a>(&'a self, comm: &'a CudaProcComm, sm_count: u32) -> PairSide<'a> {
+    pub(super) fn side<'a>(
+        &'a self,
+        comm: &'a CudaProcComm,
+        sm_count: u32,
+        shares_sms: bool,
+    ) -> PairSide<'a> {
         PairSide {
             ctx: &comm.ctx,
             sm_count,
@@ -36,6 +41,7 @@ impl ProcPair {
             scratch: self.scratch,
             flags: self.flags,
             state: &self.state,
+            shares_sms,
         }
     }
 }
