@@ -320,6 +320,7 @@ fn pull_runs_only_where_its_reads_are_sound() {
         output,
         in_place,
         inputs,
+        shares_sms: false,
     };
     let ar = CollectiveKind::AllReduce;
     let role_of = |kind, in_place| role(kind, 0, 0, 2, 1 << 20, in_place, false).unwrap();
