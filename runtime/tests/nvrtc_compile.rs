@@ -52,7 +52,10 @@ fn executor_compiles_for_every_type() {
             assert!(entry(k), "{ty} {shared:?}: {k} missing from the PTX");
         }
         for k in not {
-            assert!(!entry(k), "{ty} {shared:?}: {k} should not be in this build");
+            assert!(
+                !entry(k),
+                "{ty} {shared:?}: {k} should not be in this build"
+            );
         }
         if let Ok(ptxas) = std::env::var("TOPOPLAN_PTXAS") {
             assemble(&ptxas, ty, &text);

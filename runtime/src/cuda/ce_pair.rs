@@ -79,7 +79,8 @@ fn knobs() -> &'static Knobs {
             slots: num("TOPOPLAN_CE_SLOTS").map_or(4, |v| v.clamp(1, 64)),
             streams: num("TOPOPLAN_CE_STREAMS").map_or(1, |v| v.clamp(1, MAX_COPY_STREAMS as u64)),
             kernel_signals: std::env::var("TOPOPLAN_CE_SIGNAL").is_ok_and(|v| v == "kernel"),
-            block: env_num::<u32>("TOPOPLAN_PAIR_BLOCK").map_or(512, |b| (b.clamp(128, 512) / 32) * 32),
+            block: env_num::<u32>("TOPOPLAN_PAIR_BLOCK")
+                .map_or(512, |b| (b.clamp(128, 512) / 32) * 32),
         }
     })
 }
@@ -354,7 +355,15 @@ pub(crate) fn enqueue_on(
             cudarc::driver::result::launch_kernel(
                 f.cu_function(),
                 (grid, 1, 1),
-                (if side.shares_sms { SHARED_BLOCK } else { k.block }, 1, 1),
+                (
+                    if side.shares_sms {
+                        SHARED_BLOCK
+                    } else {
+                        k.block
+                    },
+                    1,
+                    1,
+                ),
                 0,
                 stream,
                 &mut params,

@@ -339,7 +339,10 @@ fn exec_ptx(ctx: &Arc<CudaContext>, dtype: DataType, shared: bool) -> Result<Ptx
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default();
-    let key = (dtype, format!("{arch}{}", if shared { "/shared" } else { "" }));
+    let key = (
+        dtype,
+        format!("{arch}{}", if shared { "/shared" } else { "" }),
+    );
     let mut cache = ptx_cache().lock().unwrap_or_else(|p| p.into_inner());
     if let Some(p) = cache.get(&key) {
         return Ok(p.clone());

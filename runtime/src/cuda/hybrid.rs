@@ -44,15 +44,13 @@ struct Knobs {
 
 fn knobs() -> &'static Knobs {
     static K: OnceLock<Knobs> = OnceLock::new();
-    K.get_or_init(|| {
-        Knobs {
-            permille: env_num::<f64>("TOPOPLAN_HYBRID_CE_PCT")
-                .filter(|v| v.is_finite())
-                .map_or(500, |v| (v * 10.0).round().clamp(0.0, 900.0) as u64),
-            min_bytes: env_num::<u64>("TOPOPLAN_HYBRID_MIN_MB").map_or(512, |v| v.max(1)) << 20,
-            trace: std::env::var("TOPOPLAN_HYBRID_TRACE").is_ok_and(|v| v == "1"),
-            share_sms: std::env::var("TOPOPLAN_HYBRID_SHARE_SMS").map_or(true, |v| v != "0"),
-        }
+    K.get_or_init(|| Knobs {
+        permille: env_num::<f64>("TOPOPLAN_HYBRID_CE_PCT")
+            .filter(|v| v.is_finite())
+            .map_or(500, |v| (v * 10.0).round().clamp(0.0, 900.0) as u64),
+        min_bytes: env_num::<u64>("TOPOPLAN_HYBRID_MIN_MB").map_or(512, |v| v.max(1)) << 20,
+        trace: std::env::var("TOPOPLAN_HYBRID_TRACE").is_ok_and(|v| v == "1"),
+        share_sms: std::env::var("TOPOPLAN_HYBRID_SHARE_SMS").map_or(true, |v| v != "0"),
     })
 }
 
@@ -170,7 +168,11 @@ pub(crate) fn fork_join(
         eprintln!(
             "# hybrid trace: gpu {} {} sm {:.1} us ce {:.1} us",
             ctx.ordinal(),
-            if was_in_place { "in-place" } else { "out-of-place" },
+            if was_in_place {
+                "in-place"
+            } else {
+                "out-of-place"
+            },
             sm * 1e3,
             ce * 1e3
         );

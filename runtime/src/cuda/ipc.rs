@@ -506,12 +506,15 @@ impl CudaProcComm {
             None => None,
             Some(RegisteredBuffer(i)) => {
                 let reg = self.registry.lock().unwrap_or_else(|p| p.into_inner());
-                let r = reg.get(i as usize).and_then(Option::as_ref).ok_or_else(|| {
-                    rank_err(
-                        self.rank,
-                        format!("registered buffer {i} is not registered here (deregistered?)"),
-                    )
-                })?;
+                let r = reg
+                    .get(i as usize)
+                    .and_then(Option::as_ref)
+                    .ok_or_else(|| {
+                        rank_err(
+                            self.rank,
+                            format!("registered buffer {i} is not registered here (deregistered?)"),
+                        )
+                    })?;
                 let (in_len, _) =
                     crate::reference::buffer_lens(&s.collective, self.nranks, req.count as usize);
                 let in_bytes = in_len as u64 * req.dtype.size() as u64;

@@ -264,7 +264,10 @@ impl CudaProcComm {
                 .get_mut(buf.0 as usize)
                 .filter(|r| r.is_some())
                 .ok_or_else(|| {
-                    rank_err(rank, format!("registered buffer {} is not registered", buf.0))
+                    rank_err(
+                        rank,
+                        format!("registered buffer {} is not registered", buf.0),
+                    )
                 })?;
             self.ctx.bind_to_thread().map_err(drv)?;
             // Calls in flight may still read the peers' buffers through these mappings.
