@@ -30,7 +30,26 @@ fn spawn_wrapped(
     master: &str,
     wrap: &dyn Fn(u32) -> Vec<String>,
 ) -> Vec<(bool, String)> {
-    let port = free_port().to_string();
+    // The port is free when chosen but not reserved: a test running beside this one may take it
+    // before rank 0 listens. Then rank 0 cannot listen and the run says so; choose another.
+    for _ in 0..4 {
+        let res = spawn_on_port(n, role, extra, master, wrap, free_port());
+        if !res.iter().any(|r| r.1.contains("Address already in use")) {
+            return res;
+        }
+    }
+    panic!("no free port for rank 0 after 4 tries");
+}
+
+fn spawn_on_port(
+    n: u32,
+    role: &str,
+    extra: &[(&str, &str)],
+    master: &str,
+    wrap: &dyn Fn(u32) -> Vec<String>,
+    port: u16,
+) -> Vec<(bool, String)> {
+    let port = port.to_string();
     let exe = std::env::current_exe().unwrap();
     let kids: Vec<_> = (0..n)
         .map(|r| {
