@@ -106,6 +106,8 @@ enum Mode {
     Procs {
         comm: Box<CudaProcComm>,
         rv: Rendezvous,
+        /// What this rank's communicator took at its creation.
+        init: harness_mp::InitMemory,
     },
 }
 
@@ -339,8 +341,11 @@ fn run_one(
                 print_memory(&rows, &mem);
                 rows
             }
-            Mode::Procs { comm, rv } => {
-                harness_mp::run(comm, rv, &cfg, print_row).map_err(map_err)?
+            Mode::Procs { comm, rv, init } => {
+                let (rows, mem) =
+                    harness_mp::run(comm, rv, &cfg, *init, print_row).map_err(map_err)?;
+                print_memory(&rows, &mem);
+                rows
             }
         };
         for r in &rows {

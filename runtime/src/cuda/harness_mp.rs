@@ -13,7 +13,8 @@
 use super::device::{drv, DevBuf, Event};
 use super::graph::{begin_capture, end_capture, Graph};
 use super::harness::{
-    algbw, algo_label, coll_of, data_seed, geometry, median, rank_ptrs, BenchConfig, Cell, Row,
+    algbw, algo_label, coll_of, data_seed, geometry, median, rank_ptrs, BenchConfig, Cell, MemReport,
+    Row,
 };
 use super::ipc::{check_direct, CudaProcComm, ProcRequest, RegisteredBuffer};
 use super::nccl::NcclRank;
@@ -239,14 +240,52 @@ impl Ctx<'_> {
     }
 }
 
+/// The elementwise maximum over ranks of `mine` (every rank sends the same number of values).
+fn max_over_ranks(meet: &mut dyn Meet, mine: &[i64]) -> Result<Vec<i64>, CudaError> {
+    let bytes: Vec<u8> = mine.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let table = meet.all_gather(&bytes)?;
+    let mut out = mine.to_vec();
+    for (r, b) in table.iter().enumerate() {
+        if b.len() != bytes.len() {
+            return Err(CudaError::Input(format!(
+                "rank {r} sent {} bytes of memory figures, expected {}",
+                b.len(),
+                bytes.len()
+            )));
+        }
+        for (o, c) in out.iter_mut().zip(b.chunks_exact(8)) {
+            *o = (*o).max(i64::from_le_bytes(c.try_into().expect("8")));
+        }
+    }
+    Ok(out)
+}
+
+/// Free device memory of this rank's GPU, bytes.
+fn free_bytes(ctx: &Arc<CudaContext>) -> Result<i64, CudaError> {
+    Ok(ctx.mem_get_info().map_err(drv)?.0 as i64)
+}
+
+/// What this rank's communicator took when it was created (measured by its creator): the
+/// `# memory` line's "free before init" and "init: ours".
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InitMemory {
+    pub free_before: u64,
+    pub ours_init: i64,
+}
+
 /// Runs the benchmark of `cfg` as this process's rank; `on_row` sees each size's row (the same
-/// on every rank) as soon as it is measured.
+/// on every rank) as soon as it is measured. Memory is measured as in the one-process bench
+/// (`harness::run`), per rank, and reported as the maximum over ranks: NCCL's init (this
+/// configuration's communicator), each library's first call of each size (out of place), and
+/// what the run took after the bench's buffers existed (registrations, the copy-engine ring,
+/// first calls, leaks).
 pub fn run(
     comm: &CudaProcComm,
     meet: &mut dyn Meet,
     cfg: &BenchConfig,
+    init: InitMemory,
     mut on_row: impl FnMut(&Row),
-) -> Result<Vec<Row>, CudaError> {
+) -> Result<(Vec<Row>, MemReport), CudaError> {
     let (rank, n) = (comm.rank(), comm.nranks());
     let elem = cfg.dtype.size() as u64;
     let ctx = comm.context().clone();
@@ -270,16 +309,20 @@ pub fn run(
         scheds.push((algo_label(algo, &s, cfg, count), s, hybrid));
     }
     comm.prepare(cfg.dtype)?;
+    let before_nccl = free_bytes(&ctx)?;
     let nccl = if cfg.vs_nccl {
         ctx.bind_to_thread().map_err(drv)?;
         Some(NcclRank::new(rank, n, |mine| meet.all_gather(mine))?)
     } else {
         None
     };
+    let nccl_init = before_nccl - free_bytes(&ctx)?;
     let max_size = cfg.sizes.iter().copied().max().unwrap_or(0);
     let (_, max_in, max_out) = geometry(cfg.kind, n, max_size, elem);
     let inp = DevBuf::new(&ctx, (max_in * elem) as usize)?;
     let out = DevBuf::new(&ctx, (max_out * elem) as usize)?;
+    // Measured once the benchmark's own buffers exist: what follows is the libraries' doing.
+    let after_init = free_bytes(&ctx)?;
     // Registered with every rank (same sizes, same order), so calls can pull.
     let mut exchange = |mine: &[u8]| meet.all_gather(mine);
     let reg_in = comm.register(inp.ptr, inp.bytes as u64, &mut exchange)?;
@@ -342,10 +385,19 @@ pub fn run(
             } else {
                 None
             };
-            let wrong: Vec<i64> = libs
-                .iter()
-                .map(|c| c.checked_call(&inputs[rank as usize], want.as_deref()))
-                .collect::<Result<_, _>>()?;
+            let mut wrong = Vec::new();
+            for (i, c) in libs.iter().enumerate() {
+                let m0 = free_bytes(&ctx)?;
+                wrong.push(c.checked_call(&inputs[rank as usize], want.as_deref())?);
+                if !in_place {
+                    let taken = m0 - free_bytes(&ctx)?;
+                    if i == 0 {
+                        row.mem_first_call.0 = taken;
+                    } else {
+                        row.mem_first_call.1 = Some(taken);
+                    }
+                }
+            }
             // A checked rank with no output of its own (reduce, not the root) counts 0 wrong.
             let wrong: Vec<i64> = wrong
                 .into_iter()
@@ -385,6 +437,7 @@ pub fn run(
         rows.push(row);
     }
     stream.sync()?;
+    let after_run = after_init - free_bytes(&ctx)?;
     // No peer may still be pushing into this rank's slots when the caller moves on (or exits).
     meet.barrier()?;
     // The buffers are freed next, and the next configuration's may take the same addresses: the
@@ -393,7 +446,24 @@ pub fn run(
     comm.deregister(reg_in, &mut exchange)?;
     comm.deregister(reg_out, &mut exchange)?;
     drop(nccl);
-    Ok(rows)
+    // Every figure as the maximum over ranks ("max over GPUs", as in one process).
+    let mut mine = vec![init.ours_init, nccl_init, after_run];
+    for r in &rows {
+        mine.extend([r.mem_first_call.0, r.mem_first_call.1.unwrap_or(0)]);
+    }
+    let all = max_over_ranks(meet, &mine)?;
+    let free_before = max_over_ranks(meet, &[-(init.free_before as i64)])?[0];
+    for (r, pair) in rows.iter_mut().zip(all[3..].chunks_exact(2)) {
+        r.mem_first_call = (pair[0], cfg.vs_nccl.then_some(pair[1]));
+    }
+    let mem = MemReport {
+        // The smallest free memory of any GPU (a negated maximum).
+        free_before: (-free_before) as u64,
+        ours_init: all[0],
+        nccl_init: cfg.vs_nccl.then_some(all[1]),
+        after_run: all[2],
+    };
+    Ok((rows, mem))
 }
 
 #[cfg(test)]
@@ -415,6 +485,27 @@ mod tests {
             e.contains("rank 0 sent a result of 32 bytes, expected 24"),
             "{e}"
         );
+    }
+
+    /// A fake bootstrap whose all-gather returns fixed tables.
+    struct Table(Vec<Vec<u8>>);
+    impl Meet for Table {
+        fn barrier(&mut self) -> Result<(), CudaError> {
+            Ok(())
+        }
+        fn all_gather(&mut self, _mine: &[u8]) -> Result<Vec<Vec<u8>>, CudaError> {
+            Ok(self.0.clone())
+        }
+    }
+
+    #[test]
+    fn memory_figures_are_the_maximum_over_ranks() {
+        let enc = |v: &[i64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let mut t = Table(vec![enc(&[5, -3, 7]), enc(&[9, -1, 2])]);
+        assert_eq!(max_over_ranks(&mut t, &[5, -3, 7]).unwrap(), vec![9, -1, 7]);
+        let mut short = Table(vec![enc(&[5, -3, 7]), enc(&[9])]);
+        let e = max_over_ranks(&mut short, &[5, -3, 7]).unwrap_err().to_string();
+        assert!(e.contains("rank 1 sent 8 bytes of memory figures, expected 24"), "{e}");
     }
 
     #[test]

@@ -213,6 +213,13 @@ pub(super) fn run_child(a: &Args, rank: u32) -> CliResult {
     let fingerprint = runtime::config::fnv1a(args.join("\0").as_bytes());
     let mut rv = bootstrap::rendezvous(&id, rank, n, fingerprint, info, timeout)
         .map_err(|e| CliError::failure(format!("bootstrap: {e}")))?;
+    // The context first (the communicator retains the same primary context), so that "before"
+    // excludes the context itself, as in one process.
+    let ctx = runtime::cuda::device::open_devices(&[rank as usize]).map_err(map_err)?;
+    let free = || -> Result<u64, CliError> {
+        Ok(ctx[0].mem_get_info().map_err(|e| CliError::failure(format!("{e:?}")))?.0 as u64)
+    };
+    let free_before = free()?;
     let comm = CudaProcComm::new(
         rank as usize,
         rank,
@@ -220,9 +227,14 @@ pub(super) fn run_child(a: &Args, rank: u32) -> CliResult {
         &mut |b: &[u8]| Ok(rv.all_gather(b)?),
     )
     .map_err(map_err)?;
+    let init = runtime::cuda::harness_mp::InitMemory {
+        free_before,
+        ours_init: free_before as i64 - free()? as i64,
+    };
     let mut mode = Mode::Procs {
         comm: Box::new(comm),
         rv,
+        init,
     };
     let r = run_configs(a, &mut mode);
     drop(listener);
