@@ -202,8 +202,8 @@ fn exec_default() -> Option<ExecParams> {
 ///
 /// **Hybrid** (`runtime/src/cuda/hybrid.rs`): the runtime runs the one-shot Simple all-reduce of
 /// 2 ranks and at least `hybrid_min_bytes` per rank (2×H200: 512 MiB) as two paths at once on
-/// disjoint ranges, the last half (whole 4096-element grains) on the copy-engine pair path and
-/// the rest on the SM direct-push path. The model mirrors that rule ([`ExecParams::runs_hybrid`])
+/// disjoint ranges, the last half on the copy-engine pair path and the rest (whole 4096-element
+/// grains) on the SM direct-push path. The model mirrors that rule ([`ExecParams::runs_hybrid`])
 /// and times such a call as one transfer per rank, as the push path does, but with a floor
 /// (`hybrid_launch_us`) and a whole-GPU rate (`hybrid_gbps`, split among the schedule's channels)
 /// fitted on the hybrid itself: the two paths are not modelled separately. The fitted rate is
