@@ -131,3 +131,28 @@ fn bad_input_exits_2_with_a_clear_message() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+/// A rank 0 whose address is taken exits with its own code (75), which the `--mode procs`
+/// launcher retries on another port, and says which address.
+#[test]
+fn rank_0_on_a_taken_port_exits_75() {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port().to_string();
+    let o = Command::new(env!("CARGO_BIN_EXE_topoplan"))
+        .args(["run", "--ranks", "2", "-b", "1K", "-e", "1K", "--from-env"])
+        .env("RANK", "0")
+        .env("LOCAL_RANK", "0")
+        .env("WORLD_SIZE", "2")
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", &port)
+        .env_remove("TOPOPLAN_UNIQUE_ID")
+        .output()
+        .expect("run topoplan");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(75), "{err}");
+    assert!(
+        err.contains(&format!("127.0.0.1:{port}")) && err.contains("in use"),
+        "{err}"
+    );
+    drop(held);
+}

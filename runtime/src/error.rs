@@ -53,6 +53,15 @@ impl CommError {
     pub fn is_usage(&self) -> bool {
         matches!(self, CommError::InvalidArgument(_) | CommError::Config(_))
     }
+
+    /// True when rank 0 could not listen because its address is taken: a launcher that chose
+    /// the port may choose another and start again.
+    pub fn is_address_in_use(&self) -> bool {
+        matches!(
+            self,
+            CommError::Bootstrap(crate::bootstrap::BootstrapError::AddressInUse { .. })
+        )
+    }
 }
 
 pub type Result<T, E = CommError> = std::result::Result<T, E>;

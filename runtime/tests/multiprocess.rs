@@ -34,7 +34,8 @@ fn spawn_wrapped(
     // before rank 0 listens. Then rank 0 cannot listen and the run says so; choose another.
     for _ in 0..4 {
         let res = spawn_on_port(n, role, extra, master, wrap, free_port());
-        if !res.iter().any(|r| r.1.contains("Address already in use")) {
+        // `BootstrapError::AddressInUse`.
+        if !res.iter().any(|r| r.1.contains("the address is in use")) {
             return res;
         }
     }

@@ -191,6 +191,7 @@ pub fn run(a: Args) -> CliResult {
                     CliError::Failure(m)
                 }
                 CliError::Failure(m) => CliError::Failure(format!("rank {rank}: {m}")),
+                CliError::AddressInUse(m) => CliError::AddressInUse(format!("rank {rank}: {m}")),
             })
         }
         Err(_) => run_parent(&a),

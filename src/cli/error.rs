@@ -1,4 +1,5 @@
-//! The CLI's error type and exit-code convention: 2 bad input or usage, 1 other failure.
+//! The CLI's error type and exit-code convention: 2 bad input or usage, 1 other failure, 75 a
+//! rank of a multi-process run whose bootstrap address was taken (its launcher retries).
 
 use std::fmt;
 
@@ -8,7 +9,16 @@ pub enum CliError {
     Input(String),
     /// Anything else that failed (a schedule that does not verify, a device error): exit 1.
     Failure(String),
+    /// Rank 0 of a multi-process run could not listen at the address its launcher chose:
+    /// exit [`EXIT_ADDRESS_IN_USE`], which the launcher (`--mode procs`, `--procs`) retries.
+    AddressInUse(String),
 }
+
+/// Exit code of a rank whose bootstrap address was taken (EX_TEMPFAIL).
+pub const EXIT_ADDRESS_IN_USE: i32 = 75;
+
+/// Launches of a multi-process run before giving up on finding a free port.
+pub const PORT_TRIES: u32 = 4;
 
 impl CliError {
     pub fn input(msg: impl fmt::Display) -> Self {
@@ -21,6 +31,7 @@ impl CliError {
         match self {
             CliError::Input(_) => 2,
             CliError::Failure(_) => 1,
+            CliError::AddressInUse(_) => EXIT_ADDRESS_IN_USE,
         }
     }
 }
@@ -28,7 +39,7 @@ impl CliError {
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CliError::Input(m) | CliError::Failure(m) => f.write_str(m),
+            CliError::Input(m) | CliError::Failure(m) | CliError::AddressInUse(m) => f.write_str(m),
         }
     }
 }

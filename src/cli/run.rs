@@ -1,7 +1,7 @@
 //! `topoplan run`: execute collectives with the runtime, check every element against the serial
 //! reference, and print an nccl-tests style table.
 
-use super::error::{CliError, CliResult};
+use super::error::{CliError, CliResult, EXIT_ADDRESS_IN_USE, PORT_TRIES};
 use super::sizes::parse_size;
 use planner::schedule::{CollectiveKind, Protocol};
 use runtime::check::{collective_for, Case};
@@ -396,6 +396,8 @@ fn describe(comm: &mut Communicator, p: &Plan, root: u32) -> String {
 fn comm_err(e: CommError) -> CliError {
     if e.is_usage() {
         CliError::input(e)
+    } else if e.is_address_in_use() {
+        CliError::AddressInUse(e.to_string())
     } else {
         CliError::failure(e)
     }
@@ -499,6 +501,23 @@ fn run_from_env(a: &Args, p: &Plan) -> CliResult {
 }
 
 fn run_procs(a: &Args) -> CliResult {
+    for attempt in 1..=PORT_TRIES {
+        match launch_ranks(a)? {
+            Some(r) => return r,
+            None => eprintln!(
+                "note: rank 0's port was taken before it could listen; starting the ranks again \
+                 on another ({attempt} of {PORT_TRIES})"
+            ),
+        }
+    }
+    Err(CliError::failure(format!(
+        "rank 0's port was taken {PORT_TRIES} times in a row"
+    )))
+}
+
+/// Starts every rank once on a freshly chosen port and waits for them; `None` when rank 0 found
+/// the port taken (the others are stopped: they would wait for it until their timeout).
+fn launch_ranks(a: &Args) -> Result<Option<CliResult>, CliError> {
     let exe = std::env::current_exe()
         .map_err(|e| CliError::failure(format!("cannot find my own binary: {e}")))?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -510,7 +529,7 @@ fn run_procs(a: &Args) -> CliResult {
         .skip(1)
         .chain(["--from-env".to_string()])
         .collect();
-    let kids: Vec<_> = (0..a.ranks)
+    let mut kids: Vec<std::process::Child> = (0..a.ranks)
         .map(|r| {
             Command::new(&exe)
                 .args(&args)
@@ -531,18 +550,24 @@ fn run_procs(a: &Args) -> CliResult {
         .collect::<Result<_, _>>()
         .map_err(|e| CliError::failure(format!("starting ranks: {e}")))?;
     let mut worst = 0;
-    for (r, k) in kids.into_iter().enumerate() {
-        let st = k
-            .wait_with_output()
-            .map_err(|e| CliError::failure(format!("rank {r}: {e}")))?
-            .status;
+    for r in 0..kids.len() {
+        let st = kids[r]
+            .wait()
+            .map_err(|e| CliError::failure(format!("rank {r}: {e}")))?;
+        if r == 0 && st.code() == Some(EXIT_ADDRESS_IN_USE) {
+            for k in &mut kids[1..] {
+                let _ = k.kill();
+                let _ = k.wait();
+            }
+            return Ok(None);
+        }
         if !st.success() {
             worst = worst.max(st.code().unwrap_or(1));
         }
     }
-    match worst {
+    Ok(Some(match worst {
         0 => Ok(()),
         2 => Err(CliError::input("a rank rejected its input (see above)")),
         _ => Err(CliError::failure("a rank failed (see above)")),
-    }
+    }))
 }

@@ -60,6 +60,10 @@ pub enum BootstrapError {
     Env(String),
     #[error("{doing}: {detail}")]
     Io { doing: String, detail: String },
+    /// Rank 0 could not listen: something else holds the address (a launcher that picked a
+    /// free port and released it may retry with another).
+    #[error("rank 0 cannot listen at {addr}: the address is in use")]
+    AddressInUse { addr: String },
 }
 
 fn io(doing: impl Into<String>, e: impl std::fmt::Display) -> BootstrapError {
@@ -270,8 +274,15 @@ pub fn rendezvous(
     let deadline = Instant::now() + timeout;
     let secret = hex(&id.secret);
     if rank == 0 {
-        let listener = TcpListener::bind(&id.addr)
-            .map_err(|e| io(format!("rank 0 listening at {}", id.addr), e))?;
+        let listener = TcpListener::bind(&id.addr).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AddrInUse {
+                BootstrapError::AddressInUse {
+                    addr: id.addr.clone(),
+                }
+            } else {
+                io(format!("rank 0 listening at {}", id.addr), e)
+            }
+        })?;
         return root(
             listener,
             &secret,

@@ -85,3 +85,27 @@ fn all_gather_refuses_oversized_contributions_and_hex_round_trips() {
     assert_eq!(unhex(&hex(&b)).unwrap(), b);
     assert!(unhex("abc").is_none() && unhex("zz").is_none());
 }
+
+/// Rank 0 whose address is taken says so in a variant of its own, which a launcher that chose
+/// the port retries on another.
+#[test]
+fn rank_0_on_a_taken_address_says_so() {
+    let held = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = held.local_addr().unwrap().to_string();
+    let id = UniqueId::new(addr.clone());
+    let info = PeerInfo {
+        rank: 0,
+        host: "test".into(),
+        pid: std::process::id(),
+        listen: "127.0.0.1:1".into(),
+    };
+    match rendezvous(&id, 0, 2, 7, info, Duration::from_secs(2)) {
+        Err(e @ BootstrapError::AddressInUse { .. }) => {
+            assert!(e.to_string().contains(&addr), "{e}");
+            assert!(e.to_string().contains("in use"), "{e}");
+        }
+        Err(e) => panic!("expected AddressInUse, got {e}"),
+        Ok(_) => panic!("rank 0 listened on a taken address"),
+    }
+    drop(held);
+}

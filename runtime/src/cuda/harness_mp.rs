@@ -13,8 +13,8 @@
 use super::device::{drv, DevBuf, Event};
 use super::graph::{begin_capture, end_capture, Graph};
 use super::harness::{
-    algbw, algo_label, coll_of, data_seed, geometry, median, rank_ptrs, BenchConfig, Cell, MemReport,
-    Row,
+    algbw, algo_label, coll_of, data_seed, geometry, median, rank_ptrs, BenchConfig, Cell,
+    MemReport, Row,
 };
 use super::ipc::{check_direct, CudaProcComm, ProcRequest, RegisteredBuffer};
 use super::nccl::NcclRank;
@@ -504,8 +504,13 @@ mod tests {
         let mut t = Table(vec![enc(&[5, -3, 7]), enc(&[9, -1, 2])]);
         assert_eq!(max_over_ranks(&mut t, &[5, -3, 7]).unwrap(), vec![9, -1, 7]);
         let mut short = Table(vec![enc(&[5, -3, 7]), enc(&[9])]);
-        let e = max_over_ranks(&mut short, &[5, -3, 7]).unwrap_err().to_string();
-        assert!(e.contains("rank 1 sent 8 bytes of memory figures, expected 24"), "{e}");
+        let e = max_over_ranks(&mut short, &[5, -3, 7])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("rank 1 sent 8 bytes of memory figures, expected 24"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -235,7 +235,10 @@ mod tests {
     fn a_fifth_of_a_gibibyte() {
         let n = (1u64 << 30) / 4;
         // n is whole grains: the SM path's 80 % rounds down by under a grain.
-        assert_eq!(n - ce_share(n, 200), (n - n / 5) / GRAIN_ELEMS * GRAIN_ELEMS);
+        assert_eq!(
+            n - ce_share(n, 200),
+            (n - n / 5) / GRAIN_ELEMS * GRAIN_ELEMS
+        );
         assert_eq!(ce_share(4096, 500), 0);
         // 512 MiB + 12 bytes of floats: the 3 odd elements go to the copy engines.
         let odd = (512u64 << 20) / 4 + 3;

@@ -3,7 +3,7 @@
 //! CUDA IPC (`runtime::cuda::ipc`) and runs the configurations like the one-process bench.
 
 use super::{effective_algo, map_err, run_configs, Args, Mode};
-use crate::cli::error::{CliError, CliResult};
+use crate::cli::error::{CliError, CliResult, EXIT_ADDRESS_IN_USE, PORT_TRIES};
 use planner::schedule::CollectiveKind;
 use runtime::bootstrap::{self, PeerInfo, UniqueId};
 use runtime::cuda::ipc::CudaProcComm;
@@ -71,6 +71,29 @@ pub(super) fn run_parent(a: &Args) -> CliResult {
             "no CUDA driver on this machine (libcuda.so not found): `topoplan bench` needs GPUs",
         ));
     }
+    for attempt in 1..=PORT_TRIES {
+        match launch(a)? {
+            Launch::Done(r) => return r,
+            Launch::PortTaken => eprintln!(
+                "note: rank 0's port was taken before it could listen; starting the ranks again \
+                 on another ({attempt} of {PORT_TRIES})"
+            ),
+        }
+    }
+    Err(CliError::failure(format!(
+        "--procs: rank 0's port was taken {PORT_TRIES} times in a row"
+    )))
+}
+
+/// How one launch of the ranks ended.
+enum Launch {
+    Done(CliResult),
+    /// Rank 0 could not listen at the port chosen for it (taken since): launch again.
+    PortTaken,
+}
+
+/// Starts every rank once, on a freshly chosen port, and waits for them.
+fn launch(a: &Args) -> Result<Launch, CliError> {
     // A free port for rank 0's rendezvous (released at once; rank 0 binds it again).
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -101,10 +124,10 @@ pub(super) fn run_parent(a: &Args) -> CliResult {
                     let _ = c.kill();
                     let _ = c.wait();
                 }
-                return Err(CliError::failure(format!(
+                return Ok(Launch::Done(Err(CliError::failure(format!(
                     "starting rank {r} ({}): {e}",
                     exe.display()
-                )));
+                )))));
             }
         }
     }
@@ -121,6 +144,14 @@ pub(super) fn run_parent(a: &Args) -> CliResult {
                     status[r] = Some(st);
                 }
             }
+        }
+        if status[0].is_some_and(|st| st.code() == Some(EXIT_ADDRESS_IN_USE)) {
+            // The others would wait for rank 0 until their timeout.
+            for c in &mut children {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            return Ok(Launch::PortTaken);
         }
         if status.iter().all(Option::is_some) {
             break;
@@ -152,7 +183,7 @@ pub(super) fn run_parent(a: &Args) -> CliResult {
             None => failed.push(format!("rank {r}: exit status unknown")),
         }
     }
-    if failed.is_empty() {
+    Ok(Launch::Done(if failed.is_empty() {
         Ok(())
     } else {
         Err(CliError::failure(format!(
@@ -160,7 +191,7 @@ pub(super) fn run_parent(a: &Args) -> CliResult {
             a.ngpus,
             failed.join("; ")
         )))
-    }
+    }))
 }
 
 /// One rank of `--procs`: bootstrap with the other ranks, map their buffers, run the configs.
@@ -211,13 +242,21 @@ pub(super) fn run_child(a: &Args, rank: u32) -> CliResult {
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     let fingerprint = runtime::config::fnv1a(args.join("\0").as_bytes());
-    let mut rv = bootstrap::rendezvous(&id, rank, n, fingerprint, info, timeout)
-        .map_err(|e| CliError::failure(format!("bootstrap: {e}")))?;
+    let mut rv = bootstrap::rendezvous(&id, rank, n, fingerprint, info, timeout).map_err(|e| {
+        if matches!(e, bootstrap::BootstrapError::AddressInUse { .. }) {
+            CliError::AddressInUse(format!("bootstrap: {e}"))
+        } else {
+            CliError::failure(format!("bootstrap: {e}"))
+        }
+    })?;
     // The context first (the communicator retains the same primary context), so that "before"
     // excludes the context itself, as in one process.
     let ctx = runtime::cuda::device::open_devices(&[rank as usize]).map_err(map_err)?;
     let free = || -> Result<u64, CliError> {
-        Ok(ctx[0].mem_get_info().map_err(|e| CliError::failure(format!("{e:?}")))?.0 as u64)
+        Ok(ctx[0]
+            .mem_get_info()
+            .map_err(|e| CliError::failure(format!("{e:?}")))?
+            .0 as u64)
     };
     let free_before = free()?;
     let comm = CudaProcComm::new(
