@@ -264,7 +264,16 @@ fn models_track_session_12s_closing_run() {
 /// mode within 6.5 % (6.1 %); the push path within 2 % and the hybrid within 0.5 %.
 #[test]
 fn models_track_session_13s_closing_run() {
-    let log = "session13/run3-perf.log";
+    let errs = closing_run_errors("session13/run3-perf.log");
+    assert!(errs[0] < 0.11, "{errs:?}");
+    assert!(errs[1] < 0.065, "{errs:?}");
+    assert!(errs[2] < 0.02, "{errs:?}");
+    assert!(errs[3] < 0.005, "{errs:?}");
+}
+
+/// The tuner's worst error per regime (LL, pull, push, hybrid) on a closing run's log (its
+/// `-b 8 -e 64M -f 2` and `-b 128M -e 1G -f 2` tables).
+fn closing_run_errors(log: &str) -> [f64; 4] {
     let mut rows = bench_rows(log, "-b 8 -e 64M -f 2");
     rows.extend(bench_rows(log, "-b 128M -e 1G -f 2"));
     let (ll, pull, push, hybrid) = auto_regimes(&rows);
@@ -274,11 +283,8 @@ fn models_track_session_13s_closing_run() {
         worst_error(Algorithm::OneShot, Protocol::Simple, &push),
         worst_error(Algorithm::OneShot, Protocol::Simple, &hybrid),
     ];
-    println!("worst errors: LL, pull, push, hybrid {errs:?}");
-    assert!(errs[0] < 0.11, "{errs:?}");
-    assert!(errs[1] < 0.065, "{errs:?}");
-    assert!(errs[2] < 0.02, "{errs:?}");
-    assert!(errs[3] < 0.005, "{errs:?}");
+    println!("{log}: worst errors: LL, pull, push, hybrid {errs:?}");
+    errs
 }
 
 /// Out of sample: session 14's closing run (`docs/measurements/session14/run5-perf.log`, the
@@ -287,17 +293,7 @@ fn models_track_session_13s_closing_run() {
 /// 0.5 % (0.3 %).
 #[test]
 fn models_track_session_14s_closing_run() {
-    let log = "session14/run5-perf.log";
-    let mut rows = bench_rows(log, "-b 8 -e 64M -f 2");
-    rows.extend(bench_rows(log, "-b 128M -e 1G -f 2"));
-    let (ll, pull, push, hybrid) = auto_regimes(&rows);
-    let errs = [
-        worst_error(Algorithm::OneShot, Protocol::LL, &ll),
-        worst_error(Algorithm::OneShot, Protocol::Simple, &pull),
-        worst_error(Algorithm::OneShot, Protocol::Simple, &push),
-        worst_error(Algorithm::OneShot, Protocol::Simple, &hybrid),
-    ];
-    println!("worst errors: LL, pull, push, hybrid {errs:?}");
+    let errs = closing_run_errors("session14/run5-perf.log");
     assert!(errs[0] < 0.09, "{errs:?}");
     assert!(errs[1] < 0.065, "{errs:?}");
     assert!(errs[2] < 0.025, "{errs:?}");

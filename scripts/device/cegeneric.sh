@@ -4,8 +4,6 @@
 # against the CPU reference, then timed beside the copy-engine pair path.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 sec ce 60 "TOPOPLAN_CE_PAIR=0" bench --algo ce --coll all-reduce -d float,half -o sum,max --counts 7,1048579,16777219 -w 1 -n 3 --runs 1 -c 1
 sec ce 60 "TOPOPLAN_CE_PAIR=0" bench --algo ce -b 4M -e 256M -f 4 -w 3 -n 10 --runs 3 -c 0
 sec ce 60 "" bench --algo ce -b 4M -e 256M -f 4 -w 3 -n 10 --runs 3 -c 0

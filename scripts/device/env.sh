@@ -16,3 +16,7 @@ machine_info() {
   nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.sm --format=csv,noheader
   nvidia-smi topo -m 2>/dev/null | head -4
 }
+# sec NAME TIMEOUT "ENV=.. ENV=.." ARGS...: runs `topoplan ARGS` with those variables under a
+# timeout, appending the command, its output and its exit status to $OUT/NAME.log.
+sec() { local name=$1 t=$2 envs=$3; shift 3
+  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }

@@ -5,8 +5,6 @@
 # over pull sizes, then pull's block-size variant at 4-16 MiB. Logs in $OUT/*.log.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 machine_info > "$OUT/info.txt" 2>&1
 sec perf 200 "" bench -b 8 -e 1G -f 2 -w 5 -n 20 --runs 3 -c 0 --vs-nccl
 grep -E '^ +[0-9]+ ' "$OUT/perf.log" | awk '{printf "%s:%s/%s=%s ip %s/%s=%s %s\n", $1, $7, $11, $14, $15, $19, $22, $6}'

@@ -5,8 +5,6 @@
 # all-reduce table and the other collectives against NCCL. Logs in $OUT/*.log.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 machine_info > "$OUT/info.txt" 2>&1
 sec check 150 "" bench --coll all -d all -o sum,max --counts 1,7,4099,65537,262147,1048579 -w 1 -n 2 --runs 1 -c 1
 sec check 60 "TOPOPLAN_DIRECT_LL_CTAS=2" bench --coll all -d float -o sum,min --counts 3,65537,262147 -w 1 -n 3 --runs 1 -c 1

@@ -5,8 +5,6 @@
 # it, the host enqueue cost, and the empty-kernel floor.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 sec check 120 "" bench --coll all -d float,half,int8,double -o sum,max --counts 1,7,4099,65537,262147 -w 1 -n 3 --runs 1 -c 1
 sec check 60 "TOPOPLAN_DIRECT_LL_CTAS=2" bench --coll all -d float -o sum,min --counts 3,65537,262147 -w 1 -n 3 --runs 1 -c 1
 sec check 60 "" bench --coll all-reduce -d float -o sum,avg --counts 2,1000,65536 --algo one-shot-ll -w 2 -n 5 --runs 1 -c 1 --cuda-graph

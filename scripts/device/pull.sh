@@ -5,8 +5,6 @@
 # and pull's CTA size and arrive-fence variants.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 machine_info > "$OUT/info.txt" 2>&1
 F="TOPOPLAN_PULL=1 TOPOPLAN_PROTO=Simple"
 sec check 150 "$F" bench --coll all -d all -o sum,max --counts 1,7,65537,1048579 -w 0 -n 1 --runs 1 -c 1

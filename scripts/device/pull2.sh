@@ -5,8 +5,6 @@
 # at 512 MiB-1 GiB.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 vs() { grep -E '^ +[0-9]+ ' "$OUT/$1.log" | tail -n "$2" | awk '{printf "%s:%s/%s=%s ip %s/%s=%s %s\n", $1, $7, $11, $14, $15, $19, $22, $6}'; }
 row() { grep -E '^ +[0-9]+ ' "$OUT/$1.log" | tail -n "$2" | awk -v tag="$3" '{printf "%s:%s/%s ", $1, $7, $11} END {print tag}'; }
 F="TOPOPLAN_PULL=1"

@@ -4,8 +4,6 @@
 # to 64 MiB, to place the default block and the upper end of pull's range.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 row() { grep -E '^ +[0-9]+ ' "$OUT/$1.log" | tail -n "$2" | awk -v tag="$3" '{printf "%s:%s/%s ", $1, $7, $11} END {print tag}'; }
 sec check 150 "TOPOPLAN_PULL=1" bench --coll all -d float,half,int8,double -o sum,max --counts 1,7,65537,1048579,4194307 --algo one-shot -w 0 -n 1 --runs 1 -c 1
 sec check 60 "TOPOPLAN_PULL=1 TOPOPLAN_PULL_BLOCK=128" bench --coll all-reduce,reduce-scatter -d float,bfloat16 -o sum,avg --counts 3,1048579,16777219 --algo one-shot -w 0 -n 1 --runs 1 -c 1

@@ -8,8 +8,6 @@ set -u
 machine_info > "$OUT/info.txt" 2>&1
 timeout 240 .devbin/cuda_device --test-threads 1 --nocapture > "$OUT/tests.log" 2>&1; echo "rc=$?" >> "$OUT/tests.log"
 grep -E '^test |test result|rc=' "$OUT/tests.log"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 rows() { grep -E '^ +[0-9]+ ' "$OUT/$1.log" | tail -"$2" | awk -v tag="$3" '{printf "%s:%s/%s ip %s/%s  ", $1, $7, $11, $15, $19} END {print "<- " tag}'; }
 for v in "" "TOPOPLAN_ONE_FENCE=1" "TOPOPLAN_PROGRESS=relaxed TOPOPLAN_ONE_FENCE=1"; do
   sec check 90 "$v" bench --coll all -d float,half -o sum,max --counts 1,7,262147,4194307,16777219 --algo one-shot -w 1 -n 2 --runs 1 -c 1

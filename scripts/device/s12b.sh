@@ -3,8 +3,6 @@
 # 16-64 MiB (push), and the hybrid's share and chunks at 512 MiB in place, against NCCL.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 rows() { grep -E '^ +[0-9]+ ' "$OUT/$1.log" | tail -"$2" | awk -v tag="$3" '{printf "%s:%s/%s ip %s/%s  ", $1, $7, $11, $15, $19} END {print "<- " tag}'; }
 sec check 90 "TOPOPLAN_DIRECT_SEG_KB=64 TOPOPLAN_DIRECT_SLOTS=4" bench --coll all-reduce,broadcast -d float -o sum --counts 7,8388611 --algo one-shot -w 1 -n 2 --runs 1 -c 1
 for v in "" "TOPOPLAN_DIRECT_SEG_KB=64" "TOPOPLAN_DIRECT_SEG_KB=64 TOPOPLAN_DIRECT_SLOTS=4" "TOPOPLAN_DIRECT_SEG_KB=256" "TOPOPLAN_DIRECT_SLOTS=3" "" "TOPOPLAN_DIRECT_SEG_KB=64" "TOPOPLAN_ONE_FENCE=0"; do

@@ -4,8 +4,6 @@
 # of place, against NCCL; checked once.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 rows() { grep -E '^ +[0-9]+ ' "$OUT/$1.log" | tail -"$2" | awk -v tag="$3" '{printf "%s:%s/%s ip %s/%s  ", $1, $7, $11, $15, $19} END {print "<- " tag}'; }
 sec check 90 "TOPOPLAN_DIRECT_CTAS=40" bench -b 512M -e 512M -w 1 -n 2 --runs 1 -c 1
 for v in "" "TOPOPLAN_DIRECT_CTAS=48" "TOPOPLAN_DIRECT_CTAS=40" "TOPOPLAN_DIRECT_CTAS=32" "TOPOPLAN_DIRECT_CTAS=48 TOPOPLAN_HYBRID_CE_PCT=60" "TOPOPLAN_DIRECT_CTAS=32 TOPOPLAN_HYBRID_CE_PCT=60" "" "TOPOPLAN_DIRECT_CTAS=48" "TOPOPLAN_DIRECT_CTAS=40"; do

@@ -5,8 +5,6 @@
 # uncut; 512 MiB in place slower): the code was removed after this run; it is in commit 08cd907.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 rows() { grep -E '^ +[0-9]+ ' "$OUT/$1.log" | tail -"$2" | awk -v tag="$3" '{printf "%s:%s/%s ip %s/%s  ", $1, $7, $11, $15, $19} END {print "<- " tag}'; }
 sec check 50 "TOPOPLAN_TAIL=4" bench --coll all -d float,double -o sum,max --counts 7,4194307,16777219 --algo one-shot -w 1 -n 2 --runs 1 -c 1
 wrong=$(grep '# summary' "$OUT/check.log" | awk '{s+=$5} END {print s+0}')

@@ -5,8 +5,6 @@
 # at 4-128 KiB (TOPOPLAN_DIRECT_LL_CTAS; default 4 KiB per CTA). Logs in $OUT/*.log.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 machine_info > "$OUT/info.txt" 2>&1
 T0=$SECONDS
 MP_T=60 timeout 220 bash "$(dirname "$0")/mp.sh" | tail -1; echo "[$((SECONDS-T0)) s]"

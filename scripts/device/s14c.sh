@@ -6,8 +6,6 @@
 # default (hybrid 512 MiB-1 GiB, pull and push 1-256 MiB, LL 8 B-64 KiB). Logs in $OUT/*.log.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 machine_info > "$OUT/info.txt" 2>&1
 T0=$SECONDS
 sec check 120 "TOPOPLAN_DIRECT_MAXREG=64" bench --coll all -d float,half -o sum,max --counts 7,65537,1048579,16777219 -w 1 -n 2 --runs 1 -c 1

@@ -3,8 +3,6 @@
 # capped kernels' registers, alternating with the default. Logs in $OUT/sweep.log.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 for v in "" "TOPOPLAN_HYBRID_CE_PCT=54" "TOPOPLAN_HYBRID_CE_PCT=58" "TOPOPLAN_SHARED_MAXREG=80" "TOPOPLAN_HYBRID_CE_PCT=62" "" "TOPOPLAN_HYBRID_CE_PCT=54" "TOPOPLAN_HYBRID_CE_PCT=58" "TOPOPLAN_SHARED_MAXREG=80"; do
   sec sweep 40 "$v" bench -b 512M -e 1G -f 2 -w 3 -n 20 --runs 5 -c 0
 done

@@ -4,8 +4,6 @@
 # (the hybrid across processes, in place sharing SMs); then the GPU tests. Logs in $OUT/*.log.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 T0=$SECONDS
 sec mpmem 120 "" bench -g 2 --procs --vs-nccl --coll all-reduce -d float -o sum --counts 2,65536,1048576,16777216,134217731 -w 2 -n 10 --runs 1 -c 1
 grep -E '^# memory|^# summary|^rc=|^ +[0-9]+ ' "$OUT/mpmem.log" | cut -c1-190; echo "[$((SECONDS-T0)) s]"

@@ -5,8 +5,6 @@
 # process and across processes. Logs in $OUT/*.log.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 T0=$SECONDS
 sec odd 90 "" bench --coll all-reduce -d float -o sum --counts 134217728,134217731 -w 3 -n 10 --runs 3 -c 1
 sec odd 90 "" bench --procs -g 2 --coll all-reduce -d float -o sum --counts 134217731 -w 3 -n 10 --runs 3 -c 1

@@ -7,8 +7,6 @@
 # 1,000 hybrid calls. Logs in $OUT/*.log.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 machine_info > "$OUT/info.txt" 2>&1
 T0=$SECONDS
 sec check 130 "" bench --coll all -d float,half,bfloat16,int32,double -o sum,min --counts 1,7,4099,65537,1048579 -w 1 -n 2 --runs 1 -c 1

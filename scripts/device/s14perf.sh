@@ -4,8 +4,6 @@
 # other collectives. Logs in $OUT/*.log.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 machine_info > "$OUT/info.txt" 2>&1
 T0=$SECONDS
 sec perf 150 "" bench -b 8 -e 64M -f 2 -w 5 -n 50 --runs 5 -c 0 --vs-nccl

@@ -9,8 +9,6 @@
 # Each form is checked first (every element, in and out of place), then timed against NCCL.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 rows() { grep -E '^ +[0-9]+ ' "$OUT/$1.log" | tail -"$2" | awk -v tag="$3" '{printf "%s:%s/%s ip %s/%s  ", $1, $7, $11, $15, $19} END {print "<- " tag}'; }
 ONE="TOPOPLAN_SPLIT_PCT=30 TOPOPLAN_SPLIT_MAX_MB=1024 TOPOPLAN_HYBRID_CE_PCT=0"
 TWO="TOPOPLAN_HYBRID_SIDE=pull TOPOPLAN_HYBRID_MIN_MB=16 TOPOPLAN_DIRECT_CTAS=48 TOPOPLAN_PULL_CTAS=72"

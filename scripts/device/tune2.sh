@@ -3,8 +3,6 @@
 # (relaxed LL credits, no PDL), copy-engine pair variants (copy streams, chunk) at 16 MiB-1 GiB.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 summ() { echo "$1: $(grep -c '# summary' "$OUT/$2.log") runs, $(grep '# summary' "$OUT/$2.log" | awk '{s+=$5} END {print s+0}') wrong, $(grep -c '^rc=[^0]' "$OUT/$2.log") failed"; }
 sec check 80 "" bench --coll all -d float,half,int8 -o sum,max --counts 1,7,65537,1048579 -w 0 -n 1 --runs 1 -c 1
 sec check 60 "" bench --coll all-reduce --algo ce -d float,half,int8 -o sum,avg,min --counts 7,1048579,16777219 -w 2 -n 3 --runs 1 -c 1

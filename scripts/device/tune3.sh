@@ -3,8 +3,6 @@
 # checked against the CPU reference, then timed against NCCL at 8 B-512 KiB and 1-64 MiB.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 summ() { echo "$1: $(grep -c '# summary' "$OUT/$2.log") runs, $(grep '# summary' "$OUT/$2.log" | awk '{s+=$5} END {print s+0}') wrong, $(grep -c '^rc=[^0]' "$OUT/$2.log") failed"; }
 sec check 80 "" bench --coll all -d float,half,int8,double -o sum,max --counts 1,7,65537,1048579,16777219 -w 1 -n 3 --runs 1 -c 1
 sec check 60 "TOPOPLAN_SIMPLE_RELAXED=1" bench --coll all -d float,int8 -o sum --counts 65537,1048579,16777219 -w 1 -n 3 --runs 1 -c 1

@@ -3,8 +3,6 @@
 # grid; each variant checked (-c 1) and timed against NCCL in the same process.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 for v in TOPOPLAN_DIRECT_SEG_KB=32 TOPOPLAN_DIRECT_SEG_KB=128 TOPOPLAN_DIRECT_SLOTS=4 TOPOPLAN_LL_MAX=1048576 TOPOPLAN_DIRECT_CTAS=64 "TOPOPLAN_DIRECT_SEG_KB=32 TOPOPLAN_DIRECT_SLOTS=4"; do
   sec mid 45 "$v" bench -b 1M -e 32M -f 2 -w 5 -n 20 --runs 3 -c 1 --vs-nccl
   grep -E '^ +[0-9]+ ' "$OUT/mid.log" | tail -6 | awk -v v="$v" '{printf "%s:%s/%s(%s) ", $1, $7, $11, $10} END {print v}'

@@ -3,8 +3,6 @@
 # timed against the default twice each, alternating, every run against NCCL (8 B-64 KiB).
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 sec check 60 "TOPOPLAN_SEQ_RELAXED=1" bench --coll all -d float,int8 -o sum --counts 1,7,65537,1048579,16777219 -w 1 -n 3 --runs 1 -c 1
 echo "CHECK: $(grep '# summary' "$OUT/check.log" | tail -1) rc: $(grep -c '^rc=0' "$OUT/check.log")"
 for v in "" TOPOPLAN_SEQ_RELAXED=1 "" TOPOPLAN_SEQ_RELAXED=1; do

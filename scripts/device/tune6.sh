@@ -4,8 +4,6 @@
 # and the copy-engine pair path's new defaults (1 copy stream, 64 MiB chunks) at 128 MiB-1 GiB.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 sec check 40 "TOPOPLAN_LL_BLOCK=128" bench --coll all -d float,int8 -o sum --counts 1,7,65537,1048579 -w 1 -n 3 --runs 1 -c 1
 sec check 40 "TOPOPLAN_LL_BLOCK=64" bench --coll all -d float -o sum --counts 1,7,65537,1048579 -w 1 -n 3 --runs 1 -c 1
 echo "CHECK: $(grep '# summary' "$OUT/check.log" | awk '{s+=$5; n+=$3} END {print n" configs, "s" wrong"}') rc0: $(grep -c '^rc=0' "$OUT/check.log")"

@@ -4,8 +4,6 @@
 # 128 MiB-1 GiB for copy-engine shares 0 (against NCCL), 10, 20, 30 %.
 set -u
 . "$(dirname "$0")/env.sh"
-sec() { local name=$1 t=$2 envs=$3; shift 3
-  { echo "+ $envs topoplan $*"; timeout "$t" env $envs "$BIN" "$@"; echo "rc=$?"; } >> "$OUT/$name.log" 2>&1; }
 sec check 60 "TOPOPLAN_HYBRID_CE_PCT=25 TOPOPLAN_HYBRID_MIN_MB=1" bench --coll all-reduce -d float,half,int8 -o sum,max --counts 1048579,16777219,67108867 -w 2 -n 3 --runs 1 -c 1
 echo "CHECK: $(grep '# summary' "$OUT/check.log" | tail -1) rc: $(grep '^rc=' "$OUT/check.log")"
 C=33554432,134217728,268435456

@@ -73,16 +73,26 @@ fn as_run_rows_at(
 #[test]
 fn own_as_run_session13_out_of_sample() {
     let measured = as_run_rows("session13/run3-perf.log", "topoplan bench");
+    closing_run_within(
+        &measured,
+        &[(0, 28, 0.11), (512 << 10, 12, 0.065), (2 << 20, 10, 0.035)],
+    );
+}
+
+/// Compares a closing run's 28 points (8 B–1 GiB) with `ExecParams::default()`; each bound
+/// `(from_bytes, points, error)` says: the `points` rows from `from_bytes` up are within `error`.
+fn closing_run_within(
+    measured: &[(u64, planner::schedule::Protocol, f64)],
+    bounds: &[(u64, usize, f64)],
+) {
     assert_eq!(measured.len(), 28);
-    let r = compare_own_as_run_protocols(&topo(), &measured, &SimConfig::default()).unwrap();
+    let r = compare_own_as_run_protocols(&topo(), measured, &SimConfig::default()).unwrap();
     print_rows(&r);
-    assert_within(&r, 0.11);
-    let mid: Vec<_> = r.iter().filter(|x| x.bytes >= 512 << 10).cloned().collect();
-    assert_eq!(mid.len(), 12);
-    assert_within(&mid, 0.065);
-    let large: Vec<_> = r.into_iter().filter(|x| x.bytes >= 2 << 20).collect();
-    assert_eq!(large.len(), 10);
-    assert_within(&large, 0.035);
+    for &(from, points, error) in bounds {
+        let part: Vec<_> = r.iter().filter(|x| x.bytes >= from).cloned().collect();
+        assert_eq!(part.len(), points, "rows from {from} B");
+        assert_within(&part, error);
+    }
 }
 
 /// Session 14's closing run (`docs/measurements/session14/run5-perf.log`: medians of 5 runs of
@@ -94,16 +104,10 @@ fn own_as_run_session13_out_of_sample() {
 #[test]
 fn own_as_run_session14_out_of_sample() {
     let measured = as_run_rows("session14/run5-perf.log", "topoplan bench");
-    assert_eq!(measured.len(), 28);
-    let r = compare_own_as_run_protocols(&topo(), &measured, &SimConfig::default()).unwrap();
-    print_rows(&r);
-    assert_within(&r, 0.08);
-    let mid: Vec<_> = r.iter().filter(|x| x.bytes >= 512 << 10).cloned().collect();
-    assert_eq!(mid.len(), 12);
-    assert_within(&mid, 0.065);
-    let large: Vec<_> = r.into_iter().filter(|x| x.bytes >= 2 << 20).collect();
-    assert_eq!(large.len(), 10);
-    assert_within(&large, 0.035);
+    closing_run_within(
+        &measured,
+        &[(0, 28, 0.08), (512 << 10, 12, 0.065), (2 << 20, 10, 0.035)],
+    );
 }
 
 /// In place, same run: the model has no notion of aliasing, so this is how far in-place calls
@@ -112,13 +116,7 @@ fn own_as_run_session14_out_of_sample() {
 #[test]
 fn own_as_run_session14_in_place() {
     let measured = as_run_rows_at("session14/run5-perf.log", "topoplan bench", 14);
-    assert_eq!(measured.len(), 28);
-    let r = compare_own_as_run_protocols(&topo(), &measured, &SimConfig::default()).unwrap();
-    print_rows(&r);
-    assert_within(&r, 0.09);
-    let large: Vec<_> = r.into_iter().filter(|x| x.bytes >= 512 << 10).collect();
-    assert_eq!(large.len(), 12);
-    assert_within(&large, 0.03);
+    closing_run_within(&measured, &[(0, 28, 0.09), (512 << 10, 12, 0.03)]);
 }
 
 /// One process per GPU (`topoplan bench --procs`), session 13: with registered buffers and the
