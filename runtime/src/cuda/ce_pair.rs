@@ -298,6 +298,11 @@ pub(crate) fn enqueue_on(
     };
     let list = chunks(count, elem, k.chunk, k.min_chunk);
     let f = &m.pair[super::device::op_index(op)];
+    let block = if side.shares_sms {
+        SHARED_BLOCK
+    } else {
+        k.block
+    };
     let avg = u32::from(op == ReduceOp::Avg);
 
     let mut st = side.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -355,15 +360,7 @@ pub(crate) fn enqueue_on(
             cudarc::driver::result::launch_kernel(
                 f.cu_function(),
                 (grid, 1, 1),
-                (
-                    if side.shares_sms {
-                        SHARED_BLOCK
-                    } else {
-                        k.block
-                    },
-                    1,
-                    1,
-                ),
+                (block, 1, 1),
                 0,
                 stream,
                 &mut params,

@@ -145,13 +145,14 @@ pub(crate) fn enqueue(
         .hybrid
         .lock()
         .unwrap_or_else(|p| p.into_inner());
+    let share = shares_sms(in_place);
     fork_join(
         &g.ranks[rank].ctx,
         &st,
         in_place,
         stream,
-        |s| super::direct::enqueue(g, rank, &sm_req, in_place, shares_sms(in_place), module, s),
-        |side| super::ce_pair::enqueue(g, rank, &ce_req, module, shares_sms(in_place), side),
+        |s| super::direct::enqueue(g, rank, &sm_req, in_place, share, module, s),
+        |side| super::ce_pair::enqueue(g, rank, &ce_req, module, share, side),
     )
 }
 

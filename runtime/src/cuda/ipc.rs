@@ -549,13 +549,14 @@ impl CudaProcComm {
             if !super::ce_pair::capturing(stream)? {
                 let sm = req.count - ce;
                 // In place the two halves share SMs (`DirectCall::shares_sms`).
+                let share = super::hybrid::shares_sms(in_place);
                 let sm_call = DirectCall {
                     count: sm,
-                    shares_sms: super::hybrid::shares_sms(in_place),
+                    shares_sms: share,
                     ..call
                 };
                 let hy = p.hybrid.lock().unwrap_or_else(|p| p.into_inner());
-                let side = p.side(self, self.peers.min_sm, super::hybrid::shares_sms(in_place));
+                let side = p.side(self, self.peers.min_sm, share);
                 return super::hybrid::fork_join(
                     &self.ctx,
                     &hy,
