@@ -35,7 +35,9 @@ rank 0 prints the table (times: the slowest rank). With --vs-nccl each process a
 (ncclCommInitRank, rank 0's id sent through the bootstrap), checked and timed on the same buffers, as nccl-tests \
 runs under MPI; --cuda-graph captures and replays the calls there too. Buffers are registered with every rank \
 (CudaProcComm::register), so from 512 KiB to 16 MiB all-reduce reads the peers' inputs (pull mode) as in one \
-process. TOPOPLAN_TIMEOUT bounds each bootstrap wait (default 600 s). Example:\n  \
+process, and from 512 MiB a 2-GPU all-reduce runs on the copy engines as well. The memory lines are each rank's \
+figures, the largest over ranks. TOPOPLAN_TIMEOUT bounds each bootstrap wait (default 600 s); if rank 0's port \
+is taken before it listens, the ranks start again on another. Example:\n  \
 topoplan bench -g 2 --procs -b 8 -e 1G -f 4 -c 1 --vs-nccl"
 )]
 pub struct Args {
@@ -95,7 +97,7 @@ pub struct Args {
     #[arg(long = "seed", default_value_t = 1)]
     pub seed: u64,
     /// One process per GPU (`-g N --procs`: N processes, rank r on GPU r) sharing buffers through
-    /// CUDA IPC; one-shot (direct) schedules only, no --vs-nccl.
+    /// CUDA IPC; one-shot (direct) schedules only; takes --vs-nccl and --cuda-graph.
     #[arg(long = "procs")]
     pub procs: bool,
 }
