@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 14, run 3: the direct kernels take 128 registers per thread, so a 512-thread CTA fills
 # an SM's register file and the hybrid's copy-engine reduces find only the SMs the direct grid
-# leaves (4 of 132). Caps the direct kernels' registers (TOPOPLAN_DIRECT_MAXREG) and shrinks the
+# leaves (4 of 132). Caps the direct kernels' registers (TOPOPLAN_DIRECT_MAXREG, a knob of commit
+# 4344bbb only: run this script with that commit's binary) and shrinks the
 # reduce CTAs (TOPOPLAN_PAIR_BLOCK) so both fit on one SM: checked, then timed against the
 # default (hybrid 512 MiB-1 GiB, pull and push 1-256 MiB, LL 8 B-64 KiB). Logs in $OUT/*.log.
 set -u
