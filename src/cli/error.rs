@@ -18,7 +18,27 @@ pub enum CliError {
 pub const EXIT_ADDRESS_IN_USE: i32 = 75;
 
 /// Launches of a multi-process run before giving up on finding a free port.
-pub const PORT_TRIES: u32 = 4;
+const PORT_TRIES: u32 = 4;
+
+/// Runs `launch` (one start of every rank of a multi-process run, on a port it chooses free
+/// and releases) again while it returns `None`, i.e. while rank 0 found that port taken before
+/// it could listen (exit [`EXIT_ADDRESS_IN_USE`]), at most [`PORT_TRIES`] times.
+pub fn retry_taken_port(
+    mut launch: impl FnMut() -> Result<Option<CliResult>, CliError>,
+) -> CliResult {
+    for attempt in 1..=PORT_TRIES {
+        match launch()? {
+            Some(r) => return r,
+            None => eprintln!(
+                "note: rank 0's port was taken before it could listen; starting the ranks again \
+                 on another ({attempt} of {PORT_TRIES})"
+            ),
+        }
+    }
+    Err(CliError::failure(format!(
+        "rank 0's port was taken {PORT_TRIES} times in a row"
+    )))
+}
 
 impl CliError {
     pub fn input(msg: impl fmt::Display) -> Self {

@@ -1,7 +1,7 @@
 //! `topoplan run`: execute collectives with the runtime, check every element against the serial
 //! reference, and print an nccl-tests style table.
 
-use super::error::{CliError, CliResult, EXIT_ADDRESS_IN_USE, PORT_TRIES};
+use super::error::{retry_taken_port, CliError, CliResult, EXIT_ADDRESS_IN_USE};
 use super::sizes::parse_size;
 use planner::schedule::{CollectiveKind, Protocol};
 use runtime::check::{collective_for, Case};
@@ -501,18 +501,7 @@ fn run_from_env(a: &Args, p: &Plan) -> CliResult {
 }
 
 fn run_procs(a: &Args) -> CliResult {
-    for attempt in 1..=PORT_TRIES {
-        match launch_ranks(a)? {
-            Some(r) => return r,
-            None => eprintln!(
-                "note: rank 0's port was taken before it could listen; starting the ranks again \
-                 on another ({attempt} of {PORT_TRIES})"
-            ),
-        }
-    }
-    Err(CliError::failure(format!(
-        "rank 0's port was taken {PORT_TRIES} times in a row"
-    )))
+    retry_taken_port(|| launch_ranks(a))
 }
 
 /// Starts every rank once on a freshly chosen port and waits for them; `None` when rank 0 found

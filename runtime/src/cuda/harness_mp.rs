@@ -261,7 +261,7 @@ fn max_over_ranks(meet: &mut dyn Meet, mine: &[i64]) -> Result<Vec<i64>, CudaErr
 }
 
 /// Free device memory of this rank's GPU, bytes.
-fn free_bytes(ctx: &Arc<CudaContext>) -> Result<i64, CudaError> {
+pub fn free_bytes(ctx: &Arc<CudaContext>) -> Result<i64, CudaError> {
     Ok(ctx.mem_get_info().map_err(drv)?.0 as i64)
 }
 

@@ -3,7 +3,7 @@
 //! CUDA IPC (`runtime::cuda::ipc`) and runs the configurations like the one-process bench.
 
 use super::{effective_algo, map_err, run_configs, Args, Mode};
-use crate::cli::error::{CliError, CliResult, EXIT_ADDRESS_IN_USE, PORT_TRIES};
+use crate::cli::error::{retry_taken_port, CliError, CliResult, EXIT_ADDRESS_IN_USE};
 use planner::schedule::CollectiveKind;
 use runtime::bootstrap::{self, PeerInfo, UniqueId};
 use runtime::cuda::ipc::CudaProcComm;
@@ -71,29 +71,12 @@ pub(super) fn run_parent(a: &Args) -> CliResult {
             "no CUDA driver on this machine (libcuda.so not found): `topoplan bench` needs GPUs",
         ));
     }
-    for attempt in 1..=PORT_TRIES {
-        match launch(a)? {
-            Launch::Done(r) => return r,
-            Launch::PortTaken => eprintln!(
-                "note: rank 0's port was taken before it could listen; starting the ranks again \
-                 on another ({attempt} of {PORT_TRIES})"
-            ),
-        }
-    }
-    Err(CliError::failure(format!(
-        "--procs: rank 0's port was taken {PORT_TRIES} times in a row"
-    )))
+    retry_taken_port(|| launch(a))
 }
 
-/// How one launch of the ranks ended.
-enum Launch {
-    Done(CliResult),
-    /// Rank 0 could not listen at the port chosen for it (taken since): launch again.
-    PortTaken,
-}
-
-/// Starts every rank once, on a freshly chosen port, and waits for them.
-fn launch(a: &Args) -> Result<Launch, CliError> {
+/// Starts every rank once, on a freshly chosen port, and waits for them; `None` when rank 0
+/// found the port taken (the others are stopped: they would wait for it until their timeout).
+fn launch(a: &Args) -> Result<Option<CliResult>, CliError> {
     // A free port for rank 0's rendezvous (released at once; rank 0 binds it again).
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -124,7 +107,7 @@ fn launch(a: &Args) -> Result<Launch, CliError> {
                     let _ = c.kill();
                     let _ = c.wait();
                 }
-                return Ok(Launch::Done(Err(CliError::failure(format!(
+                return Ok(Some(Err(CliError::failure(format!(
                     "starting rank {r} ({}): {e}",
                     exe.display()
                 )))));
@@ -151,7 +134,7 @@ fn launch(a: &Args) -> Result<Launch, CliError> {
                 let _ = c.kill();
                 let _ = c.wait();
             }
-            return Ok(Launch::PortTaken);
+            return Ok(None);
         }
         if status.iter().all(Option::is_some) {
             break;
@@ -183,7 +166,7 @@ fn launch(a: &Args) -> Result<Launch, CliError> {
             None => failed.push(format!("rank {r}: exit status unknown")),
         }
     }
-    Ok(Launch::Done(if failed.is_empty() {
+    Ok(Some(if failed.is_empty() {
         Ok(())
     } else {
         Err(CliError::failure(format!(
@@ -252,12 +235,7 @@ pub(super) fn run_child(a: &Args, rank: u32) -> CliResult {
     // The context first (the communicator retains the same primary context), so that "before"
     // excludes the context itself, as in one process.
     let ctx = runtime::cuda::device::open_devices(&[rank as usize]).map_err(map_err)?;
-    let free = || -> Result<u64, CliError> {
-        Ok(ctx[0]
-            .mem_get_info()
-            .map_err(|e| CliError::failure(format!("{e:?}")))?
-            .0 as u64)
-    };
+    let free = || runtime::cuda::harness_mp::free_bytes(&ctx[0]).map_err(map_err);
     let free_before = free()?;
     let comm = CudaProcComm::new(
         rank as usize,
@@ -267,8 +245,8 @@ pub(super) fn run_child(a: &Args, rank: u32) -> CliResult {
     )
     .map_err(map_err)?;
     let init = runtime::cuda::harness_mp::InitMemory {
-        free_before,
-        ours_init: free_before as i64 - free()? as i64,
+        free_before: free_before as u64,
+        ours_init: free_before - free()?,
     };
     let mut mode = Mode::Procs {
         comm: Box::new(comm),
