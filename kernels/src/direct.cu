@@ -545,9 +545,9 @@ TD_KERNEL(td_direct_max, OpMax)
 // TOPOPLAN_SHARED_MAXREG): uncapped, a 512-thread CTA takes 128 per thread, a whole SM's
 // register file, so no other kernel's CTA can run beside it. The in-place hybrid runs its SM
 // half on these so that its copy-engine half's reduces (256-thread CTAs) find room on every SM
-// (2xH200: in-place 512 MiB 370.5 against 368 GB/s; out of place it lost 2-3 GB/s, so the
-// uncapped kernels stay there). They are a build of their own (TD_SHARED_BUILD), compiled only
-// when a call first needs them.
+// (2xH200: in-place 512 MiB 369.5-369.8 against 364.9-366.8 GB/s; out of place it lost 1.5-3
+// GB/s, so the uncapped kernels stay there). They are a build of their own (TD_SHARED_BUILD),
+// compiled only when a call first needs them.
 #ifndef TD_SHARED_NREG
 #define TD_SHARED_NREG 96
 #endif

@@ -11,9 +11,10 @@
 //! In place, the SM half runs the register-capped direct kernels and the copy-engine half's
 //! reduces run in 256-thread CTAs, so both fit on one SM (`DirectCall::shares_sms`): with the
 //! direct kernels' 128 registers per thread a direct CTA fills an SM, the reduces then find only
-//! the 4 SMs the direct grid leaves, and in place they often fell behind (2×H200, 512 MiB: 368
-//! against 370.5 GB/s). Out of place the reduces keep up on those 4 SMs, and sharing SMs cost
-//! 2-3 GB/s, so the uncapped kernels run there.
+//! the 4 SMs the direct grid leaves, and in place they often fell behind (2×H200, 512 MiB in
+//! place: 369.5-369.8 GB/s shared against 364.9-366.8 not, alternating in one run). Out of place
+//! the reduces keep up on those 4 SMs, and sharing SMs cost 1.5-3 GB/s, so the uncapped kernels
+//! run there.
 //!
 //! Both ranks split alike (same size, same knobs), so each path sees the same sequence of calls
 //! on every rank. The ranges are disjoint, so neither path reads what the other writes. Under

@@ -330,8 +330,8 @@ pub struct CudaProcComm {
     nranks: u32,
     ctx: Arc<CudaContext>,
     peers: DirectPeers,
-    /// Registered buffers, in registration order (their peers' mappings).
-    /// Registrations by number; `None` once deregistered (numbers are never reused).
+    /// Registered buffers (their peers' mappings) by registration number; `None` once
+    /// deregistered (numbers are never reused).
     registry: Mutex<Vec<Option<register::Registration>>>,
     /// The copy engines' ring and counters once enabled (`enable_copy_engines`, 2 ranks).
     pair: Mutex<Option<pair::ProcPair>>,
