@@ -1,6 +1,7 @@
 //! GPU test of the CUDA backend: all-reduce, all-gather, reduce-scatter, broadcast and reduce on
-//! every GPU pair present, checked element by element against `runtime::reference`. Machines
-//! without a CUDA driver or with fewer than 2 GPUs (CI) skip with a message.
+//! every GPU pair present, checked element by element against `runtime::reference`, and average
+//! on arbitrary floats bit for bit. Machines without a CUDA driver or with fewer than 2 GPUs (CI)
+//! skip with a message.
 
 use planner::schedule::CollectiveKind;
 use runtime::cuda::harness::{run, BenchConfig};
@@ -322,5 +323,141 @@ fn pulled_call_captures_in_global_mode() {
             wrong, 0,
             "rank {r}: {wrong} wrong elements after the replay"
         );
+    }
+}
+
+/// Arbitrary values (not the checks' small integers, whose averages are exact whatever the
+/// rounding): every sign, exponents 2^-30 … 2^30 with random mantissas, and every 97th element
+/// an f32 subnormal (its average rounds). Little-endian bytes of `count` elements of `dtype`.
+fn arbitrary_floats(dtype: DataType, count: usize, seed: u64) -> Vec<u8> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let mut out = Vec::with_capacity(count * dtype.size());
+    for k in 0..count {
+        let r = next();
+        let f = if k % 97 == 0 {
+            f32::from_bits((r as u32) & 0x807F_FFFF) // subnormal (or zero), either sign
+        } else {
+            let mant = 1.0 + (r >> 11 & 0xF_FFFF) as f32 / (1u32 << 20) as f32;
+            let exp = ((r >> 40) % 61) as i32 - 30;
+            let sign = if r >> 63 == 1 { -1.0 } else { 1.0 };
+            sign * mant * 2f32.powi(exp)
+        };
+        match dtype {
+            DataType::F32 => out.extend_from_slice(&f.to_le_bytes()),
+            DataType::F64 => {
+                let d = f as f64 * (1.0 + (r & 0x7FF) as f64 / 4096.0); // more mantissa than f32
+                out.extend_from_slice(&d.to_le_bytes());
+            }
+            DataType::Bf16 => out.extend_from_slice(&half::bf16::from_f32(f).to_le_bytes()),
+            _ => unreachable!("float types only"),
+        }
+    }
+    out
+}
+
+/// Average on arbitrary floats must match the CPU reference bit for bit. The kernels multiply by
+/// 2^-k for a power-of-two rank count where the reference divides (`tp_div` in `exec.cu`); this
+/// holds only if both round the same value once. Sizes cover each path `auto` runs: LL, pull,
+/// push (Simple), and the hybrid (direct path + copy engines), out of and in place.
+#[test]
+#[allow(clippy::needless_range_loop)] // ranks index several parallel vectors
+fn average_matches_the_reference_bit_for_bit() {
+    use cudarc::driver::sys;
+    use runtime::cuda::{CudaGroup, Request};
+    if !two_gpus("average_matches_the_reference_bit_for_bit") {
+        return;
+    }
+    let g = CudaGroup::new(&[0, 1]).unwrap();
+    let coll = planner::schedule::Collective::new(CollectiveKind::AllReduce);
+    let cases: &[(DataType, usize)] = &[
+        (DataType::F32, 1_027),
+        (DataType::F32, 262_147),
+        (DataType::F32, 8_388_611),
+        (DataType::F32, (512 << 20) / 4 + 3),
+        (DataType::Bf16, 262_147),
+        (DataType::Bf16, 16_777_219),
+        (DataType::F64, 65_539),
+        (DataType::F64, 4_194_307),
+    ];
+    for &(dtype, count) in cases {
+        let bytes = count * dtype.size();
+        let inputs: Vec<Vec<u8>> = (0..2)
+            .map(|r| arbitrary_floats(dtype, count, 11 + r as u64))
+            .collect();
+        let want = runtime::reference::expected_bytes(dtype, &coll, ReduceOp::Avg, count, &inputs);
+        let (algo, sched) = runtime::cuda::schedules::pick(&coll, 2, bytes as u64, "auto").unwrap();
+        let sched = std::sync::Arc::new(sched);
+        for in_place in [false, true] {
+            let label = format!("{dtype:?} × {count} ({algo}, in place {in_place})");
+            let (mut ins, mut outs, mut streams) = (Vec::new(), Vec::new(), Vec::new());
+            for r in 0..2 {
+                g.context(r).bind_to_thread().unwrap();
+                let mut s: sys::CUstream = std::ptr::null_mut();
+                let (mut i, mut o): (sys::CUdeviceptr, sys::CUdeviceptr) = (0, 0);
+                // SAFETY: out-pointers valid; context bound; sizes match the host vectors.
+                unsafe {
+                    sys::cuStreamCreate(&mut s, 0).result().unwrap();
+                    sys::cuMemAlloc_v2(&mut i, bytes).result().unwrap();
+                    sys::cuMemcpyHtoD_v2(i, inputs[r].as_ptr() as *const _, bytes)
+                        .result()
+                        .unwrap();
+                    if in_place {
+                        o = i;
+                    } else {
+                        sys::cuMemAlloc_v2(&mut o, bytes).result().unwrap();
+                        sys::cuMemsetD8_v2(o, 0x7B, bytes).result().unwrap();
+                    }
+                }
+                ins.push(i);
+                outs.push(o);
+                streams.push(s);
+            }
+            for r in 0..2 {
+                let req = Request {
+                    schedule: &sched,
+                    count: count as u64,
+                    dtype,
+                    op: ReduceOp::Avg,
+                    inputs: &ins,
+                    outputs: &outs,
+                };
+                g.enqueue(r, &req, streams[r])
+                    .unwrap_or_else(|e| panic!("{label}: rank {r}: {e}"));
+            }
+            for r in 0..2 {
+                g.context(r).bind_to_thread().unwrap();
+                let mut got = vec![0u8; bytes];
+                // SAFETY: stream and buffers live; the copy's size matches `got`; freed once.
+                unsafe {
+                    sys::cuStreamSynchronize(streams[r])
+                        .result()
+                        .unwrap_or_else(|e| panic!("{label}: rank {r}: {e:?}"));
+                    sys::cuMemcpyDtoH_v2(got.as_mut_ptr() as *mut _, outs[r], bytes)
+                        .result()
+                        .unwrap();
+                    sys::cuMemFree_v2(ins[r]).result().unwrap();
+                    if !in_place {
+                        sys::cuMemFree_v2(outs[r]).result().unwrap();
+                    }
+                    sys::cuStreamDestroy_v2(streams[r]).result().unwrap();
+                }
+                let w = want[r].as_ref().expect("all-reduce output");
+                let wrong = runtime::reference::count_wrong(dtype, &got, w, 0.0);
+                let first = got
+                    .chunks_exact(dtype.size())
+                    .zip(w.chunks_exact(dtype.size()))
+                    .position(|(a, b)| a != b);
+                assert!(
+                    got == *w,
+                    "{label}: rank {r}: {wrong} elements differ from the reference (bits); first at {first:?}"
+                );
+            }
+        }
     }
 }
