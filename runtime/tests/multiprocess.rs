@@ -34,8 +34,10 @@ fn spawn_wrapped(
     // before rank 0 listens. Then rank 0 cannot listen and the run says so; choose another.
     for _ in 0..4 {
         let res = spawn_on_port(n, role, extra, master, wrap, free_port());
-        // `BootstrapError::AddressInUse`.
-        if !res.iter().any(|r| r.1.contains("the address is in use")) {
+        // `BootstrapError::AddressInUse`, as its message or (a rank's `expect`) its Debug form.
+        let port_taken =
+            |out: &str| out.contains("the address is in use") || out.contains("AddressInUse");
+        if !res.iter().any(|r| port_taken(&r.1)) {
             return res;
         }
     }
