@@ -13,7 +13,7 @@ use super::group::{CudaGroup, Request};
 use super::nccl::NcclGroup;
 use super::schedules;
 use super::CudaError;
-use crate::reference::{buffer_lens, count_wrong, expected_bytes, random_input_bytes};
+use crate::reference::{buffer_lens, count_wrong, expected_bytes, random_inputs_bytes};
 use crate::types::{DataType, ReduceOp};
 use cudarc::driver::sys;
 use planner::schedule::{Collective, CollectiveKind, Schedule};
@@ -402,44 +402,45 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// Fills inputs with the reference's random data (poisoning outputs), returns the host inputs.
-fn fill(
+/// Every rank's input of this size: the reference's random data (made once, used by both
+/// libraries and by the check).
+fn host_inputs(cfg: &BenchConfig, n: usize, count: u64, seed: u64) -> Vec<Vec<u8>> {
+    let (il, _) = buffer_lens(&coll_of(cfg.kind, cfg.root), n as u32, count as usize);
+    random_inputs_bytes(cfg.dtype, seed, n as u32, il, cfg.op, |_| true)
+}
+
+/// Copies `inputs` into the ranks' input buffers and poisons their outputs.
+fn upload(
     bufs: &Bufs,
     cfg: &BenchConfig,
     count: u64,
     in_place: bool,
-    seed: u64,
-) -> Result<Vec<Vec<u8>>, CudaError> {
-    let n = bufs.inp.len();
+    inputs: &[Vec<u8>],
+) -> Result<(), CudaError> {
     let elem = cfg.dtype.size() as u64;
-    let (il, _) = buffer_lens(&coll_of(cfg.kind, cfg.root), n as u32, count as usize);
-    let mut hosts = Vec::new();
-    for r in 0..n {
-        let data = random_input_bytes(cfg.dtype, seed, r as u32, il, cfg.op);
+    let (iptrs, _) = bufs.ptrs(cfg.kind, count, elem, in_place);
+    for (r, data) in inputs.iter().enumerate() {
         bufs.out[r].fill(0xFF)?; // NaN in every float type: an unwritten element cannot pass
-        let (iptrs, _) = bufs.ptrs(cfg.kind, count, elem, in_place);
         let ctx = bufs.inp[r].context();
         ctx.bind_to_thread().map_err(drv)?;
         // SAFETY: destination lies in this rank's buffers (sized for the largest size).
         unsafe { sys::cuMemcpyHtoD_v2(iptrs[r], data.as_ptr() as *const _, data.len()) }
             .result()
             .map_err(drv)?;
-        hosts.push(data);
     }
-    Ok(hosts)
+    Ok(())
 }
 
+/// Wrong elements of the ranks' outputs against `want` (the reference's outputs).
 fn check(
     bufs: &Bufs,
     cfg: &BenchConfig,
     count: u64,
     in_place: bool,
-    inputs: &[Vec<u8>],
+    want: &[Option<Vec<u8>>],
 ) -> Result<i64, CudaError> {
     let n = bufs.inp.len();
     let elem = cfg.dtype.size() as u64;
-    let coll = coll_of(cfg.kind, cfg.root);
-    let want = expected_bytes(cfg.dtype, &coll, cfg.op, count as usize, inputs);
     let (_, optrs) = bufs.ptrs(cfg.kind, count, elem, in_place);
     let mut wrong = 0i64;
     for r in 0..n {
@@ -540,24 +541,31 @@ pub fn run(
             };
             // Correctness (also the first call of this size: memory measured around it).
             let seed = data_seed(cfg.seed, si, in_place);
-            let inputs = fill(&bufs, cfg, count, in_place, seed)?;
+            let inputs = host_inputs(cfg, n as usize, count, seed);
+            let want = if cfg.check {
+                let coll = coll_of(cfg.kind, cfg.root);
+                expected_bytes(cfg.dtype, &coll, cfg.op, count as usize, &inputs)
+            } else {
+                Vec::new()
+            };
+            upload(&bufs, cfg, count, in_place, &inputs)?;
             let m0 = free_mem(&g)?;
             ours.once(&g, cfg, count, &ip, &op, &streams)?;
             if !in_place {
                 row.mem_first_call.0 = max_drop(&m0, &free_mem(&g)?);
             }
             if cfg.check {
-                cell.wrong = check(&bufs, cfg, count, in_place, &inputs)?;
+                cell.wrong = check(&bufs, cfg, count, in_place, &want)?;
             }
             if let Some(nc) = &nccl {
-                let inputs = fill(&bufs, cfg, count, in_place, seed)?;
+                upload(&bufs, cfg, count, in_place, &inputs)?;
                 let m0 = free_mem(&g)?;
                 Lib::Nccl(nc).once(&g, cfg, count, &ip, &op, &streams)?;
                 if !in_place {
                     row.mem_first_call.1 = Some(max_drop(&m0, &free_mem(&g)?));
                 }
                 if cfg.check {
-                    cell.nccl_wrong = Some(check(&bufs, cfg, count, in_place, &inputs)?);
+                    cell.nccl_wrong = Some(check(&bufs, cfg, count, in_place, &want)?);
                 }
             }
             // Timing, alternating ours and NCCL's.

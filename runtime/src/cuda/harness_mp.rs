@@ -21,7 +21,7 @@ use super::nccl::NcclRank;
 use super::schedules;
 use super::CudaError;
 use crate::bootstrap::Rendezvous;
-use crate::reference::{buffer_lens, count_wrong, expected_bytes, random_input_bytes};
+use crate::reference::{buffer_lens, count_wrong, expected_bytes, random_inputs_bytes};
 use cudarc::driver::{sys, CudaContext};
 use planner::schedule::Schedule;
 use std::sync::Arc;
@@ -370,15 +370,8 @@ pub fn run(
             // library's first call of the size is its checked call.
             let seed = data_seed(cfg.seed, si, in_place);
             let (il, _) = buffer_lens(&coll, n, count as usize);
-            let inputs: Vec<Vec<u8>> = (0..n)
-                .map(|r| {
-                    if cfg.check || r == rank {
-                        random_input_bytes(cfg.dtype, seed, r, il, cfg.op)
-                    } else {
-                        Vec::new()
-                    }
-                })
-                .collect();
+            let inputs =
+                random_inputs_bytes(cfg.dtype, seed, n, il, cfg.op, |r| cfg.check || r == rank);
             let want = if cfg.check {
                 expected_bytes(cfg.dtype, &coll, cfg.op, count as usize, &inputs)
                     .swap_remove(rank as usize)
