@@ -96,11 +96,7 @@ fn all_gather_model_tracks_nccl_on_h200x2() {
 /// (size, algo column, out-of-place µs) rows of a `topoplan bench` log section: the lines
 /// after the first line starting with `+` that contains `marker`, up to the next `+` line.
 fn bench_rows(file: &str, marker: &str) -> Vec<(u64, String, f64)> {
-    let path = if file.contains('/') {
-        format!("../docs/measurements/{file}")
-    } else {
-        format!("../docs/measurements/session10/{file}")
-    };
+    let path = format!("../docs/measurements/{file}");
     let text = std::fs::read_to_string(path).unwrap();
     let mut inside = false;
     let mut rows = Vec::new();
@@ -179,11 +175,14 @@ fn worst_error(algo: Algorithm, proto: Protocol, pts: &[(u64, f64)]) -> f64 {
 }
 
 /// The direct patterns are priced from topoplan's own executor: its one-shot all-reduce measured
-/// on 2×H200 (session 10's closing run, `docs/measurements/session10/run6-perf.log`), where the
+/// on 2×H200 (session 10's closing run, `docs/measurements/2026-11-30-h200x2-push-relaxed-credits/perf.log`), where the
 /// fit (calib.rs, DIRECT_*) was made: Simple within 3 %, LL within 8 % at every size.
 #[test]
 fn one_shot_model_tracks_topoplans_executor_on_h200x2() {
-    let rows = bench_rows("run6-perf.log", "-b 8 -e 1G -f 2");
+    let rows = bench_rows(
+        "2026-11-30-h200x2-push-relaxed-credits/perf.log",
+        "-b 8 -e 1G -f 2",
+    );
     let (ll, simple) = (
         algo_rows(&rows, "one-shot-ll"),
         algo_rows(&rows, "one-shot"),
@@ -202,15 +201,18 @@ fn one_shot_model_tracks_topoplans_executor_on_h200x2() {
 }
 
 /// From 512 KiB to 16 MiB a one-shot all-reduce runs in pull mode (session 11's closing run,
-/// `docs/measurements/session11/run6-perf.log`, the defaults): the model's Simple one-shot
+/// `docs/measurements/2026-11-30-h200x2-pull-and-hybrid/perf.log`, the defaults): the model's Simple one-shot
 /// estimate there is the pull fit (calib.rs, DIRECT_PULL_*), within 3 % at every size.
 #[test]
 fn pull_model_tracks_topoplans_executor_on_h200x2() {
-    let pts: Vec<(u64, f64)> = bench_rows("session11/run6-perf.log", "-b 8 -e 1G -f 2")
-        .into_iter()
-        .filter(|r| r.1 == "one-shot-pull")
-        .map(|r| (r.0, r.2))
-        .collect();
+    let pts: Vec<(u64, f64)> = bench_rows(
+        "2026-11-30-h200x2-pull-and-hybrid/perf.log",
+        "-b 8 -e 1G -f 2",
+    )
+    .into_iter()
+    .filter(|r| r.1 == "one-shot-pull")
+    .map(|r| (r.0, r.2))
+    .collect();
     assert_eq!(
         pts.iter().map(|p| p.0 >> 10).collect::<Vec<_>>(),
         [512, 1024, 2048, 4096, 8192, 16384]
@@ -223,33 +225,42 @@ fn pull_model_tracks_topoplans_executor_on_h200x2() {
 /// the same run's 256 MiB (SM path alone) stays on the one-shot fit.
 #[test]
 fn hybrid_model_tracks_topoplans_executor_on_h200x2() {
-    let pts: Vec<(u64, f64)> = bench_rows("run12-hybrid-vs-nccl.log", "TOPOPLAN_HYBRID_CE_PCT=50")
-        .into_iter()
-        .map(|r| (r.0, r.2))
-        .collect();
+    let pts: Vec<(u64, f64)> = bench_rows(
+        "2026-11-30-h200x2-hybrid-adoption/hybrid-vs-nccl.log",
+        "TOPOPLAN_HYBRID_CE_PCT=50",
+    )
+    .into_iter()
+    .map(|r| (r.0, r.2))
+    .collect();
     assert_eq!(pts.len(), 3);
     assert!(worst_error(Algorithm::OneShot, Protocol::Simple, &pts) < 0.01);
 }
 
 /// The copy-engine pipeline is priced from topoplan's copy-engine pair all-reduce with its
-/// default 64 MiB chunks (`docs/measurements/session10/run1-ce.log`): within 3 % at 2 MiB–512 MiB.
+/// default 64 MiB chunks (`docs/measurements/2026-11-30-h200x2-ce-pair/chunks.log`): within 3 % at 2 MiB–512 MiB.
 #[test]
 fn copy_engine_model_tracks_topoplans_executor_on_h200x2() {
-    let pts: Vec<(u64, f64)> = bench_rows("run1-ce.log", "TOPOPLAN_CE_CHUNK_MB=64")
-        .into_iter()
-        .map(|r| (r.0, r.2))
-        .collect();
+    let pts: Vec<(u64, f64)> = bench_rows(
+        "2026-11-30-h200x2-ce-pair/chunks.log",
+        "TOPOPLAN_CE_CHUNK_MB=64",
+    )
+    .into_iter()
+    .map(|r| (r.0, r.2))
+    .collect();
     assert_eq!(pts.len(), 5);
     assert!(worst_error(Algorithm::CopyEnginePipeline, Protocol::Simple, &pts) < 0.03);
 }
 
-/// Out of sample: session 12's closing run (`docs/measurements/session12/run4-perf.log`, the
+/// Out of sample: session 12's closing run (`docs/measurements/2026-11-30-h200x2-allreduce-segment-fence/perf.log`, the
 /// defaults after one thread per Simple sender CTA fences a segment), which none of the fits saw:
 /// the model still prices every regime the runtime ran, LL within 8 %, pull mode and the push
 /// path within 3 %, the hybrid within 2 %.
 #[test]
-fn models_track_session_12s_closing_run() {
-    let rows = bench_rows("session12/run4-perf.log", "-b 8 -e 1G -f 2");
+fn models_track_segment_fence_run() {
+    let rows = bench_rows(
+        "2026-11-30-h200x2-allreduce-segment-fence/perf.log",
+        "-b 8 -e 1G -f 2",
+    );
     let (ll, pull, push, hybrid) = auto_regimes(&rows);
     assert!(worst_error(Algorithm::OneShot, Protocol::LL, &ll) < 0.08);
     assert!(worst_error(Algorithm::OneShot, Protocol::Simple, &pull) < 0.03);
@@ -257,14 +268,14 @@ fn models_track_session_12s_closing_run() {
     assert!(worst_error(Algorithm::OneShot, Protocol::Simple, &hybrid) < 0.02);
 }
 
-/// Out of sample: session 13's closing run (`docs/measurements/session13/run3-perf.log`,
+/// Out of sample: session 13's closing run (`docs/measurements/2026-11-30-h200x2-allreduce-one-and-two-procs/perf.log`,
 /// medians of 5 runs of 50 calls to 64 MiB, of 20 from 128 MiB), which none of the fits saw.
 /// This run's small calls are faster than session 12's (LL 4.34–4.60 µs up to 4 KiB; pull mode
 /// 6.98 µs at 512 KiB against 7.36), so the tuner runs high there: LL within 11 % (10.7 %), pull
 /// mode within 6.5 % (6.1 %); the push path within 2 % and the hybrid within 0.5 %.
 #[test]
-fn models_track_session_13s_closing_run() {
-    let errs = closing_run_errors("session13/run3-perf.log");
+fn models_track_one_process_run() {
+    let errs = closing_run_errors("2026-11-30-h200x2-allreduce-one-and-two-procs/perf.log");
     assert!(errs[0] < 0.11, "{errs:?}");
     assert!(errs[1] < 0.065, "{errs:?}");
     assert!(errs[2] < 0.02, "{errs:?}");
@@ -287,26 +298,26 @@ fn closing_run_errors(log: &str) -> [f64; 4] {
     errs
 }
 
-/// Out of sample: session 14's closing run (`docs/measurements/session14/run5-perf.log`, the
+/// Out of sample: session 14's closing run (`docs/measurements/2026-11-30-h200x2-allreduce-shared-sm-hybrid/perf.log`, the
 /// same counts as session 13's): LL within 9 % (8.5 %: its small calls again ran faster than
 /// the fitted runs), pull mode within 6.5 % (6.3 %), the push path 2.5 % (2.0 %), the hybrid
 /// 0.5 % (0.3 %).
 #[test]
-fn models_track_session_14s_closing_run() {
-    let errs = closing_run_errors("session14/run5-perf.log");
+fn models_track_shared_sm_hybrid_run() {
+    let errs = closing_run_errors("2026-11-30-h200x2-allreduce-shared-sm-hybrid/perf.log");
     assert!(errs[0] < 0.09, "{errs:?}");
     assert!(errs[1] < 0.065, "{errs:?}");
     assert!(errs[2] < 0.025, "{errs:?}");
     assert!(errs[3] < 0.005, "{errs:?}");
 }
 
-/// Out of sample: session 15's closing run (`docs/measurements/session15/run3-perf.log`, the
+/// Out of sample: session 15's closing run (`docs/measurements/2026-11-30-h200x2-allreduce-vs-nccl/perf.log`, the
 /// same counts; the hybrid's copy-engine tail chunk now 8 MiB): LL within 11 % (10.6 %: small
 /// calls at 4.3–4.5 µs, faster than the fitted runs, as in sessions 13 and 14), pull mode within
 /// 5 % (4.6 %), the push path 2 % (1.8 %), the hybrid 0.5 % (0.3 %).
 #[test]
-fn models_track_session_15s_closing_run() {
-    let errs = closing_run_errors("session15/run3-perf.log");
+fn models_track_8mib_tail_run() {
+    let errs = closing_run_errors("2026-11-30-h200x2-allreduce-vs-nccl/perf.log");
     assert!(errs[0] < 0.11, "{errs:?}");
     assert!(errs[1] < 0.05, "{errs:?}");
     assert!(errs[2] < 0.02, "{errs:?}");

@@ -15,7 +15,7 @@
 //! `hybrid_gbps`) on the hybrid all-reduce (`fidelity::OWN_HYBRID_H200X2`, two points: the fit is
 //! near-exact; `hybrid_min_bytes` is the runtime's and not fitted), in two passes (a coarse grid,
 //! then a fine one around its best), printing the error on session 10's hybrid measurements
-//! (`fidelity::OWN_HYBRID_H200X2_SESSION10`, not fitted on). The push terms are fitted with pull
+//! (`fidelity::OWN_HYBRID_H200X2_ADOPTION`, not fitted on). The push terms are fitted with pull
 //! mode and the hybrid off (`fidelity::compare_own_one_shot`), so the fits are independent.
 //!
 //! `--fenced` refits the same kernel with fenced credits (`fidelity::OWN_DIRECT_FENCED_H200X2`)
@@ -35,7 +35,7 @@ use planner::topology::Topology;
 use sim::fidelity::{
     compare_own_as_run, compare_own_ce, compare_own_one_shot, markdown, Row, CE_CHUNK_BYTES,
     GENERIC_CE_CHUNK_BYTES, OWN_CE_H200X2_RUN3, OWN_CE_PAIR_H200X2, OWN_DIRECT_FENCED_H200X2,
-    OWN_DIRECT_H200X2, OWN_HYBRID_H200X2, OWN_HYBRID_H200X2_SESSION10, OWN_ONE_SHOT_H200X2,
+    OWN_DIRECT_H200X2, OWN_HYBRID_H200X2, OWN_HYBRID_H200X2_ADOPTION, OWN_ONE_SHOT_H200X2,
     OWN_ONE_SHOT_H200X2_RUN3, OWN_PULL_H200X2,
 };
 use sim::{ExecParams, SimConfig};
@@ -332,7 +332,7 @@ fn main() {
             set,
             &on_hybrid,
         );
-        let out = as_run_rows(&topo, OWN_HYBRID_H200X2_SESSION10, &x);
+        let out = as_run_rows(&topo, OWN_HYBRID_H200X2_ADOPTION, &x);
         println!(
             "hybrid_launch_us {:.2}, hybrid_gbps {:.2} (from {} B per rank): worst |error| on the \
              hybrid points {:.3}%; on session 10's (not fitted on) {:.3}%",

@@ -120,7 +120,7 @@ fn main() {
     );
     for (name, points, cfg) in [
         (
-            "this session's direct-push executor, relaxed credits (OWN_DIRECT_H200X2, docs/measurements/session10/run6-perf.log), ExecParams::default",
+            "this session's direct-push executor, relaxed credits (OWN_DIRECT_H200X2, docs/measurements/2026-11-30-h200x2-push-relaxed-credits/perf.log), ExecParams::default",
             OWN_DIRECT_H200X2,
             &cfg,
         ),
@@ -153,7 +153,7 @@ fn main() {
     }
     let rows = compare_own_as_run(&own, OWN_PULL_H200X2, &cfg).expect("simulates");
     println!(
-        "### topoplan one-shot all-reduce, CUDA runtime, pull mode (OWN_PULL_H200X2, docs/measurements/session11/run6-perf.log), ExecParams::default; worst |error| {:.1}%\n",
+        "### topoplan one-shot all-reduce, CUDA runtime, pull mode (OWN_PULL_H200X2, docs/measurements/2026-11-30-h200x2-pull-and-hybrid/perf.log), ExecParams::default; worst |error| {:.1}%\n",
         worst(&rows) * 100.0
     );
     println!("{}", errors(&rows));
@@ -177,11 +177,11 @@ fn main() {
     // The hybrid (2 ranks, from 512 MiB per rank): fitted points, session 10's (not fitted on),
     // and the same sizes with the hybrid off (the SM push path alone).
     let rows = compare_own_as_run(&own, OWN_HYBRID_H200X2, &cfg).expect("simulates");
-    let out = compare_own_as_run(&own, OWN_HYBRID_H200X2_SESSION10, &cfg).expect("simulates");
+    let out = compare_own_as_run(&own, OWN_HYBRID_H200X2_ADOPTION, &cfg).expect("simulates");
     let sm = with(ExecParams::default().without_hybrid());
     let sm_rows = compare_own_as_run(&own, OWN_HYBRID_H200X2, &sm).expect("simulates");
     println!(
-        "### topoplan one-shot all-reduce, CUDA runtime, hybrid (OWN_HYBRID_H200X2, docs/measurements/session11/run6-perf.log; OWN_HYBRID_H200X2_SESSION10, docs/measurements/session10/run12-hybrid-vs-nccl.log, not fitted on), ExecParams::default; worst |error| {:.2}%, session 10 {:.2}%\n",
+        "### topoplan one-shot all-reduce, CUDA runtime, hybrid (OWN_HYBRID_H200X2, docs/measurements/2026-11-30-h200x2-pull-and-hybrid/perf.log; OWN_HYBRID_H200X2_ADOPTION, docs/measurements/2026-11-30-h200x2-hybrid-adoption/hybrid-vs-nccl.log, not fitted on), ExecParams::default; worst |error| {:.2}%, session 10 {:.2}%\n",
         worst(&rows) * 100.0,
         worst(&out) * 100.0
     );
@@ -204,17 +204,17 @@ fn main() {
     }
     println!();
     // A whole `auto` run no fit saw (session 12's closing run): every regime at once.
-    let rows =
-        compare_own_as_run_protocols(&own, OWN_AS_RUN_H200X2_SESSION12, &cfg).expect("simulates");
+    let rows = compare_own_as_run_protocols(&own, OWN_AS_RUN_H200X2_SEGMENT_FENCE, &cfg)
+        .expect("simulates");
     println!(
-        "### topoplan one-shot all-reduce as `auto` runs it, CUDA runtime (OWN_AS_RUN_H200X2_SESSION12, docs/measurements/session12/run4-perf.log, not fitted on), ExecParams::default; worst |error| {:.1}%\n",
+        "### topoplan one-shot all-reduce as `auto` runs it, CUDA runtime (OWN_AS_RUN_H200X2_SEGMENT_FENCE, docs/measurements/2026-11-30-h200x2-allreduce-segment-fence/perf.log, not fitted on), ExecParams::default; worst |error| {:.1}%\n",
         worst(&rows) * 100.0
     );
     println!("{}", errors(&rows));
     println!("{}", markdown(&rows));
     for (name, points, chunk, cfg) in [
         (
-            "copy-engine pair (ce_pair, OWN_CE_PAIR_H200X2, docs/measurements/session10/run3-ce.log), ExecParams::default, 32 MiB chunks",
+            "copy-engine pair (ce_pair, OWN_CE_PAIR_H200X2, docs/measurements/2026-11-30-h200x2-ce-pair/fit.log), ExecParams::default, 32 MiB chunks",
             OWN_CE_PAIR_H200X2,
             CE_CHUNK_BYTES,
             &cfg,

@@ -122,7 +122,7 @@ pub fn errors_by_protocol(rows: &[Row]) -> Vec<(Protocol, usize, f64, f64)> {
 /// words (and Simple's ready words) are relaxed stores, not release stores, so no system fence per
 /// credit (LL ≈ 4.5 µs per call instead of ≈ 5.8; Simple 1–32 MiB 2–11% faster). (size, protocol,
 /// measured median of 3 runs of 20 calls, µs, the out-of-place `time` column, the 7th field.)
-/// From the closing measurement `docs/measurements/session10/run6-perf.log`, command `topoplan
+/// From the closing measurement `docs/measurements/2026-11-30-h200x2-push-relaxed-credits/perf.log`, command `topoplan
 /// bench -b 8 -e 1G -f 2 -g 2 -w 5 -n 20 --runs 3 -c 0 --vs-nccl`; the protocol is the `algo`
 /// column's (`one-shot-ll`: LL, 8 B–512 KiB; `one-shot`: Simple, 1 MiB–1 GiB). No Simple point
 /// below 1 MiB: the runtime picks LL there.
@@ -163,14 +163,14 @@ pub const OWN_DIRECT_H200X2: &[(u64, Protocol, f64)] = &[
 /// on the direct-push executor (`runtime/src/cuda/direct.rs`, `kernels/src/direct.cu`: senders
 /// push into credit-recycled slots of the receiver's scratch, no barriers): (size, protocol,
 /// measured median of 3 runs of 20 calls, µs, the out-of-place `time` column).
-/// - LL, 8 B–512 KiB: `docs/measurements/direct-run4.log`, section `topoplan bench -b 8 -e 1G
+/// - LL, 8 B–512 KiB: `docs/measurements/direct-run4.log` (git history: `git show d7d5d68:docs/measurements/direct-run4.log`), section `topoplan bench -b 8 -e 1G
 ///   -f 2 -g 2 -w 5 -n 20 --runs 3 -c 0 --vs-nccl`, its `one-shot-ll` rows only (that section's
 ///   Simple rows from 4 MiB up ran on an older grid and are not used).
-/// - Simple, 256 KiB–1 GiB: `docs/measurements/direct-run5.log`, section `topoplan bench -b 256K
+/// - Simple, 256 KiB–1 GiB: `docs/measurements/direct-run5.log` (git history: `git show d7d5d68:docs/measurements/direct-run5.log`), section `topoplan bench -b 256K
 ///   -e 1G -f 2 -g 2 -w 5 -n 20 --runs 3 -c 0 --algo one-shot` (64 sender + 64 receiver CTAs at
 ///   large sizes, one stream per 32 KiB).
 ///
-/// The launch floor of that kernel (`TOPOPLAN_DIRECT_NOOP=1`, `docs/measurements/direct-run3.log`)
+/// The launch floor of that kernel (`TOPOPLAN_DIRECT_NOOP=1`, `docs/measurements/direct-run3.log` (git history: `git show d7d5d68:docs/measurements/direct-run3.log`))
 /// is 3.3–4.3 µs per call; it is a diagnostic, not a collective, and is not in this set.
 /// Checked against `ExecParams::direct_fenced_h200x2`, not the defaults.
 pub const OWN_DIRECT_FENCED_H200X2: &[(u64, Protocol, f64)] = &[
@@ -225,7 +225,7 @@ pub const OWN_ONE_SHOT_H200X2: &[(u64, Protocol, f64)] = &[
 ];
 
 /// The previous (pull-based) executor, like [`OWN_ONE_SHOT_H200X2`]: sizes its final run skipped,
-/// from the earlier sweeps of `docs/measurements/run3-perf.log`
+/// from the earlier sweeps of `docs/measurements/run3-perf.log` (git history: `git show d7d5d68:docs/measurements/run3-perf.log`)
 /// (same machine, `-f 2`): LL up to its 512 KiB limit, Simple 128 KiB–2 MiB (at most 32 CTAs up
 /// to 1 MiB, 64 at 2 MiB: the grid the runtime uses now) and 4–32 MiB from the 64-CTA sweep
 /// (the default since; the 132-CTA rows of that log are left out).
@@ -249,7 +249,7 @@ pub const OWN_ONE_SHOT_H200X2_RUN3: &[(u64, Protocol, f64)] = &[
 /// `kernels/src/direct_pull.cu`: each rank's CTAs read the peer's input over NVLink, one CTA per
 /// 8 KiB of message up to two 256-thread CTAs per SM, with per-CTA arrive and done handshakes),
 /// float, sum, out of place, on the lent 2×H200: session 11's closing run with the shipped
-/// defaults, `docs/measurements/session11/run6-perf.log`, command `topoplan bench -b 8 -e 1G -f 2
+/// defaults, `docs/measurements/2026-11-30-h200x2-pull-and-hybrid/perf.log`, command `topoplan bench -b 8 -e 1G -f 2
 /// -w 5 -n 20 --runs 3 -c 0 --vs-nccl` (size = bytes per rank, median of 3 runs of 20 calls, µs,
 /// the out-of-place `time` column), every row's `algo` column `one-shot-pull`. Run 2's
 /// 512-thread CTAs measured 3-6 % slower (`run2-perf.log`). Checked against
@@ -267,7 +267,7 @@ pub const OWN_PULL_H200X2: &[(u64, f64)] = &[
 /// one-shot Simple all-reduce of at least 512 MiB per rank runs its last 50 % on the copy-engine
 /// pair path and the rest on the SM direct-push path, at the same time), float, sum, out of
 /// place, on the lent 2×H200: session 11's closing run with the shipped defaults,
-/// `docs/measurements/session11/run6-perf.log`, command `topoplan bench -b 8 -e 1G -f 2 -w 5 -n
+/// `docs/measurements/2026-11-30-h200x2-pull-and-hybrid/perf.log`, command `topoplan bench -b 8 -e 1G -f 2 -w 5 -n
 /// 20 --runs 3 -c 0 --vs-nccl` (size = bytes per rank, median of 3 runs of 20 calls, µs, the
 /// out-of-place `time` column), both rows' `algo` column `one-shot+ce`. Checked against
 /// `ExecParams::default()` (whose hybrid terms are fitted on these two points) with
@@ -275,20 +275,20 @@ pub const OWN_PULL_H200X2: &[(u64, f64)] = &[
 pub const OWN_HYBRID_H200X2: &[(u64, f64)] = &[(512 << 20, 1445.75), (1 << 30, 2856.17)];
 
 /// The hybrid all-reduce as [`OWN_HYBRID_H200X2`], measured in session 10 when it was adopted:
-/// `docs/measurements/session10/run12-hybrid-vs-nccl.log` (`TOPOPLAN_HYBRID_CE_PCT=50
+/// `docs/measurements/2026-11-30-h200x2-hybrid-adoption/hybrid-vs-nccl.log` (`TOPOPLAN_HYBRID_CE_PCT=50
 /// TOPOPLAN_HYBRID_MIN_MB=512 topoplan bench --counts 67108864,134217728,268435456 -w 3 -n 20
 /// --runs 3 -c 0 --vs-nccl`; the `algo` column said `one-shot` then). Not fitted on: the
 /// out-of-sample check of the hybrid terms. (Its 256 MiB row ran the SM path alone.)
-pub const OWN_HYBRID_H200X2_SESSION10: &[(u64, f64)] = &[(512 << 20, 1446.60), (1 << 30, 2854.89)];
+pub const OWN_HYBRID_H200X2_ADOPTION: &[(u64, f64)] = &[(512 << 20, 1446.60), (1 << 30, 2854.89)];
 
 /// topoplan's CUDA runtime, one-shot all-reduce as `auto` runs it (LL 8 B–256 KiB, pull mode
 /// 512 KiB–16 MiB, the push path 32–256 MiB, the hybrid from 512 MiB), float, sum, out of place,
 /// on the lent 2×H200: session 12's closing run, after one thread per Simple sender CTA fences a
-/// segment (`docs/measurements/session12/run4-perf.log`, command `topoplan bench -b 8 -e 1G -f 2
+/// segment (`docs/measurements/2026-11-30-h200x2-allreduce-segment-fence/perf.log`, command `topoplan bench -b 8 -e 1G -f 2
 /// -w 5 -n 20 --runs 3 -c 0 --vs-nccl`; size = bytes per rank, median of 3 runs of 20 calls, µs,
 /// the out-of-place `time` column; protocol from the `algo` column). No fit saw it: the
 /// out-of-sample check of `ExecParams::default()`, with [`compare_own_as_run_protocols`].
-pub const OWN_AS_RUN_H200X2_SESSION12: &[(u64, Protocol, f64)] = &[
+pub const OWN_AS_RUN_H200X2_SEGMENT_FENCE: &[(u64, Protocol, f64)] = &[
     (8, Protocol::LL, 4.78),
     (16, Protocol::LL, 4.49),
     (32, Protocol::LL, 4.73),
@@ -322,7 +322,7 @@ pub const OWN_AS_RUN_H200X2_SESSION12: &[(u64, Protocol, f64)] = &[
 /// Simulates the planner's one-shot all-reduce at each measured point with the point's protocol
 /// and `cfg` as it is: with `ExecParams::default()` the executor runs what the runtime runs (pull
 /// mode, the hybrid and the push path each where the runtime uses them), for tables of a whole
-/// `auto` run such as [`OWN_AS_RUN_H200X2_SESSION12`].
+/// `auto` run such as [`OWN_AS_RUN_H200X2_SEGMENT_FENCE`].
 pub fn compare_own_as_run_protocols(
     topo: &Topology,
     measured: &[(u64, Protocol, f64)],
@@ -393,7 +393,7 @@ fn one_shot_rows(
 /// peer's scratch ring in chunks of 32 MiB, halving towards the end down to 2 MiB, on 2
 /// alternating copy streams; SM kernels only reduce (`out = in + scratch`); cross-GPU waits are
 /// stream memory operations. (size, measured median of 3 runs of 20 calls, µs, the out-of-place
-/// `time` column, the 7th field.) From `docs/measurements/session10/run3-ce.log`, first section
+/// `time` column, the 7th field.) From `docs/measurements/2026-11-30-h200x2-ce-pair/fit.log`, first section
 /// only (command `topoplan bench --counts 4194304,16777216,67108864,134217728,268435456 --algo ce
 /// -w 3 -n 20 --runs 3 -c 0 --vs-nccl`; the counts are float elements, so 16 MiB–1 GiB; the
 /// later sections are knob variants). That run's configuration; the runtime's default became
@@ -408,14 +408,14 @@ pub const OWN_CE_PAIR_H200X2: &[(u64, f64)] = &[
 
 /// History: the previous, generic copy-engine lowering of `--algo ce` (before `ce_pair`; the
 /// runtime no longer runs it for two-rank all-reduce), copy-engine pipeline all-reduce (float,
-/// out of place): (size, measured µs) from `docs/measurements/run3-perf.log` (`bench -b 256M -e 1G
+/// out of place): (size, measured µs) from `docs/measurements/run3-perf.log` (git history: `git show d7d5d68:docs/measurements/run3-perf.log`) (`bench -b 256M -e 1G
 /// -f 4 -g 2 -w 2 -n 10 --runs 1 -c 0 --algo ce`, the run `docs/benchmarks-gpu.md` cited then).
 /// Checked against `ExecParams::direct_fenced_h200x2` (`ce_launch_us` 12.0, `ce_gbps` 199, fitted
 /// on these two points), not the defaults.
 pub const OWN_CE_H200X2_RUN3: &[(u64, f64)] = &[(256 << 20, 1521.73), (1 << 30, 7330.08)];
 
 /// History, like [`OWN_CE_H200X2_RUN3`]: the same command in run 2
-/// (`docs/measurements/run2-perf.log`): the run-to-run spread of the previous lowering.
+/// (`docs/measurements/run2-perf.log` (git history: `git show d7d5d68:docs/measurements/run2-perf.log`)): the run-to-run spread of the previous lowering.
 pub const OWN_CE_H200X2_RUN2: &[(u64, f64)] = &[(256 << 20, 1309.93), (1 << 30, 5362.90)];
 
 /// Chunk size of the copy-engine pair all-reduce (`runtime::cuda::ce_pair`, its default

@@ -1,9 +1,9 @@
 //! The executor model against whole `auto` runs it was not fitted on: session 12's closing
-//! measurement (`fidelity::OWN_AS_RUN_H200X2_SESSION12`, docs/fidelity.md "Out of sample") and
+//! measurement (`fidelity::OWN_AS_RUN_H200X2_SEGMENT_FENCE`, docs/fidelity.md "Out of sample") and
 //! session 13's (read from its log), where every regime the runtime runs appears (LL, pull mode,
 //! the push path, the hybrid).
 
-use sim::fidelity::{compare_own_as_run_protocols, OWN_AS_RUN_H200X2_SESSION12};
+use sim::fidelity::{compare_own_as_run_protocols, OWN_AS_RUN_H200X2_SEGMENT_FENCE};
 use sim::SimConfig;
 
 mod common;
@@ -14,10 +14,13 @@ use common::{assert_within, topo};
 /// (worst +2.9 % at 256 MiB), where pull mode, the push path (now fencing once per segment,
 /// 2 % faster at 32 MiB than the run its terms were fitted on) and the hybrid run.
 #[test]
-fn own_as_run_session12_out_of_sample() {
-    let r =
-        compare_own_as_run_protocols(&topo(), OWN_AS_RUN_H200X2_SESSION12, &SimConfig::default())
-            .unwrap();
+fn own_as_run_segment_fence_out_of_sample() {
+    let r = compare_own_as_run_protocols(
+        &topo(),
+        OWN_AS_RUN_H200X2_SEGMENT_FENCE,
+        &SimConfig::default(),
+    )
+    .unwrap();
     assert_eq!(r.len(), 28);
     print_rows(&r);
     assert_within(&r, 0.06);
@@ -64,15 +67,18 @@ fn as_run_rows_at(
         .collect()
 }
 
-/// Session 13's closing run (`docs/measurements/session13/run3-perf.log`: medians of 5 runs of
+/// Session 13's closing run (`docs/measurements/2026-11-30-h200x2-allreduce-one-and-two-procs/perf.log`: medians of 5 runs of
 /// 50 calls up to 64 MiB, of 20 from 128 MiB), which no fit saw. `ExecParams::default()` runs
 /// high on the small LL calls of this run (4.34–4.60 µs up to 4 KiB against session 12's
 /// 4.49–4.98; worst +10.0 % at 4 KiB) and on pull mode's first sizes (+6.1 % at 512 KiB, 6.98
 /// µs against session 12's 7.36), so: within 11 % at every size, 6.5 % from 512 KiB, 3.5 % from
 /// 2 MiB (worst +3.1 % at 256 MiB). Not refitted: the two runs differ by as much as the error.
 #[test]
-fn own_as_run_session13_out_of_sample() {
-    let measured = as_run_rows("session13/run3-perf.log", "topoplan bench");
+fn own_as_run_one_process_out_of_sample() {
+    let measured = as_run_rows(
+        "2026-11-30-h200x2-allreduce-one-and-two-procs/perf.log",
+        "topoplan bench",
+    );
     closing_run_within(
         &measured,
         &[(0, 28, 0.11), (512 << 10, 12, 0.065), (2 << 20, 10, 0.035)],
@@ -95,15 +101,18 @@ fn closing_run_within(
     }
 }
 
-/// Session 14's closing run (`docs/measurements/session14/run5-perf.log`: medians of 5 runs of
+/// Session 14's closing run (`docs/measurements/2026-11-30-h200x2-allreduce-shared-sm-hybrid/perf.log`: medians of 5 runs of
 /// 50 calls up to 64 MiB, of 20 from 128 MiB), on kernels no fit saw either (the in-place hybrid
 /// changed; the out-of-place rows compared here run what session 13 ran). Small LL calls again
 /// ran below the model (4.43–4.54 µs up to 1 KiB): within 8 % at every size (worst +7.3 % at
 /// 1 KiB), 6.5 % from 512 KiB (+6.3 % at 1 MiB), 3.5 % from 2 MiB (+3.1 % at 2 MiB, +2.9 % at
 /// 256 MiB). Not refitted.
 #[test]
-fn own_as_run_session14_out_of_sample() {
-    let measured = as_run_rows("session14/run5-perf.log", "topoplan bench");
+fn own_as_run_shared_sm_hybrid_out_of_sample() {
+    let measured = as_run_rows(
+        "2026-11-30-h200x2-allreduce-shared-sm-hybrid/perf.log",
+        "topoplan bench",
+    );
     closing_run_within(
         &measured,
         &[(0, 28, 0.08), (512 << 10, 12, 0.065), (2 << 20, 10, 0.035)],
@@ -114,28 +123,38 @@ fn own_as_run_session14_out_of_sample() {
 /// sit from the one prediction: within 9 % at every size (worst +8.3 % at 4 KiB), 3 % from
 /// 512 KiB (+2.7 % at 1 MiB and 256 MiB; the in-place hybrid −0.5 % at 512 MiB).
 #[test]
-fn own_as_run_session14_in_place() {
-    let measured = as_run_rows_at("session14/run5-perf.log", "topoplan bench", 14);
+fn own_as_run_shared_sm_hybrid_in_place() {
+    let measured = as_run_rows_at(
+        "2026-11-30-h200x2-allreduce-shared-sm-hybrid/perf.log",
+        "topoplan bench",
+        14,
+    );
     closing_run_within(&measured, &[(0, 28, 0.09), (512 << 10, 12, 0.03)]);
 }
 
 /// One process per GPU (`topoplan bench --procs`), session 13: with registered buffers and the
 /// copy engines enabled, `--procs` runs what one process runs (pull mode 512 KiB–16 MiB, the
 /// hybrid from 512 MiB), so the one-process model holds: `ExecParams::default()` against run 5
-/// (8 B–256 MiB, `docs/measurements/session13/run5-mppull.log`) and run 7 (the hybrid across
+/// (8 B–256 MiB, `docs/measurements/2026-11-30-h200x2-allreduce-one-and-two-procs/procs-pull.log`) and run 7 (the hybrid across
 /// processes, 512 MiB and 1 GiB, `run7-mp4.log`). LL runs a little slower across processes
 /// (4.8–5.6 µs up to 64 KiB), which the model, fitted in one process, does not know: within 9 %
 /// at every size (worst −8.7 % at 512 B), 3 % from 512 KiB (worst +2.9 % at 256 MiB).
 #[test]
-fn own_as_run_across_processes_session13() {
-    let mut measured: Vec<_> = as_run_rows("session13/run5-mppull.log", "-b 8 -e 1G")
-        .into_iter()
-        .filter(|r| r.0 <= 256 << 20)
-        .collect();
+fn own_as_run_across_processes() {
+    let mut measured: Vec<_> = as_run_rows(
+        "2026-11-30-h200x2-allreduce-one-and-two-procs/procs-pull.log",
+        "-b 8 -e 1G",
+    )
+    .into_iter()
+    .filter(|r| r.0 <= 256 << 20)
+    .collect();
     measured.extend(
-        as_run_rows("session13/run7-mp4.log", "-b 256M -e 1G")
-            .into_iter()
-            .filter(|r| r.0 >= 512 << 20),
+        as_run_rows(
+            "2026-11-30-h200x2-allreduce-one-and-two-procs/procs-hybrid.log",
+            "-b 256M -e 1G",
+        )
+        .into_iter()
+        .filter(|r| r.0 >= 512 << 20),
     );
     assert_eq!(measured.len(), 28);
     let r = compare_own_as_run_protocols(&topo(), &measured, &SimConfig::default()).unwrap();
@@ -160,14 +179,17 @@ fn print_rows(r: &[sim::fidelity::Row]) {
     }
 }
 
-/// Session 15's closing run (`docs/measurements/session15/run3-perf.log`, the same commands as
+/// Session 15's closing run (`docs/measurements/2026-11-30-h200x2-allreduce-vs-nccl/perf.log`, the same commands as
 /// session 14's): the copy-engine pair's smallest chunk is now 8 MiB, which only the hybrid
 /// (512 MiB and 1 GiB) runs. Not refitted. Within 8 % at every size (worst +7.8 % at 512 B and
 /// 1 KiB: small LL calls again ran below the model), 5 % from 512 KiB (+4.6 % at 512 KiB and
 /// 1 MiB), 3 % from 2 MiB (+2.8 % at 256 MiB; the hybrid +0.2 / +0.1 %).
 #[test]
-fn own_as_run_session15_out_of_sample() {
-    let measured = as_run_rows("session15/run3-perf.log", "topoplan bench");
+fn own_as_run_8mib_tail_out_of_sample() {
+    let measured = as_run_rows(
+        "2026-11-30-h200x2-allreduce-vs-nccl/perf.log",
+        "topoplan bench",
+    );
     closing_run_within(
         &measured,
         &[(0, 28, 0.08), (512 << 10, 12, 0.05), (2 << 20, 10, 0.03)],
@@ -178,7 +200,11 @@ fn own_as_run_session15_out_of_sample() {
 /// +10.2 % at 4 KiB), 3 % from 512 KiB (+2.5 % at 256 MiB; the in-place hybrid −0.1 / −0.2 %,
 /// where session 14's was −0.5 % at 512 MiB).
 #[test]
-fn own_as_run_session15_in_place() {
-    let measured = as_run_rows_at("session15/run3-perf.log", "topoplan bench", 14);
+fn own_as_run_8mib_tail_in_place() {
+    let measured = as_run_rows_at(
+        "2026-11-30-h200x2-allreduce-vs-nccl/perf.log",
+        "topoplan bench",
+        14,
+    );
     closing_run_within(&measured, &[(0, 28, 0.105), (512 << 10, 12, 0.03)]);
 }

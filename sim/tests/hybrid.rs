@@ -1,13 +1,13 @@
 //! The hybrid all-reduce in the executor model (`ExecParams::runs_hybrid`, docs/fidelity.md
 //! "Hybrid"): the hybrid measurements (`fidelity::OWN_HYBRID_H200X2`, fitted on) within the fit's
-//! error, session 10's (`fidelity::OWN_HYBRID_H200X2_SESSION10`, not fitted on) within a stated
+//! error, session 10's (`fidelity::OWN_HYBRID_H200X2_ADOPTION`, not fitted on) within a stated
 //! bound, the rule mirroring the runtime's (`runtime/src/cuda/hybrid.rs`), the link not capping
 //! the fitted rate, and every call outside the rule timed as before.
 
 use planner::schedule::{build, Collective, CollectiveKind, Protocol, Schedule};
 use sim::fidelity::{
     compare_own_as_run, compare_own_one_shot, OWN_DIRECT_H200X2, OWN_HYBRID_H200X2,
-    OWN_HYBRID_H200X2_SESSION10,
+    OWN_HYBRID_H200X2_ADOPTION,
 };
 use sim::{simulate, ExecParams, SimConfig};
 
@@ -32,9 +32,8 @@ fn own_hybrid_within_fitted_error() {
 /// and +0.05 % off; the bound leaves room for a refit on another run of the same kernel, whose
 /// run-to-run spread elsewhere in these logs is of that order).
 #[test]
-fn own_hybrid_session10_within_one_percent() {
-    let r =
-        compare_own_as_run(&topo(), OWN_HYBRID_H200X2_SESSION10, &SimConfig::default()).unwrap();
+fn own_hybrid_adoption_run_within_one_percent() {
+    let r = compare_own_as_run(&topo(), OWN_HYBRID_H200X2_ADOPTION, &SimConfig::default()).unwrap();
     assert_eq!(r.len(), 2);
     assert_within(&r, 0.01);
 }
@@ -46,7 +45,7 @@ fn own_hybrid_points_are_hybrid_by_the_defaults() {
     let x = ExecParams::default();
     assert_eq!(x.hybrid_min_bytes, 512 * MIB);
     let s = one_shot(CollectiveKind::AllReduce, Protocol::Simple);
-    for &(bytes, _) in OWN_HYBRID_H200X2.iter().chain(OWN_HYBRID_H200X2_SESSION10) {
+    for &(bytes, _) in OWN_HYBRID_H200X2.iter().chain(OWN_HYBRID_H200X2_ADOPTION) {
         assert!(x.runs_hybrid(&s, bytes), "{bytes} B");
         assert!(!x.pulls(&s, bytes), "{bytes} B");
     }

@@ -35,7 +35,7 @@ fn own_pull_points_are_pulled_by_the_defaults() {
 /// Pull mode matters: on the push path (pull mode off) the same points are predicted more than
 /// 10% slow from 512 KiB to 4 MiB (+56.6% at 512 KiB, +37.4% at 1 MiB, +15.9% at 4 MiB). From
 /// 8 MiB the two paths measure within 7% of each other (push 35.72 and 60.38 µs at 8 and 16 MiB,
-/// `docs/measurements/session11/run1-perf.log`), and the push prediction is within 4% too.
+/// `docs/measurements/2026-11-30-h200x2-pull-and-hybrid/push.log`), and the push prediction is within 4% too.
 #[test]
 fn own_pull_needs_pull_mode() {
     let push = with(ExecParams::default().without_pull());

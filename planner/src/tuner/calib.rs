@@ -86,7 +86,7 @@ pub fn ramp(proto: Protocol, bytes: u64) -> f64 {
 pub const SM_PEER_EFF: f64 = 0.91;
 
 // topoplan's direct-push executor (`runtime::cuda::direct`), fitted on its one-shot all-reduce
-// measured on 2×H200 (`docs/measurements/session10/run6-perf.log`, the closing run of session
+// measured on 2×H200 (`docs/measurements/2026-11-30-h200x2-push-relaxed-credits/perf.log`, the closing run of session
 // 10; `tests/plan_calibration.rs` checks every point): Simple within 2.8 %, LL within 7.8 %.
 
 /// Simple one-shot: fraction of the NVLink bandwidth its senders' stores reach (365 of 370.8).
@@ -114,7 +114,7 @@ pub fn direct_ramp(proto: Protocol, bytes: u64) -> f64 {
 // topoplan's pull mode of the direct path (`runtime::cuda::direct::pull`: in one process, a
 // one-shot Simple all-reduce of 512 KiB–16 MiB per rank reads the peers' inputs instead of being
 // pushed copies), fitted (minimax) on session 11's closing run on 2×H200, two 256-thread CTAs per
-// SM (`docs/measurements/session11/run6-perf.log`): within 2.3 % at every size.
+// SM (`docs/measurements/2026-11-30-h200x2-pull-and-hybrid/perf.log`): within 2.3 % at every size.
 
 /// Per-rank sizes the runtime runs a one-shot all-reduce in pull mode (its defaults).
 pub const DIRECT_PULL_MIN_BYTES: u64 = 512 << 10;
@@ -127,7 +127,7 @@ pub const DIRECT_PULL_LAT_US: f64 = 1.28;
 
 // topoplan's hybrid all-reduce (`runtime::cuda::hybrid`: on 2 GPUs from 512 MiB per rank the
 // one-shot runs half its message on the copy engines while the SM path runs the other half),
-// fitted on its two measured sizes (`docs/measurements/session10/run12-hybrid-vs-nccl.log`:
+// fitted on its two measured sizes (`docs/measurements/2026-11-30-h200x2-hybrid-adoption/hybrid-vs-nccl.log`:
 // 512 MiB 1446.6 µs, 1 GiB 2854.9 µs; two points, two terms, so the fit is exact there).
 
 /// Smallest per-rank all-reduce the runtime runs as a hybrid (its default).
@@ -138,7 +138,7 @@ pub const HYBRID_EFF: f64 = 1.028;
 pub const HYBRID_LAT_US: f64 = 33.8;
 
 // topoplan's copy-engine pair all-reduce (`runtime::cuda::ce_pair`), fitted on its 2×H200
-// measurements with the runtime's default chunks (`docs/measurements/session10/run1-ce.log`,
+// measurements with the runtime's default chunks (`docs/measurements/2026-11-30-h200x2-ce-pair/chunks.log`,
 // `TOPOPLAN_CE_CHUNK_MB=64`): every point within 2.1 %.
 
 /// Copy engines both ways: fraction of the NVLink bandwidth (376 of 370.8 GB/s; the probe's
