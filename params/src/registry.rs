@@ -66,6 +66,439 @@ pub const SHM_DIR: Param = Param {
     doc: "Directory where shared-memory segments are created (every rank of a host must see it).",
 };
 
+// --- Rendezvous (runtime/src/init.rs) ---
+
+pub const UNIQUE_ID: Param = Param {
+    name: "TOPOPLAN_UNIQUE_ID",
+    kind: Text,
+    default: Auto("derived from MASTER_ADDR, the port and the shared values"),
+    scope: User,
+    doc: "A bootstrap unique id in its text form (`topoplan1:...`); wins over MASTER_ADDR/MASTER_PORT.",
+};
+pub const MASTER_PORT: Param = Param {
+    name: "TOPOPLAN_MASTER_PORT",
+    kind: UInt { min: 1, max: 65535 },
+    default: Auto("MASTER_PORT"),
+    scope: User,
+    doc: "Rendezvous port, used instead of MASTER_PORT (keeps clear of torch's own store there).",
+};
+pub const SECRET: Param = Param {
+    name: "TOPOPLAN_SECRET",
+    kind: Text,
+    default: Auto("none"),
+    scope: User,
+    doc: "Text every rank shares, mixed into the derived unique id to keep other jobs out (not a secret against an attacker).",
+};
+
+// --- CUDA: direct path (runtime/src/cuda/direct.rs) ---
+
+pub const DIRECT: Param = Param {
+    name: "TOPOPLAN_DIRECT",
+    kind: Flag,
+    default: Value("1"),
+    scope: Tuning,
+    doc: "0 sends one-shot schedules through the generic lowering instead of the barrier-free direct kernels.",
+};
+pub const PDL: Param = Param {
+    name: "TOPOPLAN_PDL",
+    kind: Flag,
+    default: Value("1"),
+    scope: Tuning,
+    doc: "0 launches the direct kernels plainly, without programmatic dependent launch.",
+};
+pub const DIRECT_CTAS: Param = Param {
+    name: "TOPOPLAN_DIRECT_CTAS",
+    kind: UInt { min: 1, max: 64 },
+    default: Auto("one stream per 32 KiB, up to 64 and half the SMs"),
+    scope: Tuning,
+    doc: "Fixed stream (sender CTA) count of the direct path's Simple and LL128 calls.",
+};
+pub const DIRECT_LL_CTAS: Param = Param {
+    name: "TOPOPLAN_DIRECT_LL_CTAS",
+    kind: UInt { min: 1, max: 64 },
+    default: Auto("one CTA per 4 KiB, up to 64"),
+    scope: Tuning,
+    doc: "Fixed CTA count of the direct path's LL calls.",
+};
+pub const DIRECT_SLOT_KB: Param = Param {
+    name: "TOPOPLAN_DIRECT_SLOT_KB",
+    kind: Size {
+        unit: KiB,
+        min: 16,
+        max: 4096,
+    },
+    default: Auto("512 KiB shared among the peers"),
+    scope: Tuning,
+    doc: "Simple slot size of the direct path; must be the same on every rank.",
+};
+pub const DIRECT_SEG_KB: Param = Param {
+    name: "TOPOPLAN_DIRECT_SEG_KB",
+    kind: Size {
+        unit: KiB,
+        min: 1,
+        max: 4096,
+    },
+    default: Auto("a quarter of a stream's share, 64 KiB to the slot"),
+    scope: Tuning,
+    doc: "Fixed Simple segment of the direct path (capped by the slot).",
+};
+pub const DIRECT_SLOTS: Param = Param {
+    name: "TOPOPLAN_DIRECT_SLOTS",
+    kind: UInt { min: 1, max: 64 },
+    default: Value("2"),
+    scope: Tuning,
+    doc: "Slots per (sender, receiver, stream): how far a sender may run ahead; must be the same on every rank.",
+};
+pub const LL_BLOCK: Param = Param {
+    name: "TOPOPLAN_LL_BLOCK",
+    kind: UInt { min: 32, max: 512 },
+    default: Value("512"),
+    scope: Tuning,
+    doc: "Threads per LL CTA of the direct path (rounded down to a multiple of 32).",
+};
+pub const DIRECT_NOOP: Param = Param {
+    name: "TOPOPLAN_DIRECT_NOOP",
+    kind: Flag,
+    default: Value("0"),
+    scope: Tuning,
+    doc: "Diagnostic: the direct kernels return at once (measures the launch floor; results are wrong).",
+};
+pub const LL_RELAXED: Param = Param {
+    name: "TOPOPLAN_LL_RELAXED",
+    kind: Flag,
+    default: Value("1"),
+    scope: Tuning,
+    doc: "LL credits as relaxed stores; 0 fences them.",
+};
+pub const SIMPLE_RELAXED: Param = Param {
+    name: "TOPOPLAN_SIMPLE_RELAXED",
+    kind: Flag,
+    default: Value("1"),
+    scope: Tuning,
+    doc: "Simple credits and ready words as relaxed stores; 0 fences them.",
+};
+pub const SEQ_RELAXED: Param = Param {
+    name: "TOPOPLAN_SEQ_RELAXED",
+    kind: Flag,
+    default: Value("0"),
+    scope: Tuning,
+    doc: "Diagnostic: relaxed credit loads at kernel start.",
+};
+pub const LL_IMPLIED: Param = Param {
+    name: "TOPOPLAN_LL_IMPLIED",
+    kind: Flag,
+    default: Value("1"),
+    scope: Tuning,
+    doc:
+        "LL credits implied by the peers' data where sound; 0 hands every credit back over NVLink.",
+};
+pub const PROGRESS: Param = Param {
+    name: "TOPOPLAN_PROGRESS",
+    kind: Choice(&["gpu", "sys", "relaxed"]),
+    default: Value("gpu"),
+    scope: Tuning,
+    doc: "In place, how a sender publishes its progress word: GPU-scope release, system-scope release, relaxed.",
+};
+pub const ONE_FENCE: Param = Param {
+    name: "TOPOPLAN_ONE_FENCE",
+    kind: Flag,
+    default: Value("1"),
+    scope: Tuning,
+    doc: "Simple senders: one thread fences a segment after the CTA barrier; 0: every thread fences before it.",
+};
+pub const SHARED_MAXREG: Param = Param {
+    name: "TOPOPLAN_SHARED_MAXREG",
+    kind: UInt { min: 32, max: 255 },
+    default: Auto("96 (direct.cu)"),
+    scope: Tuning,
+    doc: "Registers per thread of the direct kernels that share SMs with the hybrid's reduces.",
+};
+pub const BENCH_HOST: Param = Param {
+    name: "TOPOPLAN_BENCH_HOST",
+    kind: Flag,
+    default: Value("0"),
+    scope: Tuning,
+    doc: "`topoplan bench` prints each rank's host time per call and, of it, the time in the driver's launch call.",
+};
+
+// --- CUDA: pull mode (runtime/src/cuda/direct/pull.rs) ---
+
+pub const PULL: Param = Param {
+    name: "TOPOPLAN_PULL",
+    kind: Choice(&["auto", "0", "1"]),
+    default: Value("auto"),
+    scope: Tuning,
+    doc: "Pull mode: auto (one-shot all-reduce from PULL_MIN_KB to PULL_MAX_KB), 0 never, 1 every Simple one-shot call it can run.",
+};
+pub const PULL_MIN_KB: Param = Param {
+    name: "TOPOPLAN_PULL_MIN_KB",
+    kind: Size {
+        unit: KiB,
+        min: 0,
+        max: 1 << 30,
+    },
+    default: Value("512"),
+    scope: Tuning,
+    doc: "Smallest per-rank all-reduce that auto pulls.",
+};
+pub const PULL_MAX_KB: Param = Param {
+    name: "TOPOPLAN_PULL_MAX_KB",
+    kind: Size {
+        unit: KiB,
+        min: 0,
+        max: 1 << 30,
+    },
+    default: Value("16384"),
+    scope: Tuning,
+    doc: "Largest per-rank all-reduce that auto pulls (inclusive).",
+};
+pub const PULL_CTA_KB: Param = Param {
+    name: "TOPOPLAN_PULL_CTA_KB",
+    kind: Size {
+        unit: KiB,
+        min: 1,
+        max: 1 << 20,
+    },
+    default: Value("8"),
+    scope: Tuning,
+    doc: "Message bytes per pull CTA.",
+};
+pub const PULL_CTAS: Param = Param {
+    name: "TOPOPLAN_PULL_CTAS",
+    kind: UInt { min: 1, max: 64 },
+    default: Auto("one per PULL_CTA_KB of message, two per SM at most"),
+    scope: Tuning,
+    doc: "Fixed pull grid.",
+};
+pub const PULL_BLOCK: Param = Param {
+    name: "TOPOPLAN_PULL_BLOCK",
+    kind: UInt { min: 128, max: 512 },
+    default: Value("256"),
+    scope: Tuning,
+    doc: "Threads per pull CTA (rounded down to a multiple of 32).",
+};
+pub const PULL_RELEASE: Param = Param {
+    name: "TOPOPLAN_PULL_RELEASE",
+    kind: Flag,
+    default: Value("0"),
+    scope: Tuning,
+    doc: "Diagnostic: the pull arrive word as a release store.",
+};
+
+// --- CUDA: copy-engine pair and hybrid (runtime/src/cuda/ce_pair.rs, hybrid.rs) ---
+
+pub const CE_PAIR: Param = Param {
+    name: "TOPOPLAN_CE_PAIR",
+    kind: Flag,
+    default: Value("1"),
+    scope: Tuning,
+    doc: "0 sends the copy-engine pipeline schedule (--algo ce) through the generic lowering.",
+};
+pub const CE_CHUNK_MB: Param = Param {
+    name: "TOPOPLAN_CE_CHUNK_MB",
+    kind: Size {
+        unit: MiB,
+        min: 1,
+        max: 1024,
+    },
+    default: Value("64"),
+    scope: Tuning,
+    doc: "Chunk of the copy-engine pair all-reduce (chunks shrink towards the end).",
+};
+pub const CE_MIN_KB: Param = Param {
+    name: "TOPOPLAN_CE_MIN_KB",
+    kind: Size {
+        unit: KiB,
+        min: 64,
+        max: 1 << 20,
+    },
+    default: Value("8192"),
+    scope: Tuning,
+    doc: "Smallest tail chunk of the copy-engine pair all-reduce.",
+};
+pub const CE_SLOTS: Param = Param {
+    name: "TOPOPLAN_CE_SLOTS",
+    kind: UInt { min: 1, max: 64 },
+    default: Value("4"),
+    scope: Tuning,
+    doc: "Scratch chunks of the copy-engine pair per GPU (allocated at the first call).",
+};
+pub const CE_STREAMS: Param = Param {
+    name: "TOPOPLAN_CE_STREAMS",
+    kind: UInt { min: 1, max: 4 },
+    default: Value("1"),
+    scope: Tuning,
+    doc: "Copy streams per rank of the copy-engine pair.",
+};
+pub const CE_SIGNAL: Param = Param {
+    name: "TOPOPLAN_CE_SIGNAL",
+    kind: Choice(&["memop", "kernel"]),
+    default: Value("memop"),
+    scope: Tuning,
+    doc: "How the copy-engine pair signals chunks: stream memory operations or signal kernels.",
+};
+pub const PAIR_BLOCK: Param = Param {
+    name: "TOPOPLAN_PAIR_BLOCK",
+    kind: UInt { min: 128, max: 512 },
+    default: Value("512"),
+    scope: Tuning,
+    doc: "Threads per copy-engine reduce CTA where SMs are not shared (rounded down to a multiple of 32).",
+};
+pub const HYBRID_CE_PCT: Param = Param {
+    name: "TOPOPLAN_HYBRID_CE_PCT",
+    kind: Decimal { min: 0.0, max: 90.0 },
+    default: Value("50"),
+    scope: Tuning,
+    doc: "Percent of a large 2-rank all-reduce the copy engines take beside the SM path; 0 turns the hybrid off.",
+};
+pub const HYBRID_MIN_MB: Param = Param {
+    name: "TOPOPLAN_HYBRID_MIN_MB",
+    kind: Size {
+        unit: MiB,
+        min: 1,
+        max: 1 << 20,
+    },
+    default: Value("512"),
+    scope: Tuning,
+    doc: "Smallest per-rank all-reduce that runs as the hybrid.",
+};
+pub const HYBRID_SHARE_SMS: Param = Param {
+    name: "TOPOPLAN_HYBRID_SHARE_SMS",
+    kind: Flag,
+    default: Value("1"),
+    scope: Tuning,
+    doc: "In place, the hybrid's halves share SMs; 0 runs the uncapped kernels as out of place.",
+};
+pub const HYBRID_TRACE: Param = Param {
+    name: "TOPOPLAN_HYBRID_TRACE",
+    kind: Flag,
+    default: Value("0"),
+    scope: Tuning,
+    doc: "Diagnostic: print when each half of every hybrid call ended.",
+};
+
+// --- CUDA: generic lowering and algorithm choice (runtime/src/cuda/group.rs, schedules.rs) ---
+
+pub const CTAS: Param = Param {
+    name: "TOPOPLAN_CTAS",
+    kind: UInt { min: 1, max: 1024 },
+    default: Auto("one per 32 KiB, up to 64 (capped by the SM count)"),
+    scope: Tuning,
+    doc: "Fixed CTA count of the generic SM path.",
+};
+pub const SCRATCH_MB: Param = Param {
+    name: "TOPOPLAN_SCRATCH_MB",
+    kind: Size {
+        unit: MiB,
+        min: 1,
+        max: 1 << 16,
+    },
+    default: Value("64"),
+    scope: Tuning,
+    doc: "Scratch ring per GPU of the generic lowering.",
+};
+pub const NO_ELIDE: Param = Param {
+    name: "TOPOPLAN_NO_ELIDE",
+    kind: Flag,
+    default: Value("0"),
+    scope: Tuning,
+    doc: "Diagnostic: 1 turns off copy elision in the generic lowering.",
+};
+pub const CE_PULL: Param = Param {
+    name: "TOPOPLAN_CE_PULL",
+    kind: Flag,
+    default: Value("0"),
+    scope: Tuning,
+    doc: "Generic copy-engine lowering: the receiver pulls instead of the sender pushing.",
+};
+pub const CE_AUTO: Param = Param {
+    name: "TOPOPLAN_CE_AUTO",
+    kind: Flag,
+    default: Value("0"),
+    scope: Tuning,
+    doc: "Let `auto` pick the copy-engine pipeline for large 2-rank all-reduce.",
+};
+pub const LL_MAX: Param = Param {
+    name: "TOPOPLAN_LL_MAX",
+    kind: Size {
+        unit: Bytes,
+        min: 0,
+        max: 1 << 40,
+    },
+    default: Value("524288"),
+    scope: Tuning,
+    doc: "Per-rank size up to which `auto` sends through LL.",
+};
+pub const LL128_MAX: Param = Param {
+    name: "TOPOPLAN_LL128_MAX",
+    kind: Size {
+        unit: Bytes,
+        min: 0,
+        max: 1 << 40,
+    },
+    default: Value("0"),
+    scope: Tuning,
+    doc: "Per-rank size up to which `auto` uses LL128 above the LL range (0: never).",
+};
+
+// --- Simulator (sim/src/engine.rs) ---
+
+pub const SIM_STATS: Param = Param {
+    name: "TOPOPLAN_SIM_STATS",
+    kind: Flag,
+    default: Value("0"),
+    scope: Tuning,
+    doc: "The simulator prints its event and recomputation counts per run on stderr.",
+};
+
+// --- Launchers and tests (set by topoplan for its own child processes) ---
+
+pub const BENCH_MP_RANK: Param = Param {
+    name: "TOPOPLAN_BENCH_MP_RANK",
+    kind: UInt { min: 0, max: 7 },
+    default: Auto("unset: the `bench --procs` parent"),
+    scope: Internal,
+    doc: "Set by `topoplan bench --procs` in each child: its rank.",
+};
+pub const BENCH_MP_ID: Param = Param {
+    name: "TOPOPLAN_BENCH_MP_ID",
+    kind: Text,
+    default: Auto("none"),
+    scope: Internal,
+    doc: "Set by `topoplan bench --procs` in each child: the bootstrap's unique id.",
+};
+pub const TEST_ROLE: Param = Param {
+    name: "TOPOPLAN_TEST_ROLE",
+    kind: Text,
+    default: Auto("unset: the test harness"),
+    scope: Internal,
+    doc: "Set by runtime/tests/multiprocess.rs in the rank processes it starts: which scenario to run.",
+};
+pub const PTXAS: Param = Param {
+    name: "TOPOPLAN_PTXAS",
+    kind: Path,
+    default: Auto("none: NVRTC output is not assembled"),
+    scope: Internal,
+    doc: "A ptxas for runtime/tests/nvrtc_compile.rs to assemble every kernel unit for sm_90.",
+};
+
+// --- The NCCL-compatible library (nccl/) ---
+
+pub const NCCL_LIB: Param = Param {
+    name: "TOPOPLAN_NCCL_LIB",
+    kind: Path,
+    default: Auto("beside PyTorch, then the system library folders"),
+    scope: User,
+    doc: "Absolute path of the real NCCL that libnccl.so.2 forwards calls to.",
+};
+pub const DEBUG: Param = Param {
+    name: "TOPOPLAN_DEBUG",
+    kind: Choice(&["NONE", "WARN", "INFO"]),
+    default: Value("WARN"),
+    scope: User,
+    doc: "NCCL_DEBUG-style log of the NCCL-compatible library on stderr: INFO adds each communicator's plan and each call's path.",
+};
+
 /// Every declared variable.
 pub static ALL: &[&Param] = &[
     &TIMEOUT,
@@ -76,4 +509,56 @@ pub static ALL: &[&Param] = &[
     &SLOT_BYTES,
     &TRANSPORT,
     &SHM_DIR,
+    &UNIQUE_ID,
+    &MASTER_PORT,
+    &SECRET,
+    &DIRECT,
+    &PDL,
+    &DIRECT_CTAS,
+    &DIRECT_LL_CTAS,
+    &DIRECT_SLOT_KB,
+    &DIRECT_SEG_KB,
+    &DIRECT_SLOTS,
+    &LL_BLOCK,
+    &DIRECT_NOOP,
+    &LL_RELAXED,
+    &SIMPLE_RELAXED,
+    &SEQ_RELAXED,
+    &LL_IMPLIED,
+    &PROGRESS,
+    &ONE_FENCE,
+    &SHARED_MAXREG,
+    &BENCH_HOST,
+    &PULL,
+    &PULL_MIN_KB,
+    &PULL_MAX_KB,
+    &PULL_CTA_KB,
+    &PULL_CTAS,
+    &PULL_BLOCK,
+    &PULL_RELEASE,
+    &CE_PAIR,
+    &CE_CHUNK_MB,
+    &CE_MIN_KB,
+    &CE_SLOTS,
+    &CE_STREAMS,
+    &CE_SIGNAL,
+    &PAIR_BLOCK,
+    &HYBRID_CE_PCT,
+    &HYBRID_MIN_MB,
+    &HYBRID_SHARE_SMS,
+    &HYBRID_TRACE,
+    &CTAS,
+    &SCRATCH_MB,
+    &NO_ELIDE,
+    &CE_PULL,
+    &CE_AUTO,
+    &LL_MAX,
+    &LL128_MAX,
+    &SIM_STATS,
+    &BENCH_MP_RANK,
+    &BENCH_MP_ID,
+    &TEST_ROLE,
+    &PTXAS,
+    &NCCL_LIB,
+    &DEBUG,
 ];
