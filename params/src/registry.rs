@@ -75,6 +75,13 @@ pub const UNIQUE_ID: Param = Param {
     scope: User,
     doc: "A bootstrap unique id in its text form (`topoplan1:...`); wins over MASTER_ADDR/MASTER_PORT.",
 };
+pub const UNIQUE_ID_FILE: Param = Param {
+    name: "TOPOPLAN_UNIQUE_ID_FILE",
+    kind: Path,
+    default: Auto("none"),
+    scope: Internal,
+    doc: "Set by topoplan's launchers: rank 0 (bound to port 0) writes the id it listens at to this file for the launcher.",
+};
 pub const MASTER_PORT: Param = Param {
     name: "TOPOPLAN_MASTER_PORT",
     kind: UInt { min: 1, max: 65535 },
@@ -510,6 +517,7 @@ pub static ALL: &[&Param] = &[
     &TRANSPORT,
     &SHM_DIR,
     &UNIQUE_ID,
+    &UNIQUE_ID_FILE,
     &MASTER_PORT,
     &SECRET,
     &DIRECT,

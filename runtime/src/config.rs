@@ -1,15 +1,8 @@
 //! Runtime configuration, from code or from `TOPOPLAN_*` environment variables.
 //!
-//! | variable | meaning | default |
-//! |---|---|---|
-//! | `TOPOPLAN_TIMEOUT` | how long a collective (or the bootstrap) may wait without progress: `600`, `30s`, `500ms`, `10m` | 10 min |
-//! | `TOPOPLAN_ALGO` | force an algorithm (`ring`, `tree`, `one-shot`, `two-shot`, `direct`, ...) | planner's choice |
-//! | `TOPOPLAN_PROTO` | force a protocol (`Simple`, `LL128`, `LL`) | planner's choice |
-//! | `TOPOPLAN_CHANNELS` | force the channel count | planner's choice |
-//! | `TOPOPLAN_PLAN` | a plan file: JSON schedule IR (one schedule or an array); used for the collectives it covers | none |
-//! | `TOPOPLAN_SLOT_BYTES` | payload bytes per slot (one message) | 256 KiB |
-//! | `TOPOPLAN_TRANSPORT` | `auto` (shared memory on one host, TCP across), `shm`, `tcp` | auto |
-//! | `TOPOPLAN_SHM_DIR` | where shared-memory segments are created | `/dev/shm` |
+//! The variables read here (`TOPOPLAN_TIMEOUT`, `_ALGO`, `_PROTO`, `_CHANNELS`, `_PLAN`,
+//! `_SLOT_BYTES`, `_TRANSPORT`, `_SHM_DIR`) are declared, with their types, ranges and defaults,
+//! in the `params` registry; `topoplan env` and `docs/environment.md` list them.
 
 use crate::error::CommError;
 use planner::schedule::Protocol;
@@ -59,86 +52,47 @@ impl Default for Config {
 }
 
 /// Parses `600`, `30s`, `500ms`, `10m`, `1h` (a bare number is seconds).
-pub fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let (num, unit) = match s.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
-        Some(i) => (&s[..i], s[i..].trim()),
-        None => (s, "s"),
-    };
-    let v: f64 = num.parse().ok()?;
-    let secs = match unit {
-        "ms" => v / 1000.0,
-        "s" | "" => v,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => return None,
-    };
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
-}
+pub use params::parse_duration;
 
 impl Config {
-    /// Defaults overridden by `TOPOPLAN_*` variables (see the module docs).
+    /// Defaults overridden by `TOPOPLAN_*` variables (see the module docs). Warns once on
+    /// stderr about `TOPOPLAN_*` variables that are set but not declared (misspellings).
     pub fn from_env() -> Result<Self, CommError> {
+        params::warn_unknown_once();
         Self::from_lookup(|k| std::env::var(k).ok())
     }
 
-    /// Like [`Config::from_env`] with an arbitrary variable source (tests).
+    /// Like [`Config::from_env`] with an arbitrary variable source (tests). Every value is
+    /// validated by its declaration in the `params` registry; an empty value counts as unset.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, CommError> {
+        let get: params::Lookup = &get;
+        let bad = |e: params::ParamError| CommError::Config(e.to_string());
         let mut c = Config::default();
-        let bad =
-            |k: &str, v: &str, want: &str| CommError::Config(format!("{k}={v:?}: expected {want}"));
-        if let Some(v) = get("TOPOPLAN_TIMEOUT") {
-            c.timeout = parse_duration(&v).ok_or_else(|| {
-                bad(
-                    "TOPOPLAN_TIMEOUT",
-                    &v,
-                    "a duration like 600, 30s, 500ms or 10m",
-                )
-            })?;
+        if let Some(t) = params::TIMEOUT.duration_from(get).map_err(bad)? {
+            c.timeout = t;
         }
-        if let Some(v) = get("TOPOPLAN_ALGO").filter(|v| !v.is_empty()) {
-            c.algorithm = Some(v.to_ascii_lowercase());
+        c.algorithm = params::ALGO
+            .string_from(get)
+            .map_err(bad)?
+            .map(|v| v.to_ascii_lowercase());
+        if let Some(p) = params::PROTO.choice_from(get).map_err(bad)? {
+            // The registry's choices are exactly the spellings `Protocol::parse` accepts.
+            c.protocol = Some(Protocol::parse(p).ok_or_else(|| {
+                CommError::Config(format!("TOPOPLAN_PROTO={p:?}: not a protocol"))
+            })?);
         }
-        if let Some(v) = get("TOPOPLAN_PROTO").filter(|v| !v.is_empty()) {
-            c.protocol = Some(
-                Protocol::parse(&v)
-                    .ok_or_else(|| bad("TOPOPLAN_PROTO", &v, "Simple, LL128 or LL"))?,
-            );
+        c.channels = params::CHANNELS.u32_from(get).map_err(bad)?;
+        c.plan_file = params::PLAN.path_from(get).map_err(bad)?;
+        if let Some(b) = params::SLOT_BYTES.bytes_from(get).map_err(bad)? {
+            c.slot_bytes = b as usize;
         }
-        if let Some(v) = get("TOPOPLAN_CHANNELS").filter(|v| !v.is_empty()) {
-            c.channels = Some(
-                v.parse()
-                    .ok()
-                    .filter(|&n: &u32| n >= 1)
-                    .ok_or_else(|| bad("TOPOPLAN_CHANNELS", &v, "a count >= 1"))?,
-            );
-        }
-        if let Some(v) = get("TOPOPLAN_PLAN").filter(|v| !v.is_empty()) {
-            c.plan_file = Some(PathBuf::from(v));
-        }
-        if let Some(v) = get("TOPOPLAN_SLOT_BYTES") {
-            c.slot_bytes = v
-                .parse()
-                .ok()
-                .filter(|&n: &usize| (64..=(1 << 30)).contains(&n))
-                .ok_or_else(|| {
-                    bad(
-                        "TOPOPLAN_SLOT_BYTES",
-                        &v,
-                        "a byte count between 64 and 1 GiB",
-                    )
-                })?;
-        }
-        if let Some(v) = get("TOPOPLAN_TRANSPORT") {
-            c.transport = match v.to_ascii_lowercase().as_str() {
-                "" | "auto" => TransportChoice::Auto,
-                "shm" => TransportChoice::Shm,
-                "tcp" => TransportChoice::Tcp,
-                _ => return Err(bad("TOPOPLAN_TRANSPORT", &v, "auto, shm or tcp")),
-            };
-        }
-        if let Some(v) = get("TOPOPLAN_SHM_DIR").filter(|v| !v.is_empty()) {
-            c.shm_dir = PathBuf::from(v);
+        c.transport = match params::TRANSPORT.choice_from(get).map_err(bad)? {
+            Some("shm") => TransportChoice::Shm,
+            Some("tcp") => TransportChoice::Tcp,
+            _ => TransportChoice::Auto,
+        };
+        if let Some(d) = params::SHM_DIR.path_from(get).map_err(bad)? {
+            c.shm_dir = d;
         }
         Ok(c)
     }
@@ -190,5 +144,29 @@ mod tests {
         let e = Config::from_lookup(|k| (k == "TOPOPLAN_TIMEOUT").then(|| "forever".into()))
             .unwrap_err();
         assert!(e.to_string().contains("TOPOPLAN_TIMEOUT"), "{e}");
+        // Out of range and unknown choices are errors naming the variable and the value.
+        let e =
+            Config::from_lookup(|k| (k == "TOPOPLAN_SLOT_BYTES").then(|| "8".into())).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("TOPOPLAN_SLOT_BYTES=\"8\" is out of range"),
+            "{e}"
+        );
+        let e = Config::from_lookup(|k| (k == "TOPOPLAN_TRANSPORT").then(|| "rdma".into()))
+            .unwrap_err();
+        assert!(e.to_string().contains("auto, shm, tcp"), "{e}");
+        // Empty values are unset; defaults match `Config::default`.
+        let c = Config::from_lookup(|_| Some(String::new())).unwrap();
+        let d = Config::default();
+        assert_eq!(
+            (c.timeout, c.slot_bytes, c.transport),
+            (d.timeout, d.slot_bytes, d.transport)
+        );
+        assert_eq!(
+            (c.algorithm, c.channels, c.shm_dir),
+            (None, None, d.shm_dir)
+        );
+        let c = Config::from_lookup(|k| (k == "TOPOPLAN_TRANSPORT").then(|| "TCP".into())).unwrap();
+        assert_eq!(c.transport, TransportChoice::Tcp);
     }
 }

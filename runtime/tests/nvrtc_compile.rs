@@ -57,14 +57,14 @@ fn executor_compiles_for_every_type() {
                 "{ty} {shared:?}: {k} should not be in this build"
             );
         }
-        if let Ok(ptxas) = std::env::var("TOPOPLAN_PTXAS") {
+        if let Some(ptxas) = params::PTXAS.path().unwrap() {
             assemble(&ptxas, ty, &text);
         }
     }
 }
 
 /// Assembles `ptx` with `ptxas` for sm_90, panicking with its log on failure.
-fn assemble(ptxas: &str, ty: &str, ptx: &str) {
+fn assemble(ptxas: &std::path::Path, ty: &str, ptx: &str) {
     let dir = std::env::temp_dir().join(format!("topoplan-ptxas-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let src = dir.join(format!("{ty}.ptx"));
@@ -74,7 +74,7 @@ fn assemble(ptxas: &str, ty: &str, ptx: &str) {
         .arg(dir.join(format!("{ty}.cubin")))
         .arg(&src)
         .output()
-        .unwrap_or_else(|e| panic!("running {ptxas}: {e}"));
+        .unwrap_or_else(|e| panic!("running {}: {e}", ptxas.display()));
     assert!(
         out.status.success(),
         "{ty}: ptxas failed:\n{}",

@@ -293,7 +293,7 @@ impl<'a> Engine<'a> {
             .unwrap_or(launch)
             .max(launch);
         let time_us = end as f64 / PS_PER_US;
-        if std::env::var_os("TOPOPLAN_SIM_STATS").is_some() {
+        if params::SIM_STATS.flag_or_warn() {
             eprintln!(
                 "sim stats: {} events, {} recomputations over {} flows in all",
                 self.events, self.recomputes, self.recompute_flows

@@ -201,7 +201,7 @@ pub fn run(a: Args) -> CliResult {
 }
 
 fn effective_algo(a: &Args) -> String {
-    std::env::var("TOPOPLAN_ALGO").unwrap_or(a.algo.clone())
+    params::ALGO.string().ok().flatten().unwrap_or(a.algo.clone())
 }
 
 fn run_configs(a: &Args, mode: &mut Mode) -> CliResult {

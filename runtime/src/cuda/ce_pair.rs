@@ -30,7 +30,7 @@
 //! The counters live on the host between calls, so a CUDA graph replay would repeat stale
 //! values: under stream capture `CudaGroup` runs the one-shot schedule instead.
 
-use super::device::{drv, env_num, DevBuf, Event, ExecModule, Stream};
+use super::device::{drv, DevBuf, Event, ExecModule, Stream};
 use super::group::{CudaGroup, Request};
 use super::CudaError;
 use crate::types::ReduceOp;
@@ -73,16 +73,17 @@ struct Knobs {
 fn knobs() -> &'static Knobs {
     static K: OnceLock<Knobs> = OnceLock::new();
     K.get_or_init(|| {
-        let num = env_num::<u64>;
+        use params::*;
         Knobs {
-            enabled: std::env::var("TOPOPLAN_CE_PAIR").map_or(true, |v| v != "0"),
-            chunk: num("TOPOPLAN_CE_CHUNK_MB").map_or(64, |v| v.clamp(1, 1024)) << 20,
-            min_chunk: num("TOPOPLAN_CE_MIN_KB").map_or(8192, |v| v.clamp(64, 1 << 20)) << 10,
-            slots: num("TOPOPLAN_CE_SLOTS").map_or(4, |v| v.clamp(1, 64)),
-            streams: num("TOPOPLAN_CE_STREAMS").map_or(1, |v| v.clamp(1, MAX_COPY_STREAMS as u64)),
-            kernel_signals: std::env::var("TOPOPLAN_CE_SIGNAL").is_ok_and(|v| v == "kernel"),
-            block: env_num::<u32>("TOPOPLAN_PAIR_BLOCK")
-                .map_or(512, |b| (b.clamp(128, 512) / 32) * 32),
+            enabled: CE_PAIR.flag_or_warn(),
+            chunk: CE_CHUNK_MB.bytes_or_warn().unwrap_or(64 << 20),
+            min_chunk: CE_MIN_KB.bytes_or_warn().unwrap_or(8192 << 10),
+            slots: CE_SLOTS.u64_or_warn().unwrap_or(4),
+            streams: CE_STREAMS
+                .u64_or_warn()
+                .map_or(1, |v| v.min(MAX_COPY_STREAMS as u64)),
+            kernel_signals: CE_SIGNAL.choice_or_warn() == Some("kernel"),
+            block: PAIR_BLOCK.u32_or_warn().map_or(512, |b| b / 32 * 32),
         }
     })
 }

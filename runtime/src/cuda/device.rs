@@ -97,12 +97,7 @@ impl Drop for DevBuf {
 /// (stderr), and the direct path counts its time in the driver's launch call for it.
 pub(crate) fn host_diagnostic() -> bool {
     static H: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *H.get_or_init(|| std::env::var("TOPOPLAN_BENCH_HOST").is_ok_and(|v| v == "1"))
-}
-
-/// The number an environment knob holds, if it is set and parses.
-pub(crate) fn env_num<T: std::str::FromStr>(key: &str) -> Option<T> {
-    std::env::var(key).ok().and_then(|v| v.parse().ok())
+    *H.get_or_init(|| params::BENCH_HOST.flag_or_warn())
 }
 
 /// A non-blocking stream of one context, destroyed on drop (work already queued on it still
@@ -324,7 +319,7 @@ fn arch_name(major: i32, minor: i32) -> &'static str {
 /// room for other CTAs on their SMs (`td_direct_shared_*`; default 96 in direct.cu).
 fn shared_maxreg() -> Option<u32> {
     static R: OnceLock<Option<u32>> = OnceLock::new();
-    *R.get_or_init(|| env_num::<u32>("TOPOPLAN_SHARED_MAXREG").map(|r| r.clamp(32, 255)))
+    *R.get_or_init(|| params::SHARED_MAXREG.u32_or_warn())
 }
 
 /// The PTX of [`kernels::EXEC_CU`] for `dtype` on `ctx`'s GPU, compiled once per process, type,

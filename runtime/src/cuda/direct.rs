@@ -101,27 +101,27 @@ struct Knobs {
 fn knobs() -> &'static Knobs {
     static K: std::sync::OnceLock<Knobs> = std::sync::OnceLock::new();
     K.get_or_init(|| {
-        let num = super::device::env_num::<u32>;
+        use params::*;
         Knobs {
-            enabled: std::env::var("TOPOPLAN_DIRECT").map_or(true, |v| v != "0"),
-            pdl: std::env::var("TOPOPLAN_PDL").map_or(true, |v| v != "0"),
-            ctas: num("TOPOPLAN_DIRECT_CTAS"),
-            ll_ctas: num("TOPOPLAN_DIRECT_LL_CTAS"),
-            slot_bytes: num("TOPOPLAN_DIRECT_SLOT_KB").map(|k| (k.clamp(16, 4096) as u64) << 10),
-            seg_bytes: num("TOPOPLAN_DIRECT_SEG_KB").map(|k| (k.clamp(1, 4096) as u64) << 10),
-            nslots: num("TOPOPLAN_DIRECT_SLOTS").map_or(NSLOTS, |n| n.clamp(1, 64)),
-            noop: std::env::var("TOPOPLAN_DIRECT_NOOP").is_ok_and(|v| v == "1"),
-            relaxed: std::env::var("TOPOPLAN_LL_RELAXED").map_or(true, |v| v != "0"),
-            simple_relaxed: std::env::var("TOPOPLAN_SIMPLE_RELAXED").map_or(true, |v| v != "0"),
-            seq_relaxed: std::env::var("TOPOPLAN_SEQ_RELAXED").is_ok_and(|v| v == "1"),
-            ll_block: num("TOPOPLAN_LL_BLOCK").map_or(BLOCK, |b| (b.clamp(32, BLOCK) / 32) * 32),
-            ll_implied: std::env::var("TOPOPLAN_LL_IMPLIED").map_or(true, |v| v != "0"),
-            progress: match std::env::var("TOPOPLAN_PROGRESS").as_deref() {
-                Ok("sys") => 0,
-                Ok("relaxed") => OPT_PROGRESS_RELAXED,
+            enabled: DIRECT.flag_or_warn(),
+            pdl: PDL.flag_or_warn(),
+            ctas: DIRECT_CTAS.u32_or_warn(),
+            ll_ctas: DIRECT_LL_CTAS.u32_or_warn(),
+            slot_bytes: DIRECT_SLOT_KB.bytes_or_warn(),
+            seg_bytes: DIRECT_SEG_KB.bytes_or_warn(),
+            nslots: DIRECT_SLOTS.u32_or_warn().unwrap_or(NSLOTS),
+            noop: DIRECT_NOOP.flag_or_warn(),
+            relaxed: LL_RELAXED.flag_or_warn(),
+            simple_relaxed: SIMPLE_RELAXED.flag_or_warn(),
+            seq_relaxed: SEQ_RELAXED.flag_or_warn(),
+            ll_block: LL_BLOCK.u32_or_warn().map_or(BLOCK, |b| b / 32 * 32),
+            ll_implied: LL_IMPLIED.flag_or_warn(),
+            progress: match PROGRESS.choice_or_warn() {
+                Some("sys") => 0,
+                Some("relaxed") => OPT_PROGRESS_RELAXED,
                 _ => OPT_PROGRESS_GPU,
             },
-            one_fence: std::env::var("TOPOPLAN_ONE_FENCE").map_or(true, |v| v != "0"),
+            one_fence: ONE_FENCE.flag_or_warn(),
         }
     })
 }

@@ -176,11 +176,7 @@ impl CudaGroup {
                 ordinals.len()
             )));
         }
-        let scratch_bytes = std::env::var("TOPOPLAN_SCRATCH_MB")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-            .unwrap_or(64)
-            << 20;
+        let scratch_bytes = params::SCRATCH_MB.bytes_or_warn().unwrap_or(64 << 20) as usize;
         let ctxs = open_devices(ordinals)?;
         let mut ranks = Vec::new();
         for ctx in ctxs {
@@ -301,8 +297,8 @@ impl CudaGroup {
                     average: key.average,
                     scratch_cap: (self.scratch_elems_cap_bytes / req.dtype.size()) as u64,
                     flatten_loops: true,
-                    elide_copies: std::env::var("TOPOPLAN_NO_ELIDE").is_err(),
-                    ce_push: std::env::var("TOPOPLAN_CE_PULL").is_err(),
+                    elide_copies: !params::NO_ELIDE.flag_or_warn(),
+                    ce_push: !params::CE_PULL.flag_or_warn(),
                     elem_bytes: req.dtype.size() as u64,
                 },
             )
@@ -375,10 +371,7 @@ impl CudaGroup {
         let grid = if l.uses_ll {
             LL_CTAS.min(min_sm)
         } else {
-            match std::env::var("TOPOPLAN_CTAS")
-                .ok()
-                .and_then(|v| v.parse::<u32>().ok())
-            {
+            match params::CTAS.u32_or_warn() {
                 Some(g) => g,
                 // 64 CTAs beat 132 at 4-32 MiB on 2×H200 (266 against 245 GB/s busbw at
                 // 16 MiB): fewer CTAs polling NVLink, same bandwidth.

@@ -21,7 +21,7 @@
 //! CUDA graph capture the call runs on the direct path alone (the copy-engine counters live on
 //! the host).
 
-use super::device::{drv, env_num, Event, ExecModule, Stream};
+use super::device::{drv, Event, ExecModule, Stream};
 use super::group::{CudaGroup, Request};
 use super::CudaError;
 use cudarc::driver::{sys, CudaContext};
@@ -46,13 +46,16 @@ struct Knobs {
 
 fn knobs() -> &'static Knobs {
     static K: OnceLock<Knobs> = OnceLock::new();
-    K.get_or_init(|| Knobs {
-        permille: env_num::<f64>("TOPOPLAN_HYBRID_CE_PCT")
-            .filter(|v| v.is_finite())
-            .map_or(500, |v| (v * 10.0).round().clamp(0.0, 900.0) as u64),
-        min_bytes: env_num::<u64>("TOPOPLAN_HYBRID_MIN_MB").map_or(512, |v| v.max(1)) << 20,
-        trace: std::env::var("TOPOPLAN_HYBRID_TRACE").is_ok_and(|v| v == "1"),
-        share_sms: std::env::var("TOPOPLAN_HYBRID_SHARE_SMS").map_or(true, |v| v != "0"),
+    K.get_or_init(|| {
+        use params::*;
+        Knobs {
+            permille: HYBRID_CE_PCT
+                .f64_or_warn()
+                .map_or(500, |v| (v * 10.0).round() as u64),
+            min_bytes: HYBRID_MIN_MB.bytes_or_warn().unwrap_or(512 << 20),
+            trace: HYBRID_TRACE.flag_or_warn(),
+            share_sms: HYBRID_SHARE_SMS.flag_or_warn(),
+        }
     })
 }
 

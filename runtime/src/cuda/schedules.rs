@@ -24,7 +24,7 @@ pub const ALGOS: [&str; 8] = [
 const LL_UP_TO_BYTES: u64 = 512 << 10;
 
 fn ce_auto() -> bool {
-    std::env::var("TOPOPLAN_CE_AUTO").is_ok()
+    params::CE_AUTO.flag_or_warn()
 }
 
 /// Up to this size (bytes per rank; `TOPOPLAN_LL128_MAX` overrides) `auto` uses LL128 above
@@ -32,11 +32,13 @@ fn ce_auto() -> bool {
 const LL128_UP_TO_BYTES: u64 = 0;
 
 fn ll128_up_to() -> u64 {
-    super::device::env_num("TOPOPLAN_LL128_MAX").unwrap_or(LL128_UP_TO_BYTES)
+    params::LL128_MAX
+        .bytes_or_warn()
+        .unwrap_or(LL128_UP_TO_BYTES)
 }
 
 fn ll_up_to() -> u64 {
-    super::device::env_num("TOPOPLAN_LL_MAX").unwrap_or(LL_UP_TO_BYTES)
+    params::LL_MAX.bytes_or_warn().unwrap_or(LL_UP_TO_BYTES)
 }
 
 /// Bytes per chunk of the copy-engine pipeline schedule. Only the generic lowering

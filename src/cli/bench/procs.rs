@@ -11,8 +11,8 @@ use runtime::cuda::{device, direct, schedules};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 /// Set by the `--procs` parent in each child: its rank, and the bootstrap's unique id.
-pub(super) const MP_RANK_VAR: &str = "TOPOPLAN_BENCH_MP_RANK";
-const MP_ID_VAR: &str = "TOPOPLAN_BENCH_MP_ID";
+pub(super) const MP_RANK_VAR: &str = params::BENCH_MP_RANK.name;
+const MP_ID_VAR: &str = params::BENCH_MP_ID.name;
 /// How long the other ranks may go on after one failed before the parent stops them (a rank
 /// whose peer died can wait in a kernel forever).
 const MP_GRACE: Duration = Duration::from_secs(10);

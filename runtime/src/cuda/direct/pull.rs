@@ -59,20 +59,21 @@ struct Knobs {
 fn knobs() -> &'static Knobs {
     static K: std::sync::OnceLock<Knobs> = std::sync::OnceLock::new();
     K.get_or_init(|| {
-        let num = crate::cuda::device::env_num::<u64>;
+        use params::*;
         Knobs {
-            mode: match std::env::var("TOPOPLAN_PULL").as_deref() {
-                Ok("0") => Mode::Off,
-                Ok("1") => Mode::Force,
+            mode: match PULL.choice_or_warn() {
+                Some("0") => Mode::Off,
+                Some("1") => Mode::Force,
                 _ => Mode::Auto,
             },
-            min_bytes: num("TOPOPLAN_PULL_MIN_KB").map_or(MIN_BYTES, |k| k << 10),
-            max_bytes: num("TOPOPLAN_PULL_MAX_KB").map_or(MAX_BYTES, |k| k << 10),
-            cta_bytes: num("TOPOPLAN_PULL_CTA_KB").map_or(CTA_BYTES, |k| k.clamp(1, 1 << 20) << 10),
-            ctas: num("TOPOPLAN_PULL_CTAS").map(|c| c.clamp(1, MAX_CTAS as u64) as u32),
-            release: std::env::var("TOPOPLAN_PULL_RELEASE").is_ok_and(|v| v == "1"),
-            block: num("TOPOPLAN_PULL_BLOCK")
-                .map_or(DEFAULT_BLOCK, |b| (b.clamp(128, 512) / 32 * 32) as u32),
+            min_bytes: PULL_MIN_KB.bytes_or_warn().unwrap_or(MIN_BYTES),
+            max_bytes: PULL_MAX_KB.bytes_or_warn().unwrap_or(MAX_BYTES),
+            cta_bytes: PULL_CTA_KB.bytes_or_warn().unwrap_or(CTA_BYTES),
+            ctas: PULL_CTAS.u32_or_warn(),
+            release: PULL_RELEASE.flag_or_warn(),
+            block: PULL_BLOCK
+                .u32_or_warn()
+                .map_or(DEFAULT_BLOCK, |b| b / 32 * 32),
         }
     })
 }
