@@ -95,7 +95,7 @@ fn own_direct_needs_the_refit() {
     );
 }
 
-/// History: the direct-push executor of session 9 with fenced credits
+/// The direct-push executor with fenced credits, before they were relaxed
 /// (`OWN_DIRECT_FENCED_H200X2`: LL 8 B–512 KiB, Simple 256 KiB–1 GiB) against the parameters fitted
 /// on it then (`sim::ExecParams::direct_fenced_h200x2`, `exec_fit -- --fenced`), within its bounds
 /// of then: LL 5.1% → 6%, Simple 6.2% → 7%.

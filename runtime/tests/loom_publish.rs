@@ -1,7 +1,7 @@
 //! loom model checks of how a Simple sender CTA publishes a segment (`td_simple_send` in
 //! `kernels/src/direct.cu`): many threads store or load the data, one thread publishes a word.
 //!
-//! - Ready word (`TD_ONE_FENCE`, the default since session 12): the threads push their parts of
+//! - Ready word (`TD_ONE_FENCE`, the default): the threads push their parts of
 //!   the segment, meet at the CTA barrier, and only thread 0 fences (system scope) and then
 //!   stores the ready word relaxed. The fence comes after the barrier, so the other threads'
 //!   stores, ordered before it by the barrier, are published by it (fences are cumulative).
@@ -30,7 +30,7 @@ const THREADS: usize = 2;
 enum Fence {
     /// Thread 0 fences after the barrier (`TD_ONE_FENCE`).
     AfterBarrier,
-    /// Every thread fences before the barrier (`TOPOPLAN_ONE_FENCE=0`, up to session 11).
+    /// Every thread fences before the barrier (`TOPOPLAN_ONE_FENCE=0`, the earlier pattern).
     EveryThreadBefore,
     /// Broken: only thread 0 fences, and before the barrier.
     OnlyThreadZeroBefore,
@@ -102,7 +102,7 @@ fn one_fence_after_the_barrier_publishes_every_threads_stores() {
     ready_word(Fence::AfterBarrier);
 }
 
-/// The pattern up to session 11. It ran correctly on the GPU (0 wrong in every check): there a
+/// The earlier pattern, every thread fencing before the barrier. It ran correctly on the GPU (0 wrong in every check): there a
 /// thread's fence returns only once its stores are performed. A memory model promises less: a
 /// fence publishes what precedes it to whoever reads a store that follows it in the same thread,
 /// and the other threads' fences are followed by no store of the flag.

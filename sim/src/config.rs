@@ -366,7 +366,7 @@ const HYBRID_GBPS: f64 = 380.65;
 const HYBRID_CALIBRATION_LINK_GBPS: f64 = 18.0 * 20.6;
 
 impl ExecParams {
-    /// The direct-push executor of session 9 with fenced credits (credit and Simple ready words
+    /// The direct-push executor with fenced credits, before they were relaxed (credit and Simple ready words
     /// written as release stores), fitted on 2×H200 (`fidelity::OWN_DIRECT_FENCED_H200X2`, by
     /// `exec_fit -- --fenced`), with the previous generic copy-engine lowering's terms
     /// (`ce_launch_us` 12.0, `ce_gbps` 199, fitted on `fidelity::OWN_CE_H200X2_RUN3`): kept to

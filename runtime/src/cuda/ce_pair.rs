@@ -19,7 +19,8 @@
 //! towards the end of the message (to 8 MiB, `TOPOPLAN_CE_MIN_KB`) so the last reduce, which
 //! nothing overlaps, is short. Not shorter: each chunk pays its signalling, and in place its
 //! reduce also waits for its own push (2×H200, the hybrid at 512 MiB in place: 371.6–371.9 GB/s
-//! with 8 MiB against 370.2–370.6 with 2 MiB, session 15). The scratch ring
+//! with 8 MiB against 370.2–370.6 with 2 MiB, docs/measurements/2026-11-30-h200x2-allreduce-vs-nccl/).
+//! The scratch ring
 //! (`TOPOPLAN_CE_SLOTS` chunks, default 4: 256 MiB per GPU) is allocated at the first call.
 //!
 //! Measured on 2×H200 it is correct but alone slower than the SM direct path at every size

@@ -5,8 +5,8 @@
 //! together NVLink carries more: with half on each, 512 MiB reaches 371 GB/s and 1 GiB 376
 //! (docs/benchmarks-gpu.md). Default: 50 % from 512 MiB per rank (`TOPOPLAN_HYBRID_CE_PCT`,
 //! `TOPOPLAN_HYBRID_MIN_MB`; 0 turns it off), where it was measured. SM stores with SM peer
-//! loads (pull mode) on the side range did not beat the push path alone (session 13, commit
-//! d319ab5 has that variant).
+//! loads (pull mode) on the side range did not beat the push path alone (commit d319ab5 has that
+//! variant).
 //!
 //! In place, the SM half runs the register-capped direct kernels and the copy-engine half's
 //! reduces run in 256-thread CTAs, so both fit on one SM (`DirectCall::shares_sms`): with the
@@ -64,7 +64,7 @@ fn knobs() -> &'static Knobs {
 /// least one) from the start. The copy-engine range then starts aligned and takes any odd tail;
 /// with the odd tail on the SM side instead, a count like 512 MiB + 12 bytes started the copies
 /// and the reduces unaligned, and the call ran at 315 GB/s out of place and 264 in place instead
-/// of 372 and 370 (2×H200, session 14). 0 when the call is too small.
+/// of 372 and 370 (2×H200). 0 when the call is too small.
 pub fn ce_share(n: u64, permille: u64) -> u64 {
     if permille == 0 || n < 2 * GRAIN_ELEMS {
         return 0;
