@@ -175,8 +175,8 @@ fn worst_error(algo: Algorithm, proto: Protocol, pts: &[(u64, f64)]) -> f64 {
 }
 
 /// The direct patterns are priced from topoplan's own executor: its one-shot all-reduce measured
-/// on 2×H200 (session 10's closing run, `docs/measurements/2026-11-30-h200x2-push-relaxed-credits/perf.log`), where the
-/// fit (calib.rs, DIRECT_*) was made: Simple within 3 %, LL within 8 % at every size.
+/// on 2×H200 with relaxed credits (`docs/measurements/2026-11-30-h200x2-push-relaxed-credits/perf.log`),
+/// where the fit (calib.rs, DIRECT_*) was made: Simple within 3 %, LL within 8 % at every size.
 #[test]
 fn one_shot_model_tracks_topoplans_executor_on_h200x2() {
     let rows = bench_rows(
@@ -189,9 +189,8 @@ fn one_shot_model_tracks_topoplans_executor_on_h200x2() {
     );
     assert_eq!((ll.len(), simple.len()), (17, 11));
     assert!(worst_error(Algorithm::OneShot, Protocol::LL, &ll) < 0.08);
-    // From 512 MiB the runtime runs the one-shot as its hybrid (run 12), and from 512 KiB to
-    // 16 MiB in pull mode (session 11, below): the push path of run 6 is what the model prices
-    // between them.
+    // From 512 MiB the runtime runs the one-shot as its hybrid, and from 512 KiB to 16 MiB in
+    // pull mode (below): the push path of this run is what the model prices between them.
     let push_only: Vec<(u64, f64)> = simple
         .into_iter()
         .filter(|p| p.0 > 16 << 20 && p.0 < 512 << 20)
@@ -200,8 +199,8 @@ fn one_shot_model_tracks_topoplans_executor_on_h200x2() {
     assert!(worst_error(Algorithm::OneShot, Protocol::Simple, &push_only) < 0.03);
 }
 
-/// From 512 KiB to 16 MiB a one-shot all-reduce runs in pull mode (session 11's closing run,
-/// `docs/measurements/2026-11-30-h200x2-pull-and-hybrid/perf.log`, the defaults): the model's Simple one-shot
+/// From 512 KiB to 16 MiB a one-shot all-reduce runs in pull mode
+/// (`docs/measurements/2026-11-30-h200x2-pull-and-hybrid/perf.log`, the defaults): the model's Simple one-shot
 /// estimate there is the pull fit (calib.rs, DIRECT_PULL_*), within 3 % at every size.
 #[test]
 fn pull_model_tracks_topoplans_executor_on_h200x2() {
@@ -251,8 +250,8 @@ fn copy_engine_model_tracks_topoplans_executor_on_h200x2() {
     assert!(worst_error(Algorithm::CopyEnginePipeline, Protocol::Simple, &pts) < 0.03);
 }
 
-/// Out of sample: session 12's closing run (`docs/measurements/2026-11-30-h200x2-allreduce-segment-fence/perf.log`, the
-/// defaults after one thread per Simple sender CTA fences a segment), which none of the fits saw:
+/// Out of sample: a whole `auto` run after one thread per Simple sender CTA fences a segment
+/// (`docs/measurements/2026-11-30-h200x2-allreduce-segment-fence/perf.log`), which none of the fits saw:
 /// the model still prices every regime the runtime ran, LL within 8 %, pull mode and the push
 /// path within 3 %, the hybrid within 2 %.
 #[test]
@@ -268,9 +267,10 @@ fn models_track_segment_fence_run() {
     assert!(worst_error(Algorithm::OneShot, Protocol::Simple, &hybrid) < 0.02);
 }
 
-/// Out of sample: session 13's closing run (`docs/measurements/2026-11-30-h200x2-allreduce-one-and-two-procs/perf.log`,
-/// medians of 5 runs of 50 calls to 64 MiB, of 20 from 128 MiB), which none of the fits saw.
-/// This run's small calls are faster than session 12's (LL 4.34–4.60 µs up to 4 KiB; pull mode
+/// Out of sample: a whole `auto` run with more samples
+/// (`docs/measurements/2026-11-30-h200x2-allreduce-one-and-two-procs/perf.log`, medians of 5 runs
+/// of 50 calls to 64 MiB, of 20 from 128 MiB), which none of the fits saw. This run's small calls
+/// are faster than the segment-fence run's (LL 4.34–4.60 µs up to 4 KiB; pull mode
 /// 6.98 µs at 512 KiB against 7.36), so the tuner runs high there: LL within 11 % (10.7 %), pull
 /// mode within 6.5 % (6.1 %); the push path within 2 % and the hybrid within 0.5 %.
 #[test]
@@ -298,8 +298,8 @@ fn closing_run_errors(log: &str) -> [f64; 4] {
     errs
 }
 
-/// Out of sample: session 14's closing run (`docs/measurements/2026-11-30-h200x2-allreduce-shared-sm-hybrid/perf.log`, the
-/// same counts as session 13's): LL within 9 % (8.5 %: its small calls again ran faster than
+/// Out of sample: the run after the in-place hybrid's halves share SMs
+/// (`docs/measurements/2026-11-30-h200x2-allreduce-shared-sm-hybrid/perf.log`, the same counts): LL within 9 % (8.5 %: its small calls again ran faster than
 /// the fitted runs), pull mode within 6.5 % (6.3 %), the push path 2.5 % (2.0 %), the hybrid
 /// 0.5 % (0.3 %).
 #[test]
@@ -311,9 +311,9 @@ fn models_track_shared_sm_hybrid_run() {
     assert!(errs[3] < 0.005, "{errs:?}");
 }
 
-/// Out of sample: session 15's closing run (`docs/measurements/2026-11-30-h200x2-allreduce-vs-nccl/perf.log`, the
-/// same counts; the hybrid's copy-engine tail chunk now 8 MiB): LL within 11 % (10.6 %: small
-/// calls at 4.3–4.5 µs, faster than the fitted runs, as in sessions 13 and 14), pull mode within
+/// Out of sample: the current runtime, whose hybrid's copy-engine tail chunk is 8 MiB
+/// (`docs/measurements/2026-11-30-h200x2-allreduce-vs-nccl/perf.log`, the same counts): LL within
+/// 11 % (10.6 %: small calls at 4.3–4.5 µs, faster than the fitted runs, as in the two above), pull mode within
 /// 5 % (4.6 %), the push path 2 % (1.8 %), the hybrid 0.5 % (0.3 %).
 #[test]
 fn models_track_8mib_tail_run() {

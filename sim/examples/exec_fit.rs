@@ -2,7 +2,7 @@
 //! grid search, minimising the worst relative error: `cargo run --release -p sim --example
 //! exec_fit [-- --fenced | --previous]`.
 //!
-//! By default it fits this session's direct-push executor with relaxed credits
+//! By default it fits the direct-push executor with relaxed credits
 //! (`fidelity::OWN_DIRECT_H200X2`), starting from `ExecParams::default()` (so the grid rules,
 //! `cta_bytes`, `max_ctas`, `ll_cta_bytes`, `ll_ctas`, are the runtime's and not fitted): the
 //! Simple floor and GPU rate, then the per-CTA rate, on the Simple points (coordinate descent,
@@ -14,7 +14,7 @@
 //! runtime's and not fitted); then the hybrid floor and rate (`hybrid_launch_us`,
 //! `hybrid_gbps`) on the hybrid all-reduce (`fidelity::OWN_HYBRID_H200X2`, two points: the fit is
 //! near-exact; `hybrid_min_bytes` is the runtime's and not fitted), in two passes (a coarse grid,
-//! then a fine one around its best), printing the error on session 10's hybrid measurements
+//! then a fine one around its best), printing the error on the hybrid's adoption run
 //! (`fidelity::OWN_HYBRID_H200X2_ADOPTION`, not fitted on). The push terms are fitted with pull
 //! mode and the hybrid off (`fidelity::compare_own_one_shot`), so the fits are independent.
 //!
@@ -280,7 +280,7 @@ fn main() {
         "launch_simple_us {:.2}, gpu_gbps {:.0}, cta_gbps {:.0}, launch_ll_us {:.2}, ll_gpu_gbps {:.0}",
         x.launch_simple_us, x.gpu_gbps, x.cta_gbps, x.launch_ll_us, x.ll_gpu_gbps
     );
-    // Pull mode (this session's executor only; the others have it off).
+    // Pull mode (the current executor only; the others have it off).
     let pull = (!previous && !fenced).then(|| {
         let on_pull = |x: &ExecParams| worst_of(&as_run_rows(&topo, OWN_PULL_H200X2, x));
         let worst = search(
@@ -305,7 +305,7 @@ fn main() {
         );
         as_run_rows(&topo, OWN_PULL_H200X2, &x)
     });
-    // The hybrid (this session's executor only; the others have it off). Two points, two terms:
+    // The hybrid (the current executor only; the others have it off). Two points, two terms:
     // a coarse grid, then a fine one around its best (near-exact). The terms trade off (1 GB/s
     // of rate moves the best floor by about 5 µs at these sizes, so half the coarse rate step
     // by about 2.5), so the fine grid spans 3 µs of floor either side (not below 0).
@@ -335,7 +335,7 @@ fn main() {
         let out = as_run_rows(&topo, OWN_HYBRID_H200X2_ADOPTION, &x);
         println!(
             "hybrid_launch_us {:.2}, hybrid_gbps {:.2} (from {} B per rank): worst |error| on the \
-             hybrid points {:.3}%; on session 10's (not fitted on) {:.3}%",
+             hybrid points {:.3}%; on the adoption run (not fitted on) {:.3}%",
             x.hybrid_launch_us,
             x.hybrid_gbps,
             x.hybrid_min_bytes,
@@ -354,7 +354,7 @@ fn main() {
     }
     if let Some((h, out)) = &hybrid {
         summary("hybrid", h);
-        summary("hybrid, session 10 (not fitted on)", out);
+        summary("hybrid, adoption run (not fitted on)", out);
     }
     for (label, pts) in &sets {
         println!("\n{label}:\n{}", markdown(&rows(&topo, pts, &x)));
@@ -365,6 +365,6 @@ fn main() {
     }
     if let Some((h, out)) = &hybrid {
         println!("\nhybrid:\n{}", markdown(h));
-        println!("\nhybrid, session 10 (not fitted on):\n{}", markdown(out));
+        println!("\nhybrid, adoption run (not fitted on):\n{}", markdown(out));
     }
 }

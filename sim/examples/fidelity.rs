@@ -120,12 +120,12 @@ fn main() {
     );
     for (name, points, cfg) in [
         (
-            "this session's direct-push executor, relaxed credits (OWN_DIRECT_H200X2, docs/measurements/2026-11-30-h200x2-push-relaxed-credits/perf.log), ExecParams::default",
+            "direct-push executor, relaxed credits (OWN_DIRECT_H200X2, docs/measurements/2026-11-30-h200x2-push-relaxed-credits/perf.log), ExecParams::default",
             OWN_DIRECT_H200X2,
             &cfg,
         ),
         (
-            "direct-push executor of session 9, fenced credits (OWN_DIRECT_FENCED_H200X2, docs/measurements/direct-run4.log LL, direct-run5.log Simple), ExecParams::direct_fenced_h200x2",
+            "direct-push executor, fenced credits (OWN_DIRECT_FENCED_H200X2, docs/measurements/direct-run4.log LL, direct-run5.log Simple at commit d7d5d68), ExecParams::direct_fenced_h200x2",
             OWN_DIRECT_FENCED_H200X2,
             &fenced,
         ),
@@ -135,7 +135,7 @@ fn main() {
             &pull,
         ),
         (
-            "previous pull-based executor, run 3 (docs/measurements/run3-perf.log), ExecParams::pull_h200x2",
+            "previous pull-based executor, run 3 (docs/measurements/run3-perf.log at commit d7d5d68), ExecParams::pull_h200x2",
             OWN_ONE_SHOT_H200X2_RUN3,
             &pull,
         ),
@@ -174,19 +174,19 @@ fn main() {
         );
     }
     println!();
-    // The hybrid (2 ranks, from 512 MiB per rank): fitted points, session 10's (not fitted on),
+    // The hybrid (2 ranks, from 512 MiB per rank): fitted points, the adoption run's (not fitted on),
     // and the same sizes with the hybrid off (the SM push path alone).
     let rows = compare_own_as_run(&own, OWN_HYBRID_H200X2, &cfg).expect("simulates");
     let out = compare_own_as_run(&own, OWN_HYBRID_H200X2_ADOPTION, &cfg).expect("simulates");
     let sm = with(ExecParams::default().without_hybrid());
     let sm_rows = compare_own_as_run(&own, OWN_HYBRID_H200X2, &sm).expect("simulates");
     println!(
-        "### topoplan one-shot all-reduce, CUDA runtime, hybrid (OWN_HYBRID_H200X2, docs/measurements/2026-11-30-h200x2-pull-and-hybrid/perf.log; OWN_HYBRID_H200X2_ADOPTION, docs/measurements/2026-11-30-h200x2-hybrid-adoption/hybrid-vs-nccl.log, not fitted on), ExecParams::default; worst |error| {:.2}%, session 10 {:.2}%\n",
+        "### topoplan one-shot all-reduce, CUDA runtime, hybrid (OWN_HYBRID_H200X2, docs/measurements/2026-11-30-h200x2-pull-and-hybrid/perf.log; OWN_HYBRID_H200X2_ADOPTION, docs/measurements/2026-11-30-h200x2-hybrid-adoption/hybrid-vs-nccl.log, not fitted on), ExecParams::default; worst |error| {:.2}%, adoption run {:.2}%\n",
         worst(&rows) * 100.0,
         worst(&out) * 100.0
     );
     println!(
-        "| size (B) | measured µs | predicted µs | error | session 10 measured µs | error | predicted µs, hybrid off | error |\n|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "| size (B) | measured µs | predicted µs | error | adoption run measured µs | error | predicted µs, hybrid off | error |\n|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for ((r, o), s) in rows.iter().zip(&out).zip(&sm_rows) {
         assert_eq!((r.bytes, o.bytes), (s.bytes, s.bytes));
@@ -203,7 +203,7 @@ fn main() {
         );
     }
     println!();
-    // A whole `auto` run no fit saw (session 12's closing run): every regime at once.
+    // A whole `auto` run no fit saw (the segment-fence run): every regime at once.
     let rows = compare_own_as_run_protocols(&own, OWN_AS_RUN_H200X2_SEGMENT_FENCE, &cfg)
         .expect("simulates");
     println!(
@@ -220,13 +220,13 @@ fn main() {
             &cfg,
         ),
         (
-            "previous generic copy-engine lowering, run 3 (docs/measurements/run3-perf.log), ExecParams::direct_fenced_h200x2, 16 MiB chunks",
+            "previous generic copy-engine lowering, run 3 (docs/measurements/run3-perf.log at commit d7d5d68), ExecParams::direct_fenced_h200x2, 16 MiB chunks",
             OWN_CE_H200X2_RUN3,
             GENERIC_CE_CHUNK_BYTES,
             &fenced,
         ),
         (
-            "previous generic copy-engine lowering, run 2 (docs/measurements/run2-perf.log), ExecParams::direct_fenced_h200x2, 16 MiB chunks",
+            "previous generic copy-engine lowering, run 2 (docs/measurements/run2-perf.log at commit d7d5d68), ExecParams::direct_fenced_h200x2, 16 MiB chunks",
             OWN_CE_H200X2_RUN2,
             GENERIC_CE_CHUNK_BYTES,
             &fenced,

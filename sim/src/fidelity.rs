@@ -118,7 +118,7 @@ pub fn errors_by_protocol(rows: &[Row]) -> Vec<(Protocol, usize, f64, f64)> {
 }
 
 /// topoplan's CUDA runtime, one-shot all-reduce (float, sum, out of place) on the lent 2×H200,
-/// on this session's (session 10's) direct-push executor with **relaxed credits**: the credit
+/// on the direct-push executor with **relaxed credits**: the credit
 /// words (and Simple's ready words) are relaxed stores, not release stores, so no system fence per
 /// credit (LL ≈ 4.5 µs per call instead of ≈ 5.8; Simple 1–32 MiB 2–11% faster). (size, protocol,
 /// measured median of 3 runs of 20 calls, µs, the out-of-place `time` column, the 7th field.)
@@ -157,20 +157,19 @@ pub const OWN_DIRECT_H200X2: &[(u64, Protocol, f64)] = &[
     (1 << 30, Protocol::Simple, 2966.33),
 ];
 
-/// The direct-push executor of session 9, with **fenced credits** (credit words, and Simple's
-/// ready words, written as release stores with a system fence), before this session made them
-/// relaxed ([`OWN_DIRECT_H200X2`]). One-shot all-reduce (float, sum, out of place) on the lent 2×H200,
+/// The direct-push executor with **fenced credits** (credit words, and Simple's ready words,
+/// written as release stores with a system fence), before they were made relaxed ([`OWN_DIRECT_H200X2`]). One-shot all-reduce (float, sum, out of place) on the lent 2×H200,
 /// on the direct-push executor (`runtime/src/cuda/direct.rs`, `kernels/src/direct.cu`: senders
 /// push into credit-recycled slots of the receiver's scratch, no barriers): (size, protocol,
 /// measured median of 3 runs of 20 calls, µs, the out-of-place `time` column).
-/// - LL, 8 B–512 KiB: `docs/measurements/direct-run4.log` (git history: `git show d7d5d68:docs/measurements/direct-run4.log`), section `topoplan bench -b 8 -e 1G
+/// - LL, 8 B–512 KiB: `docs/measurements/direct-run4.log` at commit d7d5d68, section `topoplan bench -b 8 -e 1G
 ///   -f 2 -g 2 -w 5 -n 20 --runs 3 -c 0 --vs-nccl`, its `one-shot-ll` rows only (that section's
 ///   Simple rows from 4 MiB up ran on an older grid and are not used).
-/// - Simple, 256 KiB–1 GiB: `docs/measurements/direct-run5.log` (git history: `git show d7d5d68:docs/measurements/direct-run5.log`), section `topoplan bench -b 256K
+/// - Simple, 256 KiB–1 GiB: `docs/measurements/direct-run5.log` at commit d7d5d68, section `topoplan bench -b 256K
 ///   -e 1G -f 2 -g 2 -w 5 -n 20 --runs 3 -c 0 --algo one-shot` (64 sender + 64 receiver CTAs at
 ///   large sizes, one stream per 32 KiB).
 ///
-/// The launch floor of that kernel (`TOPOPLAN_DIRECT_NOOP=1`, `docs/measurements/direct-run3.log` (git history: `git show d7d5d68:docs/measurements/direct-run3.log`))
+/// The launch floor of that kernel (`TOPOPLAN_DIRECT_NOOP=1`, `docs/measurements/direct-run3.log` at commit d7d5d68)
 /// is 3.3–4.3 µs per call; it is a diagnostic, not a collective, and is not in this set.
 /// Checked against `ExecParams::direct_fenced_h200x2`, not the defaults.
 pub const OWN_DIRECT_FENCED_H200X2: &[(u64, Protocol, f64)] = &[
@@ -225,7 +224,7 @@ pub const OWN_ONE_SHOT_H200X2: &[(u64, Protocol, f64)] = &[
 ];
 
 /// The previous (pull-based) executor, like [`OWN_ONE_SHOT_H200X2`]: sizes its final run skipped,
-/// from the earlier sweeps of `docs/measurements/run3-perf.log` (git history: `git show d7d5d68:docs/measurements/run3-perf.log`)
+/// from the earlier sweeps of `docs/measurements/run3-perf.log` at commit d7d5d68
 /// (same machine, `-f 2`): LL up to its 512 KiB limit, Simple 128 KiB–2 MiB (at most 32 CTAs up
 /// to 1 MiB, 64 at 2 MiB: the grid the runtime uses now) and 4–32 MiB from the 64-CTA sweep
 /// (the default since; the 132-CTA rows of that log are left out).
@@ -248,11 +247,11 @@ pub const OWN_ONE_SHOT_H200X2_RUN3: &[(u64, Protocol, f64)] = &[
 /// topoplan's CUDA runtime, one-shot all-reduce in **pull mode** (`runtime/src/cuda/direct/pull.rs`,
 /// `kernels/src/direct_pull.cu`: each rank's CTAs read the peer's input over NVLink, one CTA per
 /// 8 KiB of message up to two 256-thread CTAs per SM, with per-CTA arrive and done handshakes),
-/// float, sum, out of place, on the lent 2×H200: session 11's closing run with the shipped
-/// defaults, `docs/measurements/2026-11-30-h200x2-pull-and-hybrid/perf.log`, command `topoplan bench -b 8 -e 1G -f 2
+/// float, sum, out of place, on the lent 2×H200, with the defaults:
+/// `docs/measurements/2026-11-30-h200x2-pull-and-hybrid/perf.log`, command `topoplan bench -b 8 -e 1G -f 2
 /// -w 5 -n 20 --runs 3 -c 0 --vs-nccl` (size = bytes per rank, median of 3 runs of 20 calls, µs,
-/// the out-of-place `time` column), every row's `algo` column `one-shot-pull`. Run 2's
-/// 512-thread CTAs measured 3-6 % slower (`run2-perf.log`). Checked against
+/// the out-of-place `time` column), every row's `algo` column `one-shot-pull`. 512-thread
+/// CTAs measured 3-6 % slower. Checked against
 /// `ExecParams::default()` with [`compare_own_as_run`].
 pub const OWN_PULL_H200X2: &[(u64, f64)] = &[
     (512 << 10, 7.24),
@@ -266,7 +265,7 @@ pub const OWN_PULL_H200X2: &[(u64, f64)] = &[
 /// topoplan's CUDA runtime, **hybrid** all-reduce (`runtime/src/cuda/hybrid.rs`: a two-rank
 /// one-shot Simple all-reduce of at least 512 MiB per rank runs its last 50 % on the copy-engine
 /// pair path and the rest on the SM direct-push path, at the same time), float, sum, out of
-/// place, on the lent 2×H200: session 11's closing run with the shipped defaults,
+/// place, on the lent 2×H200, with the defaults:
 /// `docs/measurements/2026-11-30-h200x2-pull-and-hybrid/perf.log`, command `topoplan bench -b 8 -e 1G -f 2 -w 5 -n
 /// 20 --runs 3 -c 0 --vs-nccl` (size = bytes per rank, median of 3 runs of 20 calls, µs, the
 /// out-of-place `time` column), both rows' `algo` column `one-shot+ce`. Checked against
@@ -274,7 +273,7 @@ pub const OWN_PULL_H200X2: &[(u64, f64)] = &[
 /// [`compare_own_as_run`].
 pub const OWN_HYBRID_H200X2: &[(u64, f64)] = &[(512 << 20, 1445.75), (1 << 30, 2856.17)];
 
-/// The hybrid all-reduce as [`OWN_HYBRID_H200X2`], measured in session 10 when it was adopted:
+/// The hybrid all-reduce as [`OWN_HYBRID_H200X2`], measured when it was adopted:
 /// `docs/measurements/2026-11-30-h200x2-hybrid-adoption/hybrid-vs-nccl.log` (`TOPOPLAN_HYBRID_CE_PCT=50
 /// TOPOPLAN_HYBRID_MIN_MB=512 topoplan bench --counts 67108864,134217728,268435456 -w 3 -n 20
 /// --runs 3 -c 0 --vs-nccl`; the `algo` column said `one-shot` then). Not fitted on: the
@@ -283,8 +282,7 @@ pub const OWN_HYBRID_H200X2_ADOPTION: &[(u64, f64)] = &[(512 << 20, 1446.60), (1
 
 /// topoplan's CUDA runtime, one-shot all-reduce as `auto` runs it (LL 8 B–256 KiB, pull mode
 /// 512 KiB–16 MiB, the push path 32–256 MiB, the hybrid from 512 MiB), float, sum, out of place,
-/// on the lent 2×H200: session 12's closing run, after one thread per Simple sender CTA fences a
-/// segment (`docs/measurements/2026-11-30-h200x2-allreduce-segment-fence/perf.log`, command `topoplan bench -b 8 -e 1G -f 2
+/// on the lent 2×H200, after one thread per Simple sender CTA fences a segment (`docs/measurements/2026-11-30-h200x2-allreduce-segment-fence/perf.log`, command `topoplan bench -b 8 -e 1G -f 2
 /// -w 5 -n 20 --runs 3 -c 0 --vs-nccl`; size = bytes per rank, median of 3 runs of 20 calls, µs,
 /// the out-of-place `time` column; protocol from the `algo` column). No fit saw it: the
 /// out-of-sample check of `ExecParams::default()`, with [`compare_own_as_run_protocols`].
@@ -408,14 +406,14 @@ pub const OWN_CE_PAIR_H200X2: &[(u64, f64)] = &[
 
 /// History: the previous, generic copy-engine lowering of `--algo ce` (before `ce_pair`; the
 /// runtime no longer runs it for two-rank all-reduce), copy-engine pipeline all-reduce (float,
-/// out of place): (size, measured µs) from `docs/measurements/run3-perf.log` (git history: `git show d7d5d68:docs/measurements/run3-perf.log`) (`bench -b 256M -e 1G
+/// out of place): (size, measured µs) from `docs/measurements/run3-perf.log` at commit d7d5d68 (`bench -b 256M -e 1G
 /// -f 4 -g 2 -w 2 -n 10 --runs 1 -c 0 --algo ce`, the run `docs/benchmarks-gpu.md` cited then).
 /// Checked against `ExecParams::direct_fenced_h200x2` (`ce_launch_us` 12.0, `ce_gbps` 199, fitted
 /// on these two points), not the defaults.
 pub const OWN_CE_H200X2_RUN3: &[(u64, f64)] = &[(256 << 20, 1521.73), (1 << 30, 7330.08)];
 
 /// History, like [`OWN_CE_H200X2_RUN3`]: the same command in run 2
-/// (`docs/measurements/run2-perf.log` (git history: `git show d7d5d68:docs/measurements/run2-perf.log`)): the run-to-run spread of the previous lowering.
+/// (`docs/measurements/run2-perf.log` at commit d7d5d68): the run-to-run spread of the previous lowering.
 pub const OWN_CE_H200X2_RUN2: &[(u64, f64)] = &[(256 << 20, 1309.93), (1 << 30, 5362.90)];
 
 /// Chunk size of the copy-engine pair all-reduce (`runtime::cuda::ce_pair`, its default

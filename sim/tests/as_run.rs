@@ -1,6 +1,6 @@
-//! The executor model against whole `auto` runs it was not fitted on: session 12's closing
-//! measurement (`fidelity::OWN_AS_RUN_H200X2_SEGMENT_FENCE`, docs/fidelity.md "Out of sample") and
-//! session 13's (read from its log), where every regime the runtime runs appears (LL, pull mode,
+//! The executor model against whole `auto` runs it was not fitted on: the segment-fence run
+//! (`fidelity::OWN_AS_RUN_H200X2_SEGMENT_FENCE`, docs/fidelity.md "Out of sample") and later
+//! runs of the runtime read from their logs, where every regime the runtime runs appears (LL, pull mode,
 //! the push path, the hybrid).
 
 use sim::fidelity::{compare_own_as_run_protocols, OWN_AS_RUN_H200X2_SEGMENT_FENCE};
@@ -9,7 +9,7 @@ use sim::SimConfig;
 mod common;
 use common::{assert_within, topo};
 
-/// `ExecParams::default()` predicts session 12's closing run within 6 % at every size (worst
+/// `ExecParams::default()` predicts the segment-fence run within 6 % at every size (worst
 /// +5.0 % at 4 KiB: LL calls spread 4.5–5.4 µs over 8 B–64 KiB), and within 3 % from 512 KiB up
 /// (worst +2.9 % at 256 MiB), where pull mode, the push path (now fencing once per segment,
 /// 2 % faster at 32 MiB than the run its terms were fitted on) and the hybrid run.
@@ -67,11 +67,11 @@ fn as_run_rows_at(
         .collect()
 }
 
-/// Session 13's closing run (`docs/measurements/2026-11-30-h200x2-allreduce-one-and-two-procs/perf.log`: medians of 5 runs of
-/// 50 calls up to 64 MiB, of 20 from 128 MiB), which no fit saw. `ExecParams::default()` runs
-/// high on the small LL calls of this run (4.34–4.60 µs up to 4 KiB against session 12's
-/// 4.49–4.98; worst +10.0 % at 4 KiB) and on pull mode's first sizes (+6.1 % at 512 KiB, 6.98
-/// µs against session 12's 7.36), so: within 11 % at every size, 6.5 % from 512 KiB, 3.5 % from
+/// A run with more samples (`docs/measurements/2026-11-30-h200x2-allreduce-one-and-two-procs/perf.log`:
+/// medians of 5 runs of 50 calls up to 64 MiB, of 20 from 128 MiB), which no fit saw.
+/// `ExecParams::default()` runs high on the small LL calls of this run (4.34–4.60 µs up to 4 KiB
+/// against the segment-fence run's 4.49–4.98; worst +10.0 % at 4 KiB) and on pull mode's first
+/// sizes (+6.1 % at 512 KiB, 6.98 µs against 7.36), so: within 11 % at every size, 6.5 % from 512 KiB, 3.5 % from
 /// 2 MiB (worst +3.1 % at 256 MiB). Not refitted: the two runs differ by as much as the error.
 #[test]
 fn own_as_run_one_process_out_of_sample() {
@@ -101,9 +101,10 @@ fn closing_run_within(
     }
 }
 
-/// Session 14's closing run (`docs/measurements/2026-11-30-h200x2-allreduce-shared-sm-hybrid/perf.log`: medians of 5 runs of
-/// 50 calls up to 64 MiB, of 20 from 128 MiB), on kernels no fit saw either (the in-place hybrid
-/// changed; the out-of-place rows compared here run what session 13 ran). Small LL calls again
+/// The run after the in-place hybrid's halves share SMs
+/// (`docs/measurements/2026-11-30-h200x2-allreduce-shared-sm-hybrid/perf.log`: medians of 5 runs
+/// of 50 calls up to 64 MiB, of 20 from 128 MiB), on kernels no fit saw either (the out-of-place
+/// rows compared here run the same kernels as the run above). Small LL calls again
 /// ran below the model (4.43–4.54 µs up to 1 KiB): within 8 % at every size (worst +7.3 % at
 /// 1 KiB), 6.5 % from 512 KiB (+6.3 % at 1 MiB), 3.5 % from 2 MiB (+3.1 % at 2 MiB, +2.9 % at
 /// 256 MiB). Not refitted.
@@ -132,11 +133,11 @@ fn own_as_run_shared_sm_hybrid_in_place() {
     closing_run_within(&measured, &[(0, 28, 0.09), (512 << 10, 12, 0.03)]);
 }
 
-/// One process per GPU (`topoplan bench --procs`), session 13: with registered buffers and the
+/// One process per GPU (`topoplan bench --procs`): with registered buffers and the
 /// copy engines enabled, `--procs` runs what one process runs (pull mode 512 KiB–16 MiB, the
-/// hybrid from 512 MiB), so the one-process model holds: `ExecParams::default()` against run 5
-/// (8 B–256 MiB, `docs/measurements/2026-11-30-h200x2-allreduce-one-and-two-procs/procs-pull.log`) and run 7 (the hybrid across
-/// processes, 512 MiB and 1 GiB, `run7-mp4.log`). LL runs a little slower across processes
+/// hybrid from 512 MiB), so the one-process model holds: `ExecParams::default()` against
+/// `docs/measurements/2026-11-30-h200x2-allreduce-one-and-two-procs/procs-pull.log` (8 B–256 MiB)
+/// and `procs-hybrid.log` there (the hybrid across processes, 512 MiB and 1 GiB). LL runs a little slower across processes
 /// (4.8–5.6 µs up to 64 KiB), which the model, fitted in one process, does not know: within 9 %
 /// at every size (worst −8.7 % at 512 B), 3 % from 512 KiB (worst +2.9 % at 256 MiB).
 #[test]
@@ -179,8 +180,8 @@ fn print_rows(r: &[sim::fidelity::Row]) {
     }
 }
 
-/// Session 15's closing run (`docs/measurements/2026-11-30-h200x2-allreduce-vs-nccl/perf.log`, the same commands as
-/// session 14's): the copy-engine pair's smallest chunk is now 8 MiB, which only the hybrid
+/// The current runtime (`docs/measurements/2026-11-30-h200x2-allreduce-vs-nccl/perf.log`, the
+/// same commands as the run above): the copy-engine pair's smallest chunk is 8 MiB, which only the hybrid
 /// (512 MiB and 1 GiB) runs. Not refitted. Within 8 % at every size (worst +7.8 % at 512 B and
 /// 1 KiB: small LL calls again ran below the model), 5 % from 512 KiB (+4.6 % at 512 KiB and
 /// 1 MiB), 3 % from 2 MiB (+2.8 % at 256 MiB; the hybrid +0.2 / +0.1 %).
@@ -198,7 +199,7 @@ fn own_as_run_8mib_tail_out_of_sample() {
 
 /// In place, same run (the model has no notion of aliasing): within 10.5 % at every size (worst
 /// +10.2 % at 4 KiB), 3 % from 512 KiB (+2.5 % at 256 MiB; the in-place hybrid −0.1 / −0.2 %,
-/// where session 14's was −0.5 % at 512 MiB).
+/// where it was −0.5 % at 512 MiB with a 2 MiB tail chunk).
 #[test]
 fn own_as_run_8mib_tail_in_place() {
     let measured = as_run_rows_at(

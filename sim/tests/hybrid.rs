@@ -1,6 +1,6 @@
 //! The hybrid all-reduce in the executor model (`ExecParams::runs_hybrid`, docs/fidelity.md
 //! "Hybrid"): the hybrid measurements (`fidelity::OWN_HYBRID_H200X2`, fitted on) within the fit's
-//! error, session 10's (`fidelity::OWN_HYBRID_H200X2_ADOPTION`, not fitted on) within a stated
+//! error, the adoption run's (`fidelity::OWN_HYBRID_H200X2_ADOPTION`, not fitted on) within a stated
 //! bound, the rule mirroring the runtime's (`runtime/src/cuda/hybrid.rs`), the link not capping
 //! the fitted rate, and every call outside the rule timed as before.
 
@@ -19,7 +19,7 @@ const MIB: u64 = 1 << 20;
 /// The defaults (`hybrid_launch_us`, `hybrid_gbps` fitted on these two points by `cargo run
 /// --release -p sim --example exec_fit`: two terms, two points, so the fit is near-exact, worst
 /// 0.000% at the grid's resolution) predict the hybrid all-reduce on 2×H200 (`OWN_HYBRID_H200X2`,
-/// 512 MiB and 1 GiB, session 11 run 6) within 0.1 % (docs/fidelity.md).
+/// 512 MiB and 1 GiB) within 0.1 % (docs/fidelity.md).
 #[test]
 fn own_hybrid_within_fitted_error() {
     let r = compare_own_as_run(&topo(), OWN_HYBRID_H200X2, &SimConfig::default()).unwrap();
@@ -27,8 +27,7 @@ fn own_hybrid_within_fitted_error() {
     assert_within(&r, 0.001);
 }
 
-/// Out of sample: the same defaults predict session 10's hybrid measurements (run 12, the
-/// hybrid's adoption run: 1446.60 and 2854.89 µs; not fitted on) within 1 % (they are −0.06 %
+/// Out of sample: the same defaults predict the hybrid's adoption run (1446.60 and 2854.89 µs; not fitted on) within 1 % (they are −0.06 %
 /// and +0.05 % off; the bound leaves room for a refit on another run of the same kernel, whose
 /// run-to-run spread elsewhere in these logs is of that order).
 #[test]

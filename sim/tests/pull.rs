@@ -11,7 +11,7 @@ use common::{assert_within, one_shot, topo, with};
 
 /// The defaults (`pull_launch_us`, `pull_gbps` fitted on these points by `cargo run --release -p
 /// sim --example exec_fit`) predict the pull-mode one-shot all-reduce on 2×H200
-/// (`OWN_PULL_H200X2`, 512 KiB–16 MiB, session 11) within the fit's worst error rounded up to the
+/// (`OWN_PULL_H200X2`, 512 KiB–16 MiB) within the fit's worst error rounded up to the
 /// next percent: 2.3% → 3% (docs/fidelity.md).
 #[test]
 fn own_pull_within_fitted_error() {
