@@ -1,7 +1,7 @@
 //! Communicators for ranks in separate processes: bootstrap, then shared memory with the peers
 //! on this host and TCP with the others.
 
-use crate::bootstrap::{self, BootstrapError, PeerInfo, UniqueId};
+use crate::bootstrap::{self, BootstrapError, PeerInfo, RootListener, UniqueId};
 use crate::comm::Communicator;
 use crate::config::{Config, TransportChoice};
 use crate::error::CommError;
@@ -10,6 +10,7 @@ use crate::transport::shm::ShmLinks;
 use crate::transport::tcp::TcpLinks;
 use crate::transport::{PortResult, RecvPort, SendPort, Transport};
 use std::net::{TcpListener, UdpSocket};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -67,12 +68,21 @@ pub struct EnvRank {
     pub world_size: u32,
     pub local_rank: Option<u32>,
     pub id: UniqueId,
+    /// Rank 0 only: where to write the id it listens at, for its launcher.
+    pub id_file: Option<PathBuf>,
 }
 
 impl EnvRank {
     /// Reads `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT` (or
     /// `TOPOPLAN_MASTER_PORT`, to keep clear of torch's own store on `MASTER_PORT`), and
-    /// `TOPOPLAN_UNIQUE_ID` (an id from [`UniqueId`]'s text form, which then wins).
+    /// `TOPOPLAN_UNIQUE_ID` (an id from [`UniqueId`]'s text form, which then wins), and
+    /// `TOPOPLAN_UNIQUE_ID_FILE` ([`bootstrap::ID_FILE_VAR`]).
+    ///
+    /// `TOPOPLAN_UNIQUE_ID_FILE` is for launchers: rank 0 given port 0 (in the id or as
+    /// `MASTER_PORT`) binds a port the OS chooses and writes its id, with that port, to this
+    /// file as soon as it listens ([`bootstrap::write_id_file`]); the launcher waits for it
+    /// ([`bootstrap::wait_for_id_file`]) and starts the other ranks with `TOPOPLAN_UNIQUE_ID`
+    /// set to its contents. Rank 0 at port 0 without the file is refused (no one could join).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, BootstrapError> {
         let num =
             |k: &str| -> Result<Option<u32>, BootstrapError> {
@@ -92,27 +102,41 @@ impl EnvRank {
             return Err(BootstrapError::Env("WORLD_SIZE=0".into()));
         }
         let local_rank = num("LOCAL_RANK")?;
-        let id = match get("TOPOPLAN_UNIQUE_ID") {
+        let id = match get(params::UNIQUE_ID.name) {
             Some(s) if !s.is_empty() => s.parse()?,
             _ => {
                 let addr = get("MASTER_ADDR").unwrap_or_else(|| "127.0.0.1".into());
-                let port = match num("TOPOPLAN_MASTER_PORT")? {
+                let port = match params::MASTER_PORT
+                    .u32_from(&get)
+                    .map_err(|e| BootstrapError::Env(e.to_string()))?
+                {
                     Some(p) => p,
                     None => need("MASTER_PORT")?,
                 };
                 let shared = format!(
                     "{world_size}|{}|{}",
                     get("TORCHELASTIC_RUN_ID").unwrap_or_default(),
-                    get("TOPOPLAN_SECRET").unwrap_or_default()
+                    params::SECRET.raw_from(&get).unwrap_or_default()
                 );
                 UniqueId::derived(format!("{addr}:{port}"), &shared)
             }
         };
+        let id_file = get(bootstrap::ID_FILE_VAR)
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from);
+        if rank == 0 && id.port() == Some(0) && id_file.is_none() {
+            return Err(BootstrapError::Env(format!(
+                "rank 0 at {}: port 0 needs {} (a file to tell the launcher the port chosen)",
+                id.addr,
+                bootstrap::ID_FILE_VAR
+            )));
+        }
         Ok(EnvRank {
             rank,
             world_size,
             local_rank,
             id,
+            id_file,
         })
     }
 }
@@ -136,6 +160,33 @@ impl Communicator {
         rank: u32,
         cfg: Config,
     ) -> Result<Communicator, CommError> {
+        Self::init_rank_on(None, id, nranks, rank, cfg)
+    }
+
+    /// Joins a job as the rank `env` names. Rank 0 binds first and, if `env.id_file` is set,
+    /// writes the id it listens at there before it waits for the others.
+    pub fn from_env_rank(env: &EnvRank, cfg: Config) -> Result<Communicator, CommError> {
+        if env.rank != 0 {
+            return Self::init_rank(&env.id, env.world_size, env.rank, cfg);
+        }
+        let root = RootListener::bind(&env.id.addr, env.id.secret)?;
+        if let Some(f) = &env.id_file {
+            root.publish(f)?;
+        }
+        let id = root.id().clone();
+        Self::init_rank_on(Some(root), &id, env.world_size, 0, cfg)
+    }
+
+    /// [`Communicator::init_rank`] where rank 0 may bring the rendezvous listener it bound
+    /// when it made the id (`ncclGetUniqueId` does): then no port is bound twice. `root` is
+    /// ignored on the other ranks.
+    pub fn init_rank_on(
+        root: Option<bootstrap::RootListener>,
+        id: &UniqueId,
+        nranks: u32,
+        rank: u32,
+        cfg: Config,
+    ) -> Result<Communicator, CommError> {
         let start = Instant::now();
         let listener = TcpListener::bind("0.0.0.0:0")
             .map_err(|e| CommError::Transport(format!("data listener: {e}")))?;
@@ -149,7 +200,12 @@ impl Communicator {
             pid: std::process::id(),
             listen: format!("{}:{port}", local_ip_towards(&id.addr)),
         };
-        let mut rv = bootstrap::rendezvous(id, rank, nranks, cfg.fingerprint(), info, cfg.timeout)?;
+        let mut rv = match root {
+            Some(root) if rank == 0 => {
+                bootstrap::rendezvous_root(root, nranks, cfg.fingerprint(), info, cfg.timeout)?
+            }
+            _ => bootstrap::rendezvous(id, rank, nranks, cfg.fingerprint(), info, cfg.timeout)?,
+        };
         let me = rv.peers[rank as usize].clone();
         let slot = cfg.slot_bytes + SLOT_HEADER;
         let local = |p: &PeerInfo| {
@@ -276,7 +332,7 @@ impl Communicator {
     pub fn from_env() -> Result<Communicator, CommError> {
         let cfg = Config::from_env()?;
         let env = EnvRank::from_lookup(|k| std::env::var(k).ok())?;
-        Communicator::init_rank(&env.id, env.world_size, env.rank, cfg)
+        Communicator::from_env_rank(&env, cfg)
     }
 }
 

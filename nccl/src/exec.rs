@@ -1,0 +1,382 @@
+//! Running one communicator's share of a group: each call goes to topoplan's runtime or to the
+//! real NCCL ([`route`]), topoplan's calls run together as one runtime group, the forwarded
+//! ones inside one real NCCL group.
+
+use crate::abi::{NcclOp, NcclType, RawUniqueId, SUCCESS};
+use crate::comm::{lock, Comm};
+use crate::error::{arg, usage, ApiError};
+use crate::knobs::{log, Level};
+use crate::real::{self, RealComm};
+use planner::schedule::{Collective, CollectiveKind};
+use runtime::{DataType, ReduceOp};
+use std::ffi::c_void;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    Broadcast,
+    Reduce,
+    AllToAll,
+    Send,
+    Recv,
+}
+
+/// One call as the caller made it (addresses kept as integers: the call may run on another
+/// thread at `ncclGroupEnd`).
+#[derive(Clone, Copy, Debug)]
+pub struct Op {
+    pub call: &'static str,
+    pub kind: Kind,
+    pub send: usize,
+    pub recv: usize,
+    /// NCCL's count: per rank (all-gather's send count, reduce-scatter's receive count).
+    pub count: usize,
+    pub dtype: NcclType,
+    pub op: NcclOp,
+    /// Root of broadcast and reduce, peer of send and receive.
+    pub peer: u32,
+    pub stream: usize,
+}
+
+/// Where a call runs, and why.
+#[derive(Debug, PartialEq)]
+pub enum Route {
+    /// On topoplan's CPU runtime, as `count` elements of `dtype`.
+    Topoplan { dtype: DataType, op: ReduceOp, count: usize },
+    Nccl(String),
+}
+
+impl Op {
+    fn reduces(&self) -> bool {
+        matches!(self.kind, Kind::AllReduce | Kind::ReduceScatter | Kind::Reduce)
+    }
+
+    /// The buffers this call touches on this rank.
+    fn buffers(&self) -> [usize; 2] {
+        [self.send, self.recv]
+    }
+}
+
+/// Decides where `op` runs. Data movement runs on topoplan for every type (as bytes);
+/// reductions where topoplan's reduction gives NCCL's exact result; device memory goes to
+/// NCCL, since this library's collectives run topoplan's CPU runtime on host buffers.
+pub fn route(op: &Op) -> Route {
+    if op.buffers().iter().any(|p| crate::cuda::is_device_memory(*p)) {
+        return Route::Nccl(
+            "device buffers: this library runs topoplan's CPU runtime on host buffers; device buffers go to NCCL".into(),
+        );
+    }
+    if !op.reduces() {
+        return Route::Topoplan {
+            dtype: DataType::U8,
+            op: ReduceOp::Sum,
+            count: op.count * op.dtype.size(),
+        };
+    }
+    match op.op {
+        NcclOp::PreMulSum(_) => Route::Nccl("PreMulSum reductions run on NCCL".into()),
+        NcclOp::Builtin(r) => match op.dtype.reducible_as(r) {
+            Some(dtype) => Route::Topoplan {
+                dtype,
+                op: r,
+                count: op.count,
+            },
+            None => Route::Nccl(format!(
+                "{} {}: topoplan has no reduction with NCCL's exact result for it",
+                op.dtype.name(),
+                r.name()
+            )),
+        },
+    }
+}
+
+fn collective(kind: Kind, root: u32) -> Collective {
+    match kind {
+        Kind::AllReduce => Collective::new(CollectiveKind::AllReduce),
+        Kind::AllGather => Collective::new(CollectiveKind::AllGather),
+        Kind::ReduceScatter => Collective::new(CollectiveKind::ReduceScatter),
+        Kind::AllToAll => Collective::new(CollectiveKind::AllToAll),
+        Kind::Broadcast => Collective::rooted(CollectiveKind::Broadcast, root),
+        Kind::Reduce => Collective::rooted(CollectiveKind::Reduce, root),
+        Kind::Send | Kind::Recv => unreachable!("point to point is not a collective"),
+    }
+}
+
+/// # Safety
+/// `p` is null only when `len` is 0, and `len` bytes at `p` are readable for the call.
+unsafe fn bytes<'a>(p: usize, len: usize) -> &'a [u8] {
+    if len == 0 {
+        return &[];
+    }
+    std::slice::from_raw_parts(p as *const u8, len)
+}
+
+/// # Safety
+/// As [`bytes`], writable, and not aliased by another slice of the same call.
+unsafe fn bytes_mut<'a>(p: usize, len: usize) -> &'a mut [u8] {
+    if len == 0 {
+        return &mut [];
+    }
+    std::slice::from_raw_parts_mut(p as *mut u8, len)
+}
+
+fn overlaps(a: usize, alen: usize, b: usize, blen: usize) -> bool {
+    alen > 0 && blen > 0 && a < b + blen && b < a + alen
+}
+
+/// The input and output byte ranges NCCL's call reads and writes on `rank` of `n`, and
+/// whether it is NCCL's in-place form. `es` is the element size, `count` in elements.
+fn layout(op: &Op, n: usize, rank: usize, count: usize, es: usize) -> (usize, usize, bool) {
+    let c = count * es;
+    match op.kind {
+        Kind::AllGather => (c, n * c, op.send == op.recv + rank * c),
+        Kind::ReduceScatter => (n * c, c, op.recv == op.send + rank * c),
+        Kind::AllToAll => (n * c, n * c, op.send == op.recv),
+        _ => (c, c, op.send == op.recv),
+    }
+}
+
+/// Runs `ops` (one communicator's calls of one group, in order).
+pub fn run_batch(comm: &Comm, ops: &[Op]) -> Result<(), ApiError> {
+    comm.wait_ready()?;
+    let mut ours = Vec::new();
+    let mut forwarded = Vec::new();
+    for op in ops {
+        let r = route(op);
+        explain(comm, op, &r);
+        match r {
+            Route::Topoplan { dtype, op: rop, count } => ours.push((*op, dtype, rop, count)),
+            Route::Nccl(why) => forwarded.push((*op, why)),
+        }
+    }
+    let out = run_ours(comm, &ours).and_then(|_| run_forwarded(comm, &forwarded));
+    if let Err(e) = &out {
+        comm.poison(e);
+    }
+    out
+}
+
+/// `TOPOPLAN_DEBUG=INFO`: once per communicator, call and size class, where it runs and why.
+fn explain(comm: &Comm, op: &Op, r: &Route) {
+    if crate::knobs::level() < Level::Info {
+        return;
+    }
+    let bytes = op.count * op.dtype.size();
+    let class = usize::BITS - bytes.leading_zeros();
+    if !lock(&comm.logged).insert((op.call, class)) {
+        return;
+    }
+    let path = match r {
+        Route::Topoplan { .. } => "topoplan CPU runtime (host buffers)".to_string(),
+        Route::Nccl(why) => format!("NCCL ({why})"),
+    };
+    log(
+        Level::Info,
+        &format!(
+            "comm {:#x} rank {}: {} {} x {} ({} B, size class 2^{}): {path}",
+            comm.handle,
+            comm.rank,
+            op.call,
+            op.count,
+            op.dtype.name(),
+            bytes,
+            class.saturating_sub(1)
+        ),
+    );
+}
+
+fn run_ours(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), ApiError> {
+    if ops.is_empty() {
+        return Ok(());
+    }
+    for (op, ..) in ops {
+        crate::cuda::wait_stream(op.stream).map_err(ApiError::Cuda)?;
+    }
+    let n = comm.nranks as usize;
+    let rank = comm.rank as usize;
+    // Non-root ranks may pass no receive buffer to reduce: give them scratch.
+    let mut scratch: Vec<Vec<u8>> = ops
+        .iter()
+        .map(|(op, dt, _, count)| {
+            let need = op.kind == Kind::Reduce && op.peer as usize != rank && op.recv == 0;
+            vec![0u8; if need { count * dt.size() } else { 0 }]
+        })
+        .collect();
+    let mut guard = lock(&comm.cpu);
+    let cpu = guard.as_mut().ok_or_else(|| usage("communicator has not joined"))?;
+    let mut g = cpu.group();
+    for ((op, dt, rop, count), scratch) in ops.iter().zip(scratch.iter_mut()) {
+        let es = dt.size();
+        let (inb, outb, in_place) = layout(op, n, rank, *count, es);
+        // SAFETY (every slice below): the caller guarantees NCCL's buffer sizes for this call;
+        // the in-place forms pass one slice, and other overlaps are refused first.
+        match op.kind {
+            Kind::Send => g.send(unsafe { bytes(op.send, inb) }, op.peer)?,
+            Kind::Recv => g.recv(unsafe { bytes_mut(op.recv, outb) }, op.peer)?,
+            _ => {
+                let coll = collective(op.kind, op.peer);
+                let non_root = matches!(op.kind, Kind::Broadcast | Kind::Reduce) && op.peer as usize != rank;
+                if op.kind == Kind::Broadcast && non_root {
+                    // A non-root's send buffer is never read: receive in place.
+                    g.raw(coll, *dt, *rop, *count, None, unsafe { bytes_mut(op.recv, outb) })?;
+                } else if in_place {
+                    let whole = if op.kind == Kind::ReduceScatter { (op.send, inb) } else { (op.recv, outb) };
+                    g.raw(coll, *dt, *rop, *count, None, unsafe { bytes_mut(whole.0, whole.1) })?;
+                } else {
+                    let recv = if !scratch.is_empty() { scratch.as_mut_slice() } else {
+                        if overlaps(op.send, inb, op.recv, outb) {
+                            return Err(arg(format!(
+                                "{}: the send and receive buffers overlap but are not NCCL's in-place layout",
+                                op.call
+                            )));
+                        }
+                        unsafe { bytes_mut(op.recv, outb) }
+                    };
+                    g.raw(coll, *dt, *rop, *count, Some(unsafe { bytes(op.send, inb) }), recv)?;
+                }
+            }
+        }
+    }
+    g.run()?;
+    Ok(())
+}
+
+/// The real NCCL communicator for `comm`'s ranks, made on first need: rank 0 makes an NCCL id
+/// and broadcasts it over topoplan's own communicator, then every rank joins it.
+pub(crate) fn real_comm(comm: &Comm, why: &str, call: &str) -> Result<(&'static real::RealNccl, *mut c_void), ApiError> {
+    let real = real::get().map_err(|e| usage(format!("{call} needs NCCL ({why}), but {}", e.0)))?;
+    let mut slot = lock(&comm.real);
+    if let Some(rc) = &*slot {
+        return Ok((real, rc.ptr));
+    }
+    let mut id = RawUniqueId { internal: [0; crate::abi::UNIQUE_ID_BYTES] };
+    if comm.rank == 0 {
+        // SAFETY: writes one id.
+        let r = unsafe { (real.GetUniqueId)(&mut id) };
+        if r != SUCCESS {
+            return Err(usage(format!("NCCL's ncclGetUniqueId failed ({r}): {}", real::last_error(real, std::ptr::null_mut()))));
+        }
+    }
+    {
+        let mut guard = lock(&comm.cpu);
+        let cpu = guard.as_mut().ok_or_else(|| usage("communicator has not joined"))?;
+        // SAFETY: the id is plain bytes.
+        let raw = unsafe { bytes_mut(id.internal.as_mut_ptr() as usize, crate::abi::UNIQUE_ID_BYTES) };
+        cpu.broadcast_in_place(raw, 0)?;
+    }
+    let mut ptr: *mut c_void = std::ptr::null_mut();
+    // SAFETY: NCCL's ncclCommInitRank; every rank of the communicator calls it now.
+    let r = unsafe { (real.CommInitRank)(&mut ptr, comm.nranks as i32, id, comm.rank as i32) };
+    if r != SUCCESS {
+        return Err(ApiError::System(format!(
+            "NCCL's ncclCommInitRank for rank {} of {} failed ({r}): {}",
+            comm.rank,
+            comm.nranks,
+            real::last_error(real, std::ptr::null_mut())
+        )));
+    }
+    log(
+        Level::Info,
+        &format!("comm {:#x} rank {}: NCCL {} communicator made ({})", comm.handle, comm.rank, real.version, real.path.display()),
+    );
+    *slot = Some(RealComm { ptr });
+    Ok((real, ptr))
+}
+
+fn run_forwarded(comm: &Comm, ops: &[(Op, String)]) -> Result<(), ApiError> {
+    if ops.is_empty() {
+        return Ok(());
+    }
+    let (real, rc) = real_comm(comm, &ops[0].1, ops[0].0.call)?;
+    let check = |r: i32, call: &str| -> Result<(), ApiError> {
+        if r == SUCCESS {
+            return Ok(());
+        }
+        let msg = format!("{call} on NCCL failed ({r}): {}", real::last_error(real, rc));
+        Err(match r {
+            crate::abi::INVALID_ARGUMENT => ApiError::InvalidArgument(msg),
+            crate::abi::INVALID_USAGE => ApiError::InvalidUsage(msg),
+            crate::abi::REMOTE_ERROR => ApiError::Remote(msg),
+            crate::abi::UNHANDLED_CUDA_ERROR => ApiError::Cuda(msg),
+            _ => ApiError::System(msg),
+        })
+    };
+    // SAFETY: NCCL's own entry points with the caller's arguments and NCCL's communicator.
+    unsafe {
+        check((real.GroupStart)(), "ncclGroupStart")?;
+        let mut first = Ok(());
+        for (op, _) in ops {
+            let ty = op.dtype.raw();
+            let s = op.stream as *mut c_void;
+            let (send, recv) = (op.send as *const c_void, op.recv as *mut c_void);
+            let rop = match op.op {
+                NcclOp::Builtin(r) => r as i32,
+                NcclOp::PreMulSum(v) => crate::premul::real_op(comm, v, real, rc)?,
+            };
+            let r = match op.kind {
+                Kind::AllReduce => (real.AllReduce)(send, recv, op.count, ty, rop, rc, s),
+                Kind::AllGather => (real.AllGather)(send, recv, op.count, ty, rc, s),
+                Kind::ReduceScatter => (real.ReduceScatter)(send, recv, op.count, ty, rop, rc, s),
+                Kind::Broadcast => (real.Broadcast)(send, recv, op.count, ty, op.peer as i32, rc, s),
+                Kind::Reduce => (real.Reduce)(send, recv, op.count, ty, rop, op.peer as i32, rc, s),
+                Kind::AllToAll => (real.AlltoAll)(send, recv, op.count, ty, rc, s),
+                Kind::Send => (real.Send)(send, op.count, ty, op.peer as i32, rc, s),
+                Kind::Recv => (real.Recv)(recv, op.count, ty, op.peer as i32, rc, s),
+            };
+            if first.is_ok() {
+                first = check(r, op.call);
+            }
+        }
+        let end = check((real.GroupEnd)(), "ncclGroupEnd");
+        first.and(end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(kind: Kind, dtype: NcclType, r: NcclOp) -> Op {
+        Op { call: "t", kind, send: 0, recv: 0, count: 10, dtype, op: r, peer: 0, stream: 0 }
+    }
+
+    #[test]
+    fn data_movement_runs_on_topoplan_as_bytes_for_every_type() {
+        for t in NcclType::ALL {
+            for k in [Kind::AllGather, Kind::Broadcast, Kind::AllToAll, Kind::Send, Kind::Recv] {
+                assert_eq!(
+                    route(&op(k, t, NcclOp::Builtin(ReduceOp::Max))),
+                    Route::Topoplan { dtype: DataType::U8, op: ReduceOp::Sum, count: 10 * t.size() }
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn reductions_without_an_exact_topoplan_kernel_go_to_nccl() {
+        let fp8 = route(&op(Kind::AllReduce, NcclType::F8E4M3, NcclOp::Builtin(ReduceOp::Sum)));
+        assert!(matches!(fp8, Route::Nccl(ref w) if w.contains("float8e4m3")), "{fp8:?}");
+        assert!(matches!(route(&op(Kind::Reduce, NcclType::F32, NcclOp::PreMulSum(5))), Route::Nccl(_)));
+        assert!(matches!(route(&op(Kind::AllReduce, NcclType::U64, NcclOp::Builtin(ReduceOp::Min))), Route::Nccl(_)));
+        assert_eq!(
+            route(&op(Kind::ReduceScatter, NcclType::U32, NcclOp::Builtin(ReduceOp::Sum))),
+            Route::Topoplan { dtype: DataType::I32, op: ReduceOp::Sum, count: 10 }
+        );
+    }
+
+    #[test]
+    fn in_place_layouts_are_nccls() {
+        let mut o = op(Kind::AllGather, NcclType::F32, NcclOp::Builtin(ReduceOp::Sum));
+        o.recv = 1000;
+        o.send = 1000 + 2 * 40;
+        assert_eq!(layout(&o, 4, 2, 10, 4), (40, 160, true));
+        assert!(!layout(&o, 4, 1, 10, 4).2);
+        o.kind = Kind::ReduceScatter;
+        o.send = 1000;
+        o.recv = 1000 + 3 * 40;
+        assert_eq!(layout(&o, 4, 3, 10, 4), (160, 40, true));
+        assert!(overlaps(0, 10, 9, 1) && !overlaps(0, 10, 10, 5) && !overlaps(0, 0, 0, 5));
+    }
+}

@@ -1,0 +1,22 @@
+//! topoplan's NCCL-compatible C library: `libnccl.so.2` with NCCL 2.28's ABI
+//! (`include/nccl.h`), so unmodified programs that link or preload NCCL (PyTorch, nccl-tests,
+//! vLLM) call topoplan.
+//!
+//! Module map: [`api`] (the exported functions and their argument checks), [`abi`] (NCCL's
+//! types, enum values, the versioned config and the unique id), [`comm`] (handles, joining,
+//! splitting), [`group`] (deferral to `ncclGroupEnd`), [`exec`] (where each call runs and
+//! running it), [`real`] (the real NCCL, loaded by path, for what topoplan does not run),
+//! [`premul`] (PreMulSum ops), [`cuda`] (the few driver queries), [`error`] (codes and
+//! `ncclGetLastError`), [`knobs`] (settings and the `TOPOPLAN_DEBUG` log).
+//! What runs where: `docs/nccl-library.md`.
+
+pub mod abi;
+pub mod api;
+pub mod comm;
+pub mod cuda;
+pub mod error;
+pub mod exec;
+pub mod group;
+pub mod knobs;
+pub mod premul;
+pub mod real;
