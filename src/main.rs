@@ -36,6 +36,7 @@ enum Command {
     Bench(cli::bench::Args),
     /// Write the local machine's topology as NCCL XML and topoplan JSON.
     Detect(cli::detect::Args),
+    Env(cli::env::Args),
 }
 
 /// Restores the default SIGPIPE action so `topoplan plan x | head` ends quietly, as Unix tools do,
@@ -55,6 +56,10 @@ fn default_sigpipe() {}
 fn main() {
     default_sigpipe();
     let cli = Cli::parse();
+    // Misspelt TOPOPLAN_* variables get one warning (`env` lists them itself).
+    if !matches!(cli.command, Command::Env(_)) {
+        params::warn_unknown_once();
+    }
     let result = match cli.command {
         Command::Topo(a) => cli::topo::run(a),
         Command::Plan(a) => cli::plan::run(a),
@@ -64,6 +69,7 @@ fn main() {
         Command::Run(a) => cli::run::run(a),
         Command::Bench(a) => cli::bench::run(a),
         Command::Detect(a) => cli::detect::run(a),
+        Command::Env(a) => cli::env::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

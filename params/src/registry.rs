@@ -17,7 +17,7 @@ pub const ALGO: Param = Param {
     kind: Text,
     default: Auto("planner's choice"),
     scope: User,
-    doc: "Force an algorithm (ring, tree, one-shot, two-shot, direct, ...; `topoplan plan --help` lists them).",
+    doc: "Force an algorithm by name, as `--algo` spells it (ring, tree, one-shot, two-shot, ...).",
 };
 pub const PROTO: Param = Param {
     name: "TOPOPLAN_PROTO",
