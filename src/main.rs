@@ -36,6 +36,8 @@ enum Command {
     Bench(cli::bench::Args),
     /// Write the local machine's topology as NCCL XML and topoplan JSON.
     Detect(cli::detect::Args),
+    /// Explain slow or hanging collectives: checks the environment, NCCL logs, nccl-tests output and sysfs.
+    Doctor(cli::doctor::Args),
     Env(cli::env::Args),
 }
 
@@ -69,6 +71,7 @@ fn main() {
         Command::Run(a) => cli::run::run(a),
         Command::Bench(a) => cli::bench::run(a),
         Command::Detect(a) => cli::detect::run(a),
+        Command::Doctor(a) => cli::doctor::run(a),
         Command::Env(a) => cli::env::run(a),
     };
     if let Err(e) = result {

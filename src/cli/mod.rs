@@ -5,6 +5,7 @@ pub mod sizes;
 
 pub mod bench;
 pub mod detect;
+pub mod doctor;
 pub mod env;
 pub mod plan;
 pub mod run;
