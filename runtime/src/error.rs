@@ -54,8 +54,7 @@ impl CommError {
         matches!(self, CommError::InvalidArgument(_) | CommError::Config(_))
     }
 
-    /// True when rank 0 could not listen because its address is taken: a launcher that chose
-    /// the port may choose another and start again.
+    /// True when rank 0 could not listen because the address it was given is taken.
     pub fn is_address_in_use(&self) -> bool {
         matches!(
             self,

@@ -1,15 +1,19 @@
 //! The bootstrap's bad-input cases: each must give a clear error within the timeout, never hang.
 
-use runtime::bootstrap::{hex, UniqueId, MAGIC};
+use runtime::bootstrap::{hex, RootListener, UniqueId, MAGIC};
 use runtime::{CommError, Communicator, Config};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-fn free_addr() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    format!("127.0.0.1:{}", l.local_addr().unwrap().port())
+/// Rank 0's listener on a port the OS chooses, bound before anyone learns its id.
+fn bound_root() -> RootListener {
+    RootListener::bind("127.0.0.1:0", UniqueId::new("x:1").secret).unwrap()
 }
+
+/// An address nobody listens at: port 1 is outside the range the OS hands out for port 0, so
+/// no test running beside this one can be given it.
+const NOBODY: &str = "127.0.0.1:1";
 
 fn cfg(timeout_ms: u64) -> Config {
     Config {
@@ -18,13 +22,20 @@ fn cfg(timeout_ms: u64) -> Config {
     }
 }
 
-/// Runs `init_rank` for each (nranks, rank, config) in its own thread; returns the results.
-fn join(id: &UniqueId, ranks: Vec<(u32, u32, Config)>) -> Vec<Result<Communicator, CommError>> {
+/// Runs `init_rank` for each (nranks, rank, config) in its own thread, the first rank 0 on
+/// `root` and the others with its id; returns the results.
+fn join(
+    root: RootListener,
+    ranks: Vec<(u32, u32, Config)>,
+) -> Vec<Result<Communicator, CommError>> {
+    let id = root.id().clone();
+    let mut root = Some(root);
     let hs: Vec<_> = ranks
         .into_iter()
         .map(|(n, r, c)| {
             let id = id.clone();
-            std::thread::spawn(move || Communicator::init_rank(&id, n, r, c))
+            let root = if r == 0 { root.take() } else { None };
+            std::thread::spawn(move || Communicator::init_rank_on(root, &id, n, r, c))
         })
         .collect();
     hs.into_iter().map(|h| h.join().unwrap()).collect()
@@ -32,8 +43,7 @@ fn join(id: &UniqueId, ranks: Vec<(u32, u32, Config)>) -> Vec<Result<Communicato
 
 #[test]
 fn two_ranks_join_and_all_reduce() {
-    let id = UniqueId::new(free_addr());
-    let comms = join(&id, vec![(2, 0, cfg(20_000)), (2, 1, cfg(20_000))]);
+    let comms = join(bound_root(), vec![(2, 0, cfg(20_000)), (2, 1, cfg(20_000))]);
     let hs: Vec<_> = comms
         .into_iter()
         .map(|c| {
@@ -54,9 +64,8 @@ fn two_ranks_join_and_all_reduce() {
 
 #[test]
 fn world_size_mismatch_fails_both() {
-    let id = UniqueId::new(free_addr());
     let t = Instant::now();
-    let r = join(&id, vec![(2, 0, cfg(10_000)), (3, 1, cfg(10_000))]);
+    let r = join(bound_root(), vec![(2, 0, cfg(10_000)), (3, 1, cfg(10_000))]);
     let e0 = r[0].as_ref().unwrap_err().to_string();
     let e1 = r[1].as_ref().unwrap_err().to_string();
     assert!(e0.contains("world has 3 ranks, rank 0 says 2"), "{e0}");
@@ -66,9 +75,8 @@ fn world_size_mismatch_fails_both() {
 
 #[test]
 fn duplicate_rank_fails() {
-    let id = UniqueId::new(free_addr());
     let r = join(
-        &id,
+        bound_root(),
         vec![
             (3, 0, cfg(10_000)),
             (3, 1, cfg(10_000)),
@@ -82,21 +90,19 @@ fn duplicate_rank_fails() {
 
 #[test]
 fn config_mismatch_fails() {
-    let id = UniqueId::new(free_addr());
     let other = Config {
         algorithm: Some("tree".into()),
         ..cfg(10_000)
     };
-    let r = join(&id, vec![(2, 0, cfg(10_000)), (2, 1, other)]);
+    let r = join(bound_root(), vec![(2, 0, cfg(10_000)), (2, 1, other)]);
     let e0 = r[0].as_ref().unwrap_err().to_string();
     assert!(e0.contains("configuration"), "{e0}");
 }
 
 #[test]
 fn nobody_joins_times_out() {
-    let id = UniqueId::new(free_addr());
     let t = Instant::now();
-    let e = join(&id, vec![(3, 0, cfg(300))])
+    let e = join(bound_root(), vec![(3, 0, cfg(300))])
         .remove(0)
         .unwrap_err()
         .to_string();
@@ -104,8 +110,7 @@ fn nobody_joins_times_out() {
     assert!(t.elapsed() < Duration::from_secs(3));
     // A rank whose root never comes up times out too.
     let t = Instant::now();
-    let e = join(&UniqueId::new(free_addr()), vec![(2, 1, cfg(300))])
-        .remove(0)
+    let e = Communicator::init_rank(&UniqueId::new(NOBODY), 2, 1, cfg(300))
         .unwrap_err()
         .to_string();
     assert!(
@@ -139,10 +144,11 @@ fn read_all(mut s: TcpStream) -> String {
 
 #[test]
 fn foreign_and_wrong_secret_connections_are_refused_and_the_job_goes_on() {
-    let id = UniqueId::new(free_addr());
+    let root = bound_root();
+    let id = root.id().clone();
     let root = {
         let id = id.clone();
-        std::thread::spawn(move || Communicator::init_rank(&id, 2, 0, cfg(10_000)))
+        std::thread::spawn(move || Communicator::init_rank_on(Some(root), &id, 2, 0, cfg(10_000)))
     };
     // Garbage (an HTTP request) is told off and dropped.
     let mut g = connect(&id.addr);
@@ -166,10 +172,11 @@ fn foreign_and_wrong_secret_connections_are_refused_and_the_job_goes_on() {
 
 #[test]
 fn version_mismatch_is_fatal_and_explained() {
-    let id = UniqueId::new(free_addr());
+    let root = bound_root();
+    let id = root.id().clone();
     let root = {
         let id = id.clone();
-        std::thread::spawn(move || Communicator::init_rank(&id, 2, 0, cfg(10_000)))
+        std::thread::spawn(move || Communicator::init_rank_on(Some(root), &id, 2, 0, cfg(10_000)))
     };
     let mut s = connect(&id.addr);
     let payload = format!("{{\"secret\":\"{}\"}}", hex(&id.secret));
@@ -245,7 +252,16 @@ fn bad_unique_ids_and_env() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("bad unique id"), "{e}");
-    let e = Communicator::init_rank(&UniqueId::new(free_addr()), 2, 5, cfg(100))
+    // Rank 0 at port 0 needs a file to tell its launcher the port it got.
+    let e = runtime::EnvRank::from_lookup(env(&[
+        ("RANK", "0"),
+        ("WORLD_SIZE", "2"),
+        ("MASTER_PORT", "0"),
+    ]))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("port 0 needs TOPOPLAN_UNIQUE_ID_FILE"), "{e}");
+    let e = Communicator::init_rank(&UniqueId::new(NOBODY), 2, 5, cfg(100))
         .unwrap_err()
         .to_string();
     assert!(e.contains("rank 5 is not below the world size 2"), "{e}");
@@ -253,7 +269,6 @@ fn bad_unique_ids_and_env() {
 
 #[test]
 fn same_host_without_shared_memory_is_explained() {
-    let id = UniqueId::new(free_addr());
     let base = std::env::temp_dir().join(format!("topoplan-noshare-{}", std::process::id()));
     let dirs: Vec<_> = (0..2).map(|r| base.join(r.to_string())).collect();
     for d in &dirs {
@@ -272,9 +287,50 @@ fn same_host_without_shared_memory_is_explained() {
         })
         .collect();
     let t = Instant::now();
-    let r = join(&id, ranks);
+    let r = join(bound_root(), ranks);
     let errs: Vec<String> = r.into_iter().map(|x| x.unwrap_err().to_string()).collect();
     assert!(errs.iter().any(|e| e.contains("do not share")), "{errs:?}");
     assert!(t.elapsed() < Duration::from_secs(5));
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// The launcher's hand-off, with ranks as threads: rank 0 from torchrun-style variables at
+/// port 0 writes the id it listens at; rank 1 joins with that id's text.
+#[test]
+fn rank_0_at_port_0_hands_its_id_to_the_launcher() {
+    let path = runtime::bootstrap::fresh_id_file();
+    let file = path.display().to_string();
+    let lookup = move |k: &str| match k {
+        "RANK" => Some("0".to_string()),
+        "WORLD_SIZE" => Some("2".to_string()),
+        "MASTER_ADDR" => Some("127.0.0.1".to_string()),
+        "MASTER_PORT" => Some("0".to_string()),
+        "TOPOPLAN_UNIQUE_ID_FILE" => Some(file.clone()),
+        _ => None,
+    };
+    let env0 = runtime::EnvRank::from_lookup(lookup).unwrap();
+    assert_eq!(env0.id_file.as_deref(), Some(path.as_path()));
+    let root = std::thread::spawn(move || Communicator::from_env_rank(&env0, cfg(10_000)));
+    let id = runtime::bootstrap::wait_for_id_file(&path, Duration::from_secs(10), || None).unwrap();
+    assert_ne!(id.port(), Some(0));
+    let text = id.to_string();
+    let env1 = runtime::EnvRank::from_lookup(|k: &str| match k {
+        "RANK" => Some("1".to_string()),
+        "WORLD_SIZE" => Some("2".to_string()),
+        "TOPOPLAN_UNIQUE_ID" => Some(text.clone()),
+        _ => None,
+    })
+    .unwrap();
+    let mut one = Communicator::from_env_rank(&env1, cfg(10_000)).unwrap();
+    let mut zero = root.join().unwrap().unwrap();
+    let h = std::thread::spawn(move || {
+        let mut v = vec![2i32; 77];
+        zero.all_reduce_in_place(&mut v, runtime::ReduceOp::Sum)
+            .unwrap();
+        v
+    });
+    let mut v = vec![5i32; 77];
+    one.all_reduce_in_place(&mut v, runtime::ReduceOp::Sum)
+        .unwrap();
+    assert!(v.iter().chain(&h.join().unwrap()).all(|&x| x == 7));
 }

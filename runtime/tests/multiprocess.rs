@@ -1,7 +1,9 @@
 //! Ranks as separate processes: this test binary re-runs itself as each rank (torchrun-style
 //! environment), over shared memory and over TCP; plus a rank killed mid-run and a stalled rank.
+//! Rank 0 binds first, on a port the OS chooses, and hands its id to the others.
 
 use planner::schedule::CollectiveKind;
+use runtime::bootstrap;
 use runtime::check::{collective_for, Case};
 use runtime::{CommError, Communicator, DataType, ReduceOp};
 use std::process::{Command, Stdio};
@@ -9,20 +11,16 @@ use std::time::{Duration, Instant};
 
 const ROLE: &str = "TOPOPLAN_TEST_ROLE";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Starts `n` copies of this binary as ranks running `role`; returns their (status, output).
 fn spawn(n: u32, role: &str, extra: &[(&str, &str)]) -> Vec<(bool, String)> {
     spawn_wrapped(n, role, extra, "127.0.0.1", &|_| Vec::new())
 }
 
 /// Like [`spawn`], each rank's command prefixed by `wrap(rank)` (e.g. `ip netns exec ...`).
+///
+/// Rank 0 starts first, from torchrun-style variables at `MASTER_PORT=0`: it binds a port the
+/// OS chooses and writes its id to `TOPOPLAN_UNIQUE_ID_FILE`; the other ranks start with that
+/// id in `TOPOPLAN_UNIQUE_ID`. No port is chosen here and bound by another process.
 fn spawn_wrapped(
     n: u32,
     role: &str,
@@ -30,69 +28,72 @@ fn spawn_wrapped(
     master: &str,
     wrap: &dyn Fn(u32) -> Vec<String>,
 ) -> Vec<(bool, String)> {
-    // The port is free when chosen but not reserved: a test running beside this one may take it
-    // before rank 0 listens. Then rank 0 cannot listen and the run says so; choose another.
-    for _ in 0..4 {
-        let res = spawn_on_port(n, role, extra, master, wrap, free_port());
-        // `BootstrapError::AddressInUse`, as its message or (a rank's `expect`) its Debug form.
-        let port_taken =
-            |out: &str| out.contains("the address is in use") || out.contains("AddressInUse");
-        if !res.iter().any(|r| port_taken(&r.1)) {
-            return res;
+    let exe = std::env::current_exe().unwrap();
+    let id_file = bootstrap::fresh_id_file();
+    let start = |r: u32, env: &[(&str, String)]| {
+        let mut argv = wrap(r);
+        argv.push(exe.display().to_string());
+        let mut c = Command::new(&argv[0]);
+        c.args(&argv[1..])
+            .args([
+                "--exact",
+                "rank_entry_point",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(ROLE, role)
+            .env("RANK", r.to_string())
+            .env("LOCAL_RANK", r.to_string())
+            .env("WORLD_SIZE", n.to_string())
+            .env_remove("TOPOPLAN_UNIQUE_ID")
+            .env_remove("TOPOPLAN_MASTER_PORT")
+            .env_remove(bootstrap::ID_FILE_VAR)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in extra {
+            c.env(k, v);
         }
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.spawn().unwrap()
+    };
+    let mut root = start(
+        0,
+        &[
+            ("MASTER_ADDR", master.to_string()),
+            ("MASTER_PORT", "0".to_string()),
+            (bootstrap::ID_FILE_VAR, id_file.display().to_string()),
+        ],
+    );
+    let id = match bootstrap::wait_for_id_file(&id_file, Duration::from_secs(60), || {
+        root.try_wait().ok().flatten()
+    }) {
+        Ok(id) => id,
+        Err(e) => {
+            let _ = root.kill();
+            let (_, out) = collect(root);
+            panic!("rank 0 gave no id: {e}\n{out}");
+        }
+    };
+    let mut kids = vec![root];
+    for r in 1..n {
+        kids.push(start(r, &[("TOPOPLAN_UNIQUE_ID", id.to_string())]));
     }
-    panic!("no free port for rank 0 after 4 tries");
+    kids.into_iter().map(collect).collect()
 }
 
-fn spawn_on_port(
-    n: u32,
-    role: &str,
-    extra: &[(&str, &str)],
-    master: &str,
-    wrap: &dyn Fn(u32) -> Vec<String>,
-    port: u16,
-) -> Vec<(bool, String)> {
-    let port = port.to_string();
-    let exe = std::env::current_exe().unwrap();
-    let kids: Vec<_> = (0..n)
-        .map(|r| {
-            let mut argv = wrap(r);
-            argv.push(exe.display().to_string());
-            let mut c = Command::new(&argv[0]);
-            c.args(&argv[1..])
-                .args([
-                    "--exact",
-                    "rank_entry_point",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env(ROLE, role)
-                .env("RANK", r.to_string())
-                .env("LOCAL_RANK", r.to_string())
-                .env("WORLD_SIZE", n.to_string())
-                .env("MASTER_ADDR", master)
-                .env("MASTER_PORT", &port)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            for (k, v) in extra {
-                c.env(k, v);
-            }
-            c.spawn().unwrap()
-        })
-        .collect();
-    kids.into_iter()
-        .map(|k| {
-            let o = k.wait_with_output().unwrap();
-            (
-                o.status.success(),
-                format!(
-                    "{}{}",
-                    String::from_utf8_lossy(&o.stdout),
-                    String::from_utf8_lossy(&o.stderr)
-                ),
-            )
-        })
-        .collect()
+/// Waits for a rank; returns (whether it succeeded, its stdout and stderr).
+fn collect(k: std::process::Child) -> (bool, String) {
+    let o = k.wait_with_output().unwrap();
+    (
+        o.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    )
 }
 
 fn cases(n: u32) -> Vec<Case> {

@@ -68,6 +68,10 @@ impl UniqueId {
         secret[8..].copy_from_slice(&b.to_le_bytes());
         UniqueId { addr, secret }
     }
+    /// The port of `addr`, if it ends in one.
+    pub fn port(&self) -> Option<u16> {
+        self.addr.rsplit_once(':')?.1.parse().ok()
+    }
     /// Short, non-secret name for files of this job (shared-memory segments).
     pub fn job_tag(&self) -> String {
         hex(&crate::config::fnv1a(&self.secret).to_le_bytes())

@@ -11,9 +11,13 @@
 //! it is told so and dropped, and the rendezvous goes on. So is a connection that sends garbage.
 
 mod gather;
+mod handoff;
 mod id;
+mod root;
 
+pub use handoff::{fresh_id_file, wait_for_id_file, write_id_file, ID_FILE_VAR};
 pub use id::{hex, hostname, UniqueId};
+pub use root::{rendezvous_root, RootListener};
 
 use id::random_secret;
 use serde::{Deserialize, Serialize};
@@ -60,10 +64,16 @@ pub enum BootstrapError {
     Env(String),
     #[error("{doing}: {detail}")]
     Io { doing: String, detail: String },
-    /// Rank 0 could not listen: something else holds the address (a launcher that picked a
-    /// free port and released it may retry with another).
-    #[error("rank 0 cannot listen at {addr}: the address is in use")]
+    /// Rank 0 could not listen: something else holds the address it was given.
+    #[error("rank 0 cannot listen at {addr}: the address is in use (another job, or this one started twice?)")]
     AddressInUse { addr: String },
+    /// An id at port 0 names no listener: only [`RootListener::bind`] takes port 0, and the
+    /// ranks join with the id it returns.
+    #[error("rank {rank} was given {addr}: port 0 is not rank 0's real port (bind a RootListener and hand out its id)")]
+    PortZero { rank: u32, addr: String },
+    /// A launcher waited for rank 0's id file ([`ID_FILE_VAR`]) and rank 0 exited first.
+    #[error("rank 0 exited ({status}) before writing its unique id to {path}")]
+    RootExited { status: String, path: String },
 }
 
 fn io(doing: impl Into<String>, e: impl std::fmt::Display) -> BootstrapError {
@@ -260,6 +270,8 @@ impl Rendezvous {
 }
 
 /// Joins the rendezvous of `id` as `rank` of `nranks`; `info.listen` must already be bound.
+/// Rank 0 binds `id.addr` here ([`RootListener::bind`], then [`rendezvous_root`]); a rank 0
+/// that has to hand out its address after binding (port 0) binds the [`RootListener`] itself.
 pub fn rendezvous(
     id: &UniqueId,
     rank: u32,
@@ -271,28 +283,23 @@ pub fn rendezvous(
     if rank >= nranks {
         return Err(BootstrapError::RankRange { rank, nranks });
     }
-    let deadline = Instant::now() + timeout;
-    let secret = hex(&id.secret);
+    if id.port() == Some(0) {
+        return Err(BootstrapError::PortZero {
+            rank,
+            addr: id.addr.clone(),
+        });
+    }
     if rank == 0 {
-        let listener = TcpListener::bind(&id.addr).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AddrInUse {
-                BootstrapError::AddressInUse {
-                    addr: id.addr.clone(),
-                }
-            } else {
-                io(format!("rank 0 listening at {}", id.addr), e)
-            }
-        })?;
-        return root(
-            listener,
-            &secret,
+        return rendezvous_root(
+            RootListener::bind(&id.addr, id.secret)?,
             nranks,
             fingerprint,
             info,
-            deadline,
             timeout,
         );
     }
+    let deadline = Instant::now() + timeout;
+    let secret = hex(&id.secret);
     // Connect, retrying while rank 0 is not up yet.
     let addrs: Vec<SocketAddr> = id
         .addr
@@ -347,177 +354,6 @@ pub fn rendezvous(
         }),
         Err(e) => Err(e),
     }
-}
-
-fn root(
-    listener: TcpListener,
-    secret: &str,
-    nranks: u32,
-    fingerprint: u64,
-    info: PeerInfo,
-    deadline: Instant,
-    timeout: Duration,
-) -> Result<Rendezvous, BootstrapError> {
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| io("rank 0 listener", e))?;
-    let mut peers: Vec<Option<(PeerInfo, TcpStream)>> = (0..nranks).map(|_| None).collect();
-    let mut joined = 1;
-    let me = info.clone();
-    // Fatal errors are sent to every rank that has joined, then returned.
-    let fail = |peers: &mut Vec<Option<(PeerInfo, TcpStream)>>,
-                extra: Option<&mut TcpStream>,
-                e: BootstrapError| {
-        let reason = e.to_string();
-        for (_, s) in peers.iter_mut().flatten() {
-            let _ = send_msg(
-                s,
-                &Msg::Refused {
-                    reason: reason.clone(),
-                },
-            );
-        }
-        if let Some(s) = extra {
-            let _ = send_msg(s, &Msg::Refused { reason });
-        }
-        Err(e)
-    };
-    while joined < nranks {
-        let (mut s, addr) = match listener.accept() {
-            Ok(x) => x,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if Instant::now() >= deadline {
-                    let missing: Vec<u32> = (1..nranks)
-                        .filter(|r| peers[*r as usize].is_none())
-                        .collect();
-                    return fail(
-                        &mut peers,
-                        None,
-                        BootstrapError::Timeout {
-                            doing: format!("waiting for ranks {missing:?} to join"),
-                            waited: timeout,
-                        },
-                    );
-                }
-                std::thread::sleep(Duration::from_millis(5));
-                continue;
-            }
-            Err(e) => return Err(io("rank 0 accepting", e)),
-        };
-        let peer = addr.to_string();
-        s.set_nonblocking(false).ok();
-        s.set_nodelay(true).ok();
-        // A silent connection must not stall the rendezvous for long.
-        s.set_read_timeout(Some(remaining(deadline).min(Duration::from_secs(10))))
-            .ok();
-        let hello = match recv_msg(&mut s, &peer) {
-            Ok(m) => m,
-            Err(e @ BootstrapError::Version { .. }) => return fail(&mut peers, Some(&mut s), e),
-            Err(e) => {
-                // Not one of ours (or it gave up): tell it, drop it, keep waiting.
-                let _ = send_msg(
-                    &mut s,
-                    &Msg::Refused {
-                        reason: e.to_string(),
-                    },
-                );
-                continue;
-            }
-        };
-        let Msg::Hello {
-            secret: theirs,
-            nranks: their_n,
-            fingerprint: their_fp,
-            info,
-        } = hello
-        else {
-            let _ = send_msg(
-                &mut s,
-                &Msg::Refused {
-                    reason: "expected a hello".into(),
-                },
-            );
-            continue;
-        };
-        if theirs != secret {
-            let _ = send_msg(
-                &mut s,
-                &Msg::Refused {
-                    reason: BootstrapError::Secret { peer: peer.clone() }.to_string(),
-                },
-            );
-            continue;
-        }
-        let r = info.rank;
-        if their_n != nranks {
-            return fail(
-                &mut peers,
-                Some(&mut s),
-                BootstrapError::WorldSize {
-                    rank: r,
-                    theirs: their_n,
-                    ours: nranks,
-                },
-            );
-        }
-        if r >= nranks {
-            return fail(
-                &mut peers,
-                Some(&mut s),
-                BootstrapError::RankRange { rank: r, nranks },
-            );
-        }
-        if r == 0 || peers[r as usize].is_some() {
-            let first = if r == 0 {
-                format!("{} pid {} (rank 0 itself)", me.host, me.pid)
-            } else {
-                peers[r as usize]
-                    .as_ref()
-                    .map(|(i, _)| format!("{} pid {}", i.host, i.pid))
-                    .unwrap_or_default()
-            };
-            let e = BootstrapError::DuplicateRank {
-                rank: r,
-                first,
-                second: format!("{} pid {}", info.host, info.pid),
-            };
-            return fail(&mut peers, Some(&mut s), e);
-        }
-        if their_fp != fingerprint {
-            return fail(
-                &mut peers,
-                Some(&mut s),
-                BootstrapError::ConfigMismatch { rank: r },
-            );
-        }
-        peers[r as usize] = Some((info, s));
-        joined += 1;
-    }
-    let mut table = vec![me];
-    let mut links = Vec::new();
-    for (info, s) in peers.into_iter().flatten() {
-        table.push(info);
-        links.push(s);
-    }
-    let session = hex(&random_secret()[..8]);
-    for s in &mut links {
-        send_msg(
-            s,
-            &Msg::Welcome {
-                peers: table.clone(),
-                session: session.clone(),
-            },
-        )
-        .map_err(|e| io("sending the rank table", e))?;
-    }
-    Ok(Rendezvous {
-        rank: 0,
-        peers: table,
-        session,
-        root_links: links,
-        link_to_root: None,
-        timeout,
-    })
 }
 
 /// Data plane: greets a peer on a new connection (the connecting side).
