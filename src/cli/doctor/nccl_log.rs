@@ -129,6 +129,8 @@ pub struct NcclLog {
     pub gpu_paths: Vec<GpuPath>,
     pub rings: usize,
     pub trees: usize,
+    /// NVLinks in NCCL's system print ("+ NVL[370.8] - NVS/0-0"): (GB/s, line).
+    pub nvl_links: Vec<(f64, usize)>,
     /// (maxBw, totalBw, line) from "=== System : maxBw 370.8 totalBw 370.8 ===".
     pub system_bw: Option<(f64, f64, usize)>,
     /// (rank, total seconds, line) from "Init timings".
@@ -423,6 +425,13 @@ fn record(log: &mut NcclLog, algos: &mut Vec<String>, at: Origin, m: &str) -> bo
     }
     if m.starts_with("GPU/") {
         return paths(log, n, m);
+    }
+    if let Some(rest) = m.strip_prefix("+ NVL[") {
+        if let Some(bw) = rest.split(']').next().and_then(|b| b.parse::<f64>().ok()) {
+            log.nvl_links.push((bw, n));
+            return true;
+        }
+        return false;
     }
     if m.starts_with("=== System") {
         let f = |k: &str| word_after(m, k).and_then(|v| v.parse::<f64>().ok());

@@ -98,6 +98,12 @@ impl Inputs {
                 p.bw_gbps
             ));
         }
+        if let Some(&(bw, line)) = log.nvl_links.first() {
+            return Some(format!(
+                "{}: NCCL's topology has NVL[{bw:.1}] links",
+                log.cite(line)
+            ));
+        }
         None
     }
 

@@ -184,7 +184,10 @@ pub fn transport_downgrade(i: &Inputs) -> Vec<Finding> {
             .iter()
             .filter(|t| t.transport == kind)
             .filter(|t| {
-                one_node || matches!((host_of(t.from), host_of(t.to)), (Some(a), Some(b)) if a == b)
+                // SHM only ever joins ranks of one host; NET does between hosts too.
+                kind == "SHM"
+                    || one_node
+                    || matches!((host_of(t.from), host_of(t.to)), (Some(a), Some(b)) if a == b)
             })
             .collect();
         let Some(first) = lines.first() else { continue };

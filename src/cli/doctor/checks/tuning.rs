@@ -127,7 +127,14 @@ pub fn forced_algo_proto(i: &Inputs) -> Vec<Finding> {
         gbps(free),
         100.0 * (1.0 - forced / free)
     )))
-    .fix(format!("unset {what}: NCCL's tuner picks per size; force an algorithm only to work around a measured bug"))
+    .fix(format!(
+        "unset {}: NCCL's tuner picks per size; force an algorithm only to work around a measured bug",
+        [algo.as_ref().map(|_| "NCCL_ALGO"), proto.as_ref().map(|_| "NCCL_PROTO")]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(" and ")
+    ))
     .into_vec()
 }
 
