@@ -133,8 +133,11 @@ impl CommConfig {
             b => return Err(ConfigError::Blocking(b)),
         };
         let name_end = std::mem::offset_of!(RawConfig, comm_name) + std::mem::size_of::<usize>();
-        let name = (size >= name_end && !c.comm_name.is_null())
-            .then(|| std::ffi::CStr::from_ptr(c.comm_name).to_string_lossy().into_owned());
+        let name = (size >= name_end && !c.comm_name.is_null()).then(|| {
+            std::ffi::CStr::from_ptr(c.comm_name)
+                .to_string_lossy()
+                .into_owned()
+        });
         Ok(CommConfig {
             nonblocking: !blocking,
             name,
@@ -176,7 +179,9 @@ impl NcclType {
     ];
 
     pub fn from_raw(v: c_int) -> Option<NcclType> {
-        usize::try_from(v).ok().and_then(|i| Self::ALL.get(i).copied())
+        usize::try_from(v)
+            .ok()
+            .and_then(|i| Self::ALL.get(i).copied())
     }
 
     pub fn raw(self) -> c_int {
@@ -307,7 +312,10 @@ mod tests {
         }
         assert_eq!(NcclType::from_raw(12), None);
         assert_eq!(NcclType::from_raw(-1), None);
-        assert_eq!(NcclType::U32.reducible_as(ReduceOp::Sum), Some(DataType::I32));
+        assert_eq!(
+            NcclType::U32.reducible_as(ReduceOp::Sum),
+            Some(DataType::I32)
+        );
         assert_eq!(NcclType::U32.reducible_as(ReduceOp::Max), None);
         assert_eq!(NcclType::F8E4M3.reducible_as(ReduceOp::Sum), None);
     }
@@ -343,10 +351,16 @@ mod tests {
         assert_eq!(unsafe { CommConfig::read(&c) }, Err(ConfigError::Magic(0)));
         c.magic = API_MAGIC;
         c.size = 8;
-        assert_eq!(unsafe { CommConfig::read(&c) }, Err(ConfigError::TooSmall(8)));
+        assert_eq!(
+            unsafe { CommConfig::read(&c) },
+            Err(ConfigError::TooSmall(8))
+        );
         c.size = 80;
         c.blocking = 7;
-        assert_eq!(unsafe { CommConfig::read(&c) }, Err(ConfigError::Blocking(7)));
+        assert_eq!(
+            unsafe { CommConfig::read(&c) },
+            Err(ConfigError::Blocking(7))
+        );
     }
 
     #[test]

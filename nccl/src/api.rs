@@ -28,7 +28,11 @@ fn record(call: &str, comm: usize, e: &ApiError) {
 }
 
 /// Runs one entry point's body: errors become codes and messages, panics an internal error.
-fn entry(call: &'static str, comm: usize, body: impl FnOnce() -> Result<NcclResult, ApiError>) -> NcclResult {
+fn entry(
+    call: &'static str,
+    comm: usize,
+    body: impl FnOnce() -> Result<NcclResult, ApiError>,
+) -> NcclResult {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(code)) => code,
         Ok(Err(e)) => {
@@ -41,7 +45,11 @@ fn entry(call: &'static str, comm: usize, body: impl FnOnce() -> Result<NcclResu
                 .cloned()
                 .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_default();
-            record(call, comm, &ApiError::Internal(format!("internal error: {what}")));
+            record(
+                call,
+                comm,
+                &ApiError::Internal(format!("internal error: {what}")),
+            );
             INTERNAL_ERROR
         }
     }
@@ -53,7 +61,12 @@ fn out<T>(p: *mut T, what: &str) -> Result<&'static mut T, ApiError> {
 }
 
 fn dtype(v: c_int) -> Result<NcclType, ApiError> {
-    NcclType::from_raw(v).ok_or_else(|| arg(format!("datatype {v} is not an ncclDataType_t (0..{})", NcclType::ALL.len() - 1)))
+    NcclType::from_raw(v).ok_or_else(|| {
+        arg(format!(
+            "datatype {v} is not an ncclDataType_t (0..{})",
+            NcclType::ALL.len() - 1
+        ))
+    })
 }
 
 fn red_op(c: &Comm, v: c_int, t: NcclType) -> Result<NcclOp, ApiError> {
@@ -61,9 +74,10 @@ fn red_op(c: &Comm, v: c_int, t: NcclType) -> Result<NcclOp, ApiError> {
         Some(NcclOp::PreMulSum(p)) if !crate::premul::exists(c, p) => Err(arg(format!(
             "op {v} is neither a built-in ncclRedOp_t nor a PreMulSum op of this communicator"
         ))),
-        Some(NcclOp::PreMulSum(p)) if crate::premul::dtype(c, p) != Some(t) => {
-            Err(arg(format!("op {v} was made for another datatype than {}", t.name())))
-        }
+        Some(NcclOp::PreMulSum(p)) if crate::premul::dtype(c, p) != Some(t) => Err(arg(format!(
+            "op {v} was made for another datatype than {}",
+            t.name()
+        ))),
         Some(o) => Ok(o),
         None => Err(arg(format!("op {v} is not an ncclRedOp_t"))),
     }
@@ -73,7 +87,12 @@ fn rank_below(c: &Comm, r: c_int, what: &str) -> Result<u32, ApiError> {
     u32::try_from(r)
         .ok()
         .filter(|r| *r < c.nranks)
-        .ok_or_else(|| arg(format!("{what} {r} is not a rank of this {}-rank communicator", c.nranks)))
+        .ok_or_else(|| {
+            arg(format!(
+                "{what} {r} is not a rank of this {}-rank communicator",
+                c.nranks
+            ))
+        })
 }
 
 /// Checks and submits one collective or point-to-point call.
@@ -111,55 +130,232 @@ fn call(
         if count > 0 && needs_recv && recv.is_null() {
             return Err(arg("recvbuff is NULL"));
         }
-        let op = Op { call: name, kind, send: send as usize, recv: recv as usize, count, dtype: t, op: o, peer, stream: stream as usize };
+        let op = Op {
+            call: name,
+            kind,
+            send: send as usize,
+            recv: recv as usize,
+            count,
+            dtype: t,
+            op: o,
+            peer,
+            stream: stream as usize,
+        };
         group::submit(c, op)?;
         Ok(SUCCESS)
     })
 }
 
 #[no_mangle]
-pub extern "C" fn ncclAllReduce(s: *const c_void, r: *mut c_void, count: usize, t: c_int, op: c_int, comm: CommHandle, st: Stream) -> NcclResult {
-    call("ncclAllReduce", Kind::AllReduce, s, r, count, t, op, 0, comm, st)
+pub extern "C" fn ncclAllReduce(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    t: c_int,
+    op: c_int,
+    comm: CommHandle,
+    st: Stream,
+) -> NcclResult {
+    call(
+        "ncclAllReduce",
+        Kind::AllReduce,
+        s,
+        r,
+        count,
+        t,
+        op,
+        0,
+        comm,
+        st,
+    )
 }
 
 #[no_mangle]
-pub extern "C" fn ncclAllGather(s: *const c_void, r: *mut c_void, count: usize, t: c_int, comm: CommHandle, st: Stream) -> NcclResult {
-    call("ncclAllGather", Kind::AllGather, s, r, count, t, 0, 0, comm, st)
+pub extern "C" fn ncclAllGather(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    t: c_int,
+    comm: CommHandle,
+    st: Stream,
+) -> NcclResult {
+    call(
+        "ncclAllGather",
+        Kind::AllGather,
+        s,
+        r,
+        count,
+        t,
+        0,
+        0,
+        comm,
+        st,
+    )
 }
 
 #[no_mangle]
-pub extern "C" fn ncclReduceScatter(s: *const c_void, r: *mut c_void, count: usize, t: c_int, op: c_int, comm: CommHandle, st: Stream) -> NcclResult {
-    call("ncclReduceScatter", Kind::ReduceScatter, s, r, count, t, op, 0, comm, st)
+pub extern "C" fn ncclReduceScatter(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    t: c_int,
+    op: c_int,
+    comm: CommHandle,
+    st: Stream,
+) -> NcclResult {
+    call(
+        "ncclReduceScatter",
+        Kind::ReduceScatter,
+        s,
+        r,
+        count,
+        t,
+        op,
+        0,
+        comm,
+        st,
+    )
 }
 
 #[no_mangle]
-pub extern "C" fn ncclBroadcast(s: *const c_void, r: *mut c_void, count: usize, t: c_int, root: c_int, comm: CommHandle, st: Stream) -> NcclResult {
-    call("ncclBroadcast", Kind::Broadcast, s, r, count, t, 0, root, comm, st)
+pub extern "C" fn ncclBroadcast(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    t: c_int,
+    root: c_int,
+    comm: CommHandle,
+    st: Stream,
+) -> NcclResult {
+    call(
+        "ncclBroadcast",
+        Kind::Broadcast,
+        s,
+        r,
+        count,
+        t,
+        0,
+        root,
+        comm,
+        st,
+    )
 }
 
 #[no_mangle]
-pub extern "C" fn ncclBcast(buf: *mut c_void, count: usize, t: c_int, root: c_int, comm: CommHandle, st: Stream) -> NcclResult {
-    call("ncclBcast", Kind::Broadcast, buf, buf, count, t, 0, root, comm, st)
+pub extern "C" fn ncclBcast(
+    buf: *mut c_void,
+    count: usize,
+    t: c_int,
+    root: c_int,
+    comm: CommHandle,
+    st: Stream,
+) -> NcclResult {
+    call(
+        "ncclBcast",
+        Kind::Broadcast,
+        buf,
+        buf,
+        count,
+        t,
+        0,
+        root,
+        comm,
+        st,
+    )
 }
 
 #[no_mangle]
-pub extern "C" fn ncclReduce(s: *const c_void, r: *mut c_void, count: usize, t: c_int, op: c_int, root: c_int, comm: CommHandle, st: Stream) -> NcclResult {
-    call("ncclReduce", Kind::Reduce, s, r, count, t, op, root, comm, st)
+pub extern "C" fn ncclReduce(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    t: c_int,
+    op: c_int,
+    root: c_int,
+    comm: CommHandle,
+    st: Stream,
+) -> NcclResult {
+    call(
+        "ncclReduce",
+        Kind::Reduce,
+        s,
+        r,
+        count,
+        t,
+        op,
+        root,
+        comm,
+        st,
+    )
 }
 
 #[no_mangle]
-pub extern "C" fn ncclAlltoAll(s: *const c_void, r: *mut c_void, count: usize, t: c_int, comm: CommHandle, st: Stream) -> NcclResult {
-    call("ncclAlltoAll", Kind::AllToAll, s, r, count, t, 0, 0, comm, st)
+pub extern "C" fn ncclAlltoAll(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    t: c_int,
+    comm: CommHandle,
+    st: Stream,
+) -> NcclResult {
+    call(
+        "ncclAlltoAll",
+        Kind::AllToAll,
+        s,
+        r,
+        count,
+        t,
+        0,
+        0,
+        comm,
+        st,
+    )
 }
 
 #[no_mangle]
-pub extern "C" fn ncclSend(s: *const c_void, count: usize, t: c_int, peer: c_int, comm: CommHandle, st: Stream) -> NcclResult {
-    call("ncclSend", Kind::Send, s, std::ptr::null_mut(), count, t, 0, peer, comm, st)
+pub extern "C" fn ncclSend(
+    s: *const c_void,
+    count: usize,
+    t: c_int,
+    peer: c_int,
+    comm: CommHandle,
+    st: Stream,
+) -> NcclResult {
+    call(
+        "ncclSend",
+        Kind::Send,
+        s,
+        std::ptr::null_mut(),
+        count,
+        t,
+        0,
+        peer,
+        comm,
+        st,
+    )
 }
 
 #[no_mangle]
-pub extern "C" fn ncclRecv(r: *mut c_void, count: usize, t: c_int, peer: c_int, comm: CommHandle, st: Stream) -> NcclResult {
-    call("ncclRecv", Kind::Recv, std::ptr::null(), r, count, t, 0, peer, comm, st)
+pub extern "C" fn ncclRecv(
+    r: *mut c_void,
+    count: usize,
+    t: c_int,
+    peer: c_int,
+    comm: CommHandle,
+    st: Stream,
+) -> NcclResult {
+    call(
+        "ncclRecv",
+        Kind::Recv,
+        std::ptr::null(),
+        r,
+        count,
+        t,
+        0,
+        peer,
+        comm,
+        st,
+    )
 }
 
 #[no_mangle]
@@ -199,13 +395,21 @@ pub extern "C" fn ncclGetUniqueId(id: *mut RawUniqueId) -> NcclResult {
     entry("ncclGetUniqueId", 0, || {
         let slot = out(id, "uniqueId")?;
         let text = comm::new_unique_id()?;
-        *slot = encode_id(&text).ok_or_else(|| ApiError::Internal(format!("id {text:?} does not fit 128 bytes")))?;
+        *slot = encode_id(&text)
+            .ok_or_else(|| ApiError::Internal(format!("id {text:?} does not fit 128 bytes")))?;
         Ok(SUCCESS)
     })
 }
 
 /// The shared part of every `ncclCommInitRank*`.
-fn init_rank(call: &'static str, newcomm: *mut CommHandle, nranks: c_int, id: &RawUniqueId, rank: c_int, config: *const RawConfig) -> NcclResult {
+fn init_rank(
+    call: &'static str,
+    newcomm: *mut CommHandle,
+    nranks: c_int,
+    id: &RawUniqueId,
+    rank: c_int,
+    config: *const RawConfig,
+) -> NcclResult {
     entry(call, 0, || {
         let slot = out(newcomm, "comm")?;
         *slot = std::ptr::null_mut();
@@ -220,42 +424,90 @@ fn init_rank(call: &'static str, newcomm: *mut CommHandle, nranks: c_int, id: &R
             arg("commId was not made by this library's ncclGetUniqueId (is the job mixing libraries?)")
         })?;
         let nonblocking = cfg.nonblocking;
-        let (c, join) = comm::start_rank(&text, nranks as u32, rank as u32, crate::cuda::current_device(), cfg)?;
+        let (c, join) = comm::start_rank(
+            &text,
+            nranks as u32,
+            rank as u32,
+            crate::cuda::current_device(),
+            cfg,
+        )?;
         *slot = c.handle as CommHandle;
         if nonblocking && !group::in_group() {
             std::thread::spawn(join);
             return Ok(IN_PROGRESS);
         }
         let handle = c.handle;
-        group::join(Box::new(join)).inspect_err(|_| {
+        group::join(join).inspect_err(|_| {
             let _ = comm::remove(handle);
             *slot = std::ptr::null_mut();
         })?;
-        Ok(if group::in_group() && nonblocking { IN_PROGRESS } else { SUCCESS })
+        Ok(if group::in_group() && nonblocking {
+            IN_PROGRESS
+        } else {
+            SUCCESS
+        })
     })
 }
 
 #[no_mangle]
-pub extern "C" fn ncclCommInitRank(newcomm: *mut CommHandle, nranks: c_int, id: RawUniqueId, rank: c_int) -> NcclResult {
-    init_rank("ncclCommInitRank", newcomm, nranks, &id, rank, std::ptr::null())
+pub extern "C" fn ncclCommInitRank(
+    newcomm: *mut CommHandle,
+    nranks: c_int,
+    id: RawUniqueId,
+    rank: c_int,
+) -> NcclResult {
+    init_rank(
+        "ncclCommInitRank",
+        newcomm,
+        nranks,
+        &id,
+        rank,
+        std::ptr::null(),
+    )
 }
 
 #[no_mangle]
-pub extern "C" fn ncclCommInitRankConfig(newcomm: *mut CommHandle, nranks: c_int, id: RawUniqueId, rank: c_int, config: *const RawConfig) -> NcclResult {
+pub extern "C" fn ncclCommInitRankConfig(
+    newcomm: *mut CommHandle,
+    nranks: c_int,
+    id: RawUniqueId,
+    rank: c_int,
+    config: *const RawConfig,
+) -> NcclResult {
     init_rank("ncclCommInitRankConfig", newcomm, nranks, &id, rank, config)
 }
 
 #[no_mangle]
-pub extern "C" fn ncclCommInitRankScalable(newcomm: *mut CommHandle, nranks: c_int, rank: c_int, n_id: c_int, ids: *const RawUniqueId, config: *const RawConfig) -> NcclResult {
+pub extern "C" fn ncclCommInitRankScalable(
+    newcomm: *mut CommHandle,
+    nranks: c_int,
+    rank: c_int,
+    n_id: c_int,
+    ids: *const RawUniqueId,
+    config: *const RawConfig,
+) -> NcclResult {
     if n_id < 1 || ids.is_null() {
-        return entry("ncclCommInitRankScalable", 0, || Err(arg(format!("{n_id} ids at {ids:?}: need at least one"))));
+        return entry("ncclCommInitRankScalable", 0, || {
+            Err(arg(format!("{n_id} ids at {ids:?}: need at least one")))
+        });
     }
     // SAFETY: at least one id (checked above); one rendezvous serves any job size here.
-    init_rank("ncclCommInitRankScalable", newcomm, nranks, unsafe { &*ids }, rank, config)
+    init_rank(
+        "ncclCommInitRankScalable",
+        newcomm,
+        nranks,
+        unsafe { &*ids },
+        rank,
+        config,
+    )
 }
 
 #[no_mangle]
-pub extern "C" fn ncclCommInitAll(comms: *mut CommHandle, ndev: c_int, devlist: *const c_int) -> NcclResult {
+pub extern "C" fn ncclCommInitAll(
+    comms: *mut CommHandle,
+    ndev: c_int,
+    devlist: *const c_int,
+) -> NcclResult {
     entry("ncclCommInitAll", 0, || {
         if comms.is_null() {
             return Err(arg("comm is NULL"));
@@ -265,7 +517,13 @@ pub extern "C" fn ncclCommInitAll(comms: *mut CommHandle, ndev: c_int, devlist: 
         }
         let devs: Vec<i32> = (0..ndev as usize)
             // SAFETY: devlist holds ndev ints when it is not NULL.
-            .map(|i| if devlist.is_null() { i as i32 } else { unsafe { *devlist.add(i) } })
+            .map(|i| {
+                if devlist.is_null() {
+                    i as i32
+                } else {
+                    unsafe { *devlist.add(i) }
+                }
+            })
             .collect();
         let made = comm::init_all(&devs)?;
         for (i, c) in made.iter().enumerate() {
@@ -277,12 +535,22 @@ pub extern "C" fn ncclCommInitAll(comms: *mut CommHandle, ndev: c_int, devlist: 
 }
 
 #[no_mangle]
-pub extern "C" fn ncclCommSplit(comm: CommHandle, color: c_int, key: c_int, newcomm: *mut CommHandle, config: *const RawConfig) -> NcclResult {
+pub extern "C" fn ncclCommSplit(
+    comm: CommHandle,
+    color: c_int,
+    key: c_int,
+    newcomm: *mut CommHandle,
+    config: *const RawConfig,
+) -> NcclResult {
     entry("ncclCommSplit", comm as usize, || {
         let slot = out(newcomm, "newcomm")?;
         *slot = std::ptr::null_mut();
         let parent = comm::lookup(comm as usize)?;
-        let cfg = if config.is_null() { parent.config.clone() } else { unsafe { CommConfig::read(config) }.map_err(|e| arg(e.to_string()))? };
+        let cfg = if config.is_null() {
+            parent.config.clone()
+        } else {
+            unsafe { CommConfig::read(config) }.map_err(|e| arg(e.to_string()))?
+        };
         let slot_addr = slot as *mut CommHandle as usize;
         let job = move || -> Result<(), ApiError> {
             parent.wait_ready()?;
@@ -299,7 +567,14 @@ pub extern "C" fn ncclCommSplit(comm: CommHandle, color: c_int, key: c_int, newc
 }
 
 #[no_mangle]
-pub extern "C" fn ncclCommShrink(comm: CommHandle, _exclude: *mut c_int, _n: c_int, newcomm: *mut CommHandle, _config: *const RawConfig, _flags: c_int) -> NcclResult {
+pub extern "C" fn ncclCommShrink(
+    comm: CommHandle,
+    _exclude: *mut c_int,
+    _n: c_int,
+    newcomm: *mut CommHandle,
+    _config: *const RawConfig,
+    _flags: c_int,
+) -> NcclResult {
     entry("ncclCommShrink", comm as usize, || {
         if let Some(s) = unsafe { newcomm.as_mut() } {
             *s = std::ptr::null_mut();
@@ -386,7 +661,12 @@ pub extern "C" fn ncclGetLastError(comm: CommHandle) -> *const c_char {
     }
 }
 
-fn query(call: &'static str, comm: CommHandle, v: *mut c_int, f: impl FnOnce(&Comm) -> c_int) -> NcclResult {
+fn query(
+    call: &'static str,
+    comm: CommHandle,
+    v: *mut c_int,
+    f: impl FnOnce(&Comm) -> c_int,
+) -> NcclResult {
     entry(call, comm as usize, || {
         let slot = out(v, "result")?;
         let c = comm::lookup(comm as usize)?;
@@ -411,7 +691,12 @@ pub extern "C" fn ncclCommCuDevice(comm: CommHandle, dev: *mut c_int) -> NcclRes
 }
 
 #[no_mangle]
-pub extern "C" fn ncclCommRegister(comm: CommHandle, buf: *mut c_void, size: usize, handle: *mut *mut c_void) -> NcclResult {
+pub extern "C" fn ncclCommRegister(
+    comm: CommHandle,
+    buf: *mut c_void,
+    size: usize,
+    handle: *mut *mut c_void,
+) -> NcclResult {
     entry("ncclCommRegister", comm as usize, || {
         let slot = out(handle, "handle")?;
         let c = comm::lookup(comm as usize)?;
@@ -433,17 +718,33 @@ pub extern "C" fn ncclCommDeregister(comm: CommHandle, handle: *mut c_void) -> N
         let c = comm::lookup(comm as usize)?;
         lock(&c.registered)
             .remove(&(handle as usize))
-            .ok_or_else(|| arg(format!("handle {handle:?} is not a registration of this communicator")))?;
+            .ok_or_else(|| {
+                arg(format!(
+                    "handle {handle:?} is not a registration of this communicator"
+                ))
+            })?;
         Ok(SUCCESS)
     })
 }
 
 #[no_mangle]
-pub extern "C" fn ncclCommWindowRegister(comm: CommHandle, buf: *mut c_void, size: usize, win: *mut *mut c_void, flags: c_int) -> NcclResult {
+pub extern "C" fn ncclCommWindowRegister(
+    comm: CommHandle,
+    buf: *mut c_void,
+    size: usize,
+    win: *mut *mut c_void,
+    flags: c_int,
+) -> NcclResult {
     entry("ncclCommWindowRegister", comm as usize, || {
         let c = comm::lookup(comm as usize)?;
-        let (real, rc) = crate::exec::real_comm(&c, "windows are NCCL's", "ncclCommWindowRegister")?;
-        let f = real.CommWindowRegister.ok_or_else(|| usage(format!("{} has no ncclCommWindowRegister", real.path.display())))?;
+        let (real, rc) =
+            crate::exec::real_comm(&c, "windows are NCCL's", "ncclCommWindowRegister")?;
+        let f = real.CommWindowRegister.ok_or_else(|| {
+            usage(format!(
+                "{} has no ncclCommWindowRegister",
+                real.path.display()
+            ))
+        })?;
         // SAFETY: NCCL's entry point with the caller's arguments.
         Ok(unsafe { f(rc, buf, size, win, flags) })
     })
@@ -453,19 +754,32 @@ pub extern "C" fn ncclCommWindowRegister(comm: CommHandle, buf: *mut c_void, siz
 pub extern "C" fn ncclCommWindowDeregister(comm: CommHandle, win: *mut c_void) -> NcclResult {
     entry("ncclCommWindowDeregister", comm as usize, || {
         let c = comm::lookup(comm as usize)?;
-        let (real, rc) = crate::exec::real_comm(&c, "windows are NCCL's", "ncclCommWindowDeregister")?;
-        let f = real.CommWindowDeregister.ok_or_else(|| usage(format!("{} has no ncclCommWindowDeregister", real.path.display())))?;
+        let (real, rc) =
+            crate::exec::real_comm(&c, "windows are NCCL's", "ncclCommWindowDeregister")?;
+        let f = real.CommWindowDeregister.ok_or_else(|| {
+            usage(format!(
+                "{} has no ncclCommWindowDeregister",
+                real.path.display()
+            ))
+        })?;
         // SAFETY: as above.
         Ok(unsafe { f(rc, win) })
     })
 }
 
 #[no_mangle]
-pub extern "C" fn ncclDevCommCreate(comm: CommHandle, reqs: *const c_void, dev_comm: *mut c_void) -> NcclResult {
+pub extern "C" fn ncclDevCommCreate(
+    comm: CommHandle,
+    reqs: *const c_void,
+    dev_comm: *mut c_void,
+) -> NcclResult {
     entry("ncclDevCommCreate", comm as usize, || {
         let c = comm::lookup(comm as usize)?;
-        let (real, rc) = crate::exec::real_comm(&c, "the device API is NCCL's", "ncclDevCommCreate")?;
-        let f = real.DevCommCreate.ok_or_else(|| usage(format!("{} has no ncclDevCommCreate", real.path.display())))?;
+        let (real, rc) =
+            crate::exec::real_comm(&c, "the device API is NCCL's", "ncclDevCommCreate")?;
+        let f = real
+            .DevCommCreate
+            .ok_or_else(|| usage(format!("{} has no ncclDevCommCreate", real.path.display())))?;
         // SAFETY: as above.
         Ok(unsafe { f(rc, reqs, dev_comm) })
     })
@@ -475,15 +789,24 @@ pub extern "C" fn ncclDevCommCreate(comm: CommHandle, reqs: *const c_void, dev_c
 pub extern "C" fn ncclDevCommDestroy(comm: CommHandle, dev_comm: *const c_void) -> NcclResult {
     entry("ncclDevCommDestroy", comm as usize, || {
         let c = comm::lookup(comm as usize)?;
-        let (real, rc) = crate::exec::real_comm(&c, "the device API is NCCL's", "ncclDevCommDestroy")?;
-        let f = real.DevCommDestroy.ok_or_else(|| usage(format!("{} has no ncclDevCommDestroy", real.path.display())))?;
+        let (real, rc) =
+            crate::exec::real_comm(&c, "the device API is NCCL's", "ncclDevCommDestroy")?;
+        let f = real
+            .DevCommDestroy
+            .ok_or_else(|| usage(format!("{} has no ncclDevCommDestroy", real.path.display())))?;
         // SAFETY: as above.
         Ok(unsafe { f(rc, dev_comm) })
     })
 }
 
 #[no_mangle]
-pub extern "C" fn ncclRedOpCreatePreMulSum(op: *mut c_int, scalar: *mut c_void, datatype: c_int, residence: c_int, comm: CommHandle) -> NcclResult {
+pub extern "C" fn ncclRedOpCreatePreMulSum(
+    op: *mut c_int,
+    scalar: *mut c_void,
+    datatype: c_int,
+    residence: c_int,
+    comm: CommHandle,
+) -> NcclResult {
     entry("ncclRedOpCreatePreMulSum", comm as usize, || {
         let slot = out(op, "op")?;
         let c = comm::lookup(comm as usize)?;
@@ -499,7 +822,9 @@ pub extern "C" fn ncclRedOpDestroy(op: c_int, comm: CommHandle) -> NcclResult {
     entry("ncclRedOpDestroy", comm as usize, || {
         let c = comm::lookup(comm as usize)?;
         if op < NUM_OPS {
-            return Err(arg(format!("op {op} is built in: only PreMulSum ops are destroyed")));
+            return Err(arg(format!(
+                "op {op} is built in: only PreMulSum ops are destroyed"
+            )));
         }
         crate::premul::destroy(&c, op)?;
         Ok(SUCCESS)
@@ -514,7 +839,9 @@ pub extern "C" fn ncclMemAlloc(ptr: *mut *mut c_void, size: usize) -> NcclResult
             // SAFETY: NCCL's allocator.
             return Ok(unsafe { (real.MemAlloc)(slot, size) });
         }
-        *slot = crate::cuda::mem_alloc(size).map_err(|e| ApiError::Cuda(format!("cannot allocate {size} bytes: {e}")))? as *mut c_void;
+        *slot = crate::cuda::mem_alloc(size)
+            .map_err(|e| ApiError::Cuda(format!("cannot allocate {size} bytes: {e}")))?
+            as *mut c_void;
         Ok(SUCCESS)
     })
 }

@@ -44,6 +44,9 @@ pub struct Comm {
     pub registered: Mutex<HashMap<usize, (usize, usize)>>,
 }
 
+/// A rank's rendezvous, run now, at `ncclGroupEnd`, or on a background thread.
+pub type Join = Box<dyn FnOnce() -> Result<(), ApiError> + Send>;
+
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -191,15 +194,21 @@ pub fn new_unique_id() -> Result<String, ApiError> {
     let secret = UniqueId::new("x:0").secret;
     let (bind, host) = match std::env::var("NCCL_COMM_ID") {
         Ok(a) if !a.is_empty() => {
-            let host = a.rsplit_once(':').map(|(h, _)| h.to_string()).ok_or_else(|| {
-                usage(format!("NCCL_COMM_ID={a:?}: expected <host>:<port>"))
-            })?;
+            let host = a
+                .rsplit_once(':')
+                .map(|(h, _)| h.to_string())
+                .ok_or_else(|| usage(format!("NCCL_COMM_ID={a:?}: expected <host>:<port>")))?;
             (a, host)
         }
         _ => ("0.0.0.0:0".to_string(), advertised_host()),
     };
     let root = RootListener::bind(&bind, secret)?;
-    let port = root.id().addr.rsplit_once(':').map(|(_, p)| p.to_string()).unwrap_or_default();
+    let port = root
+        .id()
+        .addr
+        .rsplit_once(':')
+        .map(|(_, p)| p.to_string())
+        .unwrap_or_default();
     let text = format!("topoplan1:{}@{host}:{port}", hex(&secret));
     lock(roots()).insert(text.clone(), root);
     Ok(text)
@@ -217,18 +226,22 @@ pub fn start_rank(
     rank: u32,
     device: i32,
     config: CommConfig,
-) -> Result<(Arc<Comm>, impl FnOnce() -> Result<(), ApiError> + Send + 'static), ApiError> {
+) -> Result<(Arc<Comm>, Join), ApiError> {
     let id: UniqueId = id_text
         .parse()
         .map_err(|e| arg(format!("commId is not a topoplan unique id: {e}")))?;
     let cfg = runtime_config()?;
     let comm = Comm::new(rank, nranks, device, config);
-    let root = if rank == 0 { lock(roots()).remove(id_text) } else { None };
+    let root = if rank == 0 {
+        lock(roots()).remove(id_text)
+    } else {
+        None
+    };
     let c = comm.clone();
-    let join = move || {
+    let join: Join = Box::new(move || {
         let r = Communicator::init_rank_on(root, &id, nranks, rank, cfg).map_err(ApiError::from);
         c.finish_join(r)
-    };
+    });
     Ok((comm, join))
 }
 
@@ -258,15 +271,16 @@ pub fn split(
     color: i32,
     key: i32,
     config: CommConfig,
-) -> Result<Option<(Arc<Comm>, impl FnOnce() -> Result<(), ApiError> + Send + 'static)>, ApiError>
-{
+) -> Result<Option<(Arc<Comm>, Join)>, ApiError> {
     let n = parent.nranks as usize;
     let me = parent.rank as usize;
     let mut table = vec![0u8; 8 * n];
     let mine: Vec<u8> = [color.to_le_bytes(), key.to_le_bytes()].concat();
     {
         let mut g = lock(&parent.cpu);
-        let cpu = g.as_mut().ok_or_else(|| usage("the parent has not joined"))?;
+        let cpu = g
+            .as_mut()
+            .ok_or_else(|| usage("the parent has not joined"))?;
         cpu.all_gather(&mine, &mut table)?;
     }
     let entry = |r: usize| {
@@ -292,14 +306,18 @@ pub fn split(
     let mut ids = vec![0u8; ID_BYTES * n];
     {
         let mut g = lock(&parent.cpu);
-        let cpu = g.as_mut().ok_or_else(|| usage("the parent has not joined"))?;
+        let cpu = g
+            .as_mut()
+            .ok_or_else(|| usage("the parent has not joined"))?;
         cpu.all_gather(&id_slot, &mut ids)?;
     }
     if color == crate::abi::SPLIT_NOCOLOR {
         return Ok(None);
     }
     if color < 0 {
-        return Err(arg(format!("color {color} is negative and not NCCL_SPLIT_NOCOLOR")));
+        return Err(arg(format!(
+            "color {color} is negative and not NCCL_SPLIT_NOCOLOR"
+        )));
     }
     let group = members(color);
     let lead = group[0];

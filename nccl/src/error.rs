@@ -77,7 +77,9 @@ impl From<BootstrapError> for ApiError {
 pub fn error_string(code: NcclResult) -> &'static std::ffi::CStr {
     match code {
         SUCCESS => c"no error",
-        UNHANDLED_CUDA_ERROR => c"unhandled cuda error (run with NCCL_DEBUG=INFO or TOPOPLAN_DEBUG=INFO for details)",
+        UNHANDLED_CUDA_ERROR => {
+            c"unhandled cuda error (run with NCCL_DEBUG=INFO or TOPOPLAN_DEBUG=INFO for details)"
+        }
         SYSTEM_ERROR => c"unhandled system error (run with TOPOPLAN_DEBUG=INFO for details)",
         INTERNAL_ERROR => c"internal error - please report this issue to the topoplan developers",
         INVALID_ARGUMENT => c"invalid argument (run with TOPOPLAN_DEBUG=WARN for details)",

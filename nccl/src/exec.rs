@@ -44,13 +44,20 @@ pub struct Op {
 #[derive(Debug, PartialEq)]
 pub enum Route {
     /// On topoplan's CPU runtime, as `count` elements of `dtype`.
-    Topoplan { dtype: DataType, op: ReduceOp, count: usize },
+    Topoplan {
+        dtype: DataType,
+        op: ReduceOp,
+        count: usize,
+    },
     Nccl(String),
 }
 
 impl Op {
     fn reduces(&self) -> bool {
-        matches!(self.kind, Kind::AllReduce | Kind::ReduceScatter | Kind::Reduce)
+        matches!(
+            self.kind,
+            Kind::AllReduce | Kind::ReduceScatter | Kind::Reduce
+        )
     }
 
     /// The buffers this call touches on this rank.
@@ -63,7 +70,11 @@ impl Op {
 /// reductions where topoplan's reduction gives NCCL's exact result; device memory goes to
 /// NCCL, since this library's collectives run topoplan's CPU runtime on host buffers.
 pub fn route(op: &Op) -> Route {
-    if op.buffers().iter().any(|p| crate::cuda::is_device_memory(*p)) {
+    if op
+        .buffers()
+        .iter()
+        .any(|p| crate::cuda::is_device_memory(*p))
+    {
         return Route::Nccl(
             "device buffers: this library runs topoplan's CPU runtime on host buffers; device buffers go to NCCL".into(),
         );
@@ -147,7 +158,11 @@ pub fn run_batch(comm: &Comm, ops: &[Op]) -> Result<(), ApiError> {
         let r = route(op);
         explain(comm, op, &r);
         match r {
-            Route::Topoplan { dtype, op: rop, count } => ours.push((*op, dtype, rop, count)),
+            Route::Topoplan {
+                dtype,
+                op: rop,
+                count,
+            } => ours.push((*op, dtype, rop, count)),
             Route::Nccl(why) => forwarded.push((*op, why)),
         }
     }
@@ -205,7 +220,9 @@ fn run_ours(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), 
         })
         .collect();
     let mut guard = lock(&comm.cpu);
-    let cpu = guard.as_mut().ok_or_else(|| usage("communicator has not joined"))?;
+    let cpu = guard
+        .as_mut()
+        .ok_or_else(|| usage("communicator has not joined"))?;
     let mut g = cpu.group();
     for ((op, dt, rop, count), scratch) in ops.iter().zip(scratch.iter_mut()) {
         let es = dt.size();
@@ -217,15 +234,26 @@ fn run_ours(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), 
             Kind::Recv => g.recv(unsafe { bytes_mut(op.recv, outb) }, op.peer)?,
             _ => {
                 let coll = collective(op.kind, op.peer);
-                let non_root = matches!(op.kind, Kind::Broadcast | Kind::Reduce) && op.peer as usize != rank;
+                let non_root =
+                    matches!(op.kind, Kind::Broadcast | Kind::Reduce) && op.peer as usize != rank;
                 if op.kind == Kind::Broadcast && non_root {
                     // A non-root's send buffer is never read: receive in place.
-                    g.raw(coll, *dt, *rop, *count, None, unsafe { bytes_mut(op.recv, outb) })?;
+                    g.raw(coll, *dt, *rop, *count, None, unsafe {
+                        bytes_mut(op.recv, outb)
+                    })?;
                 } else if in_place {
-                    let whole = if op.kind == Kind::ReduceScatter { (op.send, inb) } else { (op.recv, outb) };
-                    g.raw(coll, *dt, *rop, *count, None, unsafe { bytes_mut(whole.0, whole.1) })?;
+                    let whole = if op.kind == Kind::ReduceScatter {
+                        (op.send, inb)
+                    } else {
+                        (op.recv, outb)
+                    };
+                    g.raw(coll, *dt, *rop, *count, None, unsafe {
+                        bytes_mut(whole.0, whole.1)
+                    })?;
                 } else {
-                    let recv = if !scratch.is_empty() { scratch.as_mut_slice() } else {
+                    let recv = if !scratch.is_empty() {
+                        scratch.as_mut_slice()
+                    } else {
                         if overlaps(op.send, inb, op.recv, outb) {
                             return Err(arg(format!(
                                 "{}: the send and receive buffers overlap but are not NCCL's in-place layout",
@@ -234,7 +262,14 @@ fn run_ours(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), 
                         }
                         unsafe { bytes_mut(op.recv, outb) }
                     };
-                    g.raw(coll, *dt, *rop, *count, Some(unsafe { bytes(op.send, inb) }), recv)?;
+                    g.raw(
+                        coll,
+                        *dt,
+                        *rop,
+                        *count,
+                        Some(unsafe { bytes(op.send, inb) }),
+                        recv,
+                    )?;
                 }
             }
         }
@@ -245,25 +280,41 @@ fn run_ours(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), 
 
 /// The real NCCL communicator for `comm`'s ranks, made on first need: rank 0 makes an NCCL id
 /// and broadcasts it over topoplan's own communicator, then every rank joins it.
-pub(crate) fn real_comm(comm: &Comm, why: &str, call: &str) -> Result<(&'static real::RealNccl, *mut c_void), ApiError> {
+pub(crate) fn real_comm(
+    comm: &Comm,
+    why: &str,
+    call: &str,
+) -> Result<(&'static real::RealNccl, *mut c_void), ApiError> {
     let real = real::get().map_err(|e| usage(format!("{call} needs NCCL ({why}), but {}", e.0)))?;
     let mut slot = lock(&comm.real);
     if let Some(rc) = &*slot {
         return Ok((real, rc.ptr));
     }
-    let mut id = RawUniqueId { internal: [0; crate::abi::UNIQUE_ID_BYTES] };
+    let mut id = RawUniqueId {
+        internal: [0; crate::abi::UNIQUE_ID_BYTES],
+    };
     if comm.rank == 0 {
         // SAFETY: writes one id.
         let r = unsafe { (real.GetUniqueId)(&mut id) };
         if r != SUCCESS {
-            return Err(usage(format!("NCCL's ncclGetUniqueId failed ({r}): {}", real::last_error(real, std::ptr::null_mut()))));
+            return Err(usage(format!(
+                "NCCL's ncclGetUniqueId failed ({r}): {}",
+                real::last_error(real, std::ptr::null_mut())
+            )));
         }
     }
     {
         let mut guard = lock(&comm.cpu);
-        let cpu = guard.as_mut().ok_or_else(|| usage("communicator has not joined"))?;
+        let cpu = guard
+            .as_mut()
+            .ok_or_else(|| usage("communicator has not joined"))?;
         // SAFETY: the id is plain bytes.
-        let raw = unsafe { bytes_mut(id.internal.as_mut_ptr() as usize, crate::abi::UNIQUE_ID_BYTES) };
+        let raw = unsafe {
+            bytes_mut(
+                id.internal.as_mut_ptr() as usize,
+                crate::abi::UNIQUE_ID_BYTES,
+            )
+        };
         cpu.broadcast_in_place(raw, 0)?;
     }
     let mut ptr: *mut c_void = std::ptr::null_mut();
@@ -279,7 +330,13 @@ pub(crate) fn real_comm(comm: &Comm, why: &str, call: &str) -> Result<(&'static 
     }
     log(
         Level::Info,
-        &format!("comm {:#x} rank {}: NCCL {} communicator made ({})", comm.handle, comm.rank, real.version, real.path.display()),
+        &format!(
+            "comm {:#x} rank {}: NCCL {} communicator made ({})",
+            comm.handle,
+            comm.rank,
+            real.version,
+            real.path.display()
+        ),
     );
     *slot = Some(RealComm { ptr });
     Ok((real, ptr))
@@ -294,7 +351,10 @@ fn run_forwarded(comm: &Comm, ops: &[(Op, String)]) -> Result<(), ApiError> {
         if r == SUCCESS {
             return Ok(());
         }
-        let msg = format!("{call} on NCCL failed ({r}): {}", real::last_error(real, rc));
+        let msg = format!(
+            "{call} on NCCL failed ({r}): {}",
+            real::last_error(real, rc)
+        );
         Err(match r {
             crate::abi::INVALID_ARGUMENT => ApiError::InvalidArgument(msg),
             crate::abi::INVALID_USAGE => ApiError::InvalidUsage(msg),
@@ -319,7 +379,9 @@ fn run_forwarded(comm: &Comm, ops: &[(Op, String)]) -> Result<(), ApiError> {
                 Kind::AllReduce => (real.AllReduce)(send, recv, op.count, ty, rop, rc, s),
                 Kind::AllGather => (real.AllGather)(send, recv, op.count, ty, rc, s),
                 Kind::ReduceScatter => (real.ReduceScatter)(send, recv, op.count, ty, rop, rc, s),
-                Kind::Broadcast => (real.Broadcast)(send, recv, op.count, ty, op.peer as i32, rc, s),
+                Kind::Broadcast => {
+                    (real.Broadcast)(send, recv, op.count, ty, op.peer as i32, rc, s)
+                }
                 Kind::Reduce => (real.Reduce)(send, recv, op.count, ty, rop, op.peer as i32, rc, s),
                 Kind::AllToAll => (real.AlltoAll)(send, recv, op.count, ty, rc, s),
                 Kind::Send => (real.Send)(send, op.count, ty, op.peer as i32, rc, s),
@@ -339,16 +401,36 @@ mod tests {
     use super::*;
 
     fn op(kind: Kind, dtype: NcclType, r: NcclOp) -> Op {
-        Op { call: "t", kind, send: 0, recv: 0, count: 10, dtype, op: r, peer: 0, stream: 0 }
+        Op {
+            call: "t",
+            kind,
+            send: 0,
+            recv: 0,
+            count: 10,
+            dtype,
+            op: r,
+            peer: 0,
+            stream: 0,
+        }
     }
 
     #[test]
     fn data_movement_runs_on_topoplan_as_bytes_for_every_type() {
         for t in NcclType::ALL {
-            for k in [Kind::AllGather, Kind::Broadcast, Kind::AllToAll, Kind::Send, Kind::Recv] {
+            for k in [
+                Kind::AllGather,
+                Kind::Broadcast,
+                Kind::AllToAll,
+                Kind::Send,
+                Kind::Recv,
+            ] {
                 assert_eq!(
                     route(&op(k, t, NcclOp::Builtin(ReduceOp::Max))),
-                    Route::Topoplan { dtype: DataType::U8, op: ReduceOp::Sum, count: 10 * t.size() }
+                    Route::Topoplan {
+                        dtype: DataType::U8,
+                        op: ReduceOp::Sum,
+                        count: 10 * t.size()
+                    }
                 );
             }
         }
@@ -356,19 +438,48 @@ mod tests {
 
     #[test]
     fn reductions_without_an_exact_topoplan_kernel_go_to_nccl() {
-        let fp8 = route(&op(Kind::AllReduce, NcclType::F8E4M3, NcclOp::Builtin(ReduceOp::Sum)));
-        assert!(matches!(fp8, Route::Nccl(ref w) if w.contains("float8e4m3")), "{fp8:?}");
-        assert!(matches!(route(&op(Kind::Reduce, NcclType::F32, NcclOp::PreMulSum(5))), Route::Nccl(_)));
-        assert!(matches!(route(&op(Kind::AllReduce, NcclType::U64, NcclOp::Builtin(ReduceOp::Min))), Route::Nccl(_)));
+        let fp8 = route(&op(
+            Kind::AllReduce,
+            NcclType::F8E4M3,
+            NcclOp::Builtin(ReduceOp::Sum),
+        ));
+        assert!(
+            matches!(fp8, Route::Nccl(ref w) if w.contains("float8e4m3")),
+            "{fp8:?}"
+        );
+        assert!(matches!(
+            route(&op(Kind::Reduce, NcclType::F32, NcclOp::PreMulSum(5))),
+            Route::Nccl(_)
+        ));
+        assert!(matches!(
+            route(&op(
+                Kind::AllReduce,
+                NcclType::U64,
+                NcclOp::Builtin(ReduceOp::Min)
+            )),
+            Route::Nccl(_)
+        ));
         assert_eq!(
-            route(&op(Kind::ReduceScatter, NcclType::U32, NcclOp::Builtin(ReduceOp::Sum))),
-            Route::Topoplan { dtype: DataType::I32, op: ReduceOp::Sum, count: 10 }
+            route(&op(
+                Kind::ReduceScatter,
+                NcclType::U32,
+                NcclOp::Builtin(ReduceOp::Sum)
+            )),
+            Route::Topoplan {
+                dtype: DataType::I32,
+                op: ReduceOp::Sum,
+                count: 10
+            }
         );
     }
 
     #[test]
     fn in_place_layouts_are_nccls() {
-        let mut o = op(Kind::AllGather, NcclType::F32, NcclOp::Builtin(ReduceOp::Sum));
+        let mut o = op(
+            Kind::AllGather,
+            NcclType::F32,
+            NcclOp::Builtin(ReduceOp::Sum),
+        );
         o.recv = 1000;
         o.send = 1000 + 2 * 40;
         assert_eq!(layout(&o, 4, 2, 10, 4), (40, 160, true));

@@ -4,13 +4,11 @@
 //! thread per communicator when there are several (nccl-tests `-g N` drives N ranks from one
 //! thread).
 
-use crate::comm::Comm;
+use crate::comm::{Comm, Join};
 use crate::error::{usage, ApiError};
 use crate::exec::{run_batch, Op};
 use std::cell::RefCell;
 use std::sync::Arc;
-
-type Join = Box<dyn FnOnce() -> Result<(), ApiError> + Send>;
 
 #[derive(Default)]
 struct Pending {
@@ -62,7 +60,9 @@ pub fn end(simulate: bool) -> Result<(), ApiError> {
         g.depth -= 1;
         Ok((g.depth == 0).then(|| (std::mem::take(&mut g.joins), std::mem::take(&mut g.ops))))
     })?;
-    let Some((joins, ops)) = taken else { return Ok(()) };
+    let Some((joins, ops)) = taken else {
+        return Ok(());
+    };
     all(joins)?;
     if simulate {
         return Ok(());
@@ -89,7 +89,10 @@ fn all(jobs: Vec<Join>) -> Result<(), ApiError> {
     let results: Vec<Result<(), ApiError>> = std::thread::scope(|s| {
         let hs: Vec<_> = jobs.into_iter().map(|j| s.spawn(j)).collect();
         hs.into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(ApiError::Internal("a rank's thread panicked".into()))))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(ApiError::Internal("a rank's thread panicked".into())))
+            })
             .collect()
     });
     results.into_iter().collect()

@@ -28,12 +28,14 @@ pub fn level() -> Level {
 pub fn log(at: Level, msg: &str) {
     if level() >= at {
         let tag = if at == Level::Info { "INFO" } else { "WARN" };
-        eprintln!(
-            "{}:{}:{} [topoplan] NCCL {tag} {msg}",
+        // One write per line, so ranks sharing a terminal do not interleave mid-line.
+        let line = format!(
+            "{}:{}:{} [topoplan] NCCL {tag} {msg}\n",
             runtime::bootstrap::hostname(),
             std::process::id(),
             thread_id()
         );
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
     }
 }
 

@@ -28,18 +28,40 @@ fn table() -> &'static Mutex<Table> {
 ///
 /// # Safety
 /// `scalar` points to one element of `dtype` (host) or is a device address.
-pub unsafe fn create(comm: &Comm, scalar: *const c_void, dtype: NcclType, residence: c_int) -> Result<c_int, ApiError> {
+pub unsafe fn create(
+    comm: &Comm,
+    scalar: *const c_void,
+    dtype: NcclType,
+    residence: c_int,
+) -> Result<c_int, ApiError> {
     if scalar.is_null() {
         return Err(arg("scalar is NULL"));
     }
     let (bytes, device) = match residence {
-        1 => (std::slice::from_raw_parts(scalar as *const u8, dtype.size()).to_vec(), false),
+        1 => (
+            std::slice::from_raw_parts(scalar as *const u8, dtype.size()).to_vec(),
+            false,
+        ),
         0 => ((scalar as usize).to_ne_bytes().to_vec(), true),
-        r => return Err(arg(format!("residence {r}: expected ncclScalarDevice (0) or ncclScalarHostImmediate (1)"))),
+        r => {
+            return Err(arg(format!(
+                "residence {r}: expected ncclScalarDevice (0) or ncclScalarHostImmediate (1)"
+            )))
+        }
     };
     let mut t = lock(table());
-    let v = (NUM_OPS..).find(|v| !t.contains_key(&(comm.handle, *v))).expect("a free value");
-    t.insert((comm.handle, v), PreMul { scalar: bytes, device, dtype, real: None });
+    let v = (NUM_OPS..)
+        .find(|v| !t.contains_key(&(comm.handle, *v)))
+        .expect("a free value");
+    t.insert(
+        (comm.handle, v),
+        PreMul {
+            scalar: bytes,
+            device,
+            dtype,
+            real: None,
+        },
+    );
     Ok(v)
 }
 
@@ -80,9 +102,13 @@ pub fn real_op(comm: &Comm, v: c_int, real: &RealNccl, rc: *mut c_void) -> Resul
         p.scalar.as_mut_ptr() as *mut c_void
     };
     // SAFETY: NCCL copies a host-immediate scalar at creation; a device scalar is the caller's.
-    let r = unsafe { (real.RedOpCreatePreMulSum)(&mut out, scalar, p.dtype.raw(), c_int::from(!p.device), rc) };
+    let r = unsafe {
+        (real.RedOpCreatePreMulSum)(&mut out, scalar, p.dtype.raw(), c_int::from(!p.device), rc)
+    };
     if r != SUCCESS {
-        return Err(usage(format!("NCCL's ncclRedOpCreatePreMulSum failed ({r})")));
+        return Err(usage(format!(
+            "NCCL's ncclRedOpCreatePreMulSum failed ({r})"
+        )));
     }
     p.real = Some(out);
     Ok(out)

@@ -81,7 +81,8 @@ pub struct RealNccl {
     pub path: PathBuf,
     pub version: c_int,
     pub GetUniqueId: unsafe extern "C" fn(*mut RawUniqueId) -> NcclResult,
-    pub CommInitRank: unsafe extern "C" fn(*mut *mut c_void, c_int, RawUniqueId, c_int) -> NcclResult,
+    pub CommInitRank:
+        unsafe extern "C" fn(*mut *mut c_void, c_int, RawUniqueId, c_int) -> NcclResult,
     pub CommDestroy: unsafe extern "C" fn(*mut c_void) -> NcclResult,
     pub CommAbort: unsafe extern "C" fn(*mut c_void) -> NcclResult,
     pub GroupStart: unsafe extern "C" fn() -> NcclResult,
@@ -96,8 +97,14 @@ pub struct RealNccl {
         *mut c_void,
         *mut c_void,
     ) -> NcclResult,
-    pub AllGather:
-        unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, *mut c_void, *mut c_void) -> NcclResult,
+    pub AllGather: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        usize,
+        c_int,
+        *mut c_void,
+        *mut c_void,
+    ) -> NcclResult,
     pub ReduceScatter: unsafe extern "C" fn(
         *const c_void,
         *mut c_void,
@@ -126,19 +133,47 @@ pub struct RealNccl {
         *mut c_void,
         *mut c_void,
     ) -> NcclResult,
-    pub AlltoAll:
-        unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, *mut c_void, *mut c_void) -> NcclResult,
-    pub Send: unsafe extern "C" fn(*const c_void, usize, c_int, c_int, *mut c_void, *mut c_void) -> NcclResult,
-    pub Recv: unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, *mut c_void, *mut c_void) -> NcclResult,
+    pub AlltoAll: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        usize,
+        c_int,
+        *mut c_void,
+        *mut c_void,
+    ) -> NcclResult,
+    pub Send: unsafe extern "C" fn(
+        *const c_void,
+        usize,
+        c_int,
+        c_int,
+        *mut c_void,
+        *mut c_void,
+    ) -> NcclResult,
+    pub Recv: unsafe extern "C" fn(
+        *mut c_void,
+        usize,
+        c_int,
+        c_int,
+        *mut c_void,
+        *mut c_void,
+    ) -> NcclResult,
     pub RedOpCreatePreMulSum:
         unsafe extern "C" fn(*mut c_int, *mut c_void, c_int, c_int, *mut c_void) -> NcclResult,
     pub RedOpDestroy: unsafe extern "C" fn(c_int, *mut c_void) -> NcclResult,
     pub MemAlloc: unsafe extern "C" fn(*mut *mut c_void, usize) -> NcclResult,
     pub MemFree: unsafe extern "C" fn(*mut c_void) -> NcclResult,
-    pub CommWindowRegister:
-        Option<unsafe extern "C" fn(*mut c_void, *mut c_void, usize, *mut *mut c_void, c_int) -> NcclResult>,
+    pub CommWindowRegister: Option<
+        unsafe extern "C" fn(
+            *mut c_void,
+            *mut c_void,
+            usize,
+            *mut *mut c_void,
+            c_int,
+        ) -> NcclResult,
+    >,
     pub CommWindowDeregister: Option<unsafe extern "C" fn(*mut c_void, *mut c_void) -> NcclResult>,
-    pub DevCommCreate: Option<unsafe extern "C" fn(*mut c_void, *const c_void, *mut c_void) -> NcclResult>,
+    pub DevCommCreate:
+        Option<unsafe extern "C" fn(*mut c_void, *const c_void, *mut c_void) -> NcclResult>,
     pub DevCommDestroy: Option<unsafe extern "C" fn(*mut c_void, *const c_void) -> NcclResult>,
 }
 
@@ -181,14 +216,21 @@ fn open(path: &Path) -> Result<RealNccl, String> {
     let c = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
     // SAFETY: dlopen of a path; RTLD_DEEPBIND makes the real library's own calls bind to itself,
     // never to this library's symbols of the same names.
-    let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL | libc::RTLD_DEEPBIND) };
+    let h = unsafe {
+        libc::dlopen(
+            c.as_ptr(),
+            libc::RTLD_NOW | libc::RTLD_LOCAL | libc::RTLD_DEEPBIND,
+        )
+    };
     if h.is_null() {
         // SAFETY: dlerror returns a thread-local message or null.
         let e = unsafe { libc::dlerror() };
         let msg = if e.is_null() {
             "dlopen failed".to_string()
         } else {
-            unsafe { std::ffi::CStr::from_ptr(e) }.to_string_lossy().into_owned()
+            unsafe { std::ffi::CStr::from_ptr(e) }
+                .to_string_lossy()
+                .into_owned()
         };
         return Err(msg);
     }
@@ -215,7 +257,10 @@ fn open(path: &Path) -> Result<RealNccl, String> {
         }};
     }
     let get_version: unsafe extern "C" fn(*mut c_int) -> NcclResult = need!("ncclGetVersion");
-    if get_version as *const () as usize == crate::api::ncclGetVersion as *const () as usize {
+    if std::ptr::eq(
+        get_version as *const (),
+        crate::api::ncclGetVersion as *const (),
+    ) {
         return Err("resolves to this library".into());
     }
     let mut version = 0;
@@ -257,27 +302,9 @@ pub fn last_error(real: &RealNccl, comm: *mut c_void) -> String {
     if p.is_null() {
         return String::new();
     }
-    unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_explicit_path_is_the_only_candidate() {
-        assert_eq!(candidates(Some("/opt/nccl/libnccl.so.2")), vec![PathBuf::from("/opt/nccl/libnccl.so.2")]);
-        let v = candidates(None);
-        assert!(v.iter().all(|p| p.is_absolute()), "{v:?}");
-        assert!(v.iter().any(|p| p.ends_with("x86_64-linux-gnu/libnccl.so.2")));
-    }
-
-    #[test]
-    fn a_missing_library_is_reported_with_what_was_tried() {
-        let e = load(Some("/nonexistent/libnccl.so.2")).err().expect("absent");
-        assert!(e.0.contains("/nonexistent/libnccl.so.2 (absent)"), "{}", e.0);
-        assert!(e.0.contains("TOPOPLAN_NCCL_LIB"));
-    }
+    unsafe { std::ffi::CStr::from_ptr(p) }
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// A real NCCL communicator for the same ranks as one of ours.
@@ -288,3 +315,34 @@ pub struct RealComm {
 // SAFETY: an NCCL communicator may be used from any thread (one at a time: the owning `Comm`
 // keeps it behind a mutex).
 unsafe impl Send for RealComm {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_explicit_path_is_the_only_candidate() {
+        assert_eq!(
+            candidates(Some("/opt/nccl/libnccl.so.2")),
+            vec![PathBuf::from("/opt/nccl/libnccl.so.2")]
+        );
+        let v = candidates(None);
+        assert!(v.iter().all(|p| p.is_absolute()), "{v:?}");
+        assert!(v
+            .iter()
+            .any(|p| p.ends_with("x86_64-linux-gnu/libnccl.so.2")));
+    }
+
+    #[test]
+    fn a_missing_library_is_reported_with_what_was_tried() {
+        let e = load(Some("/nonexistent/libnccl.so.2"))
+            .err()
+            .expect("absent");
+        assert!(
+            e.0.contains("/nonexistent/libnccl.so.2 (absent)"),
+            "{}",
+            e.0
+        );
+        assert!(e.0.contains("TOPOPLAN_NCCL_LIB"));
+    }
+}

@@ -1,0 +1,382 @@
+/*
+ * The C side of the library's tests, built with the system compiler against include/nccl.h
+ * and linked against libnccl.so (nccl/tests/c_api.rs builds and runs it). One mode per run:
+ *   abi        sizes, offsets, enum values, version, every symbol, every argument check
+ *   ranks N    N processes: every collective, in and out of place, groups, split, non-blocking init
+ *   onethread  two ranks driven from one thread inside groups (nccl-tests -g 2)
+ *   killed     a rank dies; the survivors get ncclRemoteError naming it, and abort in time
+ *   forward    fp8 and PreMulSum reductions go to the NCCL named by TOPOPLAN_NCCL_LIB
+ *   noforward  the same with no real NCCL: ncclInvalidUsage naming the call and why
+ * Exit status 0 when every check passed; each failure prints what differed.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <nccl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int failures = 0;
+#define CHECK(cond, ...)                                         \
+  do {                                                           \
+    if (!(cond)) {                                               \
+      failures++;                                                \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);       \
+      fprintf(stderr, __VA_ARGS__);                              \
+      fprintf(stderr, "\n");                                     \
+    }                                                            \
+  } while (0)
+#define OK(call)                                                                   \
+  do {                                                                             \
+    ncclResult_t r_ = (call);                                                      \
+    CHECK(r_ == ncclSuccess, "%s -> %d (%s)", #call, r_, ncclGetLastError(NULL));  \
+  } while (0)
+
+static double now(void) {
+  struct timeval t;
+  gettimeofday(&t, NULL);
+  return t.tv_sec + t.tv_usec * 1e-6;
+}
+
+/* ---- abi ---- */
+static const char* symbols[] = {
+    /* PyTorch 2.11's imports */
+    "ncclAllGather", "ncclAllReduce", "ncclAlltoAll", "ncclBcast", "ncclBroadcast", "ncclCommAbort",
+    "ncclCommCount", "ncclCommDeregister", "ncclCommDestroy", "ncclCommFinalize", "ncclCommGetAsyncError",
+    "ncclCommInitAll", "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitRankScalable",
+    "ncclCommRegister", "ncclCommShrink", "ncclCommSplit", "ncclCommUserRank", "ncclCommWindowDeregister",
+    "ncclCommWindowRegister", "ncclDevCommCreate", "ncclDevCommDestroy", "ncclGetErrorString",
+    "ncclGetLastError", "ncclGetUniqueId", "ncclGetVersion", "ncclGroupEnd", "ncclGroupSimulateEnd",
+    "ncclGroupStart", "ncclMemAlloc", "ncclMemFree", "ncclRecv", "ncclRedOpCreatePreMulSum",
+    "ncclRedOpDestroy", "ncclReduce", "ncclReduceScatter", "ncclSend",
+    /* nccl-tests 2.19's, beyond those */
+    "ncclCommCuDevice", NULL};
+
+static int has(const char* msg, const char* part) { return msg && strstr(msg, part) != NULL; }
+
+static void expect_err(ncclResult_t got, ncclResult_t want, const char* part, const char* what) {
+  const char* m = ncclGetLastError(NULL);
+  CHECK(got == want, "%s: result %d, expected %d (%s)", what, got, want, m);
+  CHECK(has(m, part), "%s: last error \"%s\" lacks \"%s\"", what, m, part);
+}
+
+static int mode_abi(void) {
+  CHECK(sizeof(ncclUniqueId) == 128, "sizeof(ncclUniqueId) = %zu", sizeof(ncclUniqueId));
+  CHECK(sizeof(ncclConfig_t) == 80, "sizeof(ncclConfig_t) = %zu", sizeof(ncclConfig_t));
+  CHECK(offsetof(ncclConfig_t, blocking) == 16 && offsetof(ncclConfig_t, netName) == 32 &&
+            offsetof(ncclConfig_t, commName) == 48 && offsetof(ncclConfig_t, nvlinkCentricSched) == 76,
+        "ncclConfig_t offsets");
+  CHECK(ncclSuccess == 0 && ncclInvalidArgument == 4 && ncclInvalidUsage == 5 && ncclRemoteError == 6 &&
+            ncclInProgress == 7 && ncclNumResults == 8,
+        "result values");
+  CHECK(ncclInt8 == 0 && ncclUint32 == 3 && ncclFloat16 == 6 && ncclFloat32 == 7 && ncclBfloat16 == 9 &&
+            ncclFloat8e4m3 == 10 && ncclFloat8e5m2 == 11 && ncclNumTypes == 12,
+        "datatype values");
+  CHECK(ncclSum == 0 && ncclAvg == 4 && ncclNumOps == 5 && ncclMaxRedOp == 0x7fffffff, "op values");
+  CHECK(NCCL_VERSION_CODE == NCCL_VERSION(2, 28, 3), "version code %d", NCCL_VERSION_CODE);
+  int v = 0;
+  OK(ncclGetVersion(&v));
+  CHECK(v == NCCL_VERSION_CODE, "ncclGetVersion %d, header %d", v, NCCL_VERSION_CODE);
+  ncclConfig_t init = NCCL_CONFIG_INITIALIZER;
+  CHECK(init.size == sizeof(ncclConfig_t) && init.magic == NCCL_API_MAGIC && init.blocking == NCCL_CONFIG_UNDEF_INT,
+        "NCCL_CONFIG_INITIALIZER");
+
+  void* self = dlopen(NULL, RTLD_NOW);
+  for (const char** s = symbols; *s; s++) CHECK(dlsym(self, *s) != NULL, "symbol %s missing", *s);
+  for (int r = 0; r <= 8; r++) CHECK(strlen(ncclGetErrorString((ncclResult_t)r)) > 0, "error string %d", r);
+
+  /* Argument checks, no GPU needed. */
+  expect_err(ncclGetVersion(NULL), ncclInvalidArgument, "ncclGetVersion: version is NULL", "GetVersion(NULL)");
+  expect_err(ncclGetUniqueId(NULL), ncclInvalidArgument, "uniqueId is NULL", "GetUniqueId(NULL)");
+  ncclUniqueId id;
+  OK(ncclGetUniqueId(&id));
+  CHECK(memcmp(id.internal, "topoplan1:", 10) == 0, "id text %.40s", id.internal);
+  ncclComm_t c = (ncclComm_t)0x1;
+  expect_err(ncclCommInitRank(&c, 0, id, 0), ncclInvalidArgument, "nranks 0", "InitRank nranks 0");
+  CHECK(c == NULL, "a failed init leaves comm NULL");
+  expect_err(ncclCommInitRank(&c, 2, id, 2), ncclInvalidArgument, "rank 2 is not in 0..2", "InitRank rank 2 of 2");
+  expect_err(ncclCommInitRank(NULL, 1, id, 0), ncclInvalidArgument, "comm is NULL", "InitRank(NULL)");
+  ncclUniqueId foreign;
+  memset(&foreign, 7, sizeof foreign);
+  expect_err(ncclCommInitRank(&c, 1, foreign, 0), ncclInvalidArgument, "not made by this library", "foreign id");
+  ncclConfig_t bad = NCCL_CONFIG_INITIALIZER;
+  bad.magic = 0;
+  expect_err(ncclCommInitRankConfig(&c, 1, id, 0, &bad), ncclInvalidArgument, "NCCL_API_MAGIC", "bad magic");
+  bad = (ncclConfig_t)NCCL_CONFIG_INITIALIZER;
+  bad.blocking = 3;
+  expect_err(ncclCommInitRankConfig(&c, 1, id, 0, &bad), ncclInvalidArgument, "blocking is 3", "bad blocking");
+
+  /* A one-rank communicator: every argument check of the calls. */
+  OK(ncclCommInitRank(&c, 1, id, 0));
+  int n = 0, r = -1;
+  OK(ncclCommCount(c, &n));
+  OK(ncclCommUserRank(c, &r));
+  CHECK(n == 1 && r == 0, "count %d rank %d", n, r);
+  float a[4] = {1, 2, 3, 4}, b[4];
+  expect_err(ncclAllReduce(NULL, b, 4, ncclFloat32, ncclSum, c, NULL), ncclInvalidArgument, "ncclAllReduce: sendbuff is NULL", "null send");
+  expect_err(ncclAllReduce(a, NULL, 4, ncclFloat32, ncclSum, c, NULL), ncclInvalidArgument, "recvbuff is NULL", "null recv");
+  expect_err(ncclAllReduce(a, b, 4, (ncclDataType_t)12, ncclSum, c, NULL), ncclInvalidArgument, "datatype 12", "bad type");
+  expect_err(ncclAllReduce(a, b, 4, ncclFloat32, (ncclRedOp_t)-2, c, NULL), ncclInvalidArgument, "op -2", "bad op");
+  expect_err(ncclAllReduce(a, b, 4, ncclFloat32, (ncclRedOp_t)9, c, NULL), ncclInvalidArgument, "PreMulSum op", "unknown op");
+  expect_err(ncclBroadcast(a, b, 4, ncclFloat32, 1, c, NULL), ncclInvalidArgument, "root 1", "bad root");
+  expect_err(ncclReduce(a, b, 4, ncclFloat32, ncclSum, -1, c, NULL), ncclInvalidArgument, "root -1", "negative root");
+  expect_err(ncclSend(a, 4, ncclFloat32, 5, c, NULL), ncclInvalidArgument, "peer 5", "bad peer");
+  expect_err(ncclAllReduce(a, a + 1, 3, ncclFloat32, ncclSum, c, NULL), ncclInvalidArgument, "overlap", "overlap");
+  expect_err(ncclGroupEnd(), ncclInvalidUsage, "without a matching ncclGroupStart", "unmatched GroupEnd");
+  expect_err(ncclRedOpDestroy(ncclSum, c), ncclInvalidArgument, "built in", "destroy builtin");
+  OK(ncclAllReduce(a, b, 4, ncclFloat32, ncclSum, c, NULL));
+  CHECK(b[0] == 1 && b[3] == 4, "one-rank all-reduce copies");
+  ncclResult_t ae = ncclInternalError;
+  OK(ncclCommGetAsyncError(c, &ae));
+  CHECK(ae == ncclSuccess, "async error %d", ae);
+  OK(ncclCommFinalize(c));
+  OK(ncclCommDestroy(c));
+  expect_err(ncclAllReduce(a, b, 4, ncclFloat32, ncclSum, c, NULL), ncclInvalidArgument, "not a live communicator", "use after destroy");
+  expect_err(ncclCommDestroy(c), ncclInvalidArgument, "not a live communicator", "double destroy");
+  expect_err(ncclCommCount(NULL, &n), ncclInvalidArgument, "comm is NULL", "count of NULL");
+  return failures;
+}
+
+/* ---- ranks ---- */
+static float value(int rank, size_t i) { return (float)((rank + 1) * 1000 + (int)(i % 997)) * 0.5f; }
+
+static void check_collectives(ncclComm_t c, int rank, int n) {
+  const size_t count = 1031; /* odd, not a multiple of anything */
+  float* send = malloc(sizeof(float) * count * n);
+  float* recv = malloc(sizeof(float) * count * n);
+  for (int inplace = 0; inplace < 2; inplace++) {
+    /* all-reduce sum */
+    for (size_t i = 0; i < count; i++) send[i] = value(rank, i);
+    float* out = inplace ? send : recv;
+    OK(ncclAllReduce(send, out, count, ncclFloat32, ncclSum, c, NULL));
+    for (size_t i = 0; i < count; i++) {
+      float want = 0;
+      for (int r = 0; r < n; r++) want += value(r, i);
+      if (out[i] != want) { CHECK(0, "all-reduce[%zu] inplace=%d: %f, want %f", i, inplace, out[i], want); break; }
+    }
+    /* all-gather: in place means this rank's block already sits at rank*count of recv */
+    for (size_t i = 0; i < count; i++) (inplace ? recv + rank * count : send)[i] = value(rank, i);
+    OK(ncclAllGather(inplace ? recv + rank * count : send, recv, count, ncclFloat32, c, NULL));
+    for (int r = 0; r < n; r++)
+      for (size_t i = 0; i < count; i++)
+        if (recv[r * count + i] != value(r, i)) { CHECK(0, "all-gather block %d[%zu] inplace=%d", r, i, inplace); r = n; break; }
+    /* reduce-scatter max over int32 */
+    int* si = (int*)send;
+    for (size_t i = 0; i < count * n; i++) si[i] = (int)((i * 7 + rank * 13) % 1000) - 500;
+    int* ro = inplace ? si + rank * count : (int*)recv;
+    OK(ncclReduceScatter(si, ro, count, ncclInt32, ncclMax, c, NULL));
+    for (size_t i = 0; i < count; i++) {
+      int want = -1000000;
+      for (int r = 0; r < n; r++) {
+        int v = (int)(((rank * count + i) * 7 + r * 13) % 1000) - 500;
+        if (v > want) want = v;
+      }
+      if (ro[i] != want) { CHECK(0, "reduce-scatter[%zu] inplace=%d: %d want %d", i, inplace, ro[i], want); break; }
+    }
+    /* broadcast from the last rank, bytes of float16 */
+    unsigned short* h = (unsigned short*)send;
+    unsigned short* ho = inplace ? h : (unsigned short*)recv;
+    for (size_t i = 0; i < count; i++) h[i] = (unsigned short)(rank == n - 1 ? 0x3c00 + i : 0xffff);
+    OK(ncclBroadcast(h, ho, count, ncclFloat16, n - 1, c, NULL));
+    for (size_t i = 0; i < count; i++)
+      if (ho[i] != (unsigned short)(0x3c00 + i)) { CHECK(0, "broadcast[%zu] inplace=%d: %x", i, inplace, ho[i]); break; }
+    /* reduce prod of doubles to root 0; non-roots pass no receive buffer out of place */
+    double* d = (double*)send;
+    for (size_t i = 0; i < count; i++) d[i] = 1.0 + (double)((rank + i) % 3);
+    double* dout = inplace ? d : (rank == 0 ? (double*)recv : NULL);
+    OK(ncclReduce(d, dout, count, ncclFloat64, ncclProd, 0, c, NULL));
+    if (rank == 0)
+      for (size_t i = 0; i < count; i++) {
+        double want = 1;
+        for (int r = 0; r < n; r++) want *= 1.0 + (double)((r + i) % 3);
+        if (dout[i] != want) { CHECK(0, "reduce[%zu] inplace=%d: %f want %f", i, inplace, dout[i], want); break; }
+      }
+  }
+  /* all-to-all (out of place), uint8 */
+  unsigned char* bs = (unsigned char*)send;
+  unsigned char* br = (unsigned char*)recv;
+  for (int p = 0; p < n; p++)
+    for (size_t i = 0; i < count; i++) bs[p * count + i] = (unsigned char)(rank * 31 + p * 7 + i);
+  OK(ncclAlltoAll(bs, br, count, ncclUint8, c, NULL));
+  for (int p = 0; p < n; p++)
+    for (size_t i = 0; i < count; i++)
+      if (br[p * count + i] != (unsigned char)(p * 31 + rank * 7 + i)) { CHECK(0, "all-to-all from %d [%zu]", p, i); p = n; break; }
+  /* send/recv ring inside a group (both directions at once need the group) */
+  for (size_t i = 0; i < count; i++) send[i] = value(rank, i);
+  OK(ncclGroupStart());
+  OK(ncclSend(send, count, ncclFloat32, (rank + 1) % n, c, NULL));
+  OK(ncclRecv(recv, count, ncclFloat32, (rank + n - 1) % n, c, NULL));
+  OK(ncclGroupEnd());
+  for (size_t i = 0; i < count; i++)
+    if (recv[i] != value((rank + n - 1) % n, i)) { CHECK(0, "ring recv[%zu]", i); break; }
+  /* uint32 sum wraps like NCCL's */
+  unsigned* u = (unsigned*)send;
+  for (size_t i = 0; i < count; i++) u[i] = 0xfffffff0u + (unsigned)rank;
+  OK(ncclAllReduce(u, recv, count, ncclUint32, ncclSum, c, NULL));
+  unsigned want = 0;
+  for (int r = 0; r < n; r++) want += 0xfffffff0u + (unsigned)r;
+  CHECK(((unsigned*)recv)[count - 1] == want, "uint32 sum %u want %u", ((unsigned*)recv)[count - 1], want);
+  free(send);
+  free(recv);
+}
+
+static int rank_main(ncclUniqueId id, int rank, int n) {
+  ncclComm_t c;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  cfg.commName = "check";
+  ncclResult_t r = ncclCommInitRankConfig(&c, n, id, rank, &cfg);
+  CHECK(r == ncclInProgress || r == ncclSuccess, "non-blocking init -> %d", r);
+  ncclResult_t st = ncclInProgress;
+  double t0 = now();
+  while (st == ncclInProgress && now() - t0 < 60) {
+    OK(ncclCommGetAsyncError(c, &st));
+    usleep(1000);
+  }
+  CHECK(st == ncclSuccess, "non-blocking init ended with %d", st);
+  check_collectives(c, rank, n);
+  /* split by parity, ordered by descending rank */
+  ncclComm_t sub = NULL;
+  OK(ncclCommSplit(c, rank % 2, -rank, &sub, NULL));
+  int sn = 0, sr = -1;
+  OK(ncclCommCount(sub, &sn));
+  OK(ncclCommUserRank(sub, &sr));
+  int members = (n + 1 - rank % 2) / 2;
+  CHECK(sn == members, "split count %d want %d", sn, members);
+  float x = (float)rank, y = -1;
+  OK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclMax, sub, NULL));
+  int top = (n - 1) % 2 == rank % 2 ? n - 1 : n - 2;
+  CHECK(y == (float)top, "split all-reduce max %f want %d", y, top);
+  CHECK(sr == (top - rank) / 2, "split rank %d want %d", sr, (top - rank) / 2);
+  ncclComm_t none = (ncclComm_t)0x1;
+  OK(ncclCommSplit(c, rank == 0 ? 0 : NCCL_SPLIT_NOCOLOR, 0, &none, NULL));
+  CHECK((rank == 0) == (none != NULL), "NCCL_SPLIT_NOCOLOR gives a NULL comm");
+  if (none) OK(ncclCommDestroy(none));
+  OK(ncclCommDestroy(sub));
+  OK(ncclCommDestroy(c));
+  return failures;
+}
+
+static int spawn(int n, int (*body)(ncclUniqueId, int, int)) {
+  ncclUniqueId id;
+  OK(ncclGetUniqueId(&id));
+  fflush(NULL);
+  for (int r = 0; r < n; r++) {
+    if (fork() == 0) _exit(body(id, r, n) ? 1 : 0);
+  }
+  int bad = 0, status;
+  for (int r = 0; r < n; r++) {
+    wait(&status);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) bad++;
+  }
+  return bad + failures;
+}
+
+/* ---- onethread ---- */
+static int mode_onethread(void) {
+  ncclUniqueId id;
+  ncclComm_t c[2];
+  OK(ncclGetUniqueId(&id));
+  OK(ncclGroupStart());
+  for (int r = 0; r < 2; r++) OK(ncclCommInitRank(&c[r], 2, id, r));
+  OK(ncclGroupEnd());
+  float in[2][64], out[2][64];
+  for (int r = 0; r < 2; r++)
+    for (int i = 0; i < 64; i++) in[r][i] = (float)(r * 100 + i);
+  OK(ncclGroupStart());
+  for (int r = 0; r < 2; r++) OK(ncclAllReduce(in[r], out[r], 64, ncclFloat32, ncclSum, c[r], NULL));
+  OK(ncclGroupEnd());
+  for (int r = 0; r < 2; r++)
+    for (int i = 0; i < 64; i++) CHECK(out[r][i] == (float)(100 + 2 * i), "rank %d [%d] = %f", r, i, out[r][i]);
+  ncclComm_t all[3];
+  int devs[3] = {0, 0, 0};
+  OK(ncclCommInitAll(all, 3, devs));
+  OK(ncclGroupStart());
+  float a3[3][8], o3[3][24];
+  for (int r = 0; r < 3; r++) {
+    for (int i = 0; i < 8; i++) a3[r][i] = (float)(r * 8 + i);
+    OK(ncclAllGather(a3[r], o3[r], 8, ncclFloat32, all[r], NULL));
+  }
+  OK(ncclGroupEnd());
+  for (int r = 0; r < 3; r++)
+    for (int i = 0; i < 24; i++) CHECK(o3[r][i] == (float)i, "InitAll all-gather rank %d [%d]", r, i);
+  for (int r = 0; r < 3; r++) OK(ncclCommDestroy(all[r]));
+  for (int r = 0; r < 2; r++) OK(ncclCommDestroy(c[r]));
+  return failures;
+}
+
+/* ---- killed ---- */
+static int killed_main(ncclUniqueId id, int rank, int n) {
+  ncclComm_t c;
+  OK(ncclCommInitRank(&c, n, id, rank));
+  float a[1024], b[1024];
+  for (int i = 0; i < 1024; i++) a[i] = (float)i;
+  OK(ncclAllReduce(a, b, 1024, ncclFloat32, ncclSum, c, NULL));
+  if (rank == n - 1) _exit(0); /* dies before the second call */
+  double t0 = now();
+  ncclResult_t r = ncclAllReduce(a, b, 1024, ncclFloat32, ncclSum, c, NULL);
+  double took = now() - t0;
+  const char* m = ncclGetLastError(c);
+  CHECK(r == ncclRemoteError, "survivor %d: result %d (%s)", rank, r, m);
+  char dead[32];
+  snprintf(dead, sizeof dead, "peer rank %d", n - 1);
+  CHECK(has(m, dead), "survivor %d: message \"%s\" does not name %s", rank, m, dead);
+  CHECK(has(m, "#1"), "survivor %d: message \"%s\" lacks the call's sequence number #1", rank, m);
+  CHECK(took < 20, "survivor %d took %.1f s", rank, took);
+  ncclResult_t ae = ncclSuccess;
+  OK(ncclCommGetAsyncError(c, &ae));
+  CHECK(ae == ncclRemoteError, "survivor %d: async error %d", rank, ae);
+  t0 = now();
+  OK(ncclCommAbort(c));
+  CHECK(now() - t0 < 1.0, "abort took %.2f s", now() - t0);
+  return failures;
+}
+
+/* ---- forward / noforward ---- */
+static int forward_main(ncclUniqueId id, int rank, int n) {
+  ncclComm_t c;
+  OK(ncclCommInitRank(&c, n, id, rank));
+  unsigned char a[16] = {0}, b[16];
+  ncclResult_t r = ncclAllReduce(a, b, 16, ncclFloat8e4m3, ncclSum, c, NULL);
+  const char* want = getenv("CHECK_EXPECT_FORWARD");
+  if (want && *want == '1') {
+    CHECK(r == ncclSuccess, "forwarded fp8 all-reduce -> %d (%s)", r, ncclGetLastError(c));
+    float s = 2.0f;
+    ncclRedOp_t op;
+    OK(ncclRedOpCreatePreMulSum(&op, &s, ncclFloat32, ncclScalarHostImmediate, c));
+    float f[4] = {1, 2, 3, 4}, g[4];
+    OK(ncclReduceScatter(f, g, 4 / n, ncclFloat32, op, c, NULL));
+    OK(ncclRedOpDestroy(op, c));
+    /* Data movement of the same type stays on topoplan. */
+    OK(ncclAllGather(a, b, 16 / n, ncclFloat8e5m2, c, NULL));
+  } else {
+    CHECK(r == ncclInvalidUsage, "fp8 all-reduce without NCCL -> %d", r);
+    const char* m = ncclGetLastError(c);
+    CHECK(has(m, "ncclAllReduce needs NCCL") && has(m, "float8e4m3") && has(m, "TOPOPLAN_NCCL_LIB"),
+          "message \"%s\"", m);
+  }
+  OK(ncclCommDestroy(c));
+  return failures;
+}
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "abi";
+  int n = argc > 2 ? atoi(argv[2]) : 3;
+  int bad;
+  if (!strcmp(mode, "abi")) bad = mode_abi();
+  else if (!strcmp(mode, "ranks")) bad = spawn(n, rank_main);
+  else if (!strcmp(mode, "onethread")) bad = mode_onethread();
+  else if (!strcmp(mode, "killed")) bad = spawn(2, killed_main);
+  else if (!strcmp(mode, "forward") || !strcmp(mode, "noforward")) bad = spawn(2, forward_main);
+  else {
+    fprintf(stderr, "unknown mode %s\n", mode);
+    return 2;
+  }
+  if (bad) fprintf(stderr, "%s: %d failure(s)\n", mode, bad);
+  else printf("%s: all checks passed\n", mode);
+  return bad ? 1 : 0;
+}

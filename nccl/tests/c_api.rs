@@ -1,0 +1,186 @@
+//! Builds `tests/c/check.c` with the system C compiler against `include/nccl.h`, links it with
+//! this crate's `libnccl.so`, and runs each of its modes (see the file's header). The forward
+//! mode also builds `tests/c/fake_nccl.c` as the "real" NCCL and reads what it was called with.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+fn manifest() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A directory where the freshly built library (target/<profile>/libnccl.so) answers to its
+/// soname, `libnccl.so.2`, as an installed one does.
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let built = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>")
+        .join("libnccl.so");
+    assert!(built.exists(), "no {}", built.display());
+    let dir = std::env::temp_dir().join(format!("topoplan-nccl-lib-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in ["libnccl.so", "libnccl.so.2"] {
+        let link = dir.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&built, &link).unwrap();
+    }
+    dir
+}
+
+fn cc(args: &[&str]) {
+    let out = Command::new("cc")
+        .args(args)
+        .output()
+        .expect("the system C compiler (cc)");
+    assert!(
+        out.status.success(),
+        "cc {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `check`, compiled once per test binary.
+fn check_binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let out = std::env::temp_dir().join(format!("topoplan-nccl-check-{}", std::process::id()));
+        let lib = lib_dir();
+        let src = manifest().join("tests/c/check.c");
+        let inc = format!("-I{}", manifest().join("include").display());
+        let l = format!("-L{}", lib.display());
+        let rpath = format!("-Wl,-rpath,{}", lib.display());
+        cc(&[
+            "-std=c11",
+            "-Wall",
+            "-Werror",
+            "-O1",
+            &inc,
+            src.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            &l,
+            &rpath,
+            "-lnccl",
+            "-ldl",
+        ]);
+        out
+    })
+}
+
+fn run(mode: &str, envs: &[(&str, &str)]) -> String {
+    let mut c = Command::new(check_binary());
+    c.arg(mode)
+        .env("TOPOPLAN_TIMEOUT", "20s")
+        .env("TOPOPLAN_DEBUG", "NONE");
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    let out = c.output().expect("running check");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "check {mode} failed:\n{text}");
+    assert!(text.contains("all checks passed"), "{text}");
+    text
+}
+
+#[test]
+fn abi_symbols_and_argument_checks() {
+    run("abi", &[]);
+}
+
+#[test]
+fn every_collective_across_processes() {
+    let out = Command::new(check_binary())
+        .args(["ranks", "3"])
+        .env("TOPOPLAN_TIMEOUT", "60s")
+        .env("TOPOPLAN_DEBUG", "NONE")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn two_ranks_from_one_thread_in_groups() {
+    run("onethread", &[]);
+}
+
+#[test]
+fn a_killed_rank_is_a_remote_error_and_abort_returns() {
+    run("killed", &[]);
+}
+
+#[test]
+fn without_a_real_nccl_unsupported_calls_say_why() {
+    run(
+        "noforward",
+        &[("TOPOPLAN_NCCL_LIB", "/nonexistent/libnccl.so.2")],
+    );
+}
+
+#[test]
+fn unsupported_reductions_are_forwarded_to_the_real_nccl() {
+    let dir = std::env::temp_dir().join(format!("topoplan-fake-nccl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let so = dir.join("libfakenccl.so");
+    let src = manifest().join("tests/c/fake_nccl.c");
+    cc(&[
+        "-shared",
+        "-fPIC",
+        "-O1",
+        src.to_str().unwrap(),
+        "-o",
+        so.to_str().unwrap(),
+    ]);
+    let log = dir.join("calls.log");
+    let _ = std::fs::remove_file(&log);
+    run(
+        "forward",
+        &[
+            ("TOPOPLAN_NCCL_LIB", so.to_str().unwrap()),
+            ("FAKE_NCCL_LOG", log.to_str().unwrap()),
+            ("CHECK_EXPECT_FORWARD", "1"),
+        ],
+    );
+    let calls = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = calls.lines().collect();
+    let count = |s: &str| lines.iter().filter(|l| l.contains(s)).count();
+    // One NCCL id, made by rank 0 and handed to both ranks over topoplan's own communicator.
+    assert_eq!(count("GetUniqueId"), 1, "{calls}");
+    let ids: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.contains("CommInitRank"))
+        .map(|l| l.rsplit("id=").next().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 2, "{calls}");
+    assert_eq!(
+        ids[0], ids[1],
+        "both ranks joined NCCL with the same id:\n{calls}"
+    );
+    assert!(ids[0].starts_with("FAKE-ID-"), "{calls}");
+    assert_eq!(count("AllReduce count=16 type=10 op=0"), 2, "{calls}");
+    assert_eq!(
+        count("RedOpCreatePreMulSum type=7 residence=1 scalar=2"),
+        2,
+        "{calls}"
+    );
+    assert_eq!(count("ReduceScatter count=2 type=7 op=17"), 2, "{calls}");
+    assert_eq!(count("RedOpDestroy op=17"), 2, "{calls}");
+    assert_eq!(
+        count("AllGather"),
+        0,
+        "data movement stays on topoplan:\n{calls}"
+    );
+    assert_eq!(count("CommDestroy"), 2, "{calls}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
