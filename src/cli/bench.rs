@@ -12,6 +12,7 @@ use runtime::cuda::{device, harness_mp, schedules, CudaError};
 use runtime::{DataType, ReduceOp};
 
 mod procs;
+pub mod report;
 use procs::{run_child, run_parent, MP_RANK_VAR};
 
 #[derive(clap::Args, Debug)]
@@ -100,6 +101,21 @@ pub struct Args {
     /// CUDA IPC; one-shot (direct) schedules only; takes --vs-nccl and --cuda-graph.
     #[arg(long = "procs")]
     pub procs: bool,
+    /// Also write the measured tables to FILE as JSON (format `topoplan-bench/1`).
+    #[arg(long = "json", value_name = "FILE")]
+    pub json: Option<std::path::PathBuf>,
+    /// Also draw ours against NCCL (busbw and time per size, out of place and in place) into
+    /// FILE.svg.
+    #[arg(long = "plot", value_name = "FILE.svg")]
+    pub plot: Option<std::path::PathBuf>,
+    /// Measure nothing: read the tables from a JSON file written by --json (no GPU needed) and
+    /// write them with --plot / --json.
+    #[arg(long = "from-json", value_name = "FILE", conflicts_with = "from_log")]
+    pub from_json: Option<std::path::PathBuf>,
+    /// Measure nothing: read the tables from the text output of a `topoplan bench` run (a
+    /// recorded log) and write them with --plot / --json.
+    #[arg(long = "from-log", value_name = "FILE")]
+    pub from_log: Option<std::path::PathBuf>,
 }
 
 /// How the ranks run: all GPUs from this process, or this process is one rank of `--procs`.
@@ -179,6 +195,9 @@ fn list<T: Copy>(
 }
 
 pub fn run(a: Args) -> CliResult {
+    if let Some(src) = a.from_json.as_deref().or(a.from_log.as_deref()) {
+        return convert(&a, src);
+    }
     if !a.procs {
         return run_configs(&a, &mut Mode::Single);
     }
@@ -200,8 +219,37 @@ pub fn run(a: Args) -> CliResult {
     }
 }
 
+/// `--from-json` / `--from-log`: writes what `--json` / `--plot` ask for from a recorded run.
+fn convert(a: &Args, src: &std::path::Path) -> CliResult {
+    if a.json.is_none() && a.plot.is_none() {
+        return Err(CliError::input(
+            "--from-json and --from-log need --plot FILE.svg or --json FILE",
+        ));
+    }
+    let r = if a.from_json.is_some() {
+        report::Report::load(src)?
+    } else {
+        report::Report::from_log(src)?
+    };
+    write_report(a, &r)
+}
+
+fn write_report(a: &Args, r: &report::Report) -> CliResult {
+    if let Some(p) = &a.json {
+        r.save(p)?;
+    }
+    if let Some(p) = &a.plot {
+        report::plot(r, p)?;
+    }
+    Ok(())
+}
+
 fn effective_algo(a: &Args) -> String {
-    params::ALGO.string().ok().flatten().unwrap_or(a.algo.clone())
+    params::ALGO
+        .string()
+        .ok()
+        .flatten()
+        .unwrap_or(a.algo.clone())
 }
 
 fn run_configs(a: &Args, mode: &mut Mode) -> CliResult {
@@ -226,13 +274,15 @@ fn run_configs(a: &Args, mode: &mut Mode) -> CliResult {
     };
     let mut total_wrong = 0i64;
     let mut configs = 0;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut rep = report::Report::new(format!("topoplan {}", args.join(" ")));
     for &kind in &kinds {
         for &dtype in &dtypes {
             for (i, &op) in ops.iter().enumerate() {
                 if !kind.reduces() && i > 0 {
                     continue; // the operator does not matter: run once
                 }
-                total_wrong += run_one(a, kind, dtype, op, mode)?;
+                total_wrong += run_one(a, kind, dtype, op, mode, &mut rep)?;
                 configs += 1;
             }
         }
@@ -241,6 +291,12 @@ fn run_configs(a: &Args, mode: &mut Mode) -> CliResult {
         "# summary: {configs} configuration(s), {total_wrong} wrong element(s): {}",
         if total_wrong == 0 { "OK" } else { "FAILED" }
     );
+    // Under --procs every rank runs this; rank 0 (whose output is printed) writes the files.
+    let writes =
+        !matches!(mode, Mode::Procs { .. }) || std::env::var(MP_RANK_VAR).is_ok_and(|r| r == "0");
+    if writes {
+        write_report(a, &rep)?;
+    }
     if total_wrong > 0 {
         return Err(CliError::failure(format!("{total_wrong} wrong elements")));
     }
@@ -253,6 +309,7 @@ fn run_one(
     dtype: DataType,
     op: ReduceOp,
     mode: &mut Mode,
+    rep: &mut report::Report,
 ) -> Result<i64, CliError> {
     let algo = effective_algo(a);
     if !schedules::ALGOS.contains(&algo.as_str()) {
@@ -354,6 +411,16 @@ fn run_one(
         for r in &rows {
             total_wrong += r.oop.wrong.max(0) + r.ip.wrong.max(0);
         }
+        rep.tables.push(report::Table {
+            collective: kind.name().into(),
+            ngpus: a.ngpus,
+            procs: matches!(mode, Mode::Procs { .. }),
+            dtype: dtype.nccl_name().into(),
+            op: op.name().into(),
+            algo: algo.clone(),
+            cuda_graph: a.cuda_graph,
+            rows: rows.iter().map(Into::into).collect(),
+        });
         let wrong: i64 = rows
             .iter()
             .map(|r| r.oop.wrong.max(0) + r.ip.wrong.max(0))
