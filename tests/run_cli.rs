@@ -1,4 +1,5 @@
-//! `topoplan run`: checked runs print nccl-tests columns with #wrong 0; bad input exits 2.
+//! `topoplan run`: checked runs print nccl-tests columns with #wrong 0; bad input exits 2; the
+//! multi-process launcher's hand-off of rank 0's address.
 
 use std::process::Command;
 
@@ -132,10 +133,9 @@ fn bad_input_exits_2_with_a_clear_message() {
     }
 }
 
-/// A rank 0 whose address is taken exits with its own code (75), which the `--mode procs`
-/// launcher retries on another port, and says which address.
+/// A rank 0 whose given address is taken fails at once (exit 1) and names the address.
 #[test]
-fn rank_0_on_a_taken_port_exits_75() {
+fn rank_0_on_a_taken_port_names_the_address() {
     let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = held.local_addr().unwrap().port().to_string();
     let o = Command::new(env!("CARGO_BIN_EXE_topoplan"))
@@ -145,14 +145,55 @@ fn rank_0_on_a_taken_port_exits_75() {
         .env("WORLD_SIZE", "2")
         .env("MASTER_ADDR", "127.0.0.1")
         .env("MASTER_PORT", &port)
+        .env("TOPOPLAN_TIMEOUT", "5s")
         .env_remove("TOPOPLAN_UNIQUE_ID")
+        .env_remove("TOPOPLAN_UNIQUE_ID_FILE")
         .output()
         .expect("run topoplan");
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(75), "{err}");
+    assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
         err.contains(&format!("127.0.0.1:{port}")) && err.contains("in use"),
         "{err}"
     );
     drop(held);
+}
+
+/// Rank 0 at port 0 writes the id it listens at to the file its launcher named, with the port
+/// it got; without such a file it is refused (no other rank could find it).
+#[test]
+fn rank_0_at_port_0_reports_its_id_or_is_refused() {
+    let run = |file: Option<&std::path::Path>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_topoplan"));
+        c.args(["run", "--ranks", "2", "-b", "1K", "-e", "1K", "--from-env"])
+            .env("RANK", "0")
+            .env("WORLD_SIZE", "2")
+            .env("MASTER_ADDR", "127.0.0.1")
+            .env("MASTER_PORT", "0")
+            .env("TOPOPLAN_TIMEOUT", "1s")
+            .env_remove("TOPOPLAN_UNIQUE_ID")
+            .env_remove("TOPOPLAN_UNIQUE_ID_FILE");
+        if let Some(f) = file {
+            c.env("TOPOPLAN_UNIQUE_ID_FILE", f);
+        }
+        c.output().expect("run topoplan")
+    };
+    let o = run(None);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("TOPOPLAN_UNIQUE_ID_FILE"), "{err}");
+    // With the file: the id is written, then rank 0 times out waiting for rank 1 (exit 1).
+    let f = std::env::temp_dir().join(format!("topoplan-run-cli-id-{}", std::process::id()));
+    let o = run(Some(&f));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("waiting for ranks [1]"), "{err}");
+    let id = std::fs::read_to_string(&f).expect("rank 0 wrote its id");
+    let _ = std::fs::remove_file(&f);
+    let port = id.trim().rsplit_once(':').expect("host:port").1;
+    assert!(
+        id.starts_with("topoplan1:") && id.contains("@127.0.0.1:"),
+        "{id}"
+    );
+    assert_ne!(port.parse::<u16>().expect("a port"), 0, "{id}");
 }

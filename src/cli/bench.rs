@@ -37,8 +37,8 @@ rank 0 prints the table (times: the slowest rank). With --vs-nccl each process a
 runs under MPI; --cuda-graph captures and replays the calls there too. Buffers are registered with every rank \
 (CudaProcComm::register), so from 512 KiB to 16 MiB all-reduce reads the peers' inputs (pull mode) as in one \
 process, and from 512 MiB a 2-GPU all-reduce runs on the copy engines as well. The memory lines are each rank's \
-figures, the largest over ranks. TOPOPLAN_TIMEOUT bounds each bootstrap wait (default 600 s); if rank 0's port \
-is taken before it listens, the ranks start again on another. Example:\n  \
+figures, the largest over ranks. TOPOPLAN_TIMEOUT bounds each bootstrap wait (default 600 s); rank 0 starts first, \
+on a port the OS chooses, and the others join at the address it listens at. Example:\n  \
 topoplan bench -g 2 --procs -b 8 -e 1G -f 4 -c 1 --vs-nccl"
 )]
 pub struct Args {
@@ -212,7 +212,6 @@ pub fn run(a: Args) -> CliResult {
                     CliError::Failure(m)
                 }
                 CliError::Failure(m) => CliError::Failure(format!("rank {rank}: {m}")),
-                CliError::AddressInUse(m) => CliError::AddressInUse(format!("rank {rank}: {m}")),
             })
         }
         Err(_) => run_parent(&a),

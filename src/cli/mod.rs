@@ -1,6 +1,7 @@
 //! One module per subcommand. Each defines `Args` (clap) and `run(Args) -> CliResult`.
 
 pub mod error;
+pub mod launch;
 pub mod sizes;
 
 pub mod bench;

@@ -1,7 +1,8 @@
 //! `topoplan run`: execute collectives with the runtime, check every element against the serial
 //! reference, and print an nccl-tests style table.
 
-use super::error::{retry_taken_port, CliError, CliResult, EXIT_ADDRESS_IN_USE};
+use super::error::{CliError, CliResult};
+use super::launch::start_ranks;
 use super::sizes::parse_size;
 use planner::schedule::{CollectiveKind, Protocol};
 use runtime::check::{collective_for, Case};
@@ -17,9 +18,9 @@ use std::process::{Command, Stdio};
 against topoplan's serial reference, and prints nccl-tests' columns: size, count, type, redop, root, then time, \
 algbw, busbw and #wrong for out-of-place and in-place runs.\n\n\
 Ranks are threads of this process (--mode threads, like ncclCommInitAll) or separate processes on this host \
-(--mode procs: topoplan starts N copies of itself with torchrun-style RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, \
-joined over shared memory or, with --transport tcp, over TCP). Under torchrun, pass --from-env and every process \
-becomes the rank its environment names.\n\n\
+(--mode procs: topoplan starts N copies of itself with torchrun-style RANK/WORLD_SIZE, rank 0 first on a port the \
+OS chooses, the others with the id it listens at in TOPOPLAN_UNIQUE_ID, joined over shared memory or, with \
+--transport tcp, over TCP). Under torchrun, pass --from-env and every process becomes the rank its environment names.\n\n\
 Input data are random small integers (never zero), so every reduction order gives the exact reference result and \
 #wrong must be 0. The exit status is 1 if any element is wrong or a collective fails.\n\n\
 Examples:\n  topoplan run --backend cpu --ranks 4 --collective all-reduce -b 8 -e 64M -f 4\n  \
@@ -396,8 +397,6 @@ fn describe(comm: &mut Communicator, p: &Plan, root: u32) -> String {
 fn comm_err(e: CommError) -> CliError {
     if e.is_usage() {
         CliError::input(e)
-    } else if e.is_address_in_use() {
-        CliError::AddressInUse(e.to_string())
     } else {
         CliError::failure(e)
     }
@@ -410,7 +409,7 @@ pub fn run(a: Args) -> CliResult {
     }
     match a.mode.as_str() {
         "threads" => run_threads(&a, &p),
-        "procs" => run_procs(&a),
+        "procs" => run_procs(&a, &p),
         m => Err(CliError::input(format!(
             "--mode {m:?}: expected threads or procs"
         ))),
@@ -467,8 +466,7 @@ fn finish(wrong: u64) -> CliResult {
 fn run_from_env(a: &Args, p: &Plan) -> CliResult {
     let env = runtime::EnvRank::from_lookup(|k| std::env::var(k).ok())
         .map_err(|e| CliError::input(e.to_string()))?;
-    let mut comm = Communicator::init_rank(&env.id, env.world_size, env.rank, p.cfg.clone())
-        .map_err(comm_err)?;
+    let mut comm = Communicator::from_env_rank(&env, p.cfg.clone()).map_err(comm_err)?;
     let n = comm.nranks();
     if matches!(p.kind, CollectiveKind::Broadcast | CollectiveKind::Reduce) && a.root >= n {
         return Err(CliError::input(format!(
@@ -500,63 +498,41 @@ fn run_from_env(a: &Args, p: &Plan) -> CliResult {
     finish(wrong)
 }
 
-fn run_procs(a: &Args) -> CliResult {
-    retry_taken_port(|| launch_ranks(a))
-}
-
-/// Starts every rank once on a freshly chosen port and waits for them; `None` when rank 0 found
-/// the port taken (the others are stopped: they would wait for it until their timeout).
-fn launch_ranks(a: &Args) -> Result<Option<CliResult>, CliError> {
+fn run_procs(a: &Args, p: &Plan) -> CliResult {
     let exe = std::env::current_exe()
         .map_err(|e| CliError::failure(format!("cannot find my own binary: {e}")))?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| CliError::failure(format!("no free port: {e}")))?
-        .port();
-    // Re-run this command line as every rank, with --from-env added.
+    // Re-run this command line as every rank, with --from-env added. Rank 0 binds a port the
+    // OS chooses and hands its id to the others (`launch::start_ranks`).
     let args: Vec<String> = std::env::args()
         .skip(1)
         .chain(["--from-env".to_string()])
         .collect();
-    let mut kids: Vec<std::process::Child> = (0..a.ranks)
-        .map(|r| {
-            Command::new(&exe)
-                .args(&args)
-                .env("RANK", r.to_string())
-                .env("LOCAL_RANK", r.to_string())
-                .env("WORLD_SIZE", a.ranks.to_string())
-                .env("MASTER_ADDR", "127.0.0.1")
-                .env("MASTER_PORT", port.to_string())
-                .env_remove("TOPOPLAN_UNIQUE_ID")
-                .stdout(if r == 0 {
-                    Stdio::inherit()
-                } else {
-                    Stdio::null()
-                })
-                .stderr(Stdio::inherit())
-                .spawn()
-        })
-        .collect::<Result<_, _>>()
-        .map_err(|e| CliError::failure(format!("starting ranks: {e}")))?;
+    let mut kids = start_ranks(a.ranks, "TOPOPLAN_UNIQUE_ID", p.cfg.timeout, |r| {
+        let mut c = Command::new(&exe);
+        c.args(&args)
+            .env("RANK", r.to_string())
+            .env("LOCAL_RANK", r.to_string())
+            .env("WORLD_SIZE", a.ranks.to_string())
+            .stdout(if r == 0 {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
+            .stderr(Stdio::inherit());
+        c
+    })?;
     let mut worst = 0;
-    for r in 0..kids.len() {
-        let st = kids[r]
+    for (r, k) in kids.iter_mut().enumerate() {
+        let st = k
             .wait()
             .map_err(|e| CliError::failure(format!("rank {r}: {e}")))?;
-        if r == 0 && st.code() == Some(EXIT_ADDRESS_IN_USE) {
-            for k in &mut kids[1..] {
-                let _ = k.kill();
-                let _ = k.wait();
-            }
-            return Ok(None);
-        }
         if !st.success() {
             worst = worst.max(st.code().unwrap_or(1));
         }
     }
-    Ok(Some(match worst {
+    match worst {
         0 => Ok(()),
         2 => Err(CliError::input("a rank rejected its input (see above)")),
         _ => Err(CliError::failure("a rank failed (see above)")),
-    }))
+    }
 }

@@ -3,12 +3,13 @@
 //! CUDA IPC (`runtime::cuda::ipc`) and runs the configurations like the one-process bench.
 
 use super::{effective_algo, map_err, run_configs, Args, Mode};
-use crate::cli::error::{retry_taken_port, CliError, CliResult, EXIT_ADDRESS_IN_USE};
+use crate::cli::error::{CliError, CliResult};
+use crate::cli::launch::start_ranks;
 use planner::schedule::CollectiveKind;
 use runtime::bootstrap::{self, PeerInfo, UniqueId};
 use runtime::cuda::ipc::CudaProcComm;
 use runtime::cuda::{device, direct, schedules};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 /// Set by the `--procs` parent in each child: its rank, and the bootstrap's unique id.
 pub(super) const MP_RANK_VAR: &str = params::BENCH_MP_RANK.name;
@@ -71,49 +72,28 @@ pub(super) fn run_parent(a: &Args) -> CliResult {
             "no CUDA driver on this machine (libcuda.so not found): `topoplan bench` needs GPUs",
         ));
     }
-    retry_taken_port(|| launch(a))
+    launch(a)
 }
 
-/// Starts every rank once, on a freshly chosen port, and waits for them; `None` when rank 0
-/// found the port taken (the others are stopped: they would wait for it until their timeout).
-fn launch(a: &Args) -> Result<Option<CliResult>, CliError> {
-    // A free port for rank 0's rendezvous (released at once; rank 0 binds it again).
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| CliError::failure(format!("finding a free port on 127.0.0.1: {e}")))?
-        .port();
-    let id = UniqueId::new(format!("127.0.0.1:{port}"));
+/// Starts every rank (rank 0 first, on a port the OS chooses: `launch::start_ranks`) and waits
+/// for them.
+fn launch(a: &Args) -> CliResult {
     let exe = std::env::current_exe()
         .map_err(|e| CliError::failure(format!("finding this executable: {e}")))?;
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let mut children: Vec<Child> = Vec::new();
-    for r in 0..a.ngpus {
-        let spawned = Command::new(&exe)
-            .args(&args)
+    let mut children = start_ranks(a.ngpus as u32, MP_ID_VAR, bootstrap_timeout()?, |r| {
+        let mut c = Command::new(&exe);
+        c.args(&args)
             .env(MP_RANK_VAR, r.to_string())
-            .env(MP_ID_VAR, id.to_string())
             .stdin(Stdio::null())
             .stdout(if r == 0 {
                 Stdio::inherit()
             } else {
                 Stdio::null()
             })
-            .stderr(Stdio::inherit())
-            .spawn();
-        match spawned {
-            Ok(c) => children.push(c),
-            Err(e) => {
-                for c in &mut children {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                }
-                return Ok(Some(Err(CliError::failure(format!(
-                    "starting rank {r} ({}): {e}",
-                    exe.display()
-                )))));
-            }
-        }
-    }
+            .stderr(Stdio::inherit());
+        c
+    })?;
     let mut status: Vec<Option<ExitStatus>> = vec![None; children.len()];
     let mut stopped = vec![false; children.len()];
     let mut first_failure: Option<(usize, Instant)> = None;
@@ -127,14 +107,6 @@ fn launch(a: &Args) -> Result<Option<CliResult>, CliError> {
                     status[r] = Some(st);
                 }
             }
-        }
-        if status[0].is_some_and(|st| st.code() == Some(EXIT_ADDRESS_IN_USE)) {
-            // The others would wait for rank 0 until their timeout.
-            for c in &mut children {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-            return Ok(None);
         }
         if status.iter().all(Option::is_some) {
             break;
@@ -166,7 +138,7 @@ fn launch(a: &Args) -> Result<Option<CliResult>, CliError> {
             None => failed.push(format!("rank {r}: exit status unknown")),
         }
     }
-    Ok(Some(if failed.is_empty() {
+    if failed.is_empty() {
         Ok(())
     } else {
         Err(CliError::failure(format!(
@@ -174,7 +146,18 @@ fn launch(a: &Args) -> Result<Option<CliResult>, CliError> {
             a.ngpus,
             failed.join("; ")
         )))
-    }))
+    }
+}
+
+/// `TOPOPLAN_TIMEOUT`, which bounds every bootstrap wait (rank 0's id file among them).
+fn bootstrap_timeout() -> Result<Duration, CliError> {
+    Ok(runtime::Config::from_lookup(|k| {
+        (k == "TOPOPLAN_TIMEOUT")
+            .then(|| std::env::var(k).ok())
+            .flatten()
+    })
+    .map_err(|e| CliError::input(e.to_string()))?
+    .timeout)
 }
 
 /// One rank of `--procs`: bootstrap with the other ranks, map their buffers, run the configs.
@@ -199,13 +182,7 @@ pub(super) fn run_child(a: &Args, rank: u32) -> CliResult {
             std::process::exit(1);
         }
     });
-    let timeout = runtime::Config::from_lookup(|k| {
-        (k == "TOPOPLAN_TIMEOUT")
-            .then(|| std::env::var(k).ok())
-            .flatten()
-    })
-    .map_err(|e| CliError::input(e.to_string()))?
-    .timeout;
+    let timeout = bootstrap_timeout()?;
     // The rendezvous wants a bound data-plane listener; nothing connects to it in this mode.
     let listener = std::net::TcpListener::bind("127.0.0.1:0")
         .map_err(|e| CliError::failure(format!("binding a listener: {e}")))?;
@@ -225,13 +202,18 @@ pub(super) fn run_child(a: &Args, rank: u32) -> CliResult {
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     let fingerprint = runtime::config::fnv1a(args.join("\0").as_bytes());
-    let mut rv = bootstrap::rendezvous(&id, rank, n, fingerprint, info, timeout).map_err(|e| {
-        if matches!(e, bootstrap::BootstrapError::AddressInUse { .. }) {
-            CliError::AddressInUse(format!("bootstrap: {e}"))
-        } else {
-            CliError::failure(format!("bootstrap: {e}"))
-        }
-    })?;
+    // Rank 0 binds first and, under the `--procs` parent, hands it the id it listens at.
+    let joined = if rank == 0 {
+        bootstrap::RootListener::bind(&id.addr, id.secret).and_then(|root| {
+            if let Ok(f) = std::env::var(bootstrap::ID_FILE_VAR) {
+                root.publish(std::path::Path::new(&f))?;
+            }
+            bootstrap::rendezvous_root(root, n, fingerprint, info, timeout)
+        })
+    } else {
+        bootstrap::rendezvous(&id, rank, n, fingerprint, info, timeout)
+    };
+    let mut rv = joined.map_err(|e| CliError::failure(format!("bootstrap: {e}")))?;
     // The context first (the communicator retains the same primary context), so that "before"
     // excludes the context itself, as in one process.
     let ctx = runtime::cuda::device::open_devices(&[rank as usize]).map_err(map_err)?;
