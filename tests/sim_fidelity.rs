@@ -63,7 +63,7 @@ fn of(r: &[sim::fidelity::Row], p: planner::schedule::Protocol) -> Vec<sim::fide
 }
 
 /// The executor model with its defaults (`sim::ExecParams::default()`, fitted on these points by
-/// `cargo run --release -p sim --example exec_fit`) predicts this session's direct-push one-shot
+/// `cargo run --release -p sim --example exec_fit`) predicts the direct-push one-shot
 /// all-reduce with relaxed credits on 2×H200 (`OWN_DIRECT_H200X2`: LL 8 B–512 KiB, Simple
 /// 1 MiB–1 GiB, `docs/measurements/2026-11-30-h200x2-push-relaxed-credits/perf.log`) within the fit's worst error rounded
 /// up to the next percent: LL 6.6% → 7%, Simple 4.6% → 5% (docs/fidelity.md).

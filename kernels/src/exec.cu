@@ -141,7 +141,7 @@ struct OpMax { static __device__ __forceinline__ C f(C a, C b) {
 // bits come cheaper: a float times the exact 2^-k rounds the same real value once, as the
 // division does; an integer shifts, biased for negatives so it truncates towards zero as `/`
 // does. The IEEE division's slow-path call also kept the vector loops from overlapping their
-// loads (average ran 20-44 % behind sum on 2xH200; 0-5 % since, session 15).
+// loads (average ran 20-44 % behind sum on 2xH200; 0-5 % with the multiply).
 __device__ __forceinline__ C tp_div(C a, u32 n) {
   const bool pow2 = (n & (n - 1)) == 0;
 #ifdef TP_FLOAT
