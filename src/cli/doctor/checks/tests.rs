@@ -1,1 +1,131 @@
+//! Checks on small inputs built in place (the corpus tests in tests/doctor_cli.rs run the rest).
+
 use super::*;
+use crate::cli::doctor::input::from_bytes;
+use crate::cli::doctor::{env, nccl_log};
+
+fn log(text: &str) -> NcclLog {
+    nccl_log::parse(&from_bytes("t.log", text.as_bytes().to_vec()).unwrap()).unwrap()
+}
+
+fn envf(text: &str) -> Env {
+    env::Env::parse(&from_bytes("t.env", text.as_bytes().to_vec()).unwrap()).unwrap()
+}
+
+fn checks(i: &Inputs) -> Vec<&'static str> {
+    run_all(i).iter().map(|f| f.check).collect()
+}
+
+const FOUR_RANKS: &str = "\
+h:1:1 [0] NCCL INFO ncclCommInitRankConfig comm 0x1 rank 0 nranks 4 cudaDev 0 busId 1000 commId 0x9 - Init COMPLETE
+h:2:2 [1] NCCL INFO ncclCommInitRankConfig comm 0x2 rank 1 nranks 4 cudaDev 1 busId 2000 commId 0x9 - Init COMPLETE
+h:3:3 [2] NCCL INFO ncclCommInitRankConfig comm 0x3 rank 2 nranks 4 cudaDev 2 busId 3000 commId 0x9 - Init COMPLETE
+h:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 4 nNodes 1 localRanks 4 localRank 0 MNNVL 0
+";
+
+#[test]
+fn ranks_missing_from_a_one_node_log() {
+    let i = Inputs {
+        log: Some(log(FOUR_RANKS)),
+        ..Default::default()
+    };
+    let f = launch::ranks_joined(&i);
+    assert_eq!(f.len(), 1);
+    assert!(
+        f[0].title.starts_with("3 of 4 ranks completed"),
+        "{}",
+        f[0].title
+    );
+    assert!(f[0].title.ends_with("missing: 3"));
+    // One process's log is partial, not missing ranks.
+    let one = FOUR_RANKS
+        .lines()
+        .filter(|l| l.starts_with("h:1:"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let i = Inputs {
+        log: Some(log(&one)),
+        ..Default::default()
+    };
+    assert!(launch::ranks_joined(&i).is_empty());
+}
+
+#[test]
+fn loopback_master_on_one_node_is_fine() {
+    let i = Inputs {
+        env: envf("MASTER_ADDR=127.0.0.1\nWORLD_SIZE=8\nLOCAL_WORLD_SIZE=8\n"),
+        ..Default::default()
+    };
+    assert!(checks(&i).is_empty());
+    let i = Inputs {
+        env: envf("MASTER_ADDR=127.0.0.1\nWORLD_SIZE=16\nLOCAL_WORLD_SIZE=8\n"),
+        ..Default::default()
+    };
+    assert_eq!(checks(&i), vec!["master-addr"]);
+    // Node count unknown: no verdict.
+    let i = Inputs {
+        env: envf("MASTER_ADDR=localhost\n"),
+        ..Default::default()
+    };
+    assert!(checks(&i).is_empty());
+}
+
+#[test]
+fn socket_ifname_severity_follows_the_node_count() {
+    let one = Inputs {
+        env: envf("NCCL_SOCKET_IFNAME=lo\nWORLD_SIZE=8\nLOCAL_WORLD_SIZE=8\n"),
+        ..Default::default()
+    };
+    let f = net::socket_ifname(&one);
+    assert_eq!(f[0].severity, crate::cli::doctor::finding::Severity::Info);
+    let many = Inputs {
+        env: envf("NCCL_SOCKET_IFNAME=lo\nWORLD_SIZE=16\nLOCAL_WORLD_SIZE=8\n"),
+        ..Default::default()
+    };
+    assert_eq!(
+        net::socket_ifname(&many)[0].severity,
+        crate::cli::doctor::finding::Severity::Error
+    );
+    // Exclusion lists and real interfaces are not judged.
+    let ex = Inputs {
+        env: envf("NCCL_SOCKET_IFNAME=^docker0,lo\nWORLD_SIZE=16\nLOCAL_WORLD_SIZE=8\n"),
+        ..Default::default()
+    };
+    assert!(net::socket_ifname(&ex).is_empty());
+    let ok = Inputs {
+        env: envf("NCCL_SOCKET_IFNAME==eth0\nWORLD_SIZE=16\nLOCAL_WORLD_SIZE=8\n"),
+        ..Default::default()
+    };
+    assert!(net::socket_ifname(&ok).is_empty());
+}
+
+#[test]
+fn zero_valued_switches_are_not_findings() {
+    let i = Inputs {
+        env: envf("NCCL_P2P_DISABLE=0\nNCCL_IB_DISABLE=0\nNCCL_SHM_DISABLE=0\n"),
+        ..Default::default()
+    };
+    assert!(checks(&i).is_empty());
+    assert!(truthy("1") && truthy("true") && !truthy("0") && !truthy(""));
+}
+
+#[test]
+fn non_integer_rank_variables_are_findings() {
+    let i = Inputs {
+        env: envf("RANK=zero\nWORLD_SIZE=2\n"),
+        ..Default::default()
+    };
+    let f = launch::rank_world(&i);
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].title, "RANK=zero is not an integer");
+}
+
+#[test]
+fn nccl_warnings_skip_the_duplicate_gpu_one() {
+    let i = Inputs {
+        log: Some(log("h:1:1 [0] init.cc:1 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000\nh:1:1 [0] misc/socket.cc:5 NCCL WARN socketConnect: Connect to 10.0.0.2<1> failed : Connection refused\n")),
+        ..Default::default()
+    };
+    assert_eq!(checks(&i), vec!["duplicate-gpu", "nccl-warn"]);
+    assert_eq!(perf::nccl_warnings(&i)[0].evidence.len(), 1);
+}
