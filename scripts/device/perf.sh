@@ -47,7 +47,7 @@ for what in "${@:-allreduce others}"; do
             sec sweep 60 "$v" bench -g "$G" ${SWEEP_ARGS:--b 512M -e 512M -w 3 -n 20 --runs 5 -c 0}
           done
         done
-        grep -E '^\+|^ +[0-9]+ ' "$OUT/sweep.log" | awk '/^\+/ {printf "\n%-34s", $2; next} {printf "%s: %s ip %s  ", $1, $9, $13}'; echo ;;
+        grep -E '^\+|^ +[0-9]+ ' "$OUT/sweep.log" | awk '/^\+/ {printf "\n%-34s", ($2 == "topoplan") ? "default" : $2; next} {printf "%s: %s ip %s  ", $1, $9, $13}'; echo ;;
       *) echo "perf.sh: unknown part \`$w\` (allreduce, others, graph, ce, sweep)" >&2; exit 2 ;;
     esac
   done

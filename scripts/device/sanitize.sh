@@ -16,6 +16,7 @@ T=${SAN_T:-150}
 LOG="$OUT/sanitize.log"
 if ! command -v compute-sanitizer >/dev/null; then echo "sanitize.sh: compute-sanitizer not found" >&2; exit 2; fi
 bad=0
+: >> "$LOG"
 san() { # san TOOL "ENV=.." ARGS...
   local tool=$1 envs=$2; shift 2
   echo "+ $envs compute-sanitizer --tool $tool topoplan $*" >> "$LOG"
