@@ -6,6 +6,7 @@
 //!   ([`ce`]) overlaps peer copies with reduce kernels; [`ce_pair`] runs the two-rank copy-engine
 //!   all-reduce with stream memory operations for the cross-GPU waits;
 //! - [`device`]: contexts, peer access, `cuMemAlloc` buffers, NVRTC compilation;
+//! - [`residency`]: the CTAs each rank may launch when several ranks share a GPU;
 //! - [`ipc::CudaProcComm`]: one process per GPU, peers' direct-path buffers mapped through CUDA
 //!   IPC handles exchanged over the bootstrap ([`harness_mp`] benchmarks it);
 //! - [`nccl`]: NCCL loaded through cudarc, the baseline `topoplan bench --vs-nccl` compares with;
@@ -26,6 +27,7 @@ pub mod hybrid;
 pub mod ipc;
 pub mod lower;
 pub mod nccl;
+pub mod residency;
 pub mod schedules;
 
 pub use group::{CudaGroup, Request};
@@ -48,6 +50,9 @@ pub enum CudaError {
     Nccl(String),
     #[error("{0}")]
     Input(String),
+    /// Ranks sharing a GPU whose kernels could not all be resident at once.
+    #[error(transparent)]
+    Residency(#[from] residency::ResidencyError),
     /// A step of the multi-process (CUDA IPC) mode failed on this rank.
     #[error("rank {rank}: {what}")]
     Rank { rank: u32, what: String },
