@@ -242,16 +242,29 @@ fn split_line(raw: &str, line: usize) -> Option<(Origin, &'static str, &str)> {
     let level: &'static str = if level == "WARN" { "WARN" } else { "INFO" };
     let head = &raw[..pos];
     let msg = &raw[pos + len..];
-    // The first token of the head that looks like host:pid:tid.
-    let token = head
-        .split_whitespace()
-        .find(|w| w.matches(':').count() >= 2)
+    // The token before the last "[dev]" is host:pid:tid (or host:pid); without one (a
+    // launcher that strips it, a "[rank 0]" prefix) the origin stays unknown.
+    let words: Vec<&str> = head.split_whitespace().collect();
+    let is_dev = |w: &str| {
+        w.len() > 2
+            && w.starts_with('[')
+            && w.ends_with(']')
+            && w[1..w.len() - 1].bytes().all(|b| b.is_ascii_digit())
+    };
+    let token = words
+        .iter()
+        .rposition(|w| is_dev(w))
+        .and_then(|k| k.checked_sub(1))
+        .map(|k| words[k])
+        .filter(|w| w.contains(':'))
         .unwrap_or("");
     let token = token.rsplit(">:").next().unwrap_or(token);
-    let mut parts = token.rsplitn(3, ':');
-    let _tid = parts.next();
-    let pid = parts.next().unwrap_or("").to_string();
-    let host = parts.next().unwrap_or("").to_string();
+    let parts: Vec<&str> = token.split(':').collect();
+    let (host, pid) = match parts.len() {
+        0 | 1 => (String::new(), String::new()),
+        2 => (parts[0].to_string(), parts[1].to_string()),
+        n => (parts[..n - 2].join(":"), parts[n - 2].to_string()),
+    };
     Some((Origin { line, host, pid }, level, msg))
 }
 

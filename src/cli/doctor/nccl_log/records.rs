@@ -56,7 +56,10 @@ pub(super) fn record(log: &mut NcclLog, algos: &mut Vec<String>, at: Origin, m: 
     }
     if let Some((k, v)) = m.split_once(" set by environment to ") {
         if k.starts_with("NCCL_") && !k.contains(' ') {
-            log.env.push((k.to_string(), v.trim().to_string(), n));
+            // Some variables are echoed with a full stop ("... to 1.").
+            let v = v.trim();
+            let v = v.strip_suffix('.').unwrap_or(v);
+            log.env.push((k.to_string(), v.to_string(), n));
             return true;
         }
     }
@@ -247,8 +250,16 @@ fn channel(log: &mut NcclLog, at: Origin, rest: &str) -> bool {
         return false;
     };
     let Some((peers, via)) = body.split_once(" via ") else {
-        // Ring order: ranks only.
-        return body.split_whitespace().all(|w| w.parse::<u32>().is_ok());
+        // Ring order: "0 1" (2.28), or "0[0] -> 1[1] -> 2[2]" (older versions, every rank
+        // with its device: a line cut short is not taken for one).
+        let arrows = body.contains("->");
+        return body.split_whitespace().all(|w| {
+            (arrows && w == "->")
+                || match w.split_once('[') {
+                    Some((r, d)) => arrows && r.parse::<u32>().is_ok() && d.ends_with(']'),
+                    None => !arrows && w.parse::<u32>().is_ok(),
+                }
+        });
     };
     let rank = |s: &str| s.trim().split('[').next()?.trim().parse::<u32>().ok();
     let Some((a, b)) = peers.split_once("->") else {

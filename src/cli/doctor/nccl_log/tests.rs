@@ -114,6 +114,29 @@ fn env_echo_bootstrap_and_launcher_prefix() {
 }
 
 #[test]
+fn origins_without_tid_or_host_and_echoes_with_a_full_stop() {
+    let l = one(concat!(
+        "proxmox:1495819 [0] NCCL INFO NCCL_SHM_DISABLE set by environment to 1.\n",
+        "[2024-03-15 02:34:11] [rank 0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1\n",
+        "NCCL INFO Channel 00/02 : 0 -> 1 via NET/Socket/0\n",
+        "[2024-03-15 02:34:12] [rank 0] NCCL INFO Channel 00 : 0[0] -> 1[1] -> 2[2] -> 3[3]\n",
+        "h:1:2 [0] NCCL INFO ncclCommInitRankConfig comm 0x1 rank 0 nranks 2 cudaDev 0 busId 60 commId 0x5 - Init COMPLETE\n",
+    ));
+    assert_eq!(l.env_value("NCCL_SHM_DISABLE"), Some(("1", 1)));
+    assert_eq!(l.env_value("NCCL_P2P_DISABLE"), Some(("1", 2)));
+    assert_eq!(l.transports.len(), 1);
+    assert_eq!((l.transports[0].from, l.transports[0].to), (0, 1));
+    assert!(
+        l.not_understood.is_empty(),
+        "{:?}",
+        l.not_understood_samples
+    );
+    assert_eq!(l.inits[0].at.host, "h");
+    assert_eq!(l.inits[0].at.pid, "1");
+    assert_eq!(l.transports[0].at.host, "", "no origin printed");
+}
+
+#[test]
 fn unknown_nccl_lines_are_counted_not_guessed() {
     let l = one(concat!(
         "h:1:2 [0] NCCL INFO Some message of a future NCCL version\n",
