@@ -17,10 +17,13 @@ LOG="$OUT/sanitize.log"
 if ! command -v compute-sanitizer >/dev/null; then echo "sanitize.sh: compute-sanitizer not found" >&2; exit 2; fi
 bad=0
 : >> "$LOG"
+k=0
 san() { # san TOOL "ENV=.." ARGS...
   local tool=$1 envs=$2; shift 2
+  k=$((k + 1))
   echo "+ $envs compute-sanitizer --tool $tool topoplan $*" >> "$LOG"
-  timeout "$T" env $envs compute-sanitizer --tool "$tool" --target-processes all "$BIN" "$@" >> "$LOG" 2>&1
+  timeout "$T" env $envs compute-sanitizer --tool "$tool" --target-processes all "$BIN" "$@" \
+    --json "$OUT/sanitize-$k.json" >> "$LOG" 2>&1
   echo "rc=$?" >> "$LOG"
 }
 for tool in "${@:-memcheck}"; do
