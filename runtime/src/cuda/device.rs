@@ -202,18 +202,26 @@ impl Drop for Event {
     }
 }
 
-/// Opens `ordinals`, checks and enables peer access between every pair.
+/// Opens `ordinals` (one context per rank, in rank order), checks and enables peer access
+/// between every pair of distinct GPUs. A repeated ordinal (ranks sharing a GPU) gets the same
+/// context, the device's primary one: kernels of one context on different streams run at the
+/// same time, those of different contexts on one GPU take turns, and the ranks' kernels wait
+/// for each other inside the kernel. A GPU never needs peer access to itself.
 pub fn open_devices(ordinals: &[usize]) -> Result<Vec<Arc<CudaContext>>, CudaError> {
     if !driver_present() {
         return Err(CudaError::NoDriver);
     }
     let n = CudaContext::device_count().map_err(drv)? as usize;
-    let mut ctxs = Vec::new();
+    let mut ctxs: Vec<Arc<CudaContext>> = Vec::new();
     for &o in ordinals {
         if o >= n {
             return Err(CudaError::Input(format!(
                 "GPU {o} requested but only {n} present"
             )));
+        }
+        if let Some(c) = ctxs.iter().find(|c| c.ordinal() == o) {
+            ctxs.push(c.clone());
+            continue;
         }
         let c = CudaContext::new(o).map_err(drv)?;
         // The runtime orders all work itself (schedules, events, device flags).
@@ -221,9 +229,9 @@ pub fn open_devices(ordinals: &[usize]) -> Result<Vec<Arc<CudaContext>>, CudaErr
         unsafe { c.disable_event_tracking() };
         ctxs.push(c);
     }
-    for a in &ctxs {
+    for (i, a) in ctxs.iter().enumerate() {
         for b in &ctxs {
-            if a.ordinal() == b.ordinal() {
+            if a.ordinal() == b.ordinal() || ctxs[..i].iter().any(|p| p.ordinal() == a.ordinal()) {
                 continue;
             }
             let mut can = 0i32;

@@ -316,6 +316,21 @@ pub fn launch_call(
     call: &DirectCall,
     stream: sys::CUstream,
 ) -> Result<(), CudaError> {
+    launch_call_pdl(ctx, module, peers, rank, call, stream, true)
+}
+
+/// [`launch_call`], with programmatic dependent launch only where `pdl` allows it: not on a
+/// GPU that ranks share, where the next call's grid would hold SMs another rank's current call
+/// waits for (`super::residency`).
+pub(crate) fn launch_call_pdl(
+    ctx: &Arc<CudaContext>,
+    module: &ExecModule,
+    peers: &DirectPeers,
+    rank: u32,
+    call: &DirectCall,
+    stream: sys::CUstream,
+    pdl: bool,
+) -> Result<(), CudaError> {
     let p = plan_launch(peers, rank, call)?;
     let kernels = if call.shares_sms {
         module.direct_shared()?
@@ -323,7 +338,7 @@ pub fn launch_call(
         &module.direct
     };
     let f = &kernels[super::device::op_index(call.op)];
-    launch::launch(ctx, f, p.ctas, p.block, &p.args, stream, knobs().pdl)
+    launch::launch(ctx, f, p.ctas, p.block, &p.args, stream, knobs().pdl && pdl)
 }
 
 /// One direct kernel launch: its arguments, grid and block.

@@ -2,9 +2,15 @@
 //! part of a collective on the caller's stream for that rank; the host never waits for the GPU.
 //! Ranks are usually driven from one host thread each; cross-GPU ordering happens on the devices
 //! (flags in device memory), so the threads never talk to each other per call.
+//!
+//! Ranks may share a GPU (a device list with repeats, e.g. `[0, 0, 0, 0]`): they share its
+//! primary context, and each rank's grids are sized from its share of the SMs so that every
+//! rank's kernels are resident at once (`super::residency`); a path whose least grid does not
+//! fit is refused with [`super::residency::ResidencyError`], never left to hang.
 
 use super::device::{drv, open_devices, DevBuf, ExecModule, ModuleCache};
 use super::lower::{lower, Barrier, Buf, ItemKind, LowerParams, Lowered, Operand};
+use super::residency::{self, Demand, Path};
 use super::CudaError;
 use crate::types::{DataType, ReduceOp};
 use cudarc::driver::{result, sys, CudaContext, DeviceRepr};
@@ -88,7 +94,13 @@ pub(crate) struct DevPlan {
 
 pub(crate) struct RankState {
     pub(crate) ctx: Arc<CudaContext>,
+    /// The SMs this rank's spinning CTAs may fill: the GPU's SM count, or on a GPU that ranks
+    /// share, this rank's share of it (`residency::rank_sms`). Every path sizes its grid from it.
     pub(crate) sm_count: u32,
+    /// The GPU's SM count.
+    device_sms: u32,
+    /// Ranks of the group on this rank's GPU (1 unless ranks share it).
+    ranks_on_device: u32,
     pub(crate) flags: DevBuf,
     /// Scratch: the ring, then (grown on demand) the region for snapshots and messages in flight.
     /// Buffers replaced by larger ones stay allocated (kernels in flight may use them) until the
@@ -155,6 +167,8 @@ pub struct CudaGroup {
     pub(crate) ranks: Vec<RankState>,
     lowered: LoweredCache,
     scratch_elems_cap_bytes: usize,
+    /// Some GPU runs more than one rank.
+    shared: bool,
     /// Both ranks' scratch rings of the copy-engine pair all-reduce, allocated on first use.
     pub(crate) pair_scratch: super::ce_pair::PairScratch,
 }
@@ -168,7 +182,8 @@ impl std::fmt::Debug for CudaGroup {
 impl CudaGroup {
     /// Opens the GPUs `ordinals` (rank i = `ordinals[i]`), enables peer access, allocates each
     /// rank's flag region and scratch ring (`scratch_bytes`, default 64 MiB, or
-    /// `TOPOPLAN_SCRATCH_MB`).
+    /// `TOPOPLAN_SCRATCH_MB`). An ordinal may repeat: those ranks share that GPU (module doc);
+    /// more ranks on a GPU than it has SMs are refused.
     pub fn new(ordinals: &[usize]) -> Result<Self, CudaError> {
         if ordinals.is_empty() || ordinals.len() > 8 {
             return Err(CudaError::Input(format!(
@@ -178,16 +193,18 @@ impl CudaGroup {
         }
         let scratch_bytes = params::SCRATCH_MB.bytes_or_warn().unwrap_or(64 << 20) as usize;
         let ctxs = open_devices(ordinals)?;
+        let per_device = residency::ranks_per_device(ordinals);
         let mut ranks = Vec::new();
-        for ctx in ctxs {
+        for (ctx, (ordinal, ranks_on_device)) in ctxs.into_iter().zip(per_device) {
             let flags = DevBuf::new(&ctx, FLAG_WORDS * 8)?;
             flags.fill(0)?;
             let scratch = DevBuf::new(&ctx, scratch_bytes)?;
             let ll = DevBuf::new(&ctx, 2 * LL_LINE_BYTES)?;
             ll.fill(0)?;
-            let sm_count = ctx
+            let device_sms = ctx
                 .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
                 .map_err(drv)? as u32;
+            let sm_count = residency::rank_sms(ordinal, ranks_on_device, device_sms)?;
             let ce = super::ce::CeState::new(&ctx, ordinals.len())?;
             let direct = super::direct::DirectBufs::new(&ctx, ordinals.len())?;
             let ce_pair = Mutex::new(super::ce_pair::PairState::new(&ctx)?);
@@ -195,6 +212,8 @@ impl CudaGroup {
             ranks.push(RankState {
                 ctx,
                 sm_count,
+                device_sms,
+                ranks_on_device,
                 flags,
                 scratch: Mutex::new(vec![scratch]),
                 ll,
@@ -206,16 +225,50 @@ impl CudaGroup {
                 direct,
             });
         }
+        let shared = ranks.iter().any(|r| r.ranks_on_device > 1);
         Ok(Self {
             ranks,
             lowered: Mutex::new(HashMap::new()),
             scratch_elems_cap_bytes: scratch_bytes,
+            shared,
             pair_scratch: Mutex::new(None),
         })
     }
 
     pub fn nranks(&self) -> usize {
         self.ranks.len()
+    }
+
+    /// Whether some GPU of the group runs more than one rank.
+    pub fn shares_devices(&self) -> bool {
+        self.shared
+    }
+
+    /// The grid every rank launches for `d`: the least over the ranks of what their GPU's
+    /// residency allows (ranks must agree: CTA b of one rank meets CTA b of its peers).
+    fn rank_grid(&self, d: Demand) -> Result<u32, CudaError> {
+        let mut grid = u32::MAX;
+        for st in &self.ranks {
+            let o = st.ctx.ordinal();
+            grid = grid.min(residency::rank_grid(
+                o,
+                st.ranks_on_device,
+                st.device_sms,
+                d,
+            )?);
+        }
+        Ok(grid)
+    }
+
+    /// Refuses `path` where ranks share a GPU and its least grid does not fit their shares.
+    fn check_resident(&self, path: Path) -> Result<(), CudaError> {
+        if self.shared {
+            for st in &self.ranks {
+                let o = st.ctx.ordinal();
+                residency::check(o, st.ranks_on_device, st.device_sms, path)?;
+            }
+        }
+        Ok(())
     }
 
     pub fn context(&self, rank: usize) -> &Arc<CudaContext> {
@@ -366,10 +419,9 @@ impl CudaGroup {
                 pad: 0,
             });
         }
-        let min_sm = self.ranks.iter().map(|r| r.sm_count).min().unwrap_or(1);
         let bytes = l.max_item() * key.elem as u64;
-        let grid = if l.uses_ll {
-            LL_CTAS.min(min_sm)
+        let wanted = if l.uses_ll {
+            LL_CTAS
         } else {
             match params::CTAS.u32_or_warn() {
                 Some(g) => g,
@@ -377,8 +429,14 @@ impl CudaGroup {
                 // 16 MiB): fewer CTAs polling NVLink, same bandwidth.
                 None => (bytes.div_ceil(32 << 10) as u32).min(DEFAULT_MAX_CTAS),
             }
-            .clamp(1, min_sm.min(MAX_CTAS))
         };
+        // All CTAs of every rank must be resident: at most one per SM of the rank's share.
+        let grid = self.rank_grid(Demand {
+            path: Path::Exec,
+            wanted_ctas: wanted.min(MAX_CTAS),
+            min_ctas: 1,
+            ctas_per_sm: 1,
+        })?;
         let pbuf = DevBuf::new(&st.ctx, std::mem::size_of_val(phases.as_slice()))?;
         pbuf.upload(as_bytes(&phases))?;
         let ibuf = DevBuf::new(&st.ctx, std::mem::size_of_val(items.as_slice()))?;
@@ -435,6 +493,11 @@ impl CudaGroup {
         let module = self.module(rank, req.dtype)?;
         if super::direct::applies(req.schedule) {
             let ce = super::hybrid::share(req.schedule, req.count, req.dtype.size() as u64);
+            self.check_resident(match req.schedule.protocol {
+                _ if ce > 0 => Path::Hybrid,
+                planner::schedule::Protocol::LL => Path::DirectLl,
+                _ => Path::DirectSimple,
+            })?;
             if ce > 0 {
                 self.ranks[rank].ctx.bind_to_thread().map_err(drv)?;
                 if !super::ce_pair::capturing(stream)? {
@@ -454,6 +517,7 @@ impl CudaGroup {
         if super::ce_pair::applies(req.schedule) {
             self.ranks[rank].ctx.bind_to_thread().map_err(drv)?;
             if !super::ce_pair::capturing(stream)? {
+                self.check_resident(Path::CePair)?;
                 return super::ce_pair::enqueue(self, rank, req, &module, false, stream);
             }
             // A graph would replay this call's counter values: run the one-shot schedule.
@@ -467,10 +531,12 @@ impl CudaGroup {
                 schedule: &Arc::new(one_shot),
                 ..*req
             };
+            self.check_resident(Path::DirectSimple)?;
             return super::direct::enqueue(self, rank, &req, key.in_place, false, &module, stream);
         }
         let plan = self.plan(rank, req, key)?;
         if plan.lowered.uses_copy_engine {
+            self.check_resident(Path::CopyEngine)?;
             return super::ce::enqueue(self, rank, req, &plan.lowered, &module, stream);
         }
         let op_index = super::device::op_index(req.op);

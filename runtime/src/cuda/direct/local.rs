@@ -2,9 +2,10 @@
 //! GPUs may read directly, so pull mode can run here
 //! (across processes `ipc` calls `launch_call` with no peer inputs: the push path).
 
-use super::{launch_call, pull, DirectCall, DirectPeers};
+use super::{launch_call_pdl, pull, DirectCall, DirectPeers};
 use crate::cuda::device::{drv, ExecModule};
 use crate::cuda::group::CudaGroup;
+use crate::cuda::residency;
 use crate::cuda::CudaError;
 use cudarc::driver::sys;
 
@@ -20,9 +21,21 @@ pub(crate) fn enqueue(
     module: &ExecModule,
     stream: sys::CUstream,
 ) -> Result<(), CudaError> {
+    // Pull mode reads the peers' inputs: only where every GPU may read every input (the same
+    // answer on every rank, so all ranks of the call pull or all push).
+    let bytes = req.count * req.dtype.size() as u64;
+    let pullable = pull::wanted(req.schedule.collective.kind, req.schedule.protocol, bytes)
+        && inputs_readable(g, rank, req)?;
+    // Each rank's SM share (the whole GPU unless ranks share it). Pull mode places two CTAs
+    // per SM when alone; on a shared GPU every CTA counts as an SM, so it gets half the share.
+    let share = g.ranks.iter().map(|r| r.sm_count).min().unwrap_or(1);
     let mut peers = DirectPeers {
         nranks: g.nranks() as u32,
-        min_sm: g.ranks.iter().map(|r| r.sm_count).min().unwrap_or(1),
+        min_sm: if g.shares_devices() && pullable {
+            residency::path_min_sm(share, 512 / pull::block())
+        } else {
+            share
+        },
         simple: [0; 8],
         ll: [0; 8],
         flags: [0; 8],
@@ -30,22 +43,19 @@ pub(crate) fn enqueue(
     for (r, st) in g.ranks.iter().enumerate() {
         (peers.simple[r], peers.ll[r], peers.flags[r]) = st.direct.ptrs();
     }
-    // Pull mode reads the peers' inputs: only where every GPU may read every input (the same
-    // answer on every rank, so all ranks of the call pull or all push).
-    let bytes = req.count * req.dtype.size() as u64;
-    let pullable = pull::wanted(req.schedule.collective.kind, req.schedule.protocol, bytes)
-        && inputs_readable(g, rank, req)?;
     let call = DirectCall {
         shares_sms,
         ..call_of(req, rank, in_place, pullable)
     };
-    launch_call(
+    // No programmatic dependent launch on a shared GPU (`residency`).
+    launch_call_pdl(
         &g.ranks[rank].ctx,
         module,
         &peers,
         rank as u32,
         &call,
         stream,
+        !g.shares_devices(),
     )
 }
 
