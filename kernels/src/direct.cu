@@ -52,7 +52,7 @@ struct TdArgs {
   u32 mode;                 // 0 reduce: out = own (op) received; 1 gather: out slot = received
   u32 ll;                   // protocol: 0 Simple (data, fence, ready flag), 1 LL, 2 LL128
   u32 nslots;
-  u32 opts;                 // TD_AVG | TD_COPY | TD_INPLACE | TD_NOOP
+  u32 opts;                 // TD_AVG | TD_COPY | TD_INPLACE | TD_LL_IMPLIED | TD_PULL_*
   u32 senders;              // Simple: sender CTAs S (streams); the other CTAs receive
   u32 pad;
 };
@@ -62,14 +62,7 @@ struct TdArgs {
 #define TD_AVG 1u
 #define TD_COPY 2u
 #define TD_INPLACE 4u  // the receiver overwrites what this rank's sender CTAs still push
-#define TD_NOOP 8u     // diagnostic: return at once (measures the launch floor)
-#define TD_RELAXED 16u // LL credits as relaxed stores (no system fence; see td_ll)
-#define TD_SIMPLE_RELAXED 32u // Simple credits and ready words as relaxed stores (default)
-#define TD_SEQ_RELAXED 64u    // diagnostic: the kernel-start credit loads are relaxed
 #define TD_LL_IMPLIED 256u    // LL: credits implied by the peer's data (see td_ll's end)
-#define TD_PROGRESS_RELAXED 512u // in place: the sender's progress word as a relaxed store (diagnostic)
-#define TD_PROGRESS_GPU 1024u    // in place: the progress word as a GPU-scope release (default)
-#define TD_ONE_FENCE 2048u       // Simple sender: one thread fences per segment, after the barrier
 
 __device__ __forceinline__ void st_relaxed_sys(u64* p, u64 v) {
   asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
@@ -79,11 +72,6 @@ __device__ __forceinline__ void st_release_gpu(u64* p, u64 v) {
   asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
-__device__ __forceinline__ u64 ld_relaxed_sys(const u64* p) {
-  u64 v;
-  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
 __device__ __forceinline__ void td_pdl_wait() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -266,10 +254,7 @@ __device__ __forceinline__ void td_load_seq(const TdArgs& a, u32 proto, u32 b, u
   if (t < TP_MAXR) s_sent[t] = my[TD_FLAG(proto, TD_SENT, t, b)];
   else if (t < 2 * TP_MAXR) s_recvd[t - TP_MAXR] = my[TD_FLAG(proto, TD_RECVD, t - TP_MAXR, b)];
   else if (t < 3 * TP_MAXR) {
-    // TD_SEQ_RELAXED (diagnostic): a relaxed load; the credit only gates stores, which wait
-    // for it through a branch (td_credit), so no acquire is needed to order them.
-    const u64* w = my + TD_FLAG(proto, TD_CREDIT, t - 2 * TP_MAXR, b);
-    s_credit[t - 2 * TP_MAXR] = (a.opts & TD_SEQ_RELAXED) ? ld_relaxed_sys(w) : ld_acquire(w);
+    s_credit[t - 2 * TP_MAXR] = ld_acquire(my + TD_FLAG(proto, TD_CREDIT, t - 2 * TP_MAXR, b));
   }
   __syncthreads();
 }
@@ -292,18 +277,15 @@ __device__ void td_simple_send(const TdArgs& a, u32 b, u32 G) {
       u64 q = s_sent[p] + j + 1;
       td_credit(a, s_credit, 0, p, b, q);
       td_copy((T*)td_slot(a, p, a.rank, b, q), (const T*)a.in + p * a.send_stride + off, cnt);
-      // TD_ONE_FENCE: only thread 0 fences, after the barrier (fences are cumulative: the
-      // barrier orders the other threads' stores before it), and the other warps go on to the
-      // next segment's stores while it waits; otherwise every thread fences, stalling them all.
-      if (!(a.opts & TD_ONE_FENCE)) __threadfence_system();
+      // Only thread 0 fences, after the barrier (fences are cumulative: the barrier orders
+      // the other threads' stores before it), and the other warps go on to the next segment's
+      // stores while it waits; a fence in every thread would stall them all.
       __syncthreads();
       if (t == 0) {
         // Every thread's stores are fenced before the flag, so a relaxed store publishes them
-        // (the fence-barrier-flag pattern); the release store fences again.
-        if (a.opts & TD_ONE_FENCE) __threadfence_system();
-        u64* w = ((u64*)a.flags[p]) + TD_FLAG(0, TD_READY, a.rank, b);
-        if (a.opts & TD_SIMPLE_RELAXED) st_relaxed_sys(w, q);
-        else st_release(w, q);
+        // (the barrier-fence-flag pattern); a release store would fence again.
+        __threadfence_system();
+        st_relaxed_sys(((u64*)a.flags[p]) + TD_FLAG(0, TD_READY, a.rank, b), q);
       }
     }
     // Past the last barrier every thread's loads of segment j are done (its stores used them).
@@ -312,9 +294,7 @@ __device__ void td_simple_send(const TdArgs& a, u32 b, u32 G) {
     // again across NVLink once per segment.
     if ((a.opts & TD_INPLACE) && t == 0) {
       u64 v = (s_call << 32) | (j + 1);
-      if (a.opts & TD_PROGRESS_GPU) st_release_gpu(my + TD_PROGRESS + b, v);
-      else if (a.opts & TD_PROGRESS_RELAXED) st_relaxed_sys(my + TD_PROGRESS + b, v);
-      else st_release(my + TD_PROGRESS + b, v);
+      st_release_gpu(my + TD_PROGRESS + b, v);
     }
   }
   __syncthreads();
@@ -378,11 +358,8 @@ __device__ void td_simple_recv(const TdArgs& a, u32 r, u32 R, u32 S) {
       __syncthreads();
       // Every thread's slot loads returned before the barrier (their values were stored), so
       // a relaxed credit is safe, as in td_ll (2xH200: 1 MiB 13.8 -> 12.2 us).
-      if (t < a.nranks && ((a.recv_mask >> t) & 1)) {
-        u64* w = ((u64*)a.flags[t]) + TD_FLAG(0, TD_CREDIT, a.rank, b);
-        if (a.opts & TD_SIMPLE_RELAXED) st_relaxed_sys(w, s_recvd[i][t] + j + 1);
-        else st_release(w, s_recvd[i][t] + j + 1);
-      }
+      if (t < a.nranks && ((a.recv_mask >> t) & 1))
+        st_relaxed_sys(((u64*)a.flags[t]) + TD_FLAG(0, TD_CREDIT, a.rank, b), s_recvd[i][t] + j + 1);
     }
   }
   __syncthreads();
@@ -474,16 +451,13 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
     if (t < a.nranks && ((a.recv_mask >> t) & 1) && ((a.send_mask >> t) & 1) && s_credit[t] < s_sent[t])
       s_credit[t] = s_sent[t];
     __syncthreads();
-    // The slots of segment j are read: hand them back. With TD_RELAXED (the default) a
-    // relaxed store, as NCCL's LL head updates: every load of those slots has returned before
+    // The slots of segment j are read: hand them back with a relaxed store, as NCCL's LL
+    // head updates: every load of those slots has returned before
     // the barrier (each value was waited on and stored), so the peer's next write cannot reach
     // them; the system fence of a release store only delayed the kernel's end (5.8 -> 4.5 us
     // per call on 2xH200, docs/benchmarks-gpu.md).
-    if (!(a.opts & TD_LL_IMPLIED) && t < a.nranks && ((a.recv_mask >> t) & 1)) {
-      u64* w = ((u64*)a.flags[t]) + TD_FLAG(1, TD_CREDIT, a.rank, b);
-      if (a.opts & TD_RELAXED) st_relaxed_sys(w, s_recvd[t] + j + 1);
-      else st_release(w, s_recvd[t] + j + 1);
-    }
+    if (!(a.opts & TD_LL_IMPLIED) && t < a.nranks && ((a.recv_mask >> t) & 1))
+      st_relaxed_sys(((u64*)a.flags[t]) + TD_FLAG(1, TD_CREDIT, a.rank, b), s_recvd[t] + j + 1);
   }
   __syncthreads();
   if (t < a.nranks) {
@@ -516,7 +490,6 @@ __device__ void td_run(const TdArgs& a) {
   // this stream (the caller's producer, or our previous call) before touching any memory.
   td_pdl_launch();
   td_pdl_wait();
-  if (a.opts & TD_NOOP) return;
   u32 S = a.senders;
   if (a.ll == 1) {
     td_ll<OP>(a, blockIdx.x, gridDim.x);

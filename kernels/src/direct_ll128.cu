@@ -96,8 +96,7 @@ __device__ void td_l128_send(const TdArgs& a, u32 b, u32 S) {
     // A GPU-scope release: the reader is this GPU's receiver CTA (see td_simple_send).
     if ((a.opts & TD_INPLACE) && t == 0) {
       u64 v = (s_call << 32) | (j + 1);
-      if (a.opts & TD_PROGRESS_GPU) st_release_gpu(my + TD_PROGRESS + b, v);
-      else st_release(my + TD_PROGRESS + b, v);
+      st_release_gpu(my + TD_PROGRESS + b, v);
     }
   }
   __syncthreads();

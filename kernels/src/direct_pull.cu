@@ -21,7 +21,6 @@
 #define TD_PULL_CALLS(cta) (TD_FLAG_WORDS + 2 * TP_MAXR * TD_PULL_MAXCTA + (cta))
 #define TD_PULL_U 8                 // 16-byte vectors per thread and source in one pass
 #define TD_PULL_ALL 0xffffffull     // done: every pass of the call read
-#define TD_PULL_RELEASE 128u        // opts: arrive as a release store (diagnostic; see td_pull)
 
 template <typename OP>
 __device__ __forceinline__ void td_pull_combine(V16& acc, const V16& x, bool avg, u32 nranks, bool last) {
@@ -107,13 +106,10 @@ __device__ void td_pull(const TdArgs& a, u32 b, u32 G) {
   const u64 call = s_call;
   // Arrive, a relaxed store. The input was written by work that finished before this kernel
   // passed griddepcontrol.wait, so it already sits in this GPU's memory, where the peer's
-  // loads (L1-bypassing) are served. TD_PULL_RELEASE adds a system fence (the PTX model's
-  // release); it measured 1.9 µs per call at 1 MiB on 2×H200 and changes nothing else.
-  if (t < a.nranks && ((a.send_mask >> t) & 1)) {
-    u64* w = ((u64*)a.flags[t]) + TD_PULL_ARRIVE(a.rank, b);
-    if (a.opts & TD_PULL_RELEASE) st_release(w, call);
-    else st_relaxed_sys(w, call);
-  }
+  // loads (L1-bypassing) are served. A release store (the PTX model's fence) measured
+  // 1.9 µs more per call at 1 MiB on 2×H200 and changed nothing else.
+  if (t < a.nranks && ((a.send_mask >> t) & 1))
+    st_relaxed_sys(((u64*)a.flags[t]) + TD_PULL_ARRIVE(a.rank, b), call);
   if (t < a.nranks && ((a.recv_mask >> t) & 1)) {
     const u64* w = my + TD_PULL_ARRIVE(t, b);
     while (ld_acquire(w) < call) {}

@@ -163,56 +163,6 @@ pub const LL_BLOCK: Param = Param {
     scope: Tuning,
     doc: "Threads per LL CTA of the direct path (rounded down to a multiple of 32).",
 };
-pub const DIRECT_NOOP: Param = Param {
-    name: "TOPOPLAN_DIRECT_NOOP",
-    kind: Flag,
-    default: Value("0"),
-    scope: Tuning,
-    doc: "Diagnostic: the direct kernels return at once (measures the launch floor; results are wrong).",
-};
-pub const LL_RELAXED: Param = Param {
-    name: "TOPOPLAN_LL_RELAXED",
-    kind: Flag,
-    default: Value("1"),
-    scope: Tuning,
-    doc: "LL credits as relaxed stores; 0 fences them.",
-};
-pub const SIMPLE_RELAXED: Param = Param {
-    name: "TOPOPLAN_SIMPLE_RELAXED",
-    kind: Flag,
-    default: Value("1"),
-    scope: Tuning,
-    doc: "Simple credits and ready words as relaxed stores; 0 fences them.",
-};
-pub const SEQ_RELAXED: Param = Param {
-    name: "TOPOPLAN_SEQ_RELAXED",
-    kind: Flag,
-    default: Value("0"),
-    scope: Tuning,
-    doc: "Diagnostic: relaxed credit loads at kernel start.",
-};
-pub const LL_IMPLIED: Param = Param {
-    name: "TOPOPLAN_LL_IMPLIED",
-    kind: Flag,
-    default: Value("1"),
-    scope: Tuning,
-    doc:
-        "LL credits implied by the peers' data where sound; 0 hands every credit back over NVLink.",
-};
-pub const PROGRESS: Param = Param {
-    name: "TOPOPLAN_PROGRESS",
-    kind: Choice(&["gpu", "sys", "relaxed"]),
-    default: Value("gpu"),
-    scope: Tuning,
-    doc: "In place, how a sender publishes its progress word: GPU-scope release, system-scope release, relaxed.",
-};
-pub const ONE_FENCE: Param = Param {
-    name: "TOPOPLAN_ONE_FENCE",
-    kind: Flag,
-    default: Value("1"),
-    scope: Tuning,
-    doc: "Simple senders: one thread fences a segment after the CTA barrier; 0: every thread fences before it.",
-};
 pub const SHARED_MAXREG: Param = Param {
     name: "TOPOPLAN_SHARED_MAXREG",
     kind: UInt { min: 32, max: 255 },
@@ -283,13 +233,6 @@ pub const PULL_BLOCK: Param = Param {
     default: Value("256"),
     scope: Tuning,
     doc: "Threads per pull CTA (rounded down to a multiple of 32).",
-};
-pub const PULL_RELEASE: Param = Param {
-    name: "TOPOPLAN_PULL_RELEASE",
-    kind: Flag,
-    default: Value("0"),
-    scope: Tuning,
-    doc: "Diagnostic: the pull arrive word as a release store.",
 };
 
 // --- CUDA: copy-engine pair and hybrid (runtime/src/cuda/ce_pair.rs, hybrid.rs) ---
@@ -368,20 +311,6 @@ pub const HYBRID_MIN_MB: Param = Param {
     default: Value("512"),
     scope: Tuning,
     doc: "Smallest per-rank all-reduce that runs as the hybrid.",
-};
-pub const HYBRID_SHARE_SMS: Param = Param {
-    name: "TOPOPLAN_HYBRID_SHARE_SMS",
-    kind: Flag,
-    default: Value("1"),
-    scope: Tuning,
-    doc: "In place, the hybrid's halves share SMs; 0 runs the uncapped kernels as out of place.",
-};
-pub const HYBRID_TRACE: Param = Param {
-    name: "TOPOPLAN_HYBRID_TRACE",
-    kind: Flag,
-    default: Value("0"),
-    scope: Tuning,
-    doc: "Diagnostic: print when each half of every hybrid call ended.",
 };
 
 // --- CUDA: generic lowering and algorithm choice (runtime/src/cuda/group.rs, schedules.rs) ---
@@ -528,13 +457,6 @@ pub static ALL: &[&Param] = &[
     &DIRECT_SEG_KB,
     &DIRECT_SLOTS,
     &LL_BLOCK,
-    &DIRECT_NOOP,
-    &LL_RELAXED,
-    &SIMPLE_RELAXED,
-    &SEQ_RELAXED,
-    &LL_IMPLIED,
-    &PROGRESS,
-    &ONE_FENCE,
     &SHARED_MAXREG,
     &BENCH_HOST,
     &PULL,
@@ -543,7 +465,6 @@ pub static ALL: &[&Param] = &[
     &PULL_CTA_KB,
     &PULL_CTAS,
     &PULL_BLOCK,
-    &PULL_RELEASE,
     &CE_PAIR,
     &CE_CHUNK_MB,
     &CE_MIN_KB,
@@ -553,8 +474,6 @@ pub static ALL: &[&Param] = &[
     &PAIR_BLOCK,
     &HYBRID_CE_PCT,
     &HYBRID_MIN_MB,
-    &HYBRID_SHARE_SMS,
-    &HYBRID_TRACE,
     &CTAS,
     &SCRATCH_MB,
     &NO_ELIDE,
@@ -569,4 +488,50 @@ pub static ALL: &[&Param] = &[
     &PTXAS,
     &NCCL_LIB,
     &DEBUG,
+];
+
+/// Variables topoplan no longer reads, with what happens now: setting one gets a warning that
+/// says so instead of a "did you mean". Their experiments are decided; the values that won are
+/// the only behaviour left (docs/cuda.md gives the measurements).
+pub static RETIRED: &[(&str, &str)] = &[
+    (
+        "TOPOPLAN_DIRECT_NOOP",
+        "the launch-floor diagnostic was removed",
+    ),
+    (
+        "TOPOPLAN_LL_RELAXED",
+        "LL credits are always relaxed stores",
+    ),
+    (
+        "TOPOPLAN_SIMPLE_RELAXED",
+        "Simple credits and ready words are always relaxed stores",
+    ),
+    (
+        "TOPOPLAN_SEQ_RELAXED",
+        "kernel-start credit loads are always acquire loads",
+    ),
+    (
+        "TOPOPLAN_LL_IMPLIED",
+        "LL credits are implied wherever that is sound",
+    ),
+    (
+        "TOPOPLAN_PROGRESS",
+        "the in-place progress word is always a GPU-scope release",
+    ),
+    (
+        "TOPOPLAN_ONE_FENCE",
+        "one thread fences each Simple segment, after the barrier",
+    ),
+    (
+        "TOPOPLAN_PULL_RELEASE",
+        "the pull arrive word is always a relaxed store",
+    ),
+    (
+        "TOPOPLAN_HYBRID_TRACE",
+        "the hybrid's per-half trace was removed",
+    ),
+    (
+        "TOPOPLAN_HYBRID_SHARE_SMS",
+        "in place, the hybrid's halves always share SMs",
+    ),
 ];

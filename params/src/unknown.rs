@@ -1,6 +1,6 @@
 //! `TOPOPLAN_*` variables set in the environment that the registry does not declare.
 
-use crate::{Param, ALL, PREFIX};
+use crate::{Param, ALL, PREFIX, RETIRED};
 use std::sync::Once;
 
 /// A `TOPOPLAN_*` variable that is set but not declared: most often a misspelling.
@@ -9,10 +9,19 @@ pub struct Unknown {
     pub name: String,
     /// The closest declared name, when it is close enough to be a likely misspelling.
     pub suggestion: Option<&'static str>,
+    /// For a variable topoplan read once ([`RETIRED`]): what happens now.
+    pub retired: Option<&'static str>,
 }
 
 impl std::fmt::Display for Unknown {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(now) = self.retired {
+            return write!(
+                f,
+                "{} is set but topoplan no longer reads it: {now}",
+                self.name
+            );
+        }
         write!(
             f,
             "{} is set but topoplan reads no such variable",
@@ -35,9 +44,11 @@ where
         .into_iter()
         .filter_map(|n| {
             let n = n.as_ref();
+            let retired = RETIRED.iter().find(|r| r.0 == n).map(|r| r.1);
             (n.starts_with(PREFIX) && crate::find(n).is_none()).then(|| Unknown {
                 name: n.to_string(),
-                suggestion: suggest(n),
+                suggestion: retired.is_none().then(|| suggest(n)).flatten(),
+                retired,
             })
         })
         .collect();
@@ -113,5 +124,24 @@ mod tests {
         assert_eq!(u[0].suggestion, Some("TOPOPLAN_TIMEOUT"));
         assert!(u[0].to_string().contains("did you mean TOPOPLAN_TIMEOUT?"));
         assert_eq!(u[1].suggestion, None, "{:?}", u[1]);
+    }
+
+    #[test]
+    fn retired_names_say_what_happens_now() {
+        let u = unknown_among(["TOPOPLAN_ONE_FENCE"]);
+        assert_eq!(u.len(), 1);
+        assert_eq!(u[0].suggestion, None);
+        assert!(
+            u[0].to_string()
+                .contains("no longer reads it: one thread fences"),
+            "{}",
+            u[0]
+        );
+        for (name, _) in RETIRED {
+            assert!(
+                crate::find(name).is_none(),
+                "{name} is both declared and retired"
+            );
+        }
     }
 }

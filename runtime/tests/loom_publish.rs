@@ -1,7 +1,7 @@
 //! loom model checks of how a Simple sender CTA publishes a segment (`td_simple_send` in
 //! `kernels/src/direct.cu`): many threads store or load the data, one thread publishes a word.
 //!
-//! - Ready word (`TD_ONE_FENCE`, the default): the threads push their parts of
+//! - Ready word: the threads push their parts of
 //!   the segment, meet at the CTA barrier, and only thread 0 fences (system scope) and then
 //!   stores the ready word relaxed. The fence comes after the barrier, so the other threads'
 //!   stores, ordered before it by the barrier, are published by it (fences are cumulative).
@@ -28,9 +28,9 @@ const THREADS: usize = 2;
 /// What the ready-word models get wrong on purpose.
 #[derive(Clone, Copy, PartialEq)]
 enum Fence {
-    /// Thread 0 fences after the barrier (`TD_ONE_FENCE`).
+    /// Thread 0 fences after the barrier (what `td_simple_send` in direct.cu does).
     AfterBarrier,
-    /// Every thread fences before the barrier (`TOPOPLAN_ONE_FENCE=0`, the earlier pattern).
+    /// Every thread fences before the barrier (worked on the hardware; no model promises it).
     EveryThreadBefore,
     /// Broken: only thread 0 fences, and before the barrier.
     OnlyThreadZeroBefore,

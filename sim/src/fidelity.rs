@@ -169,7 +169,7 @@ pub const OWN_DIRECT_H200X2: &[(u64, Protocol, f64)] = &[
 ///   -e 1G -f 2 -g 2 -w 5 -n 20 --runs 3 -c 0 --algo one-shot` (64 sender + 64 receiver CTAs at
 ///   large sizes, one stream per 32 KiB).
 ///
-/// The launch floor of that kernel (`TOPOPLAN_DIRECT_NOOP=1`, `docs/measurements/direct-run3.log` at commit d7d5d68)
+/// The launch floor of that kernel (an empty kernel launched the same way, `docs/measurements/direct-run3.log` at commit d7d5d68)
 /// is 3.3–4.3 µs per call; it is a diagnostic, not a collective, and is not in this set.
 /// Checked against `ExecParams::direct_fenced_h200x2`, not the defaults.
 pub const OWN_DIRECT_FENCED_H200X2: &[(u64, Protocol, f64)] = &[

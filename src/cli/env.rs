@@ -19,7 +19,7 @@ topoplan env --check   # in a job script, before the real run"
 )]
 pub struct Args {
     /// Print JSON: {"variables": [{name, type, default, auto, scope, doc, value, error}],
-    /// "unknown": [{name, suggestion}]} (`default` null: the code decides, as `auto` says).
+    /// "unknown": [{name, suggestion, retired}]} (`default` null: the code decides, as `auto` says).
     #[arg(long)]
     pub json: bool,
     /// Only the variables that are set in this environment.
@@ -52,6 +52,8 @@ pub struct Row {
 pub struct UnknownRow {
     pub name: String,
     pub suggestion: Option<&'static str>,
+    /// Set for a variable topoplan no longer reads: what happens now.
+    pub retired: Option<&'static str>,
 }
 
 #[derive(Serialize, Debug)]
@@ -97,7 +99,17 @@ pub fn report(get: Lookup, set: &[String]) -> Report {
         .collect();
     let unknown = params::unknown_among(set)
         .into_iter()
-        .map(|Unknown { name, suggestion }| UnknownRow { name, suggestion })
+        .map(
+            |Unknown {
+                 name,
+                 suggestion,
+                 retired,
+             }| UnknownRow {
+                name,
+                suggestion,
+                retired,
+            },
+        )
         .collect();
     Report { variables, unknown }
 }
@@ -147,13 +159,16 @@ fn print_table(r: &Report, only_set: bool) {
         println!("no declared TOPOPLAN_* variable is set");
     }
     for u in &r.unknown {
-        let hint = u
-            .suggestion
-            .map_or(String::new(), |s| format!(" (did you mean {s}?)"));
-        println!(
-            "UNKNOWN {}: set, but topoplan reads no such variable{hint}",
-            u.name
-        );
+        match (u.retired, u.suggestion) {
+            (Some(now), _) => println!("RETIRED {}: set, but no longer read: {now}", u.name),
+            (None, s) => {
+                let hint = s.map_or(String::new(), |s| format!(" (did you mean {s}?)"));
+                println!(
+                    "UNKNOWN {}: set, but topoplan reads no such variable{hint}",
+                    u.name
+                );
+            }
+        }
     }
 }
 

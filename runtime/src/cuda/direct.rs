@@ -75,27 +75,8 @@ struct Knobs {
     /// Fixed Simple segment (`TOPOPLAN_DIRECT_SEG_KB`), capped by the slot.
     seg_bytes: Option<u64>,
     nslots: u32,
-    /// Diagnostic: kernels return at once (the launch floor; results are wrong).
-    noop: bool,
-    /// LL credits as relaxed stores (default; `TOPOPLAN_LL_RELAXED=0` fences them).
-    relaxed: bool,
-    /// Simple credits and ready words as relaxed stores (default;
-    /// `TOPOPLAN_SIMPLE_RELAXED=0` fences them again).
-    simple_relaxed: bool,
-    /// Diagnostic: relaxed credit loads at kernel start (`TOPOPLAN_SEQ_RELAXED=1`).
-    seq_relaxed: bool,
     /// Threads per LL CTA (`TOPOPLAN_LL_BLOCK`, 32–512, a multiple of 32); default 512.
     ll_block: u32,
-    /// LL credits implied by the peers' data where that is sound (default;
-    /// `TOPOPLAN_LL_IMPLIED=0` hands every credit back over NVLink).
-    ll_implied: bool,
-    /// In place, how a sender publishes its progress word (`TOPOPLAN_PROGRESS`): `gpu` (default)
-    /// a GPU-scope release, `sys` a system-scope release, `relaxed` (diagnostic, Simple only) a
-    /// relaxed store after the sender's fences.
-    progress: u32,
-    /// Simple senders: one thread fences a segment, after the CTA's barrier (default;
-    /// `TOPOPLAN_ONE_FENCE=0`: every thread fences before it, 2 % slower at 32 MiB).
-    one_fence: bool,
 }
 
 fn knobs() -> &'static Knobs {
@@ -110,18 +91,7 @@ fn knobs() -> &'static Knobs {
             slot_bytes: DIRECT_SLOT_KB.bytes_or_warn(),
             seg_bytes: DIRECT_SEG_KB.bytes_or_warn(),
             nslots: DIRECT_SLOTS.u32_or_warn().unwrap_or(NSLOTS),
-            noop: DIRECT_NOOP.flag_or_warn(),
-            relaxed: LL_RELAXED.flag_or_warn(),
-            simple_relaxed: SIMPLE_RELAXED.flag_or_warn(),
-            seq_relaxed: SEQ_RELAXED.flag_or_warn(),
             ll_block: LL_BLOCK.u32_or_warn().map_or(BLOCK, |b| b / 32 * 32),
-            ll_implied: LL_IMPLIED.flag_or_warn(),
-            progress: match PROGRESS.choice_or_warn() {
-                Some("sys") => 0,
-                Some("relaxed") => OPT_PROGRESS_RELAXED,
-                _ => OPT_PROGRESS_GPU,
-            },
-            one_fence: ONE_FENCE.flag_or_warn(),
         }
     })
 }
@@ -432,14 +402,7 @@ fn plan_launch(peers: &DirectPeers, rank: u32, call: &DirectCall) -> Result<Laun
         opts: u32::from(role.avg)
             | (u32::from(role.copy_dst.is_some()) << 1)
             | (u32::from(call.in_place && role.overwrites_what_it_pushes()) << 2)
-            | (u32::from(k.noop) << 3)
-            | (u32::from(k.relaxed) << 4)
-            | (u32::from(k.simple_relaxed) << 5)
-            | (u32::from(k.seq_relaxed) << 6)
-            | k.progress
-            | if k.one_fence { OPT_ONE_FENCE } else { 0 }
-            | if pulls { pull::opts() } else { 0 }
-            | if proto == 1 && k.ll_implied && ll_credit_implied(&role, elem, ctas, k.nslots) {
+            | if proto == 1 && ll_credit_implied(&role, elem, ctas, k.nslots) {
                 OPT_LL_IMPLIED
             } else {
                 0
@@ -457,11 +420,6 @@ fn plan_launch(peers: &DirectPeers, rank: u32, call: &DirectCall) -> Result<Laun
 
 /// `TD_LL_IMPLIED` in direct.cu.
 const OPT_LL_IMPLIED: u32 = 256;
-/// `TD_PROGRESS_RELAXED` and `TD_PROGRESS_GPU` in direct.cu.
-const OPT_PROGRESS_RELAXED: u32 = 512;
-const OPT_PROGRESS_GPU: u32 = 1024;
-/// `TD_ONE_FENCE` in direct.cu.
-const OPT_ONE_FENCE: u32 = 2048;
 
 /// Whether an LL call may leave its credits implied (`TD_LL_IMPLIED`): every peer this rank
 /// pushes to also pushes to it in the same call (so its data proves it finished the previous

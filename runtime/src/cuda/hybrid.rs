@@ -36,12 +36,6 @@ struct Knobs {
     /// Copy-engine share in tenths of a percent (`TOPOPLAN_HYBRID_CE_PCT`, a decimal).
     permille: u64,
     min_bytes: u64,
-    /// Diagnostic (`TOPOPLAN_HYBRID_TRACE=1`): print when each half of a call ended, from the
-    /// fork (read at the next call, which then blocks the host until the previous one ended).
-    trace: bool,
-    /// In place, the halves share SMs (default; `TOPOPLAN_HYBRID_SHARE_SMS=0`: the uncapped
-    /// direct kernels and 512-thread reduces, as out of place).
-    share_sms: bool,
 }
 
 fn knobs() -> &'static Knobs {
@@ -53,8 +47,6 @@ fn knobs() -> &'static Knobs {
                 .f64_or_warn()
                 .map_or(500, |v| (v * 10.0).round() as u64),
             min_bytes: HYBRID_MIN_MB.bytes_or_warn().unwrap_or(512 << 20),
-            trace: HYBRID_TRACE.flag_or_warn(),
-            share_sms: HYBRID_SHARE_SMS.flag_or_warn(),
         }
     })
 }
@@ -91,9 +83,10 @@ pub(crate) fn share(s: &Schedule, count: u64, elem: u64) -> u64 {
 }
 
 /// Whether the two halves of a call share SMs (register-capped direct kernels beside 256-thread
-/// reduces): in place, unless `TOPOPLAN_HYBRID_SHARE_SMS=0`.
+/// reduces): in place. Out of place the uncapped direct kernels and 512-thread reduces run,
+/// which measured faster there; in place, sharing measured faster.
 pub(crate) fn shares_sms(in_place: bool) -> bool {
-    in_place && knobs().share_sms
+    in_place
 }
 
 /// Per-rank side stream and the events that fork it from and join it to the caller's stream.
@@ -101,12 +94,6 @@ pub(crate) struct HybridState {
     side: Stream,
     fork: Event,
     join: Event,
-    /// Where the SM half ended (recorded only under `TOPOPLAN_HYBRID_TRACE=1`).
-    sm_end: Event,
-    /// Under the trace: the last call's events are still to be read (whether it ran in place).
-    /// Read at the next call, not at once: a caller that enqueues every rank from one thread
-    /// would deadlock waiting for a call the other ranks have not enqueued yet.
-    traced: std::cell::Cell<Option<bool>>,
 }
 
 impl HybridState {
@@ -115,8 +102,6 @@ impl HybridState {
             side: Stream::new(ctx)?,
             fork: Event::new(ctx)?,
             join: Event::new(ctx)?,
-            sm_end: Event::new(ctx)?,
-            traced: std::cell::Cell::new(None),
         })
     }
 }
@@ -153,7 +138,6 @@ pub(crate) fn enqueue(
     fork_join(
         &g.ranks[rank].ctx,
         &st,
-        in_place,
         stream,
         |s| super::direct::enqueue(g, rank, &sm_req, in_place, share, module, s),
         |side| super::ce_pair::enqueue(g, rank, &ce_req, module, share, side),
@@ -166,27 +150,11 @@ pub(crate) fn enqueue(
 pub(crate) fn fork_join(
     ctx: &Arc<CudaContext>,
     st: &HybridState,
-    in_place: bool,
     stream: sys::CUstream,
     sm_part: impl FnOnce(sys::CUstream) -> Result<(), CudaError>,
     ce_part: impl FnOnce(sys::CUstream) -> Result<(), CudaError>,
 ) -> Result<(), CudaError> {
     ctx.bind_to_thread().map_err(drv)?;
-    let trace = knobs().trace;
-    if let Some(was_in_place) = st.traced.take() {
-        let (sm, ce) = (st.sm_end.ms_since(&st.fork)?, st.join.ms_since(&st.fork)?);
-        eprintln!(
-            "# hybrid trace: gpu {} {} sm {:.1} us ce {:.1} us",
-            ctx.ordinal(),
-            if was_in_place {
-                "in-place"
-            } else {
-                "out-of-place"
-            },
-            sm * 1e3,
-            ce * 1e3
-        );
-    }
     // Fork: the side stream starts where the caller's stream is.
     st.fork.record(stream)?;
     // SAFETY: an event and a stream of this context.
@@ -194,9 +162,6 @@ pub(crate) fn fork_join(
         .result()
         .map_err(drv)?;
     sm_part(stream)?;
-    if trace {
-        st.sm_end.record(stream)?;
-    }
     ce_part(st.side.raw())?;
     // Join: the caller's stream continues once the side range is reduced.
     st.join.record(st.side.raw())?;
@@ -204,9 +169,6 @@ pub(crate) fn fork_join(
     unsafe { sys::cuStreamWaitEvent(stream, st.join.raw(), 0) }
         .result()
         .map_err(drv)?;
-    if trace {
-        st.traced.set(Some(in_place));
-    }
     Ok(())
 }
 

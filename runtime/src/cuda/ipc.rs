@@ -560,7 +560,6 @@ impl CudaProcComm {
                 return super::hybrid::fork_join(
                     &self.ctx,
                     &hy,
-                    in_place,
                     stream,
                     |st| {
                         direct::launch_call(

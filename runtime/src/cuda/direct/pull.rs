@@ -20,9 +20,6 @@ pub(crate) const MAX_CTAS: u32 = 256;
 /// Flag words after the push path's (`TD_FLAG_WORDS`): arrive and done per (peer, CTA), then
 /// one call counter per CTA.
 pub(crate) const WORDS: usize = (2 * 8 + 1) * MAX_CTAS as usize;
-/// `TD_PULL_RELEASE`: the arrive word is a release store (`TOPOPLAN_PULL_RELEASE=1`, a
-/// diagnostic: 1.9 µs more per call at 1 MiB on 2×H200).
-pub(crate) const OPT_RELEASE: u32 = 128;
 /// Bytes of a message per CTA: one pass of 512 threads with one or two vectors each, so a CTA's
 /// loads are one NVLink round trip (`TOPOPLAN_PULL_CTA_KB`).
 const CTA_BYTES: u64 = 8 << 10;
@@ -50,7 +47,6 @@ struct Knobs {
     max_bytes: u64,
     cta_bytes: u64,
     ctas: Option<u32>,
-    release: bool,
     /// Threads per CTA (`TOPOPLAN_PULL_BLOCK`, 128–512, a multiple of 32): smaller blocks run
     /// several CTAs per SM.
     block: u32,
@@ -70,7 +66,6 @@ fn knobs() -> &'static Knobs {
             max_bytes: PULL_MAX_KB.bytes_or_warn().unwrap_or(MAX_BYTES),
             cta_bytes: PULL_CTA_KB.bytes_or_warn().unwrap_or(CTA_BYTES),
             ctas: PULL_CTAS.u32_or_warn(),
-            release: PULL_RELEASE.flag_or_warn(),
             block: PULL_BLOCK
                 .u32_or_warn()
                 .map_or(DEFAULT_BLOCK, |b| b / 32 * 32),
@@ -205,13 +200,4 @@ pub(crate) fn grid(bytes: u64, min_sm: u32) -> u32 {
     k.ctas
         .unwrap_or_else(|| bytes.div_ceil(k.cta_bytes).min(cap as u64) as u32)
         .clamp(1, cap)
-}
-
-/// Extra `TdArgs.opts` bits of pull mode.
-pub(crate) fn opts() -> u32 {
-    if knobs().release {
-        OPT_RELEASE
-    } else {
-        0
-    }
 }
