@@ -282,7 +282,7 @@ fn models_track_one_process_run() {
     assert!(errs[3] < 0.005, "{errs:?}");
 }
 
-/// The tuner's worst error per regime (LL, pull, push, hybrid) on a closing run's log (its
+/// The tuner's worst error per regime (LL, pull, push, hybrid) on a whole `auto` run's log (its
 /// `-b 8 -e 64M -f 2` and `-b 128M -e 1G -f 2` tables).
 fn closing_run_errors(log: &str) -> [f64; 4] {
     let mut rows = bench_rows(log, "-b 8 -e 64M -f 2");

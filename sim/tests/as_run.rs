@@ -85,7 +85,7 @@ fn own_as_run_one_process_out_of_sample() {
     );
 }
 
-/// Compares a closing run's 28 points (8 B–1 GiB) with `ExecParams::default()`; each bound
+/// Compares a whole `auto` run's 28 points (8 B–1 GiB) with `ExecParams::default()`; each bound
 /// `(from_bytes, points, error)` says: the `points` rows from `from_bytes` up are within `error`.
 fn closing_run_within(
     measured: &[(u64, planner::schedule::Protocol, f64)],
