@@ -152,21 +152,36 @@ fn layout(op: &Op, n: usize, rank: usize, count: usize, es: usize) -> (usize, us
 /// Runs `ops` (one communicator's calls of one group, in order).
 pub fn run_batch(comm: &Comm, ops: &[Op]) -> Result<(), ApiError> {
     comm.wait_ready()?;
-    let mut ours = Vec::new();
-    let mut forwarded = Vec::new();
-    for op in ops {
+    let routed = |op: &Op| {
         let r = route(op);
         explain(comm, op, &r);
-        match r {
+        r
+    };
+    let out = if let [op] = ops {
+        // One call outside a group, the common case: no batch to build.
+        match routed(op) {
             Route::Topoplan {
                 dtype,
                 op: rop,
                 count,
-            } => ours.push((*op, dtype, rop, count)),
-            Route::Nccl(why) => forwarded.push((*op, why)),
+            } => run_ours(comm, &[(*op, dtype, rop, count)]),
+            Route::Nccl(why) => run_forwarded(comm, &[(*op, why)]),
         }
-    }
-    let out = run_ours(comm, &ours).and_then(|_| run_forwarded(comm, &forwarded));
+    } else {
+        let mut ours = Vec::new();
+        let mut forwarded = Vec::new();
+        for op in ops {
+            match routed(op) {
+                Route::Topoplan {
+                    dtype,
+                    op: rop,
+                    count,
+                } => ours.push((*op, dtype, rop, count)),
+                Route::Nccl(why) => forwarded.push((*op, why)),
+            }
+        }
+        run_ours(comm, &ours).and_then(|_| run_forwarded(comm, &forwarded))
+    };
     if let Err(e) = &out {
         comm.poison(e);
     }
@@ -212,19 +227,33 @@ fn run_ours(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), 
     let n = comm.nranks as usize;
     let rank = comm.rank as usize;
     // Non-root ranks may pass no receive buffer to reduce: give them scratch.
-    let mut scratch: Vec<Vec<u8>> = ops
-        .iter()
-        .map(|(op, dt, _, count)| {
-            let need = op.kind == Kind::Reduce && op.peer as usize != rank && op.recv == 0;
-            vec![0u8; if need { count * dt.size() } else { 0 }]
-        })
-        .collect();
+    let needs_scratch =
+        |op: &Op| op.kind == Kind::Reduce && op.peer as usize != rank && op.recv == 0;
+    // Allocated only when some call needs it (empty Vecs do not allocate).
+    let mut scratch: Vec<Vec<u8>> = Vec::new();
+    if ops.iter().any(|(op, ..)| needs_scratch(op)) {
+        scratch = ops
+            .iter()
+            .map(|(op, dt, _, count)| {
+                vec![
+                    0u8;
+                    if needs_scratch(op) {
+                        count * dt.size()
+                    } else {
+                        0
+                    }
+                ]
+            })
+            .collect();
+    }
     let mut guard = lock(&comm.cpu);
     let cpu = guard
         .as_mut()
         .ok_or_else(|| usage("communicator has not joined"))?;
     let mut g = cpu.group();
-    for ((op, dt, rop, count), scratch) in ops.iter().zip(scratch.iter_mut()) {
+    let mut spare = scratch.iter_mut();
+    for (op, dt, rop, count) in ops {
+        let scratch = spare.next().filter(|s| !s.is_empty());
         let es = dt.size();
         let (inb, outb, in_place) = layout(op, n, rank, *count, es);
         // SAFETY (every slice below): the caller guarantees NCCL's buffer sizes for this call;
@@ -251,7 +280,7 @@ fn run_ours(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), 
                         bytes_mut(whole.0, whole.1)
                     })?;
                 } else {
-                    let recv = if !scratch.is_empty() {
+                    let recv = if let Some(scratch) = scratch {
                         scratch.as_mut_slice()
                     } else {
                         if overlaps(op.send, inb, op.recv, outb) {
