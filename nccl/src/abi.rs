@@ -376,4 +376,32 @@ mod tests {
         assert_eq!(decode_id(&foreign), None);
         assert!(encode_id(&"x".repeat(200)).is_none());
     }
+
+    proptest::proptest! {
+        /// The fuzz target `fuzz/fuzz_targets/nccl_abi.rs`, on random bytes in every test run:
+        /// reading an id or a config of any claimed size never panics, and an accepted id
+        /// round-trips.
+        #[test]
+        fn any_bytes_are_read_without_panic(data in proptest::collection::vec(proptest::num::u8::ANY, 0..200), size in 0usize..120) {
+            let mut id = RawUniqueId { internal: [0; UNIQUE_ID_BYTES] };
+            for (d, s) in id.internal.iter_mut().zip(&data) {
+                *d = *s as c_char;
+            }
+            if let Some(text) = decode_id(&id) {
+                proptest::prop_assert_eq!(decode_id(&encode_id(&text).unwrap()), Some(text));
+            }
+            let mut buf = [0u8; std::mem::size_of::<RawConfig>()];
+            for (d, s) in buf.iter_mut().zip(&data) {
+                *d = *s;
+            }
+            buf[32..40].fill(0);
+            buf[48..56].fill(0);
+            let claimed = size.min(buf.len());
+            buf[..8].copy_from_slice(&claimed.to_ne_bytes());
+            let r = unsafe { CommConfig::read(buf.as_ptr() as *const RawConfig) };
+            if claimed < 16 {
+                proptest::prop_assert_eq!(r, Err(ConfigError::TooSmall(claimed)));
+            }
+        }
+    }
 }

@@ -121,6 +121,11 @@ fn a_killed_rank_is_a_remote_error_and_abort_returns() {
 }
 
 #[test]
+fn ranks_that_disagree_get_an_error_not_a_hang() {
+    run("mismatch", &[]);
+}
+
+#[test]
 fn without_a_real_nccl_unsupported_calls_say_why() {
     run(
         "noforward",

@@ -7,6 +7,7 @@
  *   killed     a rank dies; the survivors get ncclRemoteError naming it, and abort in time
  *   forward    fp8 and PreMulSum reductions go to the NCCL named by TOPOPLAN_NCCL_LIB
  *   noforward  the same with no real NCCL: ncclInvalidUsage naming the call and why
+ *   mismatch   ranks that disagree (nranks at init, counts, datatypes): an error, never a hang
  * Exit status 0 when every check passed; each failure prints what differed.
  */
 #define _GNU_SOURCE
@@ -363,6 +364,34 @@ static int forward_main(ncclUniqueId id, int rank, int n) {
   return failures;
 }
 
+/* ---- mismatch ---- */
+static int mismatch_main(ncclUniqueId id, int rank, int n) {
+  ncclComm_t c;
+  /* Rank 1 claims a world of 3: both ranks fail to join, naming the disagreement. */
+  ncclResult_t r = ncclCommInitRank(&c, rank == 1 ? 3 : 2, id, rank);
+  CHECK(r == ncclInvalidUsage || r == ncclInvalidArgument || r == ncclRemoteError, "rank %d: init with mismatched nranks -> %d", rank, r);
+  if (rank == 0) CHECK(has(ncclGetLastError(NULL), "world has 3 ranks"), "rank 0: \"%s\"", ncclGetLastError(NULL));
+  return failures;
+}
+
+static int counts_main(ncclUniqueId id, int rank, int n) {
+  ncclComm_t c;
+  OK(ncclCommInitRank(&c, n, id, rank));
+  float a[256] = {0}, b[256];
+  /* Rank 1 reduces 256 elements, rank 0 only 128. */
+  ncclResult_t r = ncclAllReduce(a, b, rank == 1 ? 256 : 128, ncclFloat32, ncclSum, c, NULL);
+  CHECK(r != ncclSuccess, "rank %d: all-reduce with mismatched counts succeeded", rank);
+  const char* m = ncclGetLastError(c);
+  CHECK(has(m, "ncclAllReduce: "), "rank %d: message \"%s\" does not name the call", rank, m);
+  OK(ncclCommAbort(c));
+  return failures;
+}
+
+static int mode_mismatch(void) {
+  int bad = spawn(2, mismatch_main);
+  return bad + spawn(2, counts_main);
+}
+
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "abi";
   int n = argc > 2 ? atoi(argv[2]) : 3;
@@ -371,6 +400,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "ranks")) bad = spawn(n, rank_main);
   else if (!strcmp(mode, "onethread")) bad = mode_onethread();
   else if (!strcmp(mode, "killed")) bad = spawn(2, killed_main);
+  else if (!strcmp(mode, "mismatch")) bad = mode_mismatch();
   else if (!strcmp(mode, "forward") || !strcmp(mode, "noforward")) bad = spawn(2, forward_main);
   else {
     fprintf(stderr, "unknown mode %s\n", mode);
