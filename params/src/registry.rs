@@ -410,6 +410,13 @@ pub const TEST_ROLE: Param = Param {
     scope: Internal,
     doc: "Set by runtime/tests/multiprocess.rs in the rank processes it starts: which scenario to run.",
 };
+pub const BIN: Param = Param {
+    name: "TOPOPLAN_BIN",
+    kind: Path,
+    default: Auto(".devbin/topoplan, else target/release/topoplan"),
+    scope: Internal,
+    doc: "The topoplan binary the device scripts run (scripts/device/env.sh).",
+};
 pub const PTXAS: Param = Param {
     name: "TOPOPLAN_PTXAS",
     kind: Path,
@@ -485,6 +492,7 @@ pub static ALL: &[&Param] = &[
     &BENCH_MP_RANK,
     &BENCH_MP_ID,
     &TEST_ROLE,
+    &BIN,
     &PTXAS,
     &NCCL_LIB,
     &DEBUG,

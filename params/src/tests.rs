@@ -98,5 +98,5 @@ fn find_knows_every_declared_name() {
     for p in ALL {
         assert_eq!(find(p.name), Some(*p));
     }
-    assert_eq!(find("TOPOPLAN_NOPE"), None);
+    assert_eq!(find(&format!("{PREFIX}NOPE")), None);
 }
