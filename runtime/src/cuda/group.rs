@@ -205,6 +205,9 @@ impl CudaGroup {
                 .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
                 .map_err(drv)? as u32;
             let sm_count = residency::rank_sms(ordinal, ranks_on_device, device_sms)?;
+            // A CUDA variable, not a topoplan knob: the driver reads it at context creation.
+            let queues = std::env::var("CUDA_DEVICE_MAX_CONNECTIONS").ok();
+            residency::check_queues(ordinal, ranks_on_device, queues.as_deref())?;
             let ce = super::ce::CeState::new(&ctx, ordinals.len())?;
             let direct = super::direct::DirectBufs::new(&ctx, ordinals.len())?;
             let ce_pair = Mutex::new(super::ce_pair::PairState::new(&ctx)?);
@@ -492,9 +495,14 @@ impl CudaGroup {
         }
         let module = self.module(rank, req.dtype)?;
         if super::direct::applies(req.schedule) {
-            let ce = super::hybrid::share(req.schedule, req.count, req.dtype.size() as u64);
+            // On a shared GPU the hybrid's copy engines would only copy within it, beside
+            // more busy streams: the direct path runs the whole call.
+            let ce = if self.shared {
+                0
+            } else {
+                super::hybrid::share(req.schedule, req.count, req.dtype.size() as u64)
+            };
             self.check_resident(match req.schedule.protocol {
-                _ if ce > 0 => Path::Hybrid,
                 planner::schedule::Protocol::LL => Path::DirectLl,
                 _ => Path::DirectSimple,
             })?;
@@ -516,11 +524,11 @@ impl CudaGroup {
         }
         if super::ce_pair::applies(req.schedule) {
             self.ranks[rank].ctx.bind_to_thread().map_err(drv)?;
-            if !super::ce_pair::capturing(stream)? {
-                self.check_resident(Path::CePair)?;
+            if !self.shared && !super::ce_pair::capturing(stream)? {
                 return super::ce_pair::enqueue(self, rank, req, &module, false, stream);
             }
-            // A graph would replay this call's counter values: run the one-shot schedule.
+            // A graph would replay this call's counter values, and on a shared GPU the copy
+            // engines would only copy within it: run the one-shot schedule.
             let one_shot = planner::schedule::build::one_shot(
                 &req.schedule.collective,
                 2,
@@ -536,7 +544,15 @@ impl CudaGroup {
         }
         let plan = self.plan(rank, req, key)?;
         if plan.lowered.uses_copy_engine {
-            self.check_resident(Path::CopyEngine)?;
+            if self.shared {
+                // Its wait kernels spin on a second stream per rank: twice the busy streams
+                // that must not share a hardware queue (`residency::check_queues`).
+                return Err(CudaError::Input(format!(
+                    "the generic copy-engine lowering (--algo ce on {} ranks) does not run with \
+                     ranks sharing a GPU: choose another algorithm",
+                    self.ranks.len()
+                )));
+            }
             return super::ce::enqueue(self, rank, req, &plan.lowered, &module, stream);
         }
         let op_index = super::device::op_index(req.op);

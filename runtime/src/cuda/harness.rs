@@ -19,7 +19,9 @@ use cudarc::driver::sys;
 use planner::schedule::{Collective, CollectiveKind, Schedule};
 use std::sync::{Arc, Barrier};
 
+mod correctness;
 mod data;
+pub use correctness::check_on;
 pub use data::rank_ptrs;
 use data::{check, host_inputs, upload, Bufs};
 
@@ -332,7 +334,11 @@ impl Lib<'_> {
 /// buffers are registered and the copy engines enabled where a size needs them).
 pub(crate) fn algo_label(algo: String, sched: &Schedule, cfg: &BenchConfig, count: u64) -> String {
     let elem = cfg.dtype.size() as u64;
-    if !cfg.cuda_graph && super::hybrid::share(sched, count, elem) > 0 {
+    // Ranks sharing a GPU run neither the hybrid nor the copy-engine pair (`CudaGroup`).
+    let shared = shares_a_gpu(&cfg.ordinals);
+    if shared && super::ce_pair::applies(sched) {
+        format!("{algo}>one-shot")
+    } else if !shared && !cfg.cuda_graph && super::hybrid::share(sched, count, elem) > 0 {
         format!("{algo}+ce")
     } else if sched.algorithm == planner::schedule::Algorithm::OneShot
         && super::direct::enabled()
@@ -364,6 +370,14 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// Whether some ordinal repeats: ranks share that GPU (timings are then not performance).
+pub fn shares_a_gpu(ordinals: &[usize]) -> bool {
+    ordinals
+        .iter()
+        .enumerate()
+        .any(|(i, o)| ordinals[..i].contains(o))
+}
+
 /// Runs the benchmark; `on_row` sees each size's row as soon as it is measured.
 pub fn run(
     cfg: &BenchConfig,
@@ -371,6 +385,11 @@ pub fn run(
 ) -> Result<(Vec<Row>, MemReport), CudaError> {
     let n = cfg.ordinals.len() as u32;
     let elem = cfg.dtype.size() as u64;
+    if cfg.vs_nccl && shares_a_gpu(&cfg.ordinals) {
+        return Err(CudaError::Input(
+            "NCCL refuses two ranks on one GPU: --vs-nccl needs one rank per GPU".into(),
+        ));
+    }
     // Contexts first (so that "before" excludes the CUDA context itself), then our init.
     let ctxs = super::device::open_devices(&cfg.ordinals)?;
     let before: Vec<u64> = ctxs

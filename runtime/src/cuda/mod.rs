@@ -53,6 +53,9 @@ pub enum CudaError {
     /// Ranks sharing a GPU whose kernels could not all be resident at once.
     #[error(transparent)]
     Residency(#[from] residency::ResidencyError),
+    /// Ranks sharing a GPU without a hardware queue each.
+    #[error(transparent)]
+    Queues(#[from] residency::QueueError),
     /// A step of the multi-process (CUDA IPC) mode failed on this rank.
     #[error("rank {rank}: {what}")]
     Rank { rank: u32, what: String },

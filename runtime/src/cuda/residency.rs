@@ -178,6 +178,48 @@ pub fn path_min_sm(share: u32, ctas_per_sm: u32) -> u32 {
     (share / ctas_per_sm.max(1)).max(1)
 }
 
+/// The hardware work queues a context spreads its streams over when ranks share a GPU: the
+/// most `CUDA_DEVICE_MAX_CONNECTIONS` allows.
+pub const QUEUES: u32 = 32;
+
+/// The hardware work queues the driver gives a context for a `CUDA_DEVICE_MAX_CONNECTIONS`
+/// value: 1 to 32, 8 when unset or not a number (the driver's default).
+pub fn hardware_queues(var: Option<&str>) -> u32 {
+    var.and_then(|v| v.trim().parse::<u32>().ok())
+        .map_or(8, |q| q.clamp(1, QUEUES))
+}
+
+/// Ranks sharing a GPU with fewer hardware queues than [`QUEUES`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{ranks} ranks share GPU {device}, but CUDA_DEVICE_MAX_CONNECTIONS gives {queues} hardware \
+     queue(s): streams beyond that share a queue, where one rank's next kernel can stand in line \
+     before a peer's kernel that its current one waits for (a hang). Set \
+     CUDA_DEVICE_MAX_CONNECTIONS={QUEUES} before the process's first CUDA call \
+     (`topoplan bench --ranks-per-gpu` does)"
+)]
+pub struct QueueError {
+    pub device: usize,
+    pub ranks: u32,
+    pub queues: u32,
+}
+
+/// Checks that `ranks` ranks on GPU `device` may share it with the hardware queues that
+/// `CUDA_DEVICE_MAX_CONNECTIONS` (`var`) gives: streams of one queue run in the order they were
+/// issued, so each rank's stream needs a queue of its own, and the driver assigns queues to
+/// streams in turn; with all 32 the ranks' streams land in different queues.
+pub fn check_queues(device: usize, ranks: u32, var: Option<&str>) -> Result<(), QueueError> {
+    let queues = hardware_queues(var);
+    if ranks > 1 && queues < QUEUES {
+        return Err(QueueError {
+            device,
+            ranks,
+            queues,
+        });
+    }
+    Ok(())
+}
+
 /// Ranks per device of a group's device list: `(ordinal, ranks on it)` for each rank, in rank
 /// order.
 pub fn ranks_per_device(ordinals: &[usize]) -> Vec<(usize, u32)> {

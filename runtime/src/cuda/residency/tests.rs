@@ -148,3 +148,28 @@ fn the_direct_grids_stay_within_a_ranks_share() {
     assert!(s + receivers(s, 1) > 1);
     assert!(check(0, 132, H200_SMS, Path::DirectSimple).is_err());
 }
+
+#[test]
+fn sharing_a_gpu_needs_every_hardware_queue() {
+    assert_eq!(hardware_queues(None), 8);
+    assert_eq!(hardware_queues(Some("32")), 32);
+    assert_eq!(hardware_queues(Some(" 64 ")), 32);
+    assert_eq!(hardware_queues(Some("0")), 1);
+    assert_eq!(hardware_queues(Some("many")), 8);
+    assert_eq!(
+        check_queues(0, 1, None),
+        Ok(()),
+        "one rank per GPU: any queues"
+    );
+    assert_eq!(check_queues(0, 4, Some("32")), Ok(()));
+    let e = check_queues(2, 4, Some("1")).unwrap_err();
+    assert_eq!((e.device, e.ranks, e.queues), (2, 4, 1));
+    let msg = check_queues(0, 8, None).unwrap_err().to_string();
+    for part in [
+        "8 ranks share GPU 0",
+        "gives 8 hardware",
+        "CUDA_DEVICE_MAX_CONNECTIONS=32",
+    ] {
+        assert!(msg.contains(part), "{msg}");
+    }
+}

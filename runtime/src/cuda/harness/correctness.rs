@@ -1,0 +1,93 @@
+//! Correctness alone on a group the caller holds: every size of a configuration called once out
+//! of place and once in place (replayed from a CUDA graph when the configuration asks), every
+//! output element checked against `runtime::reference` on fresh random data, outputs poisoned
+//! first. No timing: the GPU tests of ranks sharing a GPU run thousands of configurations on one
+//! group, where [`super::run`] would open a group per configuration.
+
+use super::data::{check, host_inputs, upload, Bufs};
+use super::{algo_label, coll_of, data_seed, geometry, BenchConfig, Cell, Lib, RawStream, Row};
+use crate::cuda::device::{create_stream, drv, DevBuf};
+use crate::cuda::group::CudaGroup;
+use crate::cuda::{schedules, CudaError};
+use crate::reference::expected_bytes;
+use cudarc::driver::sys;
+use std::sync::Arc;
+
+/// Runs and checks `cfg` on `g` (`cfg.ordinals` is ignored: the group's ranks run; NCCL is not
+/// run). Each row's `wrong` counts the wrong elements of all ranks; timings stay 0.
+pub fn check_on(g: &CudaGroup, cfg: &BenchConfig) -> Result<Vec<Row>, CudaError> {
+    let n = g.nranks() as u32;
+    let elem = cfg.dtype.size() as u64;
+    let max_size = cfg.sizes.iter().copied().max().unwrap_or(0);
+    let (_, max_in, max_out) = geometry(cfg.kind, n, max_size, elem);
+    let mut bufs = Bufs {
+        inp: Vec::new(),
+        out: Vec::new(),
+    };
+    let mut streams = Vec::new();
+    for r in 0..n as usize {
+        bufs.inp
+            .push(DevBuf::new(g.context(r), (max_in * elem) as usize)?);
+        bufs.out
+            .push(DevBuf::new(g.context(r), (max_out * elem) as usize)?);
+        streams.push(RawStream(create_stream(g.context(r))?));
+    }
+    let result = check_sizes(g, cfg, &bufs, &streams);
+    for (r, s) in streams.iter().enumerate() {
+        g.context(r).bind_to_thread().map_err(drv)?;
+        // SAFETY: created above, destroyed once, after all work on it finished.
+        unsafe {
+            let _ = sys::cuStreamSynchronize(s.0);
+            let _ = sys::cuStreamDestroy_v2(s.0);
+        }
+    }
+    result
+}
+
+fn check_sizes(
+    g: &CudaGroup,
+    cfg: &BenchConfig,
+    bufs: &Bufs,
+    streams: &[RawStream],
+) -> Result<Vec<Row>, CudaError> {
+    let n = g.nranks() as u32;
+    let elem = cfg.dtype.size() as u64;
+    let coll = coll_of(cfg.kind, cfg.root);
+    let mut rows = Vec::new();
+    for (si, &size) in cfg.sizes.iter().enumerate() {
+        let (count, _, _) = geometry(cfg.kind, n, size, elem);
+        let (algo, sched) = schedules::pick(&coll, n, count * elem, &cfg.algo)
+            .map_err(|e| CudaError::Input(e.to_string()))?;
+        if cfg.cuda_graph && algo == "ce" {
+            // Its host-side counters would be baked into the graph (as in `super::run`).
+            return Err(CudaError::Input(
+                "the copy-engine pipeline (ce) cannot run under CUDA graph capture".into(),
+            ));
+        }
+        let algo = algo_label(algo, &sched, cfg, count);
+        let sched = Arc::new(sched);
+        let ours = Lib::Ours(g, &sched);
+        let mut row = Row {
+            size,
+            count: size / elem,
+            algo,
+            oop: Cell::default(),
+            ip: Cell::default(),
+            mem_first_call: (0, None),
+        };
+        for in_place in [false, true] {
+            let (ip, op) = bufs.ptrs(cfg.kind, count, elem, in_place);
+            let inputs = host_inputs(cfg, n as usize, count, data_seed(cfg.seed, si, in_place));
+            let want = expected_bytes(cfg.dtype, &coll, cfg.op, count as usize, &inputs);
+            upload(bufs, cfg, count, in_place, &inputs)?;
+            ours.once(g, cfg, count, &ip, &op, streams)?;
+            let cell = Cell {
+                wrong: check(bufs, cfg, count, in_place, &want)?,
+                ..Default::default()
+            };
+            row.set(in_place, cell);
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
