@@ -127,10 +127,11 @@ impl Comm {
         }
     }
 
-    /// A call failed with an error that leaves the communicator unusable (a dead peer, a
-    /// timeout, a mismatch): later calls and `ncclCommGetAsyncError` report it.
+    /// A call failed because a peer died or never answered: the communicator is unusable, and
+    /// later calls and `ncclCommGetAsyncError` report it. Other failures (bad arguments, a
+    /// forwarded call NCCL refused) leave it usable, as NCCL's do.
     pub fn poison(&self, e: &ApiError) {
-        if matches!(e, ApiError::Remote(_) | ApiError::System(_)) {
+        if matches!(e, ApiError::Remote(_)) {
             let mut s = lock(&self.state);
             if *s == State::Ready {
                 *s = State::Failed(e.clone());

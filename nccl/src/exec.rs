@@ -350,12 +350,15 @@ pub(crate) fn real_comm(
     // SAFETY: NCCL's ncclCommInitRank; every rank of the communicator calls it now.
     let r = unsafe { (real.CommInitRank)(&mut ptr, comm.nranks as i32, id, comm.rank as i32) };
     if r != SUCCESS {
-        return Err(ApiError::System(format!(
-            "NCCL's ncclCommInitRank for rank {} of {} failed ({r}): {}",
-            comm.rank,
-            comm.nranks,
-            real::last_error(real, std::ptr::null_mut())
-        )));
+        return Err(from_nccl(
+            r,
+            format!(
+                "NCCL's ncclCommInitRank for rank {} of {} failed ({r}): {}",
+                comm.rank,
+                comm.nranks,
+                real::last_error(real, std::ptr::null_mut())
+            ),
+        ));
     }
     log(
         Level::Info,
@@ -371,6 +374,18 @@ pub(crate) fn real_comm(
     Ok((real, ptr))
 }
 
+/// The real NCCL's result code `r` as our error, with its message.
+fn from_nccl(r: i32, msg: String) -> ApiError {
+    match r {
+        crate::abi::INVALID_ARGUMENT => ApiError::InvalidArgument(msg),
+        crate::abi::INVALID_USAGE => ApiError::InvalidUsage(msg),
+        crate::abi::REMOTE_ERROR => ApiError::Remote(msg),
+        crate::abi::UNHANDLED_CUDA_ERROR => ApiError::Cuda(msg),
+        crate::abi::INTERNAL_ERROR => ApiError::Internal(msg),
+        _ => ApiError::System(msg),
+    }
+}
+
 fn run_forwarded(comm: &Comm, ops: &[(Op, String)]) -> Result<(), ApiError> {
     if ops.is_empty() {
         return Ok(());
@@ -384,13 +399,7 @@ fn run_forwarded(comm: &Comm, ops: &[(Op, String)]) -> Result<(), ApiError> {
             "{call} on NCCL failed ({r}): {}",
             real::last_error(real, rc)
         );
-        Err(match r {
-            crate::abi::INVALID_ARGUMENT => ApiError::InvalidArgument(msg),
-            crate::abi::INVALID_USAGE => ApiError::InvalidUsage(msg),
-            crate::abi::REMOTE_ERROR => ApiError::Remote(msg),
-            crate::abi::UNHANDLED_CUDA_ERROR => ApiError::Cuda(msg),
-            _ => ApiError::System(msg),
-        })
+        Err(from_nccl(r, msg))
     };
     // SAFETY: NCCL's own entry points with the caller's arguments and NCCL's communicator.
     unsafe {

@@ -189,3 +189,61 @@ fn unsupported_reductions_are_forwarded_to_the_real_nccl() {
     assert_eq!(count("CommDestroy"), 2, "{calls}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// With no `TOPOPLAN_NCCL_LIB`, the real NCCL is the one beside a loaded PyTorch: a fake
+/// `site-packages` holds `torch/lib/libtorch_cuda.so` (loaded first, as `import torch` does)
+/// and `nvidia/nccl/lib/libnccl.so.2` (the stand-in NCCL), and the forwarded calls reach it.
+#[test]
+fn the_real_nccl_is_found_beside_pytorch() {
+    let site = std::env::temp_dir().join(format!("topoplan-fake-site-{}", std::process::id()));
+    let torch_lib = site.join("torch/lib");
+    let nccl_lib = site.join("nvidia/nccl/lib");
+    std::fs::create_dir_all(&torch_lib).unwrap();
+    std::fs::create_dir_all(&nccl_lib).unwrap();
+    let torch_src = site.join("torch.c");
+    std::fs::write(&torch_src, "int fake_torch_marker(void) { return 1; }\n").unwrap();
+    let torch_so = torch_lib.join("libtorch_cuda.so");
+    cc(&[
+        "-shared",
+        "-fPIC",
+        torch_src.to_str().unwrap(),
+        "-o",
+        torch_so.to_str().unwrap(),
+    ]);
+    let fake = manifest().join("tests/c/fake_nccl.c");
+    let nccl_so = nccl_lib.join("libnccl.so.2");
+    cc(&[
+        "-shared",
+        "-fPIC",
+        fake.to_str().unwrap(),
+        "-o",
+        nccl_so.to_str().unwrap(),
+    ]);
+    let log = site.join("calls.log");
+    let mut c = Command::new(check_binary());
+    c.arg("forward")
+        .env_remove("TOPOPLAN_NCCL_LIB")
+        .env("TOPOPLAN_TIMEOUT", "20s")
+        .env("TOPOPLAN_DEBUG", "NONE")
+        .env("CHECK_LOAD_FIRST", &torch_so)
+        .env("FAKE_NCCL_LOG", &log)
+        .env("CHECK_EXPECT_FORWARD", "1");
+    let out = c.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A machine with a system NCCL would find that one only after PyTorch's.
+    assert!(out.status.success(), "{text}");
+    let calls = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(
+        calls
+            .lines()
+            .filter(|l| l.contains("AllReduce count=16 type=10"))
+            .count(),
+        2,
+        "{calls}"
+    );
+    let _ = std::fs::remove_dir_all(&site);
+}

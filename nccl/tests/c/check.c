@@ -394,6 +394,12 @@ static int mode_mismatch(void) {
 
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "abi";
+  /* Stands for a framework loaded before the first NCCL call (PyTorch's libtorch_cuda.so). */
+  const char* pre = getenv("CHECK_LOAD_FIRST");
+  if (pre && !dlopen(pre, RTLD_NOW | RTLD_GLOBAL)) {
+    fprintf(stderr, "cannot load %s: %s\n", pre, dlerror());
+    return 2;
+  }
   int n = argc > 2 ? atoi(argv[2]) : 3;
   int bad;
   if (!strcmp(mode, "abi")) bad = mode_abi();
