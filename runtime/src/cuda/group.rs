@@ -108,7 +108,8 @@ pub(crate) struct RankState {
     pub(crate) scratch: Mutex<Vec<DevBuf>>,
     /// LL lines: two halves of `LL_LINE_BYTES`, zeroed at start (epoch 0 never matches).
     pub(crate) ll: DevBuf,
-    modules: ModuleCache,
+    /// Shared by the ranks of one GPU (one context: one module per type serves them all).
+    modules: Arc<ModuleCache>,
     plans: Mutex<HashMap<PlanKey, Arc<DevPlan>>>,
     pub(crate) ce: Mutex<super::ce::CeState>,
     /// Copy stream and counters of the copy-engine pair all-reduce (`super::ce_pair`).
@@ -220,7 +221,13 @@ impl CudaGroup {
                 flags,
                 scratch: Mutex::new(vec![scratch]),
                 ll,
-                modules: ModuleCache::default(),
+                modules: match ranks
+                    .iter()
+                    .find(|r: &&RankState| r.ctx.ordinal() == ordinal)
+                {
+                    Some(r) => r.modules.clone(),
+                    None => Arc::default(),
+                },
                 plans: Mutex::new(HashMap::new()),
                 ce: Mutex::new(ce),
                 ce_pair,
