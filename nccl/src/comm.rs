@@ -38,6 +38,8 @@ pub struct Comm {
     pub last_error: MessageSlot,
     /// The real NCCL's communicator for the same ranks, made on first need.
     pub real: Mutex<Option<RealComm>>,
+    /// Topoplan's CUDA side for device buffers, made on first need (`gpu`).
+    pub gpu: Mutex<Option<crate::gpu::GpuRank>>,
     /// (collective, size class) pairs already logged under `TOPOPLAN_DEBUG=INFO`.
     pub logged: Mutex<HashSet<(&'static str, u32)>>,
     /// Registered buffers: handle -> (address, bytes).
@@ -67,6 +69,7 @@ impl Comm {
             abort: Mutex::new(None),
             last_error: MessageSlot::default(),
             real: Mutex::new(None),
+            gpu: Mutex::new(None),
             logged: Mutex::new(HashSet::new()),
             registered: Mutex::new(HashMap::new()),
         });

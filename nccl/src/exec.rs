@@ -49,6 +49,12 @@ pub enum Route {
         op: ReduceOp,
         count: usize,
     },
+    /// On topoplan's CUDA backend (device buffers), as `count` elements of `dtype`.
+    Gpu {
+        dtype: DataType,
+        op: ReduceOp,
+        count: usize,
+    },
     Nccl(String),
 }
 
@@ -70,15 +76,6 @@ impl Op {
 /// reductions where topoplan's reduction gives NCCL's exact result; device memory goes to
 /// NCCL, since this library's collectives run topoplan's CPU runtime on host buffers.
 pub fn route(op: &Op) -> Route {
-    if op
-        .buffers()
-        .iter()
-        .any(|p| crate::cuda::is_device_memory(*p))
-    {
-        return Route::Nccl(
-            "device buffers: this library runs topoplan's CPU runtime on host buffers; device buffers go to NCCL".into(),
-        );
-    }
     if !op.reduces() {
         return Route::Topoplan {
             dtype: DataType::U8,
@@ -100,6 +97,38 @@ pub fn route(op: &Op) -> Route {
                 r.name()
             )),
         },
+    }
+}
+
+/// [`route`] for a call of `comm`, device buffers included: those run on topoplan's CUDA
+/// backend where [`crate::gpu::refusal`] allows, else on NCCL.
+pub fn route_in(comm: &Comm, op: &Op) -> Route {
+    if !op
+        .buffers()
+        .iter()
+        .any(|p| crate::cuda::is_device_memory(*p))
+    {
+        return route(op);
+    }
+    let r = match op.op {
+        NcclOp::Builtin(r) => r,
+        NcclOp::PreMulSum(_) => return Route::Nccl("PreMulSum reductions run on NCCL".into()),
+    };
+    match (
+        crate::gpu::runtime_type(op, r),
+        crate::gpu::refusal(comm, op),
+    ) {
+        (Some((dtype, count)), None) => Route::Gpu {
+            dtype,
+            op: r,
+            count,
+        },
+        (_, Some(why)) => Route::Nccl(why),
+        (None, None) => Route::Nccl(format!(
+            "{} {}: topoplan has no reduction with NCCL's exact result for it",
+            op.dtype.name(),
+            r.name()
+        )),
     }
 }
 
@@ -153,7 +182,7 @@ fn layout(op: &Op, n: usize, rank: usize, count: usize, es: usize) -> (usize, us
 pub fn run_batch(comm: &Comm, ops: &[Op]) -> Result<(), ApiError> {
     comm.wait_ready()?;
     let routed = |op: &Op| {
-        let r = route(op);
+        let r = route_in(comm, op);
         explain(comm, op, &r);
         r
     };
@@ -165,11 +194,15 @@ pub fn run_batch(comm: &Comm, ops: &[Op]) -> Result<(), ApiError> {
                 op: rop,
                 count,
             } => run_ours(comm, &[(*op, dtype, rop, count)]),
+            Route::Gpu {
+                dtype,
+                op: rop,
+                count,
+            } => crate::gpu::run(comm, &[(*op, dtype, rop, count)]),
             Route::Nccl(why) => run_forwarded(comm, &[(*op, why)]),
         }
     } else {
-        let mut ours = Vec::new();
-        let mut forwarded = Vec::new();
+        let (mut ours, mut gpu, mut forwarded) = (Vec::new(), Vec::new(), Vec::new());
         for op in ops {
             match routed(op) {
                 Route::Topoplan {
@@ -177,10 +210,23 @@ pub fn run_batch(comm: &Comm, ops: &[Op]) -> Result<(), ApiError> {
                     op: rop,
                     count,
                 } => ours.push((*op, dtype, rop, count)),
+                Route::Gpu {
+                    dtype,
+                    op: rop,
+                    count,
+                } => gpu.push((*op, dtype, rop, count)),
                 Route::Nccl(why) => forwarded.push((*op, why)),
             }
         }
-        run_ours(comm, &ours).and_then(|_| run_forwarded(comm, &forwarded))
+        run_ours(comm, &ours)
+            .and_then(|_| {
+                if gpu.is_empty() {
+                    Ok(())
+                } else {
+                    crate::gpu::run(comm, &gpu)
+                }
+            })
+            .and_then(|_| run_forwarded(comm, &forwarded))
     };
     if let Err(e) = &out {
         comm.poison(e);
@@ -200,6 +246,9 @@ fn explain(comm: &Comm, op: &Op, r: &Route) {
     }
     let path = match r {
         Route::Topoplan { .. } => "topoplan CPU runtime (host buffers)".to_string(),
+        Route::Gpu { .. } => {
+            "topoplan CUDA backend (device buffers, one process per GPU)".to_string()
+        }
         Route::Nccl(why) => format!("NCCL ({why})"),
     };
     log(

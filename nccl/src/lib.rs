@@ -5,7 +5,7 @@
 //! Module map: [`api`] (the exported functions and their argument checks), [`abi`] (NCCL's
 //! types, enum values, the versioned config and the unique id), [`comm`] (handles, joining,
 //! splitting), [`group`] (deferral to `ncclGroupEnd`), [`exec`] (where each call runs and
-//! running it), [`real`] (the real NCCL, loaded by path, for what topoplan does not run),
+//! running it), [`gpu`] (device buffers on topoplan's CUDA backend, opt-in), [`real`] (the real NCCL, loaded by path, for what topoplan does not run),
 //! [`premul`] (PreMulSum ops), [`cuda`] (the few driver queries), [`error`] (codes and
 //! `ncclGetLastError`), [`knobs`] (settings and the `TOPOPLAN_DEBUG` log).
 //! What runs where: `docs/nccl-library.md`.
@@ -16,6 +16,7 @@ pub mod comm;
 pub mod cuda;
 pub mod error;
 pub mod exec;
+pub mod gpu;
 pub mod group;
 pub mod knobs;
 pub mod premul;

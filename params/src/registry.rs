@@ -434,6 +434,13 @@ pub const NCCL_LIB: Param = Param {
     scope: User,
     doc: "Absolute path of the real NCCL that libnccl.so.2 forwards calls to.",
 };
+pub const NCCL_CUDA: Param = Param {
+    name: "TOPOPLAN_NCCL_CUDA",
+    kind: Flag,
+    default: Value("0"),
+    scope: User,
+    doc: "Run the NCCL-compatible library's device-buffer collectives on topoplan's CUDA backend (one process per GPU, 2-8 ranks) instead of forwarding them to NCCL.",
+};
 pub const DEBUG: Param = Param {
     name: "TOPOPLAN_DEBUG",
     kind: Choice(&["NONE", "WARN", "INFO"]),
@@ -495,6 +502,7 @@ pub static ALL: &[&Param] = &[
     &BIN,
     &PTXAS,
     &NCCL_LIB,
+    &NCCL_CUDA,
     &DEBUG,
 ];
 
