@@ -8,7 +8,8 @@
 #   2. PyTorch with LD_PRELOAD (nccl/tests/torch/collectives.py under torchrun with GPUS
 #      processes): every torch collective, a new_group, a graph-captured all-reduce and a short
 #      DDP run, saved, then compared bit for bit with the same run on stock NCCL.
-# Which library ran each call shows in the TOPOPLAN_DEBUG=INFO lines of the logs.
+# Our runs set TOPOPLAN_NCCL_CUDA=1 (device buffers on topoplan's CUDA path where it applies);
+# which library ran each call shows in the TOPOPLAN_DEBUG=INFO lines of the logs.
 #
 # Usage: bash .devbin/nccl-library.sh [tests|torch|all]       (default all)
 # Needs (carry .devbin): .devbin/nccl/lib/libnccl.so.2 and .devbin/nccl/include/nccl.h
@@ -43,7 +44,7 @@ if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
       for lib in stock ours; do
         ld=$OURS/lib; [ $lib = stock ] && ld=$(dirname "$STOCK")
         echo "+ [$lib] ${b}_perf -g $G -b 8 -e $MAX -f 2 $mode" >> "$OUT/nccl-tests.log"
-        LD_LIBRARY_PATH=$ld:${LD_LIBRARY_PATH:-} timeout $T $src/build-$lib/${b}_perf -g "$G" -b 8 -e "$MAX" -f 2 $mode \
+        TOPOPLAN_NCCL_CUDA=1 LD_LIBRARY_PATH=$ld:${LD_LIBRARY_PATH:-} timeout $T $src/build-$lib/${b}_perf -g "$G" -b 8 -e "$MAX" -f 2 $mode \
           >> "$OUT/nccl-tests.log" 2>&1
         rc=$?; echo "rc=$rc" >> "$OUT/nccl-tests.log"; [ $rc = 0 ] || fail=1
       done
@@ -59,7 +60,7 @@ if [ "$WHAT" = torch ] || [ "$WHAT" = all ]; then
   run() { timeout 300 torchrun --standalone --nproc-per-node "$G" $py run "$1" >> "$OUT/torch.log" 2>&1; }
   echo "+ stock NCCL" >> "$OUT/torch.log"; run /tmp/stock || fail=1
   echo "+ LD_PRELOAD=$OURS/lib/libnccl.so.2" >> "$OUT/torch.log"
-  LD_PRELOAD=$OURS/lib/libnccl.so.2 run /tmp/ours || fail=1
+  TOPOPLAN_NCCL_CUDA=1 LD_PRELOAD=$OURS/lib/libnccl.so.2 run /tmp/ours || fail=1
   python3 $py compare /tmp/stock /tmp/ours >> "$OUT/torch.log" 2>&1 || fail=1
   grep -q "\[topoplan\] NCCL INFO" "$OUT/torch.log" || { echo "no topoplan INFO line: the preload did not bind" >> "$OUT/torch.log"; fail=1; }
 fi
