@@ -81,13 +81,14 @@ impl Comm {
     pub fn finish_join(&self, r: Result<Communicator, ApiError>) -> Result<(), ApiError> {
         let out = match r {
             Ok(c) => {
+                let transport = c.transport_name();
                 *lock(&self.abort) = Some(c.abort_handle());
                 *lock(&self.cpu) = Some(c);
                 *lock(&self.state) = State::Ready;
                 crate::knobs::log(
                     crate::knobs::Level::Info,
                     &format!(
-                        "comm {:#x} rank {} nRanks {} device {}: joined, collectives run on topoplan's CPU runtime for host buffers{}",
+                        "comm {:#x} rank {} nRanks {} device {}: joined over {transport}; host-buffer collectives run on topoplan's CPU runtime{}",
                         self.handle,
                         self.rank,
                         self.nranks,

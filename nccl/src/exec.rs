@@ -245,7 +245,27 @@ fn explain(comm: &Comm, op: &Op, r: &Route) {
         return;
     }
     let path = match r {
-        Route::Topoplan { .. } => "topoplan CPU runtime (host buffers)".to_string(),
+        Route::Topoplan { dtype, count, .. } => {
+            let plan = match op.kind {
+                Kind::Send | Kind::Recv => "point to point".to_string(),
+                k => lock(&comm.cpu)
+                    .as_mut()
+                    .and_then(|c| {
+                        c.schedule_for(&collective(k, op.peer), (count * dtype.size()) as u64)
+                            .ok()
+                    })
+                    .map(|s| {
+                        format!(
+                            "{} {} x{} channels",
+                            s.algorithm.name(),
+                            s.protocol.name(),
+                            s.channels
+                        )
+                    })
+                    .unwrap_or_else(|| "no schedule".into()),
+            };
+            format!("topoplan CPU runtime (host buffers): {plan}")
+        }
         Route::Gpu { .. } => {
             "topoplan CUDA backend (device buffers, one process per GPU)".to_string()
         }
