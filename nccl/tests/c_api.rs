@@ -65,6 +65,7 @@ fn check_binary() -> &'static Path {
             &rpath,
             "-lnccl",
             "-ldl",
+            "-lpthread",
         ]);
         out
     })
