@@ -3,7 +3,7 @@
 # (runtime::reference) on fresh random data, outputs poisoned first; with NCCL beside ours on the
 # same inputs (both checked) where NCCL loads.
 #
-# Usage: bash .devbin/check.sh [quick|full]        (default: quick, about 3 minutes on 2×H200)
+# Usage: bash .devbin/check.sh [quick|full|shared] (default: quick, about 3 minutes on 2×H200)
 #   quick: every collective × type × operator at 1 … 1,048,579 elements (odd counts), in and out
 #          of place, the runtime's own pick per size (LL, pull, push); one-way collectives between
 #          symmetric ones and multi-segment LL with 2 CTAs (calls that change state between
@@ -15,6 +15,17 @@
 #          ring, tree, ce), the hybrid from 64 MiB with half × max, 1 GiB per rank, and memory over
 #          10,000 calls of 1 MiB and 1,000 hybrid calls of 512 MiB (the `taken during the run`
 #          line should read 0).
+#   shared: ranks sharing GPU 0 in one process (the n-rank paths on one GPU; docs/cuda.md, "Ranks
+#          sharing a GPU"; one GPU is enough, GPUS is ignored): .devbin/cuda_shared_device
+#          (3, 4, 6 and 8 ranks: every collective × type × operator × algorithm at 0 … 65,537
+#          elements, odd counts to 1,048,579, 2^28 + 3 floats, CUDA graphs, the two-rank
+#          fallbacks; build it with `cargo test -p runtime --release --test cuda_shared_device
+#          --no-run`), then `bench -g 1 --ranks-per-gpu K` for K = 3, 4, 6, 8 (every collective ×
+#          type × operator at odd counts, CUDA graph replay, the ring and LL128 at 8 ranks), then
+#          compute-sanitizer memcheck and racecheck on 4 ranks (SHARED_SAN_T seconds each,
+#          default 300). Timings of ranks sharing a GPU are not performance: none is kept.
+#          Outputs: $OUT/shared-tests.log, $OUT/shared.log, $OUT/shared-K.json,
+#          $OUT/shared-sanitize.log; prints SHARED PASS / FAIL.
 # Environment: GPUS (default 2), CHECK_T (seconds per command, default 150).
 # Outputs: $OUT/check.log (commands and tables), $OUT/check-K.json (each bench call's tables),
 #   $OUT/gpu-tests.log, $OUT/info.txt, $OUT/leak.log (full). Prints a CHECK PASS / FAIL line and
@@ -24,8 +35,47 @@ set -u
 LEVEL=${1:-quick}
 G=${GPUS:-2}
 T=${CHECK_T:-150}
-case $LEVEL in quick|full) ;; *) echo "usage: check.sh [quick|full]" >&2; exit 2 ;; esac
+case $LEVEL in quick|full|shared) ;; *) echo "usage: check.sh [quick|full|shared]" >&2; exit 2 ;; esac
 machine_info > "$OUT/info.txt" 2>&1
+if [ "$LEVEL" = shared ]; then
+  ok=1
+  # Ranks sharing a GPU need every hardware queue (topoplan bench sets it too).
+  export CUDA_DEVICE_MAX_CONNECTIONS=32
+  t=.devbin/cuda_shared_device
+  if [ -x "$t" ]; then
+    { echo "+ $t --test-threads 1"; timeout "${SHARED_TESTS_T:-540}" "$t" --test-threads 1; echo "rc=$?"; } > "$OUT/shared-tests.log" 2>&1
+    grep -E '^\+|^test |^test result|SKIP|configurations|panicked' "$OUT/shared-tests.log"
+    grep -q '^rc=0' "$OUT/shared-tests.log" && ! grep -q '^SKIP' "$OUT/shared-tests.log" || ok=0
+  else
+    echo "check.sh shared: $t missing (cargo test -p runtime --release --test cuda_shared_device --no-run)" >&2; ok=0
+  fi
+  for k in 3 4 6 8; do
+    S=(-g 1 --ranks-per-gpu "$k" -w 1 -n 2 --runs 1 -c 1)
+    sec shared "$T" "" bench --coll all -d all -o all --counts 0,1,7,4099,65537,1048579 "${S[@]}"
+    sec shared 90 "" bench --coll all-reduce,all-gather,reduce-scatter -d float -o sum,avg --counts 1,65537,1048579 "${S[@]}" --cuda-graph
+  done
+  for algo in ring one-shot-ll128; do
+    sec shared "$T" "" bench --coll all -d float,bfloat16 -o sum,max --counts 7,65537,1048579 -g 1 --ranks-per-gpu 8 -w 1 -n 2 --runs 1 -c 1 --algo $algo
+  done
+  summary shared || ok=0
+  SLOG="$OUT/shared-sanitize.log"; : > "$SLOG"
+  if command -v compute-sanitizer >/dev/null; then
+    for tool in memcheck racecheck; do
+      for algo in auto ring; do
+        echo "+ compute-sanitizer --tool $tool topoplan bench --coll all -d float -o sum --counts 7,65537,1048579 -g 1 --ranks-per-gpu 4 -w 0 -n 1 --runs 1 -c 1 --algo $algo" >> "$SLOG"
+        timeout "${SHARED_SAN_T:-300}" compute-sanitizer --tool "$tool" "$BIN" bench --coll all -d float -o sum --counts 7,65537,1048579 -g 1 --ranks-per-gpu 4 -w 0 -n 1 --runs 1 -c 1 --algo "$algo" >> "$SLOG" 2>&1
+        echo "rc=$?" >> "$SLOG"
+      done
+    done
+    runs=$(grep -c 'ERROR SUMMARY' "$SLOG"); clean=$(grep -c 'ERROR SUMMARY: 0 errors' "$SLOG")
+    echo "shared sanitizers: $clean clean of $runs, $(grep -c '^rc=[^0]' "$SLOG") failed commands (rc=124: timed out)"
+    [ "$runs" = 4 ] && [ "$clean" = 4 ] && ! grep -q '^rc=[^0]' "$SLOG" || ok=0
+  else
+    echo "check.sh shared: compute-sanitizer not found" >&2; ok=0
+  fi
+  if [ $ok = 1 ]; then echo "SHARED PASS"; else echo "SHARED FAIL"; exit 1; fi
+  exit 0
+fi
 C=(-g "$G" -w 1 -n 2 --runs 1 -c 1)
 NC=--vs-nccl
 # Every combination at small and odd counts.
@@ -57,6 +107,7 @@ tests_ok=1
 : > "$OUT/gpu-tests.log"
 for t in .devbin/cuda_*; do
   [ -x "$t" ] || continue
+  case $t in *cuda_shared_device*) continue ;; esac # its own level: `check.sh shared`
   { echo "+ $t --test-threads 1"; timeout 300 "$t" --test-threads 1; echo "rc=$?"; } >> "$OUT/gpu-tests.log" 2>&1
 done
 grep -E '^\+|^test result' "$OUT/gpu-tests.log"

@@ -39,7 +39,13 @@ runs under MPI; --cuda-graph captures and replays the calls there too. Buffers a
 process, and from 512 MiB a 2-GPU all-reduce runs on the copy engines as well. The memory lines are each rank's \
 figures, the largest over ranks. TOPOPLAN_TIMEOUT bounds each bootstrap wait (default 600 s); rank 0 starts first, \
 on a port the OS chooses, and the others join at the address it listens at. Example:\n  \
-topoplan bench -g 2 --procs -b 8 -e 1G -f 4 -c 1 --vs-nccl"
+topoplan bench -g 2 --procs -b 8 -e 1G -f 4 -c 1 --vs-nccl\n\n\
+Ranks sharing a GPU (--ranks-per-gpu K): `-g G --ranks-per-gpu K` runs G×K ranks in this process, rank r on GPU \
+r / K, to check the n-rank paths on fewer GPUs. Each rank's grids take its share of the SMs so that every rank's \
+kernels are resident at once; a path that cannot fit is refused, and so is --algo ce beyond 2 ranks (the hybrid \
+and the 2-rank copy-engine pair run the direct path instead). CUDA_DEVICE_MAX_CONNECTIONS is set to 32 when unset. \
+Timings of ranks sharing a GPU are not performance, and every table says so. Example:\n  \
+topoplan bench -g 1 --ranks-per-gpu 4 --coll all -d all -o all --counts 0,1,7,65537 -c 1"
 )]
 pub struct Args {
     /// Smallest size in bytes.
@@ -54,6 +60,12 @@ pub struct Args {
     /// Number of GPUs (ranks), GPUs 0..g.
     #[arg(short = 'g', long = "ngpus", default_value_t = 2)]
     pub ngpus: usize,
+    /// Ranks per GPU: `-g G --ranks-per-gpu K` runs G×K ranks in this process, rank r on GPU
+    /// r / K, each rank's grids sized so that all ranks' kernels are resident at once (a rank
+    /// count that cannot be is refused). For correctness of the n-rank paths on fewer GPUs:
+    /// timings of ranks sharing a GPU are not performance. Not with --procs or --vs-nccl.
+    #[arg(long = "ranks-per-gpu", default_value_t = 1)]
+    pub ranks_per_gpu: usize,
     /// Warm-up calls per measurement.
     #[arg(short = 'w', long = "warmup_iters", default_value_t = 5)]
     pub warmup: usize,
@@ -198,6 +210,7 @@ pub fn run(a: Args) -> CliResult {
     if let Some(src) = a.from_json.as_deref().or(a.from_log.as_deref()) {
         return convert(&a, src);
     }
+    check_ranks_per_gpu(&a)?;
     if !a.procs {
         return run_configs(&a, &mut Mode::Single);
     }
@@ -274,7 +287,11 @@ fn run_configs(a: &Args, mode: &mut Mode) -> CliResult {
     let mut total_wrong = 0i64;
     let mut configs = 0;
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut rep = report::Report::new(format!("topoplan {}", args.join(" ")));
+    let mut rep = report::Report::new(if a.ranks_per_gpu > 1 {
+        format!("topoplan {} # {SHARED_NOTE}", args.join(" "))
+    } else {
+        format!("topoplan {}", args.join(" "))
+    });
     for &kind in &kinds {
         for &dtype in &dtypes {
             for (i, &op) in ops.iter().enumerate() {
@@ -287,8 +304,13 @@ fn run_configs(a: &Args, mode: &mut Mode) -> CliResult {
         }
     }
     println!(
-        "# summary: {configs} configuration(s), {total_wrong} wrong element(s): {}",
-        if total_wrong == 0 { "OK" } else { "FAILED" }
+        "# summary: {configs} configuration(s), {total_wrong} wrong element(s): {}{}",
+        if total_wrong == 0 { "OK" } else { "FAILED" },
+        if a.ranks_per_gpu > 1 {
+            format!(" ({SHARED_NOTE})")
+        } else {
+            String::new()
+        }
     );
     // Under --procs every rank runs this; rank 0 (whose output is printed) writes the files.
     let writes =
@@ -339,7 +361,7 @@ fn run_one(
                 kind,
                 CollectiveKind::AllGather | CollectiveKind::ReduceScatter
             ) {
-                a.ngpus as u64
+                nranks(a) as u64
             } else {
                 1
             };
@@ -356,7 +378,8 @@ fn run_one(
                 .collect()
         };
         let cfg = BenchConfig {
-            ordinals: (0..a.ngpus).collect(),
+            // Rank r on GPU r / K.
+            ordinals: (0..nranks(a)).map(|r| r / a.ranks_per_gpu.max(1)).collect(),
             kind,
             root: a.root,
             dtype,
@@ -372,6 +395,10 @@ fn run_one(
             seed: a.seed,
         };
         match mode {
+            Mode::Single if a.ranks_per_gpu > 1 => {
+                println!("# NOTE: {} ranks on {} GPU(s), {} per GPU: {SHARED_NOTE}", nranks(a), a.ngpus, a.ranks_per_gpu);
+                println!("# topoplan bench: {} on {} GPU(s) x {} ranks each ({SHARED_NOTE}), {} {}, algo {}, warmup {} iters {} runs {} (median){}", kind.name(), a.ngpus, a.ranks_per_gpu, dtype.nccl_name(), op.name(), algo, a.warmup, a.iters, a.runs, if a.cuda_graph { ", calls replayed from a CUDA graph" } else { "" })
+            }
             Mode::Single => println!("# topoplan bench: {} on {} GPU(s), {} {}, algo {}, warmup {} iters {} runs {} (median){}", kind.name(), a.ngpus, dtype.nccl_name(), op.name(), algo, a.warmup, a.iters, a.runs, if a.cuda_graph { ", calls replayed from a CUDA graph" } else { "" }),
             Mode::Procs { .. } => println!("# topoplan bench: {} on {} GPU(s) in {} processes (CUDA IPC, one-shot schedules{}), {} {}, algo {}, warmup {} iters {} runs {} (median of the slowest rank){}", kind.name(), a.ngpus, a.ngpus, if a.vs_nccl { "; NCCL: one communicator per process" } else { "" }, dtype.nccl_name(), op.name(), algo, a.warmup, a.iters, a.runs, if a.cuda_graph { ", calls replayed from a CUDA graph" } else { "" }),
         }
@@ -530,6 +557,22 @@ mod tests {
         assert!(procs_err(&["-g", "2", "--procs", "--algo", "ce"]).contains("`ce`"));
         assert!(procs_err(&["-g", "1", "--procs"]).contains("-g 2 to 8"));
         assert!(procs_err(&["-g", "9", "--procs"]).contains("-g 2 to 8"));
+    }
+
+    #[test]
+    fn ranks_per_gpu_arguments_are_checked() {
+        let err = |argv: &[&str]| match check_ranks_per_gpu(&parse(argv)) {
+            Err(CliError::Input(m)) => m,
+            other => panic!("{argv:?}: expected an input error, got {other:?}"),
+        };
+        assert!(check_ranks_per_gpu(&parse(&["-g", "2"])).is_ok());
+        assert_eq!(nranks(&parse(&["-g", "2", "--ranks-per-gpu", "4"])), 8);
+        assert!(err(&["--ranks-per-gpu", "0"]).contains("at least 1"));
+        assert!(err(&["-g", "3", "--ranks-per-gpu", "3"]).contains("9 ranks: at most 8"));
+        assert!(err(&["-g", "1", "--ranks-per-gpu", "4", "--procs"]).contains("not with --procs"));
+        assert!(err(&["-g", "1", "--ranks-per-gpu", "4", "--vs-nccl"]).contains("NCCL refuses"));
+        let e = err(&["-g", "1", "--ranks-per-gpu", "2", "--plot", "x.svg"]);
+        assert!(e.contains("not performance"), "{e}");
     }
 
     #[test]
