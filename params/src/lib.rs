@@ -34,7 +34,7 @@
 //! when the variable is unset (or empty) and its [`Default`] is [`Default::Auto`] (the code
 //! decides), the declared default when it is [`Default::Value`]. Each has a `_from(&get)` twin
 //! that reads through a lookup function instead of the process environment, and an `_or_warn`
-//! twin for code with no error path (kernel launch settings cached in a `OnceLock`): it prints
+//! twin (and `_or_warn_from`) for code with no error path (kernel launch settings cached in a `OnceLock`): it prints
 //! one warning per variable on stderr and uses the default for an unparsable value, the nearest
 //! bound for an out-of-range one. Accessors read the environment on every call; callers that
 //! read often cache the result.
@@ -50,6 +50,7 @@
 //! Add a `pub const` to `registry.rs`, list it in [`ALL`], and a row to `docs/environment.md`
 //! (a test checks the doc lists every variable).
 
+mod lenient;
 mod parse;
 pub mod registry;
 mod unknown;
@@ -60,9 +61,7 @@ pub use unknown::{
     edit_distance, suggest, unknown_among, unknown_in_env, warn_unknown_once, Unknown,
 };
 
-use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// Every declared variable starts with this.
@@ -423,104 +422,6 @@ impl Param {
     }
     pub fn path(&self) -> Result<Option<PathBuf>, ParamError> {
         self.path_from(&env_lookup)
-    }
-
-    /// Prints `e` on stderr, once per variable per process.
-    pub fn warn(&self, e: &ParamError, using: &str) {
-        static WARNED: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
-        let mut w = WARNED.lock().unwrap_or_else(|p| p.into_inner());
-        if w.get_or_insert_with(HashSet::new).insert(self.name) {
-            eprintln!("topoplan: warning: {e}; using {using}");
-        }
-    }
-
-    /// The declared default as a value (`None` for `Auto`).
-    fn default_value(&self) -> Option<Value> {
-        match self.default {
-            Default::Value(d) => self.parse(d).ok(),
-            Default::Auto(_) => None,
-        }
-    }
-
-    /// Like [`Param::u64`], but a bad value warns and falls back: out of range to the nearest
-    /// bound, unparsable to the default.
-    pub fn u64_or_warn(&self) -> Option<u64> {
-        match self.u64() {
-            Ok(v) => v,
-            Err(e) => {
-                let v = match (&e, self.kind) {
-                    (
-                        ParamError::OutOfRange { value, .. },
-                        Kind::UInt { min, max } | Kind::Size { min, max, .. },
-                    ) => value.trim().parse::<u64>().ok().map(|v| v.clamp(min, max)),
-                    _ => None,
-                }
-                .or(match self.default_value() {
-                    Some(Value::UInt(d)) => Some(d),
-                    _ => None,
-                });
-                self.warn(&e, &v.map_or("the default".into(), |v| v.to_string()));
-                v
-            }
-        }
-    }
-
-    /// [`Param::u64_or_warn`] as a `u32` (every `u32` reader declares a range that fits).
-    pub fn u32_or_warn(&self) -> Option<u32> {
-        self.u64_or_warn().map(|v| v.min(u32::MAX as u64) as u32)
-    }
-
-    /// [`Param::u64_or_warn`] in bytes, for a [`Kind::Size`].
-    pub fn bytes_or_warn(&self) -> Option<u64> {
-        match self.kind {
-            Kind::Size { unit, .. } => self.u64_or_warn().map(|v| v << unit.shift()),
-            _ => {
-                self.warn(&self.wrong("bytes"), "the default");
-                None
-            }
-        }
-    }
-
-    /// Like [`Param::f64`], but a bad value warns and falls back (see [`Param::u64_or_warn`]).
-    pub fn f64_or_warn(&self) -> Option<f64> {
-        match self.f64() {
-            Ok(v) => v,
-            Err(e) => {
-                let v = match (&e, self.kind) {
-                    (ParamError::OutOfRange { value, .. }, Kind::Decimal { min, max }) => {
-                        value.trim().parse::<f64>().ok().map(|v| v.clamp(min, max))
-                    }
-                    _ => None,
-                }
-                .or(match self.default_value() {
-                    Some(Value::Decimal(d)) => Some(d),
-                    _ => None,
-                });
-                self.warn(&e, &v.map_or("the default".into(), |v| v.to_string()));
-                v
-            }
-        }
-    }
-
-    /// Like [`Param::flag`], but a bad value warns and gives the default.
-    pub fn flag_or_warn(&self) -> bool {
-        self.flag().unwrap_or_else(|e| {
-            let d = matches!(self.default_value(), Some(Value::Flag(true)));
-            self.warn(&e, if d { "1" } else { "0" });
-            d
-        })
-    }
-
-    /// Like [`Param::choice`], but a bad value warns and gives the default.
-    pub fn choice_or_warn(&self) -> Option<&'static str> {
-        self.choice().unwrap_or_else(|e| {
-            let d = match self.default_value() {
-                Some(Value::Choice(c)) => Some(c),
-                _ => None,
-            };
-            self.warn(&e, d.unwrap_or("the default"));
-            d
-        })
     }
 }
 
