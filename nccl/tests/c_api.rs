@@ -65,7 +65,6 @@ fn check_binary() -> &'static Path {
             &rpath,
             "-lnccl",
             "-ldl",
-            "-lpthread",
         ]);
         out
     })
