@@ -256,6 +256,58 @@ fn write_report(a: &Args, r: &report::Report) -> CliResult {
     Ok(())
 }
 
+/// The ranks of a run: GPUs × ranks per GPU.
+fn nranks(a: &Args) -> usize {
+    a.ngpus * a.ranks_per_gpu.max(1)
+}
+
+/// What timings of ranks sharing a GPU are, in every output that shows them.
+const SHARED_NOTE: &str = "ranks share GPUs: these timings are not performance";
+
+/// Checks `--ranks-per-gpu` against the other flags, and gives the process every hardware
+/// queue before its first CUDA call, which ranks sharing a GPU need.
+fn check_ranks_per_gpu(a: &Args) -> CliResult {
+    let k = a.ranks_per_gpu;
+    if k == 0 {
+        return Err(CliError::input("--ranks-per-gpu must be at least 1"));
+    }
+    if k == 1 {
+        return Ok(());
+    }
+    if nranks(a) > 8 {
+        return Err(CliError::input(format!(
+            "-g {} --ranks-per-gpu {k} makes {} ranks: at most 8",
+            a.ngpus,
+            nranks(a)
+        )));
+    }
+    if a.procs {
+        return Err(CliError::input(
+            "--ranks-per-gpu runs the ranks in one process: processes on one GPU have contexts \
+             of their own, which take turns on it, so kernels waiting for each other would hang; \
+             not with --procs",
+        ));
+    }
+    if a.vs_nccl {
+        return Err(CliError::input(
+            "--ranks-per-gpu: NCCL refuses two ranks on one GPU; not with --vs-nccl",
+        ));
+    }
+    if a.plot.is_some() {
+        return Err(CliError::input(format!(
+            "--ranks-per-gpu: {SHARED_NOTE}; not with --plot"
+        )));
+    }
+    if std::env::var_os("CUDA_DEVICE_MAX_CONNECTIONS").is_none() {
+        // Before any CUDA call and any thread: the driver reads it when it makes a context.
+        std::env::set_var(
+            "CUDA_DEVICE_MAX_CONNECTIONS",
+            runtime::cuda::residency::QUEUES.to_string(),
+        );
+    }
+    Ok(())
+}
+
 fn effective_algo(a: &Args) -> String {
     params::ALGO
         .string()
