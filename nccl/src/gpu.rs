@@ -1,0 +1,192 @@
+//! Device buffers on topoplan's CUDA backend, for ranks that run one process per GPU on one
+//! host (what torchrun starts): each communicator gets a `runtime::cuda::ipc::CudaProcComm`
+//! on first need, set up collectively over topoplan's own communicator, and each call enqueues
+//! the schedule `runtime::cuda::schedules` picks for it on the caller's stream.
+//!
+//! Opt-in (`TOPOPLAN_NCCL_CUDA=1`) until it has been checked on GPUs against the CPU
+//! reference; without it, device buffers are forwarded to NCCL (`exec::route`).
+
+use crate::comm::{lock, Comm};
+use crate::error::ApiError;
+use crate::exec::{Kind, Op};
+use planner::schedule::{Collective, CollectiveKind, Schedule};
+use runtime::cuda::ipc::{check_direct, CudaProcComm, ProcRequest};
+use runtime::cuda::{schedules, CudaError};
+use runtime::{DataType, ReduceOp};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A communicator's CUDA side: the IPC-mapped direct path and the schedules it has run.
+pub struct GpuRank {
+    proc: CudaProcComm,
+    schedules: HashMap<(CollectiveKind, u32, u64), Arc<Schedule>>,
+}
+
+/// Whether device-buffer calls may run on topoplan (`TOPOPLAN_NCCL_CUDA`).
+pub fn enabled() -> bool {
+    params::NCCL_CUDA.flag_or_warn()
+}
+
+fn kind(k: Kind) -> Option<CollectiveKind> {
+    Some(match k {
+        Kind::AllReduce => CollectiveKind::AllReduce,
+        Kind::AllGather => CollectiveKind::AllGather,
+        Kind::ReduceScatter => CollectiveKind::ReduceScatter,
+        Kind::Broadcast => CollectiveKind::Broadcast,
+        Kind::Reduce => CollectiveKind::Reduce,
+        // The direct path has no all-to-all or point-to-point yet.
+        Kind::AllToAll | Kind::Send | Kind::Recv => return None,
+    })
+}
+
+/// Why a device-buffer call cannot run here (`None`: it can), from its arguments alone, so
+/// every rank decides alike.
+pub fn refusal(comm: &Comm, op: &Op) -> Option<String> {
+    refusal_for(enabled(), op, comm.nranks)
+}
+
+fn refusal_for(enabled: bool, op: &Op, nranks: u32) -> Option<String> {
+    if !enabled {
+        return Some("device buffers go to NCCL unless TOPOPLAN_NCCL_CUDA=1".into());
+    }
+    if kind(op.kind).is_none() {
+        return Some(format!(
+            "{}: topoplan's CUDA direct path has no such collective",
+            op.call
+        ));
+    }
+    if !(2..=8).contains(&nranks) {
+        return Some(format!(
+            "{nranks} ranks: the CUDA direct path across processes runs 2 to 8"
+        ));
+    }
+    if op.kind == Kind::Reduce && op.recv == 0 {
+        return Some("a reduce without a receive buffer on a non-root rank".into());
+    }
+    None
+}
+
+/// Sets up the CUDA side of `comm` (collective: every rank calls it at the same call).
+fn open(comm: &Comm) -> Result<GpuRank, ApiError> {
+    let n = comm.nranks as usize;
+    let mut exchange = |mine: &[u8]| -> Result<Vec<Vec<u8>>, CudaError> {
+        let mut g = lock(&comm.cpu);
+        let cpu = g
+            .as_mut()
+            .ok_or_else(|| CudaError::Input("communicator has not joined".into()))?;
+        let mut all = vec![0u8; mine.len() * n];
+        cpu.all_gather(mine, &mut all)
+            .map_err(|e| CudaError::Input(e.to_string()))?;
+        Ok(all.chunks(mine.len().max(1)).map(|c| c.to_vec()).collect())
+    };
+    let ordinal = usize::try_from(comm.device)
+        .map_err(|_| ApiError::Cuda("no CUDA device was current when this rank joined".into()))?;
+    let proc = CudaProcComm::new(ordinal, comm.rank, comm.nranks, &mut exchange)
+        .map_err(|e| ApiError::Cuda(e.to_string()))?;
+    Ok(GpuRank {
+        proc,
+        schedules: HashMap::new(),
+    })
+}
+
+/// Enqueues `ops` (device buffers, each accepted by [`refusal`]) on their streams.
+pub fn run(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), ApiError> {
+    let mut slot = lock(&comm.gpu);
+    if slot.is_none() {
+        *slot = Some(open(comm)?);
+    }
+    let g = slot.as_mut().expect("opened above");
+    for (op, dtype, rop, count) in ops {
+        let k = kind(op.kind).expect("refusal() accepted it");
+        let bytes = (*count * dtype.size()) as u64;
+        let key = (k, op.peer, bytes);
+        let sched = match g.schedules.get(&key) {
+            Some(s) => s.clone(),
+            None => {
+                let coll = match k {
+                    CollectiveKind::Broadcast | CollectiveKind::Reduce => {
+                        Collective::rooted(k, op.peer)
+                    }
+                    _ => Collective::new(k),
+                };
+                let algo = schedules::auto_direct_algo(k, bytes, false);
+                let (_, s) = schedules::pick(&coll, comm.nranks, bytes, algo)
+                    .map_err(|e| ApiError::Internal(e.to_string()))?;
+                check_direct(&s).map_err(|e| ApiError::Internal(e.to_string()))?;
+                let s = Arc::new(s);
+                g.schedules.insert(key, s.clone());
+                s
+            }
+        };
+        let req = ProcRequest {
+            schedule: &sched,
+            count: *count as u64,
+            dtype: *dtype,
+            op: *rop,
+            input: op.send as u64,
+            output: op.recv as u64,
+            registered_input: None,
+        };
+        g.proc
+            .enqueue(&req, op.stream as cudarc::driver::sys::CUstream)
+            .map_err(|e| ApiError::Cuda(format!("{}: {e}", op.call)))?;
+    }
+    Ok(())
+}
+
+/// The runtime type a device call runs as: data movement as bytes, reductions exactly.
+pub fn runtime_type(op: &Op, r: ReduceOp) -> Option<(DataType, usize)> {
+    match op.kind {
+        Kind::AllReduce | Kind::ReduceScatter | Kind::Reduce => {
+            op.dtype.reducible_as(r).map(|t| (t, op.count))
+        }
+        _ => Some((DataType::U8, op.count * op.dtype.size())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::{NcclOp, NcclType};
+
+    fn op(kind: Kind, dtype: NcclType) -> Op {
+        Op {
+            call: "t",
+            kind,
+            send: 8,
+            recv: 16,
+            count: 10,
+            dtype,
+            op: NcclOp::Builtin(ReduceOp::Sum),
+            peer: 0,
+            stream: 0,
+        }
+    }
+
+    #[test]
+    fn device_calls_run_on_topoplan_only_when_enabled_and_supported() {
+        let ar = op(Kind::AllReduce, NcclType::Bf16);
+        assert!(refusal_for(false, &ar, 2)
+            .unwrap()
+            .contains("TOPOPLAN_NCCL_CUDA"));
+        assert_eq!(refusal_for(true, &ar, 2), None);
+        assert!(refusal_for(true, &ar, 1).is_some());
+        assert!(refusal_for(true, &ar, 9).is_some());
+        assert!(refusal_for(true, &op(Kind::AllToAll, NcclType::F32), 4).is_some());
+        let mut red = op(Kind::Reduce, NcclType::F32);
+        red.recv = 0;
+        assert!(refusal_for(true, &red, 4).is_some());
+        assert_eq!(
+            runtime_type(&op(Kind::AllGather, NcclType::F8E5M2), ReduceOp::Sum),
+            Some((DataType::U8, 10))
+        );
+        assert_eq!(
+            runtime_type(&op(Kind::AllReduce, NcclType::F8E5M2), ReduceOp::Sum),
+            None
+        );
+        assert_eq!(
+            runtime_type(&op(Kind::AllReduce, NcclType::Bf16), ReduceOp::Avg),
+            Some((DataType::Bf16, 10))
+        );
+    }
+}
