@@ -309,11 +309,7 @@ fn check_ranks_per_gpu(a: &Args) -> CliResult {
 }
 
 fn effective_algo(a: &Args) -> String {
-    params::ALGO
-        .string()
-        .ok()
-        .flatten()
-        .unwrap_or(a.algo.clone())
+    params::ALGO.raw().unwrap_or_else(|| a.algo.clone())
 }
 
 fn run_configs(a: &Args, mode: &mut Mode) -> CliResult {
