@@ -376,6 +376,17 @@ fn n2_copy_engine_paths_fall_back_on_one_gpu() {
     }
 }
 
+/// Runs without a GPU: without a driver a group of ranks sharing a GPU is an error, not a panic.
+#[test]
+fn a_shared_group_without_a_driver_is_an_error() {
+    if device::driver_present() {
+        eprintln!("SKIP a_shared_group_without_a_driver_is_an_error: a CUDA driver is present");
+        return;
+    }
+    let e = CudaGroup::new(&[0; 4]).expect_err("no driver");
+    assert!(matches!(e, runtime::cuda::CudaError::NoDriver), "{e}");
+}
+
 /// Runs without a GPU: what the matrix above runs is well formed. Every collective has the
 /// direct path's algorithms and the generic lowering's on 3–8 ranks, and each schedule of the
 /// generic lowering lowers at an odd count in place and out of place (a refusal there would
@@ -386,6 +397,7 @@ fn the_matrix_schedules_lower_on_3_to_8_ranks() {
     for n in [3u32, 4, 6, 8] {
         for kind in KINDS {
             let a = algos(kind, n);
+            eprintln!("{} on {n} ranks: {}", kind.name(), a.join(" "));
             for want in ["auto", "one-shot", "one-shot-ll", "one-shot-ll128", "ring"] {
                 assert!(
                     a.contains(&want),

@@ -20,10 +20,13 @@
 #          (3, 4, 6 and 8 ranks: every collective × type × operator × algorithm at 0 … 65,537
 #          elements, odd counts to 1,048,579, 2^28 + 3 floats, CUDA graphs, the two-rank
 #          fallbacks; build it with `cargo test -p runtime --release --test cuda_shared_device
-#          --no-run`), then `bench -g 1 --ranks-per-gpu K` for K = 3, 4, 6, 8 (every collective ×
-#          type × operator at odd counts, CUDA graph replay, the ring and LL128 at 8 ranks), then
-#          compute-sanitizer memcheck and racecheck on 4 ranks (SHARED_SAN_T seconds each,
-#          default 300). Timings of ranks sharing a GPU are not performance: none is kept.
+#          --no-run`; each test runs alone under SHARED_TEST_T seconds, default 300, so a hang
+#          names its test), then `bench -g 1 --ranks-per-gpu K` for K = 3, 4, 6, 8 (every
+#          collective × float, half, int8 × sum, avg, max at 0 … 1,048,579 elements; CUDA graph
+#          replay), at 8 ranks the ring, LL128, two-shot, tree, pull mode forced and off, at 6
+#          one-shot through the generic lowering (TOPOPLAN_DIRECT=0), then compute-sanitizer
+#          memcheck and racecheck on 4 ranks, auto and ring (SHARED_SAN_T seconds each, default
+#          300). Timings of ranks sharing a GPU are not performance: none is kept.
 #          Outputs: $OUT/shared-tests.log, $OUT/shared.log, $OUT/shared-K.json,
 #          $OUT/shared-sanitize.log; prints SHARED PASS / FAIL.
 # Environment: GPUS (default 2), CHECK_T (seconds per command, default 150).
@@ -43,20 +46,33 @@ if [ "$LEVEL" = shared ]; then
   export CUDA_DEVICE_MAX_CONNECTIONS=32
   t=.devbin/cuda_shared_device
   if [ -x "$t" ]; then
-    { echo "+ $t --test-threads 1"; timeout "${SHARED_TESTS_T:-540}" "$t" --test-threads 1; echo "rc=$?"; } > "$OUT/shared-tests.log" 2>&1
-    grep -E '^\+|^test |^test result|SKIP|configurations|panicked' "$OUT/shared-tests.log"
-    grep -q '^rc=0' "$OUT/shared-tests.log" && ! grep -q '^SKIP' "$OUT/shared-tests.log" || ok=0
+    # One test at a time, each under its own timeout: a hang (rc=124) names its test.
+    : > "$OUT/shared-tests.log"
+    for name in $("$t" --list 2>/dev/null | sed -n 's/: test$//p'); do
+      { echo "+ $t --exact $name --nocapture"; timeout "${SHARED_TEST_T:-300}" "$t" --exact "$name" --nocapture; echo "rc=$?"; } >> "$OUT/shared-tests.log" 2>&1
+    done
+    grep -E '^\+|^test result|^rc=|SKIP|configurations|panicked' "$OUT/shared-tests.log"
+    grep -q '^rc=[^0]' "$OUT/shared-tests.log" && ok=0
+    grep -q '^SKIP n[0-9]' "$OUT/shared-tests.log" && ok=0
   else
     echo "check.sh shared: $t missing (cargo test -p runtime --release --test cuda_shared_device --no-run)" >&2; ok=0
   fi
+  # The CLI path: the runtime's pick per size, CUDA graphs, explicit algorithms, push and pull
+  # forced, and one-shot through the generic lowering (TOPOPLAN_DIRECT=0).
   for k in 3 4 6 8; do
     S=(-g 1 --ranks-per-gpu "$k" -w 1 -n 2 --runs 1 -c 1)
-    sec shared "$T" "" bench --coll all -d all -o all --counts 0,1,7,4099,65537,1048579 "${S[@]}"
+    sec shared "$T" "" bench --coll all -d float,half,int8 -o sum,avg,max --counts 0,1,7,65537,1048579 "${S[@]}"
     sec shared 90 "" bench --coll all-reduce,all-gather,reduce-scatter -d float -o sum,avg --counts 1,65537,1048579 "${S[@]}" --cuda-graph
   done
+  S8=(-g 1 --ranks-per-gpu 8 -w 1 -n 2 --runs 1 -c 1)
   for algo in ring one-shot-ll128; do
-    sec shared "$T" "" bench --coll all -d float,bfloat16 -o sum,max --counts 7,65537,1048579 -g 1 --ranks-per-gpu 8 -w 1 -n 2 --runs 1 -c 1 --algo $algo
+    sec shared "$T" "" bench --coll all -d float,bfloat16 -o sum,max --counts 7,65537,1048579 "${S8[@]}" --algo $algo
   done
+  sec shared 90 "" bench --coll all-reduce -d float -o sum,max --counts 7,65537,1048579 "${S8[@]}" --algo two-shot
+  sec shared 90 "" bench --coll all-reduce -d float -o sum,max --counts 7,65537,1048579 "${S8[@]}" --algo tree
+  sec shared 90 "TOPOPLAN_PULL=1" bench --coll all -d float -o sum,min --counts 7,65537,1048579 "${S8[@]}" --algo one-shot
+  sec shared 90 "TOPOPLAN_PULL=0" bench --coll all-reduce -d float -o sum --counts 262147,4194307 "${S8[@]}"
+  sec shared 90 "TOPOPLAN_DIRECT=0" bench --coll all -d float -o sum,max --counts 7,65537,1048579 -g 1 --ranks-per-gpu 6 -w 1 -n 2 --runs 1 -c 1 --algo one-shot
   summary shared || ok=0
   SLOG="$OUT/shared-sanitize.log"; : > "$SLOG"
   if command -v compute-sanitizer >/dev/null; then
