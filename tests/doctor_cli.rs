@@ -79,6 +79,23 @@ fn healthy_log_env_sysfs_and_nccl_tests_produce_no_finding() {
     assert_eq!(found(&v), vec![]);
     assert_eq!(v["healthy"], true);
     assert_eq!(v["summary"]["not_understood"], 0);
+    // The measurement is stated as shares of the prediction and the ceiling even when healthy.
+    let notes: Vec<String> = v["summary"]["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_string())
+        .collect();
+    let m = notes
+        .iter()
+        .find(|n| n.starts_with("measured: all_reduce at 2147483648 B: 340 GB/s busbw, "))
+        .unwrap_or_else(|| panic!("{notes:?}"));
+    assert!(
+        m.contains("% of the")
+            && m.contains("predicted (planner on")
+            && m.contains("GB/s ceiling (NVLink per GPU"),
+        "{m}"
+    );
     // And without a topology (costs from the log's own tuning table) it stays quiet.
     let (code, v, _) = doctor(&[
         "--env",
@@ -492,4 +509,25 @@ fn measure_without_a_gpu_says_so() {
         notes.iter().any(|n| n.starts_with("--measure: ")),
         "{notes:?}"
     );
+}
+
+#[test]
+fn the_live_sysfs_reads_without_error() {
+    // Whatever this machine's /sys holds, it is read as evidence, never as bad input.
+    let out = Command::new(env!("CARGO_BIN_EXE_topoplan"))
+        .args(["doctor", "--no-detect", "--env", "/dev/null", "--json"])
+        .output()
+        .unwrap();
+    let code = out.status.code().unwrap();
+    assert!(
+        code == 0 || code == 1,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["summary"]["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|i| i.as_str().unwrap().starts_with("sysfs /sys")));
 }

@@ -141,6 +141,9 @@ pub fn run(a: Args) -> CliResult {
             Err(why) => summary.notes.push(format!("--measure: {why}")),
         }
     }
+    for v in checks::perf::verdicts(&inputs) {
+        summary.notes.push(format!("measured: {}", v.line()));
+    }
     let report = Report::new(summary, checks::run_all(&inputs));
     if a.json {
         println!(

@@ -131,6 +131,8 @@ pub struct NcclLog {
     pub trees: usize,
     /// NVLinks in NCCL's system print ("+ NVL[370.8] - NVS/0-0"): (GB/s, line).
     pub nvl_links: Vec<(f64, usize)>,
+    /// `isAllCudaP2p` from "Check P2P Type isAllDirectP2p 1 directMode 0 isAllCudaP2p 1": (value, line).
+    pub all_cuda_p2p: Option<(u32, usize)>,
     /// (maxBw, totalBw, line) from "=== System : maxBw 370.8 totalBw 370.8 ===".
     pub system_bw: Option<(f64, f64, usize)>,
     /// (rank, total seconds, line) from "Init timings".

@@ -60,7 +60,9 @@ pub fn parse(t: &Text) -> Result<Run, CliError> {
         if let Some(h) = line.strip_prefix('#') {
             let h = h.trim();
             if let Some(c) = h.strip_prefix("Collective test starting:") {
-                run.collective = Some(c.trim().trim_end_matches("_perf").to_string());
+                // all_reduce_perf, broadcast_perf_mpi.
+                let c = c.trim().trim_end_matches("_mpi").trim_end_matches("_perf");
+                run.collective = Some(c.to_string());
             } else if h.starts_with("Rank ") && h.contains(" device ") {
                 run.nranks += 1;
             } else if let Some(v) = h.strip_prefix("Avg bus bandwidth") {

@@ -247,3 +247,21 @@ pub fn ranks_joined(i: &Inputs) -> Vec<Finding> {
     .fix("the missing ranks hung or died before init: look for their errors above, and check that every rank calls the same collectives in the same order")
     .into_vec()
 }
+
+/// PyTorch's watchdog told not to abort a timed-out collective: a hang stays a hang.
+pub fn torch_watchdog(i: &Inputs) -> Vec<Finding> {
+    ["TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"]
+        .iter()
+        .filter(|k| i.env.get(k).is_some_and(|v| v.trim() == "0"))
+        .take(1)
+        .map(|k| {
+            Finding::new(
+                "torch-watchdog",
+                Severity::Warning,
+                format!("{k}=0: a collective that times out is not aborted, so a hung rank keeps the whole job waiting"),
+            )
+            .evidence(i.env.cite(k))
+            .fix(format!("unset {k} (PyTorch's default aborts the communicator on timeout); set TORCH_NCCL_DUMP_ON_TIMEOUT=1 to get each rank's last collectives when it fires"))
+        })
+        .collect()
+}

@@ -12,7 +12,7 @@ mod launch;
 mod net;
 mod p2p;
 mod pcie;
-mod perf;
+pub mod perf;
 mod tuning;
 
 #[cfg(test)]
@@ -30,10 +30,11 @@ pub struct Inputs {
 
 /// Every check, in report order within a severity.
 pub fn run_all(i: &Inputs) -> Vec<Finding> {
-    let checks: [fn(&Inputs) -> Vec<Finding>; 22] = [
+    let checks: [fn(&Inputs) -> Vec<Finding>; 23] = [
         launch::duplicate_gpu,
         launch::rank_world,
         launch::ranks_joined,
+        launch::torch_watchdog,
         net::master_addr,
         net::socket_ifname,
         net::ib_disabled,

@@ -227,10 +227,21 @@ pub fn transport_downgrade(i: &Inputs) -> Vec<Finding> {
         for (_, e) in p2p_off.iter().chain(shm_off.iter()) {
             f = f.evidence(e.clone());
         }
+        let cuda_denies = log.all_cuda_p2p.filter(|c| c.0 == 0);
+        if let Some((_, line)) = cuda_denies {
+            f = f.evidence(format!(
+                "{}: isAllCudaP2p 0 (CUDA reports no peer access between some GPUs)",
+                log.cite(line)
+            ));
+        }
         let fix = if p2p_off.is_some() {
             "unset NCCL_P2P_DISABLE (see the p2p-disabled finding)".to_string()
         } else if kind == "NET" && shm_off.is_some() {
             "unset NCCL_SHM_DISABLE and let P2P or SHM carry local traffic".to_string()
+        } else if cuda_denies.is_some() {
+            format!(
+                "CUDA denies peer access: check `nvidia-smi topo -p2p rw` (and that every process sees its peers' GPUs in CUDA_VISIBLE_DEVICES); {P2P_FIX_HINT}"
+            )
         } else {
             format!(
                 "find why CUDA P2P fails between these GPUs: `nvidia-smi topo -p2p rw` should say OK; containers need the GPUs of all local ranks visible and --ipc=host; {P2P_FIX_HINT}"

@@ -3,6 +3,7 @@
 
 use super::{gbps, Inputs};
 use crate::cli::doctor::finding::{Finding, Severity};
+use crate::cli::doctor::nccl_tests::{Row, Run};
 use planner::schedule::CollectiveKind;
 use planner::tuner::Filter;
 
@@ -39,30 +40,66 @@ pub fn wrong_results(i: &Inputs) -> Vec<Finding> {
         .collect()
 }
 
-/// The largest measured size's busbw against the prediction and the link ceiling.
-pub fn busbw_fraction(i: &Inputs) -> Vec<Finding> {
+/// One measurement judged: the largest size's busbw against the prediction and the ceiling.
+pub struct Verdict<'a> {
+    pub run: &'a Run,
+    pub row: &'a Row,
+    pub measured: f64,
+    /// (GB/s, where it comes from).
+    pub predicted: Option<(f64, String)>,
+    pub ceiling: Option<(f64, String)>,
+}
+
+impl Verdict<'_> {
+    /// "all_reduce at 2147483648 B: 340 GB/s busbw, 100% of the 341 predicted (...), 92% of the 371 GB/s ceiling (...)".
+    pub fn line(&self) -> String {
+        let mut s = format!(
+            "{} at {} B: {} GB/s busbw",
+            self.run.collective.as_deref().unwrap_or("collective"),
+            self.row.size,
+            gbps(self.measured)
+        );
+        if let Some((p, src)) = &self.predicted {
+            s.push_str(&format!(
+                ", {:.0}% of the {} predicted ({src})",
+                100.0 * self.measured / p,
+                gbps(*p)
+            ));
+        }
+        if let Some((c, src)) = &self.ceiling {
+            s.push_str(&format!(
+                ", {:.0}% of the {} GB/s ceiling ({src})",
+                100.0 * self.measured / c,
+                gbps(*c)
+            ));
+        }
+        s
+    }
+}
+
+/// Every run's verdict (runs with no size of at least 64 MiB are latency-bound: none).
+pub fn verdicts(i: &Inputs) -> Vec<Verdict<'_>> {
     let mut out = Vec::new();
     for r in &i.tests {
         let Some(row) = r.largest() else { continue };
         if row.size < MIN_SIZE {
             continue;
         }
-        let measured = row.oop.busbw.max(row.ip.busbw);
         let kind = r.collective.as_deref().and_then(kind_of);
         // Prediction: the planner on the topology (same rank count), else NCCL's own table.
-        let mut pred: Option<(f64, String)> = None;
-        let mut ceiling: Option<(f64, String)> = None;
+        let mut predicted = None;
+        let mut ceiling = None;
         if let (Some(m), Some(k)) = (&i.machine, kind) {
             if m.nranks() == r.nranks || r.nranks == 0 {
                 if let Some(p) = m.nccl_busbw(k, row.size, &Filter::default()) {
-                    pred = Some((p, format!("planner on {}", m.source)));
+                    predicted = Some((p, format!("planner on {}", m.source)));
                 }
                 if m.has_nvlink() {
                     ceiling = Some((m.nvlink_gbps(), format!("NVLink per GPU, {}", m.source)));
                 }
             }
         }
-        if pred.is_none() && kind == Some(CollectiveKind::AllReduce) {
+        if predicted.is_none() && kind == Some(CollectiveKind::AllReduce) {
             if let Some(log) = &i.log {
                 if let Some(c) = log
                     .tuner
@@ -70,7 +107,7 @@ pub fn busbw_fraction(i: &Inputs) -> Vec<Finding> {
                     .filter(|c| c.func == "AllReduce")
                     .max_by(|a, b| a.bw_gbps.total_cmp(&b.bw_gbps))
                 {
-                    pred = Some((
+                    predicted = Some((
                         c.bw_gbps,
                         format!(
                             "NCCL's tuning table, {}: {} {}",
@@ -83,20 +120,37 @@ pub fn busbw_fraction(i: &Inputs) -> Vec<Finding> {
             }
         }
         if ceiling.is_none() {
-            if let Some((_, total, line)) = i
-                .log
-                .as_ref()
-                .and_then(|l| l.system_bw.map(|s| (s.0, s.1, l.cite(s.2))))
-            {
-                ceiling = Some((total, format!("NCCL's totalBw, {line}")));
+            if let Some(log) = &i.log {
+                if let Some((_, total, line)) = log.system_bw {
+                    ceiling = Some((total, format!("NCCL's totalBw, {}", log.cite(line))));
+                }
             }
         }
-        let Some((p, src)) = pred else { continue };
+        out.push(Verdict {
+            run: r,
+            row,
+            measured: row.oop.busbw.max(row.ip.busbw),
+            predicted,
+            ceiling,
+        });
+    }
+    out
+}
+
+/// The measured busbw below [`LOW`] of the prediction: the "45% of peak" finding.
+pub fn busbw_fraction(i: &Inputs) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for v in verdicts(i) {
+        let Some((p, src)) = &v.predicted else {
+            continue;
+        };
+        let (p, measured) = (*p, v.measured);
         let frac = measured / p;
         if frac >= LOW {
             continue;
         }
-        let peak = ceiling
+        let peak = v
+            .ceiling
             .as_ref()
             .map(|(c, s)| {
                 format!(
@@ -107,8 +161,9 @@ pub fn busbw_fraction(i: &Inputs) -> Vec<Finding> {
             })
             .unwrap_or_default();
         // The likely cause: another finding's, else the usual suspects.
+        let set = |k: &str| i.nccl_var(k).is_some_and(|(v, _)| super::truthy(&v));
         let causes: Vec<&str> = [
-            ("p2p-disabled", i.nccl_var("NCCL_P2P_DISABLE").is_some()),
+            ("p2p-disabled", set("NCCL_P2P_DISABLE")),
             (
                 "transport-downgrade",
                 i.log
@@ -134,6 +189,7 @@ pub fn busbw_fraction(i: &Inputs) -> Vec<Finding> {
         } else {
             format!("likely cause: the {} finding(s)", causes.join(", "))
         };
+        let (r, row) = (v.run, v.row);
         out.push(
             Finding::new(
                 "busbw-fraction",

@@ -129,3 +129,32 @@ fn nccl_warnings_skip_the_duplicate_gpu_one() {
     assert_eq!(checks(&i), vec!["duplicate-gpu", "nccl-warn"]);
     assert_eq!(perf::nccl_warnings(&i)[0].evidence.len(), 1);
 }
+
+#[test]
+fn watchdog_off_is_a_warning_and_its_default_is_quiet() {
+    let i = Inputs {
+        env: envf("TORCH_NCCL_ASYNC_ERROR_HANDLING=0\n"),
+        ..Default::default()
+    };
+    assert_eq!(checks(&i), vec!["torch-watchdog"]);
+    let i = Inputs {
+        env: envf("TORCH_NCCL_ASYNC_ERROR_HANDLING=1\n"),
+        ..Default::default()
+    };
+    assert!(checks(&i).is_empty());
+}
+
+#[test]
+fn cuda_denying_peer_access_is_evidence_of_the_downgrade() {
+    let i = Inputs {
+        log: Some(log(concat!(
+            "h:1:1 [0] NCCL INFO Check P2P Type isAllDirectP2p 0 directMode 0 isAllCudaP2p 0\n",
+            "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct\n",
+        ))),
+        ..Default::default()
+    };
+    let f = p2p::transport_downgrade(&i);
+    assert_eq!(f.len(), 1);
+    assert!(f[0].evidence.iter().any(|e| e == "t.log:1: isAllCudaP2p 0 (CUDA reports no peer access between some GPUs)"), "{:?}", f[0].evidence);
+    assert!(f[0].fix.starts_with("CUDA denies peer access"));
+}

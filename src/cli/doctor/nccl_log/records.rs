@@ -38,7 +38,6 @@ const INFORMATIONAL: &[&str] = &[
     "NVLS multicast support",
     "Setting affinity",
     "Comm config",
-    "Check P2P Type",
     "Using tuner plugin",
     "Using non-device net plugin",
     "DMA-BUF",
@@ -177,6 +176,18 @@ pub(super) fn record(log: &mut NcclLog, algos: &mut Vec<String>, at: Origin, m: 
     }
     if m.starts_with("GPU/") {
         return paths(log, n, m);
+    }
+    if m.starts_with("Check P2P Type") {
+        return match kv(m, "isAllCudaP2p") {
+            Some(v) => {
+                log.all_cuda_p2p.get_or_insert((v, n));
+                if v == 0 {
+                    log.all_cuda_p2p = Some((0, n));
+                }
+                true
+            }
+            None => false,
+        };
     }
     if let Some(rest) = m.strip_prefix("+ NVL[") {
         if let Some(bw) = rest.split(']').next().and_then(|b| b.parse::<f64>().ok()) {
