@@ -727,6 +727,24 @@ pub extern "C" fn ncclCommDeregister(comm: CommHandle, handle: *mut c_void) -> N
     })
 }
 
+/// An entry point only NCCL runs: `pick` chooses the real NCCL's function, `go` calls it with
+/// the real communicator beside `comm`'s (made on first need).
+fn forward<F>(
+    call: &'static str,
+    comm: CommHandle,
+    why: &str,
+    pick: impl FnOnce(&crate::real::RealNccl) -> Option<F>,
+    go: impl FnOnce(F, *mut c_void) -> NcclResult,
+) -> NcclResult {
+    entry(call, comm as usize, || {
+        let c = comm::lookup(comm as usize)?;
+        let (real, rc) = crate::exec::real_comm(&c, why, call)?;
+        let f =
+            pick(real).ok_or_else(|| usage(format!("{} has no {call}", real.path.display())))?;
+        Ok(go(f, rc))
+    })
+}
+
 #[no_mangle]
 pub extern "C" fn ncclCommWindowRegister(
     comm: CommHandle,
@@ -735,36 +753,25 @@ pub extern "C" fn ncclCommWindowRegister(
     win: *mut *mut c_void,
     flags: c_int,
 ) -> NcclResult {
-    entry("ncclCommWindowRegister", comm as usize, || {
-        let c = comm::lookup(comm as usize)?;
-        let (real, rc) =
-            crate::exec::real_comm(&c, "windows are NCCL's", "ncclCommWindowRegister")?;
-        let f = real.CommWindowRegister.ok_or_else(|| {
-            usage(format!(
-                "{} has no ncclCommWindowRegister",
-                real.path.display()
-            ))
-        })?;
-        // SAFETY: NCCL's entry point with the caller's arguments.
-        Ok(unsafe { f(rc, buf, size, win, flags) })
-    })
+    // SAFETY (each forward below): NCCL's entry point with the caller's arguments.
+    forward(
+        "ncclCommWindowRegister",
+        comm,
+        "windows are NCCL's",
+        |r| r.CommWindowRegister,
+        |f, rc| unsafe { f(rc, buf, size, win, flags) },
+    )
 }
 
 #[no_mangle]
 pub extern "C" fn ncclCommWindowDeregister(comm: CommHandle, win: *mut c_void) -> NcclResult {
-    entry("ncclCommWindowDeregister", comm as usize, || {
-        let c = comm::lookup(comm as usize)?;
-        let (real, rc) =
-            crate::exec::real_comm(&c, "windows are NCCL's", "ncclCommWindowDeregister")?;
-        let f = real.CommWindowDeregister.ok_or_else(|| {
-            usage(format!(
-                "{} has no ncclCommWindowDeregister",
-                real.path.display()
-            ))
-        })?;
-        // SAFETY: as above.
-        Ok(unsafe { f(rc, win) })
-    })
+    forward(
+        "ncclCommWindowDeregister",
+        comm,
+        "windows are NCCL's",
+        |r| r.CommWindowDeregister,
+        |f, rc| unsafe { f(rc, win) },
+    )
 }
 
 #[no_mangle]
@@ -773,30 +780,24 @@ pub extern "C" fn ncclDevCommCreate(
     reqs: *const c_void,
     dev_comm: *mut c_void,
 ) -> NcclResult {
-    entry("ncclDevCommCreate", comm as usize, || {
-        let c = comm::lookup(comm as usize)?;
-        let (real, rc) =
-            crate::exec::real_comm(&c, "the device API is NCCL's", "ncclDevCommCreate")?;
-        let f = real
-            .DevCommCreate
-            .ok_or_else(|| usage(format!("{} has no ncclDevCommCreate", real.path.display())))?;
-        // SAFETY: as above.
-        Ok(unsafe { f(rc, reqs, dev_comm) })
-    })
+    forward(
+        "ncclDevCommCreate",
+        comm,
+        "the device API is NCCL's",
+        |r| r.DevCommCreate,
+        |f, rc| unsafe { f(rc, reqs, dev_comm) },
+    )
 }
 
 #[no_mangle]
 pub extern "C" fn ncclDevCommDestroy(comm: CommHandle, dev_comm: *const c_void) -> NcclResult {
-    entry("ncclDevCommDestroy", comm as usize, || {
-        let c = comm::lookup(comm as usize)?;
-        let (real, rc) =
-            crate::exec::real_comm(&c, "the device API is NCCL's", "ncclDevCommDestroy")?;
-        let f = real
-            .DevCommDestroy
-            .ok_or_else(|| usage(format!("{} has no ncclDevCommDestroy", real.path.display())))?;
-        // SAFETY: as above.
-        Ok(unsafe { f(rc, dev_comm) })
-    })
+    forward(
+        "ncclDevCommDestroy",
+        comm,
+        "the device API is NCCL's",
+        |r| r.DevCommDestroy,
+        |f, rc| unsafe { f(rc, dev_comm) },
+    )
 }
 
 #[no_mangle]

@@ -359,6 +359,10 @@ static int forward_main(ncclUniqueId id, int rank, int n) {
     float f[4] = {1, 2, 3, 4}, g[4];
     OK(ncclReduceScatter(f, g, 4 / n, ncclFloat32, op, c, NULL));
     OK(ncclRedOpDestroy(op, c));
+    /* Windows are NCCL's: the handle comes from it and goes back to it. */
+    ncclWindow_t w = NULL;
+    OK(ncclCommWindowRegister(c, a, sizeof a, &w, NCCL_WIN_DEFAULT));
+    OK(ncclCommWindowDeregister(c, w));
     /* Data movement of the same type stays on topoplan. */
     OK(ncclAllGather(a, b, 16 / n, ncclFloat8e5m2, c, NULL));
   } else {
