@@ -181,6 +181,8 @@ fn unsupported_reductions_are_forwarded_to_the_real_nccl() {
     );
     assert_eq!(count("ReduceScatter count=2 type=7 op=17"), 2, "{calls}");
     assert_eq!(count("RedOpDestroy op=17"), 2, "{calls}");
+    assert_eq!(count("WindowRegister size=16 flags=0"), 2, "{calls}");
+    assert_eq!(count("WindowDeregister ok=1"), 2, "{calls}");
     assert_eq!(
         count("AllGather"),
         0,
