@@ -125,7 +125,7 @@ fn main() {
             &cfg,
         ),
         (
-            "direct-push executor, fenced credits (OWN_DIRECT_FENCED_H200X2, docs/measurements/direct-run4.log LL, direct-run5.log Simple at commit d7d5d68), ExecParams::direct_fenced_h200x2",
+            "direct-push executor, fenced credits (OWN_DIRECT_FENCED_H200X2, docs/measurements/direct-run4.log at commit d7d5d68 for LL, direct-run5.log for Simple), ExecParams::direct_fenced_h200x2",
             OWN_DIRECT_FENCED_H200X2,
             &fenced,
         ),
