@@ -81,7 +81,7 @@ pub struct Report {
 impl Report {
     /// Sorts most severe first (stable within a severity: checks keep their order).
     pub fn new(summary: Summary, mut findings: Vec<Finding>) -> Report {
-        findings.sort_by(|a, b| b.severity.cmp(&a.severity));
+        findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
         Report {
             healthy: !findings.iter().any(|f| f.severity >= Severity::Warning),
             summary,

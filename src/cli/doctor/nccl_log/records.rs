@@ -276,7 +276,7 @@ fn channel(log: &mut NcclLog, at: Origin, rest: &str) -> bool {
     let Some((a, b)) = peers.split_once("->") else {
         return false;
     };
-    let b = b.trim().split_whitespace().next().unwrap_or("");
+    let b = b.split_whitespace().next().unwrap_or("");
     let (Some(from), Some(to)) = (rank(a), rank(b)) else {
         return false;
     };
