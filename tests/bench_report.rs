@@ -232,3 +232,57 @@ fn bad_reports_are_input_errors_naming_the_file() {
     assert_eq!(rc, 2, "{err}");
     assert!(err.contains("--plot") && err.contains("--json"), "{err}");
 }
+
+/// The plots in `docs/` are what `bench --plot` draws from the recorded runs (the commands are in
+/// `docs/benchmarks-gpu.md`), and the recorded JSON is what `--from-log` makes of its log.
+#[test]
+fn the_docs_plots_come_from_the_recorded_runs() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let m = format!("{root}/docs/measurements");
+    let log = format!("{m}/2026-11-30-h200x2-allreduce-vs-nccl/perf.log");
+    let json = tmp("docs-perf.json");
+    let (rc, _, err) = topoplan(&[
+        "bench",
+        "--from-log",
+        &log,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&json).unwrap(),
+        std::fs::read_to_string(format!("{m}/2026-11-30-h200x2-allreduce-vs-nccl/perf.json"))
+            .unwrap(),
+        "perf.json is not what --from-log makes of perf.log: rerun the commands in docs/benchmarks-gpu.md"
+    );
+    for (data, svg) in [
+        (
+            "2026-11-30-h200x2-allreduce-vs-nccl/perf.json",
+            "bench-allreduce-h200x2.svg",
+        ),
+        (
+            "2026-11-30-h200x2-allreduce-shared-sm-hybrid/others.json",
+            "bench-others-h200x2.svg",
+        ),
+        (
+            "2026-11-30-h200x2-allreduce-one-and-two-procs/procs.json",
+            "bench-procs-h200x2.svg",
+        ),
+    ] {
+        let out = tmp(svg);
+        let src = format!("{m}/{data}");
+        let (rc, _, err) = topoplan(&[
+            "bench",
+            "--from-json",
+            &src,
+            "--plot",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(rc, 0, "{data}: {err}");
+        assert!(
+            std::fs::read(&out).unwrap() == std::fs::read(format!("{root}/docs/{svg}")).unwrap(),
+            "docs/{svg} is not what `bench --from-json {data} --plot` draws: rerun the commands in \
+             docs/benchmarks-gpu.md"
+        );
+    }
+}
