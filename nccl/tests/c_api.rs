@@ -10,14 +10,15 @@ fn manifest() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// A directory where the freshly built library (target/<profile>/libnccl.so) answers to its
-/// soname, `libnccl.so.2`, as an installed one does.
+/// A directory where the freshly built library answers to its soname, `libnccl.so.2`, as an
+/// installed one does. The library is the one built for this test run, beside the test binary
+/// in target/<profile>/deps (cargo copies it up to target/<profile> only on `cargo build`, so
+/// that copy may be stale).
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
     let built = exe
         .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>")
+        .expect("target/<profile>/deps")
         .join("libnccl.so");
     assert!(built.exists(), "no {}", built.display());
     let dir = std::env::temp_dir().join(format!("topoplan-nccl-lib-{}", std::process::id()));

@@ -444,10 +444,14 @@ impl Communicator {
             let (ib, ob) = c.coll.blocks(self.nranks);
             let bytes = c.count as u64 * c.dtype.size() as u64 * ib.max(ob) as u64;
             let sched = self.plans.schedule(&c.coll, bytes)?;
-            let fp = *self
+            let sched_fp = *self
                 .fingerprints
                 .entry(Arc::as_ptr(&sched) as usize)
                 .or_insert_with(|| crate::exec::schedule_fingerprint(&sched));
+            // The type and operation go into the messages' tag too, so ranks that disagree on
+            // them get a mismatch error instead of silently combining different types.
+            let fp = (sched_fp ^ crate::config::fnv1a(&[c.dtype as u8, c.op as u8, 0x5a]))
+                & 0xFFFF_FFFF;
             let ctx = Ctx {
                 what: c.coll.kind.name().to_string(),
                 seq,

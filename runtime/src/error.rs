@@ -25,7 +25,7 @@ pub enum CommError {
         peer: u32,
         detail: String,
     },
-    #[error("{what} #{seq} on rank {rank}: message from rank {peer} does not match: {detail} (do all ranks call the same collectives with the same counts and plans?)")]
+    #[error("{what} #{seq} on rank {rank}: message from rank {peer} does not match: {detail} (do all ranks call the same collectives with the same counts, types, operations and plans?)")]
     Mismatch {
         what: String,
         seq: u64,

@@ -7,7 +7,7 @@
  *   killed     a rank dies while the survivor is inside a call: ncclRemoteError naming it, abort in time
  *   forward    fp8 and PreMulSum reductions go to the NCCL named by TOPOPLAN_NCCL_LIB
  *   noforward  the same with no real NCCL: ncclInvalidUsage naming the call and why
- *   mismatch   ranks that disagree (nranks at init, counts, datatypes): an error, never a hang
+ *   mismatch   ranks that disagree (nranks at init, counts, datatypes, ops): an error, never a hang
  * Exit status 0 when every check passed; each failure prints what differed.
  */
 #define _GNU_SOURCE
@@ -398,9 +398,32 @@ static int counts_main(ncclUniqueId id, int rank, int n) {
   return failures;
 }
 
+static int types_main(ncclUniqueId id, int rank, int n) {
+  ncclComm_t c;
+  OK(ncclCommInitRank(&c, n, id, rank));
+  int a[64] = {0}, b[64];
+  /* The same bytes, but rank 1 says int32 and rank 0 float32; then the same type, other ops. */
+  ncclResult_t r = ncclAllReduce(a, b, 64, rank == 1 ? ncclInt32 : ncclFloat32, ncclSum, c, NULL);
+  CHECK(r != ncclSuccess && has(ncclGetLastError(c), "does not match"), "rank %d: mixed types -> %d (%s)", rank, r, ncclGetLastError(c));
+  OK(ncclCommAbort(c));
+  return failures;
+}
+
+static int ops_main(ncclUniqueId id, int rank, int n) {
+  ncclComm_t c;
+  OK(ncclCommInitRank(&c, n, id, rank));
+  float a[64] = {0}, b[64];
+  ncclResult_t r = ncclAllReduce(a, b, 64, ncclFloat32, rank == 1 ? ncclMax : ncclSum, c, NULL);
+  CHECK(r != ncclSuccess && has(ncclGetLastError(c), "does not match"), "rank %d: mixed ops -> %d (%s)", rank, r, ncclGetLastError(c));
+  OK(ncclCommAbort(c));
+  return failures;
+}
+
 static int mode_mismatch(void) {
   int bad = spawn(2, mismatch_main);
-  return bad + spawn(2, counts_main);
+  bad += spawn(2, counts_main);
+  bad += spawn(2, types_main);
+  return bad + spawn(2, ops_main);
 }
 
 int main(int argc, char** argv) {
