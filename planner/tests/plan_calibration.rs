@@ -275,7 +275,7 @@ fn models_track_segment_fence_run() {
 /// mode within 6.5 % (6.1 %); the push path within 2 % and the hybrid within 0.5 %.
 #[test]
 fn models_track_one_process_run() {
-    let errs = closing_run_errors("2026-11-30-h200x2-allreduce-one-and-two-procs/perf.log");
+    let errs = whole_run_errors("2026-11-30-h200x2-allreduce-one-and-two-procs/perf.log");
     assert!(errs[0] < 0.11, "{errs:?}");
     assert!(errs[1] < 0.065, "{errs:?}");
     assert!(errs[2] < 0.02, "{errs:?}");
@@ -284,7 +284,7 @@ fn models_track_one_process_run() {
 
 /// The tuner's worst error per regime (LL, pull, push, hybrid) on a whole `auto` run's log (its
 /// `-b 8 -e 64M -f 2` and `-b 128M -e 1G -f 2` tables).
-fn closing_run_errors(log: &str) -> [f64; 4] {
+fn whole_run_errors(log: &str) -> [f64; 4] {
     let mut rows = bench_rows(log, "-b 8 -e 64M -f 2");
     rows.extend(bench_rows(log, "-b 128M -e 1G -f 2"));
     let (ll, pull, push, hybrid) = auto_regimes(&rows);
@@ -304,7 +304,7 @@ fn closing_run_errors(log: &str) -> [f64; 4] {
 /// 0.5 % (0.3 %).
 #[test]
 fn models_track_shared_sm_hybrid_run() {
-    let errs = closing_run_errors("2026-11-30-h200x2-allreduce-shared-sm-hybrid/perf.log");
+    let errs = whole_run_errors("2026-11-30-h200x2-allreduce-shared-sm-hybrid/perf.log");
     assert!(errs[0] < 0.09, "{errs:?}");
     assert!(errs[1] < 0.065, "{errs:?}");
     assert!(errs[2] < 0.025, "{errs:?}");
@@ -317,7 +317,7 @@ fn models_track_shared_sm_hybrid_run() {
 /// 5 % (4.6 %), the push path 2 % (1.8 %), the hybrid 0.5 % (0.3 %).
 #[test]
 fn models_track_8mib_tail_run() {
-    let errs = closing_run_errors("2026-11-30-h200x2-allreduce-vs-nccl/perf.log");
+    let errs = whole_run_errors("2026-11-30-h200x2-allreduce-vs-nccl/perf.log");
     assert!(errs[0] < 0.11, "{errs:?}");
     assert!(errs[1] < 0.05, "{errs:?}");
     assert!(errs[2] < 0.02, "{errs:?}");

@@ -79,7 +79,7 @@ fn own_as_run_one_process_out_of_sample() {
         "2026-11-30-h200x2-allreduce-one-and-two-procs/perf.log",
         "topoplan bench",
     );
-    closing_run_within(
+    whole_run_within(
         &measured,
         &[(0, 28, 0.11), (512 << 10, 12, 0.065), (2 << 20, 10, 0.035)],
     );
@@ -87,7 +87,7 @@ fn own_as_run_one_process_out_of_sample() {
 
 /// Compares a whole `auto` run's 28 points (8 B–1 GiB) with `ExecParams::default()`; each bound
 /// `(from_bytes, points, error)` says: the `points` rows from `from_bytes` up are within `error`.
-fn closing_run_within(
+fn whole_run_within(
     measured: &[(u64, planner::schedule::Protocol, f64)],
     bounds: &[(u64, usize, f64)],
 ) {
@@ -114,7 +114,7 @@ fn own_as_run_shared_sm_hybrid_out_of_sample() {
         "2026-11-30-h200x2-allreduce-shared-sm-hybrid/perf.log",
         "topoplan bench",
     );
-    closing_run_within(
+    whole_run_within(
         &measured,
         &[(0, 28, 0.08), (512 << 10, 12, 0.065), (2 << 20, 10, 0.035)],
     );
@@ -130,7 +130,7 @@ fn own_as_run_shared_sm_hybrid_in_place() {
         "topoplan bench",
         14,
     );
-    closing_run_within(&measured, &[(0, 28, 0.09), (512 << 10, 12, 0.03)]);
+    whole_run_within(&measured, &[(0, 28, 0.09), (512 << 10, 12, 0.03)]);
 }
 
 /// One process per GPU (`topoplan bench --procs`): with registered buffers and the
@@ -191,7 +191,7 @@ fn own_as_run_8mib_tail_out_of_sample() {
         "2026-11-30-h200x2-allreduce-vs-nccl/perf.log",
         "topoplan bench",
     );
-    closing_run_within(
+    whole_run_within(
         &measured,
         &[(0, 28, 0.08), (512 << 10, 12, 0.05), (2 << 20, 10, 0.03)],
     );
@@ -207,5 +207,5 @@ fn own_as_run_8mib_tail_in_place() {
         "topoplan bench",
         14,
     );
-    closing_run_within(&measured, &[(0, 28, 0.105), (512 << 10, 12, 0.03)]);
+    whole_run_within(&measured, &[(0, 28, 0.105), (512 << 10, 12, 0.03)]);
 }
