@@ -9,51 +9,25 @@
 //! fit is refused with [`super::residency::ResidencyError`], never left to hang.
 
 use super::device::{drv, open_devices, DevBuf, ExecModule, ModuleCache};
-use super::lower::{lower, Barrier, Buf, ItemKind, LowerParams, Lowered, Operand};
+use super::lower::{lower, Buf, LowerParams, Lowered};
 use super::residency::{self, Demand, Path};
 use super::CudaError;
 use crate::types::{DataType, ReduceOp};
-use cudarc::driver::{result, sys, CudaContext, DeviceRepr};
+use cudarc::driver::{sys, CudaContext, DeviceRepr};
 use planner::schedule::Schedule;
 use std::collections::HashMap;
-use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
+
+mod plan;
+use plan::DevPlan;
+pub(crate) use plan::{launch_exec, upload_local_plan};
 
 /// Words in a rank's flag region (see `kernels/src/exec.cu` for the layout).
 const FLAG_WORDS: usize = 4096;
 /// Words where the copy-engine path keeps its cross-rank counters: `[from_rank]`.
 pub(crate) const CE_FLAGS: usize = 3072;
-const MAX_CTAS: u32 = 256;
-/// Default cap on the SM path's grid (`TOPOPLAN_CTAS` overrides).
-const DEFAULT_MAX_CTAS: u32 = 64;
 /// Bytes of LL lines per half (`TP_LL_HALF` in exec.cu): twice the data they carry.
 const LL_LINE_BYTES: usize = 2 * super::lower::LL_DATA_BYTES as usize;
-/// CTAs of every kernel that uses LL buffers. Fixed, because each CTA keeps its own epoch and
-/// a sender's CTA b must agree with the receiver's CTA b.
-const LL_CTAS: u32 = 32;
-const BLOCK: u32 = 512;
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-struct TpItem {
-    kind: u32,
-    nsrc: u32,
-    ndst: u32,
-    pad: u32,
-    n: u64,
-    src: [u64; 8],
-    dst: [u64; 2],
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-struct TpPhase {
-    first: u32,
-    count: u32,
-    barrier: u32,
-    pad: u32,
-}
-
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct TpCtx {
@@ -71,25 +45,6 @@ impl TpCtx {
     pub(crate) fn base_of(&self, rank: usize, buf: usize) -> u64 {
         self.base[rank * 4 + buf]
     }
-}
-
-fn enc(o: &Operand) -> u64 {
-    ((o.rank as u64) << 60) | ((o.buf as u64) << 56) | o.off
-}
-
-fn as_bytes<T: Copy>(v: &[T]) -> &[u8] {
-    // SAFETY: T is a repr(C) POD struct without padding surprises (all fields explicit).
-    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
-}
-
-/// A lowered plan uploaded for one rank.
-#[derive(Debug)]
-pub(crate) struct DevPlan {
-    phases: DevBuf,
-    nphases: u32,
-    items: DevBuf,
-    grid: u32,
-    pub(crate) lowered: Arc<Lowered>,
 }
 
 pub(crate) struct RankState {
@@ -375,96 +330,6 @@ impl CudaGroup {
         Ok(l)
     }
 
-    fn plan(&self, rank: usize, req: &Request, key: PlanKey) -> Result<Arc<DevPlan>, CudaError> {
-        let st = &self.ranks[rank];
-        {
-            let plans = st.plans.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(p) = plans.get(&key) {
-                return Ok(p.clone());
-            }
-        }
-        let l = self.lowered_for(req, key)?;
-        let mut phases = Vec::new();
-        let mut items = Vec::new();
-        for ph in 1..l.nphases() {
-            let first = items.len() as u32;
-            for it in l
-                .items
-                .iter()
-                .filter(|i| i.phase == ph && i.exec as usize == rank)
-            {
-                let mut src = [0u64; 8];
-                let mut dst = [0u64; 2];
-                if it.srcs.len() > 8 || it.dsts.len() > 2 {
-                    return Err(CudaError::Lower("item with too many operands".into()));
-                }
-                for (k, s) in it.srcs.iter().enumerate() {
-                    src[k] = enc(s);
-                }
-                for (k, d) in it.dsts.iter().enumerate() {
-                    dst[k] = enc(d);
-                }
-                items.push(TpItem {
-                    kind: if it.kind == ItemKind::Scale { 1 } else { 0 },
-                    nsrc: it.srcs.len() as u32,
-                    ndst: it.dsts.len() as u32,
-                    pad: 0,
-                    n: it.n,
-                    src,
-                    dst,
-                });
-            }
-            phases.push(TpPhase {
-                first,
-                count: items.len() as u32 - first,
-                barrier: l.barriers[ph as usize] as u32,
-                pad: 0,
-            });
-        }
-        if l.end_barrier != Barrier::None {
-            phases.push(TpPhase {
-                first: items.len() as u32,
-                count: 0,
-                barrier: l.end_barrier as u32,
-                pad: 0,
-            });
-        }
-        let bytes = l.max_item() * key.elem as u64;
-        let wanted = if l.uses_ll {
-            LL_CTAS
-        } else {
-            match params::CTAS.u32_or_warn() {
-                Some(g) => g,
-                // 64 CTAs beat 132 at 4-32 MiB on 2×H200 (266 against 245 GB/s busbw at
-                // 16 MiB): fewer CTAs polling NVLink, same bandwidth.
-                None => (bytes.div_ceil(32 << 10) as u32).min(DEFAULT_MAX_CTAS),
-            }
-        };
-        // All CTAs of every rank must be resident: at most one per SM of the rank's share.
-        let grid = self.rank_grid(Demand {
-            path: Path::Exec,
-            wanted_ctas: wanted.min(MAX_CTAS),
-            min_ctas: 1,
-            ctas_per_sm: 1,
-        })?;
-        let pbuf = DevBuf::new(&st.ctx, std::mem::size_of_val(phases.as_slice()))?;
-        pbuf.upload(as_bytes(&phases))?;
-        let ibuf = DevBuf::new(&st.ctx, std::mem::size_of_val(items.as_slice()))?;
-        ibuf.upload(as_bytes(&items))?;
-        let p = Arc::new(DevPlan {
-            phases: pbuf,
-            nphases: phases.len() as u32,
-            items: ibuf,
-            grid,
-            lowered: l,
-        });
-        st.plans
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, p.clone());
-        Ok(p)
-    }
-
     pub(crate) fn tp_ctx(&self, rank: usize, req: &Request) -> TpCtx {
         let mut base = [0u64; 32];
         let mut flags = [0u64; 8];
@@ -576,79 +441,4 @@ impl CudaGroup {
             stream,
         )
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn launch_exec(
-    ctx: &Arc<CudaContext>,
-    f: &cudarc::driver::CudaFunction,
-    grid: u32,
-    phases: u64,
-    nphases: u32,
-    items: u64,
-    tctx: &TpCtx,
-    stream: sys::CUstream,
-) -> Result<(), CudaError> {
-    ctx.bind_to_thread().map_err(drv)?;
-    let mut phases = phases;
-    let mut nphases = nphases;
-    let mut items = items;
-    let mut c = *tctx;
-    let mut params: [*mut c_void; 4] = [
-        &mut phases as *mut u64 as *mut c_void,
-        &mut nphases as *mut u32 as *mut c_void,
-        &mut items as *mut u64 as *mut c_void,
-        &mut c as *mut TpCtx as *mut c_void,
-    ];
-    // SAFETY: argument types and order match the kernel's signature; pointers outlive the call
-    // (cuLaunchKernel copies the parameter values).
-    unsafe {
-        result::launch_kernel(
-            f.cu_function(),
-            (grid, 1, 1),
-            (BLOCK, 1, 1),
-            0,
-            stream,
-            &mut params,
-        )
-    }
-    .map_err(drv)
-}
-
-/// Builds a one-phase, barrier-free plan for local items (used by the copy-engine path).
-pub(crate) fn upload_local_plan(
-    ctx: &Arc<CudaContext>,
-    items: &[(ItemKind, Vec<Operand>, Vec<Operand>, u64)],
-) -> Result<(DevBuf, DevBuf), CudaError> {
-    let mut v = Vec::new();
-    for (kind, srcs, dsts, n) in items {
-        let mut src = [0u64; 8];
-        let mut dst = [0u64; 2];
-        for (k, s) in srcs.iter().enumerate() {
-            src[k] = enc(s);
-        }
-        for (k, d) in dsts.iter().enumerate() {
-            dst[k] = enc(d);
-        }
-        v.push(TpItem {
-            kind: if *kind == ItemKind::Scale { 1 } else { 0 },
-            nsrc: srcs.len() as u32,
-            ndst: dsts.len() as u32,
-            pad: 0,
-            n: *n,
-            src,
-            dst,
-        });
-    }
-    let ph = [TpPhase {
-        first: 0,
-        count: v.len() as u32,
-        barrier: 0,
-        pad: 0,
-    }];
-    let pbuf = DevBuf::new(ctx, std::mem::size_of_val(&ph))?;
-    pbuf.upload(as_bytes(&ph))?;
-    let ibuf = DevBuf::new(ctx, std::mem::size_of_val(v.as_slice()))?;
-    ibuf.upload(as_bytes(&v))?;
-    Ok((pbuf, ibuf))
 }
