@@ -82,14 +82,15 @@ impl CudaGroup {
         }
         if self.shared {
             for r in (0..self.ranks.len()).filter(|&r| r != rank) {
-                if self.cached_plan(r, &key).is_none() {
-                    self.build_plan(r, req, key)?;
-                }
+                self.build_plan(r, req, key)?;
             }
         }
         self.build_plan(rank, req, key)
     }
 
+    /// Makes and caches `rank`'s plan unless it exists. The rank's plan table stays locked
+    /// meanwhile: two threads making the same plan would drop one, and freeing device memory
+    /// waits for the whole GPU, where a peer's kernel may already wait for this caller's launch.
     fn build_plan(
         &self,
         rank: usize,
@@ -97,6 +98,10 @@ impl CudaGroup {
         key: PlanKey,
     ) -> Result<Arc<DevPlan>, CudaError> {
         let st = &self.ranks[rank];
+        let mut plans = st.plans.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = plans.get(&key) {
+            return Ok(p.clone());
+        }
         let l = self.lowered_for(req, key)?;
         let mut phases = Vec::new();
         let mut items = Vec::new();
@@ -172,10 +177,7 @@ impl CudaGroup {
             grid,
             lowered: l,
         });
-        st.plans
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, p.clone());
+        plans.insert(key, p.clone());
         Ok(p)
     }
 }
