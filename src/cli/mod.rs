@@ -5,6 +5,7 @@ pub mod launch;
 pub mod sizes;
 
 pub mod bench;
+pub mod calibrate;
 pub mod detect;
 pub mod doctor;
 pub mod env;

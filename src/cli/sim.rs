@@ -57,6 +57,107 @@ pub struct Args {
     /// GPU model for skeleton topology files (h100-sxm, a100-sxm, ...).
     #[arg(long)]
     pub gpu_model: Option<String>,
+    /// Whose choices to simulate: topoplan (the planner's tuner and topoplan's runtime), nccl
+    /// (NCCL 2.28's own ring/tree search, tuner, channels and chunking), or both side by side.
+    #[arg(
+        long = "as",
+        default_value = "topoplan",
+        value_name = "topoplan|nccl|both"
+    )]
+    pub as_: String,
+    /// Machine profile (JSON, docs/profile.md); default: the bundled one where the topology
+    /// matches it, else defaults derived from the topology.
+    #[arg(long)]
+    pub profile: Option<PathBuf>,
+}
+
+/// Whose choices a table simulates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum As {
+    Topoplan,
+    Nccl,
+    Both,
+}
+
+pub(crate) fn parse_as(s: &str) -> Result<As, CliError> {
+    match s.to_ascii_lowercase().as_str() {
+        "topoplan" => Ok(As::Topoplan),
+        "nccl" => Ok(As::Nccl),
+        "both" => Ok(As::Both),
+        _ => Err(CliError::input(format!(
+            "--as \"{s}\" is not topoplan, nccl or both"
+        ))),
+    }
+}
+
+/// Reads `--profile` (errors name the file and field).
+pub(crate) fn load_profile(
+    path: Option<&Path>,
+) -> Result<Option<(planner::tuner::Profile, String)>, CliError> {
+    match path {
+        None => Ok(None),
+        Some(p) => planner::tuner::Profile::load(p)
+            .map(|x| Some((x, p.display().to_string())))
+            .map_err(CliError::input),
+    }
+}
+
+/// The simulator's parameters of a profile.
+pub(crate) fn profile_config(c: &planner::tuner::ProfileChoice) -> Result<SimConfig, CliError> {
+    let file = match &c.source {
+        planner::tuner::ProfileSource::File { path } => path.clone(),
+        _ => c.profile.name.clone(),
+    };
+    SimConfig::from_profile(&c.profile, &file).map_err(CliError::input)
+}
+
+/// One NCCL row of `--as nccl`.
+#[derive(Clone, Debug, serde::Serialize, PartialEq)]
+pub(crate) struct NcclRow {
+    pub bytes: u64,
+    pub algorithm: &'static str,
+    pub protocol: &'static str,
+    pub channels: u32,
+    pub threads: u32,
+    pub time_us: f64,
+    pub algbw_gbps: f64,
+    pub busbw_gbps: f64,
+    /// NCCL's own estimate (its tuner, without launch).
+    pub nccl_model_us: f64,
+    pub notes: Vec<String>,
+}
+
+/// Simulates NCCL's choice at one size.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn simulate_nccl(
+    topo: &Topology,
+    planner: &Planner,
+    model: &sim::nccl::Model,
+    coll: &Collective,
+    filter: &Filter,
+    bytes: u64,
+    cfg: &SimConfig,
+) -> Result<NcclRow, CliError> {
+    let r = model
+        .run(topo, planner, coll, bytes, filter, cfg)
+        .map_err(|e| match e {
+            sim::SimError::Unsupported(m) => CliError::input(m),
+            sim::SimError::TooLarge(m) => CliError::failure(format!("{bytes} B: too large: {m}")),
+            e => CliError::failure(e),
+        })?;
+    let algbw = bytes as f64 / 1e3 / r.time_us;
+    Ok(NcclRow {
+        bytes,
+        algorithm: r.choice.algo.name(),
+        protocol: r.choice.protocol.name(),
+        channels: r.choice.channels,
+        threads: r.choice.threads,
+        time_us: r.time_us,
+        algbw_gbps: algbw,
+        busbw_gbps: algbw * coll.kind.busbw_factor(planner.nranks()),
+        nccl_model_us: r.choice.model_us,
+        notes: r.choice.notes,
+    })
 }
 
 pub(crate) fn parse_kind(s: &str) -> Result<CollectiveKind, CliError> {
@@ -89,7 +190,12 @@ pub(crate) fn collective(kind: CollectiveKind, n: u32, root: u32) -> Collective 
     }
 }
 
-pub(crate) fn load_config(path: Option<&Path>, mode: &str) -> Result<SimConfig, CliError> {
+/// `--config` if given (a whole `SimConfig`, docs/sim.md), else `base` (the profile's).
+pub(crate) fn load_config(
+    path: Option<&Path>,
+    mode: &str,
+    base: SimConfig,
+) -> Result<SimConfig, CliError> {
     let mut cfg = match path {
         Some(p) => {
             let text = std::fs::read_to_string(p)
@@ -97,7 +203,7 @@ pub(crate) fn load_config(path: Option<&Path>, mode: &str) -> Result<SimConfig, 
             serde_json::from_str::<SimConfig>(&text)
                 .map_err(|e| CliError::input(format!("{}: {e}", p.display())))?
         }
-        None => SimConfig::default(),
+        None => base,
     };
     cfg.mode = match mode.to_ascii_lowercase().as_str() {
         "auto" => Mode::Auto,
@@ -208,15 +314,49 @@ pub(crate) fn simulate_size(
     Ok((row, r))
 }
 
+/// `--algo` / `--proto` in NCCL_ALGO / NCCL_PROTO syntax: one name or a comma list, `^` first
+/// to exclude the listed ones instead.
 pub(crate) fn filter(algo: &Option<String>, proto: &Option<String>) -> Result<Filter, CliError> {
+    fn list<T: PartialEq + Clone>(
+        s: &str,
+        all: &[T],
+        parse: impl Fn(&str) -> Result<T, CliError>,
+    ) -> Result<Vec<T>, CliError> {
+        let (neg, body) = match s.trim().strip_prefix('^') {
+            Some(b) => (true, b),
+            None => (false, s),
+        };
+        let named: Vec<T> = body
+            .split(',')
+            .filter(|x| !x.trim().is_empty())
+            .map(|x| parse(x.trim()))
+            .collect::<Result<_, _>>()?;
+        if named.is_empty() {
+            return Err(CliError::input(format!("\"{s}\" names nothing")));
+        }
+        Ok(if neg {
+            all.iter().filter(|x| !named.contains(x)).cloned().collect()
+        } else {
+            named
+        })
+    }
+    let all_algos = [
+        Algorithm::Ring,
+        Algorithm::Tree,
+        Algorithm::OneShot,
+        Algorithm::TwoShot,
+        Algorithm::CopyEnginePipeline,
+        Algorithm::Direct,
+        Algorithm::Hierarchical,
+    ];
     Ok(Filter {
         algorithms: algo
             .as_deref()
-            .map(|a| parse_algo(a).map(|x| vec![x]))
+            .map(|a| list(a, &all_algos, parse_algo))
             .transpose()?,
         protocols: proto
             .as_deref()
-            .map(|p| parse_proto(p).map(|x| vec![x]))
+            .map(|p| list(p, &Protocol::ALL, parse_proto))
             .transpose()?,
     })
 }
@@ -224,15 +364,21 @@ pub(crate) fn filter(algo: &Option<String>, proto: &Option<String>) -> Result<Fi
 pub fn run(a: Args) -> CliResult {
     let kind = parse_kind(&a.sweep.collective)?;
     let sizes = a.sweep.sizes.list()?;
-    let mut cfg = load_config(a.config.as_deref(), &a.sweep.mode)?;
+    let who = parse_as(&a.as_)?;
+    let given = load_profile(a.profile.as_deref())?;
+    let f = filter(&a.sweep.algo, &a.sweep.proto)?;
+    let topo = load_topology(&a.file, a.gpu_model.clone())?;
+    let planner = Planner::with_profile(&topo, given).map_err(CliError::input)?;
+    let mut cfg = load_config(
+        a.config.as_deref(),
+        &a.sweep.mode,
+        profile_config(planner.profile())?,
+    )?;
     cfg.seed = a.seed;
     if !(a.jitter.is_finite() && (0.0..1.0).contains(&a.jitter)) {
         return Err(CliError::input("--jitter must be in [0, 1)"));
     }
     cfg.jitter = a.jitter;
-    let f = filter(&a.sweep.algo, &a.sweep.proto)?;
-    let topo = load_topology(&a.file, a.gpu_model.clone())?;
-    let planner = Planner::new(&topo).map_err(CliError::input)?;
     let n = planner.nranks();
     if a.root >= n {
         return Err(CliError::input(format!(
@@ -244,6 +390,9 @@ pub fn run(a: Args) -> CliResult {
         return Err(CliError::input("--channels must be >= 1"));
     }
     let coll = collective(kind, n, a.root);
+    if who != As::Topoplan {
+        return run_nccl(&a, who, &topo, &planner, &coll, &f, &sizes, &cfg);
+    }
     let mut cache = Cache::new();
     let mut rows = Vec::new();
     // Sizes the detailed engine would need minutes for (large asymmetric schedules) are listed
@@ -290,6 +439,7 @@ pub fn run(a: Args) -> CliResult {
             "collective": coll,
             "nranks": n,
             "config": cfg,
+            "profile": planner.profile().source,
             "rows": rows,
             "skipped": skipped,
         });
@@ -303,12 +453,9 @@ pub fn run(a: Args) -> CliResult {
         "# topoplan sim {}: {} on {n} ranks, simulated ({} model; docs/sim.md)",
         a.file.display(),
         kind.name(),
-        match cfg.mode {
-            Mode::Auto => "auto",
-            Mode::Detailed => "detailed",
-            Mode::Aggregated => "aggregated",
-        }
+        mode_name(cfg.mode)
     );
+    println!("# {}", planner.profile().note());
     println!(
         "#{:>12} {:>12} {:>6} {:>6} {:>5}  {:>10} {:>6} {:>3}  {:>10} {:>8} {:>8}  {:>10}",
         "size",
@@ -351,6 +498,171 @@ pub fn run(a: Args) -> CliResult {
             r.algbw_gbps,
             r.busbw_gbps,
             r.tuner_us
+        );
+    }
+    Ok(())
+}
+
+fn mode_name(m: Mode) -> &'static str {
+    match m {
+        Mode::Auto => "auto",
+        Mode::Detailed => "detailed",
+        Mode::Aggregated => "aggregated",
+    }
+}
+
+/// `--as nccl` and `--as both`.
+#[allow(clippy::too_many_arguments)]
+fn run_nccl(
+    a: &Args,
+    who: As,
+    topo: &Topology,
+    planner: &Planner,
+    coll: &Collective,
+    f: &Filter,
+    sizes: &[u64],
+    cfg: &SimConfig,
+) -> CliResult {
+    let model = sim::nccl::Model::new(topo, planner);
+    // NCCL_ALGO / NCCL_PROTO apply to NCCL's choice; topoplan's side of `both` is unfiltered.
+    let mut nccl_rows = Vec::new();
+    let mut ours = Vec::new();
+    let mut skipped = Vec::new();
+    let mut cache = Cache::new();
+    for &b in sizes {
+        match simulate_nccl(topo, planner, &model, coll, f, b, cfg) {
+            Ok(r) => nccl_rows.push(r),
+            Err(CliError::Failure(m)) if m.contains("too large") => {
+                skipped.push(m);
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
+        if who == As::Both {
+            let (row, _) = simulate_size(
+                topo,
+                planner,
+                coll,
+                &Filter::default(),
+                None,
+                b,
+                cfg,
+                &mut cache,
+            )?;
+            ours.push(row);
+        }
+    }
+    let notes: Vec<String> = {
+        let mut v: Vec<String> = Vec::new();
+        for r in &nccl_rows {
+            for x in &r.notes {
+                if !v.contains(x) {
+                    v.push(x.clone());
+                }
+            }
+        }
+        v
+    };
+    if a.json {
+        let out = serde_json::json!({
+            "file": a.file.display().to_string(),
+            "collective": coll,
+            "nranks": planner.nranks(),
+            "as": a.as_.to_ascii_lowercase(),
+            "profile": planner.profile().source,
+            "nccl_model": model,
+            "nccl": nccl_rows,
+            "topoplan": ours,
+            "notes": notes,
+            "skipped": skipped,
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).map_err(CliError::failure)?
+        );
+        return Ok(());
+    }
+    let n = planner.nranks();
+    println!(
+        "# topoplan sim {}: {} on {n} ranks as NCCL 2.28 runs it (ring/tree search with channel doubling, NCCL's tuner, chunking; {} model; docs/sim.md)",
+        a.file.display(),
+        coll.kind.name(),
+        mode_name(cfg.mode)
+    );
+    println!("# {}", planner.profile().note());
+    println!(
+        "# NCCL: {} ring channels searched x {:.1} GB/s, {} run; tree {} x {:.1} GB/s",
+        model.ring.search_channels,
+        model.ring.bw_intra_gbps,
+        model.comm_channels,
+        model.tree.search_channels,
+        model.tree.bw_intra_gbps
+    );
+    for x in &notes {
+        println!("# note: {x}");
+    }
+    for m in &skipped {
+        println!("# skipped {m}");
+    }
+    if who == As::Nccl {
+        println!(
+            "#{:>12}  {:>6} {:>6} {:>3} {:>4}  {:>10} {:>8} {:>8}  {:>10}",
+            "size", "algo", "proto", "ch", "thr", "time", "algbw", "busbw", "nccl-model"
+        );
+        println!(
+            "#{:>12}  {:>6} {:>6} {:>3} {:>4}  {:>10} {:>8} {:>8}  {:>10}",
+            "(B)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", "(us)"
+        );
+        for r in &nccl_rows {
+            println!(
+                " {:>12}  {:>6} {:>6} {:>3} {:>4}  {:>10.2} {:>8.2} {:>8.2}  {:>10.2}",
+                r.bytes,
+                r.algorithm,
+                r.protocol,
+                r.channels,
+                r.threads,
+                r.time_us,
+                r.algbw_gbps,
+                r.busbw_gbps,
+                r.nccl_model_us
+            );
+        }
+        return Ok(());
+    }
+    println!(
+        "#{:>12}  {:>10} {:>6} {:>3} {:>10} {:>8}  | {:>6} {:>6} {:>3} {:>10} {:>8}  | {:>7}",
+        "size",
+        "topoplan",
+        "proto",
+        "ch",
+        "time",
+        "busbw",
+        "nccl",
+        "proto",
+        "ch",
+        "time",
+        "busbw",
+        "ratio"
+    );
+    println!(
+        "#{:>12}  {:>10} {:>6} {:>3} {:>10} {:>8}  | {:>6} {:>6} {:>3} {:>10} {:>8}  | {:>7}",
+        "(B)", "", "", "", "(us)", "(GB/s)", "", "", "", "(us)", "(GB/s)", "nccl/tp"
+    );
+    for (o, r) in ours.iter().zip(&nccl_rows) {
+        println!(
+            " {:>12}  {:>10} {:>6} {:>3} {:>10.2} {:>8.2}  | {:>6} {:>6} {:>3} {:>10.2} {:>8.2}  | {:>7.3}",
+            r.bytes,
+            o.algorithm,
+            o.protocol,
+            o.channels,
+            o.time_us,
+            o.busbw_gbps,
+            r.algorithm,
+            r.protocol,
+            r.channels,
+            r.time_us,
+            r.busbw_gbps,
+            r.time_us / o.time_us
         );
     }
     Ok(())

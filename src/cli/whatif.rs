@@ -259,7 +259,7 @@ struct ScenarioOut {
 pub fn run(a: Args) -> CliResult {
     let kind = parse_kind(&a.sweep.collective)?;
     let sizes = a.sweep.sizes.list()?;
-    let cfg = load_config(None, &a.sweep.mode)?;
+    let cfg = load_config(None, &a.sweep.mode, sim::SimConfig::default())?;
     let f = filter(&a.sweep.algo, &a.sweep.proto)?;
     let mut changes = vec![Change::Baseline];
     for v in &a.vary {

@@ -13,6 +13,7 @@ use crate::schedule::{
 };
 use crate::search::{self, Channels, SearchError};
 use crate::topology::{PathType, Topology};
+use crate::tuner::profile::{MachineFacts, Profile, ProfileChoice};
 use crate::tuner::{self, Estimate, Filter, SystemModel};
 use serde::{Deserialize, Serialize};
 
@@ -56,12 +57,29 @@ pub struct Planner {
     local_of: Vec<u32>,
     /// Schedules' default copy-engine chunk count.
     pub ce_chunks: u32,
+    /// The machine profile the tuner prices with, and how it was chosen.
+    profile: ProfileChoice,
 }
 
 impl Planner {
-    /// Searches rings and trees on `t` and prepares the tuner's model.
+    /// Searches rings and trees on `t` and prepares the tuner's model, priced by the bundled
+    /// profile where `t` is its machine, else by defaults derived from `t`.
     pub fn new(t: &Topology) -> Result<Self, PlanError> {
+        Self::with_profile(t, None)
+    }
+
+    /// Like [`Planner::new`], priced by `profile` (a `--profile` file: the profile and its path)
+    /// when given.
+    pub fn with_profile(
+        t: &Topology,
+        profile: Option<(Profile, String)>,
+    ) -> Result<Self, PlanError> {
         let channels = search::search(t)?;
+        let facts = MachineFacts {
+            ring_gbps_per_run_channel: channels.ring_run().bw_gbps,
+            ..MachineFacts::of(t, channels.all_peers_nvlink_gbps)
+        };
+        let profile = Profile::choose(&facts, profile);
         let n = t.n_ranks() as u32;
         let nnodes = channels.hosts.len() as u32;
         let sm = t.gpus().map(|(_, g)| g.sm).min().unwrap_or(0);
@@ -111,7 +129,7 @@ impl Planner {
             nranks: n,
             nnodes,
             sm,
-            ring: Some(channels.ring.clone()),
+            ring: Some(channels.ring_run()),
             tree: (n > 1).then(|| channels.tree.clone()),
             all_peers_nvlink_gbps: channels.all_peers_nvlink_gbps,
             net_lat_us,
@@ -128,6 +146,7 @@ impl Planner {
             } else {
                 0.0
             },
+            calib: profile.profile.tuner.clone(),
         };
         Ok(Planner {
             channels,
@@ -136,7 +155,13 @@ impl Planner {
             host_of,
             local_of,
             ce_chunks: 8,
+            profile,
         })
+    }
+
+    /// The machine profile this planner prices with, and how it was chosen.
+    pub fn profile(&self) -> &ProfileChoice {
+        &self.profile
     }
 
     pub fn channels(&self) -> &Channels {

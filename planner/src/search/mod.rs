@@ -22,11 +22,18 @@ use serde::{Deserialize, Serialize};
 /// What the search found.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Channels {
-    /// One rank order per ring channel.
+    /// One rank order per ring channel NCCL runs: every searched ring `ring_runs` times.
     pub rings: Vec<Vec<u32>>,
+    /// The searched ring graph: channel count and per-channel bandwidth before NCCL runs each
+    /// channel `ring_runs` times (what NCCL's graph dump shows).
     pub ring: ChannelSet,
-    /// Host-0 chain (local indices) of each ring channel, and the NIC it uses (multi-host).
+    /// How many times each searched ring runs ([`run_factor`]).
+    #[serde(default = "one")]
+    pub ring_runs: u32,
+    /// Host-0 chain (local indices) of each searched ring channel.
     pub ring_chains: Vec<Vec<u32>>,
+    /// The NIC each ring of `rings` uses (multi-host): the searched channels' NICs, repeated as
+    /// the rings are.
     pub ring_nics: Vec<Option<String>>,
     /// One tree per tree channel (double binary trees come in pairs).
     pub trees: Vec<TreeChannel>,
@@ -186,6 +193,26 @@ pub fn search(t: &Topology) -> Result<Channels, SearchError> {
         bw_gbps: tree_bw / 2.0,
         intra: hw_of(tree_kind),
     };
+    // NCCL runs more channels than it searched (connect.cc): every ring channel twice, and on
+    // sm90+ across hosts twice again while the rings are fast and few. `ring` and `ring_chains`
+    // stay the searched graph (what NCCL's graph dump shows); `rings` is what runs.
+    let ring_runs = run_factor(ring_set.count, ring_set.bw_gbps, sm, multi);
+    let rings: Vec<Vec<u32>> = {
+        let n = rings.len();
+        rings
+            .into_iter()
+            .cycle()
+            .take(n * ring_runs as usize)
+            .collect()
+    };
+    let ring_nics: Vec<Option<String>> = {
+        let n = ring_nics.len();
+        ring_nics
+            .into_iter()
+            .cycle()
+            .take(n * ring_runs as usize)
+            .collect()
+    };
     let all_peers_nvlink_gbps = if multi || l < 2 {
         None
     } else {
@@ -194,6 +221,7 @@ pub fn search(t: &Topology) -> Result<Channels, SearchError> {
     Ok(Channels {
         rings,
         ring: ring_set,
+        ring_runs,
         ring_chains,
         ring_nics,
         trees,
@@ -204,6 +232,38 @@ pub fn search(t: &Topology) -> Result<Channels, SearchError> {
         notes,
     })
 }
+
+/// How many times NCCL runs each searched ring channel (`nccl-2.28-facts.md` §3.6,
+/// ncclTopoPostset): twice, up to 64 channels; on sm90+ across hosts with rings faster than
+/// 45 GB/s per channel and fewer than 16 of them (after the first doubling), twice again.
+pub fn run_factor(searched: u32, bw_gbps: f64, sm: u32, multi_host: bool) -> u32 {
+    let searched = searched.max(1);
+    let mut n = (2 * searched).min(MAX_RUN_CHANNELS);
+    if sm >= 90 && multi_host && bw_gbps > 45.0 && n < 16 {
+        n = (2 * n).min(MAX_RUN_CHANNELS);
+    }
+    (n / searched).max(1)
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl Channels {
+    /// The ring channels as they run: `ring_runs` times the searched count, each carrying its
+    /// share of the searched bandwidth (the total stays the searched one, as in NCCL's tuner).
+    pub fn ring_run(&self) -> ChannelSet {
+        let k = self.ring_runs.max(1);
+        ChannelSet {
+            count: self.ring.count * k,
+            bw_gbps: self.ring.bw_gbps / k as f64,
+            intra: self.ring.intra,
+        }
+    }
+}
+
+/// Most channels NCCL runs (MAXCHANNELS).
+pub const MAX_RUN_CHANNELS: u32 = 64;
 
 /// NCCL duplicates fast channels (halving their bandwidth) so more SMs drive the links: only when
 /// the per-channel speed is at least 25 GB/s.

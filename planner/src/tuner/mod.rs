@@ -1,14 +1,17 @@
 //! The tuner: for a collective and a message size, an estimated time for every algorithm ×
 //! protocol the machine supports, and the fastest. The model is NCCL's latency/bandwidth model
-//! (`nccl-2.28-facts.md` §5) with our direct and copy-engine patterns added and three calibrated
-//! terms fitted to the 2×H200 measurements; `docs/tuner.md` states every constant and the fit.
+//! (`nccl-2.28-facts.md` §5) with our direct and copy-engine patterns added; the terms fitted on a
+//! machine come from its profile (`SystemModel::calib`, `profiles/`); `docs/tuner.md` states
+//! every term and the fit.
 //!
 //! `time = launch + latency(algo, proto) + bytes / (bandwidth(algo, proto) × ramp(bytes))`
 //! where `bytes` is the nccl-tests size of the operation.
 
 mod calib;
+pub mod profile;
 
 pub use calib::*;
+pub use profile::{Profile, ProfileChoice, ProfileError, ProfileSource, TunerParams};
 
 use crate::schedule::{Algorithm, CollectiveKind, Protocol};
 use serde::{Deserialize, Serialize};
@@ -52,6 +55,13 @@ pub struct SystemModel {
     /// NIC bandwidth per GPU across hosts (GB/s, one direction); 0 on one host.
     #[serde(default)]
     pub nic_gbps_per_gpu: f64,
+    /// The machine profile's fitted terms.
+    #[serde(default = "bundled_calib")]
+    pub calib: TunerParams,
+}
+
+fn bundled_calib() -> TunerParams {
+    Profile::bundled().tuner.clone()
 }
 
 /// One candidate's estimate.
@@ -122,6 +132,7 @@ pub fn channels_for(bytes: u64, max: u32, proto: Protocol) -> u32 {
 /// Every feasible candidate for `kind` at `bytes` (nccl-tests size), unsorted.
 pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter) -> Vec<Estimate> {
     let mut out = Vec::new();
+    let c = &m.calib;
     let n = m.nranks.max(1);
     let b = bytes as f64;
     if n == 1 {
@@ -130,9 +141,9 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
             algorithm: Algorithm::Ring,
             protocol: Protocol::Simple,
             channels: 1,
-            time_us: LAUNCH_US + b / 1000.0 / LOCAL_COPY_GBPS,
-            lat_us: LAUNCH_US,
-            peak_algbw_gbps: LOCAL_COPY_GBPS,
+            time_us: c.launch_us + b / 1000.0 / c.local_copy_gbps,
+            lat_us: c.launch_us,
+            peak_algbw_gbps: c.local_copy_gbps,
         });
         return out;
     }
@@ -147,8 +158,8 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
                       ramp: f64| {
         if algbw > 0.0 && f.allows(&algorithm, protocol) {
             out.push(Estimate {
-                time_us: LAUNCH_US + lat + b / 1000.0 / (algbw * ramp),
-                lat_us: LAUNCH_US + lat,
+                time_us: c.launch_us + lat + b / 1000.0 / (algbw * ramp),
+                lat_us: c.launch_us + lat,
                 algorithm,
                 protocol,
                 channels,
@@ -174,7 +185,7 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
             };
             for p in Protocol::ALL {
                 let nc = channels_for(bytes, r.count, p);
-                let mut bus = nc as f64 * r.bw_gbps * COLL_EFF[coll_idx(kind)];
+                let mut bus = nc as f64 * r.bw_gbps * c.coll_eff[coll_idx(kind)];
                 bus = match p {
                     Protocol::LL => llmax.min(bus * 0.5),
                     Protocol::LL128 => (bus * 0.92).min(nc as f64 * PER_CH_RING_LL128[cc]),
@@ -191,7 +202,7 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
                     nc,
                     lat,
                     bus / busf.max(1e-9),
-                    ramp(p, bytes),
+                    ramp(c, p, bytes),
                 );
             }
         }
@@ -220,7 +231,14 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
                 let lat = BASE_LAT[1][proto_idx(p)]
                     + 2.0 * (l - 1.0) * hw_lat(r.intra, 1, p)
                     + 2.0 * (h - 1.0) * (hw_lat(Hw::Net, 1, p) + m.net_lat_us);
-                push_r(Algorithm::Hierarchical, p, nc, lat, algbw, ramp(p, bytes));
+                push_r(
+                    Algorithm::Hierarchical,
+                    p,
+                    nc,
+                    lat,
+                    algbw,
+                    ramp(c, p, bytes),
+                );
             }
         }
     }
@@ -250,15 +268,15 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
                 let inter = hw_lat(Hw::Net, 0, p) + m.net_lat_us;
                 let lat = BASE_LAT[0][proto_idx(p)]
                     + 2.0 * ((ppn - 1) as f64 * intra + log2i(nnodes) as f64 * inter);
-                push_r(Algorithm::Tree, p, nc, lat, bw, ramp(p, bytes));
+                push_r(Algorithm::Tree, p, nc, lat, bw, ramp(c, p, bytes));
             }
         }
     }
     // Direct patterns on an all-NVLink host: what topoplan's direct-push executor measured
     // (calib.rs, DIRECT_*), and its copy-engine pair all-reduce (CE_*).
     if let Some(gbw) = m.all_peers_nvlink_gbps {
-        let peer = gbw * DIRECT_PEER_EFF; // what the senders' stores achieve, all peers at once
-        let extra = DIRECT_PEER_US * (n as f64 - 2.0).max(0.0);
+        let peer = gbw * c.direct_peer_eff; // what the senders' stores achieve, all peers at once
+        let extra = c.direct_peer_us * (n as f64 - 2.0).max(0.0);
         let nf = n as f64;
         // One-shot: every rank pushes its block to every peer; AR/RS reduce on the receiver.
         let (one_algbw, ok) = match kind {
@@ -267,8 +285,8 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
             CollectiveKind::ReduceScatter => (peer * nf / (nf - 1.0), true),
             CollectiveKind::Broadcast => (peer / (nf - 1.0), true),
             CollectiveKind::Reduce => (peer / (nf - 1.0), true),
-            CollectiveKind::AllToAll => (gbw * SM_PEER_EFF * nf / (nf - 1.0), true),
-            CollectiveKind::SendRecv => (gbw * SM_PEER_EFF, true),
+            CollectiveKind::AllToAll => (gbw * c.sm_peer_eff * nf / (nf - 1.0), true),
+            CollectiveKind::SendRecv => (gbw * c.sm_peer_eff, true),
         };
         if ok {
             let algo = match kind {
@@ -284,36 +302,36 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
                     } else {
                         one_algbw
                     };
-                    let lat = DIRECT_SYNC_US + extra + BASE_LAT[1][proto_idx(p)] * 0.5;
+                    let lat = c.direct_sync_us + extra + BASE_LAT[1][proto_idx(p)] * 0.5;
                     push_r(algo.clone(), p, 1, lat, bw, 1.0);
                     continue;
                 }
                 if p == Protocol::Simple
                     && kind == CollectiveKind::AllReduce
-                    && (DIRECT_PULL_MIN_BYTES..=DIRECT_PULL_MAX_BYTES).contains(&bytes)
+                    && (c.pull_min_bytes..=c.pull_max_bytes).contains(&bytes)
                 {
                     // The runtime runs this one-shot in pull mode (in one process): every rank
                     // loads its peers' inputs, behind two per-CTA handshakes.
-                    let bw = gbw * DIRECT_PULL_EFF / (nf - 1.0);
-                    push_r(algo.clone(), p, 1, DIRECT_PULL_LAT_US + extra, bw, 1.0);
+                    let bw = gbw * c.pull_eff / (nf - 1.0);
+                    push_r(algo.clone(), p, 1, c.pull_lat_us + extra, bw, 1.0);
                     continue;
                 }
                 if p == Protocol::Simple
                     && n == 2
                     && kind == CollectiveKind::AllReduce
-                    && bytes >= HYBRID_MIN_BYTES
+                    && bytes >= c.hybrid_min_bytes
                 {
                     // The runtime runs this one-shot as its hybrid (half on the copy engines).
-                    push_r(algo.clone(), p, 1, HYBRID_LAT_US, gbw * HYBRID_EFF, 1.0);
+                    push_r(algo.clone(), p, 1, c.hybrid_lat_us, gbw * c.hybrid_eff, 1.0);
                     continue;
                 }
                 let bw = if p == Protocol::LL {
-                    (one_algbw * DIRECT_LL_FRACTION).min(llmax)
+                    (one_algbw * c.direct_ll_fraction).min(llmax)
                 } else {
                     one_algbw
                 };
-                let lat = DIRECT_LAT_US[proto_idx(p)] + extra;
-                push_r(algo.clone(), p, 1, lat, bw, direct_ramp(p, bytes));
+                let lat = c.direct_lat_us[proto_idx(p)] + extra;
+                push_r(algo.clone(), p, 1, lat, bw, direct_ramp(c, p, bytes));
             }
         }
         if kind == CollectiveKind::AllReduce {
@@ -323,22 +341,23 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
                 Algorithm::TwoShot,
                 Protocol::Simple,
                 1,
-                2.0 * (DIRECT_LAT_US[2] + extra),
+                2.0 * (c.direct_lat_us[2] + extra),
                 bw,
-                direct_ramp(Protocol::Simple, bytes),
+                direct_ramp(c, Protocol::Simple, bytes),
             );
             if n == 2 {
                 // Chunked peer copies as the runtime cuts them: a fixed cost per chunk, the
                 // last (smallest) chunk's reduce exposed.
-                let ce = gbw * CE_EFF;
-                let chunks = ce_chunks(bytes) as f64;
-                let time = chunks * CE_COPY_OVERHEAD_US + b / 1000.0 / ce;
-                let tail = bytes.min(CE_MIN_CHUNK_BYTES) as f64 * 3.0 / 1000.0 / LOCAL_COPY_GBPS;
+                let ce = gbw * c.ce_eff;
+                let chunks = ce_chunks(c, bytes) as f64;
+                let time = chunks * c.ce_copy_overhead_us + b / 1000.0 / ce;
+                let tail =
+                    bytes.min(c.ce_min_chunk_bytes) as f64 * 3.0 / 1000.0 / c.local_copy_gbps;
                 push_r(
                     Algorithm::CopyEnginePipeline,
                     Protocol::Simple,
                     2,
-                    CE_LAUNCH_US + tail,
+                    c.ce_launch_us + tail,
                     b / 1000.0 / time.max(1e-9),
                     1.0,
                 );
@@ -350,7 +369,7 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
         && matches!(kind, CollectiveKind::AllToAll | CollectiveKind::SendRecv)
     {
         let nf = n as f64;
-        let bw = m.direct_gbps * SM_PEER_EFF;
+        let bw = m.direct_gbps * c.sm_peer_eff;
         let algbw = if kind == CollectiveKind::AllToAll {
             bw * nf / (nf - 1.0)
         } else {
@@ -365,8 +384,8 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
             Algorithm::Direct,
             Protocol::Simple,
             1,
-            DIRECT_SYNC_US
-                + DIRECT_PEER_US * (n as f64 - 2.0).max(0.0)
+            c.direct_sync_us
+                + c.direct_peer_us * (n as f64 - 2.0).max(0.0)
                 + BASE_LAT[1][2] * 0.5
                 + net,
             algbw,
@@ -377,14 +396,14 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
 }
 
 /// Chunks the copy-engine pair all-reduce cuts a message of `bytes` into (`runtime::cuda::
-/// ce_pair::chunks`): [`CE_CHUNK_BYTES`] each, halving towards the end down to
-/// [`CE_MIN_CHUNK_BYTES`].
-pub fn ce_chunks(bytes: u64) -> u64 {
-    let (mut left, mut t, mut n) = (bytes, CE_MIN_CHUNK_BYTES, 0);
+/// ce_pair::chunks`): `ce_chunk_bytes` each, halving towards the end down to
+/// `ce_min_chunk_bytes`.
+pub fn ce_chunks(c: &TunerParams, bytes: u64) -> u64 {
+    let (mut left, mut t, mut n) = (bytes, c.ce_min_chunk_bytes.max(1), 0);
     while left > 0 {
         left -= t.min(left);
         n += 1;
-        t = (2 * t).min(CE_CHUNK_BYTES);
+        t = (2 * t).min(c.ce_chunk_bytes.max(1));
     }
     n
 }
