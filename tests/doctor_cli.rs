@@ -531,3 +531,23 @@ fn the_live_sysfs_reads_without_error() {
         .iter()
         .any(|i| i.as_str().unwrap().starts_with("sysfs /sys")));
 }
+
+#[test]
+fn nccl_graph_dump_off_nvlink() {
+    let (code, v, _) = doctor(&["--nccl-graph", "@/h200x2-graph-phb.xml", "--topo", TOPO]);
+    assert_eq!(code, 1);
+    assert_eq!(found(&v), vec![("rings-off-nvlink".into(), "error".into())]);
+    let e = finding(&v, "rings-off-nvlink")["evidence"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.ends_with("h200x2-graph-phb.xml:2: Pattern 4, nChannels 2, bw 24/24, type PHB/PIX"),
+        "{e}"
+    );
+    let (code, v, _) = doctor(&["--nccl-graph", "@/h200x2-graph-healthy.xml", "--topo", TOPO]);
+    assert_eq!((code, found(&v)), (0, vec![]));
+    let (code, _, err) = doctor(&["--nccl-graph", TOPO]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not an NCCL graph dump"), "{err}");
+}

@@ -12,6 +12,7 @@ pub mod env;
 pub mod finding;
 pub mod input;
 mod measure;
+pub mod nccl_graph;
 pub mod nccl_log;
 pub mod nccl_tests;
 pub mod sysfs;
@@ -25,6 +26,7 @@ use finding::{Report, Summary};
   NCCL_DEBUG=INFO torchrun ... 2>&1 | topoplan doctor --nccl-log -
   topoplan doctor --nccl-log job.log --env job.env --topo topo.xml
   topoplan doctor --nccl-tests all_reduce.txt --topo topo.xml --json
+  topoplan doctor --nccl-graph graph.xml --topo topo.xml  # NCCL_GRAPH_DUMP_FILE / NCCL_TOPO_DUMP_FILE
   topoplan doctor --measure                          # a short bench against NCCL on the local GPUs
 
 INPUTS: the environment (NCCL_*, TORCH_NCCL_*, CUDA_VISIBLE_DEVICES, RANK, LOCAL_RANK, WORLD_SIZE,
@@ -48,6 +50,9 @@ pub struct Args {
     /// nccl-tests output files (all_reduce_perf and friends).
     #[arg(long = "nccl-tests", value_name = "FILE", num_args = 1..)]
     pub nccl_tests: Vec<PathBuf>,
+    /// NCCL's graph dump (NCCL_GRAPH_DUMP_FILE): the rings and trees its search found.
+    #[arg(long = "nccl-graph", value_name = "FILE")]
+    pub nccl_graph: Option<PathBuf>,
     /// The job's environment as KEY=VALUE lines, instead of this process's environment.
     #[arg(long = "env", value_name = "FILE")]
     pub env: Option<PathBuf>,
@@ -116,6 +121,14 @@ pub fn run(a: Args) -> CliResult {
             r.rows.len()
         ));
         inputs.tests.push(r);
+    }
+    if let Some(p) = &a.nccl_graph {
+        let t = input::read(p)?;
+        let g = nccl_graph::parse(&t)?;
+        summary
+            .inputs
+            .push(format!("NCCL graph dump {} ({} graphs)", t.name, g.len()));
+        inputs.graph_dump = Some((t.name, g));
     }
     if !a.no_sysfs {
         let s = sysfs::Sysfs::read(&a.sysfs);

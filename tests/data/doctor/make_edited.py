@@ -61,6 +61,13 @@ slow = [l.replace("rank 1 nranks 2 total 0.49 (kernels 0.41, alloc 0.01, bootstr
                   "rank 1 nranks 2 total 45.32 (kernels 0.41, alloc 0.01, bootstrap 44.83") for l in HEALTHY]
 write("h200x2-slow-init.log", slow)
 
+# The graph dump NCCL writes with P2P off: rings and trees searched over PHB, 2 channels.
+graph = open(os.path.join(HERE, "h200x2-graph-healthy.xml")).read()
+graph = re.sub(r'nchannels="12" speedintra="(30|60)" speedinter="(30|60)"', 'nchannels="2" speedintra="24" speedinter="24"', graph)
+graph = graph.replace('typeintra="NVL"', 'typeintra="PHB"')
+with open(os.path.join(HERE, "h200x2-graph-phb.xml"), "w") as f:
+    f.write(graph)
+
 # nccl-tests reaching 45% of the healthy busbw at the largest sizes, and one wrong row.
 def scale_row(l, f):
     x = l.split()

@@ -4,7 +4,7 @@
 use super::cost::Machine;
 use super::env::Env;
 use super::finding::Finding;
-use super::nccl_log::NcclLog;
+use super::nccl_log::{Graph, NcclLog};
 use super::nccl_tests::Run;
 use super::sysfs::Sysfs;
 
@@ -23,6 +23,8 @@ mod tests;
 pub struct Inputs {
     pub env: Env,
     pub log: Option<NcclLog>,
+    /// NCCL's graph dump: (file, graphs).
+    pub graph_dump: Option<(String, Vec<Graph>)>,
     pub tests: Vec<Run>,
     pub sys: Option<Sysfs>,
     pub machine: Option<Machine>,
@@ -106,6 +108,22 @@ impl Inputs {
             ));
         }
         None
+    }
+
+    /// NCCL's search results with where each was read: the log's, else the graph dump's.
+    pub fn graphs(&self) -> Vec<(&Graph, String)> {
+        if let Some(log) = &self.log {
+            if !log.graphs.is_empty() {
+                return log.graphs.iter().map(|g| (g, log.cite(g.line))).collect();
+            }
+        }
+        match &self.graph_dump {
+            Some((file, gs)) => gs
+                .iter()
+                .map(|g| (g, format!("{file}:{}", g.line)))
+                .collect(),
+            None => vec![],
+        }
     }
 
     /// Nodes in the job and the evidence: NCCL's count, else the launcher's.

@@ -261,9 +261,9 @@ pub fn transport_downgrade(i: &Inputs) -> Vec<Finding> {
 
 /// NCCL's ring search settled on a path type other than NVL while NVLink exists.
 pub fn rings_off_nvlink(i: &Inputs) -> Vec<Finding> {
-    let Some(log) = &i.log else { return vec![] };
     let Some(nvl) = i.nvlink() else { return vec![] };
-    let Some(g) = log.graphs.iter().find(|g| g.pattern == 4) else {
+    let graphs = i.graphs();
+    let Some((g, at)) = graphs.iter().find(|g| g.0.pattern == 4) else {
         return vec![];
     };
     if g.type_intra == "NVL" || g.type_intra == "NVB" || g.type_intra == "LOC" {
@@ -275,8 +275,7 @@ pub fn rings_off_nvlink(i: &Inputs) -> Vec<Finding> {
         format!("NCCL's rings run over {} although NVLink joins the GPUs", g.type_intra),
     )
     .evidence(format!(
-        "{}: Pattern 4, nChannels {}, bw {}/{}, type {}/{}",
-        log.cite(g.line),
+        "{at}: Pattern 4, nChannels {}, bw {}/{}, type {}/{}",
         g.nchannels,
         g.bw_intra,
         g.bw_inter,

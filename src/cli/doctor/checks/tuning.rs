@@ -184,28 +184,32 @@ pub fn fewer_channels(i: &Inputs) -> Vec<Finding> {
     let Some(&(used, _, line)) = log.coll_channels.iter().min_by_key(|c| c.0) else {
         return vec![];
     };
-    let ring = log
-        .graphs
+    let graphs = i.graphs();
+    let ring = graphs
         .iter()
-        .filter(|g| g.pattern == 4)
-        .map(|g| g.nchannels)
+        .filter(|g| g.0.pattern == 4)
+        .map(|g| g.0.nchannels)
         .min();
-    let tree = log
-        .graphs
+    let tree = graphs
         .iter()
-        .filter(|g| g.pattern <= 3)
-        .map(|g| g.nchannels)
+        .filter(|g| g.0.pattern <= 3)
+        .map(|g| g.0.nchannels)
         .min();
     let (expected, why) = match (ring, tree) {
         (Some(r), t) => {
             let n = r.min(t.unwrap_or(r));
-            let g = log
-                .graphs
+            let at = graphs
                 .iter()
-                .find(|g| g.pattern == 4)
-                .map(|g| g.line)
-                .unwrap_or(line);
-            ((2 * n).min(64), format!("{}: NCCL's search found {n} ring channel(s), {} collective channels after duplication", log.cite(g), (2 * n).min(64)))
+                .find(|g| g.0.pattern == 4)
+                .map(|g| g.1.clone())
+                .unwrap_or_default();
+            (
+                (2 * n).min(64),
+                format!(
+                    "{at}: NCCL's search found {n} ring channel(s), {} collective channels after duplication",
+                    (2 * n).min(64)
+                ),
+            )
         }
         (None, _) => match &i.machine {
             Some(m) if m.nranks() == log.nranks().unwrap_or(0) => (
