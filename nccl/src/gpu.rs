@@ -1,7 +1,8 @@
 //! Device buffers on topoplan's CUDA backend, for ranks that run one process per GPU on one
 //! host (what torchrun starts): each communicator gets a `runtime::cuda::ipc::CudaProcComm`
 //! on first need, set up collectively over topoplan's own communicator, and each call enqueues
-//! the schedule `runtime::cuda::schedules` picks for it on the caller's stream.
+//! the schedule `runtime::cuda::schedules` picks for it on the caller's stream. A one-rank
+//! communicator (nccl-tests `-g 1`) runs every call as a device copy on the caller's stream.
 //!
 //! Opt-in (`TOPOPLAN_NCCL_CUDA=1`) until it has been checked on GPUs against the CPU
 //! reference; without it, device buffers are forwarded to NCCL (`exec::route`).
@@ -16,10 +17,15 @@ use runtime::{DataType, ReduceOp};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// A communicator's CUDA side: the IPC-mapped direct path and the schedules it has run.
-pub struct GpuRank {
-    proc: CudaProcComm,
-    schedules: HashMap<(CollectiveKind, u32, u64), Arc<Schedule>>,
+/// A communicator's CUDA side.
+pub enum GpuRank {
+    /// One rank: every collective is a copy on the caller's stream.
+    Alone(Arc<cudarc::driver::CudaContext>),
+    /// The IPC-mapped direct path, and the schedules it has run.
+    Procs {
+        proc: Box<CudaProcComm>,
+        schedules: HashMap<(CollectiveKind, u32, u64), Arc<Schedule>>,
+    },
 }
 
 /// Whether device-buffer calls may run on topoplan (`TOPOPLAN_NCCL_CUDA`).
@@ -49,6 +55,10 @@ fn refusal_for(enabled: bool, op: &Op, nranks: u32) -> Option<String> {
     if !enabled {
         return Some("device buffers go to NCCL unless TOPOPLAN_NCCL_CUDA=1".into());
     }
+    if nranks == 1 {
+        // Every collective of one rank is a copy, a send to itself the matching receive.
+        return None;
+    }
     if kind(op.kind).is_none() {
         return Some(format!(
             "{}: topoplan's CUDA direct path has no such collective",
@@ -68,6 +78,14 @@ fn refusal_for(enabled: bool, op: &Op, nranks: u32) -> Option<String> {
 
 /// Sets up the CUDA side of `comm` (collective: every rank calls it at the same call).
 fn open(comm: &Comm) -> Result<GpuRank, ApiError> {
+    let ordinal = usize::try_from(comm.device)
+        .map_err(|_| ApiError::Cuda("no CUDA device was current when this rank joined".into()))?;
+    if comm.nranks == 1 {
+        let ctx = runtime::cuda::device::open_devices(&[ordinal])
+            .map_err(|e| ApiError::Cuda(e.to_string()))?
+            .remove(0);
+        return Ok(GpuRank::Alone(ctx));
+    }
     let n = comm.nranks as usize;
     let mut exchange = |mine: &[u8]| -> Result<Vec<Vec<u8>>, CudaError> {
         let mut g = lock(&comm.cpu);
@@ -79,12 +97,10 @@ fn open(comm: &Comm) -> Result<GpuRank, ApiError> {
             .map_err(|e| CudaError::Input(e.to_string()))?;
         Ok(all.chunks(mine.len().max(1)).map(|c| c.to_vec()).collect())
     };
-    let ordinal = usize::try_from(comm.device)
-        .map_err(|_| ApiError::Cuda("no CUDA device was current when this rank joined".into()))?;
     let proc = CudaProcComm::new(ordinal, comm.rank, comm.nranks, &mut exchange)
         .map_err(|e| ApiError::Cuda(e.to_string()))?;
-    Ok(GpuRank {
-        proc,
+    Ok(GpuRank::Procs {
+        proc: Box::new(proc),
         schedules: HashMap::new(),
     })
 }
@@ -95,12 +111,83 @@ pub fn run(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), A
     if slot.is_none() {
         *slot = Some(open(comm)?);
     }
-    let g = slot.as_mut().expect("opened above");
+    match slot.as_mut().expect("opened above") {
+        GpuRank::Alone(ctx) => run_alone(ctx, ops),
+        GpuRank::Procs { proc, schedules } => run_procs(comm, proc, schedules, ops),
+    }
+}
+
+fn copy(dst: usize, src: usize, bytes: usize, stream: usize) -> Result<(), ApiError> {
+    if dst == src || bytes == 0 {
+        return Ok(());
+    }
+    // SAFETY: device ranges of the caller's call, on the caller's stream.
+    let r = unsafe {
+        cudarc::driver::sys::cuMemcpyDtoDAsync_v2(
+            dst as cudarc::driver::sys::CUdeviceptr,
+            src as cudarc::driver::sys::CUdeviceptr,
+            bytes,
+            stream as cudarc::driver::sys::CUstream,
+        )
+    };
+    if r != cudarc::driver::sys::CUresult::CUDA_SUCCESS {
+        return Err(ApiError::Cuda(format!(
+            "cuMemcpyDtoDAsync of {bytes} bytes: {r:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// One rank: each collective copies its input to its output; the i-th send to itself fills
+/// the i-th receive from itself.
+fn run_alone(
+    ctx: &Arc<cudarc::driver::CudaContext>,
+    ops: &[(Op, DataType, ReduceOp, usize)],
+) -> Result<(), ApiError> {
+    ctx.bind_to_thread()
+        .map_err(|e| ApiError::Cuda(e.to_string()))?;
+    let (mut sends, mut recvs) = (Vec::new(), Vec::new());
+    for (op, dtype, _, count) in ops {
+        let bytes = count * dtype.size();
+        match op.kind {
+            Kind::Send => sends.push((op, bytes)),
+            Kind::Recv => recvs.push((op, bytes)),
+            _ => copy(op.recv, op.send, bytes, op.stream)?,
+        }
+    }
+    if sends.len() != recvs.len() {
+        return Err(crate::error::usage(format!(
+            "{} sends and {} receives to and from this rank itself in one group",
+            sends.len(),
+            recvs.len()
+        )));
+    }
+    for ((s, sb), (r, rb)) in sends.into_iter().zip(recvs) {
+        if sb != rb {
+            return Err(crate::error::usage(format!(
+                "a {sb}-byte send to itself meets a {rb}-byte receive"
+            )));
+        }
+        if s.stream != r.stream {
+            // The receive's stream must see the send's data: wait for what precedes the send.
+            crate::cuda::wait_stream(s.stream).map_err(ApiError::Cuda)?;
+        }
+        copy(r.recv, s.send, sb, r.stream)?;
+    }
+    Ok(())
+}
+
+fn run_procs(
+    comm: &Comm,
+    proc: &CudaProcComm,
+    schedules: &mut HashMap<(CollectiveKind, u32, u64), Arc<Schedule>>,
+    ops: &[(Op, DataType, ReduceOp, usize)],
+) -> Result<(), ApiError> {
     for (op, dtype, rop, count) in ops {
         let k = kind(op.kind).expect("refusal() accepted it");
         let bytes = (*count * dtype.size()) as u64;
         let key = (k, op.peer, bytes);
-        let sched = match g.schedules.get(&key) {
+        let sched = match schedules.get(&key) {
             Some(s) => s.clone(),
             None => {
                 let coll = match k {
@@ -114,7 +201,7 @@ pub fn run(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), A
                     .map_err(|e| ApiError::Internal(e.to_string()))?;
                 check_direct(&s).map_err(|e| ApiError::Internal(e.to_string()))?;
                 let s = Arc::new(s);
-                g.schedules.insert(key, s.clone());
+                schedules.insert(key, s.clone());
                 s
             }
         };
@@ -127,8 +214,7 @@ pub fn run(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), A
             output: op.recv as u64,
             registered_input: None,
         };
-        g.proc
-            .enqueue(&req, op.stream as cudarc::driver::sys::CUstream)
+        proc.enqueue(&req, op.stream as cudarc::driver::sys::CUstream)
             .map_err(|e| ApiError::Cuda(format!("{}: {e}", op.call)))?;
     }
     Ok(())
@@ -170,7 +256,12 @@ mod tests {
             .unwrap()
             .contains("TOPOPLAN_NCCL_CUDA"));
         assert_eq!(refusal_for(true, &ar, 2), None);
-        assert!(refusal_for(true, &ar, 1).is_some());
+        // One rank runs everything as copies, point to point included.
+        assert_eq!(refusal_for(true, &ar, 1), None);
+        assert_eq!(
+            refusal_for(true, &op(Kind::Send, NcclType::F8E4M3), 1),
+            None
+        );
         assert!(refusal_for(true, &ar, 9).is_some());
         assert!(refusal_for(true, &op(Kind::AllToAll, NcclType::F32), 4).is_some());
         let mut red = op(Kind::Reduce, NcclType::F32);
