@@ -450,8 +450,8 @@ impl Communicator {
                 .or_insert_with(|| crate::exec::schedule_fingerprint(&sched));
             // The type and operation go into the messages' tag too, so ranks that disagree on
             // them get a mismatch error instead of silently combining different types.
-            let fp = (sched_fp ^ crate::config::fnv1a(&[c.dtype as u8, c.op as u8, 0x5a]))
-                & 0xFFFF_FFFF;
+            let fp =
+                (sched_fp ^ crate::config::fnv1a(&[c.dtype as u8, c.op as u8, 0x5a])) & 0xFFFF_FFFF;
             let ctx = Ctx {
                 what: c.coll.kind.name().to_string(),
                 seq,
