@@ -127,6 +127,8 @@ pub struct NcclLog {
     pub tuner: Vec<TunerCell>,
     pub choices: Vec<AlgoChoice>,
     pub gpu_paths: Vec<GpuPath>,
+    /// GPU-to-NIC paths NCCL printed ("GPU/0-60 ... NET/0-0 (3/1.2/PHB)").
+    pub net_paths: Vec<GpuPath>,
     pub rings: usize,
     pub trees: usize,
     /// NVLinks in NCCL's system print ("+ NVL[370.8] - NVS/0-0"): (GB/s, line).

@@ -143,8 +143,46 @@ pub fn iommu_translated(i: &Inputs) -> Vec<Finding> {
         .into_vec()
 }
 
-/// A GPU whose NUMA node has no RDMA NIC while another node has one.
+/// A GPU whose NUMA node has no RDMA NIC while another node has one: from sysfs, or from
+/// NCCL's own GPU-to-NIC paths crossing the CPU interconnect (SYS) while it uses RDMA NICs.
 pub fn numa_nic(i: &Inputs) -> Vec<Finding> {
+    let mut out = numa_nic_from_log(i);
+    if out.is_empty() {
+        out = numa_nic_from_sysfs(i);
+    }
+    out
+}
+
+fn numa_nic_from_log(i: &Inputs) -> Vec<Finding> {
+    let Some(log) = &i.log else { return vec![] };
+    let Some(dev) = log.ib_devices.first() else {
+        return vec![];
+    };
+    let mut out: Vec<Finding> = Vec::new();
+    for gpu in log
+        .net_paths
+        .iter()
+        .map(|p| p.from.as_str())
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        let paths: Vec<_> = log.net_paths.iter().filter(|p| p.from == gpu).collect();
+        // Only when every NIC is across the socket link from this GPU.
+        if paths.is_empty() || !paths.iter().all(|p| p.kind == "SYS") {
+            continue;
+        }
+        let p = paths[0];
+        out.push(
+            Finding::new("numa-nic", Severity::Warning, format!("NCCL finds every NIC of {gpu} across the CPU interconnect (SYS): its network traffic crosses sockets"))
+                .evidence(format!("{}: {gpu} -> {} ({}/{:.1} GB/s)", log.cite(p.line), p.to, p.kind, p.bw_gbps))
+                .evidence(format!("{}: NET/IB : Using {}", log.cite(dev.line), dev.text))
+                .cost(Some(format!("this GPU's inter-node traffic limited to {:.1} GB/s by the path NCCL computed", p.bw_gbps)))
+                .fix("put a NIC on each socket's PCIe tree and bind each rank to its GPU's NUMA node; in a VM, expose the NUMA layout (or pass NCCL_TOPO_FILE)"),
+        );
+    }
+    out
+}
+
+fn numa_nic_from_sysfs(i: &Inputs) -> Vec<Finding> {
     let Some(s) = &i.sys else { return vec![] };
     let nics: Vec<(i32, String)> =
         s.ib.iter()

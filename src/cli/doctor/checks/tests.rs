@@ -158,3 +158,29 @@ fn cuda_denying_peer_access_is_evidence_of_the_downgrade() {
     assert!(f[0].evidence.iter().any(|e| e == "t.log:1: isAllCudaP2p 0 (CUDA reports no peer access between some GPUs)"), "{:?}", f[0].evidence);
     assert!(f[0].fix.starts_with("CUDA denies peer access"));
 }
+
+#[test]
+fn nics_across_the_socket_link_from_nccls_paths() {
+    let text = concat!(
+        "h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0:10.0.0.1<0>\n",
+        "h:1:1 [0] NCCL INFO GPU/0-1b000 :GPU/0-1b000 (0/5000.0/LOC) NET/0-0 (4/24.0/PIX) NET/0-1 (6/10.0/SYS)\n",
+        "h:1:1 [0] NCCL INFO GPU/0-9a000 :GPU/0-9a000 (0/5000.0/LOC) NET/0-0 (6/10.0/SYS) NET/0-1 (6/10.0/SYS)\n",
+    );
+    let i = Inputs {
+        log: Some(log(text)),
+        ..Default::default()
+    };
+    let f = pcie::numa_nic(&i);
+    assert_eq!(f.len(), 1, "only the GPU with no near NIC");
+    assert!(f[0].title.contains("GPU/0-9a000"), "{}", f[0].title);
+    assert_eq!(
+        f[0].evidence[0],
+        "t.log:3: GPU/0-9a000 -> NET/0-0 (SYS/10.0 GB/s)"
+    );
+    // The same paths on sockets (no RDMA devices listed): nothing to say.
+    let i = Inputs {
+        log: Some(log(&text.lines().skip(1).collect::<Vec<_>>().join("\n"))),
+        ..Default::default()
+    };
+    assert!(pcie::numa_nic(&i).is_empty());
+}

@@ -439,14 +439,17 @@ fn paths(log: &mut NcclLog, line: usize, m: &str) -> bool {
         let Ok(bw) = f[1].parse::<f64>() else {
             return false;
         };
-        if to.starts_with("GPU/") && to != from {
-            log.gpu_paths.push(GpuPath {
-                line,
-                from: from.trim().to_string(),
-                to: to.to_string(),
-                bw_gbps: bw,
-                kind: f[2].to_string(),
-            });
+        let path = GpuPath {
+            line,
+            from: from.trim().to_string(),
+            to: to.to_string(),
+            bw_gbps: bw,
+            kind: f[2].to_string(),
+        };
+        if from.starts_with("GPU/") && to.starts_with("GPU/") && to != from {
+            log.gpu_paths.push(path);
+        } else if from.starts_with("GPU/") && to.starts_with("NET/") {
+            log.net_paths.push(path);
         }
     }
     true
