@@ -158,6 +158,21 @@ fn short(s: &str) -> String {
 mod tests {
     use super::*;
     use crate::cli::doctor::input::from_bytes;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, .. ProptestConfig::default() })]
+        /// Random text is an environment or bad input naming a line, never a panic.
+        #[test]
+        fn random_text_never_panics(lines in proptest::collection::vec("[ -~]{0,40}", 0..12)) {
+            let body = lines.join("\n");
+            if let Ok(t) = from_bytes("r.env", body.into_bytes()) {
+                if let Err(e) = Env::parse(&t) {
+                    prop_assert!(e.to_string().starts_with("r.env:"), "{}", e);
+                }
+            }
+        }
+    }
 
     fn env(s: &str) -> Result<Env, CliError> {
         Env::parse(&from_bytes("job.env", s.as_bytes().to_vec()).unwrap())

@@ -226,6 +226,16 @@ pub fn parse_config(c: &[u8]) -> (Option<u8>, Option<u16>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, .. ProptestConfig::default() })]
+        /// Any config image (corrupt capability chains included) parses without panic or hang.
+        #[test]
+        fn random_config_space_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..4200)) {
+            let _ = parse_config(&bytes);
+        }
+    }
 
     /// A 4 KiB config image: PCIe capability at 0x40 with `port` type, ACS at 0x100 with `ctrl`.
     pub fn config(port: u8, ctrl: u16) -> Vec<u8> {
