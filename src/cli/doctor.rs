@@ -144,7 +144,7 @@ pub fn run(a: Args) -> CliResult {
     }
     inputs.machine = machine(&a, &mut summary)?;
     if a.measure {
-        match measure::run(&a, inputs.machine.as_ref()) {
+        match measure::run(&a) {
             Ok(r) => {
                 summary
                     .inputs

@@ -1,11 +1,10 @@
 //! `--measure`: a short all-reduce bench with NCCL on the local GPUs (the `bench --vs-nccl`
 //! harness), returned as an nccl-tests run so that the busbw checks judge it like a file.
 
-use super::cost::Machine;
 use super::nccl_tests::{Half, Row, Run};
 use super::Args;
 
-pub fn run(a: &Args, _m: Option<&Machine>) -> Result<Run, String> {
+pub fn run(a: &Args) -> Result<Run, String> {
     if !runtime::cuda::device::driver_present() {
         return Err(
             "no CUDA driver on this machine (libcuda.so not found): nothing measured".into(),

@@ -9,6 +9,7 @@ const INFORMATIONAL: &[&str] = &[
     "PROFILER/Plugin",
     "TUNER/Plugin",
     "cudaDriverVersion",
+    "NCCL git version",
     "Failed to initialize NET plugin",
     "Initialized NET plugin",
     "Assigned NET plugin",
