@@ -52,7 +52,7 @@ struct TdArgs {
   u32 mode;                 // 0 reduce: out = own (op) received; 1 gather: out slot = received
   u32 ll;                   // protocol: 0 Simple (data, fence, ready flag), 1 LL, 2 LL128
   u32 nslots;
-  u32 opts;                 // TD_AVG | TD_COPY | TD_INPLACE | TD_LL_IMPLIED | TD_PULL_*
+  u32 opts;                 // TD_AVG | TD_COPY | TD_INPLACE | TD_LL_IMPLIED
   u32 senders;              // Simple: sender CTAs S (streams); the other CTAs receive
   u32 pad;
 };
@@ -452,10 +452,9 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
       s_credit[t] = s_sent[t];
     __syncthreads();
     // The slots of segment j are read: hand them back with a relaxed store, as NCCL's LL
-    // head updates: every load of those slots has returned before
-    // the barrier (each value was waited on and stored), so the peer's next write cannot reach
-    // them; the system fence of a release store only delayed the kernel's end (5.8 -> 4.5 us
-    // per call on 2xH200, docs/benchmarks-gpu.md).
+    // head updates: every load of those slots has returned before the barrier (each value was
+    // waited on and stored), so the peer's next write cannot reach them; the system fence of a
+    // release store only delayed the kernel's end (5.8 -> 4.5 us per call on 2xH200).
     if (!(a.opts & TD_LL_IMPLIED) && t < a.nranks && ((a.recv_mask >> t) & 1))
       st_relaxed_sys(((u64*)a.flags[t]) + TD_FLAG(1, TD_CREDIT, a.rank, b), s_recvd[t] + j + 1);
   }
