@@ -551,3 +551,23 @@ fn nccl_graph_dump_off_nvlink() {
     assert_eq!(code, 2);
     assert!(err.contains("not an NCCL graph dump"), "{err}");
 }
+
+#[test]
+fn a_public_nccl_2_29_log_with_p2p_and_shm_off() {
+    // NVIDIA/nccl#2057: one rank's log, NCCL 2.29.2, P2P and SHM disabled, a socket error.
+    let (code, v, _) = doctor(&["--nccl-log", "@/public-nccl-2057-p2p-shm-off.log"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        found(&v),
+        vec![
+            ("p2p-disabled".into(), "warning".into()),
+            ("nccl-warn".into(), "warning".into())
+        ]
+    );
+    assert_eq!(v["summary"]["not_understood"], 0, "{}", v["summary"]);
+    let notes = v["summary"]["notes"].to_string();
+    assert!(
+        notes.contains("NCCL 2.29.2+cuda12.8") && notes.contains("read with NCCL 2.28's wording"),
+        "{notes}"
+    );
+}

@@ -26,7 +26,9 @@ const INFORMATIONAL: &[&str] = &[
     "NET/0-",
     "NVS/0-",
     "ncclP2pSchedule",
-    "[Proxy Service",
+    "[Proxy ",
+    "Bootstrap timings",
+    "Symmetric memory",
     "CC Off",
     "CC On",
     "P2P Chunksize",
@@ -48,6 +50,11 @@ const INFORMATIONAL: &[&str] = &[
 /// Records one INFO message; `false` when it is not understood.
 pub(super) fn record(log: &mut NcclLog, algos: &mut Vec<String>, at: Origin, m: &str) -> bool {
     let n = at.line;
+    // Newer versions put "[Rank 0] " before some messages.
+    let m = match m.strip_prefix("[Rank ").and_then(|r| r.split_once("] ")) {
+        Some((r, rest)) if r.parse::<u32>().is_ok() => rest,
+        _ => m,
+    };
     if let Some(v) = m.strip_prefix("NCCL version ") {
         if log.version.is_none() {
             log.version = Some(noted(n, v));
