@@ -7,14 +7,15 @@ use serde::Serialize;
 
 #[derive(clap::Args, Debug)]
 #[command(
-    long_about = "Lists every TOPOPLAN_* environment variable topoplan reads: its type and allowed range or \
+    after_help = "Lists every TOPOPLAN_* environment variable topoplan reads: its type and allowed range or \
 choices, its default, its value in this environment (or `unset`) and what it does. Values that do not parse or \
-are out of range are marked; TOPOPLAN_* variables that are set but that topoplan does not read (usually \
-misspellings) are listed after the table with the nearest real name.\n\n\
+are out of range are marked INVALID; TOPOPLAN_* variables that are set but that topoplan does not read (usually \
+misspellings) are listed after the table with the nearest real name, and retired ones with what happens now.\n\n\
 Scopes: `user` settings; `tuning` knobs and diagnostics for measuring the library itself (their defaults are \
-the measured best); `internal` variables that topoplan's own launchers and tests set for their child processes.",
-    after_help = "Exit status: 0; with --check, 2 when a set value is invalid or a TOPOPLAN_* variable is \
-unknown.\n\nExamples:\n  topoplan env\n  topoplan env --set\n  TOPOPLAN_TIMEOUT=30s topoplan env --json | jq '.variables[] | select(.value != null)'\n  \
+the measured best); `internal` variables that topoplan's own launchers and tests set for their child processes. \
+docs/environment.md has the same table.\n\n\
+Exit status: 0; with --check, 2 when a set value is invalid or a TOPOPLAN_* variable is unknown.\n\n\
+Examples:\n  topoplan env\n  topoplan env --set\n  TOPOPLAN_TIMEOUT=30s topoplan env --json | jq '.variables[] | select(.value != null)'\n  \
 topoplan env --check   # in a job script, before the real run"
 )]
 pub struct Args {
