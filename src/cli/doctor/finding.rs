@@ -38,6 +38,10 @@ pub struct Finding {
 
 impl Finding {
     pub fn new(check: &'static str, severity: Severity, title: impl Into<String>) -> Finding {
+        debug_assert!(
+            super::checks::CHECKS.contains(&check) || cfg!(test),
+            "check {check} is not in checks::CHECKS"
+        );
         Finding {
             check,
             severity,

@@ -18,6 +18,33 @@ mod tuning;
 #[cfg(test)]
 mod tests;
 
+/// The name of every check a finding can carry (each has its row in docs/doctor.md).
+pub const CHECKS: [&str; 23] = [
+    "p2p-disabled",
+    "p2p-level",
+    "transport-downgrade",
+    "rings-off-nvlink",
+    "forced-algo-proto",
+    "channel-limit",
+    "fewer-channels",
+    "socket-ifname",
+    "ib-disabled",
+    "master-addr",
+    "rank-world",
+    "ranks-joined",
+    "torch-watchdog",
+    "duplicate-gpu",
+    "numa-nic",
+    "acs-redirect",
+    "iommu-translated",
+    "link-width",
+    "link-speed",
+    "busbw-fraction",
+    "wrong-results",
+    "nccl-warn",
+    "slow-init",
+];
+
 /// Everything the doctor read.
 #[derive(Default)]
 pub struct Inputs {

@@ -184,3 +184,33 @@ fn nics_across_the_socket_link_from_nccls_paths() {
     };
     assert!(pcie::numa_nic(&i).is_empty());
 }
+
+#[test]
+fn every_check_is_documented_and_every_source_check_is_listed() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/doctor.md")).unwrap();
+    for c in CHECKS {
+        assert!(
+            doc.contains(&format!("| `{c}` |")),
+            "docs/doctor.md has no row for {c}"
+        );
+    }
+    // Every name a check file passes to Finding::new is in CHECKS.
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/cli/doctor/checks");
+    for e in std::fs::read_dir(dir).unwrap() {
+        let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+        for part in text.split("Finding::new(").skip(1) {
+            let name = part
+                .trim_start()
+                .strip_prefix('"')
+                .and_then(|r| r.split('"').next());
+            if let Some(n) = name
+                .filter(|n| n.chars().all(|c| c.is_ascii_lowercase() || c == '-') && !n.is_empty())
+            {
+                if !["a", "b", "c"].contains(&n) {
+                    assert!(CHECKS.contains(&n), "{n} is not in CHECKS");
+                }
+            }
+        }
+    }
+}

@@ -70,7 +70,10 @@ fn healthy_h200x2_log_is_read_in_full() {
     assert_eq!(l.system_bw.map(|s| (s.0, s.1)), Some((370.8, 370.8)));
     assert_eq!(l.nvl_links.len(), 4);
     assert_eq!(l.net_paths.len(), 4);
-    assert!(l.net_paths.iter().all(|p| p.to == "NET/0-0" && p.kind == "PHB"));
+    assert!(l
+        .net_paths
+        .iter()
+        .all(|p| p.to == "NET/0-0" && p.kind == "PHB"));
     assert_eq!(l.init_timings.len(), 2);
     assert_eq!(l.init_timings[0].1, 0.49);
     assert!(l.warnings.is_empty());
