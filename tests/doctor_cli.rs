@@ -571,3 +571,39 @@ fn a_public_nccl_2_29_log_with_p2p_and_shm_off() {
         "{notes}"
     );
 }
+
+#[test]
+fn a_log_on_standard_input() {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_topoplan"))
+        .args([
+            "doctor",
+            "--no-detect",
+            "--no-sysfs",
+            "--env",
+            "/dev/null",
+            "--json",
+            "--nccl-log",
+            "-",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = std::fs::read(format!("{D}/h200x2-same-gpu.log")).unwrap();
+    child.stdin.take().unwrap().write_all(&log).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(found(&v), vec![("duplicate-gpu".into(), "error".into())]);
+    assert!(finding(&v, "duplicate-gpu")["evidence"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("<stdin>:"));
+    let (code, _, err) = doctor(&["--nccl-log", "-", "--nccl-tests", "-"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("only one input can be read from standard input"),
+        "{err}"
+    );
+}

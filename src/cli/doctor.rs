@@ -83,6 +83,17 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> CliResult {
+    let stdin_uses = [a.nccl_log.as_ref(), a.env.as_ref(), a.nccl_graph.as_ref()]
+        .into_iter()
+        .flatten()
+        .chain(a.nccl_tests.iter())
+        .filter(|p| p.as_os_str() == "-")
+        .count();
+    if stdin_uses > 1 {
+        return Err(CliError::input(
+            "only one input can be read from standard input (-)",
+        ));
+    }
     let mut summary = Summary::default();
     let mut inputs = Inputs::default();
     inputs.env = match &a.env {
@@ -166,6 +177,8 @@ pub fn run(a: Args) -> CliResult {
     } else {
         print!("{}", report.text());
     }
+    use std::io::Write;
+    std::io::stdout().flush().ok();
     if report.exit_code() != 0 {
         // Findings are the command's answer, already printed: exit 1 without an error line.
         std::process::exit(report.exit_code());
