@@ -26,15 +26,15 @@ use finding::{Report, Summary};
   NCCL_DEBUG=INFO torchrun ... 2>&1 | topoplan doctor --nccl-log -
   topoplan doctor --nccl-log job.log --env job.env --topo topo.xml
   topoplan doctor --nccl-tests all_reduce.txt --topo topo.xml --json
-  topoplan doctor --nccl-graph graph.xml --topo topo.xml  # NCCL_GRAPH_DUMP_FILE / NCCL_TOPO_DUMP_FILE
+  topoplan doctor --nccl-graph graph.xml --topo topo.xml # NCCL's graph and topology dumps
   topoplan doctor --measure                          # a short bench against NCCL on the local GPUs
 
 INPUTS: the environment (NCCL_*, TORCH_NCCL_*, CUDA_VISIBLE_DEVICES, RANK, LOCAL_RANK, WORLD_SIZE,
 LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, SLURM_*, OMPI_COMM_WORLD_*) of this process, or of a
-job with --env FILE (KEY=VALUE lines, as `env` prints them); an NCCL_DEBUG=INFO log (NCCL_DEBUG_SUBSYS=INIT,GRAPH,TUNING,ENV
-shows most); nccl-tests output; sysfs (PCIe links, ACS, IOMMU, NUMA, interfaces, RDMA devices);
-the topology (--topo, else the local machine as `topoplan detect` reads it) to price each finding
-with the planner.
+job with --env FILE (KEY=VALUE lines, as `env` prints them); an NCCL_DEBUG=INFO log
+(NCCL_DEBUG_SUBSYS=INIT,GRAPH,TUNING,ENV shows most); nccl-tests output; NCCL's graph dump;
+sysfs (PCIe links, ACS, IOMMU, NUMA, interfaces, RDMA devices); the topology (--topo, else the
+local machine as `topoplan detect` reads it) to price each finding with the planner.
 
 OUTPUT: findings sorted most severe first (ERROR, WARNING, INFO), each with its evidence
 (file:line, VAR=value (source), a sysfs path or a measurement), its cost and the fix. NCCL lines
