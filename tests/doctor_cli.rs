@@ -70,7 +70,10 @@ fn healthy_log_env_sysfs_and_nccl_tests_produce_no_finding() {
         "@/h200x2-healthy.log",
         "--nccl-tests",
         "@/h200x2-all-reduce-healthy.txt",
-        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/measurements/h200x2/all_gather_g2.txt"),
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/measurements/h200x2/all_gather_g2.txt"
+        ),
         "--sysfs",
         "@/sysfs-healthy",
         "--topo",
