@@ -273,3 +273,51 @@ fn runs_across_hosts() {
     let bound = 2.0 * 31.0 / 32.0 * (256u64 << 20) as f64 / 50.0 / 1e3;
     assert!(r.time_us > bound, "{} < {bound}", r.time_us);
 }
+
+/// Consistency: where the planner's tuner and the engine price the same schedule (the ring
+/// NCCL would run: its protocol, the same channel count, on 2×H200), they agree within 10 %.
+#[test]
+fn engine_and_tuner_agree_on_the_same_schedule() {
+    let (t, p) = h200();
+    let m = Model::new(&t, &p);
+    let cfg = SimConfig::default();
+    let ring = Filter {
+        algorithms: Some(vec![Algorithm::Ring]),
+        protocols: None,
+    };
+    let mut compared = 0;
+    for kind in [CollectiveKind::AllReduce, CollectiveKind::AllGather] {
+        let coll = Collective::new(kind);
+        let mut bytes = 8u64;
+        while bytes <= 2 << 30 {
+            let proto = m.choose(kind, bytes, &ring).unwrap().protocol;
+            let f = Filter {
+                algorithms: Some(vec![Algorithm::Ring]),
+                protocols: Some(vec![proto]),
+            };
+            let tuner = p.choose_filtered(&coll, bytes, &f).unwrap();
+            let r = m.run(&t, &p, &coll, bytes, &f, &cfg).unwrap();
+            bytes *= 4;
+            if r.choice.channels != tuner.channels {
+                continue;
+            }
+            let d = r.time_us / tuner.est_us - 1.0;
+            println!(
+                "{} {} {} x{}: engine {:.2} tuner {:.2} ({:+.1}%)",
+                kind.name(),
+                bytes / 4,
+                proto.name(),
+                tuner.channels,
+                r.time_us,
+                tuner.est_us,
+                d * 100.0
+            );
+            assert!(d.abs() < 0.10, "{} {}: {d:+.3}", kind.name(), bytes / 4);
+            compared += 1;
+        }
+    }
+    assert!(
+        compared >= 12,
+        "only {compared} points priced the same schedule"
+    );
+}

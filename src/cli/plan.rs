@@ -60,6 +60,10 @@ pub struct Args {
     /// GPU model for skeleton topology files (e.g. h100-sxm).
     #[arg(long)]
     pub gpu_model: Option<String>,
+    /// Machine profile (JSON, docs/profile.md) the tuner prices with; default: the bundled one
+    /// where the topology matches it, else defaults derived from the topology.
+    #[arg(long)]
+    pub profile: Option<PathBuf>,
 }
 
 /// Parses NCCL_ALGO / NCCL_PROTO style lists for one collective: `[^]a,b` or
@@ -185,7 +189,8 @@ pub fn run(a: Args) -> CliResult {
     let t = &loaded.topology;
     let t_load = t0.elapsed();
     let t1 = Instant::now();
-    let planner = Planner::new(t).map_err(CliError::input)?;
+    let given = super::sim::load_profile(a.profile.as_deref())?;
+    let planner = Planner::with_profile(t, given).map_err(CliError::input)?;
     let t_search = t1.elapsed();
     let n = planner.nranks();
     if a.root >= n {
@@ -412,12 +417,15 @@ fn print_text(a: &Args, p: &Planner, topo: &str, plans: &[CollPlan]) {
     let n = p.nranks();
     println!("# topoplan plan: {}", a.file.display());
     println!("# Topology: {topo}");
+    println!("# {}", p.profile().note());
     let nh = ch.hosts.len();
     println!(
-        "# Rings: {} channels x {:.1} GB/s = {:.1} GB/s per GPU, hops over {:?}{}",
+        "# Rings: {} channels x {:.1} GB/s = {:.1} GB/s per GPU searched, run as {} channels (NCCL runs each searched ring {}x), hops over {:?}{}",
         ch.ring.count,
         ch.ring.bw_gbps,
         ch.ring.count as f64 * ch.ring.bw_gbps,
+        ch.rings.len(),
+        ch.ring_runs,
         ch.ring.intra,
         if nh > 1 {
             format!("; each ring crosses {nh} hosts, entering and leaving every host through one NIC (rail-aligned)")

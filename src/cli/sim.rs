@@ -279,12 +279,21 @@ pub(crate) fn simulate_size(
             }
             _ => channels,
         };
-        let s = planner
+        let mut s = planner
             .schedule(coll, &ch.algorithm, ch.protocol, want)
             .map_err(CliError::input)?;
+        // Rings and trees run NCCL-style: NCCL's chunking, and its channels' size ramp below.
+        sim::nccl::chunk(&mut s, cfg.elem_bytes);
         cache.insert(key.clone(), s);
     }
     let s = &cache[&key];
+    let ramped;
+    let cfg = if matches!(ch.algorithm, Algorithm::Ring | Algorithm::Tree) {
+        ramped = cfg.with_nccl_ramp(bytes);
+        &ramped
+    } else {
+        cfg
+    };
     let r = sim::simulate(topo, s, bytes, cfg).map_err(|e| match e {
         sim::SimError::TooLarge(m) => CliError::failure(format!("{bytes} B: too large: {m}")),
         e => CliError::failure(e),

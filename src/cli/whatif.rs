@@ -3,7 +3,10 @@
 //! tuner's choice at every size, and compares the scenarios with the baseline.
 
 use super::error::{CliError, CliResult};
-use super::sim::{collective, filter, load_config, parse_kind, simulate_size, Cache};
+use super::sim::{
+    collective, filter, load_config, load_profile, parse_as, parse_kind, profile_config,
+    simulate_nccl, simulate_size, As, Cache,
+};
 use super::sizes::SweepArgs;
 use planner::plan::Planner;
 use planner::topology::{load_file, topology_of, LinkKind, LoadOptions, NodeKind, Topology};
@@ -63,6 +66,14 @@ pub struct Args {
     /// GPU model for skeleton topology files.
     #[arg(long)]
     pub gpu_model: Option<String>,
+    /// Whose choices to simulate in every scenario: topoplan (default) or nccl (NCCL 2.28's
+    /// own ring/tree choice, as `sim --as nccl`).
+    #[arg(long = "as", default_value = "topoplan", value_name = "topoplan|nccl")]
+    pub as_: String,
+    /// Machine profile (JSON, docs/profile.md) for every scenario; default: the bundled one
+    /// where a scenario's topology matches it, else defaults derived from the topology.
+    #[arg(long)]
+    pub profile: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -251,6 +262,8 @@ struct Cell {
 struct ScenarioOut {
     scenario: String,
     nranks: u32,
+    /// Which machine profile priced the scenario.
+    profile: String,
     /// Error building or planning the scenario (e.g. a failure that disconnects a GPU).
     error: Option<String>,
     cells: Vec<Result<Cell, String>>,
@@ -259,7 +272,15 @@ struct ScenarioOut {
 pub fn run(a: Args) -> CliResult {
     let kind = parse_kind(&a.sweep.collective)?;
     let sizes = a.sweep.sizes.list()?;
-    let cfg = load_config(None, &a.sweep.mode, sim::SimConfig::default())?;
+    let who = parse_as(&a.as_)?;
+    if who == As::Both {
+        return Err(CliError::input(
+            "whatif compares scenarios: --as is topoplan or nccl (sim --as both compares the two)",
+        ));
+    }
+    let given = load_profile(a.profile.as_deref())?;
+    // The mode check; each scenario's parameters come from its own profile.
+    load_config(None, &a.sweep.mode, sim::SimConfig::default())?;
     let f = filter(&a.sweep.algo, &a.sweep.proto)?;
     let mut changes = vec![Change::Baseline];
     for v in &a.vary {
@@ -279,7 +300,7 @@ pub fn run(a: Args) -> CliResult {
     // Phase 1: topologies and planners, one per scenario.
     let plan_one = |c: &Change| -> Result<(Topology, Planner), String> {
         let t = build(&a, c)?;
-        let p = Planner::new(&t).map_err(|e| e.to_string())?;
+        let p = Planner::with_profile(&t, given.clone()).map_err(|e| e.to_string())?;
         Ok((t, p))
     };
     let bar = (!a.json && std::io::stderr().is_terminal()).then(|| {
@@ -322,19 +343,35 @@ pub fn run(a: Args) -> CliResult {
     let run_job = |&(i, b): &(usize, u64)| -> Result<Cell, String> {
         let (t, p) = planned[i].as_ref().map_err(|e| e.clone())?;
         let coll = collective(kind, p.nranks(), 0);
-        let mut cache = Cache::new();
-        let r =
-            simulate_size(t, p, &coll, &f, None, b, &cfg, &mut cache).map_err(|e| e.to_string());
+        let cfg = load_config(
+            None,
+            &a.sweep.mode,
+            profile_config(p.profile()).map_err(|e| e.to_string())?,
+        )
+        .map_err(|e| e.to_string())?;
+        let cell = if who == As::Nccl {
+            let m = sim::nccl::Model::new(t, p);
+            simulate_nccl(t, p, &m, &coll, &f, b, &cfg).map(|r| Cell {
+                bytes: b,
+                algorithm: format!("nccl-{}", r.algorithm),
+                protocol: r.protocol,
+                channels: r.channels,
+                time_us: r.time_us,
+                busbw_gbps: r.busbw_gbps,
+            })
+        } else {
+            let mut cache = Cache::new();
+            simulate_size(t, p, &coll, &f, None, b, &cfg, &mut cache).map(|(row, _)| Cell {
+                bytes: b,
+                algorithm: row.algorithm,
+                protocol: row.protocol,
+                channels: row.channels,
+                time_us: row.time_us,
+                busbw_gbps: row.busbw_gbps,
+            })
+        };
         tick();
-        let (row, _) = r?;
-        Ok(Cell {
-            bytes: b,
-            algorithm: row.algorithm,
-            protocol: row.protocol,
-            channels: row.channels,
-            time_us: row.time_us,
-            busbw_gbps: row.busbw_gbps,
-        })
+        cell.map_err(|e| e.to_string())
     };
     let cells: Vec<Result<Cell, String>> = if a.serial {
         jobs.iter().map(run_job).collect()
@@ -346,13 +383,14 @@ pub fn run(a: Args) -> CliResult {
     }
     let mut out: Vec<ScenarioOut> = Vec::new();
     for (i, c) in changes.iter().enumerate() {
-        let (nranks, error) = match &planned[i] {
-            Ok((_, p)) => (p.nranks(), None),
-            Err(e) => (0, Some(e.clone())),
+        let (nranks, error, profile) = match &planned[i] {
+            Ok((_, p)) => (p.nranks(), None, p.profile().note()),
+            Err(e) => (0, Some(e.clone()), String::new()),
         };
         out.push(ScenarioOut {
             scenario: c.label(),
             nranks,
+            profile,
             error,
             cells: cells[i * sizes.len()..(i + 1) * sizes.len()].to_vec(),
         });
@@ -382,6 +420,15 @@ fn print_table(kind: planner::schedule::CollectiveKind, out: &[ScenarioOut]) {
         "#{:>22} {:>6} {:>12} {:>10} {:>6} {:>3} {:>12} {:>9} {:>8}",
         "scenario", "ranks", "size(B)", "algo", "proto", "ch", "time(us)", "busbw", "vs base"
     );
+    let mut notes: Vec<(&str, &str)> = Vec::new();
+    for s in out {
+        if !s.profile.is_empty() && !notes.iter().any(|n| n.1 == s.profile) {
+            notes.push((&s.scenario, &s.profile));
+        }
+    }
+    for (who, n) in notes {
+        println!("# {who}: {n}");
+    }
     let base = &out[0];
     for s in out {
         if let Some(e) = &s.error {

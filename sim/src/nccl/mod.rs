@@ -17,6 +17,33 @@ use planner::tuner::{Filter, Hw};
 use serde::Serialize;
 use tables::*;
 
+/// Cuts a ring or tree schedule the way NCCL does (§6.1): the chunk per loop of its protocol
+/// (ring Simple all-reduce / all-gather / reduce-scatter: 4 steps of 512 KiB; other Simple:
+/// one step; LL 32 KiB; LL128 576 000 B) and 8 slots per connection (ring Simple: 2 chunks).
+/// Schedules of other algorithms are left as they are.
+pub fn chunk(s: &mut Schedule, elem_bytes: u32) {
+    if !matches!(s.algorithm, Algorithm::Ring | Algorithm::Tree) {
+        return;
+    }
+    let ring_coll = s.algorithm == Algorithm::Ring
+        && matches!(
+            s.collective.kind,
+            CollectiveKind::AllReduce | CollectiveKind::AllGather | CollectiveKind::ReduceScatter
+        );
+    let bytes = match s.protocol {
+        Protocol::LL => LL_CHUNK_BYTES,
+        Protocol::LL128 => LL128_CHUNK_BYTES,
+        Protocol::Simple if ring_coll => SIMPLE_STEP_BYTES * RING_CHUNK_STEPS,
+        Protocol::Simple => SIMPLE_STEP_BYTES,
+    };
+    s.loop_elems = Some(bytes / elem_bytes.max(1) as u64 * s.chunks_per_block as u64);
+    s.slots = if ring_coll && s.protocol == Protocol::Simple {
+        STEPS / RING_CHUNK_STEPS as u32
+    } else {
+        STEPS
+    };
+}
+
 /// One of NCCL's graphs as its tuner sees it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Graph {
@@ -474,6 +501,41 @@ impl Model {
         lat + steps * pp.step_us + data_us
     }
 
+    /// NCCL's tree all-reduce as a pipeline: each of `c.channels` channels carries its share of
+    /// the message in chunks through `2 × depth` hops (reduce up, broadcast down, run at once by
+    /// NCCL's split tree), depth = ppn − 1 + log2(nodes); a chunk crosses a hop at the channel's
+    /// rate, or across hosts at its share of the NIC (an interior host's NIC carries a parent
+    /// and two children: three shares), plus the protocol's per-step cost; the pipeline fills in
+    /// `2 × depth` chunk times and then delivers one chunk per chunk time.
+    pub fn tree_pipeline_us(&self, bytes: u64, c: &Choice, cfg: &SimConfig) -> f64 {
+        let pp = cfg.proto(c.protocol);
+        let nc = c.channels.max(1) as f64;
+        let chunk = match c.protocol {
+            Protocol::LL => LL_CHUNK_BYTES,
+            Protocol::LL128 => LL128_CHUNK_BYTES,
+            Protocol::Simple => SIMPLE_STEP_BYTES,
+        } as f64;
+        let per_channel = bytes as f64 / nc;
+        let chunk = chunk.min(per_channel.max(1.0));
+        let chunks = (per_channel / chunk).ceil().max(1.0);
+        let ppn = self.ppn() as f64;
+        let levels = log2i(self.nnodes.max(1) as u64) as f64;
+        let depth = (ppn - 1.0) + levels;
+        let mut rate = pp.channel_gbps / pp.wire_factor.max(1e-9);
+        if self.nnodes > 1 && self.nic_gbps_per_gpu > 0.0 {
+            let nic_share = self.nic_gbps_per_gpu * ppn / (3.0 * nc) / pp.wire_factor.max(1e-9);
+            rate = rate.min(nic_share);
+        }
+        let t_chunk = pp.step_us + chunk / 1000.0 / rate.max(1e-9);
+        let hop_lat = pp.hop_us
+            + if self.nnodes > 1 {
+                self.ring.lat_inter_us
+            } else {
+                0.0
+            };
+        cfg.launch_us + 2.0 * depth * hop_lat + (chunks + 2.0 * depth - 1.0) * t_chunk
+    }
+
     /// The ring or tree schedule NCCL runs for `c`: the planner's channels, NCCL's chunk per
     /// loop and slots.
     pub fn schedule(
@@ -491,26 +553,7 @@ impl Model {
         let mut s = planner
             .schedule(coll, &algo, c.protocol, Some(c.channels))
             .map_err(|e| e.to_string())?;
-        let ring_coll = c.algo == Algo::Ring
-            && matches!(
-                coll.kind,
-                CollectiveKind::AllReduce
-                    | CollectiveKind::AllGather
-                    | CollectiveKind::ReduceScatter
-            );
-        let chunk = match c.protocol {
-            Protocol::LL => LL_CHUNK_BYTES,
-            Protocol::LL128 => LL128_CHUNK_BYTES,
-            Protocol::Simple if ring_coll => SIMPLE_STEP_BYTES * RING_CHUNK_STEPS,
-            Protocol::Simple => SIMPLE_STEP_BYTES,
-        };
-        s.loop_elems = Some(chunk / elem_bytes.max(1) as u64 * s.chunks_per_block as u64);
-        // NCCL's 8 slots per connection hold 8 / CHUNKSTEPS ring Simple chunks.
-        s.slots = if ring_coll && c.protocol == Protocol::Simple {
-            STEPS / RING_CHUNK_STEPS as u32
-        } else {
-            STEPS
-        };
+        chunk(&mut s, elem_bytes);
         Ok(s)
     }
 
@@ -542,12 +585,34 @@ impl Model {
         let s = self
             .schedule(planner, coll, &c, cfg.elem_bytes)
             .map_err(SimError::Unsupported)?;
-        let r: SimResult = simulate(topo, &s, bytes, &cfg.with_nccl_ramp(bytes))?;
-        Ok(Run {
-            choice: c,
-            time_us: r.time_us,
-            events: r.events,
-            mode: r.mode,
-        })
+        let ramped = cfg.with_nccl_ramp(bytes);
+        match simulate(topo, &s, bytes, &ramped) {
+            Ok(r) => {
+                let r: SimResult = r;
+                Ok(Run {
+                    choice: c,
+                    time_us: r.time_us,
+                    events: r.events,
+                    mode: r.mode,
+                })
+            }
+            // Trees are not symmetric, so at thousands of ranks the aggregated model cannot run
+            // them and the detailed engine would need minutes: their pipeline is priced in
+            // closed form instead (and the choice says so).
+            Err(SimError::TooLarge(_) | SimError::NotSymmetric(_)) if c.algo == Algo::Tree => {
+                let mut c = c;
+                let time_us = self.tree_pipeline_us(bytes, &c, &ramped);
+                c.notes.push(
+                    "the tree is too large for the detailed engine here: its pipeline is priced in closed form (docs/sim.md)".into(),
+                );
+                Ok(Run {
+                    choice: c,
+                    time_us,
+                    events: 0,
+                    mode: crate::Mode::Aggregated,
+                })
+            }
+            Err(e) => Err(e),
+        }
     }
 }
