@@ -42,8 +42,8 @@ on a port the OS chooses, and the others join at the address it listens at. Exam
 topoplan bench -g 2 --procs -b 8 -e 1G -f 4 -c 1 --vs-nccl\n\n\
 Ranks sharing a GPU (--ranks-per-gpu K): `-g G --ranks-per-gpu K` runs G×K ranks in this process, rank r on GPU \
 r / K, to check the n-rank paths on fewer GPUs. Each rank's grids take its share of the SMs so that every rank's \
-kernels are resident at once; a path that cannot fit is refused, and so is --algo ce beyond 2 ranks (the hybrid \
-and the 2-rank copy-engine pair run the direct path instead). CUDA_DEVICE_MAX_CONNECTIONS is set to 32 when unset. \
+kernels are resident at once; a path that cannot fit is refused. The hybrid and the copy-engine pair (--algo ce) \
+run the direct path instead; the generic copy-engine lowering (TOPOPLAN_CE_PAIR=0) is refused. CUDA_DEVICE_MAX_CONNECTIONS is set to 32 when unset. \
 Timings of ranks sharing a GPU are not performance, and every table says so. Example:\n  \
 topoplan bench -g 1 --ranks-per-gpu 4 --coll all -d all -o all --counts 0,1,7,65537 -c 1"
 )]

@@ -419,11 +419,11 @@ impl CudaGroup {
             if self.shared {
                 // Its wait kernels spin on a second stream per rank: twice the busy streams
                 // that must not share a hardware queue (`residency::check_queues`).
-                return Err(CudaError::Input(format!(
-                    "the generic copy-engine lowering (--algo ce on {} ranks) does not run with \
-                     ranks sharing a GPU: choose another algorithm",
-                    self.ranks.len()
-                )));
+                return Err(CudaError::Input(
+                    "the generic copy-engine lowering (--algo ce with TOPOPLAN_CE_PAIR=0) does \
+                     not run with ranks sharing a GPU: choose another algorithm"
+                        .into(),
+                ));
             }
             return super::ce::enqueue(self, rank, req, &plan.lowered, &module, stream);
         }
