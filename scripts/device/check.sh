@@ -27,6 +27,10 @@
 #          one-shot through the generic lowering (TOPOPLAN_DIRECT=0), then compute-sanitizer
 #          memcheck and racecheck on 4 ranks, auto and ring (SHARED_SAN_T seconds each, default
 #          300). Timings of ranks sharing a GPU are not performance: none is kept.
+#          SHARED_PARTS (default "tests bench sanitize") runs some of the three, and SHARED_FILTER
+#          (a regex, e.g. "^n[34]_") some of the tests, so that each device command stays under
+#          the device's 10 minutes: e.g. SHARED_PARTS=tests SHARED_FILTER='^n[234]_', then '^n[68]_|^a_|^the_',
+#          then SHARED_PARTS="bench sanitize".
 #          Outputs: $OUT/shared-tests.log, $OUT/shared.log, $OUT/shared-K.json,
 #          $OUT/shared-sanitize.log; prints SHARED PASS / FAIL.
 # Environment: GPUS (default 2), CHECK_T (seconds per command, default 150).
@@ -44,51 +48,58 @@ if [ "$LEVEL" = shared ]; then
   ok=1
   # Ranks sharing a GPU need every hardware queue (topoplan bench sets it too).
   export CUDA_DEVICE_MAX_CONNECTIONS=32
-  t=.devbin/cuda_shared_device
-  if [ -x "$t" ]; then
-    # One test at a time, each under its own timeout: a hang (rc=124) names its test.
-    : > "$OUT/shared-tests.log"
-    for name in $("$t" --list 2>/dev/null | sed -n 's/: test$//p'); do
-      { echo "+ $t --exact $name --nocapture"; timeout "${SHARED_TEST_T:-300}" "$t" --exact "$name" --nocapture; echo "rc=$?"; } >> "$OUT/shared-tests.log" 2>&1
-    done
-    grep -E '^\+|^test result|^rc=|SKIP|configurations|panicked' "$OUT/shared-tests.log"
-    grep -q '^rc=[^0]' "$OUT/shared-tests.log" && ok=0
-    grep -q '^SKIP n[0-9]' "$OUT/shared-tests.log" && ok=0
-  else
-    echo "check.sh shared: $t missing (cargo test -p runtime --release --test cuda_shared_device --no-run)" >&2; ok=0
-  fi
-  # The CLI path: the runtime's pick per size, CUDA graphs, explicit algorithms, push and pull
-  # forced, and one-shot through the generic lowering (TOPOPLAN_DIRECT=0).
-  for k in 3 4 6 8; do
-    S=(-g 1 --ranks-per-gpu "$k" -w 1 -n 2 --runs 1 -c 1)
-    sec shared "$T" "" bench --coll all -d float,half,int8 -o sum,avg,max --counts 0,1,7,65537,1048579 "${S[@]}"
-    sec shared 90 "" bench --coll all-reduce,all-gather,reduce-scatter -d float -o sum,avg --counts 1,65537,1048579 "${S[@]}" --cuda-graph
-  done
-  S8=(-g 1 --ranks-per-gpu 8 -w 1 -n 2 --runs 1 -c 1)
-  for algo in ring one-shot-ll128; do
-    sec shared "$T" "" bench --coll all -d float,bfloat16 -o sum,max --counts 7,65537,1048579 "${S8[@]}" --algo $algo
-  done
-  sec shared 90 "" bench --coll all-reduce -d float -o sum,max --counts 7,65537,1048579 "${S8[@]}" --algo two-shot
-  sec shared 90 "" bench --coll all-reduce -d float -o sum,max --counts 7,65537,1048579 "${S8[@]}" --algo tree
-  sec shared 90 "TOPOPLAN_PULL=1" bench --coll all -d float -o sum,min --counts 7,65537,1048579 "${S8[@]}" --algo one-shot
-  sec shared 90 "TOPOPLAN_PULL=0" bench --coll all-reduce -d float -o sum --counts 262147,4194307 "${S8[@]}"
-  sec shared 90 "TOPOPLAN_DIRECT=0" bench --coll all -d float -o sum,max --counts 7,65537,1048579 -g 1 --ranks-per-gpu 6 -w 1 -n 2 --runs 1 -c 1 --algo one-shot
-  summary shared || ok=0
-  SLOG="$OUT/shared-sanitize.log"; : > "$SLOG"
-  if command -v compute-sanitizer >/dev/null; then
-    for tool in memcheck racecheck; do
-      for algo in auto ring; do
-        echo "+ compute-sanitizer --tool $tool topoplan bench --coll all -d float -o sum --counts 7,65537,1048579 -g 1 --ranks-per-gpu 4 -w 0 -n 1 --runs 1 -c 1 --algo $algo" >> "$SLOG"
-        timeout "${SHARED_SAN_T:-300}" compute-sanitizer --tool "$tool" "$BIN" bench --coll all -d float -o sum --counts 7,65537,1048579 -g 1 --ranks-per-gpu 4 -w 0 -n 1 --runs 1 -c 1 --algo "$algo" >> "$SLOG" 2>&1
-        echo "rc=$?" >> "$SLOG"
+  for part in ${SHARED_PARTS:-tests bench sanitize}; do
+    case $part in
+      tests)
+        t=.devbin/cuda_shared_device
+        if [ -x "$t" ]; then
+          # One test at a time, each under its own timeout: a hang (rc=124) names its test.
+          for name in $("$t" --list 2>/dev/null | sed -n 's/: test$//p' | grep -E -- "${SHARED_FILTER:-.}"); do
+            { echo "+ $t --exact $name --nocapture"; timeout "${SHARED_TEST_T:-300}" "$t" --exact "$name" --nocapture; echo "rc=$?"; } >> "$OUT/shared-tests.log" 2>&1
+          done
+          grep -E '^\+|^test result|^rc=|SKIP|configurations|panicked' "$OUT/shared-tests.log"
+          grep -q '^rc=[^0]' "$OUT/shared-tests.log" && ok=0
+          grep -q '^SKIP n[0-9]' "$OUT/shared-tests.log" && ok=0
+        else
+          echo "check.sh shared: $t missing (cargo test -p runtime --release --test cuda_shared_device --no-run)" >&2; ok=0
+        fi ;;
+      bench)
+      # The CLI path: the runtime's pick per size, CUDA graphs, explicit algorithms, push and pull
+      # forced, and one-shot through the generic lowering (TOPOPLAN_DIRECT=0).
+      for k in 3 4 6 8; do
+        S=(-g 1 --ranks-per-gpu "$k" -w 1 -n 2 --runs 1 -c 1)
+        sec shared "$T" "" bench --coll all -d float,half,int8 -o sum,avg,max --counts 0,1,7,65537,1048579 "${S[@]}"
+        sec shared 90 "" bench --coll all-reduce,all-gather,reduce-scatter -d float -o sum,avg --counts 1,65537,1048579 "${S[@]}" --cuda-graph
       done
-    done
-    runs=$(grep -c 'ERROR SUMMARY' "$SLOG"); clean=$(grep -c 'ERROR SUMMARY: 0 errors' "$SLOG")
-    echo "shared sanitizers: $clean clean of $runs, $(grep -c '^rc=[^0]' "$SLOG") failed commands (rc=124: timed out)"
-    [ "$runs" = 4 ] && [ "$clean" = 4 ] && ! grep -q '^rc=[^0]' "$SLOG" || ok=0
-  else
-    echo "check.sh shared: compute-sanitizer not found" >&2; ok=0
-  fi
+      S8=(-g 1 --ranks-per-gpu 8 -w 1 -n 2 --runs 1 -c 1)
+      for algo in ring one-shot-ll128; do
+        sec shared "$T" "" bench --coll all -d float,bfloat16 -o sum,max --counts 7,65537,1048579 "${S8[@]}" --algo $algo
+      done
+      sec shared 90 "" bench --coll all-reduce -d float -o sum,max --counts 7,65537,1048579 "${S8[@]}" --algo two-shot
+      sec shared 90 "" bench --coll all-reduce -d float -o sum,max --counts 7,65537,1048579 "${S8[@]}" --algo tree
+      sec shared 90 "TOPOPLAN_PULL=1" bench --coll all -d float -o sum,min --counts 7,65537,1048579 "${S8[@]}" --algo one-shot
+      sec shared 90 "TOPOPLAN_PULL=0" bench --coll all-reduce -d float -o sum --counts 262147,4194307 "${S8[@]}"
+      sec shared 90 "TOPOPLAN_DIRECT=0" bench --coll all -d float -o sum,max --counts 7,65537,1048579 -g 1 --ranks-per-gpu 6 -w 1 -n 2 --runs 1 -c 1 --algo one-shot
+      summary shared || ok=0 ;;
+      sanitize)
+      SLOG="$OUT/shared-sanitize.log"; : > "$SLOG"
+      if command -v compute-sanitizer >/dev/null; then
+        for tool in memcheck racecheck; do
+          for algo in auto ring; do
+            echo "+ compute-sanitizer --tool $tool topoplan bench --coll all -d float -o sum --counts 7,65537,1048579 -g 1 --ranks-per-gpu 4 -w 0 -n 1 --runs 1 -c 1 --algo $algo" >> "$SLOG"
+            timeout "${SHARED_SAN_T:-300}" compute-sanitizer --tool "$tool" "$BIN" bench --coll all -d float -o sum --counts 7,65537,1048579 -g 1 --ranks-per-gpu 4 -w 0 -n 1 --runs 1 -c 1 --algo "$algo" >> "$SLOG" 2>&1
+            echo "rc=$?" >> "$SLOG"
+          done
+        done
+        runs=$(grep -c 'ERROR SUMMARY' "$SLOG"); clean=$(grep -c 'ERROR SUMMARY: 0 errors' "$SLOG")
+        echo "shared sanitizers: $clean clean of $runs, $(grep -c '^rc=[^0]' "$SLOG") failed commands (rc=124: timed out)"
+        [ "$runs" = 4 ] && [ "$clean" = 4 ] && ! grep -q '^rc=[^0]' "$SLOG" || ok=0
+      else
+        echo "check.sh shared: compute-sanitizer not found" >&2; ok=0
+      fi ;;
+      *) echo "check.sh shared: unknown part '$part' (tests, bench, sanitize)" >&2; exit 2 ;;
+    esac
+  done
   if [ $ok = 1 ]; then echo "SHARED PASS"; else echo "SHARED FAIL"; exit 1; fi
   exit 0
 fi
