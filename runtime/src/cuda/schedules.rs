@@ -1,6 +1,8 @@
 //! Which planner schedule the CUDA backend runs for a collective and size. The runtime never
-//! invents an algorithm: it picks among the planner's builders (`planner::schedule::build`), by
-//! size for GPU pairs joined by NVLink, or as `TOPOPLAN_ALGO` / `--algo` says.
+//! invents an algorithm: it picks among the planner's builders (`planner::schedule::build`) as
+//! the planner's tuner prices them with the machine profile (`profiles/`; for GPU pairs the
+//! measured crossovers of the profile's `runtime` section, which the tuner reproduces: a test
+//! checks it), or as `TOPOPLAN_ALGO` / `--algo` says.
 
 use planner::schedule::build;
 use planner::schedule::{Collective, CollectiveKind, Protocol, Schedule, Transport};
@@ -17,11 +19,7 @@ pub const ALGOS: [&str; 8] = [
     "ce",
 ];
 
-/// Up to this size (bytes per rank; `TOPOPLAN_LL_MAX` overrides) `auto` sends through LL
-/// buffers: no barrier, one NVLink latency, but only 8 data bytes per 16-byte line.
-/// Measured on 2×H200 (docs/benchmarks-gpu.md): LL wins up to 512 KiB (11.5 µs against NCCL's
-/// 12.1), loses at 1 MiB (20.2 against 14.6).
-const LL_UP_TO_BYTES: u64 = 512 << 10;
+use planner::tuner::{self, ChannelSet, Filter, Hw, Profile, SystemModel};
 
 fn ce_auto() -> bool {
     params::CE_AUTO.flag_or_warn()
@@ -37,8 +35,57 @@ fn ll128_up_to() -> u64 {
         .unwrap_or(LL128_UP_TO_BYTES)
 }
 
+/// Up to this size (bytes per rank; `TOPOPLAN_LL_MAX` overrides) `auto` sends two-rank direct
+/// schedules through LL buffers: no barrier, one NVLink latency, but only 8 data bytes per
+/// 16-byte line. The profile's measured crossover (2×H200: 512 KiB).
 fn ll_up_to() -> u64 {
-    params::LL_MAX.bytes_or_warn().unwrap_or(LL_UP_TO_BYTES)
+    params::LL_MAX
+        .bytes_or_warn()
+        .unwrap_or_else(|| Profile::bundled().runtime.ll_up_to_bytes)
+}
+
+/// The tuner's model of one host of `nranks` GPUs, every pair NVLinked as on the profile's
+/// machine (the CUDA backend runs one process on one host): rings and trees as NCCL runs them
+/// there (24 channels sharing the searched 360 GB/s of 18 NVLinks), the direct patterns.
+fn host_model(nranks: u32) -> SystemModel {
+    let p = Profile::bundled();
+    let nvl = p.machine.nvlink_gbps_per_gpu.max(1.0);
+    // NCCL's search on 18 NVLinks of 20.6 GB/s: 12 channels × 30 GB/s, run twice.
+    let searched = (nvl / 30.0).floor().max(1.0) * 30.0;
+    let set = ChannelSet {
+        count: 24,
+        bw_gbps: searched / 24.0,
+        intra: Hw::NvLink,
+    };
+    SystemModel {
+        nranks,
+        nnodes: 1,
+        sm: p.machine.sm,
+        ring: Some(set.clone()),
+        tree: Some(set),
+        all_peers_nvlink_gbps: Some(nvl),
+        net_lat_us: 0.0,
+        direct_gbps: nvl,
+        nic_gbps_per_gpu: 0.0,
+        calib: p.tuner.clone(),
+    }
+}
+
+/// The runtime's name of the tuner's fastest candidate among what the CUDA backend runs (the
+/// one-shot in LL, LL128 and Simple, the two-shot, ring and tree in Simple).
+fn tuner_algo(kind: CollectiveKind, nranks: u32, bytes: u64) -> Option<&'static str> {
+    use planner::schedule::Algorithm as A;
+    let mut c = tuner::candidates(&host_model(nranks), kind, bytes, &Filter::default());
+    c.sort_by(|a, b| a.time_us.total_cmp(&b.time_us));
+    c.into_iter().find_map(|e| match (e.algorithm, e.protocol) {
+        (A::OneShot, Protocol::LL) => Some("one-shot-ll"),
+        (A::OneShot, Protocol::LL128) => Some("one-shot-ll128"),
+        (A::OneShot, Protocol::Simple) => Some("one-shot"),
+        (A::TwoShot, Protocol::Simple) => Some("two-shot"),
+        (A::Ring, Protocol::Simple) => Some("ring"),
+        (A::Tree, Protocol::Simple) => Some("tree"),
+        _ => None,
+    })
 }
 
 /// Bytes per chunk of the copy-engine pipeline schedule. Only the generic lowering
@@ -59,6 +106,29 @@ pub enum PickError {
 
 /// The name `auto` resolves to for this collective, rank count and per-rank byte size.
 pub fn auto_algo(kind: CollectiveKind, nranks: u32, bytes: u64) -> &'static str {
+    if nranks > 2
+        && matches!(
+            kind,
+            CollectiveKind::AllReduce
+                | CollectiveKind::AllGather
+                | CollectiveKind::ReduceScatter
+                | CollectiveKind::Broadcast
+                | CollectiveKind::Reduce
+        )
+    {
+        if let Some(name) = tuner_algo(kind, nranks, bytes) {
+            // One-way LL flows need the direct path's credits (the generic lowering refuses
+            // them).
+            let one_way = matches!(kind, CollectiveKind::Broadcast | CollectiveKind::Reduce);
+            return match name {
+                "one-shot-ll" | "one-shot-ll128" if one_way && !super::direct::enabled() => {
+                    "one-shot"
+                }
+                "one-shot-ll128" if !super::direct::enabled() => "one-shot",
+                n => n,
+            };
+        }
+    }
     match kind {
         // The copy-engine pair all-reduce is not chosen (`TOPOPLAN_CE_AUTO` opts in): measured
         // at 330-345 GB/s busbw at 512 MiB against the SM one-shot's 359 (docs/benchmarks-gpu.md).
@@ -81,16 +151,6 @@ pub fn auto_algo(kind: CollectiveKind, nranks: u32, bytes: u64) -> &'static str 
         {
             "one-shot-ll"
         }
-        // Above 2 ranks, one-shot all-reduce, broadcast and reduce move (n-1)x the bytes of a
-        // bandwidth-optimal schedule through one GPU's links. Not measured (no machine with more
-        // than 2 GPUs was lent): from traffic alone, large messages go to two-shot (all-reduce)
-        // and the ring (broadcast, reduce). All-gather and reduce-scatter one-shot are optimal.
-        CollectiveKind::AllReduce if nranks > 2 && bytes > MULTI_ONE_SHOT_UP_TO_BYTES => "two-shot",
-        CollectiveKind::Broadcast | CollectiveKind::Reduce
-            if nranks > 2 && bytes > MULTI_ONE_SHOT_UP_TO_BYTES =>
-        {
-            "ring"
-        }
         _ if bytes <= ll128_up_to() && super::direct::enabled() => "one-shot-ll128",
         _ => "one-shot",
     }
@@ -108,9 +168,6 @@ pub fn auto_direct_algo(kind: CollectiveKind, bytes: u64, pull: bool) -> &'stati
         "one-shot"
     }
 }
-
-/// Above 2 ranks, `auto` keeps one-shot all-reduce, broadcast and reduce up to this size.
-const MULTI_ONE_SHOT_UP_TO_BYTES: u64 = 1 << 20;
 
 /// Builds the schedule for `coll` on `nranks` ranks with algorithm `algo` (see [`ALGOS`]).
 pub fn pick(
@@ -169,17 +226,37 @@ fn set_transport(s: &mut Schedule, t: Transport) {
 mod tests {
     use super::*;
 
+    /// Above two ranks `auto` is the tuner's choice (the profile's model of an all-NVLink
+    /// host), restricted to what the backend runs: small messages one-shot, large all-reduce a
+    /// bandwidth-optimal schedule, never a hand table.
     #[test]
-    fn auto_prefers_bandwidth_optimal_schedules_above_two_ranks() {
+    fn auto_above_two_ranks_is_the_tuners_choice() {
         let ar = CollectiveKind::AllReduce;
         assert_eq!(auto_algo(ar, 2, 8), "one-shot-ll");
         assert_eq!(auto_algo(ar, 2, 1 << 30), "one-shot");
+        for kind in [
+            ar,
+            CollectiveKind::AllGather,
+            CollectiveKind::ReduceScatter,
+            CollectiveKind::Broadcast,
+            CollectiveKind::Reduce,
+        ] {
+            for n in [3u32, 4, 8] {
+                for bytes in [8u64, 64 << 10, 1 << 20, 64 << 20, 1 << 30] {
+                    let want = tuner_algo(kind, n, bytes).unwrap();
+                    let got = auto_algo(kind, n, bytes);
+                    let one_way =
+                        matches!(kind, CollectiveKind::Broadcast | CollectiveKind::Reduce);
+                    if !(want.starts_with("one-shot-ll") && (one_way || want == "one-shot-ll128")) {
+                        assert_eq!(got, want, "{kind:?} {n} {bytes}");
+                    }
+                }
+            }
+        }
         assert_eq!(auto_algo(ar, 8, 8), "one-shot-ll");
-        assert_eq!(auto_algo(ar, 8, 1 << 20), "one-shot");
-        assert_eq!(auto_algo(ar, 8, 1 << 30), "two-shot");
-        assert_eq!(auto_algo(CollectiveKind::Broadcast, 8, 1 << 30), "ring");
-        assert_eq!(auto_algo(CollectiveKind::Reduce, 4, 64 << 20), "ring");
-        assert_eq!(auto_algo(CollectiveKind::AllGather, 8, 1 << 30), "one-shot");
+        // A 1 GiB all-reduce on 8 GPUs is not a one-shot: it moves 7x the bytes through each
+        // GPU's links.
+        assert_ne!(auto_algo(ar, 8, 1 << 30), "one-shot");
         let ar = CollectiveKind::AllReduce;
         assert_eq!(auto_direct_algo(ar, 1 << 30, false), "one-shot");
         assert_eq!(auto_direct_algo(ar, 8, true), "one-shot-ll");
@@ -189,10 +266,6 @@ mod tests {
         assert_eq!(
             auto_direct_algo(CollectiveKind::AllGather, 512 << 10, true),
             "one-shot-ll"
-        );
-        assert_eq!(
-            auto_algo(CollectiveKind::ReduceScatter, 8, 1 << 30),
-            "one-shot"
         );
         // Every name auto gives builds for every collective it is given.
         for kind in [
