@@ -369,15 +369,43 @@ fn n2_copy_engine_paths_fall_back_on_one_gpu() {
     }
 }
 
-/// Runs without a GPU: without a driver a group of ranks sharing a GPU is an error, not a panic.
+/// Runs without a GPU: ranks sharing a GPU with fewer hardware queues than 32 are refused
+/// before any device is opened, naming the variable; with 32 and no driver the group is the
+/// driver error, not a panic.
 #[test]
-fn a_shared_group_without_a_driver_is_an_error() {
+fn shared_groups_are_refused_without_every_hardware_queue() {
+    let test = "shared_groups_are_refused_without_every_hardware_queue";
     if device::driver_present() {
-        eprintln!("SKIP a_shared_group_without_a_driver_is_an_error: a CUDA driver is present");
+        // The driver reads the variable once per process: changing it here proves nothing.
+        eprintln!("SKIP {test}: a CUDA driver is present");
         return;
     }
-    let e = CudaGroup::new(&[0; 4]).expect_err("no driver");
-    assert!(matches!(e, runtime::cuda::CudaError::NoDriver), "{e}");
+    use runtime::cuda::CudaError;
+    let _gpu = GPU.lock().unwrap_or_else(|p| p.into_inner());
+    let var = "CUDA_DEVICE_MAX_CONNECTIONS";
+    let before = std::env::var_os(var);
+    std::env::set_var(var, "4");
+    let e = CudaGroup::new(&[0; 4]).expect_err("4 queues");
+    let one = CudaGroup::new(&[0]).expect_err("no driver");
+    std::env::set_var(var, "32");
+    let e32 = CudaGroup::new(&[0; 4]).expect_err("no driver");
+    match before {
+        Some(v) => std::env::set_var(var, v),
+        None => std::env::remove_var(var),
+    }
+    match &e {
+        CudaError::Queues(q) => assert_eq!((q.device, q.ranks, q.queues), (0, 4, 4)),
+        other => panic!("expected a queue error, got {other}"),
+    }
+    assert!(
+        e.to_string().contains("CUDA_DEVICE_MAX_CONNECTIONS=32"),
+        "{e}"
+    );
+    assert!(matches!(e32, CudaError::NoDriver), "{e32}");
+    assert!(
+        matches!(one, CudaError::NoDriver),
+        "one rank per GPU needs no queues: {one}"
+    );
 }
 
 /// Runs without a GPU: what the matrix above sends through the generic lowering (two-shot, ring,

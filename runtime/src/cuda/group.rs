@@ -148,22 +148,24 @@ impl CudaGroup {
             )));
         }
         let scratch_bytes = params::SCRATCH_MB.bytes_or_warn().unwrap_or(64 << 20) as usize;
-        let ctxs = open_devices(ordinals)?;
         let per_device = residency::ranks_per_device(ordinals);
+        // A CUDA variable, not a topoplan knob: the driver reads it at context creation.
+        let queues = std::env::var("CUDA_DEVICE_MAX_CONNECTIONS").ok();
+        for &(ordinal, ranks_on_device) in &per_device {
+            residency::check_queues(ordinal, ranks_on_device, queues.as_deref())?;
+        }
+        let ctxs = open_devices(ordinals)?;
         let mut ranks = Vec::new();
         for (ctx, (ordinal, ranks_on_device)) in ctxs.into_iter().zip(per_device) {
+            let device_sms = ctx
+                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                .map_err(drv)? as u32;
+            let sm_count = residency::rank_sms(ordinal, ranks_on_device, device_sms)?;
             let flags = DevBuf::new(&ctx, FLAG_WORDS * 8)?;
             flags.fill(0)?;
             let scratch = DevBuf::new(&ctx, scratch_bytes)?;
             let ll = DevBuf::new(&ctx, 2 * LL_LINE_BYTES)?;
             ll.fill(0)?;
-            let device_sms = ctx
-                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-                .map_err(drv)? as u32;
-            let sm_count = residency::rank_sms(ordinal, ranks_on_device, device_sms)?;
-            // A CUDA variable, not a topoplan knob: the driver reads it at context creation.
-            let queues = std::env::var("CUDA_DEVICE_MAX_CONNECTIONS").ok();
-            residency::check_queues(ordinal, ranks_on_device, queues.as_deref())?;
             let ce = super::ce::CeState::new(&ctx, ordinals.len())?;
             let direct = super::direct::DirectBufs::new(&ctx, ordinals.len())?;
             let ce_pair = Mutex::new(super::ce_pair::PairState::new(&ctx)?);
