@@ -29,7 +29,7 @@
 #          300). Timings of ranks sharing a GPU are not performance: none is kept.
 #          SHARED_PARTS (default "tests bench sanitize") runs some of the three, and SHARED_FILTER
 #          (a regex, e.g. "^n[34]_") some of the tests, so that each device command stays under
-#          the device's 10 minutes: e.g. SHARED_PARTS=tests SHARED_FILTER='^n[234]_', then '^n[68]_|^a_|^the_',
+#          the device's 10 minutes: e.g. SHARED_PARTS=tests SHARED_FILTER='^n[234]_', then '^n[68]_|^shared_|^the_',
 #          then SHARED_PARTS="bench sanitize".
 #          Outputs: $OUT/shared-tests.log, $OUT/shared.log, $OUT/shared-K.json,
 #          $OUT/shared-sanitize.log; prints SHARED PASS / FAIL.
