@@ -436,7 +436,7 @@ impl Model {
         while nc >= 2 && bytes < nc * nt * thr {
             nc -= 1;
         }
-        while bytes < nc * nt * thr && nt % 128 == 0 && nt > 96 {
+        while bytes < nc * nt * thr && nt.is_multiple_of(128) && nt > 96 {
             nt /= 2;
         }
         (nc as u32, nt as u32)

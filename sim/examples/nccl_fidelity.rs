@@ -1,0 +1,217 @@
+//! `sim --as nccl` against the shipped 2×H200 nccl-tests curves: prints the markdown tables of
+//! docs/fidelity.md and writes the SVG plot of predicted and measured curves.
+//!
+//! `cargo run --release -p sim --example nccl_fidelity -- docs/fidelity-nccl.svg`
+
+use planner::plan::Planner;
+use planner::schedule::{Algorithm, Collective, CollectiveKind, Protocol};
+use planner::topology::{load_file, LoadOptions};
+use planner::tuner::Filter;
+use sim::fidelity::{compare_as_nccl, markdown, parse_nccl_tests, Row};
+use sim::nccl::Model;
+use sim::SimConfig;
+use std::fmt::Write;
+
+fn coll(kind: CollectiveKind, n: u32) -> Collective {
+    match kind {
+        CollectiveKind::Broadcast | CollectiveKind::Reduce => Collective::rooted(kind, 0),
+        CollectiveKind::SendRecv => {
+            let mut c = Collective::new(kind);
+            c.send_peers = (0..n).map(|i| Some((i + 1) % n)).collect();
+            c
+        }
+        _ => Collective::new(kind),
+    }
+}
+
+/// One plotted curve: its name, predicted (size, µs) points, measured ones (none: held out).
+type Curve = (String, Vec<(f64, f64)>, Vec<(f64, f64)>);
+
+/// A log-log plot: measured points as circles, predictions as lines, one colour per curve.
+fn svg(curves: &[Curve]) -> String {
+    let (w, h, l, r, t, b) = (960.0, 600.0, 80.0, 220.0, 40.0, 60.0);
+    let (x0, x1) = (8f64.log10(), ((4u64 << 30) as f64).log10());
+    let (y0, y1) = (1f64, 2e4f64.log10());
+    let px = |x: f64| l + (x.log10() - x0) / (x1 - x0) * (w - l - r);
+    let py = |y: f64| h - b - (y.log10() - y0) / (y1 - y0) * (h - t - b);
+    let colours = [
+        "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf",
+    ];
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/><text x="{}" y="24" font-size="16">2xH200: sim --as nccl (lines) vs NCCL 2.28 measured (circles), time per call</text>"#,
+        l
+    );
+    for e in 0..=9 {
+        let x = 8f64 * 8f64.powi(e);
+        if x > (4u64 << 30) as f64 {
+            break;
+        }
+        let label = match x as u64 {
+            v if v >= 1 << 30 => format!("{}G", v >> 30),
+            v if v >= 1 << 20 => format!("{}M", v >> 20),
+            v if v >= 1 << 10 => format!("{}K", v >> 10),
+            v => v.to_string(),
+        };
+        let _ = write!(
+            s,
+            r##"<line x1="{0}" y1="{1}" x2="{0}" y2="{2}" stroke="#ddd"/><text x="{0}" y="{3}" text-anchor="middle">{label}</text>"##,
+            px(x),
+            t,
+            h - b,
+            h - b + 18.0
+        );
+    }
+    for e in 1..=4 {
+        let y = 10f64.powi(e);
+        let _ = write!(
+            s,
+            r##"<line x1="{l}" y1="{0}" x2="{1}" y2="{0}" stroke="#ddd"/><text x="{2}" y="{3}" text-anchor="end">{y} us</text>"##,
+            py(y),
+            w - r,
+            l - 6.0,
+            py(y) + 4.0
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<text x="{}" y="{}" text-anchor="middle">size (bytes)</text>"#,
+        (l + w - r) / 2.0,
+        h - 16.0
+    );
+    for (i, (name, pred, meas)) in curves.iter().enumerate() {
+        let c = colours[i % colours.len()];
+        let pts: Vec<String> = pred
+            .iter()
+            .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
+            .collect();
+        let dash = if meas.is_empty() {
+            r#" stroke-dasharray="6,4""#
+        } else {
+            ""
+        };
+        let _ = write!(
+            s,
+            r#"<polyline fill="none" stroke="{c}" stroke-width="2"{dash} points="{}"/>"#,
+            pts.join(" ")
+        );
+        for &(x, y) in meas {
+            let _ = write!(
+                s,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="none" stroke="{c}" stroke-width="2"/>"#,
+                px(x),
+                py(y)
+            );
+        }
+        let ly = t + 20.0 + 18.0 * i as f64;
+        let _ = write!(
+            s,
+            r#"<line x1="{0}" y1="{ly}" x2="{1}" y2="{ly}" stroke="{c}" stroke-width="2"{dash}/><text x="{2}" y="{3}">{name}</text>"#,
+            w - r + 10.0,
+            w - r + 34.0,
+            w - r + 40.0,
+            ly + 4.0
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+fn main() {
+    let out = std::env::args().nth(1);
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/measurements/h200x2");
+    let t = load_file(&dir.join("topo.xml"), &LoadOptions::default())
+        .unwrap()
+        .topology;
+    let p = Planner::new(&t).unwrap();
+    let m = Model::new(&t, &p);
+    let cfg = SimConfig::default();
+    let mut curves = Vec::new();
+    for (k, f) in [
+        (CollectiveKind::AllReduce, "all_reduce_g2.txt"),
+        (CollectiveKind::AllGather, "all_gather_g2.txt"),
+    ] {
+        let meas = parse_nccl_tests(&std::fs::read_to_string(dir.join(f)).unwrap());
+        let r: Vec<Row> = compare_as_nccl(&t, &p, k, &meas, &Filter::default(), &cfg).unwrap();
+        let worst = r.iter().map(|x| x.error.abs()).fold(0.0, f64::max);
+        let mut e: Vec<f64> = r.iter().map(|x| x.error.abs()).collect();
+        e.sort_by(f64::total_cmp);
+        println!(
+            "## {} ({f}): worst |error| {:.1}%, median {:.1}%\n\n{}",
+            k.name(),
+            worst * 100.0,
+            e[e.len() / 2] * 100.0,
+            markdown(&r)
+        );
+        curves.push((
+            format!("{} (fitted)", k.name()),
+            r.iter().map(|x| (x.bytes as f64, x.predicted_us)).collect(),
+            r.iter().map(|x| (x.bytes as f64, x.measured_us)).collect(),
+        ));
+    }
+    // Held out: predicted only (their measured curves are not in the repository).
+    let sizes: Vec<u64> = (0..=9)
+        .map(|i| 8u64 << (3 * i))
+        .filter(|&b| b <= 4 << 30)
+        .collect();
+    println!("## held out (predicted; not measured here)\n");
+    println!("| size (B) | reduce-scatter | broadcast | reduce | all-to-all | send/recv |\n|---:|---|---|---|---|---|");
+    let held = [
+        CollectiveKind::ReduceScatter,
+        CollectiveKind::Broadcast,
+        CollectiveKind::Reduce,
+        CollectiveKind::AllToAll,
+        CollectiveKind::SendRecv,
+    ];
+    let mut pred: Vec<Vec<(f64, f64)>> = vec![Vec::new(); held.len()];
+    for &b in &sizes {
+        let mut row = format!("| {b} |");
+        for (i, &k) in held.iter().enumerate() {
+            let r = m
+                .run(&t, &p, &coll(k, 2), b, &Filter::default(), &cfg)
+                .unwrap();
+            let _ = write!(
+                row,
+                " {} {} x{}: {:.2} µs |",
+                r.choice.algo.name(),
+                r.choice.protocol.name(),
+                r.choice.channels,
+                r.time_us
+            );
+            pred[i].push((b as f64, r.time_us));
+        }
+        println!("{row}");
+    }
+    for (i, &k) in held.iter().enumerate() {
+        curves.push((
+            format!("{} (held out)", k.name()),
+            pred[i].clone(),
+            Vec::new(),
+        ));
+    }
+    // Forced algorithm × protocol (NCCL_ALGO / NCCL_PROTO) all-reduce.
+    println!("\n## all-reduce, algorithm and protocol forced (predicted µs)\n");
+    println!("| size (B) | ring LL | ring LL128 | ring Simple | tree LL | tree LL128 | tree Simple |\n|---:|---:|---:|---:|---:|---:|---:|");
+    for &b in &sizes {
+        let mut row = format!("| {b} |");
+        for a in [Algorithm::Ring, Algorithm::Tree] {
+            for pr in Protocol::ALL {
+                let f = Filter {
+                    algorithms: Some(vec![a.clone()]),
+                    protocols: Some(vec![pr]),
+                };
+                let r = m
+                    .run(&t, &p, &coll(CollectiveKind::AllReduce, 2), b, &f, &cfg)
+                    .unwrap();
+                let _ = write!(row, " {:.2} |", r.time_us);
+            }
+        }
+        println!("{row}");
+    }
+    if let Some(path) = out {
+        std::fs::write(&path, svg(&curves)).unwrap();
+        eprintln!("wrote {path}");
+    }
+}
