@@ -361,7 +361,7 @@ pub const LL_MAX: Param = Param {
         min: 0,
         max: 1 << 40,
     },
-    default: Value("524288"),
+    default: Auto("the machine profile's measured crossover (2×H200: 512 KiB)"),
     scope: Tuning,
     doc: "Per-rank size up to which `auto` sends through LL.",
 };
