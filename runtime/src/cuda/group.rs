@@ -10,7 +10,7 @@
 
 use super::device::{drv, open_devices, DevBuf, ExecModule, ModuleCache};
 use super::lower::{lower, Buf, LowerParams, Lowered};
-use super::residency::{self, Demand, Path};
+use super::residency::{self, Demand, Path, Route};
 use super::CudaError;
 use crate::types::{DataType, ReduceOp};
 use cudarc::driver::{sys, CudaContext, DeviceRepr};
@@ -368,41 +368,33 @@ impl CudaGroup {
             return Ok(());
         }
         let module = self.module(rank, req.dtype)?;
+        let capturing = || {
+            self.ranks[rank].ctx.bind_to_thread().map_err(drv)?;
+            super::ce_pair::capturing(stream)
+        };
         if super::direct::applies(req.schedule) {
-            // On a shared GPU the hybrid's copy engines would only copy within it, beside
-            // more busy streams: the direct path runs the whole call.
-            let ce = if self.shared {
-                0
-            } else {
-                super::hybrid::share(req.schedule, req.count, req.dtype.size() as u64)
-            };
-            self.check_resident(match req.schedule.protocol {
+            let ce = super::hybrid::share(req.schedule, req.count, req.dtype.size() as u64);
+            let asked = match req.schedule.protocol {
+                _ if ce > 0 => Path::Hybrid,
                 planner::schedule::Protocol::LL => Path::DirectLl,
                 _ => Path::DirectSimple,
-            })?;
-            if ce > 0 {
-                self.ranks[rank].ctx.bind_to_thread().map_err(drv)?;
-                if !super::ce_pair::capturing(stream)? {
-                    return super::hybrid::enqueue(
-                        self,
-                        rank,
-                        req,
-                        key.in_place,
-                        &module,
-                        stream,
-                        ce,
-                    );
+            };
+            return match residency::route(asked, self.shared, capturing)? {
+                Route::Run(Path::Hybrid) => {
+                    super::hybrid::enqueue(self, rank, req, key.in_place, &module, stream, ce)
                 }
-            }
-            return super::direct::enqueue(self, rank, req, key.in_place, false, &module, stream);
+                Route::Run(path) => {
+                    self.check_resident(path)?;
+                    super::direct::enqueue(self, rank, req, key.in_place, false, &module, stream)
+                }
+                other => Err(CudaError::Input(format!("direct path routed to {other:?}"))),
+            };
         }
         if super::ce_pair::applies(req.schedule) {
-            self.ranks[rank].ctx.bind_to_thread().map_err(drv)?;
-            if !self.shared && !super::ce_pair::capturing(stream)? {
+            if residency::route(Path::CePair, self.shared, capturing)? == Route::Run(Path::CePair) {
                 return super::ce_pair::enqueue(self, rank, req, &module, false, stream);
             }
-            // A graph would replay this call's counter values, and on a shared GPU the copy
-            // engines would only copy within it: run the one-shot schedule.
+            // The one-shot schedule of the same all-reduce (`residency::route` says when).
             let one_shot = planner::schedule::build::one_shot(
                 &req.schedule.collective,
                 2,
@@ -418,16 +410,16 @@ impl CudaGroup {
         }
         let plan = self.plan(rank, req, key)?;
         if plan.lowered.uses_copy_engine {
-            if self.shared {
-                // Its wait kernels spin on a second stream per rank: twice the busy streams
-                // that must not share a hardware queue (`residency::check_queues`).
-                return Err(CudaError::Input(
+            return match residency::route(Path::CopyEngine, self.shared, capturing)? {
+                Route::Run(_) => {
+                    super::ce::enqueue(self, rank, req, &plan.lowered, &module, stream)
+                }
+                _ => Err(CudaError::Input(
                     "the generic copy-engine lowering (--algo ce with TOPOPLAN_CE_PAIR=0) does \
                      not run with ranks sharing a GPU: choose another algorithm"
                         .into(),
-                ));
-            }
-            return super::ce::enqueue(self, rank, req, &plan.lowered, &module, stream);
+                )),
+            };
         }
         let op_index = super::device::op_index(req.op);
         let mut ctx = self.tp_ctx(rank, req);

@@ -171,6 +171,43 @@ pub fn check(device: usize, ranks: u32, device_sms: u32, path: Path) -> Result<(
     .map(|_| ())
 }
 
+/// How a call whose schedule asks for a path runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// On this path.
+    Run(Path),
+    /// As the one-shot Simple schedule of its collective, on the direct path.
+    OneShot,
+    /// Not at all: the path does not run with ranks sharing a GPU.
+    Refused(Path),
+}
+
+/// The route of a call that asks for `path`, on a group whose ranks share a GPU (`shared`) or
+/// not. `capturing` says whether the caller's stream is being captured into a CUDA graph; it
+/// is asked only where the answer matters. On a shared GPU the copy engines would only copy
+/// within it, beside more busy streams: the hybrid runs its whole call on the direct path and
+/// the copy-engine pair runs the one-shot schedule, as both do under graph capture (whose
+/// replay would repeat the pair's host-side counter values). The generic copy-engine lowering
+/// is refused there: its wait kernels spin on a second stream per rank.
+pub fn route<E>(
+    path: Path,
+    shared: bool,
+    capturing: impl FnOnce() -> Result<bool, E>,
+) -> Result<Route, E> {
+    Ok(match path {
+        Path::Hybrid | Path::CePair => {
+            let elsewhere = shared || capturing()?;
+            match (path, elsewhere) {
+                (Path::Hybrid, true) => Route::Run(Path::DirectSimple),
+                (Path::CePair, true) => Route::OneShot,
+                (p, _) => Route::Run(p),
+            }
+        }
+        Path::CopyEngine if shared => Route::Refused(Path::CopyEngine),
+        p => Route::Run(p),
+    })
+}
+
 /// The `min_sm` a path's own grid rule is given for a rank whose SM share is `share`, so that
 /// the grid it derives stays within `share` CTAs: the share itself, except for paths that place
 /// `ctas_per_sm` CTAs per SM when alone (pull mode), which get `share / ctas_per_sm`.

@@ -173,3 +173,48 @@ fn sharing_a_gpu_needs_every_hardware_queue() {
         assert!(msg.contains(part), "{msg}");
     }
 }
+
+#[test]
+fn shared_gpus_route_the_copy_engine_paths_elsewhere() {
+    let never = || -> Result<bool, ()> { panic!("capture state asked where it does not matter") };
+    let yes = || Ok::<_, ()>(true);
+    let no = || Ok::<_, ()>(false);
+    // Ranks sharing a GPU: no copy engines, whatever the capture state (not even asked).
+    assert_eq!(
+        route(Path::Hybrid, true, never),
+        Ok(Route::Run(Path::DirectSimple))
+    );
+    assert_eq!(route(Path::CePair, true, never), Ok(Route::OneShot));
+    assert_eq!(
+        route(Path::CopyEngine, true, never),
+        Ok(Route::Refused(Path::CopyEngine))
+    );
+    // One rank per GPU: the copy engines run, except under graph capture.
+    assert_eq!(route(Path::Hybrid, false, no), Ok(Route::Run(Path::Hybrid)));
+    assert_eq!(
+        route(Path::Hybrid, false, yes),
+        Ok(Route::Run(Path::DirectSimple))
+    );
+    assert_eq!(route(Path::CePair, false, no), Ok(Route::Run(Path::CePair)));
+    assert_eq!(route(Path::CePair, false, yes), Ok(Route::OneShot));
+    assert_eq!(
+        route(Path::CopyEngine, false, never),
+        Ok(Route::Run(Path::CopyEngine))
+    );
+    // The SM paths run as asked everywhere.
+    for path in [
+        Path::Exec,
+        Path::DirectSimple,
+        Path::DirectLl,
+        Path::DirectPull,
+    ] {
+        for shared in [false, true] {
+            assert_eq!(route(path, shared, never), Ok(Route::Run(path)));
+        }
+    }
+    // A failed capture query is the caller's error.
+    assert_eq!(
+        route(Path::CePair, false, || Err::<bool, _>("query")),
+        Err("query")
+    );
+}
