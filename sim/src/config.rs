@@ -78,9 +78,17 @@ pub struct ProtoParams {
 }
 
 impl ProtoParams {
-    /// `min_steps` applies to ring schedules only (NCCL's chunk steps are a ring Simple rule).
+    /// `min_steps` applies to ring all-reduce, all-gather and reduce-scatter only (NCCL's chunk
+    /// steps are a ring Simple rule of those; broadcast and reduce chunks are one step).
     pub fn min_steps_for(&self, s: &Schedule) -> u32 {
-        if s.algorithm == Algorithm::Ring {
+        if s.algorithm == Algorithm::Ring
+            && matches!(
+                s.collective.kind,
+                CollectiveKind::AllReduce
+                    | CollectiveKind::AllGather
+                    | CollectiveKind::ReduceScatter
+            )
+        {
             self.min_steps.max(1)
         } else {
             1

@@ -11,7 +11,7 @@ pub mod tables;
 
 use crate::{simulate, SimConfig, SimError, SimResult};
 use planner::plan::Planner;
-use planner::schedule::{Algorithm, Collective, CollectiveKind, Protocol, Schedule};
+use planner::schedule::{Algorithm, Collective, CollectiveKind, OpKind, Protocol, Schedule};
 use planner::topology::{NodeKind, Topology};
 use planner::tuner::{Filter, Hw};
 use serde::Serialize;
@@ -554,6 +554,18 @@ impl Model {
             .schedule(coll, &algo, c.protocol, Some(c.channels))
             .map_err(|e| e.to_string())?;
         chunk(&mut s, elem_bytes);
+        if coll.kind == CollectiveKind::Broadcast {
+            // NCCL's broadcast root copies its input to its output in the same pass that sends
+            // it (one fused copy-send); the IR's root copies, then sends, which would serialise
+            // a local pass per chunk. Timing only: the copy's traffic is the send's read.
+            for r in &mut s.ranks {
+                for ch in &mut r.channels {
+                    if ch.ops.iter().any(|o| o.kind == OpKind::Send) {
+                        ch.ops.retain(|o| o.kind != OpKind::Copy);
+                    }
+                }
+            }
+        }
         Ok(s)
     }
 
