@@ -176,7 +176,8 @@ fn worst_error(algo: Algorithm, proto: Protocol, pts: &[(u64, f64)]) -> f64 {
 
 /// The direct patterns are priced from topoplan's own executor: its one-shot all-reduce measured
 /// on 2×H200 with relaxed credits (`docs/measurements/2026-11-30-h200x2-push-relaxed-credits/perf.log`),
-/// where the fit (calib.rs, DIRECT_*) was made: Simple within 3 %, LL within 8 % at every size.
+/// where the fit (the profile's `tuner.direct_*`) was made: Simple within 3 %, LL within 8 % at
+/// every size.
 #[test]
 fn one_shot_model_tracks_topoplans_executor_on_h200x2() {
     let rows = bench_rows(
@@ -201,7 +202,7 @@ fn one_shot_model_tracks_topoplans_executor_on_h200x2() {
 
 /// From 512 KiB to 16 MiB a one-shot all-reduce runs in pull mode
 /// (`docs/measurements/2026-11-30-h200x2-pull-and-hybrid/perf.log`, the defaults): the model's Simple one-shot
-/// estimate there is the pull fit (calib.rs, DIRECT_PULL_*), within 3 % at every size.
+/// estimate there is the pull fit (the profile's `tuner.pull_*`), within 3 % at every size.
 #[test]
 fn pull_model_tracks_topoplans_executor_on_h200x2() {
     let pts: Vec<(u64, f64)> = bench_rows(
@@ -322,4 +323,39 @@ fn models_track_8mib_tail_run() {
     assert!(errs[1] < 0.05, "{errs:?}");
     assert!(errs[2] < 0.02, "{errs:?}");
     assert!(errs[3] < 0.005, "{errs:?}");
+}
+
+/// The tuner prices with the machine profile it is given: the bundled one on this machine, and
+/// a `--profile` whose launch cost is 1 µs higher moves every estimate by exactly 1 µs.
+#[test]
+fn tuner_reads_the_machine_profile() {
+    let p = h200x2_planner();
+    assert!(matches!(
+        p.profile().source,
+        planner::tuner::ProfileSource::Bundled { .. }
+    ));
+    let t = load_file(
+        std::path::Path::new("../tests/data/measurements/h200x2/topo.xml"),
+        &LoadOptions::default(),
+    )
+    .unwrap()
+    .topology;
+    let mut prof = planner::tuner::Profile::bundled().clone();
+    prof.tuner.launch_us += 1.0;
+    let q = Planner::with_profile(&t, Some((prof, "slow.json".into()))).unwrap();
+    assert!(q.profile().note().contains("slow.json"));
+    let coll = Collective::new(CollectiveKind::AllReduce);
+    for bytes in [8u64, 1 << 20, 1 << 30] {
+        let (a, b) = (p.choose(&coll, bytes), q.choose(&coll, bytes));
+        assert_eq!(
+            (a.algorithm.clone(), a.protocol),
+            (b.algorithm.clone(), b.protocol)
+        );
+        assert!(
+            (b.est_us - a.est_us - 1.0).abs() < 1e-9,
+            "{bytes}: {} {}",
+            a.est_us,
+            b.est_us
+        );
+    }
 }

@@ -273,7 +273,7 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
         }
     }
     // Direct patterns on an all-NVLink host: what topoplan's direct-push executor measured
-    // (calib.rs, DIRECT_*), and its copy-engine pair all-reduce (CE_*).
+    // (the profile's `direct_*` terms), and its copy-engine pair all-reduce (`ce_*`).
     if let Some(gbw) = m.all_peers_nvlink_gbps {
         let peer = gbw * c.direct_peer_eff; // what the senders' stores achieve, all peers at once
         let extra = c.direct_peer_us * (n as f64 - 2.0).max(0.0);
