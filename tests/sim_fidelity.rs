@@ -73,7 +73,10 @@ fn of(r: &[sim::fidelity::Row], p: planner::schedule::Protocol) -> Vec<sim::fide
 #[test]
 fn own_direct_within_fitted_error() {
     use planner::schedule::Protocol;
-    let r = own_rows(sim::fidelity::OWN_DIRECT_H200X2, sim::ExecParams::default());
+    let r = own_rows(
+        &sim::fidelity::OWN_DIRECT_H200X2[..],
+        sim::ExecParams::default(),
+    );
     let (ll, simple) = (of(&r, Protocol::LL), of(&r, Protocol::Simple));
     assert_eq!((ll.len(), simple.len()), (17, 11));
     assert_within(&ll, 0, 0.07);
@@ -86,7 +89,7 @@ fn own_direct_within_fitted_error() {
 fn own_direct_needs_the_refit() {
     use planner::schedule::Protocol;
     let r = own_rows(
-        sim::fidelity::OWN_DIRECT_H200X2,
+        &sim::fidelity::OWN_DIRECT_H200X2[..],
         sim::ExecParams::direct_fenced_h200x2(),
     );
     let worst = |p| of(&r, p).iter().map(|x| x.error.abs()).fold(0.0, f64::max);
@@ -106,7 +109,7 @@ fn own_direct_needs_the_refit() {
 fn own_direct_fenced_history_within_fitted_error() {
     use planner::schedule::Protocol;
     let r = own_rows(
-        sim::fidelity::OWN_DIRECT_FENCED_H200X2,
+        &sim::fidelity::OWN_DIRECT_FENCED_H200X2[..],
         sim::ExecParams::direct_fenced_h200x2(),
     );
     let (ll, simple) = (of(&r, Protocol::LL), of(&r, Protocol::Simple));
@@ -120,13 +123,13 @@ fn own_direct_fenced_history_within_fitted_error() {
 #[test]
 fn own_pull_one_shot_history_within_seven_percent() {
     let r = own_rows(
-        sim::fidelity::OWN_ONE_SHOT_H200X2,
+        &sim::fidelity::OWN_ONE_SHOT_H200X2[..],
         sim::ExecParams::pull_h200x2(),
     );
     assert_eq!(r.len(), 10);
     assert_within(&r, 0, 0.07);
     let r = own_rows(
-        sim::fidelity::OWN_ONE_SHOT_H200X2_RUN3,
+        &sim::fidelity::OWN_ONE_SHOT_H200X2_RUN3[..],
         sim::ExecParams::pull_h200x2(),
     );
     assert_within(&r, 0, 0.07);
@@ -142,7 +145,7 @@ fn own_one_shot_needs_the_executor_model() {
     };
     let r = sim::fidelity::compare_own_one_shot(
         &h200x2_measured_topo(),
-        sim::fidelity::OWN_DIRECT_H200X2,
+        &sim::fidelity::OWN_DIRECT_H200X2[..],
         &cfg,
     )
     .unwrap();
@@ -165,7 +168,7 @@ fn ce_rows(points: &[(u64, f64)], chunk: u64, exec: sim::ExecParams) -> Vec<sim:
 #[test]
 fn own_ce_pair_within_fitted_error() {
     let r = ce_rows(
-        sim::fidelity::OWN_CE_PAIR_H200X2,
+        &sim::fidelity::OWN_CE_PAIR_H200X2[..],
         sim::fidelity::CE_CHUNK_BYTES,
         sim::ExecParams::default(),
     );
@@ -179,7 +182,7 @@ fn own_ce_pair_within_fitted_error() {
 #[test]
 fn own_ce_pair_needs_the_refit() {
     let r = ce_rows(
-        sim::fidelity::OWN_CE_PAIR_H200X2,
+        &sim::fidelity::OWN_CE_PAIR_H200X2[..],
         sim::fidelity::CE_CHUNK_BYTES,
         sim::ExecParams::direct_fenced_h200x2(),
     );
@@ -197,7 +200,7 @@ fn own_ce_pair_needs_the_full_link() {
     };
     let r = sim::fidelity::compare_own_ce(
         &h200x2_measured_topo(),
-        sim::fidelity::OWN_CE_PAIR_H200X2,
+        &sim::fidelity::OWN_CE_PAIR_H200X2[..],
         sim::fidelity::CE_CHUNK_BYTES,
         &cfg,
     )
@@ -230,7 +233,7 @@ fn own_ce_pair_needs_the_interleaved_pipeline() {
         }
     }
     s.validate().unwrap();
-    let measured = sim::fidelity::OWN_CE_PAIR_H200X2
+    let measured = &sim::fidelity::OWN_CE_PAIR_H200X2[..]
         .iter()
         .find(|x| x.0 == bytes)
         .unwrap()
@@ -255,7 +258,7 @@ fn own_ce_pair_needs_the_interleaved_pipeline() {
 #[test]
 fn own_generic_copy_engine_history_within_24_percent_of_run3() {
     let r = ce_rows(
-        sim::fidelity::OWN_CE_H200X2_RUN3,
+        &sim::fidelity::OWN_CE_H200X2_RUN3[..],
         sim::fidelity::GENERIC_CE_CHUNK_BYTES,
         sim::ExecParams::direct_fenced_h200x2(),
     );

@@ -138,19 +138,19 @@ fn main() {
     let (sets, mut x): (Sets, ExecParams) = if previous {
         (
             vec![
-                ("pull final run", OWN_ONE_SHOT_H200X2),
-                ("pull run 3", OWN_ONE_SHOT_H200X2_RUN3),
+                ("pull final run", &OWN_ONE_SHOT_H200X2[..]),
+                ("pull run 3", &OWN_ONE_SHOT_H200X2_RUN3[..]),
             ],
             ExecParams::pull_h200x2(),
         )
     } else if fenced {
         (
-            vec![("direct, fenced credits", OWN_DIRECT_FENCED_H200X2)],
+            vec![("direct, fenced credits", &OWN_DIRECT_FENCED_H200X2[..])],
             ExecParams::direct_fenced_h200x2(),
         )
     } else {
         (
-            vec![("direct, relaxed credits", OWN_DIRECT_H200X2)],
+            vec![("direct, relaxed credits", &OWN_DIRECT_H200X2[..])],
             ExecParams::default(),
         )
     };
@@ -229,11 +229,11 @@ fn main() {
     let (ce_label, ce_pts, ce_chunk) = if previous || fenced {
         (
             "previous copy-engine lowering, run 3",
-            OWN_CE_H200X2_RUN3,
+            &OWN_CE_H200X2_RUN3[..],
             GENERIC_CE_CHUNK_BYTES,
         )
     } else {
-        ("copy-engine pair", OWN_CE_PAIR_H200X2, CE_CHUNK_BYTES)
+        ("copy-engine pair", &OWN_CE_PAIR_H200X2[..], CE_CHUNK_BYTES)
     };
     let on_ce = |x: &ExecParams| worst_of(&ce_rows(&topo, ce_pts, ce_chunk, x));
     let ce_worst = if previous || fenced {
@@ -282,7 +282,7 @@ fn main() {
     );
     // Pull mode (the current executor only; the others have it off).
     let pull = (!previous && !fenced).then(|| {
-        let on_pull = |x: &ExecParams| worst_of(&as_run_rows(&topo, OWN_PULL_H200X2, x));
+        let on_pull = |x: &ExecParams| worst_of(&as_run_rows(&topo, &OWN_PULL_H200X2[..], x));
         let worst = search(
             &mut x,
             ("pull_launch_us", "pull_gbps"),
@@ -303,14 +303,14 @@ fn main() {
             x.pull_max_bytes,
             worst * 100.0
         );
-        as_run_rows(&topo, OWN_PULL_H200X2, &x)
+        as_run_rows(&topo, &OWN_PULL_H200X2[..], &x)
     });
     // The hybrid (the current executor only; the others have it off). Two points, two terms:
     // a coarse grid, then a fine one around its best (near-exact). The terms trade off (1 GB/s
     // of rate moves the best floor by about 5 µs at these sizes, so half the coarse rate step
     // by about 2.5), so the fine grid spans 3 µs of floor either side (not below 0).
     let hybrid = (!previous && !fenced).then(|| {
-        let on_hybrid = |x: &ExecParams| worst_of(&as_run_rows(&topo, OWN_HYBRID_H200X2, x));
+        let on_hybrid = |x: &ExecParams| worst_of(&as_run_rows(&topo, &OWN_HYBRID_H200X2[..], x));
         let set = |x: &mut ExecParams, a: f64, b: f64| {
             x.hybrid_launch_us = a;
             x.hybrid_gbps = b;
@@ -332,7 +332,7 @@ fn main() {
             set,
             &on_hybrid,
         );
-        let out = as_run_rows(&topo, OWN_HYBRID_H200X2_ADOPTION, &x);
+        let out = as_run_rows(&topo, &OWN_HYBRID_H200X2_ADOPTION[..], &x);
         println!(
             "hybrid_launch_us {:.2}, hybrid_gbps {:.2} (from {} B per rank): worst |error| on the \
              hybrid points {:.3}%; on the adoption run (not fitted on) {:.3}%",
@@ -342,7 +342,7 @@ fn main() {
             worst * 100.0,
             worst_of(&out) * 100.0
         );
-        (as_run_rows(&topo, OWN_HYBRID_H200X2, &x), out)
+        (as_run_rows(&topo, &OWN_HYBRID_H200X2[..], &x), out)
     });
     for (label, pts) in &sets {
         summary(label, &rows(&topo, pts, &x));

@@ -121,22 +121,22 @@ fn main() {
     for (name, points, cfg) in [
         (
             "direct-push executor, relaxed credits (OWN_DIRECT_H200X2, docs/measurements/2026-11-30-h200x2-push-relaxed-credits/perf.log), ExecParams::default",
-            OWN_DIRECT_H200X2,
+            &OWN_DIRECT_H200X2[..],
             &cfg,
         ),
         (
             "direct-push executor, fenced credits (OWN_DIRECT_FENCED_H200X2, docs/measurements/direct-run4.log at commit d7d5d68 for LL, direct-run5.log for Simple), ExecParams::direct_fenced_h200x2",
-            OWN_DIRECT_FENCED_H200X2,
+            &OWN_DIRECT_FENCED_H200X2[..],
             &fenced,
         ),
         (
             "previous pull-based executor, final run, ExecParams::pull_h200x2",
-            OWN_ONE_SHOT_H200X2,
+            &OWN_ONE_SHOT_H200X2[..],
             &pull,
         ),
         (
             "previous pull-based executor, run 3 (docs/measurements/run3-perf.log at commit d7d5d68), ExecParams::pull_h200x2",
-            OWN_ONE_SHOT_H200X2_RUN3,
+            &OWN_ONE_SHOT_H200X2_RUN3[..],
             &pull,
         ),
     ] {
@@ -151,7 +151,7 @@ fn main() {
         println!("{}", errors(&rows));
         println!("{}", markdown(&rows));
     }
-    let rows = compare_own_as_run(&own, OWN_PULL_H200X2, &cfg).expect("simulates");
+    let rows = compare_own_as_run(&own, &OWN_PULL_H200X2[..], &cfg).expect("simulates");
     println!(
         "### topoplan one-shot all-reduce, CUDA runtime, pull mode (OWN_PULL_H200X2, docs/measurements/2026-11-30-h200x2-pull-and-hybrid/perf.log), ExecParams::default; worst |error| {:.1}%\n",
         worst(&rows) * 100.0
@@ -159,7 +159,7 @@ fn main() {
     println!("{}", errors(&rows));
     // The same sizes on the push path (pull mode off), for comparison.
     let push = with(ExecParams::default().without_pull());
-    let push_rows = compare_own_as_run(&own, OWN_PULL_H200X2, &push).expect("simulates");
+    let push_rows = compare_own_as_run(&own, &OWN_PULL_H200X2[..], &push).expect("simulates");
     println!(
         "| size (B) | measured µs | predicted µs | error | predicted µs, pull mode off |\n|---:|---:|---:|---:|---:|"
     );
@@ -176,10 +176,10 @@ fn main() {
     println!();
     // The hybrid (2 ranks, from 512 MiB per rank): fitted points, the adoption run's (not fitted on),
     // and the same sizes with the hybrid off (the SM push path alone).
-    let rows = compare_own_as_run(&own, OWN_HYBRID_H200X2, &cfg).expect("simulates");
-    let out = compare_own_as_run(&own, OWN_HYBRID_H200X2_ADOPTION, &cfg).expect("simulates");
+    let rows = compare_own_as_run(&own, &OWN_HYBRID_H200X2[..], &cfg).expect("simulates");
+    let out = compare_own_as_run(&own, &OWN_HYBRID_H200X2_ADOPTION[..], &cfg).expect("simulates");
     let sm = with(ExecParams::default().without_hybrid());
-    let sm_rows = compare_own_as_run(&own, OWN_HYBRID_H200X2, &sm).expect("simulates");
+    let sm_rows = compare_own_as_run(&own, &OWN_HYBRID_H200X2[..], &sm).expect("simulates");
     println!(
         "### topoplan one-shot all-reduce, CUDA runtime, hybrid (OWN_HYBRID_H200X2, docs/measurements/2026-11-30-h200x2-pull-and-hybrid/perf.log; OWN_HYBRID_H200X2_ADOPTION, docs/measurements/2026-11-30-h200x2-hybrid-adoption/hybrid-vs-nccl.log, not fitted on), ExecParams::default; worst |error| {:.2}%, adoption run {:.2}%\n",
         worst(&rows) * 100.0,
@@ -204,7 +204,7 @@ fn main() {
     }
     println!();
     // A whole `auto` run no fit saw (the segment-fence run): every regime at once.
-    let rows = compare_own_as_run_protocols(&own, OWN_AS_RUN_H200X2_SEGMENT_FENCE, &cfg)
+    let rows = compare_own_as_run_protocols(&own, &OWN_AS_RUN_H200X2_SEGMENT_FENCE[..], &cfg)
         .expect("simulates");
     println!(
         "### topoplan one-shot all-reduce as `auto` runs it, CUDA runtime (OWN_AS_RUN_H200X2_SEGMENT_FENCE, docs/measurements/2026-11-30-h200x2-allreduce-segment-fence/perf.log, not fitted on), ExecParams::default; worst |error| {:.1}%\n",
@@ -215,19 +215,19 @@ fn main() {
     for (name, points, chunk, cfg) in [
         (
             "copy-engine pair (ce_pair, OWN_CE_PAIR_H200X2, docs/measurements/2026-11-30-h200x2-ce-pair/fit.log), ExecParams::default, 32 MiB chunks",
-            OWN_CE_PAIR_H200X2,
+            &OWN_CE_PAIR_H200X2[..],
             CE_CHUNK_BYTES,
             &cfg,
         ),
         (
             "previous generic copy-engine lowering, run 3 (docs/measurements/run3-perf.log at commit d7d5d68), ExecParams::direct_fenced_h200x2, 16 MiB chunks",
-            OWN_CE_H200X2_RUN3,
+            &OWN_CE_H200X2_RUN3[..],
             GENERIC_CE_CHUNK_BYTES,
             &fenced,
         ),
         (
             "previous generic copy-engine lowering, run 2 (docs/measurements/run2-perf.log at commit d7d5d68), ExecParams::direct_fenced_h200x2, 16 MiB chunks",
-            OWN_CE_H200X2_RUN2,
+            &OWN_CE_H200X2_RUN2[..],
             GENERIC_CE_CHUNK_BYTES,
             &fenced,
         ),
@@ -244,7 +244,7 @@ fn main() {
     let by_chunk: Vec<(u64, Vec<Row>)> = [16u64 << 20, CE_CHUNK_BYTES, 64 << 20]
         .into_iter()
         .map(|c| {
-            let rows = compare_own_ce(&own, OWN_CE_PAIR_H200X2, c, &cfg).expect("simulates");
+            let rows = compare_own_ce(&own, &OWN_CE_PAIR_H200X2[..], c, &cfg).expect("simulates");
             (c, rows)
         })
         .collect();

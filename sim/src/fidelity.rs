@@ -5,6 +5,40 @@ use crate::{simulate, SimConfig, SimError};
 use planner::schedule::{build, Collective};
 use planner::schedule::{CollectiveKind, Protocol};
 use planner::topology::Topology;
+use std::sync::LazyLock;
+
+/// topoplan's runtime measured on 2×H200, as data (`tests/data/measurements/h200x2/
+/// topoplan-runtime.json`): each table below names its source; the file holds the rows.
+const RUNTIME_MEASUREMENTS: &str =
+    include_str!("../../tests/data/measurements/h200x2/topoplan-runtime.json");
+
+fn table(name: &str) -> Vec<serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_str(RUNTIME_MEASUREMENTS).unwrap_or_default();
+    v["tables"][name].as_array().cloned().unwrap_or_default()
+}
+
+/// (size, protocol, µs) rows of a table (a row that does not parse is left out; the tables'
+/// tests assert their row counts).
+fn proto_rows(name: &str) -> Vec<(u64, Protocol, f64)> {
+    table(name)
+        .iter()
+        .filter_map(|r| {
+            Some((
+                r[0].as_u64()?,
+                Protocol::parse(r[1].as_str()?)?,
+                r[2].as_f64()?,
+            ))
+        })
+        .collect()
+}
+
+/// (size, µs) rows of a table.
+fn rows_us(name: &str) -> Vec<(u64, f64)> {
+    table(name)
+        .iter()
+        .filter_map(|r| Some((r[0].as_u64()?, r[1].as_f64()?)))
+        .collect()
+}
 
 /// One nccl-tests row: size in bytes and out-of-place time in µs.
 pub fn parse_nccl_tests(text: &str) -> Vec<(u64, f64)> {
@@ -114,36 +148,8 @@ pub fn errors_by_protocol(rows: &[Row]) -> Vec<(Protocol, usize, f64, f64)> {
 /// bench -b 8 -e 1G -f 2 -g 2 -w 5 -n 20 --runs 3 -c 0 --vs-nccl`; the protocol is the `algo`
 /// column's (`one-shot-ll`: LL, 8 B–512 KiB; `one-shot`: Simple, 1 MiB–1 GiB). No Simple point
 /// below 1 MiB: the runtime picks LL there.
-pub const OWN_DIRECT_H200X2: &[(u64, Protocol, f64)] = &[
-    (8, Protocol::LL, 4.50),
-    (16, Protocol::LL, 4.97),
-    (32, Protocol::LL, 4.61),
-    (64, Protocol::LL, 4.63),
-    (128, Protocol::LL, 4.81),
-    (256, Protocol::LL, 4.82),
-    (512, Protocol::LL, 4.60),
-    (1 << 10, Protocol::LL, 4.46),
-    (2 << 10, Protocol::LL, 5.19),
-    (4 << 10, Protocol::LL, 4.77),
-    (8 << 10, Protocol::LL, 4.99),
-    (16 << 10, Protocol::LL, 4.96),
-    (32 << 10, Protocol::LL, 5.10),
-    (64 << 10, Protocol::LL, 5.35),
-    (128 << 10, Protocol::LL, 5.42),
-    (256 << 10, Protocol::LL, 6.20),
-    (512 << 10, Protocol::LL, 8.75),
-    (1 << 20, Protocol::Simple, 12.44),
-    (2 << 20, Protocol::Simple, 15.11),
-    (4 << 20, Protocol::Simple, 22.22),
-    (8 << 20, Protocol::Simple, 35.42),
-    (16 << 20, Protocol::Simple, 60.68),
-    (32 << 20, Protocol::Simple, 106.93),
-    (64 << 20, Protocol::Simple, 201.72),
-    (128 << 20, Protocol::Simple, 393.16),
-    (256 << 20, Protocol::Simple, 761.64),
-    (512 << 20, Protocol::Simple, 1495.90),
-    (1 << 30, Protocol::Simple, 2966.33),
-];
+pub static OWN_DIRECT_H200X2: LazyLock<Vec<(u64, Protocol, f64)>> =
+    LazyLock::new(|| proto_rows("OWN_DIRECT_H200X2"));
 
 /// The direct-push executor with **fenced credits** (credit words, and Simple's ready words,
 /// written as release stores with a system fence), before they were made relaxed ([`OWN_DIRECT_H200X2`]). One-shot all-reduce (float, sum, out of place) on the lent 2×H200,
@@ -160,77 +166,24 @@ pub const OWN_DIRECT_H200X2: &[(u64, Protocol, f64)] = &[
 /// The launch floor of that kernel (an empty kernel launched the same way, `docs/measurements/direct-run3.log` at commit d7d5d68)
 /// is 3.3–4.3 µs per call; it is a diagnostic, not a collective, and is not in this set.
 /// Checked against `ExecParams::direct_fenced_h200x2`, not the defaults.
-pub const OWN_DIRECT_FENCED_H200X2: &[(u64, Protocol, f64)] = &[
-    (8, Protocol::LL, 5.83),
-    (16, Protocol::LL, 5.91),
-    (32, Protocol::LL, 5.77),
-    (64, Protocol::LL, 6.14),
-    (128, Protocol::LL, 5.77),
-    (256, Protocol::LL, 5.85),
-    (512, Protocol::LL, 5.94),
-    (1 << 10, Protocol::LL, 5.76),
-    (2 << 10, Protocol::LL, 6.04),
-    (4 << 10, Protocol::LL, 6.08),
-    (8 << 10, Protocol::LL, 6.46),
-    (16 << 10, Protocol::LL, 6.50),
-    (32 << 10, Protocol::LL, 6.41),
-    (64 << 10, Protocol::LL, 6.39),
-    (128 << 10, Protocol::LL, 6.60),
-    (256 << 10, Protocol::LL, 7.26),
-    (512 << 10, Protocol::LL, 9.92),
-    (256 << 10, Protocol::Simple, 12.06),
-    (512 << 10, Protocol::Simple, 12.14),
-    (1 << 20, Protocol::Simple, 13.98),
-    (2 << 20, Protocol::Simple, 17.34),
-    (4 << 20, Protocol::Simple, 24.17),
-    (8 << 20, Protocol::Simple, 37.86),
-    (16 << 20, Protocol::Simple, 64.65),
-    (32 << 20, Protocol::Simple, 109.80),
-    (64 << 20, Protocol::Simple, 204.72),
-    (128 << 20, Protocol::Simple, 395.50),
-    (256 << 20, Protocol::Simple, 764.60),
-    (512 << 20, Protocol::Simple, 1502.19),
-    (1 << 30, Protocol::Simple, 2986.86),
-];
+pub static OWN_DIRECT_FENCED_H200X2: LazyLock<Vec<(u64, Protocol, f64)>> =
+    LazyLock::new(|| proto_rows("OWN_DIRECT_FENCED_H200X2"));
 
 /// The previous (pull-based) executor, before the direct-push kernel: the receiver's CTAs loaded
 /// the peer's buffer over NVLink behind a barrier. One-shot all-reduce (float, sum, out of place)
 /// on the lent 2×H200: (nccl-tests size, protocol the runtime used, measured median µs). From
 /// the final run of that executor (`docs/benchmarks-gpu.md` then, `topoplan bench -b 8 -e 1G -f 8
 /// -g 2 -w 5 -n 20 --runs 3 -c 0`). Checked against `ExecParams::pull_h200x2`, not the defaults.
-pub const OWN_ONE_SHOT_H200X2: &[(u64, Protocol, f64)] = &[
-    (8, Protocol::LL, 6.82),
-    (64, Protocol::LL, 6.67),
-    (512, Protocol::LL, 6.93),
-    (4 << 10, Protocol::LL, 6.68),
-    (32 << 10, Protocol::LL, 6.59),
-    (256 << 10, Protocol::LL, 8.86),
-    (2 << 20, Protocol::Simple, 19.96),
-    (16 << 20, Protocol::Simple, 63.54),
-    (128 << 20, Protocol::Simple, 413.19),
-    (1 << 30, Protocol::Simple, 3191.88),
-];
+pub static OWN_ONE_SHOT_H200X2: LazyLock<Vec<(u64, Protocol, f64)>> =
+    LazyLock::new(|| proto_rows("OWN_ONE_SHOT_H200X2"));
 
 /// The previous (pull-based) executor, like [`OWN_ONE_SHOT_H200X2`]: sizes its final run skipped,
 /// from the earlier sweeps of `docs/measurements/run3-perf.log` at commit d7d5d68
 /// (same machine, `-f 2`): LL up to its 512 KiB limit, Simple 128 KiB–2 MiB (at most 32 CTAs up
 /// to 1 MiB, 64 at 2 MiB: the grid the runtime uses now) and 4–32 MiB from the 64-CTA sweep
 /// (the default since; the 132-CTA rows of that log are left out).
-pub const OWN_ONE_SHOT_H200X2_RUN3: &[(u64, Protocol, f64)] = &[
-    (64 << 10, Protocol::LL, 6.65),
-    (128 << 10, Protocol::LL, 7.10),
-    (256 << 10, Protocol::LL, 8.30),
-    (512 << 10, Protocol::LL, 11.45),
-    (128 << 10, Protocol::Simple, 12.53),
-    (256 << 10, Protocol::Simple, 12.93),
-    (512 << 10, Protocol::Simple, 14.50),
-    (1 << 20, Protocol::Simple, 16.01),
-    (2 << 20, Protocol::Simple, 19.77),
-    (4 << 20, Protocol::Simple, 25.68),
-    (8 << 20, Protocol::Simple, 38.10),
-    (16 << 20, Protocol::Simple, 62.95),
-    (32 << 20, Protocol::Simple, 113.74),
-];
+pub static OWN_ONE_SHOT_H200X2_RUN3: LazyLock<Vec<(u64, Protocol, f64)>> =
+    LazyLock::new(|| proto_rows("OWN_ONE_SHOT_H200X2_RUN3"));
 
 /// topoplan's CUDA runtime, one-shot all-reduce in **pull mode** (`runtime/src/cuda/direct/pull.rs`,
 /// `kernels/src/direct_pull.cu`: each rank's CTAs read the peer's input over NVLink, one CTA per
@@ -241,14 +194,8 @@ pub const OWN_ONE_SHOT_H200X2_RUN3: &[(u64, Protocol, f64)] = &[
 /// the out-of-place `time` column), every row's `algo` column `one-shot-pull`. 512-thread
 /// CTAs measured 3-6 % slower. Checked against
 /// `ExecParams::default()` with [`compare_own_as_run`].
-pub const OWN_PULL_H200X2: &[(u64, f64)] = &[
-    (512 << 10, 7.24),
-    (1 << 20, 9.25),
-    (2 << 20, 12.32),
-    (4 << 20, 18.76),
-    (8 << 20, 31.28),
-    (16 << 20, 56.62),
-];
+pub static OWN_PULL_H200X2: LazyLock<Vec<(u64, f64)>> =
+    LazyLock::new(|| rows_us("OWN_PULL_H200X2"));
 
 /// topoplan's CUDA runtime, **hybrid** all-reduce (`runtime/src/cuda/hybrid.rs`: a two-rank
 /// one-shot Simple all-reduce of at least 512 MiB per rank runs its last 50 % on the copy-engine
@@ -259,14 +206,16 @@ pub const OWN_PULL_H200X2: &[(u64, f64)] = &[
 /// out-of-place `time` column), both rows' `algo` column `one-shot+ce`. Checked against
 /// `ExecParams::default()` (whose hybrid terms are fitted on these two points) with
 /// [`compare_own_as_run`].
-pub const OWN_HYBRID_H200X2: &[(u64, f64)] = &[(512 << 20, 1445.75), (1 << 30, 2856.17)];
+pub static OWN_HYBRID_H200X2: LazyLock<Vec<(u64, f64)>> =
+    LazyLock::new(|| rows_us("OWN_HYBRID_H200X2"));
 
 /// The hybrid all-reduce as [`OWN_HYBRID_H200X2`], measured when it was adopted:
 /// `docs/measurements/2026-11-30-h200x2-hybrid-adoption/hybrid-vs-nccl.log` (`TOPOPLAN_HYBRID_CE_PCT=50
 /// TOPOPLAN_HYBRID_MIN_MB=512 topoplan bench --counts 67108864,134217728,268435456 -w 3 -n 20
 /// --runs 3 -c 0 --vs-nccl`; the `algo` column said `one-shot` then). Not fitted on: the
 /// out-of-sample check of the hybrid terms. (Its 256 MiB row ran the SM path alone.)
-pub const OWN_HYBRID_H200X2_ADOPTION: &[(u64, f64)] = &[(512 << 20, 1446.60), (1 << 30, 2854.89)];
+pub static OWN_HYBRID_H200X2_ADOPTION: LazyLock<Vec<(u64, f64)>> =
+    LazyLock::new(|| rows_us("OWN_HYBRID_H200X2_ADOPTION"));
 
 /// topoplan's CUDA runtime, one-shot all-reduce as `auto` runs it (LL 8 B–256 KiB, pull mode
 /// 512 KiB–16 MiB, the push path 32–256 MiB, the hybrid from 512 MiB), float, sum, out of place,
@@ -274,36 +223,8 @@ pub const OWN_HYBRID_H200X2_ADOPTION: &[(u64, f64)] = &[(512 << 20, 1446.60), (1
 /// -w 5 -n 20 --runs 3 -c 0 --vs-nccl`; size = bytes per rank, median of 3 runs of 20 calls, µs,
 /// the out-of-place `time` column; protocol from the `algo` column). No fit saw it: the
 /// out-of-sample check of `ExecParams::default()`, with [`compare_own_as_run_protocols`].
-pub const OWN_AS_RUN_H200X2_SEGMENT_FENCE: &[(u64, Protocol, f64)] = &[
-    (8, Protocol::LL, 4.78),
-    (16, Protocol::LL, 4.49),
-    (32, Protocol::LL, 4.73),
-    (64, Protocol::LL, 4.66),
-    (128, Protocol::LL, 4.52),
-    (256, Protocol::LL, 4.64),
-    (512, Protocol::LL, 4.56),
-    (1 << 10, Protocol::LL, 4.92),
-    (2 << 10, Protocol::LL, 4.98),
-    (4 << 10, Protocol::LL, 4.82),
-    (8 << 10, Protocol::LL, 5.02),
-    (16 << 10, Protocol::LL, 5.19),
-    (32 << 10, Protocol::LL, 5.24),
-    (64 << 10, Protocol::LL, 5.38),
-    (128 << 10, Protocol::LL, 5.67),
-    (256 << 10, Protocol::LL, 6.53),
-    (512 << 10, Protocol::Simple, 7.36),
-    (1 << 20, Protocol::Simple, 8.92),
-    (2 << 20, Protocol::Simple, 12.37),
-    (4 << 20, Protocol::Simple, 18.62),
-    (8 << 20, Protocol::Simple, 31.21),
-    (16 << 20, Protocol::Simple, 56.57),
-    (32 << 20, Protocol::Simple, 105.03),
-    (64 << 20, Protocol::Simple, 200.26),
-    (128 << 20, Protocol::Simple, 391.43),
-    (256 << 20, Protocol::Simple, 759.24),
-    (512 << 20, Protocol::Simple, 1443.89),
-    (1024 << 20, Protocol::Simple, 2853.79),
-];
+pub static OWN_AS_RUN_H200X2_SEGMENT_FENCE: LazyLock<Vec<(u64, Protocol, f64)>> =
+    LazyLock::new(|| proto_rows("OWN_AS_RUN_H200X2_SEGMENT_FENCE"));
 
 /// Simulates the planner's one-shot all-reduce at each measured point with the point's protocol
 /// and `cfg` as it is: with `ExecParams::default()` the executor runs what the runtime runs (pull
@@ -384,13 +305,8 @@ fn one_shot_rows(
 /// -w 3 -n 20 --runs 3 -c 0 --vs-nccl`; the counts are float elements, so 16 MiB–1 GiB; the
 /// later sections are knob variants). That run's configuration; the runtime's default became
 /// 1 copy stream and 64 MiB chunks after the sweeps (`docs/benchmarks-gpu.md`).
-pub const OWN_CE_PAIR_H200X2: &[(u64, f64)] = &[
-    (16 << 20, 115.18),
-    (64 << 20, 285.21),
-    (256 << 20, 870.26),
-    (512 << 20, 1645.11),
-    (1 << 30, 3194.68),
-];
+pub static OWN_CE_PAIR_H200X2: LazyLock<Vec<(u64, f64)>> =
+    LazyLock::new(|| rows_us("OWN_CE_PAIR_H200X2"));
 
 /// History: the previous, generic copy-engine lowering of `--algo ce` (before `ce_pair`; the
 /// runtime no longer runs it for two-rank all-reduce), copy-engine pipeline all-reduce (float,
@@ -398,11 +314,13 @@ pub const OWN_CE_PAIR_H200X2: &[(u64, f64)] = &[
 /// -f 4 -g 2 -w 2 -n 10 --runs 1 -c 0 --algo ce`, the run `docs/benchmarks-gpu.md` cited then).
 /// Checked against `ExecParams::direct_fenced_h200x2` (`ce_launch_us` 12.0, `ce_gbps` 199, fitted
 /// on these two points), not the defaults.
-pub const OWN_CE_H200X2_RUN3: &[(u64, f64)] = &[(256 << 20, 1521.73), (1 << 30, 7330.08)];
+pub static OWN_CE_H200X2_RUN3: LazyLock<Vec<(u64, f64)>> =
+    LazyLock::new(|| rows_us("OWN_CE_H200X2_RUN3"));
 
 /// History, like [`OWN_CE_H200X2_RUN3`]: the same command in run 2
 /// (`docs/measurements/run2-perf.log` at commit d7d5d68): the run-to-run spread of the previous lowering.
-pub const OWN_CE_H200X2_RUN2: &[(u64, f64)] = &[(256 << 20, 1309.93), (1 << 30, 5362.90)];
+pub static OWN_CE_H200X2_RUN2: LazyLock<Vec<(u64, f64)>> =
+    LazyLock::new(|| rows_us("OWN_CE_H200X2_RUN2"));
 
 /// Chunk size of the copy-engine pair all-reduce (`runtime::cuda::ce_pair`, its default
 /// `TOPOPLAN_CE_CHUNK_MB` = 32): the largest chunk it copies. The runtime's chunks halve towards
@@ -482,4 +400,28 @@ pub fn compare_as_nccl(
         });
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every measured table reads from the data file whole: its rows all parse, none is empty.
+    #[test]
+    fn runtime_measurements_parse() {
+        let v: serde_json::Value = serde_json::from_str(RUNTIME_MEASUREMENTS).unwrap();
+        let tables = v["tables"].as_object().unwrap();
+        for (name, rows) in tables {
+            let n = rows.as_array().unwrap().len();
+            let parsed = if rows[0].as_array().unwrap().len() == 3 {
+                proto_rows(name).len()
+            } else {
+                rows_us(name).len()
+            };
+            assert!(n > 0 && parsed == n, "{name}: {parsed} of {n} rows");
+        }
+        assert_eq!(tables.len(), 11);
+        assert_eq!(OWN_DIRECT_H200X2.len(), 28);
+        assert_eq!(OWN_AS_RUN_H200X2_SEGMENT_FENCE.len(), 28);
+    }
 }

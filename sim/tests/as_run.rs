@@ -17,7 +17,7 @@ use common::{assert_within, topo};
 fn own_as_run_segment_fence_out_of_sample() {
     let r = compare_own_as_run_protocols(
         &topo(),
-        OWN_AS_RUN_H200X2_SEGMENT_FENCE,
+        &OWN_AS_RUN_H200X2_SEGMENT_FENCE[..],
         &SimConfig::default(),
     )
     .unwrap();

@@ -22,7 +22,7 @@ const MIB: u64 = 1 << 20;
 /// 512 MiB and 1 GiB) within 0.1 % (docs/fidelity.md).
 #[test]
 fn own_hybrid_within_fitted_error() {
-    let r = compare_own_as_run(&topo(), OWN_HYBRID_H200X2, &SimConfig::default()).unwrap();
+    let r = compare_own_as_run(&topo(), &OWN_HYBRID_H200X2[..], &SimConfig::default()).unwrap();
     assert_eq!(r.len(), 2);
     assert_within(&r, 0.001);
 }
@@ -32,7 +32,12 @@ fn own_hybrid_within_fitted_error() {
 /// run-to-run spread elsewhere in these logs is of that order).
 #[test]
 fn own_hybrid_adoption_run_within_one_percent() {
-    let r = compare_own_as_run(&topo(), OWN_HYBRID_H200X2_ADOPTION, &SimConfig::default()).unwrap();
+    let r = compare_own_as_run(
+        &topo(),
+        &OWN_HYBRID_H200X2_ADOPTION[..],
+        &SimConfig::default(),
+    )
+    .unwrap();
     assert_eq!(r.len(), 2);
     assert_within(&r, 0.01);
 }
@@ -44,7 +49,10 @@ fn own_hybrid_points_are_hybrid_by_the_defaults() {
     let x = ExecParams::default();
     assert_eq!(x.hybrid_min_bytes, 512 * MIB);
     let s = one_shot(CollectiveKind::AllReduce, Protocol::Simple);
-    for &(bytes, _) in OWN_HYBRID_H200X2.iter().chain(OWN_HYBRID_H200X2_ADOPTION) {
+    for &(bytes, _) in OWN_HYBRID_H200X2
+        .iter()
+        .chain(&OWN_HYBRID_H200X2_ADOPTION[..])
+    {
         assert!(x.runs_hybrid(&s, bytes), "{bytes} B");
         assert!(!x.pulls(&s, bytes), "{bytes} B");
     }
@@ -56,7 +64,7 @@ fn own_hybrid_points_are_hybrid_by_the_defaults() {
 #[test]
 fn own_hybrid_needs_the_hybrid() {
     let sm = with(ExecParams::default().without_hybrid());
-    let r = compare_own_as_run(&topo(), OWN_HYBRID_H200X2, &sm).unwrap();
+    let r = compare_own_as_run(&topo(), &OWN_HYBRID_H200X2[..], &sm).unwrap();
     for x in &r {
         assert!(x.error > 0.05, "{} B: {:+.1}%", x.bytes, x.error * 100.0);
     }
@@ -259,10 +267,10 @@ fn slower_links_slow_the_hybrid_down() {
 #[test]
 fn push_table_compares_without_the_hybrid() {
     let t = topo();
-    let on = compare_own_one_shot(&t, OWN_DIRECT_H200X2, &SimConfig::default()).unwrap();
+    let on = compare_own_one_shot(&t, &OWN_DIRECT_H200X2[..], &SimConfig::default()).unwrap();
     let off = compare_own_one_shot(
         &t,
-        OWN_DIRECT_H200X2,
+        &OWN_DIRECT_H200X2[..],
         &with(ExecParams::default().without_hybrid().without_pull()),
     )
     .unwrap();

@@ -15,7 +15,7 @@ use common::{assert_within, one_shot, topo, with};
 /// next percent: 2.3% → 3% (docs/fidelity.md).
 #[test]
 fn own_pull_within_fitted_error() {
-    let r = compare_own_as_run(&topo(), OWN_PULL_H200X2, &SimConfig::default()).unwrap();
+    let r = compare_own_as_run(&topo(), &OWN_PULL_H200X2[..], &SimConfig::default()).unwrap();
     assert_eq!(r.len(), 6);
     assert_within(&r, 0.03);
 }
@@ -27,7 +27,7 @@ fn own_pull_points_are_pulled_by_the_defaults() {
     let x = ExecParams::default();
     assert_eq!((x.pull_min_bytes, x.pull_max_bytes), (512 << 10, 16 << 20));
     let s = one_shot(CollectiveKind::AllReduce, Protocol::Simple);
-    for &(bytes, _) in OWN_PULL_H200X2 {
+    for &(bytes, _) in &OWN_PULL_H200X2[..] {
         assert!(x.pulls(&s, bytes), "{bytes} B");
     }
 }
@@ -39,7 +39,7 @@ fn own_pull_points_are_pulled_by_the_defaults() {
 #[test]
 fn own_pull_needs_pull_mode() {
     let push = with(ExecParams::default().without_pull());
-    let r = compare_own_as_run(&topo(), OWN_PULL_H200X2, &push).unwrap();
+    let r = compare_own_as_run(&topo(), &OWN_PULL_H200X2[..], &push).unwrap();
     for x in r.iter().filter(|x| x.bytes <= 4 << 20) {
         assert!(x.error > 0.10, "{} B: {:+.1}%", x.bytes, x.error * 100.0);
     }
@@ -128,11 +128,15 @@ fn push_path_unchanged_outside_the_pull_rule() {
 #[test]
 fn push_tables_compare_on_the_push_path() {
     let t = topo();
-    let on =
-        compare_own_one_shot(&t, sim::fidelity::OWN_DIRECT_H200X2, &SimConfig::default()).unwrap();
+    let on = compare_own_one_shot(
+        &t,
+        &sim::fidelity::OWN_DIRECT_H200X2[..],
+        &SimConfig::default(),
+    )
+    .unwrap();
     let off = compare_own_one_shot(
         &t,
-        sim::fidelity::OWN_DIRECT_H200X2,
+        &sim::fidelity::OWN_DIRECT_H200X2[..],
         &with(ExecParams::default().without_pull()),
     )
     .unwrap();
