@@ -280,13 +280,18 @@ impl Planner {
                         "hierarchical schedules need several hosts".into(),
                     ));
                 }
-                let c = pick(self.channels.ring_chains.len())?;
-                build::hierarchical(
-                    coll,
-                    &self.channels.hosts,
-                    &self.channels.ring_chains[..c],
-                    proto,
-                )?
+                // The host chains run as many times as the rings do (NCCL's doubling).
+                let runs = self.channels.ring_runs.max(1) as usize;
+                let chains: Vec<Vec<u32>> = self
+                    .channels
+                    .ring_chains
+                    .iter()
+                    .cycle()
+                    .take(self.channels.ring_chains.len() * runs)
+                    .cloned()
+                    .collect();
+                let c = pick(chains.len())?;
+                build::hierarchical(coll, &self.channels.hosts, &chains[..c], proto)?
             }
             Algorithm::Msccl(_) => {
                 return Err(PlanError::Unsupported(format!(
