@@ -19,12 +19,17 @@ use std::path::{Path, PathBuf};
   topoplan sim topo.xml --algo ring --proto Simple --channels 8
   topoplan sim topo.xml -b 64M -e 64M --trace run.json   # open in ui.perfetto.dev
   topoplan sim cluster.json --mode aggregated --json
+  topoplan sim topo.xml --as nccl                      # what NCCL 2.28 would run, and its time
+  topoplan sim topo.xml --as both -b 1M -e 1G          # topoplan and NCCL side by side
+  topoplan sim topo.xml --as nccl --algo ring --proto LL128   # NCCL_ALGO / NCCL_PROTO forced
+  topoplan sim topo.xml --profile my.json              # a machine profile (docs/profile.md)
 
 The table lays beside an nccl-tests run: size and count as nccl-tests defines them (float
 elements; all-gather/reduce-scatter/all-to-all sizes are the whole gathered buffer), time from
 launch to the last rank's completion, algbw = size / time, busbw = algbw x 2(n-1)/n for
 all-reduce, (n-1)/n for all-gather/reduce-scatter/all-to-all, 1 otherwise. The 'tuner' column is
-the planner's own estimate for the same choice. The model and its parameters: docs/sim.md.")]
+the planner's own estimate for the same choice (with --as nccl: NCCL's own estimate). Every
+table names the machine profile that priced it. The model and its parameters: docs/sim.md.")]
 pub struct Args {
     /// Topology file: NCCL XML or topoplan JSON (clusters from `topo scale`).
     pub file: PathBuf,
@@ -623,8 +628,14 @@ fn run_nccl(
             "(B)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", "(us)"
         );
         for r in &nccl_rows {
+            // NCCL's tuner does not price point-to-point: no estimate to show.
+            let model = if r.algorithm == "p2p" {
+                "-".to_string()
+            } else {
+                format!("{:.2}", r.nccl_model_us)
+            };
             println!(
-                " {:>12}  {:>6} {:>6} {:>3} {:>4}  {:>10.2} {:>8.2} {:>8.2}  {:>10.2}",
+                " {:>12}  {:>6} {:>6} {:>3} {:>4}  {:>10.2} {:>8.2} {:>8.2}  {:>10}",
                 r.bytes,
                 r.algorithm,
                 r.protocol,
@@ -633,7 +644,7 @@ fn run_nccl(
                 r.time_us,
                 r.algbw_gbps,
                 r.busbw_gbps,
-                r.nccl_model_us
+                model
             );
         }
         return Ok(());

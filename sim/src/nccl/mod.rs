@@ -457,10 +457,10 @@ impl Model {
         }
     }
 
-    /// Channels one peer's transfer is striped over: one part per chunk, up to the channels
-    /// per peer.
+    /// Channels one peer's transfer is striped over: NCCL splits it into one part per channel
+    /// per peer, parts aligned to 4 KiB (§6.3), so a transfer of fewer 4 KiB pages uses fewer.
     fn p2p_parts(&self, per_peer: u64) -> u32 {
-        (per_peer.div_ceil(self.p2p_chunk()).max(1) as u32).min(self.p2p_channels_per_peer.max(1))
+        (per_peer.div_ceil(P2P_PART_ALIGN).max(1) as u32).min(self.p2p_channels_per_peer.max(1))
     }
 
     /// Point-to-point time: every peer's bytes striped over its parts, each part a channel

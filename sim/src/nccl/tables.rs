@@ -107,6 +107,8 @@ pub const STEPS: u32 = 8;
 pub const P2P_NVL_CHUNK_BYTES: u64 = 512 << 10;
 pub const P2P_OTHER_CHUNK_BYTES: u64 = 128 << 10;
 pub const P2P_LL_THRESHOLD: u64 = 16 << 10;
+/// Point-to-point parts (one per channel) are aligned to 4 KiB.
+pub const P2P_PART_ALIGN: u64 = 4 << 10;
 /// NVLink bandwidth of one link as NCCL counts it on sm90 (GB/s): p2p channels per NVLink peer
 /// are `2 × path bw / this`.
 pub const NVLINK_LINK_GBPS_SM90: f64 = 20.6;
