@@ -1,15 +1,13 @@
 //! Running one communicator's share of a group: each call goes to topoplan's runtime or to the
 //! real NCCL ([`route`]), topoplan's calls run together as one runtime group, the forwarded
-//! ones inside one real NCCL group.
+//! ones inside one real NCCL group ([`crate::forward`]).
 
-use crate::abi::{NcclOp, NcclType, RawUniqueId, SUCCESS};
+use crate::abi::{NcclOp, NcclType};
 use crate::comm::{lock, Comm};
 use crate::error::{arg, usage, ApiError};
 use crate::knobs::{log, Level};
-use crate::real::{self, RealComm};
 use planner::schedule::{Collective, CollectiveKind};
 use runtime::{DataType, ReduceOp};
-use std::ffi::c_void;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -155,7 +153,7 @@ unsafe fn bytes<'a>(p: usize, len: usize) -> &'a [u8] {
 
 /// # Safety
 /// As [`bytes`], writable, and not aliased by another slice of the same call.
-unsafe fn bytes_mut<'a>(p: usize, len: usize) -> &'a mut [u8] {
+pub(crate) unsafe fn bytes_mut<'a>(p: usize, len: usize) -> &'a mut [u8] {
     if len == 0 {
         return &mut [];
     }
@@ -199,7 +197,7 @@ pub fn run_batch(comm: &Comm, ops: &[Op]) -> Result<(), ApiError> {
                 op: rop,
                 count,
             } => crate::gpu::run(comm, &[(*op, dtype, rop, count)]),
-            Route::Nccl(why) => run_forwarded(comm, &[(*op, why)]),
+            Route::Nccl(why) => crate::forward::run(comm, &[(*op, why)]),
         }
     } else {
         let (mut ours, mut gpu, mut forwarded) = (Vec::new(), Vec::new(), Vec::new());
@@ -226,7 +224,7 @@ pub fn run_batch(comm: &Comm, ops: &[Op]) -> Result<(), ApiError> {
                     crate::gpu::run(comm, &gpu)
                 }
             })
-            .and_then(|_| run_forwarded(comm, &forwarded))
+            .and_then(|_| crate::forward::run(comm, &forwarded))
     };
     if let Err(e) = &out {
         comm.poison(e);
@@ -374,133 +372,6 @@ fn run_ours(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), 
     }
     g.run()?;
     Ok(())
-}
-
-/// The real NCCL communicator for `comm`'s ranks, made on first need: rank 0 makes an NCCL id
-/// and broadcasts it over topoplan's own communicator, then every rank joins it.
-pub(crate) fn real_comm(
-    comm: &Comm,
-    why: &str,
-    call: &str,
-) -> Result<(&'static real::RealNccl, *mut c_void), ApiError> {
-    let real = real::get().map_err(|e| usage(format!("{call} needs NCCL ({why}), but {}", e.0)))?;
-    let mut slot = lock(&comm.real);
-    if let Some(rc) = &*slot {
-        return Ok((real, rc.ptr));
-    }
-    let mut id = RawUniqueId {
-        internal: [0; crate::abi::UNIQUE_ID_BYTES],
-    };
-    if comm.rank == 0 {
-        // SAFETY: writes one id.
-        let r = unsafe { (real.GetUniqueId)(&mut id) };
-        if r != SUCCESS {
-            return Err(usage(format!(
-                "NCCL's ncclGetUniqueId failed ({r}): {}",
-                real::last_error(real, std::ptr::null_mut())
-            )));
-        }
-    }
-    {
-        let mut guard = lock(&comm.cpu);
-        let cpu = guard
-            .as_mut()
-            .ok_or_else(|| usage("communicator has not joined"))?;
-        // SAFETY: the id is plain bytes.
-        let raw = unsafe {
-            bytes_mut(
-                id.internal.as_mut_ptr() as usize,
-                crate::abi::UNIQUE_ID_BYTES,
-            )
-        };
-        cpu.broadcast_in_place(raw, 0)?;
-    }
-    let mut ptr: *mut c_void = std::ptr::null_mut();
-    // SAFETY: NCCL's ncclCommInitRank; every rank of the communicator calls it now.
-    let r = unsafe { (real.CommInitRank)(&mut ptr, comm.nranks as i32, id, comm.rank as i32) };
-    if r != SUCCESS {
-        return Err(from_nccl(
-            r,
-            format!(
-                "NCCL's ncclCommInitRank for rank {} of {} failed ({r}): {}",
-                comm.rank,
-                comm.nranks,
-                real::last_error(real, std::ptr::null_mut())
-            ),
-        ));
-    }
-    log(
-        Level::Info,
-        &format!(
-            "comm {:#x} rank {}: NCCL {} communicator made ({})",
-            comm.handle,
-            comm.rank,
-            real.version,
-            real.path.display()
-        ),
-    );
-    *slot = Some(RealComm { ptr });
-    Ok((real, ptr))
-}
-
-/// The real NCCL's result code `r` as our error, with its message.
-fn from_nccl(r: i32, msg: String) -> ApiError {
-    match r {
-        crate::abi::INVALID_ARGUMENT => ApiError::InvalidArgument(msg),
-        crate::abi::INVALID_USAGE => ApiError::InvalidUsage(msg),
-        crate::abi::REMOTE_ERROR => ApiError::Remote(msg),
-        crate::abi::UNHANDLED_CUDA_ERROR => ApiError::Cuda(msg),
-        crate::abi::INTERNAL_ERROR => ApiError::Internal(msg),
-        _ => ApiError::System(msg),
-    }
-}
-
-fn run_forwarded(comm: &Comm, ops: &[(Op, String)]) -> Result<(), ApiError> {
-    if ops.is_empty() {
-        return Ok(());
-    }
-    let (real, rc) = real_comm(comm, &ops[0].1, ops[0].0.call)?;
-    let check = |r: i32, call: &str| -> Result<(), ApiError> {
-        if r == SUCCESS {
-            return Ok(());
-        }
-        let msg = format!(
-            "{call} on NCCL failed ({r}): {}",
-            real::last_error(real, rc)
-        );
-        Err(from_nccl(r, msg))
-    };
-    // SAFETY: NCCL's own entry points with the caller's arguments and NCCL's communicator.
-    unsafe {
-        check((real.GroupStart)(), "ncclGroupStart")?;
-        let mut first = Ok(());
-        for (op, _) in ops {
-            let ty = op.dtype.raw();
-            let s = op.stream as *mut c_void;
-            let (send, recv) = (op.send as *const c_void, op.recv as *mut c_void);
-            let rop = match op.op {
-                NcclOp::Builtin(r) => r as i32,
-                NcclOp::PreMulSum(v) => crate::premul::real_op(comm, v, real, rc)?,
-            };
-            let r = match op.kind {
-                Kind::AllReduce => (real.AllReduce)(send, recv, op.count, ty, rop, rc, s),
-                Kind::AllGather => (real.AllGather)(send, recv, op.count, ty, rc, s),
-                Kind::ReduceScatter => (real.ReduceScatter)(send, recv, op.count, ty, rop, rc, s),
-                Kind::Broadcast => {
-                    (real.Broadcast)(send, recv, op.count, ty, op.peer as i32, rc, s)
-                }
-                Kind::Reduce => (real.Reduce)(send, recv, op.count, ty, rop, op.peer as i32, rc, s),
-                Kind::AllToAll => (real.AlltoAll)(send, recv, op.count, ty, rc, s),
-                Kind::Send => (real.Send)(send, op.count, ty, op.peer as i32, rc, s),
-                Kind::Recv => (real.Recv)(recv, op.count, ty, op.peer as i32, rc, s),
-            };
-            if first.is_ok() {
-                first = check(r, op.call);
-            }
-        }
-        let end = check((real.GroupEnd)(), "ncclGroupEnd");
-        first.and(end)
-    }
 }
 
 #[cfg(test)]

@@ -4,8 +4,9 @@
 //!
 //! Module map: [`api`] (the exported functions and their argument checks), [`abi`] (NCCL's
 //! types, enum values, the versioned config and the unique id), [`comm`] (handles, joining,
-//! splitting), [`group`] (deferral to `ncclGroupEnd`), [`exec`] (where each call runs and
-//! running it), [`gpu`] (device buffers on topoplan's CUDA backend, opt-in), [`real`] (the real NCCL, loaded by path, for what topoplan does not run),
+//! splitting), [`group`] (deferral to `ncclGroupEnd`), [`exec`] (where each call runs, and
+//! running it on topoplan's CPU runtime), [`gpu`] (device buffers on topoplan's CUDA backend,
+//! opt-in), [`forward`] (calls on the real NCCL), [`real`] (loading the real NCCL by path),
 //! [`premul`] (PreMulSum ops), [`cuda`] (the few driver queries), [`error`] (codes and
 //! `ncclGetLastError`), [`knobs`] (settings and the `TOPOPLAN_DEBUG` log).
 //! What runs where: `docs/nccl-library.md`.
@@ -16,6 +17,7 @@ pub mod comm;
 pub mod cuda;
 pub mod error;
 pub mod exec;
+pub mod forward;
 pub mod gpu;
 pub mod group;
 pub mod knobs;

@@ -1,0 +1,292 @@
+//! Collectives, point to point and groups.
+
+#![allow(non_snake_case)]
+
+use super::*;
+
+/// Checks and submits one collective or point-to-point call.
+#[allow(clippy::too_many_arguments)]
+fn call(
+    name: &'static str,
+    kind: Kind,
+    send: *const c_void,
+    recv: *mut c_void,
+    count: usize,
+    datatype: c_int,
+    op: c_int,
+    peer: c_int,
+    comm: CommHandle,
+    stream: Stream,
+) -> NcclResult {
+    entry(name, comm as usize, || {
+        let c = comm::lookup(comm as usize)?;
+        let t = dtype(datatype)?;
+        let o = match kind {
+            Kind::AllReduce | Kind::ReduceScatter | Kind::Reduce => red_op(&c, op, t)?,
+            _ => NcclOp::Builtin(runtime::ReduceOp::Sum),
+        };
+        let peer = match kind {
+            Kind::Broadcast | Kind::Reduce => rank_below(&c, peer, "root")?,
+            Kind::Send | Kind::Recv => rank_below(&c, peer, "peer")?,
+            _ => 0,
+        };
+        let me = c.rank;
+        let needs_send = !(kind == Kind::Recv || (kind == Kind::Broadcast && peer != me));
+        let needs_recv = !(kind == Kind::Send || (kind == Kind::Reduce && peer != me));
+        if count > 0 && needs_send && send.is_null() {
+            return Err(arg("sendbuff is NULL"));
+        }
+        if count > 0 && needs_recv && recv.is_null() {
+            return Err(arg("recvbuff is NULL"));
+        }
+        let op = Op {
+            call: name,
+            kind,
+            send: send as usize,
+            recv: recv as usize,
+            count,
+            dtype: t,
+            op: o,
+            peer,
+            stream: stream as usize,
+        };
+        group::submit(c, op)?;
+        Ok(SUCCESS)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn ncclAllReduce(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    t: c_int,
+    op: c_int,
+    comm: CommHandle,
+    st: Stream,
+) -> NcclResult {
+    call(
+        "ncclAllReduce",
+        Kind::AllReduce,
+        s,
+        r,
+        count,
+        t,
+        op,
+        0,
+        comm,
+        st,
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn ncclAllGather(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    t: c_int,
+    comm: CommHandle,
+    st: Stream,
+) -> NcclResult {
+    call(
+        "ncclAllGather",
+        Kind::AllGather,
+        s,
+        r,
+        count,
+        t,
+        0,
+        0,
+        comm,
+        st,
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn ncclReduceScatter(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    t: c_int,
+    op: c_int,
+    comm: CommHandle,
+    st: Stream,
+) -> NcclResult {
+    call(
+        "ncclReduceScatter",
+        Kind::ReduceScatter,
+        s,
+        r,
+        count,
+        t,
+        op,
+        0,
+        comm,
+        st,
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn ncclBroadcast(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    t: c_int,
+    root: c_int,
+    comm: CommHandle,
+    st: Stream,
+) -> NcclResult {
+    call(
+        "ncclBroadcast",
+        Kind::Broadcast,
+        s,
+        r,
+        count,
+        t,
+        0,
+        root,
+        comm,
+        st,
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn ncclBcast(
+    buf: *mut c_void,
+    count: usize,
+    t: c_int,
+    root: c_int,
+    comm: CommHandle,
+    st: Stream,
+) -> NcclResult {
+    call(
+        "ncclBcast",
+        Kind::Broadcast,
+        buf,
+        buf,
+        count,
+        t,
+        0,
+        root,
+        comm,
+        st,
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn ncclReduce(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    t: c_int,
+    op: c_int,
+    root: c_int,
+    comm: CommHandle,
+    st: Stream,
+) -> NcclResult {
+    call(
+        "ncclReduce",
+        Kind::Reduce,
+        s,
+        r,
+        count,
+        t,
+        op,
+        root,
+        comm,
+        st,
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn ncclAlltoAll(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    t: c_int,
+    comm: CommHandle,
+    st: Stream,
+) -> NcclResult {
+    call(
+        "ncclAlltoAll",
+        Kind::AllToAll,
+        s,
+        r,
+        count,
+        t,
+        0,
+        0,
+        comm,
+        st,
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn ncclSend(
+    s: *const c_void,
+    count: usize,
+    t: c_int,
+    peer: c_int,
+    comm: CommHandle,
+    st: Stream,
+) -> NcclResult {
+    call(
+        "ncclSend",
+        Kind::Send,
+        s,
+        std::ptr::null_mut(),
+        count,
+        t,
+        0,
+        peer,
+        comm,
+        st,
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn ncclRecv(
+    r: *mut c_void,
+    count: usize,
+    t: c_int,
+    peer: c_int,
+    comm: CommHandle,
+    st: Stream,
+) -> NcclResult {
+    call(
+        "ncclRecv",
+        Kind::Recv,
+        std::ptr::null(),
+        r,
+        count,
+        t,
+        0,
+        peer,
+        comm,
+        st,
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn ncclGroupStart() -> NcclResult {
+    entry("ncclGroupStart", 0, || {
+        group::start();
+        Ok(SUCCESS)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn ncclGroupEnd() -> NcclResult {
+    entry("ncclGroupEnd", 0, || group::end(false).map(|_| SUCCESS))
+}
+
+#[no_mangle]
+pub extern "C" fn ncclGroupSimulateEnd(info: *mut RawSimInfo) -> NcclResult {
+    entry("ncclGroupSimulateEnd", 0, || {
+        // The calls are dropped, not priced: estimatedTime stays NCCL_UNDEF_FLOAT.
+        if let Some(i) = unsafe { info.as_mut() } {
+            i.estimated_time = -1.0;
+        }
+        group::end(true).map(|_| SUCCESS)
+    })
+}
