@@ -40,6 +40,7 @@ enum Command {
     Detect(cli::detect::Args),
     /// Explain slow or hanging collectives: checks the environment, NCCL logs, nccl-tests output and sysfs.
     Doctor(cli::doctor::Args),
+    /// List the TOPOPLAN_* environment variables: type, default, current value, doc.
     Env(cli::env::Args),
 }
 
