@@ -2,20 +2,9 @@
 //! written as JSON is read back and drawn, a recorded text log converts to the same JSON, and
 //! bad input names the file and what is wrong with it.
 
+mod common;
+use common::topoplan;
 use std::path::PathBuf;
-use std::process::Command;
-
-fn topoplan(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_topoplan"))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("topoplan-bench-report-{}", std::process::id()));

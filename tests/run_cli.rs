@@ -1,19 +1,9 @@
 //! `topoplan run`: checked runs print nccl-tests columns with #wrong 0; bad input exits 2; the
 //! multi-process launcher's hand-off of rank 0's address.
 
+mod common;
+use common::topoplan;
 use std::process::Command;
-
-fn topoplan(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_topoplan"))
-        .args(args)
-        .output()
-        .expect("run topoplan");
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into(),
-        String::from_utf8_lossy(&o.stderr).into(),
-    )
-}
 
 /// Data rows of the table: (size, count, #wrong out-of-place, #wrong in-place).
 fn rows(out: &str) -> Vec<(u64, u64, String, String)> {

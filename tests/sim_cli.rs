@@ -1,22 +1,11 @@
 //! `topoplan sim`, `verify` and `whatif` through the binary: tables, traces, exit codes, and the
 //! parallel what-if giving the serial run's results.
 
-use std::process::Command;
+mod common;
+use common::topoplan;
 
 const H200: &str = "tests/data/topologies/h200x2-topo.xml";
 const H800: &str = "tests/data/topologies/github-yccl-8xh800-nvswitch-topo.xml";
-
-fn topoplan(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_topoplan"))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn tmp(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("topoplan-sim-cli-{}", std::process::id()));

@@ -2,22 +2,11 @@
 //! naming the file and field, the derived-profile note, and `calibrate` writing a profile that
 //! `sim --profile` reads back.
 
-use std::process::Command;
+mod common;
+use common::topoplan;
 
 const H200: &str = "tests/data/measurements/h200x2/topo.xml";
 const H100: &str = "tests/data/topologies/azure-ndv5-topo.xml";
-
-fn topoplan(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_topoplan"))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn tmp(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("topoplan-profile-cli-{}", std::process::id()));
