@@ -332,6 +332,28 @@ impl Lib<'_> {
 /// the hybrid puts part of the message on the copy engines (not under graph capture), `-pull`
 /// where pull mode reads the peers' inputs. One process and `--procs` alike (there the bench's
 /// buffers are registered and the copy engines enabled where a size needs them).
+/// What the bench runs at `size` bytes: the per-rank count, the row's algorithm label and the
+/// schedule. The copy-engine pipeline is refused under graph capture: its host-side counters
+/// would be baked into the graph, and a replay would wait forever.
+pub(crate) fn sized_schedule(
+    cfg: &BenchConfig,
+    coll: &Collective,
+    n: u32,
+    size: u64,
+) -> Result<(u64, String, Arc<Schedule>), CudaError> {
+    let elem = cfg.dtype.size() as u64;
+    let (count, _, _) = geometry(cfg.kind, n, size, elem);
+    let (algo, sched) = schedules::pick(coll, n, count * elem, &cfg.algo)
+        .map_err(|e| CudaError::Input(e.to_string()))?;
+    if cfg.cuda_graph && algo == "ce" {
+        return Err(CudaError::Input(
+            "the copy-engine pipeline (ce) cannot run under CUDA graph capture".into(),
+        ));
+    }
+    let algo = algo_label(algo, &sched, cfg, count);
+    Ok((count, algo, Arc::new(sched)))
+}
+
 pub(crate) fn algo_label(algo: String, sched: &Schedule, cfg: &BenchConfig, count: u64) -> String {
     let elem = cfg.dtype.size() as u64;
     // Ranks sharing a GPU run neither the hybrid nor the copy-engine pair (`CudaGroup`).
@@ -438,17 +460,7 @@ pub fn run(
     let mut rows = Vec::new();
     let coll = coll_of(cfg.kind, cfg.root);
     for (si, &size) in cfg.sizes.iter().enumerate() {
-        let (count, _, _) = geometry(cfg.kind, n, size, elem);
-        let (algo, sched) = schedules::pick(&coll, n, count * elem, &cfg.algo)
-            .map_err(|e| CudaError::Input(e.to_string()))?;
-        if cfg.cuda_graph && algo == "ce" {
-            // Its host-side counters would be baked into the graph: a replay would wait forever.
-            return Err(CudaError::Input(
-                "the copy-engine pipeline (ce) cannot run under CUDA graph capture".into(),
-            ));
-        }
-        let algo = algo_label(algo, &sched, cfg, count);
-        let sched = Arc::new(sched);
+        let (count, algo, sched) = sized_schedule(cfg, &coll, n, size)?;
         let ours = Lib::Ours(&g, &sched);
         let mut row = Row {
             size,

@@ -5,13 +5,12 @@
 //! group, where [`super::run`] would open a group per configuration.
 
 use super::data::{check, host_inputs, upload, Bufs};
-use super::{algo_label, coll_of, data_seed, geometry, BenchConfig, Cell, Lib, RawStream, Row};
+use super::{coll_of, data_seed, geometry, sized_schedule, BenchConfig, Cell, Lib, RawStream, Row};
 use crate::cuda::device::{create_stream, drv, DevBuf};
 use crate::cuda::group::CudaGroup;
-use crate::cuda::{schedules, CudaError};
+use crate::cuda::CudaError;
 use crate::reference::expected_bytes;
 use cudarc::driver::sys;
-use std::sync::Arc;
 
 /// Runs and checks `cfg` on `g` (`cfg.ordinals` is ignored: the group's ranks run; NCCL is not
 /// run). Each row's `wrong` counts the wrong elements of all ranks; timings stay 0.
@@ -55,17 +54,7 @@ fn check_sizes(
     let coll = coll_of(cfg.kind, cfg.root);
     let mut rows = Vec::new();
     for (si, &size) in cfg.sizes.iter().enumerate() {
-        let (count, _, _) = geometry(cfg.kind, n, size, elem);
-        let (algo, sched) = schedules::pick(&coll, n, count * elem, &cfg.algo)
-            .map_err(|e| CudaError::Input(e.to_string()))?;
-        if cfg.cuda_graph && algo == "ce" {
-            // Its host-side counters would be baked into the graph (as in `super::run`).
-            return Err(CudaError::Input(
-                "the copy-engine pipeline (ce) cannot run under CUDA graph capture".into(),
-            ));
-        }
-        let algo = algo_label(algo, &sched, cfg, count);
-        let sched = Arc::new(sched);
+        let (count, algo, sched) = sized_schedule(cfg, &coll, n, size)?;
         let ours = Lib::Ours(g, &sched);
         let mut row = Row {
             size,
