@@ -126,22 +126,17 @@ fn median(r: &[Row]) -> f64 {
     e[e.len() / 2]
 }
 
-/// The fitted curves: all-reduce within 15 % at every size and 10 % from 2 MiB (Simple), median
-/// within 7 %; all-gather within 10 % from 2 MiB, its LL range within 30 % (two spikes of the
-/// measured curve, 8 KiB at 17.3 µs between 11.5 and 12.1, 512 B at 14.1) and median within 5 %.
-/// `docs/fidelity.md` has the tables.
+/// The fitted curves (out-of-place times; the fit also saw the in-place times of the LL range):
+/// all-reduce within 10 % at every size, median within 5 %; all-gather within 10 % from 2 MiB,
+/// its LL range within 30 % (two spikes of the measured curve, 8 KiB at 17.3 µs between 11.5 and
+/// 12.1, 512 B at 14.1) and median within 5 %. `docs/fidelity.md` has the tables.
 #[test]
 fn fitted_curves_within_stated_error() {
     let ar = rows(CollectiveKind::AllReduce, "all_reduce_g2.txt");
     let ag = rows(CollectiveKind::AllGather, "all_gather_g2.txt");
     assert_eq!((ar.len(), ag.len()), (15, 14));
-    assert!(worst(&ar, 0) < 0.15, "{}", sim::fidelity::markdown(&ar));
-    assert!(
-        worst(&ar, 2 << 20) < 0.10,
-        "{}",
-        sim::fidelity::markdown(&ar)
-    );
-    assert!(median(&ar) < 0.07, "{}", sim::fidelity::markdown(&ar));
+    assert!(worst(&ar, 0) < 0.10, "{}", sim::fidelity::markdown(&ar));
+    assert!(median(&ar) < 0.05, "{}", sim::fidelity::markdown(&ar));
     assert!(
         worst(&ag, 2 << 20) < 0.10,
         "{}",
@@ -351,4 +346,56 @@ fn ring_all_reduce_on_8xh800_within_ten_percent_of_measured_nvlink() {
     let busbw = bytes as f64 / 1e3 / r.time_us * 2.0 * 7.0 / 8.0;
     println!("{f}: busbw {busbw:.1} GB/s");
     assert!((busbw / 160.0 - 1.0).abs() < 0.10, "busbw {busbw:.1}");
+}
+
+/// NCCL's p2p channel rule (`addP2pToPlan`) on 2×H200 (32 p2p channels, 32 per peer, as its log
+/// prints): a transfer starts from 16 channels (two ranks' transfers fit 32), takes one per
+/// 64 KiB below that, and doubles to 32 once a part would pass 16 MiB; LL while at most 16 KiB
+/// a channel. All-to-all's transfers are 1/n of the size.
+#[test]
+fn p2p_channels_follow_nccls_rule_on_h200x2() {
+    let (t, p) = h200();
+    let m = Model::new(&t, &p);
+    assert_eq!((m.p2p_channels, m.p2p_channels_per_peer), (32, 32));
+    for (bytes, ch) in [
+        (0u64, 1),
+        (8, 1),
+        (64 << 10, 1),
+        ((64 << 10) + 1, 2),
+        (256 << 10, 4),
+        (1 << 20, 16),
+        (256 << 20, 16),
+        ((256 << 20) + 4096, 32),
+        (4 << 30, 32),
+    ] {
+        assert_eq!(m.p2p_op_channels(bytes), ch, "{bytes} B");
+    }
+    let f = Filter::default();
+    for (kind, bytes, proto, ch) in [
+        (CollectiveKind::SendRecv, 16 << 10, Protocol::LL, 1),
+        (CollectiveKind::SendRecv, 32 << 10, Protocol::Simple, 1),
+        (CollectiveKind::SendRecv, 1 << 30, Protocol::Simple, 32),
+        (CollectiveKind::AllToAll, 32 << 10, Protocol::LL, 1),
+        (CollectiveKind::AllToAll, 1 << 20, Protocol::Simple, 8),
+    ] {
+        let c = m.choose(kind, bytes, &f).unwrap();
+        assert_eq!(
+            (c.algo, c.protocol, c.channels),
+            (Algo::P2p, proto, ch),
+            "{kind:?} {bytes}"
+        );
+    }
+}
+
+/// Eight ranks on one NVSwitch host start from 4 channels a transfer (8 × 4 = 32 p2p channels)
+/// and double while parts pass 16 MiB.
+#[test]
+fn p2p_channels_shrink_with_the_rank_count() {
+    let t = load("topologies/aws-p5-48xl-topo-2023.xml");
+    let p = Planner::new(&t).unwrap();
+    let m = Model::new(&t, &p);
+    assert_eq!(m.nranks, 8);
+    let min = m.p2p_op_channels(m.p2p_channels_per_peer as u64 * (1 << 20));
+    assert!(min * m.nranks <= m.p2p_channels, "{min}");
+    assert!(m.p2p_op_channels(4 << 30) > min);
 }

@@ -351,7 +351,9 @@ impl Model {
         }
         if matches!(kind, CollectiveKind::AllToAll | CollectiveKind::SendRecv) {
             let per_peer = self.p2p_bytes_per_peer(kind, bytes);
-            let proto = if per_peer <= P2P_LL_THRESHOLD {
+            let channels = self.p2p_op_channels(per_peer);
+            // LL while every channel of the transfer carries at most the LL threshold.
+            let proto = if per_peer <= channels as u64 * P2P_LL_THRESHOLD {
                 Protocol::LL
             } else {
                 Protocol::Simple
@@ -359,8 +361,8 @@ impl Model {
             return Some(Choice {
                 algo: Algo::P2p,
                 protocol: proto,
-                channels: self.p2p_parts(per_peer),
-                threads: MAX_THREADS[pidx(proto)],
+                channels,
+                threads: P2P_THREADS,
                 model_us: 0.0,
                 notes,
             });
@@ -457,15 +459,40 @@ impl Model {
         }
     }
 
-    /// Channels one peer's transfer is striped over: NCCL splits it into one part per channel
-    /// per peer, parts aligned to 4 KiB (§6.3), so a transfer of fewer 4 KiB pages uses fewer.
-    fn p2p_parts(&self, per_peer: u64) -> u32 {
-        (per_peer.div_ceil(P2P_PART_ALIGN).max(1) as u32).min(self.p2p_channels_per_peer.max(1))
+    /// Channels one send (or receive) of `bytes` is striped over, NCCL's rule (`addP2pToPlan`):
+    /// start from the per-peer channels, halved until one transfer per peer fits the p2p
+    /// channels at once; use one channel per `min_part` bytes up to that; double (up to the
+    /// per-peer channels) while a part would exceed `max_part`. On one host parts are 1/8 to
+    /// 32 chunks, across hosts 1/2 to 1 chunk.
+    pub fn p2p_op_channels(&self, bytes: u64) -> u32 {
+        let max = self.p2p_channels_per_peer.max(1);
+        let mut min = max;
+        while min * self.nranks.max(1) > self.p2p_channels && min > 1 {
+            min /= 2;
+        }
+        if bytes == 0 {
+            return 1;
+        }
+        let step = self.p2p_chunk();
+        let (min_part, max_part) = if self.nnodes > 1 {
+            (step / 2, step)
+        } else {
+            (step / 8, step * 32)
+        };
+        let mut nc = (min as u64).min(bytes.div_ceil(min_part.max(1))).max(1);
+        let mut part = min_part.max(bytes.div_ceil(nc));
+        while part > max_part && nc <= max as u64 / 2 {
+            nc *= 2;
+            part = bytes.div_ceil(nc);
+        }
+        nc as u32
     }
 
-    /// Point-to-point time: every peer's bytes striped over its parts, each part a channel
-    /// moving chunks through its slots at the profile's per-channel rate, all of a GPU's
-    /// channels sharing its links (and NIC across hosts).
+    /// Point-to-point time. Every peer's bytes are cut into `c.channels` parts (4 KiB
+    /// aligned), one per channel; a channel moves its part in chunks through its slots at the
+    /// profile's per-channel rate (Simple and LL128 with the rings' size ramp), all channels
+    /// of a GPU sharing its links (and its NIC across hosts). All-to-all's copy to self runs on
+    /// other warps of the same kernel at local memory speed and hides behind the peers' parts.
     fn p2p_time(&self, kind: CollectiveKind, bytes: u64, c: &Choice, cfg: &SimConfig) -> f64 {
         let n = self.nranks.max(1) as u64;
         let per_peer = self.p2p_bytes_per_peer(kind, bytes);
@@ -474,14 +501,23 @@ impl Model {
         } else {
             1
         };
+        let parts = c.channels.max(1) as u64;
+        let part = per_peer.div_ceil(parts).div_ceil(P2P_PART_ALIGN) * P2P_PART_ALIGN;
+        let part = part.min(per_peer);
+        // The size ramp is a channel's: fitted on rings whose channels each carry 1/channels of
+        // the nccl-tests size, so a p2p channel carrying `part` bytes gets a ring's ramp at
+        // `part × channels`.
+        let cfg = cfg.with_nccl_ramp(part * self.comm_channels.max(1) as u64);
         let pp = cfg.proto(c.protocol);
         let wire = pp.wire_factor.max(1e-9);
-        let parts = c.channels.max(1) as u64;
         let in_use = (parts * peers).min(self.p2p_channels as u64).max(1);
-        let out_bytes = (per_peer * peers) as f64;
+        // Channels carrying several peers' parts share their warps among them.
+        let per_channel = pp.channel_gbps * in_use as f64 / (parts * peers) as f64;
         let link = self.all_nvlink_gbps.unwrap_or(self.peer_gbps) * cfg.sm_link_efficiency;
         let rate = (in_use as f64 * pp.channel_gbps).min(link) / wire;
-        let mut data_us = out_bytes / 1000.0 / rate.max(1e-9);
+        let out_bytes = (per_peer * peers) as f64;
+        let mut data_us =
+            (out_bytes / 1000.0 / rate.max(1e-9)).max(part as f64 * wire / 1000.0 / per_channel);
         let mut lat = cfg.launch_us + pp.hop_us;
         if self.nnodes > 1 && self.nic_gbps_per_gpu > 0.0 {
             let ppn = self.ppn() as u64;
@@ -497,7 +533,7 @@ impl Model {
         } else {
             self.p2p_chunk()
         };
-        let steps = per_peer.div_ceil(parts * step).max(1) as f64;
+        let steps = part.div_ceil(step).max(1) as f64;
         lat + steps * pp.step_us + data_us
     }
 

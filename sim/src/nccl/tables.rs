@@ -103,12 +103,15 @@ pub const LL128_CHUNK_BYTES: u64 = 576_000;
 /// NCCL_STEPS: slots per connection.
 pub const STEPS: u32 = 8;
 
-/// Point-to-point: chunk size on an all-NVLink host, elsewhere; LL up to this many bytes.
+/// Point-to-point: chunk size on an all-NVLink host, elsewhere; LL while a transfer has at most
+/// this many bytes per channel (NCCL_P2P_LL_THRESHOLD).
 pub const P2P_NVL_CHUNK_BYTES: u64 = 512 << 10;
 pub const P2P_OTHER_CHUNK_BYTES: u64 = 128 << 10;
 pub const P2P_LL_THRESHOLD: u64 = 16 << 10;
 /// Point-to-point parts (one per channel) are aligned to 4 KiB.
 pub const P2P_PART_ALIGN: u64 = 4 << 10;
+/// Threads of NCCL's point-to-point kernel (NCCL_MAX_NTHREADS).
+pub const P2P_THREADS: u32 = 640;
 /// NVLink bandwidth of one link as NCCL counts it on sm90 (GB/s): p2p channels per NVLink peer
 /// are `2 × path bw / this`.
 pub const NVLINK_LINK_GBPS_SM90: f64 = 20.6;
