@@ -633,7 +633,11 @@ impl Model {
         let s = self
             .schedule(planner, coll, &c, cfg.elem_bytes)
             .map_err(SimError::Unsupported)?;
-        let ramped = cfg.with_nccl_ramp(bytes);
+        // The size ramp is a channel's (fitted where NCCL runs all its channels): fewer
+        // channels each carry more of the size, so they ramp as that larger size would.
+        let per_channel_size =
+            bytes.saturating_mul(self.comm_channels.max(1) as u64) / c.channels.max(1) as u64;
+        let ramped = cfg.with_nccl_ramp(per_channel_size);
         match simulate(topo, &s, bytes, &ramped) {
             Ok(r) => {
                 let r: SimResult = r;
