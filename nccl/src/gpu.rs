@@ -11,6 +11,7 @@ use crate::comm::{lock, Comm};
 use crate::error::ApiError;
 use crate::exec::{Kind, Op};
 use planner::schedule::{Collective, CollectiveKind, Schedule};
+use planner::tuner::Profile;
 use runtime::cuda::ipc::{check_direct, CudaProcComm, ProcRequest};
 use runtime::cuda::{schedules, CudaError};
 use runtime::{DataType, ReduceOp};
@@ -196,8 +197,9 @@ fn run_procs(
                     }
                     _ => Collective::new(k),
                 };
-                let algo = schedules::auto_direct_algo(k, bytes, false);
-                let (_, s) = schedules::pick(&coll, comm.nranks, bytes, algo)
+                // Priced with the bundled profile: the library takes no profile file.
+                let algo = schedules::auto_direct_algo(Profile::bundled(), k, bytes, false);
+                let (_, s) = schedules::pick(&coll, comm.nranks, bytes, algo, Profile::bundled())
                     .map_err(|e| ApiError::Internal(e.to_string()))?;
                 check_direct(&s).map_err(|e| ApiError::Internal(e.to_string()))?;
                 let s = Arc::new(s);

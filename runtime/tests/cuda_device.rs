@@ -14,7 +14,14 @@ use common::two_gpus;
 /// Simple one-shot (which pulls from 512 KiB when the inputs allow it).
 fn one_shot_all_reduce(bytes: usize) -> std::sync::Arc<planner::schedule::Schedule> {
     let coll = planner::schedule::Collective::new(CollectiveKind::AllReduce);
-    let (algo, sched) = runtime::cuda::schedules::pick(&coll, 2, bytes as u64, "auto").unwrap();
+    let (algo, sched) = runtime::cuda::schedules::pick(
+        &coll,
+        2,
+        bytes as u64,
+        "auto",
+        planner::tuner::Profile::bundled(),
+    )
+    .unwrap();
     assert_eq!(algo, "one-shot");
     std::sync::Arc::new(sched)
 }
@@ -391,7 +398,14 @@ fn average_matches_the_reference_bit_for_bit() {
             .map(|r| arbitrary_floats(dtype, count, 11 + r as u64))
             .collect();
         let want = runtime::reference::expected_bytes(dtype, &coll, ReduceOp::Avg, count, &inputs);
-        let (algo, sched) = runtime::cuda::schedules::pick(&coll, 2, bytes as u64, "auto").unwrap();
+        let (algo, sched) = runtime::cuda::schedules::pick(
+            &coll,
+            2,
+            bytes as u64,
+            "auto",
+            planner::tuner::Profile::bundled(),
+        )
+        .unwrap();
         let sched = std::sync::Arc::new(sched);
         for in_place in [false, true] {
             let label = format!("{dtype:?} × {count} ({algo}, in place {in_place})");

@@ -77,7 +77,10 @@ fn algos(kind: CollectiveKind, n: u32) -> Vec<&'static str> {
     schedules::ALGOS
         .iter()
         .copied()
-        .filter(|a| schedules::pick(&coll, n, 4096, a).is_ok_and(|(_, s)| s.nranks == n))
+        .filter(|a| {
+            schedules::pick(&coll, n, 4096, a, planner::tuner::Profile::bundled())
+                .is_ok_and(|(_, s)| s.nranks == n)
+        })
         .collect()
 }
 
@@ -434,7 +437,9 @@ fn the_matrix_lowerings_match_the_reference_on_3_to_8_ranks() {
             let c = coll(kind, n);
             for algo in a.into_iter().filter(|&x| x != "auto") {
                 for count in [1u64, 7, 4099] {
-                    let (_, s) = schedules::pick(&c, n, count * 8, algo).unwrap();
+                    let (_, s) =
+                        schedules::pick(&c, n, count * 8, algo, planner::tuner::Profile::bundled())
+                            .unwrap();
                     for (in_place, op) in [
                         (false, ReduceOp::Sum),
                         (true, ReduceOp::Sum),

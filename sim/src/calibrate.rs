@@ -2,6 +2,10 @@
 //! coordinate descent on the launch floor and each used protocol's per-step cost, hop latency
 //! and per-channel rate, minimising the mean squared log error of `--as nccl` over every point
 //! (robust to the odd spike of a measured curve, which a minimax fit would chase).
+//!
+//! Measured curves come from nccl-tests output (`fidelity::parse_nccl_tests`) or from the NCCL
+//! columns of `topoplan bench --json FILE --vs-nccl` files ([`parse_bench_json`]); both give
+//! the same [`Curve`].
 
 use crate::fidelity::{compare_as_nccl, Row};
 use crate::{SimConfig, SimError, SimParams};
@@ -9,6 +13,8 @@ use planner::plan::Planner;
 use planner::schedule::{CollectiveKind, Protocol};
 use planner::topology::Topology;
 use planner::tuner::Filter;
+use serde_json::Value;
+use std::path::Path;
 
 /// One measured curve: a collective and its (nccl-tests size, µs) points.
 #[derive(Clone, Debug)]
@@ -138,4 +144,304 @@ pub fn fit(
 /// The names of the parameters `fit` moves for these protocols (for the report).
 pub fn fitted_names(used: &[Protocol]) -> Vec<&'static str> {
     knobs(used).into_iter().map(|k| k.0).collect()
+}
+
+/// The format tag of the `topoplan bench --json` files [`parse_bench_json`] reads
+/// (`src/cli/bench/report.rs` writes them).
+pub const BENCH_FORMAT: &str = "topoplan-bench/1";
+
+/// NCCL's measured curve of one table of a `topoplan bench --json --vs-nccl` file.
+#[derive(Clone, Debug)]
+pub struct BenchCurve {
+    /// The table's index in the file's `tables`.
+    pub table: usize,
+    /// The GPUs (ranks) the table ran on.
+    pub ngpus: u32,
+    /// The collective and its (nccl-tests size, NCCL's out-of-place µs) points.
+    pub curve: Curve,
+}
+
+/// Why a measurement file cannot be read; every variant names the file.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum MeasurementError {
+    #[error("{file}: {msg}")]
+    Read { file: String, msg: String },
+    #[error("{file}: not JSON: {msg}")]
+    Json { file: String, msg: String },
+    #[error("{file}: field `{field}`: {msg}")]
+    Field {
+        file: String,
+        field: String,
+        msg: String,
+    },
+    #[error(
+        "{file}: no NCCL times to fit (written by `topoplan bench --json FILE --vs-nccl`? tables timed under a CUDA graph are left out)"
+    )]
+    NoNccl { file: String },
+}
+
+/// Reads a `topoplan bench --json` file ([`parse_bench_json`]).
+pub fn load_bench_json(path: &Path) -> Result<Vec<BenchCurve>, MeasurementError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| MeasurementError::Read {
+        file: file.clone(),
+        msg: e.to_string(),
+    })?;
+    parse_bench_json(&text, &file)
+}
+
+/// The NCCL columns of a `topoplan bench --json FILE --vs-nccl` file (format
+/// [`BENCH_FORMAT`]) as measured curves: per table, its collective and GPU count, and each row's
+/// (`bytes`, `out_of_place.nccl_time_us`): nccl-tests' size and out-of-place time, as
+/// `fidelity::parse_nccl_tests` reads them. Rows of size 0 and rows without NCCL's time are
+/// left out, and so are tables timed under a CUDA graph (`cuda_graph`: nccl-tests launches
+/// each call) and tables without NCCL times. Errors name `file` and the field
+/// (`tables[1].rows[3].out_of_place.nccl_time_us`).
+pub fn parse_bench_json(text: &str, file: &str) -> Result<Vec<BenchCurve>, MeasurementError> {
+    let v: Value = serde_json::from_str(text).map_err(|e| MeasurementError::Json {
+        file: file.into(),
+        msg: e.to_string(),
+    })?;
+    let bad = |field: String, msg: String| MeasurementError::Field {
+        file: file.into(),
+        field,
+        msg,
+    };
+    match v.get("format") {
+        Some(Value::String(f)) if f == BENCH_FORMAT => {}
+        Some(x) => return Err(bad("format".into(), format!("{x} is not {BENCH_FORMAT:?}"))),
+        None => return Err(bad("format".into(), "missing".into())),
+    }
+    let tables = v
+        .get("tables")
+        .ok_or_else(|| bad("tables".into(), "missing".into()))?
+        .as_array()
+        .ok_or_else(|| bad("tables".into(), "not an array".into()))?;
+    let mut out = Vec::new();
+    for (i, t) in tables.iter().enumerate() {
+        let at = |f: &str| format!("tables[{i}].{f}");
+        let get = |f: &str| t.get(f).ok_or_else(|| bad(at(f), "missing".into()));
+        let name = get("collective")?
+            .as_str()
+            .ok_or_else(|| bad(at("collective"), "not a string".into()))?;
+        let kind = CollectiveKind::parse(name)
+            .ok_or_else(|| bad(at("collective"), format!("unknown collective {name:?}")))?;
+        let ngpus = get("ngpus")?
+            .as_u64()
+            .filter(|&n| (1..=u32::MAX as u64).contains(&n))
+            .ok_or_else(|| bad(at("ngpus"), "not a whole number >= 1".into()))?
+            as u32;
+        let graph = match t.get("cuda_graph") {
+            None | Some(Value::Null) => false,
+            Some(x) => x
+                .as_bool()
+                .ok_or_else(|| bad(at("cuda_graph"), "not true or false".into()))?,
+        };
+        let rows = get("rows")?
+            .as_array()
+            .ok_or_else(|| bad(at("rows"), "not an array".into()))?;
+        let mut points = Vec::new();
+        for (j, r) in rows.iter().enumerate() {
+            let at = |f: &str| format!("tables[{i}].rows[{j}].{f}");
+            let bytes = r
+                .get("bytes")
+                .ok_or_else(|| bad(at("bytes"), "missing".into()))?
+                .as_u64()
+                .ok_or_else(|| bad(at("bytes"), "not a whole number >= 0".into()))?;
+            let oop = r
+                .get("out_of_place")
+                .ok_or_else(|| bad(at("out_of_place"), "missing".into()))?;
+            if !oop.is_object() {
+                return Err(bad(at("out_of_place"), "not an object".into()));
+            }
+            let us = match oop.get("nccl_time_us") {
+                None | Some(Value::Null) => continue,
+                Some(x) => x.as_f64().ok_or_else(|| {
+                    bad(
+                        at("out_of_place.nccl_time_us"),
+                        format!("{x} is not a number"),
+                    )
+                })?,
+            };
+            if bytes == 0 {
+                continue;
+            }
+            if !(us.is_finite() && us > 0.0) {
+                return Err(bad(
+                    at("out_of_place.nccl_time_us"),
+                    format!("{us} is not a time above 0"),
+                ));
+            }
+            points.push((bytes, us));
+        }
+        if !graph && !points.is_empty() {
+            out.push(BenchCurve {
+                table: i,
+                ngpus,
+                curve: Curve { kind, points },
+            });
+        }
+    }
+    if out.is_empty() {
+        return Err(MeasurementError::NoNccl { file: file.into() });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two tables as `topoplan bench --json --vs-nccl` writes them (NCCL's times from
+    /// `tests/data/measurements/h200x2/`), a table timed under a CUDA graph and one without
+    /// NCCL.
+    const BENCH: &str = r#"{
+      "format": "topoplan-bench/1",
+      "command": "topoplan bench -b 8 -e 8M -f 4 --coll all-reduce,all-gather --vs-nccl",
+      "tables": [
+        {"collective": "all-reduce", "ngpus": 2, "procs": false, "dtype": "float", "op": "sum",
+         "algo": "auto", "cuda_graph": false, "rows": [
+          {"bytes": 0, "count": 0, "algo": "one-shot-ll",
+           "out_of_place": {"time_us": 1.0, "algbw": 0.0, "busbw": 0.0, "wrong": -1, "nccl_time_us": 0.5},
+           "in_place": {"time_us": 1.0, "algbw": 0.0, "busbw": 0.0, "wrong": -1}},
+          {"bytes": 8, "count": 2, "algo": "one-shot-ll",
+           "out_of_place": {"time_us": 4.69, "algbw": 0.0, "busbw": 0.0, "wrong": -1,
+                            "nccl_time_us": 13.34, "nccl_busbw": 0.0, "nccl_wrong": 0},
+           "in_place": {"time_us": 4.27, "algbw": 0.0, "busbw": 0.0, "wrong": -1,
+                        "nccl_time_us": 11.74, "nccl_busbw": 0.0, "nccl_wrong": 0}},
+          {"bytes": 8388608, "count": 2097152, "algo": "one-shot",
+           "out_of_place": {"time_us": 35.42, "algbw": 236.83, "busbw": 236.83, "wrong": -1,
+                            "nccl_time_us": 49.68, "nccl_busbw": 168.85, "nccl_wrong": 0},
+           "in_place": {"time_us": 35.0, "algbw": 239.67, "busbw": 239.67, "wrong": -1,
+                        "nccl_time_us": 48.71, "nccl_busbw": 172.23, "nccl_wrong": 0}}]},
+        {"collective": "all-gather", "ngpus": 2, "procs": false, "dtype": "float", "op": "sum",
+         "algo": "auto", "cuda_graph": false, "rows": [
+          {"bytes": 524288, "count": 131072, "algo": "one-shot-ll",
+           "out_of_place": {"time_us": 6.28, "algbw": 83.46, "busbw": 41.73, "wrong": -1,
+                            "nccl_time_us": 15.03, "nccl_busbw": 17.44, "nccl_wrong": 0},
+           "in_place": {"time_us": 6.46, "algbw": 81.11, "busbw": 40.55, "wrong": -1,
+                        "nccl_time_us": 14.54, "nccl_busbw": 18.02, "nccl_wrong": 0}}]},
+        {"collective": "all-gather", "ngpus": 2, "procs": false, "dtype": "float", "op": "sum",
+         "algo": "auto", "cuda_graph": true, "rows": [
+          {"bytes": 524288, "count": 131072, "algo": "one-shot-ll",
+           "out_of_place": {"time_us": 5.0, "algbw": 0.0, "busbw": 0.0, "wrong": -1, "nccl_time_us": 9.0},
+           "in_place": {"time_us": 5.0, "algbw": 0.0, "busbw": 0.0, "wrong": -1, "nccl_time_us": 9.0}}]},
+        {"collective": "broadcast", "ngpus": 2, "procs": false, "dtype": "float", "op": "sum",
+         "algo": "auto", "cuda_graph": false, "rows": [
+          {"bytes": 8, "count": 2, "algo": "one-shot-ll",
+           "out_of_place": {"time_us": 4.0, "algbw": 0.0, "busbw": 0.0, "wrong": 0},
+           "in_place": {"time_us": 4.0, "algbw": 0.0, "busbw": 0.0, "wrong": 0}}]}
+      ]
+    }"#;
+
+    #[test]
+    fn bench_json_gives_nccls_out_of_place_curves() {
+        let c = parse_bench_json(BENCH, "perf.json").unwrap();
+        assert_eq!(c.len(), 2);
+        assert_eq!((c[0].table, c[0].ngpus), (0, 2));
+        assert_eq!(c[0].curve.kind, CollectiveKind::AllReduce);
+        // Size 0 is left out, as nccl-tests' size-0 rows are.
+        assert_eq!(c[0].curve.points, vec![(8, 13.34), (8388608, 49.68)]);
+        assert_eq!(
+            (c[1].table, c[1].curve.kind),
+            (1, CollectiveKind::AllGather)
+        );
+        assert_eq!(c[1].curve.points, vec![(524288, 15.03)]);
+    }
+
+    fn err(text: &str) -> MeasurementError {
+        parse_bench_json(text, "m.json").unwrap_err()
+    }
+
+    fn field(text: &str) -> (String, String) {
+        match err(text) {
+            MeasurementError::Field { file, field, msg } => {
+                assert_eq!(file, "m.json");
+                (field, msg)
+            }
+            other => panic!("expected a field error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn malformed_bench_json_names_the_file_and_field() {
+        assert!(matches!(err("{"), MeasurementError::Json { ref file, .. } if file == "m.json"));
+        assert_eq!(field(r#"{"tables": []}"#).0, "format");
+        let (f, m) = field(r#"{"format": "topoplan-bench/2", "tables": []}"#);
+        assert_eq!(f, "format");
+        assert!(m.contains("topoplan-bench/1"), "{m}");
+        assert_eq!(field(r#"{"format": "topoplan-bench/1"}"#).0, "tables");
+        assert_eq!(
+            field(r#"{"format": "topoplan-bench/1", "tables": {}}"#),
+            ("tables".into(), "not an array".into())
+        );
+        let swap = |from: &str, to: &str| {
+            assert!(BENCH.contains(from), "{from}");
+            BENCH.replacen(from, to, 1)
+        };
+        let (f, m) = field(&swap(
+            r#""collective": "all-gather""#,
+            r#""collective": "all-scatter""#,
+        ));
+        assert_eq!(f, "tables[1].collective");
+        assert!(m.contains("all-scatter"), "{m}");
+        assert_eq!(
+            field(&swap(r#""ngpus": 2"#, r#""ngpus": 0"#)).0,
+            "tables[0].ngpus"
+        );
+        assert_eq!(
+            field(&swap(r#""ngpus": 2"#, r#""ngpus": "two""#)).0,
+            "tables[0].ngpus"
+        );
+        assert_eq!(
+            field(&swap(r#""cuda_graph": false"#, r#""cuda_graph": 1"#)).0,
+            "tables[0].cuda_graph"
+        );
+        assert_eq!(
+            field(&swap(r#""bytes": 8,"#, r#""bytes": -8,"#)).0,
+            "tables[0].rows[1].bytes"
+        );
+        let (f, m) = field(&swap(
+            r#""nccl_time_us": 13.34"#,
+            r#""nccl_time_us": "slow""#,
+        ));
+        assert_eq!(f, "tables[0].rows[1].out_of_place.nccl_time_us");
+        assert!(m.contains("slow"), "{m}");
+        assert_eq!(
+            field(&swap(r#""nccl_time_us": 49.68"#, r#""nccl_time_us": 0"#)).0,
+            "tables[0].rows[2].out_of_place.nccl_time_us"
+        );
+        assert_eq!(
+            field(&swap(
+                r#""bytes": 524288, "count": 131072, "algo": "one-shot-ll",
+           "out_of_place": {"#,
+                r#""bytes": 524288, "out_of_place": 3, "x": {"#
+            ))
+            .0,
+            "tables[1].rows[0].out_of_place"
+        );
+        assert_eq!(
+            field(
+                r#"{"format": "topoplan-bench/1", "tables": [{"collective": "all-reduce", "ngpus": 2}]}"#
+            ),
+            ("tables[0].rows".into(), "missing".into())
+        );
+        // Well formed, but nothing NCCL measured outside a CUDA graph.
+        let none = r#"{"format": "topoplan-bench/1", "command": "", "tables": [
+            {"collective": "all-reduce", "ngpus": 2, "cuda_graph": false, "rows": [
+              {"bytes": 8, "out_of_place": {"time_us": 4.0}}]}]}"#;
+        assert_eq!(
+            err(none),
+            MeasurementError::NoNccl {
+                file: "m.json".into()
+            }
+        );
+        assert!(err(none).to_string().contains("--vs-nccl"));
+    }
+
+    #[test]
+    fn a_missing_bench_file_names_it() {
+        let e = load_bench_json(Path::new("/nonexistent/perf.json")).unwrap_err();
+        assert!(e.to_string().starts_with("/nonexistent/perf.json: "), "{e}");
+    }
 }

@@ -1,6 +1,7 @@
 //! `topoplan bench`: nccl-tests-style measurements of our CUDA backend on the local GPUs,
 //! optionally beside NCCL on the same buffers (`--vs-nccl`), or with one process per GPU
-//! (`--procs`: this binary starts itself once per rank, see `procs`).
+//! (`--procs`: this binary starts itself once per rank, see `procs`). `--algo auto` prices its
+//! candidates with a machine profile (`--profile`, else the bundled one: `profile`).
 
 use super::error::{CliError, CliResult};
 use super::sizes::parse_size;
@@ -12,8 +13,10 @@ use runtime::cuda::{device, harness_mp, schedules, CudaError};
 use runtime::{DataType, ReduceOp};
 
 mod procs;
+mod profile;
 pub mod report;
 use procs::{run_child, run_parent, MP_RANK_VAR};
+pub use profile::{measure_vs_nccl, Priced};
 
 #[derive(clap::Args, Debug)]
 #[command(
@@ -21,6 +24,10 @@ use procs::{run_child, run_parent, MP_RANK_VAR};
 the whole gathered buffer, as in nccl-tests. busbw uses nccl-tests' factors (all-reduce 2(n-1)/n).\n\n\
 Example (2 GPUs, all-reduce, against NCCL, checking every element):\n  \
 topoplan bench -b 8 -e 1G -f 4 -g 2 --vs-nccl -c 1\n\n\
+--algo auto prices the candidates with a machine profile (docs/profile.md): the bundled 2xH200 one, or \
+--profile FILE (written by `topoplan calibrate`), read and checked before any GPU is touched; each table's \
+header line names the profile. Example:\n  \
+topoplan bench -g 2 --vs-nccl --profile my.json\n\n\
 NCCL is loaded at run time as libnccl.so: on systems that only have libnccl.so.2, put a libnccl.so link to it on \
 LD_LIBRARY_PATH. Environment: TOPOPLAN_ALGO overrides --algo; one-shot schedules run on the barrier-free direct \
 path (TOPOPLAN_DIRECT=0: the generic lowering; TOPOPLAN_DIRECT_CTAS, TOPOPLAN_DIRECT_SLOT_KB, TOPOPLAN_PDL=0 tune \
@@ -92,6 +99,10 @@ pub struct Args {
     /// (copy-engine pipeline, 2-GPU all-reduce).
     #[arg(long = "algo", default_value = "auto")]
     pub algo: String,
+    /// Machine profile `--algo auto` prices its candidates with (JSON, docs/profile.md; default:
+    /// the bundled 2xH200 profile). A bad file is an error naming the file and the field.
+    #[arg(long = "profile", value_name = "FILE")]
+    pub profile: Option<std::path::PathBuf>,
     /// Also run NCCL on the same buffers, alternating with ours, and print ratio columns.
     #[arg(long = "vs-nccl")]
     pub vs_nccl: bool,
@@ -210,16 +221,18 @@ pub fn run(a: Args) -> CliResult {
     if let Some(src) = a.from_json.as_deref().or(a.from_log.as_deref()) {
         return convert(&a, src);
     }
+    // Before anything touches a GPU: a bad profile is bad input on any machine.
+    let priced = Priced::load(a.profile.as_deref())?;
     check_ranks_per_gpu(&a)?;
     if !a.procs {
-        return run_configs(&a, &mut Mode::Single);
+        return run_configs(&a, &mut Mode::Single, &priced).map(drop);
     }
     match std::env::var(MP_RANK_VAR) {
         Ok(r) => {
             let rank: u32 = r
                 .parse()
                 .map_err(|_| CliError::input(format!("{MP_RANK_VAR}={r:?} is not a rank")))?;
-            run_child(&a, rank).map_err(|e| match e {
+            run_child(&a, rank, &priced).map_err(|e| match e {
                 CliError::Input(m) => CliError::Input(format!("rank {rank}: {m}")),
                 CliError::Failure(m) if m.starts_with(&format!("rank {rank}:")) => {
                     CliError::Failure(m)
@@ -312,7 +325,9 @@ fn effective_algo(a: &Args) -> String {
     params::ALGO.raw().unwrap_or_else(|| a.algo.clone())
 }
 
-fn run_configs(a: &Args, mode: &mut Mode) -> CliResult {
+/// Runs every configuration of `a`, prints its tables, writes `--json` / `--plot`, and returns
+/// what it measured.
+fn run_configs(a: &Args, mode: &mut Mode, priced: &Priced) -> Result<report::Report, CliError> {
     let dtypes = list(&a.dtype, &DataType::ALL, DataType::parse, "--datatype")?;
     let ops = list(&a.op, &ReduceOp::ALL, ReduceOp::parse, "--op")?;
     let kinds: Vec<CollectiveKind> = if a.coll == "all" {
@@ -346,7 +361,7 @@ fn run_configs(a: &Args, mode: &mut Mode) -> CliResult {
                 if !kind.reduces() && i > 0 {
                     continue; // the operator does not matter: run once
                 }
-                total_wrong += run_one(a, kind, dtype, op, mode, &mut rep)?;
+                total_wrong += run_one(a, kind, dtype, op, mode, priced, &mut rep)?;
                 configs += 1;
             }
         }
@@ -369,7 +384,7 @@ fn run_configs(a: &Args, mode: &mut Mode) -> CliResult {
     if total_wrong > 0 {
         return Err(CliError::failure(format!("{total_wrong} wrong elements")));
     }
-    Ok(())
+    Ok(rep)
 }
 
 fn run_one(
@@ -378,6 +393,7 @@ fn run_one(
     dtype: DataType,
     op: ReduceOp,
     mode: &mut Mode,
+    priced: &Priced,
     rep: &mut report::Report,
 ) -> Result<i64, CliError> {
     let algo = effective_algo(a);
@@ -445,10 +461,10 @@ fn run_one(
         match mode {
             Mode::Single if a.ranks_per_gpu > 1 => {
                 println!("# NOTE: {} ranks on {} GPU(s), {} per GPU: {SHARED_NOTE}", nranks(a), a.ngpus, a.ranks_per_gpu);
-                println!("# topoplan bench: {} on {} GPU(s) x {} ranks each ({SHARED_NOTE}), {} {}, algo {}, warmup {} iters {} runs {} (median){}", kind.name(), a.ngpus, a.ranks_per_gpu, dtype.nccl_name(), op.name(), algo, a.warmup, a.iters, a.runs, if a.cuda_graph { ", calls replayed from a CUDA graph" } else { "" })
+                println!("# topoplan bench: {} on {} GPU(s) x {} ranks each ({SHARED_NOTE}), {} {}, algo {}, {}, warmup {} iters {} runs {} (median){}", kind.name(), a.ngpus, a.ranks_per_gpu, dtype.nccl_name(), op.name(), algo, priced.label, a.warmup, a.iters, a.runs, if a.cuda_graph { ", calls replayed from a CUDA graph" } else { "" })
             }
-            Mode::Single => println!("# topoplan bench: {} on {} GPU(s), {} {}, algo {}, warmup {} iters {} runs {} (median){}", kind.name(), a.ngpus, dtype.nccl_name(), op.name(), algo, a.warmup, a.iters, a.runs, if a.cuda_graph { ", calls replayed from a CUDA graph" } else { "" }),
-            Mode::Procs { .. } => println!("# topoplan bench: {} on {} GPU(s) in {} processes (CUDA IPC, one-shot schedules{}), {} {}, algo {}, warmup {} iters {} runs {} (median of the slowest rank){}", kind.name(), a.ngpus, a.ngpus, if a.vs_nccl { "; NCCL: one communicator per process" } else { "" }, dtype.nccl_name(), op.name(), algo, a.warmup, a.iters, a.runs, if a.cuda_graph { ", calls replayed from a CUDA graph" } else { "" }),
+            Mode::Single => println!("# topoplan bench: {} on {} GPU(s), {} {}, algo {}, {}, warmup {} iters {} runs {} (median){}", kind.name(), a.ngpus, dtype.nccl_name(), op.name(), algo, priced.label, a.warmup, a.iters, a.runs, if a.cuda_graph { ", calls replayed from a CUDA graph" } else { "" }),
+            Mode::Procs { .. } => println!("# topoplan bench: {} on {} GPU(s) in {} processes (CUDA IPC, one-shot schedules{}), {} {}, algo {}, {}, warmup {} iters {} runs {} (median of the slowest rank){}", kind.name(), a.ngpus, a.ngpus, if a.vs_nccl { "; NCCL: one communicator per process" } else { "" }, dtype.nccl_name(), op.name(), algo, priced.label, a.warmup, a.iters, a.runs, if a.cuda_graph { ", calls replayed from a CUDA graph" } else { "" }),
         }
         print_header(a.vs_nccl);
         let root = if matches!(kind, CollectiveKind::Broadcast | CollectiveKind::Reduce) {
@@ -471,13 +487,15 @@ fn run_one(
         };
         let rows = match mode {
             Mode::Single => {
-                let (rows, mem) = harness::run(&cfg, print_row).map_err(map_err)?;
+                let (rows, mem) =
+                    harness::run_with_profile(&cfg, &priced.profile, print_row).map_err(map_err)?;
                 print_memory(&rows, &mem);
                 rows
             }
             Mode::Procs { comm, rv, init } => {
                 let (rows, mem) =
-                    harness_mp::run(comm, rv, &cfg, *init, print_row).map_err(map_err)?;
+                    harness_mp::run(comm, rv, &cfg, &priced.profile, *init, print_row)
+                        .map_err(map_err)?;
                 print_memory(&rows, &mem);
                 rows
             }
@@ -546,88 +564,4 @@ fn print_memory(rows: &[Row], mem: &harness::MemReport) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::procs::check_procs;
-    use super::*;
-
-    #[test]
-    fn lists_accept_all_and_reject_unknown_names() {
-        let all = list("all", &DataType::ALL, DataType::parse, "--datatype").unwrap();
-        assert_eq!(all.len(), 8);
-        let two = list("float,bf16", &DataType::ALL, DataType::parse, "--datatype").unwrap();
-        assert_eq!(two, vec![DataType::F32, DataType::Bf16]);
-        let bad = list("float,f128", &DataType::ALL, DataType::parse, "--datatype");
-        assert!(matches!(bad, Err(CliError::Input(_))));
-    }
-
-    #[derive(clap::Parser)]
-    struct Cmd {
-        #[command(flatten)]
-        args: Args,
-    }
-
-    fn parse(argv: &[&str]) -> Args {
-        use clap::Parser;
-        Cmd::try_parse_from(std::iter::once("bench").chain(argv.iter().copied()))
-            .unwrap()
-            .args
-    }
-
-    fn procs_err(argv: &[&str]) -> String {
-        let a = parse(argv);
-        assert!(a.procs);
-        match check_procs(&a, &a.algo) {
-            Err(CliError::Input(m)) => m,
-            other => panic!("{argv:?}: expected an input error, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn procs_arguments_are_checked() {
-        assert!(!parse(&["-g", "2"]).procs);
-        for ok in [
-            &["-g", "2", "--procs"][..],
-            &["-g", "8", "--procs", "--algo", "one-shot"],
-            &["-g", "4", "--procs", "--algo", "one-shot-ll", "-c", "0"],
-            &["-g", "2", "--procs", "--vs-nccl"],
-            &["-g", "2", "--procs", "--cuda-graph", "--vs-nccl"],
-        ] {
-            let a = parse(ok);
-            assert!(check_procs(&a, &a.algo).is_ok(), "{ok:?}");
-        }
-        let e = procs_err(&["-g", "2", "--procs", "--algo", "ring"]);
-        assert!(
-            e.contains("one-shot (direct) schedules only") && e.contains("`ring`"),
-            "{e}"
-        );
-        assert!(e.contains("--algo auto, one-shot, one-shot-ll"), "{e}");
-        assert!(!e.contains("two-shot,") && !e.contains(" ce"), "{e}");
-        assert!(procs_err(&["-g", "2", "--procs", "--algo", "ce"]).contains("`ce`"));
-        assert!(procs_err(&["-g", "1", "--procs"]).contains("-g 2 to 8"));
-        assert!(procs_err(&["-g", "9", "--procs"]).contains("-g 2 to 8"));
-    }
-
-    #[test]
-    fn ranks_per_gpu_arguments_are_checked() {
-        let err = |argv: &[&str]| match check_ranks_per_gpu(&parse(argv)) {
-            Err(CliError::Input(m)) => m,
-            other => panic!("{argv:?}: expected an input error, got {other:?}"),
-        };
-        assert!(check_ranks_per_gpu(&parse(&["-g", "2"])).is_ok());
-        assert_eq!(nranks(&parse(&["-g", "2", "--ranks-per-gpu", "4"])), 8);
-        assert!(err(&["--ranks-per-gpu", "0"]).contains("at least 1"));
-        assert!(err(&["-g", "3", "--ranks-per-gpu", "3"]).contains("9 ranks: at most 8"));
-        assert!(err(&["-g", "1", "--ranks-per-gpu", "4", "--procs"]).contains("not with --procs"));
-        assert!(err(&["-g", "1", "--ranks-per-gpu", "4", "--vs-nccl"]).contains("NCCL refuses"));
-        let e = err(&["-g", "1", "--ranks-per-gpu", "2", "--plot", "x.svg"]);
-        assert!(e.contains("not performance"), "{e}");
-    }
-
-    #[test]
-    fn procs_is_documented_in_the_help() {
-        use clap::CommandFactory;
-        let help = Cmd::command().render_long_help().to_string();
-        assert!(help.contains("--procs"), "{help}");
-        assert!(help.contains("CUDA IPC"), "{help}");
-    }
-}
+mod tests;

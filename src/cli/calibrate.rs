@@ -1,32 +1,66 @@
-//! `topoplan calibrate`: fits a machine profile to nccl-tests output files (any collectives) on
-//! a topology, writes it, and prints every point's fit error.
+//! `topoplan calibrate`: fits a machine profile to NCCL measurements on a topology, writes it,
+//! and prints every point's fit error. The measurements are nccl-tests output files, the NCCL
+//! columns of `topoplan bench --json FILE --vs-nccl` files, or a bench sweep run here on the
+//! local GPUs (`--measure`), in any combination.
 
+use super::bench::{self, Priced};
 use super::error::{CliError, CliResult};
 use super::sim::{load_profile, load_topology};
 use planner::plan::Planner;
 use planner::schedule::CollectiveKind;
+use planner::topology::{load_str, LoadOptions, Topology};
 use planner::tuner::Profile;
-use sim::calibrate::{fit, Curve};
+use sim::calibrate::{fit, parse_bench_json, BenchCurve, Curve};
 use sim::fidelity::parse_nccl_tests;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "EXAMPLES:
   topoplan calibrate --nccl-tests all_reduce.txt all_gather.txt --topo topo.xml -o my.json
+  topoplan calibrate --bench perf.json --topo topo.xml -o my.json
+  topoplan calibrate --measure --save-measurements runs/ -o my.json
   topoplan sim topo.xml --as nccl --profile my.json
+  topoplan bench --vs-nccl --profile my.json
 
-Each file is one nccl-tests run (all_reduce_perf, all_gather_perf, ...; the collective is read
-from its '# Collective test starting:' line, else from the file name). The fit moves the launch
-floor and, for each protocol NCCL used, the per-step cost, hop latency and per-channel rate of
-the simulator's NCCL model (docs/profile.md), starting from --profile (default: the profile the
-topology gets). The tuner and runtime sections are kept.")]
+Inputs (at least one; they may be combined):
+  --nccl-tests: one nccl-tests run per file (all_reduce_perf, all_gather_perf, ...; the
+    collective is read from its '# Collective test starting:' line, else from the file name).
+  --bench: files written by `topoplan bench --json FILE --vs-nccl`: each table's NCCL
+    out-of-place times become one curve, its collective and GPU count read from the file
+    (tables timed under a CUDA graph are left out: nccl-tests launches every call).
+  --measure: runs the bench here, on GPUs 0..g: all-reduce and all-gather, 8 B to 1 GiB by 4,
+    ours and NCCL on the same buffers (what `topoplan bench -b 8 -e 1G -f 4 --coll
+    all-reduce,all-gather --vs-nccl -c 0` runs), then fits NCCL's columns as --bench does.
+    It needs a CUDA driver and 2 or more GPUs: NCCL's time on one GPU says nothing about its
+    links. --save-measurements DIR keeps what it measured (DIR/bench.json, and DIR/topo.xml
+    when the topology was detected), so the profile is stored with its measurements.
+
+Without --topo the local machine's topology is detected (as `topoplan detect` does), which
+needs the CUDA driver. The fit moves the launch floor and, for each protocol NCCL used, the
+per-step cost, hop latency and per-channel rate of the simulator's NCCL model
+(docs/profile.md), starting from --profile (default: the profile the topology gets). The
+tuner and runtime sections are kept.")]
 pub struct Args {
     /// nccl-tests output files.
-    #[arg(long = "nccl-tests", required = true, num_args = 1..)]
+    #[arg(long = "nccl-tests", num_args = 1.., value_name = "FILE")]
     pub nccl_tests: Vec<PathBuf>,
-    /// Topology of the machine they ran on (NCCL XML or topoplan JSON).
+    /// `topoplan bench --json FILE --vs-nccl` files (format `topoplan-bench/1`): their NCCL
+    /// columns are the measurements.
+    #[arg(long = "bench", num_args = 1.., value_name = "FILE")]
+    pub bench: Vec<PathBuf>,
+    /// Measure here: all-reduce and all-gather, ours and NCCL, 8 B to 1 GiB by 4, on GPUs 0..g.
+    #[arg(long = "measure")]
+    pub measure: bool,
+    /// GPUs --measure runs on (default: all visible, at most 8).
+    #[arg(short = 'g', long = "ngpus", requires = "measure")]
+    pub ngpus: Option<usize>,
+    /// Write what --measure measured into DIR (bench.json; topo.xml when detected).
+    #[arg(long = "save-measurements", value_name = "DIR", requires = "measure")]
+    pub save_measurements: Option<PathBuf>,
+    /// Topology of the machine they ran on (NCCL XML or topoplan JSON; default: detect the
+    /// local machine's).
     #[arg(long)]
-    pub topo: PathBuf,
+    pub topo: Option<PathBuf>,
     /// Where to write the profile.
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,
@@ -42,7 +76,7 @@ pub struct Args {
 }
 
 /// The collective of an nccl-tests file: its header line, else its name.
-fn kind_of(path: &std::path::Path, text: &str) -> Result<CollectiveKind, CliError> {
+fn kind_of(path: &Path, text: &str) -> Result<CollectiveKind, CliError> {
     let from = |s: &str| -> Option<CollectiveKind> {
         let s = s.to_ascii_lowercase();
         [
@@ -69,29 +103,174 @@ fn kind_of(path: &std::path::Path, text: &str) -> Result<CollectiveKind, CliErro
         })
 }
 
+fn nccl_tests_curve(f: &Path) -> Result<Curve, CliError> {
+    let text =
+        std::fs::read_to_string(f).map_err(|e| CliError::input(format!("{}: {e}", f.display())))?;
+    let kind = kind_of(f, &text)?;
+    let points: Vec<(u64, f64)> = parse_nccl_tests(&text)
+        .into_iter()
+        .filter(|p| p.0 > 0)
+        .collect();
+    if points.is_empty() {
+        return Err(CliError::input(format!(
+            "{}: no nccl-tests rows (size count type redop root time ...)",
+            f.display()
+        )));
+    }
+    Ok(Curve { kind, points })
+}
+
+/// Checks that every bench table ran on the topology's GPU count (the fit simulates NCCL on
+/// the topology's ranks).
+fn check_gpus(file: &str, curves: &[BenchCurve], topo: &Topology) -> Result<(), CliError> {
+    let n = topo.n_ranks();
+    match curves.iter().find(|c| c.ngpus as usize != n) {
+        Some(c) => Err(CliError::input(format!(
+            "{file}: field `tables[{}].ngpus`: the {} table ran on {} GPU(s), the topology has {n}",
+            c.table,
+            c.curve.kind.name(),
+            c.ngpus
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// `--measure`'s preconditions, before any topology detection or sweep: a CUDA driver, and 2 to
+/// the visible number of GPUs. Returns the GPU count.
+fn measure_gpus(asked: Option<usize>) -> Result<usize, CliError> {
+    const WHY: &str = "NCCL's time on one GPU says nothing about its links";
+    if !runtime::cuda::device::driver_present() {
+        return Err(CliError::failure(format!(
+            "calibrate --measure: no CUDA driver on this machine (libcuda.so not found): it \
+             times NCCL on 2 or more local GPUs ({WHY}); fit recorded runs with --nccl-tests \
+             or --bench instead"
+        )));
+    }
+    let visible = runtime::cuda::detect::probe()
+        .map_err(|e| CliError::failure(format!("calibrate --measure: cannot list the GPUs: {e}")))?
+        .gpus
+        .len();
+    let n = asked.unwrap_or(visible.min(8));
+    if n < 2 {
+        let e = format!(
+            "calibrate --measure needs 2 or more GPUs ({visible} visible{}): {WHY}",
+            asked.map(|g| format!(", -g {g}")).unwrap_or_default()
+        );
+        return Err(if asked.is_some() && visible >= 2 {
+            CliError::input(e)
+        } else {
+            CliError::failure(e)
+        });
+    }
+    if n > visible {
+        return Err(CliError::input(format!(
+            "calibrate --measure -g {n}: only {visible} GPU(s) visible"
+        )));
+    }
+    Ok(n)
+}
+
+/// The local machine's topology as `topoplan detect` writes it, and its XML.
+fn detect_topology(gpu_model: Option<String>) -> Result<(Topology, String), CliError> {
+    if !runtime::cuda::device::driver_present() {
+        return Err(CliError::failure(
+            "calibrate: no --topo FILE, and no CUDA driver on this machine (libcuda.so not found) \
+             to detect the local topology with: give --topo FILE",
+        ));
+    }
+    let m = runtime::cuda::detect::probe()
+        .map_err(|e| CliError::failure(format!("detecting the local topology: {e}")))?;
+    let xml = m.to_xml();
+    let opts = LoadOptions {
+        gpu_model,
+        ..Default::default()
+    };
+    let loaded = load_str(&xml, "detected.xml", &opts)
+        .map_err(|e| CliError::failure(format!("the detected topology does not load: {e}")))?;
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok((loaded.topology, xml))
+}
+
 pub fn run(a: Args) -> CliResult {
-    let topo = load_topology(&a.topo, a.gpu_model.clone())?;
+    if a.nccl_tests.is_empty() && a.bench.is_empty() && !a.measure {
+        return Err(CliError::input(
+            "calibrate needs measurements: --nccl-tests FILE..., --bench FILE... (written by \
+             `topoplan bench --json FILE --vs-nccl`) and/or --measure (on the local GPUs)",
+        ));
+    }
+    // Every file is read and checked before a topology is detected or a GPU touched.
+    let mut curves = Vec::new();
+    for f in &a.nccl_tests {
+        curves.push(nccl_tests_curve(f)?);
+    }
+    let mut benches = Vec::new();
+    for f in &a.bench {
+        let c = sim::calibrate::load_bench_json(f).map_err(CliError::input)?;
+        benches.push((f.display().to_string(), c));
+    }
     let given = load_profile(a.profile.as_deref())?;
+    let measure_n = if a.measure {
+        Some(measure_gpus(a.ngpus)?)
+    } else {
+        None
+    };
+    let (topo, detected_xml, topo_name) = match &a.topo {
+        Some(t) => (
+            load_topology(t, a.gpu_model.clone())?,
+            None,
+            t.display().to_string(),
+        ),
+        None => {
+            let (t, xml) = detect_topology(a.gpu_model.clone())?;
+            (t, Some(xml), "the detected local topology".to_string())
+        }
+    };
+    for (file, c) in &benches {
+        check_gpus(file, c, &topo)?;
+    }
+    if let Some(n) = measure_n.filter(|&n| n != topo.n_ranks()) {
+        return Err(CliError::input(format!(
+            "calibrate --measure on {n} GPU(s), but {topo_name} has {}: pass -g {} or another --topo",
+            topo.n_ranks(),
+            topo.n_ranks()
+        )));
+    }
     let planner = Planner::with_profile(&topo, given).map_err(CliError::input)?;
     let base = planner.profile().clone();
     let start =
         sim::SimParams::from_profile(&base.profile, &base.profile.name).map_err(CliError::input)?;
-    let mut curves = Vec::new();
-    for f in &a.nccl_tests {
-        let text = std::fs::read_to_string(f)
-            .map_err(|e| CliError::input(format!("{}: {e}", f.display())))?;
-        let kind = kind_of(f, &text)?;
-        let points: Vec<(u64, f64)> = parse_nccl_tests(&text)
-            .into_iter()
-            .filter(|p| p.0 > 0)
-            .collect();
-        if points.is_empty() {
-            return Err(CliError::input(format!(
-                "{}: no nccl-tests rows (size count type redop root time ...)",
-                f.display()
-            )));
+    let mut measurements: Vec<String> = a.topo.iter().map(|t| t.display().to_string()).collect();
+    let mut measured_here = None;
+    if let Some(n) = measure_n {
+        let priced = Priced::load(a.profile.as_deref())?;
+        let report = bench::measure_vs_nccl(n, &priced)?;
+        let mut label = format!("--measure ({n} GPUs)");
+        if let Some(dir) = &a.save_measurements {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| CliError::failure(format!("{}: {e}", dir.display())))?;
+            if let Some(xml) = &detected_xml {
+                let p = dir.join("topo.xml");
+                std::fs::write(&p, xml)
+                    .map_err(|e| CliError::failure(format!("writing {}: {e}", p.display())))?;
+                measurements.insert(0, p.display().to_string());
+            }
+            let p = dir.join("bench.json");
+            report.save(&p)?;
+            label = p.display().to_string();
+            measurements.push(label.clone());
         }
-        curves.push(Curve { kind, points });
+        let text = serde_json::to_string(&report).map_err(CliError::failure)?;
+        let c = parse_bench_json(&text, &label).map_err(CliError::failure)?;
+        check_gpus(&label, &c, &topo)?;
+        measured_here = Some((label, c));
+    }
+    measurements.extend(a.nccl_tests.iter().map(|f| f.display().to_string()));
+    measurements.extend(a.bench.iter().map(|f| f.display().to_string()));
+    let bench_tables: usize = benches.iter().map(|b| b.1.len()).sum();
+    for (_, c) in benches.iter().chain(measured_here.iter()) {
+        curves.extend(c.iter().map(|b| b.curve.clone()));
     }
     let r = fit(&topo, &planner, &curves, &start).map_err(CliError::failure)?;
     let mut p: Profile = base.profile.clone();
@@ -102,14 +281,33 @@ pub fn run(a: Args) -> CliResult {
             .unwrap_or("calibrated")
             .to_string()
     });
+    let mut sources = Vec::new();
+    if !a.nccl_tests.is_empty() {
+        sources.push(format!("{} nccl-tests file(s)", a.nccl_tests.len()));
+    }
+    if !a.bench.is_empty() {
+        sources.push(format!(
+            "NCCL's columns of {} table(s) of {} topoplan bench file(s)",
+            bench_tables,
+            a.bench.len()
+        ));
+    }
+    if let Some((label, c)) = &measured_here {
+        sources.push(format!(
+            "NCCL's columns of {} table(s) measured by topoplan calibrate --measure ({})",
+            c.len(),
+            if a.save_measurements.is_some() {
+                format!("saved as {label}")
+            } else {
+                "not saved".into()
+            }
+        ));
+    }
     p.description = format!(
-        "fitted by topoplan calibrate on {} from {} nccl-tests file(s)",
-        a.topo.display(),
-        a.nccl_tests.len()
+        "fitted by topoplan calibrate on {topo_name} from {}",
+        sources.join(", ")
     );
-    p.measurements = std::iter::once(a.topo.display().to_string())
-        .chain(a.nccl_tests.iter().map(|f| f.display().to_string()))
-        .collect();
+    p.measurements = measurements;
     p.sim = serde_json::to_value(&r.params).map_err(CliError::failure)?;
     // What is written must read back (the schema check of every profile).
     let text = p.to_json();
@@ -117,10 +315,10 @@ pub fn run(a: Args) -> CliResult {
     std::fs::write(&a.output, &text)
         .map_err(|e| CliError::failure(format!("{}: {e}", a.output.display())))?;
     println!(
-        "# topoplan calibrate: {} point(s) of {} curve(s) on {}; started from {}",
+        "# topoplan calibrate: {} point(s) of {} curve(s) ({}) on {topo_name}; started from {}",
         r.rows.len(),
         curves.len(),
-        a.topo.display(),
+        sources.join(", "),
         base.note()
     );
     println!(

@@ -17,6 +17,7 @@ use crate::reference::{buffer_lens, expected_bytes};
 use crate::types::{DataType, ReduceOp};
 use cudarc::driver::sys;
 use planner::schedule::{Collective, CollectiveKind, Schedule};
+use planner::tuner::Profile;
 use std::sync::{Arc, Barrier};
 
 mod correctness;
@@ -335,15 +336,17 @@ impl Lib<'_> {
 /// What the bench runs at `size` bytes: the per-rank count, the row's algorithm label and the
 /// schedule. The copy-engine pipeline is refused under graph capture: its host-side counters
 /// would be baked into the graph, and a replay would wait forever.
+/// `auto` is priced with `profile`.
 pub(crate) fn sized_schedule(
     cfg: &BenchConfig,
+    profile: &Profile,
     coll: &Collective,
     n: u32,
     size: u64,
 ) -> Result<(u64, String, Arc<Schedule>), CudaError> {
     let elem = cfg.dtype.size() as u64;
     let (count, _, _) = geometry(cfg.kind, n, size, elem);
-    let (algo, sched) = schedules::pick(coll, n, count * elem, &cfg.algo)
+    let (algo, sched) = schedules::pick(coll, n, count * elem, &cfg.algo, profile)
         .map_err(|e| CudaError::Input(e.to_string()))?;
     if cfg.cuda_graph && algo == "ce" {
         return Err(CudaError::Input(
@@ -400,9 +403,19 @@ pub fn shares_a_gpu(ordinals: &[usize]) -> bool {
         .any(|(i, o)| ordinals[..i].contains(o))
 }
 
-/// Runs the benchmark; `on_row` sees each size's row as soon as it is measured.
+/// Runs the benchmark with `auto` priced by the bundled profile ([`run_with_profile`]).
 pub fn run(
     cfg: &BenchConfig,
+    on_row: impl FnMut(&Row),
+) -> Result<(Vec<Row>, MemReport), CudaError> {
+    run_with_profile(cfg, Profile::bundled(), on_row)
+}
+
+/// Runs the benchmark; `auto` prices its candidates with `profile` (`topoplan bench
+/// --profile`); `on_row` sees each size's row as soon as it is measured.
+pub fn run_with_profile(
+    cfg: &BenchConfig,
+    profile: &Profile,
     mut on_row: impl FnMut(&Row),
 ) -> Result<(Vec<Row>, MemReport), CudaError> {
     let n = cfg.ordinals.len() as u32;
@@ -460,7 +473,7 @@ pub fn run(
     let mut rows = Vec::new();
     let coll = coll_of(cfg.kind, cfg.root);
     for (si, &size) in cfg.sizes.iter().enumerate() {
-        let (count, algo, sched) = sized_schedule(cfg, &coll, n, size)?;
+        let (count, algo, sched) = sized_schedule(cfg, profile, &coll, n, size)?;
         let ours = Lib::Ours(&g, &sched);
         let mut row = Row {
             size,

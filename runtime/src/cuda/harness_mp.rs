@@ -283,6 +283,7 @@ pub fn run(
     comm: &CudaProcComm,
     meet: &mut dyn Meet,
     cfg: &BenchConfig,
+    profile: &planner::tuner::Profile,
     init: InitMemory,
     mut on_row: impl FnMut(&Row),
 ) -> Result<(Vec<Row>, MemReport), CudaError> {
@@ -298,10 +299,10 @@ pub fn run(
         // `auto` here chooses among what this mode runs (the one-process `auto` may pick
         // two-shot or the ring above 2 ranks).
         let algo = match cfg.algo.as_str() {
-            "auto" => schedules::auto_direct_algo(cfg.kind, count * elem, true),
+            "auto" => schedules::auto_direct_algo(profile, cfg.kind, count * elem, true),
             a => a,
         };
-        let (algo, s) = schedules::pick(&coll, n, count * elem, algo)
+        let (algo, s) = schedules::pick(&coll, n, count * elem, algo, profile)
             .map_err(|e| CudaError::Input(e.to_string()))?;
         check_direct(&s)?;
         // Sizes the hybrid runs: the copy engines are enabled below for them.

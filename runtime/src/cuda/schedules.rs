@@ -1,8 +1,10 @@
 //! Which planner schedule the CUDA backend runs for a collective and size. The runtime never
 //! invents an algorithm: it picks among the planner's builders (`planner::schedule::build`) as
-//! the planner's tuner prices them with the machine profile (`profiles/`; for GPU pairs the
-//! measured crossovers of the profile's `runtime` section, which the tuner reproduces: a test
-//! checks it), or as `TOPOPLAN_ALGO` / `--algo` says.
+//! the planner's tuner prices them with the machine profile it is given (`profiles/`,
+//! `topoplan bench --profile`; for GPU pairs the measured crossovers of the profile's `runtime`
+//! section, which the tuner reproduces: a test checks it on the bundled profile), or as
+//! `TOPOPLAN_ALGO` / `--algo` says. Every function that chooses takes the profile: there is no
+//! profile of the runtime's own.
 
 use planner::schedule::build;
 use planner::schedule::{Collective, CollectiveKind, Protocol, Schedule, Transport};
@@ -37,18 +39,17 @@ fn ll128_up_to() -> u64 {
 
 /// Up to this size (bytes per rank; `TOPOPLAN_LL_MAX` overrides) `auto` sends two-rank direct
 /// schedules through LL buffers: no barrier, one NVLink latency, but only 8 data bytes per
-/// 16-byte line. The profile's measured crossover (2×H200: 512 KiB).
-fn ll_up_to() -> u64 {
+/// 16-byte line. The profile's measured crossover (`runtime.ll_up_to_bytes`; 2×H200: 512 KiB).
+fn ll_up_to(p: &Profile) -> u64 {
     params::LL_MAX
         .bytes_or_warn()
-        .unwrap_or_else(|| Profile::bundled().runtime.ll_up_to_bytes)
+        .unwrap_or(p.runtime.ll_up_to_bytes)
 }
 
 /// The tuner's model of one host of `nranks` GPUs, every pair NVLinked as on the profile's
 /// machine (the CUDA backend runs one process on one host): rings and trees as NCCL runs them
 /// there (24 channels sharing the searched 360 GB/s of 18 NVLinks), the direct patterns.
-fn host_model(nranks: u32) -> SystemModel {
-    let p = Profile::bundled();
+fn host_model(p: &Profile, nranks: u32) -> SystemModel {
     let nvl = p.machine.nvlink_gbps_per_gpu.max(1.0);
     // NCCL's search on 18 NVLinks of 20.6 GB/s: 12 channels × 30 GB/s, run twice.
     let searched = (nvl / 30.0).floor().max(1.0) * 30.0;
@@ -73,9 +74,9 @@ fn host_model(nranks: u32) -> SystemModel {
 
 /// The runtime's name of the tuner's fastest candidate among what the CUDA backend runs (the
 /// one-shot in LL, LL128 and Simple, the two-shot, ring and tree in Simple).
-fn tuner_algo(kind: CollectiveKind, nranks: u32, bytes: u64) -> Option<&'static str> {
+fn tuner_algo(p: &Profile, kind: CollectiveKind, nranks: u32, bytes: u64) -> Option<&'static str> {
     use planner::schedule::Algorithm as A;
-    let mut c = tuner::candidates(&host_model(nranks), kind, bytes, &Filter::default());
+    let mut c = tuner::candidates(&host_model(p, nranks), kind, bytes, &Filter::default());
     c.sort_by(|a, b| a.time_us.total_cmp(&b.time_us));
     c.into_iter().find_map(|e| match (e.algorithm, e.protocol) {
         (A::OneShot, Protocol::LL) => Some("one-shot-ll"),
@@ -104,8 +105,9 @@ pub enum PickError {
     Build(String),
 }
 
-/// The name `auto` resolves to for this collective, rank count and per-rank byte size.
-pub fn auto_algo(kind: CollectiveKind, nranks: u32, bytes: u64) -> &'static str {
+/// The name `auto` resolves to for this collective, rank count and per-rank byte size, priced
+/// with `profile` (its tuner section above two ranks, its `runtime` section for pairs).
+pub fn auto_algo(profile: &Profile, kind: CollectiveKind, nranks: u32, bytes: u64) -> &'static str {
     if nranks > 2
         && matches!(
             kind,
@@ -116,7 +118,7 @@ pub fn auto_algo(kind: CollectiveKind, nranks: u32, bytes: u64) -> &'static str 
                 | CollectiveKind::Reduce
         )
     {
-        if let Some(name) = tuner_algo(kind, nranks, bytes) {
+        if let Some(name) = tuner_algo(profile, kind, nranks, bytes) {
             // One-way LL flows need the direct path's credits (the generic lowering refuses
             // them).
             let one_way = matches!(kind, CollectiveKind::Broadcast | CollectiveKind::Reduce);
@@ -137,17 +139,17 @@ pub fn auto_algo(kind: CollectiveKind, nranks: u32, bytes: u64) -> &'static str 
         // In one process, the direct path's pull mode beats LL from 512 KiB (2×H200: 7.7
         // against 9.2 µs), so LL yields where pull would run the Simple one-shot.
         CollectiveKind::AllReduce
-            if bytes <= ll_up_to()
+            if bytes <= ll_up_to(profile)
                 && !super::direct::pull::wanted(kind, Protocol::Simple, bytes) =>
         {
             "one-shot-ll"
         }
-        CollectiveKind::AllGather | CollectiveKind::ReduceScatter if bytes <= ll_up_to() => {
+        CollectiveKind::AllGather | CollectiveKind::ReduceScatter if bytes <= ll_up_to(profile) => {
             "one-shot-ll"
         }
         // One-way LL flows need the direct path's credits (the generic lowering refuses them).
         CollectiveKind::Broadcast | CollectiveKind::Reduce
-            if bytes <= ll_up_to() && super::direct::enabled() =>
+            if bytes <= ll_up_to(profile) && super::direct::enabled() =>
         {
             "one-shot-ll"
         }
@@ -159,9 +161,15 @@ pub fn auto_algo(kind: CollectiveKind, nranks: u32, bytes: u64) -> &'static str 
 /// What `auto` means where only the direct path runs (one process per GPU, `--procs`): the
 /// one-shot schedules, LL up to the LL limit, Simple above, whatever the rank count. With
 /// `pull` (the inputs registered, so pull mode can run), LL yields where pull mode would run,
-/// as in one process.
-pub fn auto_direct_algo(kind: CollectiveKind, bytes: u64, pull: bool) -> &'static str {
-    if bytes <= ll_up_to() && !(pull && super::direct::pull::wanted(kind, Protocol::Simple, bytes))
+/// as in one process. The LL limit is `profile`'s.
+pub fn auto_direct_algo(
+    profile: &Profile,
+    kind: CollectiveKind,
+    bytes: u64,
+    pull: bool,
+) -> &'static str {
+    if bytes <= ll_up_to(profile)
+        && !(pull && super::direct::pull::wanted(kind, Protocol::Simple, bytes))
     {
         "one-shot-ll"
     } else {
@@ -169,15 +177,17 @@ pub fn auto_direct_algo(kind: CollectiveKind, bytes: u64, pull: bool) -> &'stati
     }
 }
 
-/// Builds the schedule for `coll` on `nranks` ranks with algorithm `algo` (see [`ALGOS`]).
+/// Builds the schedule for `coll` on `nranks` ranks with algorithm `algo` (see [`ALGOS`]);
+/// `auto` is [`auto_algo`] priced with `profile` (the other names ignore it).
 pub fn pick(
     coll: &Collective,
     nranks: u32,
     bytes: u64,
     algo: &str,
+    profile: &Profile,
 ) -> Result<(String, Schedule), PickError> {
     let name = if algo == "auto" {
-        auto_algo(coll.kind, nranks, bytes)
+        auto_algo(profile, coll.kind, nranks, bytes)
     } else {
         algo
     };
@@ -226,14 +236,18 @@ fn set_transport(s: &mut Schedule, t: Transport) {
 mod tests {
     use super::*;
 
+    fn b() -> &'static Profile {
+        Profile::bundled()
+    }
+
     /// Above two ranks `auto` is the tuner's choice (the profile's model of an all-NVLink
     /// host), restricted to what the backend runs: small messages one-shot, large all-reduce a
     /// bandwidth-optimal schedule, never a hand table.
     #[test]
     fn auto_above_two_ranks_is_the_tuners_choice() {
         let ar = CollectiveKind::AllReduce;
-        assert_eq!(auto_algo(ar, 2, 8), "one-shot-ll");
-        assert_eq!(auto_algo(ar, 2, 1 << 30), "one-shot");
+        assert_eq!(auto_algo(b(), ar, 2, 8), "one-shot-ll");
+        assert_eq!(auto_algo(b(), ar, 2, 1 << 30), "one-shot");
         for kind in [
             ar,
             CollectiveKind::AllGather,
@@ -243,8 +257,8 @@ mod tests {
         ] {
             for n in [3u32, 4, 8] {
                 for bytes in [8u64, 64 << 10, 1 << 20, 64 << 20, 1 << 30] {
-                    let want = tuner_algo(kind, n, bytes).unwrap();
-                    let got = auto_algo(kind, n, bytes);
+                    let want = tuner_algo(b(), kind, n, bytes).unwrap();
+                    let got = auto_algo(b(), kind, n, bytes);
                     let one_way =
                         matches!(kind, CollectiveKind::Broadcast | CollectiveKind::Reduce);
                     if !(want.starts_with("one-shot-ll") && (one_way || want == "one-shot-ll128")) {
@@ -253,18 +267,18 @@ mod tests {
                 }
             }
         }
-        assert_eq!(auto_algo(ar, 8, 8), "one-shot-ll");
+        assert_eq!(auto_algo(b(), ar, 8, 8), "one-shot-ll");
         // A 1 GiB all-reduce on 8 GPUs is not a one-shot: it moves 7x the bytes through each
         // GPU's links.
-        assert_ne!(auto_algo(ar, 8, 1 << 30), "one-shot");
+        assert_ne!(auto_algo(b(), ar, 8, 1 << 30), "one-shot");
         let ar = CollectiveKind::AllReduce;
-        assert_eq!(auto_direct_algo(ar, 1 << 30, false), "one-shot");
-        assert_eq!(auto_direct_algo(ar, 8, true), "one-shot-ll");
+        assert_eq!(auto_direct_algo(b(), ar, 1 << 30, false), "one-shot");
+        assert_eq!(auto_direct_algo(b(), ar, 8, true), "one-shot-ll");
         // 512 KiB: LL unless pull mode can run it (registered inputs).
-        assert_eq!(auto_direct_algo(ar, 512 << 10, false), "one-shot-ll");
-        assert_eq!(auto_direct_algo(ar, 512 << 10, true), "one-shot");
+        assert_eq!(auto_direct_algo(b(), ar, 512 << 10, false), "one-shot-ll");
+        assert_eq!(auto_direct_algo(b(), ar, 512 << 10, true), "one-shot");
         assert_eq!(
-            auto_direct_algo(CollectiveKind::AllGather, 512 << 10, true),
+            auto_direct_algo(b(), CollectiveKind::AllGather, 512 << 10, true),
             "one-shot-ll"
         );
         // Every name auto gives builds for every collective it is given.
@@ -281,7 +295,7 @@ mod tests {
                         root: Some(0),
                         ..Collective::new(kind)
                     };
-                    let (name, s) = pick(&coll, n, bytes, "auto").unwrap();
+                    let (name, s) = pick(&coll, n, bytes, "auto", b()).unwrap();
                     assert_eq!(s.nranks, n, "{kind:?} {name}");
                 }
             }
@@ -306,7 +320,7 @@ mod tests {
         let mut bytes = 8u64;
         while bytes <= 4 << 30 {
             let c = p.choose(&coll, bytes);
-            let ours = match auto_algo(CollectiveKind::AllReduce, 2, bytes) {
+            let ours = match auto_algo(b(), CollectiveKind::AllReduce, 2, bytes) {
                 "one-shot-ll" => (Algorithm::OneShot, Protocol::LL),
                 "one-shot" => (Algorithm::OneShot, Protocol::Simple),
                 other => panic!("auto picked {other} at {bytes} B"),
@@ -314,5 +328,34 @@ mod tests {
             assert_eq!((c.algorithm, c.protocol), ours, "{bytes} B");
             bytes *= 2;
         }
+    }
+
+    /// `auto` reads the profile it is given: with a lower `runtime.ll_up_to_bytes`, a pair's
+    /// message between the two limits leaves LL, and with a higher one a message above the
+    /// bundled limit stays in LL. (`TOPOPLAN_LL_MAX`, which overrides both, is not set in
+    /// tests.)
+    #[test]
+    fn a_profiles_ll_limit_moves_autos_choice() {
+        let bundled = b().runtime.ll_up_to_bytes;
+        assert_eq!(bundled, 512 << 10);
+        let mut low = b().clone();
+        low.runtime.ll_up_to_bytes = 64 << 10;
+        let mut high = b().clone();
+        high.runtime.ll_up_to_bytes = 4 << 20;
+        let ag = CollectiveKind::AllGather;
+        // 256 KiB: between the low and the bundled limit.
+        assert_eq!(auto_algo(b(), ag, 2, 256 << 10), "one-shot-ll");
+        assert_eq!(auto_algo(&low, ag, 2, 256 << 10), "one-shot");
+        assert_eq!(auto_direct_algo(b(), ag, 256 << 10, false), "one-shot-ll");
+        assert_eq!(auto_direct_algo(&low, ag, 256 << 10, false), "one-shot");
+        // 2 MiB: between the bundled and the high limit.
+        assert_eq!(auto_algo(b(), ag, 2, 2 << 20), "one-shot");
+        assert_eq!(auto_algo(&high, ag, 2, 2 << 20), "one-shot-ll");
+        // `pick` builds what the profile chose.
+        let coll = Collective::new(ag);
+        let (name, s) = pick(&coll, 2, 256 << 10, "auto", &low).unwrap();
+        assert_eq!((name.as_str(), s.protocol), ("one-shot", Protocol::Simple));
+        let (name, s) = pick(&coll, 2, 256 << 10, "auto", b()).unwrap();
+        assert_eq!((name.as_str(), s.protocol), ("one-shot-ll", Protocol::LL));
     }
 }

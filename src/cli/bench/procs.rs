@@ -2,7 +2,7 @@
 //! and reports failing ranks; each child bootstraps with the others, maps their buffers through
 //! CUDA IPC (`runtime::cuda::ipc`) and runs the configurations like the one-process bench.
 
-use super::{effective_algo, map_err, run_configs, Args, Mode};
+use super::{effective_algo, map_err, run_configs, Args, Mode, Priced};
 use crate::cli::error::{CliError, CliResult};
 use crate::cli::launch::start_ranks;
 use planner::schedule::CollectiveKind;
@@ -23,7 +23,14 @@ const MP_GRACE: Duration = Duration::from_secs(10);
 fn runs_direct(algo: &str, nranks: u32) -> bool {
     let coll = planner::schedule::Collective::new(CollectiveKind::AllReduce);
     algo == "auto"
-        || schedules::pick(&coll, nranks, 1 << 20, algo).is_ok_and(|(_, s)| direct::applies(&s))
+        || schedules::pick(
+            &coll,
+            nranks,
+            1 << 20,
+            algo,
+            planner::tuner::Profile::bundled(),
+        )
+        .is_ok_and(|(_, s)| direct::applies(&s))
 }
 
 /// `--procs` runs what the multi-process backend runs: direct schedules, 2 to 8 ranks.
@@ -161,7 +168,7 @@ fn bootstrap_timeout() -> Result<Duration, CliError> {
 }
 
 /// One rank of `--procs`: bootstrap with the other ranks, map their buffers, run the configs.
-pub(super) fn run_child(a: &Args, rank: u32) -> CliResult {
+pub(super) fn run_child(a: &Args, rank: u32, priced: &Priced) -> CliResult {
     let algo = effective_algo(a);
     check_procs(a, &algo)?;
     let n = a.ngpus as u32;
@@ -235,7 +242,7 @@ pub(super) fn run_child(a: &Args, rank: u32) -> CliResult {
         rv,
         init,
     };
-    let r = run_configs(a, &mut mode);
+    let r = run_configs(a, &mut mode, priced);
     drop(listener);
-    r
+    r.map(drop)
 }

@@ -445,6 +445,19 @@ mod tests {
             ("bfloat16", "max", "one-shot")
         );
         assert!(parse_header("all-reduce, float").is_err());
+        // Headers that name the profile `auto` was priced with.
+        let q = parse_header("all-gather on 2 GPU(s), float sum, algo auto, profile `fit` from my profiles/fit.json, warmup 5 iters 20 runs 3 (median)").unwrap();
+        assert_eq!(
+            (
+                q.collective.as_str(),
+                q.ngpus,
+                q.algo.as_str(),
+                q.op.as_str()
+            ),
+            ("all-gather", 2, "auto", "sum")
+        );
+        let q = parse_header("all-reduce on 2 GPU(s), half max, algo one-shot, profile bundled `h200x2`, warmup 5 iters 20 runs 3 (median)").unwrap();
+        assert_eq!((q.dtype.as_str(), q.algo.as_str()), ("half", "one-shot"));
     }
 
     fn table(op: &str, rows: &[(u64, i64)]) -> Table {
@@ -520,5 +533,28 @@ mod tests {
         let e = parse_row("  4  1  float  sum  -1  ce  fast  0.00  0.00  0  24.89  0.00  0.00  0")
             .unwrap_err();
         assert!(e.contains("column 7") && e.contains("fast"), "{e}");
+    }
+
+    /// What `--json` writes is what `calibrate --bench` (and `--measure`) reads: NCCL's
+    /// out-of-place times per table, by the same format tag.
+    #[test]
+    fn calibrate_reads_what_json_writes() {
+        assert_eq!(FORMAT, sim::calibrate::BENCH_FORMAT);
+        let mut r = Report::new("x".into());
+        let mut t = table("sum", &[(0, -1), (8, -1), (1 << 20, -1)]);
+        for (i, row) in t.rows.iter_mut().enumerate() {
+            row.out_of_place.nccl_time_us = Some(10.0 + i as f64);
+        }
+        r.tables.push(t);
+        r.tables.push(table("sum", &[(8, -1)])); // no NCCL: left out
+        let text = serde_json::to_string_pretty(&r).unwrap();
+        let c = sim::calibrate::parse_bench_json(&text, "r.json").unwrap();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].ngpus, 2);
+        assert_eq!(
+            c[0].curve.kind,
+            planner::schedule::CollectiveKind::AllReduce
+        );
+        assert_eq!(c[0].curve.points, vec![(8, 11.0), (1 << 20, 12.0)]);
     }
 }

@@ -13,7 +13,8 @@ use crate::reference::expected_bytes;
 use cudarc::driver::sys;
 
 /// Runs and checks `cfg` on `g` (`cfg.ordinals` is ignored: the group's ranks run; NCCL is not
-/// run). Each row's `wrong` counts the wrong elements of all ranks; timings stay 0.
+/// run; `auto` is priced with the bundled profile). Each row's `wrong` counts the wrong
+/// elements of all ranks; timings stay 0.
 pub fn check_on(g: &CudaGroup, cfg: &BenchConfig) -> Result<Vec<Row>, CudaError> {
     let n = g.nranks() as u32;
     let elem = cfg.dtype.size() as u64;
@@ -54,7 +55,8 @@ fn check_sizes(
     let coll = coll_of(cfg.kind, cfg.root);
     let mut rows = Vec::new();
     for (si, &size) in cfg.sizes.iter().enumerate() {
-        let (count, algo, sched) = sized_schedule(cfg, &coll, n, size)?;
+        let (count, algo, sched) =
+            sized_schedule(cfg, planner::tuner::Profile::bundled(), &coll, n, size)?;
         let ours = Lib::Ours(g, &sched);
         let mut row = Row {
             size,

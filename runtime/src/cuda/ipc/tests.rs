@@ -103,9 +103,23 @@ fn the_gathered_table_is_checked() {
 #[test]
 fn only_direct_schedules_run() {
     let coll = Collective::new(CollectiveKind::AllReduce);
-    let (_, one) = super::super::schedules::pick(&coll, 2, 1 << 20, "one-shot").unwrap();
+    let (_, one) = super::super::schedules::pick(
+        &coll,
+        2,
+        1 << 20,
+        "one-shot",
+        planner::tuner::Profile::bundled(),
+    )
+    .unwrap();
     assert!(check_direct(&one).is_ok());
-    let (_, ring) = super::super::schedules::pick(&coll, 2, 1 << 20, "ring").unwrap();
+    let (_, ring) = super::super::schedules::pick(
+        &coll,
+        2,
+        1 << 20,
+        "ring",
+        planner::tuner::Profile::bundled(),
+    )
+    .unwrap();
     let e = check_direct(&ring).unwrap_err();
     assert!(matches!(e, CudaError::Input(_)));
     let e = e.to_string();

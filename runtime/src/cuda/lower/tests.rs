@@ -155,7 +155,9 @@ fn builders(kind: CollectiveKind, n: u32) -> Vec<(String, Schedule)> {
     };
     let mut v = Vec::new();
     for algo in super::super::schedules::ALGOS {
-        if let Ok((name, s)) = super::super::schedules::pick(&coll, n, 1000, algo) {
+        if let Ok((name, s)) =
+            super::super::schedules::pick(&coll, n, 1000, algo, planner::tuner::Profile::bundled())
+        {
             v.push((name, s));
         }
     }
