@@ -28,6 +28,12 @@ pub struct SimParams {
     /// at 512 MiB, 340 at 2 GiB), which steps and slots alone do not produce. 0: off.
     pub nccl_ramp_s0_bytes: f64,
     pub nccl_ramp_a: f64,
+    /// How much faster NCCL's channels move data when every GPU's links carry it one way only
+    /// (two-rank broadcast and reduce) than both ways at once, as in the rings the channel
+    /// rates were fitted on: the machine's SM peer-read ceilings one way over both ways
+    /// (2×H200: 369 / 337 GB/s). 1: no difference.
+    #[serde(default = "one_f64")]
+    pub one_way_gain: f64,
     /// topoplan's executor as the runtime runs it now.
     pub exec: ExecParams,
     /// The direct-push executor with fenced credits (kept to check its measurements).
@@ -174,6 +180,9 @@ pub struct SimConfig {
     pub nccl_ramp_s0_bytes: f64,
     #[serde(default)]
     pub nccl_ramp_a: f64,
+    /// [`SimParams::one_way_gain`].
+    #[serde(default = "one_f64")]
+    pub one_way_gain: f64,
 }
 
 impl Default for SimConfig {
@@ -212,7 +221,18 @@ impl SimConfig {
             trace: false,
             nccl_ramp_s0_bytes: p.nccl_ramp_s0_bytes,
             nccl_ramp_a: p.nccl_ramp_a,
+            one_way_gain: p.one_way_gain,
         }
+    }
+
+    /// This configuration with every protocol's channel rate scaled by `one_way_gain` (a
+    /// schedule whose GPUs each only send or only receive).
+    pub fn one_way(&self) -> SimConfig {
+        let mut c = self.clone();
+        for p in [&mut c.ll, &mut c.ll128, &mut c.simple] {
+            p.channel_gbps *= self.one_way_gain;
+        }
+        c
     }
 
     /// This configuration with NCCL's Simple and LL128 channel rates scaled by the size ramp at
@@ -545,6 +565,10 @@ fn quantum_min_flows() -> usize {
 
 fn yes() -> bool {
     true
+}
+
+fn one_f64() -> f64 {
+    1.0
 }
 
 fn one() -> u32 {

@@ -399,3 +399,70 @@ fn p2p_channels_shrink_with_the_rank_count() {
     assert!(min * m.nranks <= m.p2p_channels, "{min}");
     assert!(m.p2p_op_channels(4 << 30) > min);
 }
+
+/// NCCL's times of the other collectives on 2×H200, as `topoplan bench --vs-nccl` measured
+/// them (its `nccl_us` column, out of place; two runs of the same binary, within 1 % of each
+/// other): `(collective, size, µs)` for every size from 32 MiB.
+fn bench_nccl_times(file: &str) -> Vec<(CollectiveKind, u64, f64)> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../docs/measurements")
+        .join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut kind = None;
+    let mut out = Vec::new();
+    for l in text.lines() {
+        if let Some(rest) = l.strip_prefix("# topoplan bench: ") {
+            let name = rest.split_whitespace().next().unwrap();
+            kind = CollectiveKind::parse(name.trim_end_matches(':'));
+            continue;
+        }
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if l.starts_with('#') || f.len() < 11 {
+            continue;
+        }
+        let (Ok(bytes), Ok(us)) = (f[0].parse::<u64>(), f[10].parse::<f64>()) else {
+            continue;
+        };
+        if bytes >= 32 << 20 {
+            out.push((kind.expect("a table header precedes its rows"), bytes, us));
+        }
+    }
+    out
+}
+
+/// Held out from the fit: reduce-scatter, broadcast and reduce from 32 MiB, against NCCL as
+/// the bench timed it (all-gather, fitted, shown beside them). Broadcast and reduce run one way
+/// on two GPUs (the profile's `one_way_gain`) in 512 KiB chunks (`ramp_size`); these
+/// measurements informed those two rules, no parameter was fitted on them. Worst miss: reduce
+/// at 32 MiB, +16 %; at 256 MiB every collective within 7 %. `docs/fidelity.md` has the table.
+#[test]
+fn other_collectives_match_nccl_as_the_bench_timed_it() {
+    let (t, p) = h200();
+    let m = Model::new(&t, &p);
+    let cfg = SimConfig::default();
+    for file in [
+        "2026-11-30-h200x2-allreduce-shared-sm-hybrid/others.log",
+        "2026-11-30-h200x2-push-relaxed-credits/others.log",
+    ] {
+        let points = bench_nccl_times(file);
+        assert_eq!(points.len(), 8, "{file}: 4 collectives x 2 sizes");
+        for (kind, bytes, us) in points {
+            let coll = match kind {
+                CollectiveKind::Broadcast | CollectiveKind::Reduce => Collective::rooted(kind, 0),
+                _ => Collective::new(kind),
+            };
+            let r = m
+                .run(&t, &p, &coll, bytes, &Filter::default(), &cfg)
+                .unwrap();
+            let err = r.time_us / us - 1.0;
+            println!(
+                "{file} {} {bytes}: measured {us:.1} predicted {:.1} ({:+.1}%)",
+                kind.name(),
+                r.time_us,
+                err * 100.0
+            );
+            let bound = if bytes >= 256 << 20 { 0.07 } else { 0.20 };
+            assert!(err.abs() < bound, "{} {bytes}: {err:+.3}", kind.name());
+        }
+    }
+}

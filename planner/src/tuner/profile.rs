@@ -351,7 +351,7 @@ fn join(path: &str, key: &str) -> String {
 }
 
 /// Fields a profile may leave out.
-const OPTIONAL: &[&str] = &["description"];
+const OPTIONAL: &[&str] = &["description", "sim.one_way_gain"];
 
 /// `v` has the bundled profile's shape: the same fields (no unknown, none missing), the same
 /// kinds of value, integers where it has integers, arrays of numbers of the same length.

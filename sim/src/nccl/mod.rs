@@ -25,23 +25,52 @@ pub fn chunk(s: &mut Schedule, elem_bytes: u32) {
     if !matches!(s.algorithm, Algorithm::Ring | Algorithm::Tree) {
         return;
     }
-    let ring_coll = s.algorithm == Algorithm::Ring
-        && matches!(
-            s.collective.kind,
-            CollectiveKind::AllReduce | CollectiveKind::AllGather | CollectiveKind::ReduceScatter
-        );
-    let bytes = match s.protocol {
-        Protocol::LL => LL_CHUNK_BYTES,
-        Protocol::LL128 => LL128_CHUNK_BYTES,
-        Protocol::Simple if ring_coll => SIMPLE_STEP_BYTES * RING_CHUNK_STEPS,
-        Protocol::Simple => SIMPLE_STEP_BYTES,
-    };
+    let bytes = chunk_bytes(&s.algorithm, s.collective.kind, s.protocol);
     s.loop_elems = Some(bytes / elem_bytes.max(1) as u64 * s.chunks_per_block as u64);
-    s.slots = if ring_coll && s.protocol == Protocol::Simple {
+    s.slots = if ring_chunked(&s.algorithm, s.collective.kind) && s.protocol == Protocol::Simple {
         STEPS / RING_CHUNK_STEPS as u32
     } else {
         STEPS
     };
+}
+
+/// Ring all-reduce, all-gather and reduce-scatter: NCCL's multi-step chunks.
+fn ring_chunked(a: &Algorithm, kind: CollectiveKind) -> bool {
+    *a == Algorithm::Ring
+        && matches!(
+            kind,
+            CollectiveKind::AllReduce | CollectiveKind::AllGather | CollectiveKind::ReduceScatter
+        )
+}
+
+/// NCCL's chunk per loop (§6.1) for a ring or tree of `kind` in `proto`.
+pub fn chunk_bytes(a: &Algorithm, kind: CollectiveKind, proto: Protocol) -> u64 {
+    match proto {
+        Protocol::LL => LL_CHUNK_BYTES,
+        Protocol::LL128 => LL128_CHUNK_BYTES,
+        Protocol::Simple if ring_chunked(a, kind) => SIMPLE_STEP_BYTES * RING_CHUNK_STEPS,
+        Protocol::Simple => SIMPLE_STEP_BYTES,
+    }
+}
+
+/// The size at which the profile's ramp is read for a channel carrying `channel_bytes` in
+/// `chunk` byte chunks. The ramp was fitted on rings of 2 MiB chunks running all `channels` of
+/// the communicator, so it is taken as a function of the chunks a channel pipelines: a channel
+/// of smaller chunks (broadcast, reduce, trees, p2p: 512 KiB) is as far up the ramp as a ring
+/// channel with as many chunks.
+fn ramp_size(channel_bytes: u64, chunk: u64, channels: u32) -> u64 {
+    let reference = SIMPLE_STEP_BYTES * RING_CHUNK_STEPS;
+    (channel_bytes as f64 * channels.max(1) as f64 * reference as f64 / chunk.max(1) as f64)
+        .min(u64::MAX as f64) as u64
+}
+
+/// Whether every rank of `s` only sends or only receives (a two-rank broadcast or reduce): its
+/// GPUs' links carry the data one way.
+fn one_way(s: &Schedule) -> bool {
+    s.ranks.iter().all(|r| {
+        let ops = || r.channels.iter().flat_map(|c| c.ops.iter());
+        !(ops().any(|o| o.kind.sends()) && ops().any(|o| o.kind.receives()))
+    })
 }
 
 /// One of NCCL's graphs as its tuner sees it.
@@ -490,7 +519,7 @@ impl Model {
 
     /// Point-to-point time. Every peer's bytes are cut into `c.channels` parts (4 KiB
     /// aligned), one per channel; a channel moves its part in chunks through its slots at the
-    /// profile's per-channel rate (Simple and LL128 with the rings' size ramp), all channels
+    /// profile's per-channel rate (Simple and LL128 with the rings' size ramp, `ramp_size`), all channels
     /// of a GPU sharing its links (and its NIC across hosts). All-to-all's copy to self runs on
     /// other warps of the same kernel at local memory speed and hides behind the peers' parts.
     fn p2p_time(&self, kind: CollectiveKind, bytes: u64, c: &Choice, cfg: &SimConfig) -> f64 {
@@ -504,10 +533,7 @@ impl Model {
         let parts = c.channels.max(1) as u64;
         let part = per_peer.div_ceil(parts).div_ceil(P2P_PART_ALIGN) * P2P_PART_ALIGN;
         let part = part.min(per_peer);
-        // The size ramp is a channel's: fitted on rings whose channels each carry 1/channels of
-        // the nccl-tests size, so a p2p channel carrying `part` bytes gets a ring's ramp at
-        // `part × channels`.
-        let cfg = cfg.with_nccl_ramp(part * self.comm_channels.max(1) as u64);
+        let cfg = cfg.with_nccl_ramp(ramp_size(part, self.p2p_chunk(), self.comm_channels));
         let pp = cfg.proto(c.protocol);
         let wire = pp.wire_factor.max(1e-9);
         let in_use = (parts * peers).min(self.p2p_channels as u64).max(1);
@@ -633,11 +659,13 @@ impl Model {
         let s = self
             .schedule(planner, coll, &c, cfg.elem_bytes)
             .map_err(SimError::Unsupported)?;
-        // The size ramp is a channel's (fitted where NCCL runs all its channels): fewer
-        // channels each carry more of the size, so they ramp as that larger size would.
-        let per_channel_size =
-            bytes.saturating_mul(self.comm_channels.max(1) as u64) / c.channels.max(1) as u64;
-        let ramped = cfg.with_nccl_ramp(per_channel_size);
+        // The size ramp is a channel's, read at the chunks it pipelines (`ramp_size`).
+        let chunk = chunk_bytes(&s.algorithm, coll.kind, c.protocol);
+        let per_channel = bytes / c.channels.max(1) as u64;
+        let mut ramped = cfg.with_nccl_ramp(ramp_size(per_channel, chunk, self.comm_channels));
+        if one_way(&s) {
+            ramped = ramped.one_way();
+        }
         match simulate(topo, &s, bytes, &ramped) {
             Ok(r) => {
                 let r: SimResult = r;
