@@ -337,25 +337,26 @@ mod tests {
     #[test]
     fn a_profiles_ll_limit_moves_autos_choice() {
         let bundled = b().runtime.ll_up_to_bytes;
-        assert_eq!(bundled, 512 << 10);
+        assert!(bundled >= 16, "{bundled}");
         let mut low = b().clone();
-        low.runtime.ll_up_to_bytes = 64 << 10;
+        low.runtime.ll_up_to_bytes = bundled / 8;
         let mut high = b().clone();
-        high.runtime.ll_up_to_bytes = 4 << 20;
+        high.runtime.ll_up_to_bytes = bundled * 8;
         let ag = CollectiveKind::AllGather;
-        // 256 KiB: between the low and the bundled limit.
-        assert_eq!(auto_algo(b(), ag, 2, 256 << 10), "one-shot-ll");
-        assert_eq!(auto_algo(&low, ag, 2, 256 << 10), "one-shot");
-        assert_eq!(auto_direct_algo(b(), ag, 256 << 10, false), "one-shot-ll");
-        assert_eq!(auto_direct_algo(&low, ag, 256 << 10, false), "one-shot");
-        // 2 MiB: between the bundled and the high limit.
-        assert_eq!(auto_algo(b(), ag, 2, 2 << 20), "one-shot");
-        assert_eq!(auto_algo(&high, ag, 2, 2 << 20), "one-shot-ll");
+        // Between the low and the bundled limit.
+        let mid = bundled / 2;
+        assert_eq!(auto_algo(b(), ag, 2, mid), "one-shot-ll");
+        assert_eq!(auto_algo(&low, ag, 2, mid), "one-shot");
+        assert_eq!(auto_direct_algo(b(), ag, mid, false), "one-shot-ll");
+        assert_eq!(auto_direct_algo(&low, ag, mid, false), "one-shot");
+        // Between the bundled and the high limit.
+        assert_eq!(auto_algo(b(), ag, 2, bundled * 2), "one-shot");
+        assert_eq!(auto_algo(&high, ag, 2, bundled * 2), "one-shot-ll");
         // `pick` builds what the profile chose.
         let coll = Collective::new(ag);
-        let (name, s) = pick(&coll, 2, 256 << 10, "auto", &low).unwrap();
+        let (name, s) = pick(&coll, 2, mid, "auto", &low).unwrap();
         assert_eq!((name.as_str(), s.protocol), ("one-shot", Protocol::Simple));
-        let (name, s) = pick(&coll, 2, 256 << 10, "auto", b()).unwrap();
+        let (name, s) = pick(&coll, 2, mid, "auto", b()).unwrap();
         assert_eq!((name.as_str(), s.protocol), ("one-shot-ll", Protocol::LL));
     }
 }
