@@ -136,13 +136,11 @@ fn main() {
         let meas = parse_nccl_tests(&std::fs::read_to_string(dir.join(f)).unwrap());
         let r: Vec<Row> = compare_as_nccl(&t, &p, k, &meas, &Filter::default(), &cfg).unwrap();
         let worst = r.iter().map(|x| x.error.abs()).fold(0.0, f64::max);
-        let mut e: Vec<f64> = r.iter().map(|x| x.error.abs()).collect();
-        e.sort_by(f64::total_cmp);
         println!(
             "## {} ({f}): worst |error| {:.1}%, median {:.1}%\n\n{}",
             k.name(),
             worst * 100.0,
-            e[e.len() / 2] * 100.0,
+            median(&r) * 100.0,
             markdown(&r)
         );
         curves.push((
@@ -184,11 +182,38 @@ fn main() {
         }
         println!("{row}");
     }
+    // NCCL's held-out collectives as `topoplan bench --vs-nccl` timed them (nccl_us column).
+    let bench = bench_nccl(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../docs/measurements/2026-11-30-h200x2-allreduce-shared-sm-hybrid/others.log"),
+    );
+    println!("\n## held out, against NCCL as `topoplan bench` timed it (others.log)\n");
+    println!("| size (B) | collective | proto | channels | NCCL µs (bench) | predicted µs | error |\n|---:|---|---|---:|---:|---:|---:|");
+    let mut measured: Vec<Vec<(f64, f64)>> = vec![Vec::new(); held.len()];
+    for &(k, b, us) in &bench {
+        if k == CollectiveKind::AllGather {
+            continue;
+        }
+        let r = m
+            .run(&t, &p, &coll(k, 2), b, &Filter::default(), &cfg)
+            .unwrap();
+        println!(
+            "| {b} | {} | {} | {} | {us:.2} | {:.2} | {:+.1}% |",
+            k.name(),
+            r.choice.protocol.name(),
+            r.choice.channels,
+            r.time_us,
+            (r.time_us / us - 1.0) * 100.0
+        );
+        if let Some(i) = held.iter().position(|&h| h == k) {
+            measured[i].push((b as f64, us));
+        }
+    }
     for (i, &k) in held.iter().enumerate() {
         curves.push((
             format!("{} (held out)", k.name()),
             pred[i].clone(),
-            Vec::new(),
+            measured[i].clone(),
         ));
     }
     // Forced algorithm × protocol (NCCL_ALGO / NCCL_PROTO) all-reduce.
@@ -214,4 +239,40 @@ fn main() {
         std::fs::write(&path, svg(&curves)).unwrap();
         eprintln!("wrote {path}");
     }
+}
+
+fn median(r: &[Row]) -> f64 {
+    let mut e: Vec<f64> = r.iter().map(|x| x.error.abs()).collect();
+    e.sort_by(f64::total_cmp);
+    let n = e.len();
+    if n % 2 == 1 {
+        e[n / 2]
+    } else {
+        (e[n / 2 - 1] + e[n / 2]) / 2.0
+    }
+}
+
+/// `(collective, size, NCCL µs)` of a `topoplan bench --vs-nccl` log: the `nccl_us` column
+/// (out of place) of every table.
+fn bench_nccl(path: &std::path::Path) -> Vec<(CollectiveKind, u64, f64)> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut kind = None;
+    let mut out = Vec::new();
+    for l in text.lines() {
+        if let Some(rest) = l.strip_prefix("# topoplan bench: ") {
+            kind = rest
+                .split_whitespace()
+                .next()
+                .and_then(CollectiveKind::parse);
+            continue;
+        }
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if l.starts_with('#') || f.len() < 11 {
+            continue;
+        }
+        if let (Some(k), Ok(b), Ok(us)) = (kind, f[0].parse::<u64>(), f[10].parse::<f64>()) {
+            out.push((k, b, us));
+        }
+    }
+    out
 }

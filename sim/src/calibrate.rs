@@ -111,7 +111,7 @@ pub fn fit(
     }
     let ks = knobs(&used);
     for step in [0.3, 0.15, 0.08, 0.04, 0.02, 0.01] {
-        for _round in 0..3 {
+        for _round in 0..12 {
             let mut moved = false;
             for (_, get) in &ks {
                 for dir in [1.0 + step, 1.0 / (1.0 + step)] {

@@ -40,6 +40,20 @@ fn rows_us(name: &str) -> Vec<(u64, f64)> {
         .collect()
 }
 
+/// nccl-tests rows that have an in-place time: size in bytes and in-place time in µs.
+pub fn parse_nccl_tests_in_place(text: &str) -> Vec<(u64, f64)> {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 12 {
+                return None;
+            }
+            Some((f[0].parse().ok()?, f[9].parse().ok()?))
+        })
+        .collect()
+}
+
 /// One nccl-tests row: size in bytes and out-of-place time in µs.
 pub fn parse_nccl_tests(text: &str) -> Vec<(u64, f64)> {
     text.lines()

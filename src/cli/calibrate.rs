@@ -11,7 +11,7 @@ use planner::schedule::CollectiveKind;
 use planner::topology::{load_str, LoadOptions, Topology};
 use planner::tuner::Profile;
 use sim::calibrate::{fit, parse_bench_json, BenchCurve, Curve};
-use sim::fidelity::parse_nccl_tests;
+use sim::fidelity::{parse_nccl_tests, parse_nccl_tests_in_place};
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
@@ -25,6 +25,8 @@ use std::path::{Path, PathBuf};
 Inputs (at least one; they may be combined):
   --nccl-tests: one nccl-tests run per file (all_reduce_perf, all_gather_perf, ...; the
     collective is read from its '# Collective test starting:' line, else from the file name).
+    The out-of-place times are fitted, and where NCCL runs LL the in-place times too (there the
+    columns differ only by run-to-run noise; above, in-place all-gather skips a copy).
   --bench: files written by `topoplan bench --json FILE --vs-nccl`: each table's NCCL
     out-of-place times become one curve, its collective and GPU count read from the file
     (tables timed under a CUDA graph are left out: nccl-tests launches every call).
@@ -103,7 +105,8 @@ fn kind_of(path: &Path, text: &str) -> Result<CollectiveKind, CliError> {
         })
 }
 
-fn nccl_tests_curve(f: &Path) -> Result<Curve, CliError> {
+/// An nccl-tests file's out-of-place curve and its in-place times.
+fn nccl_tests_curve(f: &Path) -> Result<(Curve, Curve), CliError> {
     let text =
         std::fs::read_to_string(f).map_err(|e| CliError::input(format!("{}: {e}", f.display())))?;
     let kind = kind_of(f, &text)?;
@@ -117,7 +120,33 @@ fn nccl_tests_curve(f: &Path) -> Result<Curve, CliError> {
             f.display()
         )));
     }
-    Ok(Curve { kind, points })
+    let in_place = Curve {
+        kind,
+        points: parse_nccl_tests_in_place(&text)
+            .into_iter()
+            .filter(|p| p.0 > 0)
+            .collect(),
+    };
+    Ok((Curve { kind, points }, in_place))
+}
+
+/// The in-place points of `c` where NCCL runs LL: there the two columns differ only by
+/// run-to-run noise (a few µs of launch and flag polling), so fitting both halves it; above,
+/// in-place all-gather skips a local copy that the out-of-place time includes.
+fn ll_range(c: Curve, model: &sim::nccl::Model) -> Curve {
+    let points = c
+        .points
+        .into_iter()
+        .filter(|&(bytes, _)| {
+            model
+                .choose(c.kind, bytes, &planner::tuner::Filter::default())
+                .is_some_and(|x| x.protocol == planner::schedule::Protocol::LL)
+        })
+        .collect();
+    Curve {
+        kind: c.kind,
+        points,
+    }
 }
 
 /// Checks that every bench table ran on the topology's GPU count (the fit simulates NCCL on
@@ -202,8 +231,11 @@ pub fn run(a: Args) -> CliResult {
     }
     // Every file is read and checked before a topology is detected or a GPU touched.
     let mut curves = Vec::new();
+    let mut in_place = Vec::new();
     for f in &a.nccl_tests {
-        curves.push(nccl_tests_curve(f)?);
+        let (out, inp) = nccl_tests_curve(f)?;
+        curves.push(out);
+        in_place.push(inp);
     }
     let mut benches = Vec::new();
     for f in &a.bench {
@@ -272,6 +304,14 @@ pub fn run(a: Args) -> CliResult {
     for (_, c) in benches.iter().chain(measured_here.iter()) {
         curves.extend(c.iter().map(|b| b.curve.clone()));
     }
+    let model = sim::nccl::Model::new(&topo, &planner);
+    let in_place: Vec<Curve> = in_place
+        .into_iter()
+        .map(|c| ll_range(c, &model))
+        .filter(|c| !c.points.is_empty())
+        .collect();
+    let in_place_points: usize = in_place.iter().map(|c| c.points.len()).sum();
+    curves.extend(in_place);
     let r = fit(&topo, &planner, &curves, &start).map_err(CliError::failure)?;
     let mut p: Profile = base.profile.clone();
     p.name = a.name.clone().unwrap_or_else(|| {
@@ -283,7 +323,10 @@ pub fn run(a: Args) -> CliResult {
     });
     let mut sources = Vec::new();
     if !a.nccl_tests.is_empty() {
-        sources.push(format!("{} nccl-tests file(s)", a.nccl_tests.len()));
+        sources.push(format!(
+            "{} nccl-tests file(s) (out of place; in place too where NCCL runs LL: {in_place_points} point(s), listed last)",
+            a.nccl_tests.len()
+        ));
     }
     if !a.bench.is_empty() {
         sources.push(format!(
