@@ -116,7 +116,10 @@ fn bench_and_nccl_tests_inputs_combine() {
     // 15 nccl-tests sizes out of place, the 9 of them NCCL runs in LL (8 B to 512 KiB) in
     // place too, and the fixture's 11.
     assert_eq!(rows(&out).len(), 35, "{out}");
-    assert!(out.contains("in place too where NCCL runs LL: 9 point(s)"), "{out}");
+    assert!(
+        out.contains("in place too where NCCL runs LL: 9 point(s)"),
+        "{out}"
+    );
     assert!(out.contains("1 nccl-tests file(s)"), "{out}");
 }
 

@@ -65,23 +65,33 @@ fn rms(r: &[(CollectiveKind, Row)]) -> f64 {
 /// The parameters the fit moves, as (name, getter/setter).
 type Knob = (&'static str, fn(&mut SimParams) -> &mut f64);
 
-fn knobs(used: &[Protocol]) -> Vec<Knob> {
+/// The per-hop latencies are moved only on more than two ranks: two ranks' rings have one or
+/// two hops, whose latency the fit cannot tell from the launch floor (it would drive them to
+/// nothing, and rings of eight ranks, fourteen hops, would then be priced without them).
+fn knobs(used: &[Protocol], nranks: usize) -> Vec<Knob> {
+    let hops = nranks > 2;
     let mut k: Vec<Knob> = vec![("launch_us", |p| &mut p.launch_us)];
     for &proto in used {
         match proto {
             Protocol::LL => {
                 k.push(("ll.step_us", |p| &mut p.ll.step_us));
-                k.push(("ll.hop_us", |p| &mut p.ll.hop_us));
+                if hops {
+                    k.push(("ll.hop_us", |p| &mut p.ll.hop_us));
+                }
                 k.push(("ll.channel_gbps", |p| &mut p.ll.channel_gbps));
             }
             Protocol::LL128 => {
                 k.push(("ll128.step_us", |p| &mut p.ll128.step_us));
-                k.push(("ll128.hop_us", |p| &mut p.ll128.hop_us));
+                if hops {
+                    k.push(("ll128.hop_us", |p| &mut p.ll128.hop_us));
+                }
                 k.push(("ll128.channel_gbps", |p| &mut p.ll128.channel_gbps));
             }
             Protocol::Simple => {
                 k.push(("simple.step_us", |p| &mut p.simple.step_us));
-                k.push(("simple.hop_us", |p| &mut p.simple.hop_us));
+                if hops {
+                    k.push(("simple.hop_us", |p| &mut p.simple.hop_us));
+                }
                 k.push(("simple.channel_gbps", |p| &mut p.simple.channel_gbps));
                 k.push(("nccl_ramp_s0_bytes", |p| &mut p.nccl_ramp_s0_bytes));
                 k.push(("nccl_ramp_a", |p| &mut p.nccl_ramp_a));
@@ -109,7 +119,7 @@ pub fn fit(
             used.push(r.protocol);
         }
     }
-    let ks = knobs(&used);
+    let ks = knobs(&used, topo.n_ranks());
     for step in [0.3, 0.15, 0.08, 0.04, 0.02, 0.01] {
         for _round in 0..12 {
             let mut moved = false;
@@ -142,8 +152,8 @@ pub fn fit(
 }
 
 /// The names of the parameters `fit` moves for these protocols (for the report).
-pub fn fitted_names(used: &[Protocol]) -> Vec<&'static str> {
-    knobs(used).into_iter().map(|k| k.0).collect()
+pub fn fitted_names(used: &[Protocol], nranks: usize) -> Vec<&'static str> {
+    knobs(used, nranks).into_iter().map(|k| k.0).collect()
 }
 
 /// The format tag of the `topoplan bench --json` files [`parse_bench_json`] reads

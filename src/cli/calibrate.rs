@@ -39,9 +39,11 @@ Inputs (at least one; they may be combined):
 
 Without --topo the local machine's topology is detected (as `topoplan detect` does), which
 needs the CUDA driver. The fit moves the launch floor and, for each protocol NCCL used, the
-per-step cost, hop latency and per-channel rate of the simulator's NCCL model
-(docs/profile.md), starting from --profile (default: the profile the topology gets). The
-tuner and runtime sections are kept.")]
+per-step cost and per-channel rate of the simulator's NCCL model (docs/profile.md), and the
+size ramp where Simple ran; the per-hop latency too on more than two GPUs (two ranks' one or
+two hops cannot be told from the launch floor: their start value stays, the bundled profile's
+being NCCL's own per-hop latencies). It starts from --profile (default: the profile the
+topology gets). The tuner and runtime sections are kept.")]
 pub struct Args {
     /// nccl-tests output files.
     #[arg(long = "nccl-tests", num_args = 1.., value_name = "FILE")]
