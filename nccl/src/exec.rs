@@ -17,6 +17,9 @@ pub enum Kind {
     Broadcast,
     Reduce,
     AllToAll,
+    /// NCCL 2.28's rooted data movement, run as the sends and receives it is made of.
+    Gather,
+    Scatter,
     Send,
     Recv,
 }
@@ -33,7 +36,7 @@ pub struct Op {
     pub count: usize,
     pub dtype: NcclType,
     pub op: NcclOp,
-    /// Root of broadcast and reduce, peer of send and receive.
+    /// Root of broadcast, reduce, gather and scatter, peer of send and receive.
     pub peer: u32,
     pub stream: usize,
 }
@@ -138,7 +141,9 @@ fn collective(kind: Kind, root: u32) -> Collective {
         Kind::AllToAll => Collective::new(CollectiveKind::AllToAll),
         Kind::Broadcast => Collective::rooted(CollectiveKind::Broadcast, root),
         Kind::Reduce => Collective::rooted(CollectiveKind::Reduce, root),
-        Kind::Send | Kind::Recv => unreachable!("point to point is not a collective"),
+        Kind::Gather | Kind::Scatter | Kind::Send | Kind::Recv => {
+            unreachable!("point to point is not a collective")
+        }
     }
 }
 
@@ -172,6 +177,9 @@ fn layout(op: &Op, n: usize, rank: usize, count: usize, es: usize) -> (usize, us
         Kind::AllGather => (c, n * c, op.send == op.recv + rank * c),
         Kind::ReduceScatter => (n * c, c, op.recv == op.send + rank * c),
         Kind::AllToAll => (n * c, n * c, op.send == op.recv),
+        // Only the root's layout matters: other ranks use one buffer each.
+        Kind::Gather => (c, n * c, op.send == op.recv + op.peer as usize * c),
+        Kind::Scatter => (n * c, c, op.recv == op.send + op.peer as usize * c),
         _ => (c, c, op.send == op.recv),
     }
 }
@@ -232,6 +240,61 @@ pub fn run_batch(comm: &Comm, ops: &[Op]) -> Result<(), ApiError> {
     out
 }
 
+/// Adds gather or scatter to `g` as the sends and receives it is made of (`c` bytes per rank):
+/// the root receives every other rank's block into its slot (gather) or sends each rank its
+/// block (scatter), and copies its own block unless in place; every other rank makes the one
+/// send or receive to the root. So a group defers it, and failures, aborts and dead peers end
+/// it, exactly as they do send and receive.
+fn rooted<'b>(
+    g: &mut runtime::Group<'_, 'b>,
+    op: &Op,
+    n: usize,
+    rank: usize,
+    c: usize,
+) -> Result<(), ApiError> {
+    let root = op.peer as usize;
+    if c == 0 {
+        return Ok(());
+    }
+    let (inb, outb, in_place) = layout(op, n, rank, c, 1);
+    if rank == root && !in_place && overlaps(op.send, inb, op.recv, outb) {
+        return Err(arg(format!(
+            "{}: the send and receive buffers overlap but are not NCCL's in-place layout",
+            op.call
+        )));
+    }
+    // SAFETY (every slice below): the caller guarantees NCCL's buffer sizes for this call on
+    // this rank; on the root, the in-place form never makes a slice of its own block twice,
+    // and other overlaps were refused above.
+    let gather = op.kind == Kind::Gather;
+    match (gather, rank == root) {
+        (true, false) => g.send(unsafe { bytes(op.send, c) }, op.peer)?,
+        (false, false) => g.recv(unsafe { bytes_mut(op.recv, c) }, op.peer)?,
+        (true, true) => {
+            for (i, slot) in unsafe { bytes_mut(op.recv, outb) }
+                .chunks_mut(c)
+                .enumerate()
+            {
+                if i != root {
+                    g.recv(slot, i as u32)?;
+                } else if !in_place {
+                    slot.copy_from_slice(unsafe { bytes(op.send, c) });
+                }
+            }
+        }
+        (false, true) => {
+            for (i, block) in unsafe { bytes(op.send, inb) }.chunks(c).enumerate() {
+                if i != root {
+                    g.send(block, i as u32)?;
+                } else if !in_place {
+                    unsafe { bytes_mut(op.recv, c) }.copy_from_slice(block);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `TOPOPLAN_DEBUG=INFO`: once per communicator, call and size class, where it runs and why.
 fn explain(comm: &Comm, op: &Op, r: &Route) {
     if crate::knobs::level() < Level::Info {
@@ -246,6 +309,8 @@ fn explain(comm: &Comm, op: &Op, r: &Route) {
         Route::Topoplan { dtype, count, .. } => {
             let plan = match op.kind {
                 Kind::Send | Kind::Recv => "point to point".to_string(),
+                Kind::Gather => "point to point (the root receives from every rank)".to_string(),
+                Kind::Scatter => "point to point (the root sends to every rank)".to_string(),
                 k => lock(&comm.cpu)
                     .as_mut()
                     .and_then(|c| {
@@ -328,6 +393,7 @@ fn run_ours(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), 
         match op.kind {
             Kind::Send => g.send(unsafe { bytes(op.send, inb) }, op.peer)?,
             Kind::Recv => g.recv(unsafe { bytes_mut(op.recv, outb) }, op.peer)?,
+            Kind::Gather | Kind::Scatter => rooted(&mut g, op, n, rank, *count)?,
             _ => {
                 let coll = collective(op.kind, op.peer);
                 let non_root =
@@ -399,6 +465,8 @@ mod tests {
                 Kind::AllGather,
                 Kind::Broadcast,
                 Kind::AllToAll,
+                Kind::Gather,
+                Kind::Scatter,
                 Kind::Send,
                 Kind::Recv,
             ] {
@@ -467,5 +535,17 @@ mod tests {
         o.recv = 1000 + 3 * 40;
         assert_eq!(layout(&o, 4, 3, 10, 4), (160, 40, true));
         assert!(overlaps(0, 10, 9, 1) && !overlaps(0, 10, 10, 5) && !overlaps(0, 0, 0, 5));
+        // Gather and scatter: in place at the root's block, whichever rank asks.
+        o.kind = Kind::Gather;
+        o.peer = 1;
+        o.recv = 1000;
+        o.send = 1000 + 40;
+        assert_eq!(layout(&o, 4, 1, 10, 4), (40, 160, true));
+        o.send = 1000 + 80;
+        assert!(!layout(&o, 4, 2, 10, 4).2);
+        o.kind = Kind::Scatter;
+        o.send = 1000;
+        o.recv = 1000 + 40;
+        assert_eq!(layout(&o, 4, 1, 10, 4), (160, 40, true));
     }
 }

@@ -88,6 +88,61 @@ fn from_nccl(r: i32, msg: String) -> ApiError {
     }
 }
 
+/// Gather or scatter on the real NCCL: its own call where it has one (2.28 on), else the sends
+/// and receives it is made of, inside the group [`run`] has open (NCCL runs a rank's send to
+/// itself against its receive from itself). Returns NCCL's first failing code.
+///
+/// # Safety
+/// NCCL's calls with the caller's buffers and stream, inside an NCCL group.
+unsafe fn rooted(real: &real::RealNccl, rc: *mut c_void, op: &Op, rank: usize, n: usize) -> i32 {
+    let (ty, s, root) = (op.dtype.raw(), op.stream as *mut c_void, op.peer as i32);
+    let (send, recv) = (op.send as *const c_void, op.recv as *mut c_void);
+    let own = match op.kind {
+        Kind::Gather => real.Gather,
+        _ => real.Scatter,
+    };
+    if let Some(f) = own {
+        return f(send, recv, op.count, ty, root, rc, s);
+    }
+    if op.count == 0 {
+        return SUCCESS;
+    }
+    let c = op.count * op.dtype.size();
+    let is_root = rank == op.peer as usize;
+    let mut calls: Vec<i32> = Vec::new();
+    match op.kind {
+        Kind::Gather => {
+            let in_place = op.send == op.recv + op.peer as usize * c;
+            if !(is_root && in_place) {
+                calls.push((real.Send)(send, op.count, ty, root, rc, s));
+            }
+            if is_root {
+                for i in 0..n {
+                    if i != rank || !in_place {
+                        let slot = (op.recv + i * c) as *mut c_void;
+                        calls.push((real.Recv)(slot, op.count, ty, i as i32, rc, s));
+                    }
+                }
+            }
+        }
+        _ => {
+            let in_place = op.recv == op.send + op.peer as usize * c;
+            if is_root {
+                for i in 0..n {
+                    if i != rank || !in_place {
+                        let block = (op.send + i * c) as *const c_void;
+                        calls.push((real.Send)(block, op.count, ty, i as i32, rc, s));
+                    }
+                }
+            }
+            if !(is_root && in_place) {
+                calls.push((real.Recv)(recv, op.count, ty, root, rc, s));
+            }
+        }
+    }
+    calls.into_iter().find(|r| *r != SUCCESS).unwrap_or(SUCCESS)
+}
+
 pub fn run(comm: &Comm, ops: &[(Op, String)]) -> Result<(), ApiError> {
     if ops.is_empty() {
         return Ok(());
@@ -126,6 +181,9 @@ pub fn run(comm: &Comm, ops: &[(Op, String)]) -> Result<(), ApiError> {
                 Kind::AllToAll => (real.AlltoAll)(send, recv, op.count, ty, rc, s),
                 Kind::Send => (real.Send)(send, op.count, ty, op.peer as i32, rc, s),
                 Kind::Recv => (real.Recv)(recv, op.count, ty, op.peer as i32, rc, s),
+                Kind::Gather | Kind::Scatter => {
+                    rooted(real, rc, op, comm.rank as usize, comm.nranks as usize)
+                }
             };
             if first.is_ok() {
                 first = check(r, op.call);

@@ -41,8 +41,8 @@ fn kind(k: Kind) -> Option<CollectiveKind> {
         Kind::ReduceScatter => CollectiveKind::ReduceScatter,
         Kind::Broadcast => CollectiveKind::Broadcast,
         Kind::Reduce => CollectiveKind::Reduce,
-        // The direct path has no all-to-all or point-to-point yet.
-        Kind::AllToAll | Kind::Send | Kind::Recv => return None,
+        // The direct path has no all-to-all, gather, scatter or point-to-point yet.
+        Kind::AllToAll | Kind::Gather | Kind::Scatter | Kind::Send | Kind::Recv => return None,
     })
 }
 
@@ -266,6 +266,17 @@ mod tests {
         );
         assert!(refusal_for(true, &ar, 9).is_some());
         assert!(refusal_for(true, &op(Kind::AllToAll, NcclType::F32), 4).is_some());
+        // Gather and scatter go to NCCL like all-to-all, except on one rank (a copy).
+        for k in [Kind::Gather, Kind::Scatter] {
+            assert!(refusal_for(true, &op(k, NcclType::Bf16), 2)
+                .unwrap()
+                .contains("no such collective"));
+            assert_eq!(refusal_for(true, &op(k, NcclType::Bf16), 1), None);
+            assert_eq!(
+                runtime_type(&op(k, NcclType::Bf16), ReduceOp::Sum),
+                Some((DataType::U8, 20))
+            );
+        }
         let mut red = op(Kind::Reduce, NcclType::F32);
         red.recv = 0;
         assert!(refusal_for(true, &red, 4).is_some());

@@ -157,6 +157,29 @@ pub struct RealNccl {
         *mut c_void,
         *mut c_void,
     ) -> NcclResult,
+    /// NCCL 2.28's; absent before, where forwarding issues the sends and receives instead.
+    pub Gather: Option<
+        unsafe extern "C" fn(
+            *const c_void,
+            *mut c_void,
+            usize,
+            c_int,
+            c_int,
+            *mut c_void,
+            *mut c_void,
+        ) -> NcclResult,
+    >,
+    pub Scatter: Option<
+        unsafe extern "C" fn(
+            *const c_void,
+            *mut c_void,
+            usize,
+            c_int,
+            c_int,
+            *mut c_void,
+            *mut c_void,
+        ) -> NcclResult,
+    >,
     pub RedOpCreatePreMulSum:
         unsafe extern "C" fn(*mut c_int, *mut c_void, c_int, c_int, *mut c_void) -> NcclResult,
     pub RedOpDestroy: unsafe extern "C" fn(c_int, *mut c_void) -> NcclResult,
@@ -284,6 +307,8 @@ fn open(path: &Path) -> Result<RealNccl, String> {
         AlltoAll: need!("ncclAlltoAll"),
         Send: need!("ncclSend"),
         Recv: need!("ncclRecv"),
+        Gather: opt!("ncclGather"),
+        Scatter: opt!("ncclScatter"),
         RedOpCreatePreMulSum: need!("ncclRedOpCreatePreMulSum"),
         RedOpDestroy: need!("ncclRedOpDestroy"),
         MemAlloc: need!("ncclMemAlloc"),

@@ -1,6 +1,7 @@
 //! Builds `tests/c/check.c` with the system C compiler against `include/nccl.h`, links it with
 //! this crate's `libnccl.so`, and runs each of its modes (see the file's header). The forward
-//! mode also builds `tests/c/fake_nccl.c` as the "real" NCCL and reads what it was called with.
+//! modes also build `tests/c/fake_nccl.c` as the "real" NCCL and read what it was called with;
+//! `tests/c/header_use.c` is compiled only, as nccl-tests uses the header.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -249,4 +250,116 @@ fn the_real_nccl_is_found_beside_pytorch() {
         "{calls}"
     );
     let _ = std::fs::remove_dir_all(&site);
+}
+
+/// The header declares every host call nccl-tests 2.19.6 makes at its version code, with
+/// NCCL's signatures (`ncclGather` and `ncclScatter` from 2.28 on): built as C, and as C++
+/// (nccl-tests is C++ through nvcc) where a C++ compiler is installed.
+#[test]
+fn the_header_declares_what_nccl_tests_calls() {
+    let src = manifest().join("tests/c/header_use.c");
+    let inc = format!("-I{}", manifest().join("include").display());
+    cc(&[
+        "-std=c11",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-fsyntax-only",
+        &inc,
+        src.to_str().unwrap(),
+    ]);
+    if Command::new("c++").arg("--version").output().is_ok() {
+        let out = Command::new("c++")
+            .args([
+                "-std=c++17",
+                "-x",
+                "c++",
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-fsyntax-only",
+                &inc,
+                src.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "c++ {}:\n{}",
+            src.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Builds `tests/c/<src>` as the shared object `path`, with `defines`.
+fn shared(src: &str, path: &Path, defines: &[&str]) {
+    let src = manifest().join("tests/c").join(src);
+    let mut args = vec!["-shared", "-fPIC", "-O1"];
+    args.extend_from_slice(defines);
+    args.extend_from_slice(&[src.to_str().unwrap(), "-o", path.to_str().unwrap()]);
+    cc(&args);
+}
+
+/// Device-buffer gather and scatter go to the real NCCL: to its `ncclGather`/`ncclScatter`
+/// where it has them, else (NCCL before 2.28) as the sends and receives they are made of, in
+/// one NCCL group; `TOPOPLAN_NCCL_CUDA=1` changes nothing, since topoplan's CUDA path has
+/// neither. The "device" buffers come from a stand-in driver (`tests/c/fake_cuda.c`), and the
+/// same calls on host buffers still run on topoplan (checked by `check devforward`).
+#[test]
+fn device_buffer_gather_and_scatter_are_forwarded() {
+    let dir = std::env::temp_dir().join(format!("topoplan-fake-dev-{}", std::process::id()));
+    let cuda = dir.join("cuda");
+    std::fs::create_dir_all(&cuda).unwrap();
+    shared("fake_cuda.c", &cuda.join("libcuda.so.1"), &[]);
+    let _ = std::fs::remove_file(cuda.join("libcuda.so"));
+    std::os::unix::fs::symlink("libcuda.so.1", cuda.join("libcuda.so")).unwrap();
+    let new = dir.join("libfakenccl.so");
+    let old = dir.join("libfakenccl-2.27.so");
+    shared("fake_nccl.c", &new, &[]);
+    shared("fake_nccl.c", &old, &["-DFAKE_NCCL_BEFORE_2_28"]);
+    let calls = |lib: &Path, name: &str, extra: &[(&str, &str)]| -> String {
+        let log = dir.join(name);
+        let _ = std::fs::remove_file(&log);
+        let mut envs = vec![
+            ("LD_LIBRARY_PATH", cuda.to_str().unwrap()),
+            ("TOPOPLAN_NCCL_LIB", lib.to_str().unwrap()),
+            ("FAKE_NCCL_LOG", log.to_str().unwrap()),
+        ];
+        envs.extend_from_slice(extra);
+        run("devforward", &envs);
+        std::fs::read_to_string(&log).unwrap()
+    };
+    let count = |calls: &str, s: &str| calls.lines().filter(|l| l.contains(s)).count();
+    for extra in [&[][..], &[("TOPOPLAN_NCCL_CUDA", "1")][..]] {
+        let log = calls(&new, "new.log", extra);
+        // bfloat16 is 9, int32 2; each rank makes each call once.
+        assert_eq!(count(&log, "Gather count=24 type=9 root=1"), 2, "{log}");
+        assert_eq!(count(&log, "Scatter count=40 type=2 root=0"), 2, "{log}");
+        assert_eq!(
+            count(&log, "Gather"),
+            2,
+            "host buffers stay on topoplan:\n{log}"
+        );
+        assert_eq!(
+            count(&log, "Scatter"),
+            2,
+            "host buffers stay on topoplan:\n{log}"
+        );
+        assert_eq!(count(&log, "Send") + count(&log, "Recv"), 0, "{log}");
+        assert_eq!(count(&log, "GroupStart"), count(&log, "GroupEnd"), "{log}");
+    }
+    let log = calls(&old, "old.log", &[]);
+    assert_eq!(count(&log, "Gather") + count(&log, "Scatter"), 0, "{log}");
+    // Gather to rank 1, out of place: each rank sends its block to rank 1 (rank 1 to itself),
+    // and rank 1 receives every rank's.
+    assert_eq!(count(&log, "Send count=24 type=9 peer=1"), 2, "{log}");
+    assert_eq!(count(&log, "Recv count=24 type=9 peer=0"), 1, "{log}");
+    assert_eq!(count(&log, "Recv count=24 type=9 peer=1"), 1, "{log}");
+    assert_eq!(count(&log, "count=24"), 4, "{log}");
+    // Scatter from rank 0, in place: rank 0 keeps its own block and sends rank 1 its own.
+    assert_eq!(count(&log, "Send count=40 type=2 peer=1"), 1, "{log}");
+    assert_eq!(count(&log, "Recv count=40 type=2 peer=0"), 1, "{log}");
+    assert_eq!(count(&log, "count=40"), 2, "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

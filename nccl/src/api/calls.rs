@@ -26,13 +26,19 @@ fn call(
             _ => NcclOp::Builtin(runtime::ReduceOp::Sum),
         };
         let peer = match kind {
-            Kind::Broadcast | Kind::Reduce => rank_below(&c, peer, "root")?,
+            Kind::Broadcast | Kind::Reduce | Kind::Gather | Kind::Scatter => {
+                rank_below(&c, peer, "root")?
+            }
             Kind::Send | Kind::Recv => rank_below(&c, peer, "peer")?,
             _ => 0,
         };
         let me = c.rank;
-        let needs_send = !(kind == Kind::Recv || (kind == Kind::Broadcast && peer != me));
-        let needs_recv = !(kind == Kind::Send || (kind == Kind::Reduce && peer != me));
+        // Non-roots: broadcast and scatter read no send buffer, reduce and gather write no
+        // receive buffer.
+        let needs_send = !(kind == Kind::Recv
+            || (matches!(kind, Kind::Broadcast | Kind::Scatter) && peer != me));
+        let needs_recv =
+            !(kind == Kind::Send || (matches!(kind, Kind::Reduce | Kind::Gather) && peer != me));
         if count > 0 && needs_send && send.is_null() {
             return Err(arg("sendbuff is NULL"));
         }
@@ -216,6 +222,54 @@ pub extern "C" fn ncclAlltoAll(
         t,
         0,
         0,
+        comm,
+        st,
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn ncclGather(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    t: c_int,
+    root: c_int,
+    comm: CommHandle,
+    st: Stream,
+) -> NcclResult {
+    call(
+        "ncclGather",
+        Kind::Gather,
+        s,
+        r,
+        count,
+        t,
+        0,
+        root,
+        comm,
+        st,
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn ncclScatter(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    t: c_int,
+    root: c_int,
+    comm: CommHandle,
+    st: Stream,
+) -> NcclResult {
+    call(
+        "ncclScatter",
+        Kind::Scatter,
+        s,
+        r,
+        count,
+        t,
+        0,
+        root,
         comm,
         st,
     )

@@ -2,13 +2,17 @@
  * The C side of the library's tests, built with the system compiler against include/nccl.h
  * and linked against libnccl.so (nccl/tests/c_api.rs builds and runs it). One mode per run:
  *   abi        sizes, offsets, enum values, version, every symbol, every argument check
- *   ranks N    N processes: every collective, in and out of place, groups, split, non-blocking init
+ *   ranks N    N processes: every collective, in and out of place, groups, split, non-blocking init;
+ *              gather and scatter of random bytes of every datatype, roots 0 and N-1
  *   onethread  two ranks driven from one thread inside groups (nccl-tests -g 2)
  *   killed     a rank dies while the survivor is inside a call: ncclRemoteError naming it, abort in time
  *   forward    fp8 and PreMulSum reductions go to the NCCL named by TOPOPLAN_NCCL_LIB
  *   noforward  the same with no real NCCL: ncclInvalidUsage naming the call and why
  *   mismatch   ranks that disagree (nranks at init, counts, datatypes, ops): an error, never a hang
- * Exit status 0 when every check passed; each failure prints what differed.
+ *   devforward device-buffer gather and scatter go to the NCCL named by TOPOPLAN_NCCL_LIB (run
+ *              with tests/c/fake_cuda.c as libcuda.so.1, whose cuMemAlloc_v2 makes the buffers)
+ * Exit status 0 when every check passed; each failure prints what differed. Random data comes
+ * from CHECK_SEED (else the clock), printed with every failure that involves it.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -54,8 +58,8 @@ static const char* symbols[] = {
     "ncclGetLastError", "ncclGetUniqueId", "ncclGetVersion", "ncclGroupEnd", "ncclGroupSimulateEnd",
     "ncclGroupStart", "ncclMemAlloc", "ncclMemFree", "ncclRecv", "ncclRedOpCreatePreMulSum",
     "ncclRedOpDestroy", "ncclReduce", "ncclReduceScatter", "ncclSend",
-    /* nccl-tests 2.19's, beyond those */
-    "ncclCommCuDevice", NULL};
+    /* nccl-tests 2.19's, beyond those (gather_perf and scatter_perf call the last two) */
+    "ncclCommCuDevice", "ncclGather", "ncclScatter", NULL};
 
 static int has(const char* msg, const char* part) { return msg && strstr(msg, part) != NULL; }
 
@@ -127,6 +131,26 @@ static int mode_abi(void) {
   expect_err(ncclReduce(a, b, 4, ncclFloat32, ncclSum, -1, c, NULL), ncclInvalidArgument, "root -1", "negative root");
   expect_err(ncclSend(a, 4, ncclFloat32, 5, c, NULL), ncclInvalidArgument, "peer 5", "bad peer");
   expect_err(ncclAllReduce(a, a + 1, 3, ncclFloat32, ncclSum, c, NULL), ncclInvalidArgument, "overlap", "overlap");
+  /* Gather and scatter are checked like the other rooted calls. */
+  expect_err(ncclGather(a, b, 4, ncclFloat32, 1, c, NULL), ncclInvalidArgument, "ncclGather: root 1", "gather bad root");
+  expect_err(ncclScatter(a, b, 4, ncclFloat32, -1, c, NULL), ncclInvalidArgument, "ncclScatter: root -1", "scatter negative root");
+  expect_err(ncclGather(NULL, b, 4, ncclFloat32, 0, c, NULL), ncclInvalidArgument, "ncclGather: sendbuff is NULL", "gather null send");
+  expect_err(ncclGather(a, NULL, 4, ncclFloat32, 0, c, NULL), ncclInvalidArgument, "ncclGather: recvbuff is NULL", "gather null recv at root");
+  expect_err(ncclScatter(NULL, b, 4, ncclFloat32, 0, c, NULL), ncclInvalidArgument, "ncclScatter: sendbuff is NULL", "scatter null send at root");
+  expect_err(ncclScatter(a, NULL, 4, ncclFloat32, 0, c, NULL), ncclInvalidArgument, "ncclScatter: recvbuff is NULL", "scatter null recv");
+  expect_err(ncclGather(a, b, 4, (ncclDataType_t)12, 0, c, NULL), ncclInvalidArgument, "ncclGather: datatype 12", "gather bad type");
+  expect_err(ncclScatter(a, b, 4, (ncclDataType_t)-1, 0, c, NULL), ncclInvalidArgument, "ncclScatter: datatype -1", "scatter bad type");
+  expect_err(ncclGather(b + 1, b, 2, ncclFloat32, 0, c, NULL), ncclInvalidArgument, "ncclGather: the send and receive buffers overlap", "gather overlap");
+  expect_err(ncclScatter(b, b + 1, 2, ncclFloat32, 0, c, NULL), ncclInvalidArgument, "ncclScatter: the send and receive buffers overlap", "scatter overlap");
+  memset(b, 0, sizeof b);
+  OK(ncclGather(a, b, 4, ncclFloat32, 0, c, NULL));
+  CHECK(memcmp(a, b, sizeof a) == 0, "one-rank gather copies");
+  memset(b, 0, sizeof b);
+  OK(ncclScatter(a, b, 4, ncclFloat32, 0, c, NULL));
+  CHECK(memcmp(a, b, sizeof a) == 0, "one-rank scatter copies");
+  OK(ncclGather(b, b, 4, ncclFloat32, 0, c, NULL));
+  OK(ncclScatter(b, b, 4, ncclFloat32, 0, c, NULL));
+  CHECK(memcmp(a, b, sizeof a) == 0, "one-rank in-place gather and scatter leave the data");
   expect_err(ncclGroupEnd(), ncclInvalidUsage, "without a matching ncclGroupStart", "unmatched GroupEnd");
   expect_err(ncclRedOpDestroy(ncclSum, c), ncclInvalidArgument, "built in", "destroy builtin");
   OK(ncclAllReduce(a, b, 4, ncclFloat32, ncclSum, c, NULL));
@@ -225,6 +249,129 @@ static void check_collectives(ncclComm_t c, int rank, int n) {
   free(recv);
 }
 
+/* ---- ranks: gather and scatter ---- */
+static unsigned long long seed;
+
+/* The byte at `i` of what rank `rank` contributes to call `tag`: every rank can compute every
+ * other rank's data, so each checks every element it holds against the reference. */
+static unsigned char rnd(int tag, int rank, size_t i) {
+  unsigned long long z = seed ^ ((unsigned long long)tag << 44) ^ ((unsigned long long)rank << 36) ^ i;
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return (unsigned char)(z ^ (z >> 31));
+}
+
+static size_t type_size(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    default: return 8; /* int64, uint64, float64 */
+  }
+}
+
+#define GUARD 64
+#define FILL 0xa5
+
+/* The first of `len` bytes at `p` that is not block `block` of call `tag` (-1: none). */
+static long off_block(const unsigned char* p, size_t len, int tag, int block) {
+  for (size_t i = 0; i < len; i++)
+    if (p[i] != rnd(tag, block, i)) return (long)i;
+  return -1;
+}
+
+static int untouched(const unsigned char* p, size_t len) {
+  for (size_t i = 0; i < len; i++)
+    if (p[i] != FILL) return 0;
+  return 1;
+}
+
+/* One gather or scatter of `count` elements of `t` with `root`. Every rank checks every byte it
+ * holds afterwards, and that nothing beyond the call's buffers was written. In place is nccl-tests'
+ * layout on every rank: a rank's own block of the root-sized buffer. Out of place, the buffer a
+ * rank does not use (gather's receive, scatter's send on non-roots) is NULL. */
+static void one_rooted(ncclComm_t c, int rank, int n, int scatter, ncclDataType_t t, int root, int inplace,
+                       size_t count, int tag) {
+  const size_t b = count * type_size(t);
+  unsigned char* big = malloc(n * b + GUARD);   /* n blocks: gather's receive, scatter's send */
+  unsigned char* small = malloc(b + GUARD);     /* one block: gather's send, scatter's receive */
+  memset(big, FILL, n * b + GUARD);
+  memset(small, FILL, b + GUARD);
+  unsigned char* mine = inplace ? big + rank * b : small;
+  void* whole = (rank == root || inplace) ? big : NULL;
+  const char* what = scatter ? "scatter" : "gather";
+  long at;
+  if (!scatter) {
+    for (size_t i = 0; i < b; i++) mine[i] = rnd(tag, rank, i);
+    OK(ncclGather(mine, whole, count, t, root, c, NULL));
+  } else {
+    if (rank == root)
+      for (int r = 0; r < n; r++)
+        for (size_t i = 0; i < b; i++) big[r * b + i] = rnd(tag, r, i);
+    OK(ncclScatter(whole, mine, count, t, root, c, NULL));
+  }
+  /* This rank's own block: what it sent (gather) or received (scatter). */
+  at = off_block(mine, b, tag, rank);
+  CHECK(at < 0, "%s type %d root %d inplace %d rank %d: own block byte %ld wrong (seed %llu)", what, t, root,
+        inplace, rank, at, seed);
+  for (int r = 0; r < n; r++) {
+    if (r == rank && inplace) continue;
+    if (rank == root) {
+      /* Gather: every rank's block arrived; scatter: the send buffer is as it was. */
+      at = off_block(big + r * b, b, tag, r);
+      CHECK(at < 0, "%s type %d root %d inplace %d: block %d byte %ld wrong on the root (seed %llu)", what, t,
+            root, inplace, r, at, seed);
+    } else if (inplace) {
+      CHECK(untouched(big + r * b, b), "%s type %d root %d inplace: rank %d's block %d was written", what, t,
+            root, rank, r);
+    }
+  }
+  CHECK(untouched(big + n * b, GUARD) && untouched(small + b, GUARD), "%s type %d root %d inplace %d rank %d: "
+        "written past a buffer", what, t, root, inplace, rank);
+  free(big);
+  free(small);
+}
+
+static void check_rooted(ncclComm_t c, int rank, int n) {
+  int tag = 0;
+  for (int t = 0; t < ncclNumTypes; t++)
+    for (int ri = 0; ri < 2; ri++)
+      for (int inplace = 0; inplace < 2; inplace++)
+        for (int scatter = 0; scatter < 2; scatter++) {
+          /* odd counts, a different one per type */
+          one_rooted(c, rank, n, scatter, (ncclDataType_t)t, ri ? n - 1 : 0, inplace, 301 + 37 * (size_t)t, ++tag);
+        }
+  /* Inside a group both are deferred to its end and run together. */
+  const size_t count = 129;
+  unsigned char* g = malloc(n * count * 4);
+  unsigned char* gs = malloc(count * 4);
+  unsigned char* ss = malloc(n * count * 8);
+  unsigned char* sr = malloc(count * 8);
+  int gtag = ++tag, stag = ++tag;
+  for (size_t i = 0; i < count * 4; i++) gs[i] = rnd(gtag, rank, i);
+  if (rank == n - 1)
+    for (int r = 0; r < n; r++)
+      for (size_t i = 0; i < count * 8; i++) ss[r * count * 8 + i] = rnd(stag, r, i);
+  OK(ncclGroupStart());
+  OK(ncclGather(gs, g, count, ncclFloat32, 0, c, NULL));
+  OK(ncclScatter(ss, sr, count, ncclInt64, n - 1, c, NULL));
+  OK(ncclGroupEnd());
+  if (rank == 0)
+    for (int r = 0; r < n; r++) CHECK(off_block(g + r * count * 4, count * 4, gtag, r) < 0, "grouped gather block %d", r);
+  CHECK(off_block(sr, count * 8, stag, rank) < 0, "grouped scatter on rank %d", rank);
+  /* A root outside the communicator is refused, naming it. */
+  char want[64];
+  snprintf(want, sizeof want, "ncclGather: root %d is not a rank", n);
+  expect_err(ncclGather(gs, g, 1, ncclInt8, n, c, NULL), ncclInvalidArgument, want, "gather root n");
+  snprintf(want, sizeof want, "ncclScatter: root %d is not a rank", n + 5);
+  expect_err(ncclScatter(ss, sr, 1, ncclInt8, n + 5, c, NULL), ncclInvalidArgument, want, "scatter root n+5");
+  free(g);
+  free(gs);
+  free(ss);
+  free(sr);
+}
+
 static int rank_main(ncclUniqueId id, int rank, int n) {
   ncclComm_t c;
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
@@ -240,6 +387,7 @@ static int rank_main(ncclUniqueId id, int rank, int n) {
   }
   CHECK(st == ncclSuccess, "non-blocking init ended with %d", st);
   check_collectives(c, rank, n);
+  check_rooted(c, rank, n);
   /* split by parity, ordered by descending rank */
   ncclComm_t sub = NULL;
   OK(ncclCommSplit(c, rank % 2, -rank, &sub, NULL));
@@ -375,6 +523,37 @@ static int forward_main(ncclUniqueId id, int rank, int n) {
   return failures;
 }
 
+/* ---- devforward ---- */
+typedef int (*cu_alloc_t)(unsigned long long*, size_t);
+typedef int (*cu_free_t)(unsigned long long);
+
+static int devforward_main(ncclUniqueId id, int rank, int n) {
+  void* cu = dlopen("libcuda.so.1", RTLD_NOW);
+  CHECK(cu != NULL, "libcuda.so.1: %s", dlerror());
+  if (!cu) return failures;
+  cu_alloc_t alloc = (cu_alloc_t)dlsym(cu, "cuMemAlloc_v2");
+  cu_free_t release = (cu_free_t)dlsym(cu, "cuMemFree_v2");
+  ncclComm_t c;
+  OK(ncclCommInitRank(&c, n, id, rank));
+  unsigned long long dsend = 0, drecv = 0;
+  CHECK(alloc(&dsend, 4096) == 0 && alloc(&drecv, 4096) == 0, "cuMemAlloc_v2");
+  /* 24 bfloat16 gathered to rank 1, out of place; 40 int32 scattered from rank 0, in place. */
+  OK(ncclGather((void*)dsend, (void*)drecv, 24, ncclBfloat16, 1, c, NULL));
+  OK(ncclScatter((void*)dsend, (void*)(dsend + rank * 40 * 4), 40, ncclInt32, 0, c, NULL));
+  /* The same calls on host buffers stay on topoplan. */
+  float hs[8], hr[16];
+  for (int i = 0; i < 8; i++) hs[i] = (float)(rank * 8 + i);
+  OK(ncclGather(hs, hr, 8, ncclFloat32, 0, c, NULL));
+  if (rank == 0)
+    for (int i = 0; i < 16; i++) CHECK(hr[i] == (float)i, "host gather [%d] = %f", i, hr[i]);
+  OK(ncclScatter(hr, hs, 8, ncclFloat32, 0, c, NULL));
+  for (int i = 0; i < 8; i++) CHECK(hs[i] == (float)(rank * 8 + i), "host scatter [%d] = %f", i, hs[i]);
+  OK(ncclCommDestroy(c));
+  release(dsend);
+  release(drecv);
+  return failures;
+}
+
 /* ---- mismatch ---- */
 static int mismatch_main(ncclUniqueId id, int rank, int n) {
   ncclComm_t c;
@@ -435,6 +614,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   int n = argc > 2 ? atoi(argv[2]) : 3;
+  const char* s = getenv("CHECK_SEED");
+  seed = s && *s ? strtoull(s, NULL, 0) : (unsigned long long)(now() * 1e6) ^ ((unsigned long long)getpid() << 32);
   int bad;
   if (!strcmp(mode, "abi")) bad = mode_abi();
   else if (!strcmp(mode, "ranks")) bad = spawn(n, rank_main);
@@ -442,6 +623,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "killed")) bad = spawn(2, killed_main);
   else if (!strcmp(mode, "mismatch")) bad = mode_mismatch();
   else if (!strcmp(mode, "forward") || !strcmp(mode, "noforward")) bad = spawn(2, forward_main);
+  else if (!strcmp(mode, "devforward")) bad = spawn(2, devforward_main);
   else {
     fprintf(stderr, "unknown mode %s\n", mode);
     return 2;

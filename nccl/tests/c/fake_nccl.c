@@ -2,6 +2,8 @@
  * A stand-in for NVIDIA's libnccl.so, for testing what the library forwards: every call is
  * appended to the file named by FAKE_NCCL_LOG ("<pid> <call> <arguments>") and succeeds.
  * It computes nothing; the tests check that the right calls arrived with the right arguments.
+ * Built with -DFAKE_NCCL_BEFORE_2_28 it stands for an NCCL older than 2.28: no ncclGather or
+ * ncclScatter.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,8 +59,24 @@ res_t ncclReduceScatter(const void* s, void* r, size_t n, int t, int op, void* c
 res_t ncclBroadcast(const void* s, void* r, size_t n, int t, int root, void* c, void* st) { note("Broadcast"); return 0; }
 res_t ncclReduce(const void* s, void* r, size_t n, int t, int op, int root, void* c, void* st) { note("Reduce"); return 0; }
 res_t ncclAlltoAll(const void* s, void* r, size_t n, int t, void* c, void* st) { note("AlltoAll"); return 0; }
-res_t ncclSend(const void* s, size_t n, int t, int p, void* c, void* st) { note("Send"); return 0; }
-res_t ncclRecv(void* r, size_t n, int t, int p, void* c, void* st) { note("Recv"); return 0; }
+res_t ncclSend(const void* s, size_t n, int t, int p, void* c, void* st) {
+  note("Send count=%zu type=%d peer=%d", n, t, p);
+  return 0;
+}
+res_t ncclRecv(void* r, size_t n, int t, int p, void* c, void* st) {
+  note("Recv count=%zu type=%d peer=%d", n, t, p);
+  return 0;
+}
+#ifndef FAKE_NCCL_BEFORE_2_28
+res_t ncclGather(const void* s, void* r, size_t n, int t, int root, void* c, void* st) {
+  note("Gather count=%zu type=%d root=%d", n, t, root);
+  return 0;
+}
+res_t ncclScatter(const void* s, void* r, size_t n, int t, int root, void* c, void* st) {
+  note("Scatter count=%zu type=%d root=%d", n, t, root);
+  return 0;
+}
+#endif
 res_t ncclRedOpCreatePreMulSum(int* op, void* scalar, int t, int residence, void* c) {
   note("RedOpCreatePreMulSum type=%d residence=%d scalar=%g", t, residence, residence == 1 ? *(float*)scalar : 0.0);
   *op = 17;
