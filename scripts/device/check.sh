@@ -91,7 +91,10 @@ if [ "$LEVEL" = shared ]; then
             echo "rc=$?" >> "$SLOG"
           done
         done
-        runs=$(grep -c 'ERROR SUMMARY' "$SLOG"); clean=$(grep -c 'ERROR SUMMARY: 0 errors' "$SLOG")
+        # memcheck ends with "ERROR SUMMARY: N errors", racecheck with "RACECHECK SUMMARY: N hazards
+        # displayed (E errors, W warnings)".
+        runs=$(grep -cE 'ERROR SUMMARY|RACECHECK SUMMARY' "$SLOG")
+        clean=$(grep -cE 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors, 0 warnings\)' "$SLOG")
         echo "shared sanitizers: $clean clean of $runs, $(grep -c '^rc=[^0]' "$SLOG") failed commands (rc=124: timed out)"
         [ "$runs" = 4 ] && [ "$clean" = 4 ] && ! grep -q '^rc=[^0]' "$SLOG" || ok=0
       else
