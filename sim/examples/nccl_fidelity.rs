@@ -7,7 +7,7 @@ use planner::plan::Planner;
 use planner::schedule::{Algorithm, Collective, CollectiveKind, Protocol};
 use planner::topology::{load_file, LoadOptions};
 use planner::tuner::Filter;
-use sim::fidelity::{compare_as_nccl, markdown, parse_nccl_tests, Row};
+use sim::fidelity::{compare_as_nccl, markdown, parse_bench_nccl_log, parse_nccl_tests, Row};
 use sim::nccl::Model;
 use sim::SimConfig;
 use std::fmt::Write;
@@ -183,10 +183,13 @@ fn main() {
         println!("{row}");
     }
     // NCCL's held-out collectives as `topoplan bench --vs-nccl` timed them (nccl_us column).
-    let bench = bench_nccl(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../docs/measurements/2026-11-30-h200x2-allreduce-shared-sm-hybrid/others.log"),
-    );
+    let bench =
+        parse_bench_nccl_log(
+            &std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
+                "../docs/measurements/2026-11-30-h200x2-allreduce-shared-sm-hybrid/others.log",
+            ))
+            .unwrap(),
+        );
     println!("\n## held out, against NCCL as `topoplan bench` timed it (others.log)\n");
     println!("| size (B) | collective | proto | channels | NCCL µs (bench) | predicted µs | error |\n|---:|---|---|---:|---:|---:|---:|");
     let mut measured: Vec<Vec<(f64, f64)>> = vec![Vec::new(); held.len()];
@@ -250,29 +253,4 @@ fn median(r: &[Row]) -> f64 {
     } else {
         (e[n / 2 - 1] + e[n / 2]) / 2.0
     }
-}
-
-/// `(collective, size, NCCL µs)` of a `topoplan bench --vs-nccl` log: the `nccl_us` column
-/// (out of place) of every table.
-fn bench_nccl(path: &std::path::Path) -> Vec<(CollectiveKind, u64, f64)> {
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut kind = None;
-    let mut out = Vec::new();
-    for l in text.lines() {
-        if let Some(rest) = l.strip_prefix("# topoplan bench: ") {
-            kind = rest
-                .split_whitespace()
-                .next()
-                .and_then(CollectiveKind::parse);
-            continue;
-        }
-        let f: Vec<&str> = l.split_whitespace().collect();
-        if l.starts_with('#') || f.len() < 11 {
-            continue;
-        }
-        if let (Some(k), Ok(b), Ok(us)) = (kind, f[0].parse::<u64>(), f[10].parse::<f64>()) {
-            out.push((k, b, us));
-        }
-    }
-    out
 }

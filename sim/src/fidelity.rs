@@ -40,6 +40,31 @@ fn rows_us(name: &str) -> Vec<(u64, f64)> {
         .collect()
 }
 
+/// NCCL's times in a `topoplan bench --vs-nccl` log (its text output): `(collective, size,
+/// µs)` from the out-of-place `nccl_us` column of every table, the collective read from each
+/// table's `# topoplan bench: COLLECTIVE ...` header.
+pub fn parse_bench_nccl_log(text: &str) -> Vec<(CollectiveKind, u64, f64)> {
+    let mut kind = None;
+    let mut out = Vec::new();
+    for l in text.lines() {
+        if let Some(rest) = l.strip_prefix("# topoplan bench: ") {
+            kind = rest
+                .split_whitespace()
+                .next()
+                .and_then(CollectiveKind::parse);
+            continue;
+        }
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if l.starts_with('#') || f.len() < 11 {
+            continue;
+        }
+        if let (Some(k), Ok(b), Ok(us)) = (kind, f[0].parse::<u64>(), f[10].parse::<f64>()) {
+            out.push((k, b, us));
+        }
+    }
+    out
+}
+
 /// nccl-tests rows that have an in-place time: size in bytes and in-place time in µs.
 pub fn parse_nccl_tests_in_place(text: &str) -> Vec<(u64, f64)> {
     text.lines()
@@ -419,6 +444,34 @@ pub fn compare_as_nccl(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A bench log's NCCL column, per table; rows before any header, rows of an unknown
+    /// collective, short or unparsable rows are left out, never guessed.
+    #[test]
+    fn bench_logs_give_nccls_column_per_table() {
+        let log = "\
+   1024  256 float sum -1 one-shot-ll 5.25 0.20 0.10 N/A 8.84
+# topoplan bench: broadcast on 2 GPU(s), float sum
+#   (B)  header line
+   1024  256 float sum 0 one-shot-ll 5.10 0.20 0.20 N/A 10.90 0.09 N/A 2.14x
+   4096  1024 float sum 0 one-shot-ll 5.10 0.20
+   8192  2048 float sum 0 one-shot-ll 5.10 0.20 0.20 N/A n/a
+# topoplan bench: gather-all on 2 GPU(s)
+   1024  256 float sum 0 one-shot-ll 5.10 0.20 0.20 N/A 10.90
+";
+        assert_eq!(
+            parse_bench_nccl_log(log),
+            vec![(CollectiveKind::Broadcast, 1024, 10.90)]
+        );
+    }
+
+    /// nccl-tests' in-place column, where a row has one.
+    #[test]
+    fn in_place_times_are_the_tenth_field() {
+        let t =
+            "# c\n 8 2 float sum -1 13.34 0.00 0.00 0 11.74 0.00 0.00 0\n 0 0 float sum -1 0.6\n";
+        assert_eq!(parse_nccl_tests_in_place(t), vec![(8, 11.74)]);
+    }
 
     /// Every measured table reads from the data file whole: its rows all parse, none is empty.
     #[test]

@@ -414,33 +414,17 @@ fn p2p_channels_shrink_with_the_rank_count() {
 }
 
 /// NCCL's times of the other collectives on 2×H200, as `topoplan bench --vs-nccl` measured
-/// them (its `nccl_us` column, out of place; two runs of the same binary, within 1 % of each
-/// other): `(collective, size, µs)` for every size from 32 MiB.
+/// them (out of place; two runs of the same binary, within 1 % of each other), every size from
+/// 32 MiB.
 fn bench_nccl_times(file: &str) -> Vec<(CollectiveKind, u64, f64)> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../docs/measurements")
         .join(file);
     let text = std::fs::read_to_string(&path).unwrap();
-    let mut kind = None;
-    let mut out = Vec::new();
-    for l in text.lines() {
-        if let Some(rest) = l.strip_prefix("# topoplan bench: ") {
-            let name = rest.split_whitespace().next().unwrap();
-            kind = CollectiveKind::parse(name.trim_end_matches(':'));
-            continue;
-        }
-        let f: Vec<&str> = l.split_whitespace().collect();
-        if l.starts_with('#') || f.len() < 11 {
-            continue;
-        }
-        let (Ok(bytes), Ok(us)) = (f[0].parse::<u64>(), f[10].parse::<f64>()) else {
-            continue;
-        };
-        if bytes >= 32 << 20 {
-            out.push((kind.expect("a table header precedes its rows"), bytes, us));
-        }
-    }
-    out
+    sim::fidelity::parse_bench_nccl_log(&text)
+        .into_iter()
+        .filter(|p| p.1 >= 32 << 20)
+        .collect()
 }
 
 /// Held out from the fit: reduce-scatter, broadcast and reduce from 32 MiB, against NCCL as
