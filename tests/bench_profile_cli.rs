@@ -3,13 +3,7 @@
 //! good one gets as far as the GPUs.
 
 mod common;
-use common::topoplan;
-
-fn tmp(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("topoplan-bench-profile-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
-}
+use common::{tmp, topoplan};
 
 /// The bundled profile with one field replaced.
 fn with(path: &std::path::Path, section: &str, field: &str, value: serde_json::Value) {

@@ -3,14 +3,7 @@
 //! bad input names the file and what is wrong with it.
 
 mod common;
-use common::topoplan;
-use std::path::PathBuf;
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("topoplan-bench-report-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
-}
+use common::{tmp, topoplan};
 
 /// Two sizes of an all-reduce with NCCL beside ours, as `bench --vs-nccl` prints them, timed by
 /// two commands (as the recorded runs time small and large sizes with different counts), the

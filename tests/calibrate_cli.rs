@@ -3,28 +3,13 @@
 //! and `--measure` on a machine without GPUs.
 
 mod common;
-use common::topoplan;
+use common::{calibrate_rows, tmp, topoplan};
 
 const H200: &str = "tests/data/measurements/h200x2/topo.xml";
 const H100: &str = "tests/data/topologies/azure-ndv5-topo.xml";
 const BENCH: &str = "tests/data/calibrate/h200x2_bench.json";
 const AR: &str = "tests/data/measurements/h200x2/all_reduce_g2.txt";
 const AG: &str = "tests/data/measurements/h200x2/all_gather_g2.txt";
-
-fn tmp(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("topoplan-calibrate-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
-}
-
-/// The point rows of calibrate's output: collective, size, proto, channels, measured, fitted,
-/// error.
-fn rows(out: &str) -> Vec<Vec<String>> {
-    out.lines()
-        .filter(|l| !l.starts_with('#'))
-        .map(|l| l.split_whitespace().map(str::to_string).collect())
-        .collect()
-}
 
 /// nccl-tests' out-of-place time of `bytes` in `file`.
 fn nccl_tests_us(file: &str, bytes: u64) -> f64 {
@@ -54,7 +39,7 @@ fn bench_json_is_fitted_with_its_nccl_columns() {
         out.contains("2 table(s) of 1 topoplan bench file(s)"),
         "{out}"
     );
-    let r = rows(&out);
+    let r = calibrate_rows(&out);
     // The fixture's 8 all-reduce and 3 all-gather sizes, each with its error, and each measured
     // time the nccl-tests file's it was taken from.
     assert_eq!(r.len(), 11, "{out}");
@@ -115,7 +100,7 @@ fn bench_and_nccl_tests_inputs_combine() {
     assert_eq!(rc, 0, "{err}");
     // 15 nccl-tests sizes out of place, the 9 of them NCCL runs in LL (8 B to 512 KiB) in
     // place too, and the fixture's 11.
-    assert_eq!(rows(&out).len(), 35, "{out}");
+    assert_eq!(calibrate_rows(&out).len(), 35, "{out}");
     assert!(
         out.contains("in place too where NCCL runs LL: 9 point(s)"),
         "{out}"

@@ -2,16 +2,10 @@
 //! parallel what-if giving the serial run's results.
 
 mod common;
-use common::topoplan;
+use common::{tmp, topoplan};
 
 const H200: &str = "tests/data/topologies/h200x2-topo.xml";
 const H800: &str = "tests/data/topologies/github-yccl-8xh800-nvswitch-topo.xml";
-
-fn tmp(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("topoplan-sim-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
-}
 
 #[test]
 fn sim_prints_one_row_per_nccl_tests_size() {

@@ -3,23 +3,10 @@
 //! `sim --profile` reads back.
 
 mod common;
-use common::topoplan;
+use common::{calibrate_rows, tmp, topoplan};
 
 const H200: &str = "tests/data/measurements/h200x2/topo.xml";
 const H100: &str = "tests/data/topologies/azure-ndv5-topo.xml";
-
-fn tmp(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("topoplan-profile-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
-}
-
-fn rows(out: &str) -> Vec<Vec<String>> {
-    out.lines()
-        .filter(|l| !l.starts_with('#'))
-        .map(|l| l.split_whitespace().map(str::to_string).collect())
-        .collect()
-}
 
 #[test]
 fn as_nccl_runs_nccls_channels_and_says_which_profile() {
@@ -32,7 +19,7 @@ fn as_nccl_runs_nccls_channels_and_says_which_profile() {
         out.contains("12 ring channels searched x 30.0 GB/s, 24 run"),
         "{out}"
     );
-    let r = rows(&out);
+    let r = calibrate_rows(&out);
     // 1 GiB: ring Simple on NCCL's 24 channels.
     let last = r.last().unwrap();
     assert_eq!(
@@ -47,7 +34,7 @@ fn as_both_prints_the_ratio() {
         "sim", H200, "--as", "both", "-b", "1M", "-e", "1G", "-f", "32",
     ]);
     assert_eq!(rc, 0, "{err}");
-    for r in rows(&out) {
+    for r in calibrate_rows(&out) {
         let ours: f64 = r[4].parse().unwrap();
         let nccl: f64 = r[10].parse().unwrap();
         let ratio: f64 = r[13].parse().unwrap();
@@ -97,7 +84,7 @@ fn calibrate_writes_a_profile_that_sim_reads_back() {
     assert_eq!(rc, 0, "{err}");
     // One line per measured size out of place (15), and in place where NCCL runs LL (8 B to
     // 512 KiB: 9), each with its error.
-    let r = rows(&out);
+    let r = calibrate_rows(&out);
     assert_eq!(r.len(), 24, "{out}");
     assert!(r.iter().all(|x| x[6].ends_with('%')));
     let (rc, out, err) = topoplan(&[

@@ -7,21 +7,15 @@ use planner::plan::Planner;
 use planner::schedule::{Algorithm, Collective, CollectiveKind, Protocol};
 use planner::topology::{load_file, LoadOptions};
 use planner::tuner::Filter;
-use sim::fidelity::{compare_as_nccl, markdown, parse_bench_nccl_log, parse_nccl_tests, Row};
+use sim::fidelity::{
+    compare_as_nccl, markdown, median_abs_error, parse_bench_nccl_log, parse_nccl_tests, Row,
+};
 use sim::nccl::Model;
 use sim::SimConfig;
 use std::fmt::Write;
 
 fn coll(kind: CollectiveKind, n: u32) -> Collective {
-    match kind {
-        CollectiveKind::Broadcast | CollectiveKind::Reduce => Collective::rooted(kind, 0),
-        CollectiveKind::SendRecv => {
-            let mut c = Collective::new(kind);
-            c.send_peers = (0..n).map(|i| Some((i + 1) % n)).collect();
-            c
-        }
-        _ => Collective::new(kind),
-    }
+    Collective::as_nccl_tests(kind, n, 0)
 }
 
 /// One plotted curve: its name, predicted (size, µs) points, measured ones (none: held out).
@@ -140,7 +134,7 @@ fn main() {
             "## {} ({f}): worst |error| {:.1}%, median {:.1}%\n\n{}",
             k.name(),
             worst * 100.0,
-            median(&r) * 100.0,
+            median_abs_error(&r) * 100.0,
             markdown(&r)
         );
         curves.push((
@@ -241,16 +235,5 @@ fn main() {
     if let Some(path) = out {
         std::fs::write(&path, svg(&curves)).unwrap();
         eprintln!("wrote {path}");
-    }
-}
-
-fn median(r: &[Row]) -> f64 {
-    let mut e: Vec<f64> = r.iter().map(|x| x.error.abs()).collect();
-    e.sort_by(f64::total_cmp);
-    let n = e.len();
-    if n % 2 == 1 {
-        e[n / 2]
-    } else {
-        (e[n / 2 - 1] + e[n / 2]) / 2.0
     }
 }

@@ -104,6 +104,18 @@ pub struct Row {
     pub error: f64,
 }
 
+/// The median of the rows' |error| (the mean of the middle two for an even count; 0 for none).
+pub fn median_abs_error(rows: &[Row]) -> f64 {
+    let mut e: Vec<f64> = rows.iter().map(|x| x.error.abs()).collect();
+    e.sort_by(f64::total_cmp);
+    let n = e.len();
+    match n {
+        0 => 0.0,
+        _ if n % 2 == 1 => e[n / 2],
+        _ => (e[n / 2 - 1] + e[n / 2]) / 2.0,
+    }
+}
+
 /// Compares every measured size (size 0 rows are skipped) with NCCL's ring as `--as nccl
 /// --algo ring` simulates it (NCCL's protocol, channels and chunking, derived from `topo`).
 pub fn compare(
@@ -414,15 +426,7 @@ pub fn compare_as_nccl(
 ) -> Result<Vec<Row>, SimError> {
     let m = crate::nccl::Model::new(topo, planner);
     let n = planner.nranks();
-    let coll = match kind {
-        CollectiveKind::Broadcast | CollectiveKind::Reduce => Collective::rooted(kind, 0),
-        CollectiveKind::SendRecv => {
-            let mut c = Collective::new(kind);
-            c.send_peers = (0..n).map(|i| Some((i + 1) % n)).collect();
-            c
-        }
-        _ => Collective::new(kind),
-    };
+    let coll = Collective::as_nccl_tests(kind, n, 0);
     let mut rows = Vec::new();
     for &(bytes, us) in measured {
         if bytes == 0 {

@@ -121,14 +121,7 @@ fn worst(r: &[Row], from: u64) -> f64 {
 }
 
 fn median(r: &[Row]) -> f64 {
-    let mut e: Vec<f64> = r.iter().map(|x| x.error.abs()).collect();
-    e.sort_by(f64::total_cmp);
-    let n = e.len();
-    if n % 2 == 1 {
-        e[n / 2]
-    } else {
-        (e[n / 2 - 1] + e[n / 2]) / 2.0
-    }
+    sim::fidelity::median_abs_error(r)
 }
 
 /// The fitted curves (out-of-place times; the fit also saw the in-place times where NCCL runs
@@ -215,15 +208,7 @@ fn every_collective_and_forced_pair_runs() {
         CollectiveKind::AllToAll,
         CollectiveKind::SendRecv,
     ] {
-        let coll = match kind {
-            CollectiveKind::Broadcast | CollectiveKind::Reduce => Collective::rooted(kind, 0),
-            CollectiveKind::SendRecv => {
-                let mut c = Collective::new(kind);
-                c.send_peers = vec![Some(1), Some(0)];
-                c
-            }
-            _ => Collective::new(kind),
-        };
+        let coll = Collective::as_nccl_tests(kind, 2, 0);
         let mut last = 0.0;
         for bytes in [64u64, 1 << 20, 64 << 20] {
             let r = m
@@ -444,10 +429,7 @@ fn other_collectives_match_nccl_as_the_bench_timed_it() {
         let points = bench_nccl_times(file);
         assert_eq!(points.len(), 8, "{file}: 4 collectives x 2 sizes");
         for (kind, bytes, us) in points {
-            let coll = match kind {
-                CollectiveKind::Broadcast | CollectiveKind::Reduce => Collective::rooted(kind, 0),
-                _ => Collective::new(kind),
-            };
+            let coll = Collective::as_nccl_tests(kind, 2, 0);
             let r = m
                 .run(&t, &p, &coll, bytes, &Filter::default(), &cfg)
                 .unwrap();

@@ -50,15 +50,7 @@ fn machine(file: &'static str, gpu: Option<&str>) -> Machine {
 }
 
 fn collective(kind: CollectiveKind, n: u32) -> Collective {
-    match kind {
-        CollectiveKind::Broadcast | CollectiveKind::Reduce => Collective::rooted(kind, 0),
-        CollectiveKind::SendRecv => {
-            let mut c = Collective::new(kind);
-            c.send_peers = (0..n).map(|i| Some((i + 1) % n)).collect();
-            c
-        }
-        _ => Collective::new(kind),
-    }
+    Collective::as_nccl_tests(kind, n, 0)
 }
 
 /// NCCL's default choice for `kind` at `bytes` on `x`: (time µs, busbw GB/s).

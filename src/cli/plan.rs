@@ -152,16 +152,7 @@ struct PlanJson<'a> {
 }
 
 fn collective(kind: CollectiveKind, n: u32, root: u32) -> Collective {
-    match kind {
-        CollectiveKind::Broadcast | CollectiveKind::Reduce => Collective::rooted(kind, root),
-        CollectiveKind::SendRecv => {
-            // nccl-tests sendrecv_perf: every rank sends to the next one.
-            let mut c = Collective::new(kind);
-            c.send_peers = (0..n).map(|i| Some((i + 1) % n)).collect();
-            c
-        }
-        _ => Collective::new(kind),
-    }
+    Collective::as_nccl_tests(kind, n, root)
 }
 
 pub fn run(a: Args) -> CliResult {

@@ -184,15 +184,7 @@ pub(crate) fn parse_proto(s: &str) -> Result<Protocol, CliError> {
 
 /// The collective as nccl-tests runs it (sendrecv: every rank sends to the next).
 pub(crate) fn collective(kind: CollectiveKind, n: u32, root: u32) -> Collective {
-    match kind {
-        CollectiveKind::Broadcast | CollectiveKind::Reduce => Collective::rooted(kind, root),
-        CollectiveKind::SendRecv => {
-            let mut c = Collective::new(kind);
-            c.send_peers = (0..n).map(|i| Some((i + 1) % n)).collect();
-            c
-        }
-        _ => Collective::new(kind),
-    }
+    Collective::as_nccl_tests(kind, n, root)
 }
 
 /// `--config` if given (a whole `SimConfig`, docs/sim.md), else `base` (the profile's).

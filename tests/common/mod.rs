@@ -14,3 +14,26 @@ pub fn topoplan(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// A scratch file `name` in this test binary's own folder under the system's temp dir (one
+/// per process, so parallel test binaries never share a path).
+#[allow(dead_code)]
+pub fn tmp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "topoplan-{}-{}",
+        env!("CARGO_CRATE_NAME"),
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+/// The point rows of `topoplan calibrate`'s output (every line not starting with `#`), split
+/// into fields: collective, size, proto, channels, measured, fitted, error.
+#[allow(dead_code)]
+pub fn calibrate_rows(out: &str) -> Vec<Vec<String>> {
+    out.lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect()
+}

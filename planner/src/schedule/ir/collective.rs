@@ -99,6 +99,19 @@ impl Collective {
         }
     }
 
+    /// `kind` on `n` ranks as nccl-tests runs it: broadcast and reduce rooted at `root`,
+    /// send/recv with every rank sending to the next (`sendrecv_perf`), the rest as they are.
+    pub fn as_nccl_tests(kind: CollectiveKind, n: u32, root: u32) -> Self {
+        match kind {
+            CollectiveKind::Broadcast | CollectiveKind::Reduce => Self::rooted(kind, root),
+            CollectiveKind::SendRecv => Self {
+                send_peers: (0..n).map(|i| Some((i + 1) % n.max(1))).collect(),
+                ..Self::new(kind)
+            },
+            _ => Self::new(kind),
+        }
+    }
+
     /// Blocks of `count` elements in the (input, output) buffers for `n` ranks.
     /// `count` is the per-rank element count: the input of all-reduce, each rank's share of
     /// all-gather's output, each rank's share of reduce-scatter's input, one peer's block of
