@@ -151,6 +151,58 @@ pub fn fit(
     })
 }
 
+/// The points of `c` where NCCL runs LL. `topoplan calibrate` fits nccl-tests' in-place times
+/// there besides the out-of-place ones: the two columns differ only by run-to-run noise (a few
+/// µs of launch and flag polling), so fitting both halves it; above, in-place all-gather skips
+/// a local copy that the out-of-place time includes.
+pub fn where_nccl_runs_ll(c: Curve, model: &crate::nccl::Model) -> Curve {
+    let points = c
+        .points
+        .into_iter()
+        .filter(|&(bytes, _)| {
+            model
+                .choose(c.kind, bytes, &Filter::default())
+                .is_some_and(|x| x.protocol == Protocol::LL)
+        })
+        .collect();
+    Curve {
+        kind: c.kind,
+        points,
+    }
+}
+
+/// The parameters `fit` moves whose change by the factor `1 ± step` would lower the loss at
+/// `p`: none where `p` is a fixed point of the fit at that step (a profile stored with its
+/// measurements then reproduces from them).
+pub fn improvable(
+    topo: &Topology,
+    planner: &Planner,
+    curves: &[Curve],
+    p: &SimParams,
+    step: f64,
+) -> Result<Vec<&'static str>, SimError> {
+    let base = loss(&rows(topo, planner, curves, p)?);
+    let mut used: Vec<Protocol> = Vec::new();
+    for (_, r) in rows(topo, planner, curves, p)? {
+        if !used.contains(&r.protocol) {
+            used.push(r.protocol);
+        }
+    }
+    let mut out = Vec::new();
+    for (name, get) in knobs(&used, topo.n_ranks()) {
+        for dir in [1.0 + step, 1.0 / (1.0 + step)] {
+            let mut q = p.clone();
+            let v = get(&mut q);
+            *v = (*v * dir).max(1e-3);
+            if loss(&rows(topo, planner, curves, &q)?) < base - 1e-12 {
+                out.push(name);
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The names of the parameters `fit` moves for these protocols (for the report).
 pub fn fitted_names(used: &[Protocol], nranks: usize) -> Vec<&'static str> {
     knobs(used, nranks).into_iter().map(|k| k.0).collect()

@@ -132,25 +132,6 @@ fn nccl_tests_curve(f: &Path) -> Result<(Curve, Curve), CliError> {
     Ok((Curve { kind, points }, in_place))
 }
 
-/// The in-place points of `c` where NCCL runs LL: there the two columns differ only by
-/// run-to-run noise (a few µs of launch and flag polling), so fitting both halves it; above,
-/// in-place all-gather skips a local copy that the out-of-place time includes.
-fn ll_range(c: Curve, model: &sim::nccl::Model) -> Curve {
-    let points = c
-        .points
-        .into_iter()
-        .filter(|&(bytes, _)| {
-            model
-                .choose(c.kind, bytes, &planner::tuner::Filter::default())
-                .is_some_and(|x| x.protocol == planner::schedule::Protocol::LL)
-        })
-        .collect();
-    Curve {
-        kind: c.kind,
-        points,
-    }
-}
-
 /// Checks that every bench table ran on the topology's GPU count (the fit simulates NCCL on
 /// the topology's ranks).
 fn check_gpus(file: &str, curves: &[BenchCurve], topo: &Topology) -> Result<(), CliError> {
@@ -309,7 +290,7 @@ pub fn run(a: Args) -> CliResult {
     let model = sim::nccl::Model::new(&topo, &planner);
     let in_place: Vec<Curve> = in_place
         .into_iter()
-        .map(|c| ll_range(c, &model))
+        .map(|c| sim::calibrate::where_nccl_runs_ll(c, &model))
         .filter(|c| !c.points.is_empty())
         .collect();
     let in_place_points: usize = in_place.iter().map(|c| c.points.len()).sum();
