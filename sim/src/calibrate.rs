@@ -101,6 +101,26 @@ fn knobs(used: &[Protocol], nranks: usize) -> Vec<Knob> {
     k
 }
 
+/// The protocols NCCL ran at the rows' sizes, in first-seen order.
+fn used_protocols(rows: &[(CollectiveKind, Row)]) -> Vec<Protocol> {
+    let mut used = Vec::new();
+    for (_, r) in rows {
+        if !used.contains(&r.protocol) {
+            used.push(r.protocol);
+        }
+    }
+    used
+}
+
+/// `p` with the parameter `get` reaches scaled by `factor` (kept above 0.001, as the fit keeps
+/// every parameter positive).
+fn nudged(p: &SimParams, get: fn(&mut SimParams) -> &mut f64, factor: f64) -> SimParams {
+    let mut q = p.clone();
+    let v = get(&mut q);
+    *v = (*v * factor).max(1e-3);
+    q
+}
+
 /// Fits `start`'s protocol costs to `curves` on `topo`. Deterministic: the same inputs give
 /// the same fit.
 pub fn fit(
@@ -113,21 +133,13 @@ pub fn fit(
     let mut cur = rows(topo, planner, curves, &p)?;
     let rms_before = rms(&cur);
     let mut best = loss(&cur);
-    let mut used: Vec<Protocol> = Vec::new();
-    for (_, r) in &cur {
-        if !used.contains(&r.protocol) {
-            used.push(r.protocol);
-        }
-    }
-    let ks = knobs(&used, topo.n_ranks());
+    let ks = knobs(&used_protocols(&cur), topo.n_ranks());
     for step in [0.3, 0.15, 0.08, 0.04, 0.02, 0.01] {
         for _round in 0..12 {
             let mut moved = false;
             for (_, get) in &ks {
                 for dir in [1.0 + step, 1.0 / (1.0 + step)] {
-                    let mut q = p.clone();
-                    let v = get(&mut q);
-                    *v = (*v * dir).max(1e-3);
+                    let q = nudged(&p, *get, dir);
                     let r = rows(topo, planner, curves, &q)?;
                     let l = loss(&r);
                     if l < best - 1e-12 {
@@ -181,19 +193,12 @@ pub fn improvable(
     p: &SimParams,
     step: f64,
 ) -> Result<Vec<&'static str>, SimError> {
-    let base = loss(&rows(topo, planner, curves, p)?);
-    let mut used: Vec<Protocol> = Vec::new();
-    for (_, r) in rows(topo, planner, curves, p)? {
-        if !used.contains(&r.protocol) {
-            used.push(r.protocol);
-        }
-    }
+    let at_p = rows(topo, planner, curves, p)?;
+    let base = loss(&at_p);
     let mut out = Vec::new();
-    for (name, get) in knobs(&used, topo.n_ranks()) {
+    for (name, get) in knobs(&used_protocols(&at_p), topo.n_ranks()) {
         for dir in [1.0 + step, 1.0 / (1.0 + step)] {
-            let mut q = p.clone();
-            let v = get(&mut q);
-            *v = (*v * dir).max(1e-3);
+            let q = nudged(p, get, dir);
             if loss(&rows(topo, planner, curves, &q)?) < base - 1e-12 {
                 out.push(name);
                 break;
@@ -201,11 +206,6 @@ pub fn improvable(
         }
     }
     Ok(out)
-}
-
-/// The names of the parameters `fit` moves for these protocols (for the report).
-pub fn fitted_names(used: &[Protocol], nranks: usize) -> Vec<&'static str> {
-    knobs(used, nranks).into_iter().map(|k| k.0).collect()
 }
 
 /// The format tag of the `topoplan bench --json` files [`parse_bench_json`] reads

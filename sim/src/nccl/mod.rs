@@ -519,8 +519,8 @@ impl Model {
 
     /// Point-to-point time. Every peer's bytes are cut into `c.channels` parts (4 KiB
     /// aligned), one per channel; a channel moves its part in chunks through its slots at the
-    /// profile's per-channel rate (Simple and LL128 with the rings' size ramp, `ramp_size`), all channels
-    /// of a GPU sharing its links (and its NIC across hosts). All-to-all's copy to self runs on
+    /// profile's per-channel rate (Simple and LL128 with the rings' size ramp, `ramp_size`),
+    /// all channels of a GPU sharing its links (and its NIC across hosts). All-to-all's copy to self runs on
     /// other warps of the same kernel at local memory speed and hides behind the peers' parts.
     fn p2p_time(&self, kind: CollectiveKind, bytes: u64, c: &Choice, cfg: &SimConfig) -> f64 {
         let n = self.nranks.max(1) as u64;
@@ -533,7 +533,12 @@ impl Model {
         let parts = c.channels.max(1) as u64;
         let part = per_peer.div_ceil(parts).div_ceil(P2P_PART_ALIGN) * P2P_PART_ALIGN;
         let part = part.min(per_peer);
-        let cfg = cfg.with_nccl_ramp(ramp_size(part, self.p2p_chunk(), self.comm_channels));
+        let step = if c.protocol == Protocol::LL {
+            LL_CHUNK_BYTES
+        } else {
+            self.p2p_chunk()
+        };
+        let cfg = cfg.with_nccl_ramp(ramp_size(part, step, self.comm_channels));
         let pp = cfg.proto(c.protocol);
         let wire = pp.wire_factor.max(1e-9);
         let in_use = (parts * peers).min(self.p2p_channels as u64).max(1);
@@ -554,11 +559,6 @@ impl Model {
             data_us = data_us.max(off / 1000.0 / (self.nic_gbps_per_gpu / wire));
             lat += self.ring.lat_inter_us + cfg.net_step_us;
         }
-        let step = if c.protocol == Protocol::LL {
-            LL_CHUNK_BYTES
-        } else {
-            self.p2p_chunk()
-        };
         let steps = part.div_ceil(step).max(1) as f64;
         lat + steps * pp.step_us + data_us
     }
