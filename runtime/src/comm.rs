@@ -21,7 +21,8 @@ use crate::protocol::{Fifo, HeapMem};
 use crate::transport::{RecvPort, SendPort, Transport, P2P_CHANNEL};
 use crate::types::ReduceOp;
 use planner::schedule::{Collective, CollectiveKind};
-use std::collections::HashMap;
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -395,45 +396,49 @@ impl Communicator {
             abort: self.abort.clone(),
         };
         let rank = self.rank;
-        let mut p2p: Vec<Box<dyn Task + '_>> = Vec::new();
+        // One task per peer and direction, so that sends (receives) to one peer keep their
+        // issue order on the wire.
+        let mut sends: BTreeMap<u32, P2pSend<'_>> = BTreeMap::new();
+        let mut recvs: BTreeMap<u32, P2pRecv<'_>> = BTreeMap::new();
         let mut colls = Vec::new();
         for w in work {
             match w {
                 Work::Send { data, peer } if !data.is_empty() => {
-                    let port = self.ports.send(P2P_CHANNEL, peer)?;
-                    let ctx = Ctx {
-                        what: format!("send to rank {peer}"),
-                        seq: self.seq,
-                        rank,
+                    let task = match sends.entry(peer) {
+                        Entry::Occupied(e) => e.into_mut(),
+                        Entry::Vacant(e) => {
+                            let ctx = Ctx {
+                                what: format!("send to rank {peer}"),
+                                seq: self.seq,
+                                rank,
+                            };
+                            e.insert(P2pSend::new(ctx, self.ports.send(P2P_CHANNEL, peer)?, peer))
+                        }
                     };
-                    p2p.push(Box::new(P2pSend {
-                        ctx,
-                        port,
-                        peer,
-                        data,
-                        off: 0,
-                    }));
+                    task.data.push(data);
                 }
                 Work::Recv { data, peer } if !data.is_empty() => {
-                    let port = self.ports.recv(P2P_CHANNEL, peer)?;
-                    let ctx = Ctx {
-                        what: format!("recv from rank {peer}"),
-                        seq: self.seq,
-                        rank,
+                    let task = match recvs.entry(peer) {
+                        Entry::Occupied(e) => e.into_mut(),
+                        Entry::Vacant(e) => {
+                            let ctx = Ctx {
+                                what: format!("recv from rank {peer}"),
+                                seq: self.seq,
+                                rank,
+                            };
+                            let port = self.ports.recv(P2P_CHANNEL, peer)?;
+                            e.insert(P2pRecv::new(ctx, port, peer, self.cfg.slot_bytes))
+                        }
                     };
-                    p2p.push(Box::new(P2pRecv {
-                        ctx,
-                        port,
-                        peer,
-                        cap: self.cfg.slot_bytes,
-                        data,
-                        off: 0,
-                    }));
+                    task.data.push(data);
                 }
                 Work::Send { .. } | Work::Recv { .. } => {}
                 Work::Coll(c) => colls.push(c),
             }
         }
+        let mut p2p: Vec<Box<dyn Task + '_>> = Vec::new();
+        p2p.extend(sends.into_values().map(|t| Box::new(t) as Box<dyn Task>));
+        p2p.extend(recvs.into_values().map(|t| Box::new(t) as Box<dyn Task>));
         for c in colls {
             let seq = self.seq;
             self.seq += 1;

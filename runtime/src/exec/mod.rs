@@ -165,25 +165,48 @@ pub fn drive(
 /// Tag of point-to-point messages (collectives tag with their sequence number).
 const P2P_TAG: u64 = u64::MAX;
 
-/// A grouped `send`: `data` cut into slot-sized messages.
+/// The grouped `send`s to one peer, in the order they were issued: each cut into slot-sized
+/// messages. One task per peer keeps that order on the wire; two tasks sharing a port could
+/// interleave, and the receiver matches sends in order.
 pub struct P2pSend<'a> {
     pub ctx: Ctx,
     pub port: Arc<dyn SendPort>,
     pub peer: u32,
-    pub data: &'a [u8],
+    /// The sends, in issue order; empty ones are left out.
+    pub data: Vec<&'a [u8]>,
+    /// The send under way and the next byte of it.
+    pub seg: usize,
     pub off: usize,
+}
+
+impl<'a> P2pSend<'a> {
+    pub fn new(ctx: Ctx, port: Arc<dyn SendPort>, peer: u32) -> Self {
+        P2pSend {
+            ctx,
+            port,
+            peer,
+            data: Vec::new(),
+            seg: 0,
+            off: 0,
+        }
+    }
 }
 
 impl Task for P2pSend<'_> {
     fn step(&mut self) -> Result<bool, CommError> {
         let mut moved = false;
         let cap = self.port.capacity().max(1);
-        while self.off < self.data.len() {
+        while let Some(data) = self.data.get(self.seg).copied() {
+            if self.off >= data.len() {
+                self.seg += 1;
+                self.off = 0;
+                continue;
+            }
             if !self.port.ready().map_err(|e| self.ctx.gone(self.peer, e))? {
                 break;
             }
-            let n = cap.min(self.data.len() - self.off);
-            let src = &self.data[self.off..self.off + n];
+            let n = cap.min(data.len() - self.off);
+            let src = &data[self.off..self.off + n];
             self.port
                 .post(P2P_TAG, n, &mut |slot| slot.copy_from_slice(src))
                 .map_err(|e| self.ctx.gone(self.peer, e))?;
@@ -193,16 +216,19 @@ impl Task for P2pSend<'_> {
         Ok(moved)
     }
     fn done(&self) -> bool {
-        self.off >= self.data.len()
+        self.seg >= self.data.len()
     }
     fn blocked(&self) -> Blocked {
+        let len = self.data.get(self.seg).map_or(0, |d| d.len());
         Blocked {
             peer: Some(self.peer),
             what: format!(
-                "a free slot to send to rank {} (byte {} of {})",
+                "a free slot to send to rank {} (send {} of {}, byte {} of {})",
                 self.peer,
+                self.seg + 1,
+                self.data.len(),
                 self.off,
-                self.data.len()
+                len
             ),
         }
     }
@@ -211,26 +237,49 @@ impl Task for P2pSend<'_> {
     }
 }
 
-/// A grouped `recv`: slot-sized messages written into `data`.
+/// The grouped `recv`s from one peer, in the order they were issued (see [`P2pSend`]).
 pub struct P2pRecv<'a> {
     pub ctx: Ctx,
     pub port: Arc<dyn RecvPort>,
     pub peer: u32,
     pub cap: usize,
-    pub data: &'a mut [u8],
+    /// The receives, in issue order; empty ones are left out.
+    pub data: Vec<&'a mut [u8]>,
+    /// The receive under way and the next byte of it.
+    pub seg: usize,
     pub off: usize,
+}
+
+impl<'a> P2pRecv<'a> {
+    pub fn new(ctx: Ctx, port: Arc<dyn RecvPort>, peer: u32, cap: usize) -> Self {
+        P2pRecv {
+            ctx,
+            port,
+            peer,
+            cap,
+            data: Vec::new(),
+            seg: 0,
+            off: 0,
+        }
+    }
 }
 
 impl Task for P2pRecv<'_> {
     fn step(&mut self) -> Result<bool, CommError> {
         let mut moved = false;
-        while self.off < self.data.len() {
+        while self.seg < self.data.len() {
+            let len = self.data[self.seg].len();
+            if self.off >= len {
+                self.seg += 1;
+                self.off = 0;
+                continue;
+            }
             if !self.port.ready().map_err(|e| self.ctx.gone(self.peer, e))? {
                 break;
             }
-            let want = self.cap.max(1).min(self.data.len() - self.off);
+            let want = self.cap.max(1).min(len - self.off);
             let (ctx, peer, off) = (&self.ctx, self.peer, self.off);
-            let dst = &mut self.data[off..off + want];
+            let dst = &mut self.data[self.seg][off..off + want];
             self.port.consume(&mut |h: Header, bytes: &[u8]| {
                 if h.tag != P2P_TAG || h.len as usize != want {
                     return Err(ctx.mismatch(
@@ -247,16 +296,19 @@ impl Task for P2pRecv<'_> {
         Ok(moved)
     }
     fn done(&self) -> bool {
-        self.off >= self.data.len()
+        self.seg >= self.data.len()
     }
     fn blocked(&self) -> Blocked {
+        let len = self.data.get(self.seg).map_or(0, |d| d.len());
         Blocked {
             peer: Some(self.peer),
             what: format!(
-                "data from rank {} (byte {} of {})",
+                "data from rank {} (receive {} of {}, byte {} of {})",
                 self.peer,
+                self.seg + 1,
+                self.data.len(),
                 self.off,
-                self.data.len()
+                len
             ),
         }
     }
