@@ -3,6 +3,16 @@
 //! PyTorch; any other `libnccl.so*` already mapped; the system library folders. This library
 //! itself is never loaded (a name without `/` would find it: it already holds the soname).
 //! Symbols are looked up on the handle, never globally (a global lookup finds ours).
+//!
+//! The real NCCL always runs as this library's private instance, opened `RTLD_DEEPBIND`, so its
+//! own calls of public NCCL names (its collectives call `ncclCommGetAsyncError`, `ncclGroupStart`
+//! and others by name) bind to itself, never to this library's symbols of the same names. Where
+//! the process already holds that file (`import torch` loads PyTorch's NCCL globally, without
+//! `RTLD_DEEPBIND`), opening it again would return that copy, whose calls do bind to ours: then
+//! a copy of the file in anonymous memory (`memfd_create`) is opened instead, a new object to
+//! the loader. `dlmopen(LM_ID_NEWLM)` is not used: a new link-map namespace loads its own libc
+//! and its own CUDA driver library, whose contexts and streams are not the caller's, so the
+//! streams PyTorch passes would mean nothing there.
 
 use crate::abi::*;
 use std::ffi::{c_char, c_int, c_void, CString};
@@ -235,10 +245,60 @@ fn load(explicit: Option<&str>) -> Result<RealNccl, NotFound> {
     )))
 }
 
+/// Whether a file-backed mapping of this process is `path`'s file (same device and inode).
+fn already_mapped(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return false;
+    };
+    maps.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let (Some(dev), Some(ino)) = (f.get(3), f.get(4)) else {
+            return false;
+        };
+        let Some((maj, min)) = dev.split_once(':') else {
+            return false;
+        };
+        let (Ok(maj), Ok(min), Ok(ino)) = (
+            u32::from_str_radix(maj, 16),
+            u32::from_str_radix(min, 16),
+            ino.parse::<u64>(),
+        ) else {
+            return false;
+        };
+        ino == meta.ino() && libc::makedev(maj, min) == meta.dev()
+    })
+}
+
+/// A copy of `path` in anonymous memory, as a path the loader can open (`/proc/self/fd/N`).
+/// The descriptor stays open for the life of the process: the loader maps through it.
+fn private_copy(path: &Path) -> Result<CString, String> {
+    use std::os::fd::FromRawFd;
+    let name = CString::new("topoplan-real-nccl").expect("no NUL");
+    // SAFETY: memfd_create with a valid name; a negative result is an error, checked below.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), 0) };
+    if fd < 0 {
+        return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: `fd` was just created and is owned by nothing else.
+    let mut copy = unsafe { std::fs::File::from_raw_fd(fd) };
+    let mut src = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    std::io::copy(&mut src, &mut copy).map_err(|e| format!("copying it: {e}"))?;
+    let fd = std::os::fd::IntoRawFd::into_raw_fd(copy);
+    Ok(CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL"))
+}
+
 fn open(path: &Path) -> Result<RealNccl, String> {
-    let c = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
+    let c = if already_mapped(path) {
+        private_copy(path).map_err(|e| format!("a private copy of the loaded library: {e}"))?
+    } else {
+        CString::new(path.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?
+    };
     // SAFETY: dlopen of a path; RTLD_DEEPBIND makes the real library's own calls bind to itself,
-    // never to this library's symbols of the same names.
+    // never to this library's symbols of the same names (see the module comment).
     let h = unsafe {
         libc::dlopen(
             c.as_ptr(),
@@ -356,6 +416,31 @@ mod tests {
         assert!(v
             .iter()
             .any(|p| p.ends_with("x86_64-linux-gnu/libnccl.so.2")));
+    }
+
+    #[test]
+    fn a_loaded_library_is_told_from_one_that_is_not() {
+        let libc_path = mapped_objects()
+            .into_iter()
+            .map(|(_, _, p)| p)
+            .find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("libc.so") || n.starts_with("libc-"))
+            })
+            .expect("libc is mapped");
+        assert!(already_mapped(&libc_path), "{}", libc_path.display());
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+        assert!(!already_mapped(&manifest));
+        assert!(!already_mapped(Path::new("/nonexistent/libnccl.so.2")));
+    }
+
+    #[test]
+    fn a_private_copy_holds_the_same_bytes() {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+        let p = private_copy(&manifest).expect("memfd copy");
+        let copied = std::fs::read(p.to_str().unwrap()).unwrap();
+        assert_eq!(copied, std::fs::read(&manifest).unwrap());
     }
 
     #[test]

@@ -195,8 +195,14 @@ fn unsupported_reductions_are_forwarded_to_the_real_nccl() {
 }
 
 /// With no `TOPOPLAN_NCCL_LIB`, the real NCCL is the one beside a loaded PyTorch: a fake
-/// `site-packages` holds `torch/lib/libtorch_cuda.so` (loaded first, as `import torch` does)
-/// and `nvidia/nccl/lib/libnccl.so.2` (the stand-in NCCL), and the forwarded calls reach it.
+/// `site-packages` holds `torch/lib/libtorch_cuda.so` (loaded first) and
+/// `nvidia/nccl/lib/libnccl.so.2` (the stand-in NCCL), and the forwarded calls reach it.
+///
+/// The stand-in libtorch loads that NCCL itself, by absolute path and globally, before the
+/// first NCCL call, as `import torch` does; and the stand-in's all-reduce calls its own
+/// `ncclCommGetAsyncError` by name. Opening the already-loaded copy again would return it
+/// unchanged, its internal call would bind to this library's symbol, and the forwarded
+/// all-reduce would fail: the library must run a private instance of it.
 #[test]
 fn the_real_nccl_is_found_beside_pytorch() {
     let site = std::env::temp_dir().join(format!("topoplan-fake-site-{}", std::process::id()));
@@ -204,24 +210,26 @@ fn the_real_nccl_is_found_beside_pytorch() {
     let nccl_lib = site.join("nvidia/nccl/lib");
     std::fs::create_dir_all(&torch_lib).unwrap();
     std::fs::create_dir_all(&nccl_lib).unwrap();
-    let torch_src = site.join("torch.c");
-    std::fs::write(&torch_src, "int fake_torch_marker(void) { return 1; }\n").unwrap();
-    let torch_so = torch_lib.join("libtorch_cuda.so");
-    cc(&[
-        "-shared",
-        "-fPIC",
-        torch_src.to_str().unwrap(),
-        "-o",
-        torch_so.to_str().unwrap(),
-    ]);
-    let fake = manifest().join("tests/c/fake_nccl.c");
     let nccl_so = nccl_lib.join("libnccl.so.2");
+    let torch_so = torch_lib.join("libtorch_cuda.so");
+    let fake = manifest().join("tests/c/fake_nccl.c");
     cc(&[
         "-shared",
         "-fPIC",
         fake.to_str().unwrap(),
         "-o",
         nccl_so.to_str().unwrap(),
+    ]);
+    let define = format!("-DFAKE_TORCH_NCCL=\"{}\"", nccl_so.display());
+    let torch_src = manifest().join("tests/c/fake_torch.c");
+    cc(&[
+        "-shared",
+        "-fPIC",
+        &define,
+        torch_src.to_str().unwrap(),
+        "-o",
+        torch_so.to_str().unwrap(),
+        "-ldl",
     ]);
     let log = site.join("calls.log");
     let mut c = Command::new(check_binary());

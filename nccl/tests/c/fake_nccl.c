@@ -4,6 +4,9 @@
  * It computes nothing; the tests check that the right calls arrived with the right arguments.
  * Built with -DFAKE_NCCL_BEFORE_2_28 it stands for an NCCL older than 2.28: no ncclGather or
  * ncclScatter.
+ * Like NVIDIA's library, its collectives call another of its own public entry points by name
+ * (ncclAllReduce asks ncclCommGetAsyncError about its communicator), through the PLT: if that
+ * call binds to another library's symbol of the same name, the collective fails.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -47,7 +50,18 @@ res_t ncclCommAbort(void* c) { note("CommAbort"); return 0; }
 res_t ncclGroupStart(void) { note("GroupStart"); return 0; }
 res_t ncclGroupEnd(void) { note("GroupEnd"); return 0; }
 const char* ncclGetLastError(void* c) { return "fake NCCL: no error"; }
+res_t ncclCommGetAsyncError(void* c, res_t* e) {
+  if (c != comm_token) return 4; /* ncclInvalidArgument: not one of this library's */
+  *e = 0;
+  return 0;
+}
 res_t ncclAllReduce(const void* s, void* r, size_t n, int t, int op, void* c, void* st) {
+  res_t e = 0;
+  res_t got = ncclCommGetAsyncError(c, &e);
+  if (got != 0 || e != 0) {
+    note("AllReduce internal ncclCommGetAsyncError -> %d", got);
+    return 3; /* ncclInternalError */
+  }
   note("AllReduce count=%zu type=%d op=%d", n, t, op);
   return 0;
 }
