@@ -39,7 +39,7 @@ pub struct Comm {
     /// The real NCCL's communicator for the same ranks, made on first need.
     pub real: Mutex<Option<RealComm>>,
     /// Topoplan's CUDA side for device buffers, made on first need (`gpu`).
-    pub gpu: Mutex<Option<crate::gpu::GpuRank>>,
+    pub gpu: Mutex<Option<crate::gpu::rank::GpuRank>>,
     /// (collective, size class) pairs already logged under `TOPOPLAN_DEBUG=INFO`.
     pub logged: Mutex<HashSet<(&'static str, u32)>>,
     /// Registered buffers: handle -> (address, bytes).

@@ -4,8 +4,8 @@
 use crate::abi::{NcclOp, RawUniqueId, SUCCESS};
 use crate::comm::{lock, Comm};
 use crate::error::{usage, ApiError};
-use crate::exec::{bytes_mut, Kind, Op};
 use crate::knobs::{log, Level};
+use crate::op::{bytes_mut, Kind, Op};
 use crate::real::{self, RealComm};
 use std::ffi::c_void;
 

@@ -6,7 +6,8 @@
 
 use crate::comm::{Comm, Join};
 use crate::error::{usage, ApiError};
-use crate::exec::{run_batch, Op};
+use crate::exec::run_batch;
+use crate::op::Op;
 use std::cell::RefCell;
 use std::sync::Arc;
 

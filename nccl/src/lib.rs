@@ -21,5 +21,6 @@ pub mod forward;
 pub mod gpu;
 pub mod group;
 pub mod knobs;
+pub mod op;
 pub mod premul;
 pub mod real;

@@ -21,10 +21,14 @@ use std::sync::OnceLock;
 
 /// Names this library's own shared object, so the search can skip it.
 fn own_object() -> Option<PathBuf> {
-    let me = own_object as *const () as usize;
+    object_of(own_object as *const () as usize)
+}
+
+/// The file mapped at `addr`.
+fn object_of(addr: usize) -> Option<PathBuf> {
     mapped_objects()
         .into_iter()
-        .find(|(lo, hi, _)| (*lo..*hi).contains(&me))
+        .find(|(lo, hi, _)| (*lo..*hi).contains(&addr))
         .map(|(_, _, p)| p)
 }
 
@@ -340,10 +344,7 @@ fn open(path: &Path) -> Result<RealNccl, String> {
         }};
     }
     let get_version: unsafe extern "C" fn(*mut c_int) -> NcclResult = need!("ncclGetVersion");
-    if std::ptr::eq(
-        get_version as *const (),
-        crate::api::ncclGetVersion as *const (),
-    ) {
+    if object_of(get_version as *const () as usize) == own_object() {
         return Err("resolves to this library".into());
     }
     let mut version = 0;

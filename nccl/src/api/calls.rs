@@ -2,7 +2,7 @@
 
 #![allow(non_snake_case)]
 
-use super::*;
+use super::entry::*;
 
 /// Checks and submits one collective or point-to-point call.
 #[allow(clippy::too_many_arguments)]

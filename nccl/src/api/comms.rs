@@ -2,7 +2,7 @@
 
 #![allow(non_snake_case)]
 
-use super::*;
+use super::entry::*;
 
 #[no_mangle]
 pub extern "C" fn ncclGetVersion(version: *mut c_int) -> NcclResult {

@@ -3,7 +3,7 @@
 
 #![allow(non_snake_case)]
 
-use super::*;
+use super::entry::*;
 
 #[no_mangle]
 pub extern "C" fn ncclCommRegister(

@@ -9,25 +9,17 @@
 
 use crate::comm::{lock, Comm};
 use crate::error::ApiError;
-use crate::exec::{Kind, Op};
+use crate::op::{Kind, Op};
 use planner::schedule::{Collective, CollectiveKind, Schedule};
 use planner::tuner::Profile;
 use runtime::cuda::ipc::{check_direct, CudaProcComm, ProcRequest};
 use runtime::cuda::{schedules, CudaError};
 use runtime::{DataType, ReduceOp};
 use std::collections::HashMap;
-use std::sync::Arc;
 
-/// A communicator's CUDA side.
-pub enum GpuRank {
-    /// One rank: every collective is a copy on the caller's stream.
-    Alone(Arc<cudarc::driver::CudaContext>),
-    /// The IPC-mapped direct path, and the schedules it has run.
-    Procs {
-        proc: Box<CudaProcComm>,
-        schedules: HashMap<(CollectiveKind, u32, u64), Arc<Schedule>>,
-    },
-}
+pub mod rank;
+use rank::GpuRank;
+use std::sync::Arc;
 
 /// Whether device-buffer calls may run on topoplan (`TOPOPLAN_NCCL_CUDA`).
 pub fn enabled() -> bool {

@@ -1,0 +1,18 @@
+//! A communicator's CUDA state: a leaf, so the communicator can hold it without importing the
+//! CUDA path that fills it.
+
+use planner::schedule::{CollectiveKind, Schedule};
+use runtime::cuda::ipc::CudaProcComm;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A communicator's CUDA side.
+pub enum GpuRank {
+    /// One rank: every collective is a copy on the caller's stream.
+    Alone(Arc<cudarc::driver::CudaContext>),
+    /// The IPC-mapped direct path, and the schedules it has run.
+    Procs {
+        proc: Box<CudaProcComm>,
+        schedules: HashMap<(CollectiveKind, u32, u64), Arc<Schedule>>,
+    },
+}
