@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --workspace --all-targets --no-fail-fast
 cargo test --workspace --doc
-if [ -f runtime/tests/loom.rs ]; then
-  RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p runtime --test loom --test loom_direct --test loom_ce_pair --test loom_pull --test loom_publish --release
+if [ -f runtime/tests/loom.rs ] && [ -f cuda/tests/loom_direct.rs ]; then
+  RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p runtime --test loom --release
+  RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p cuda --test loom_direct --test loom_ce_pair --test loom_pull --test loom_publish --release
 fi

@@ -64,7 +64,7 @@ fn a_bad_profile_is_an_error_naming_the_file_and_field_before_any_gpu() {
 
 #[test]
 fn a_good_profile_gets_as_far_as_the_gpus() {
-    if runtime::cuda::device::driver_present() {
+    if cuda::device::driver_present() {
         eprintln!("skipped: this machine has a CUDA driver (the bench would run)");
         return;
     }

@@ -202,7 +202,7 @@ fn bad_bench_files_name_the_file_and_field() {
 
 #[test]
 fn measure_without_gpus_says_why_and_fails() {
-    if runtime::cuda::device::driver_present() {
+    if cuda::device::driver_present() {
         eprintln!("skipped: this machine has a CUDA driver");
         return;
     }

@@ -1,9 +1,9 @@
-//! Fuzzes the CUDA IPC exchange record (`runtime::cuda::ipc::PeerRecord`), which a process
+//! Fuzzes the CUDA IPC exchange record (`cuda::ipc::PeerRecord`), which a process
 //! reads from its peers: never panics; what it accepts re-encodes to the same bytes (but the
 //! reserved word).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use runtime::cuda::ipc::PeerRecord;
+use cuda::ipc::PeerRecord;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(r) = PeerRecord::decode(data) {

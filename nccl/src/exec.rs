@@ -44,7 +44,7 @@ pub fn route_in(comm: &Comm, op: &Op) -> Route {
     if !op
         .buffers()
         .iter()
-        .any(|p| crate::cuda::is_device_memory(*p))
+        .any(|p| cuda::query::is_device_memory(*p))
     {
         return route(op);
     }
@@ -273,7 +273,7 @@ fn run_ours(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), 
         return Ok(());
     }
     for (op, ..) in ops {
-        crate::cuda::wait_stream(op.stream).map_err(ApiError::Cuda)?;
+        cuda::query::wait_stream(op.stream).map_err(ApiError::Cuda)?;
     }
     let n = comm.nranks as usize;
     let rank = comm.rank as usize;

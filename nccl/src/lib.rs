@@ -14,7 +14,6 @@
 pub mod abi;
 pub mod api;
 pub mod comm;
-pub mod cuda;
 pub mod error;
 pub mod exec;
 pub mod forward;

@@ -97,7 +97,7 @@ pub const SECRET: Param = Param {
     doc: "Text every rank shares, mixed into the derived unique id to keep other jobs out (not a secret against an attacker).",
 };
 
-// --- CUDA: direct path (runtime/src/cuda/direct.rs) ---
+// --- CUDA: direct path (cuda/src/direct.rs) ---
 
 pub const DIRECT: Param = Param {
     name: "TOPOPLAN_DIRECT",
@@ -178,7 +178,7 @@ pub const BENCH_HOST: Param = Param {
     doc: "`topoplan bench` prints each rank's host time per call and, of it, the time in the driver's launch call.",
 };
 
-// --- CUDA: pull mode (runtime/src/cuda/direct/pull.rs) ---
+// --- CUDA: pull mode (cuda/src/direct/pull.rs) ---
 
 pub const PULL: Param = Param {
     name: "TOPOPLAN_PULL",
@@ -235,7 +235,7 @@ pub const PULL_BLOCK: Param = Param {
     doc: "Threads per pull CTA (rounded down to a multiple of 32).",
 };
 
-// --- CUDA: copy-engine pair and hybrid (runtime/src/cuda/ce_pair.rs, hybrid.rs) ---
+// --- CUDA: copy-engine pair and hybrid (cuda/src/ce_pair.rs, hybrid.rs) ---
 
 pub const CE_PAIR: Param = Param {
     name: "TOPOPLAN_CE_PAIR",
@@ -313,7 +313,7 @@ pub const HYBRID_MIN_MB: Param = Param {
     doc: "Smallest per-rank all-reduce that runs as the hybrid.",
 };
 
-// --- CUDA: generic lowering and algorithm choice (runtime/src/cuda/group.rs, schedules.rs) ---
+// --- CUDA: generic lowering and algorithm choice (cuda/src/group.rs, schedules.rs) ---
 
 pub const CTAS: Param = Param {
     name: "TOPOPLAN_CTAS",

@@ -1,5 +1,6 @@
 //! topoplan's runtime: the [`Communicator`] a training binary embeds. It executes the planner's
-//! schedule IR on a CPU backend (threads, processes, TCP) and a CUDA backend (cudarc).
+//! schedule IR on CPUs (threads, processes, TCP); the `cuda` crate runs the same schedules on
+//! GPUs, with this crate's reference and bootstrap.
 //!
 //! Module map: [`comm`] (public API), [`group`] (group calls, argument checks), [`plan`] (where
 //! schedules come from), [`exec`] (runs one rank's schedule), [`protocol`] (the slot-FIFO step
@@ -12,7 +13,6 @@ pub mod bootstrap;
 pub mod check;
 pub mod comm;
 pub mod config;
-pub mod cuda;
 pub mod element;
 pub mod error;
 pub mod exec;

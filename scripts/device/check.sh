@@ -10,7 +10,7 @@
 #          calls); pull mode forced on every Simple one-shot call; LL up to 4 MiB; CUDA graph
 #          replay; float / bfloat16 × sum / avg at 8,388,611 and 134,217,731 elements (push and
 #          the hybrid at 512 MiB + 12 B); the GPU test binaries found in .devbin/ (cuda_device,
-#          ...: build them with `cargo test -p runtime --release --test cuda_device --no-run`).
+#          ...: build them with `cargo test -p gpubench --release --test cuda_device --no-run`).
 #   full:  quick, plus every explicit algorithm (one-shot, one-shot-ll, one-shot-ll128, two-shot,
 #          ring, tree, ce), the hybrid from 64 MiB with half × max, 1 GiB per rank, and memory over
 #          10,000 calls of 1 MiB and 1,000 hybrid calls of 512 MiB (the `taken during the run`
@@ -19,7 +19,7 @@
 #          sharing a GPU"; one GPU is enough, GPUS is ignored): .devbin/cuda_shared_device
 #          (3, 4, 6 and 8 ranks: every collective × type × operator × algorithm at 0 … 65,537
 #          elements, odd counts to 1,048,579, 2^28 + 3 floats, CUDA graphs, the two-rank
-#          fallbacks; build it with `cargo test -p runtime --release --test cuda_shared_device
+#          fallbacks; build it with `cargo test -p gpubench --release --test cuda_shared_device
 #          --no-run`; each test runs alone under SHARED_TEST_T seconds, default 300, so a hang
 #          names its test), then `bench -g 1 --ranks-per-gpu K` for K = 3, 4, 6, 8 (every
 #          collective × float, half, int8 × sum, avg, max at 0 … 1,048,579 elements; CUDA graph
@@ -61,7 +61,7 @@ if [ "$LEVEL" = shared ]; then
           grep -q '^rc=[^0]' "$OUT/shared-tests.log" && ok=0
           grep -q '^SKIP n[0-9]' "$OUT/shared-tests.log" && ok=0
         else
-          echo "check.sh shared: $t missing (cargo test -p runtime --release --test cuda_shared_device --no-run)" >&2; ok=0
+          echo "check.sh shared: $t missing (cargo test -p gpubench --release --test cuda_shared_device --no-run)" >&2; ok=0
         fi ;;
       bench)
       # The CLI path: the runtime's pick per size, CUDA graphs, explicit algorithms, push and pull

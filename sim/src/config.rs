@@ -269,7 +269,7 @@ fn exec_default() -> Option<ExecParams> {
 /// topoplan's CUDA SM executor (`docs/cuda.md`) as the simulator models it for direct schedules
 /// (one-shot, two-shot, direct; not the copy-engine pipeline, whose copies and reduce kernels the
 /// NCCL-style model already charges). One-shot schedules run on the direct-push kernel
-/// (`runtime/src/cuda/direct.rs`): every sender pushes its message into credit-recycled slots of
+/// (`cuda/src/direct.rs`): every sender pushes its message into credit-recycled slots of
 /// the receiver's scratch, where the receiver's CTAs fold it into the output; no barriers. So:
 /// - a message is one transfer, not cut into hand-off steps, with no per-step cost and no slot
 ///   credit round trip beyond the route's latency (the slots pipeline it);
@@ -285,7 +285,7 @@ fn exec_default() -> Option<ExecParams> {
 /// shrinks as segments grow with the message, is folded into the fitted floor and rate (the
 /// misses this leaves are in `docs/fidelity.md`).
 ///
-/// **Pull mode** (`runtime/src/cuda/direct/pull.rs`, `kernels/src/direct_pull.cu`): in one
+/// **Pull mode** (`cuda/src/direct/pull.rs`, `cuda/kernels/direct_pull.cu`): in one
 /// process the runtime runs the one-shot Simple all-reduce of `pull_min_bytes..=pull_max_bytes`
 /// bytes per rank (2×H200: 512 KiB–16 MiB) by having each rank's CTAs read its peers' inputs
 /// over NVLink, with two per-CTA handshakes (arrive, done) instead of the push path's slots and
@@ -294,7 +294,7 @@ fn exec_default() -> Option<ExecParams> {
 /// schedule's channels); the push terms time every other size. The simulator has one process,
 /// so the rule's "in one process" always holds.
 ///
-/// **Hybrid** (`runtime/src/cuda/hybrid.rs`): the runtime runs the one-shot Simple all-reduce of
+/// **Hybrid** (`cuda/src/hybrid.rs`): the runtime runs the one-shot Simple all-reduce of
 /// 2 ranks and at least `hybrid_min_bytes` per rank (2×H200: 512 MiB) as two paths at once on
 /// disjoint ranges, the last half on the copy-engine pair path and the rest (whole 4096-element
 /// grains) on the SM direct-push path. The model mirrors that rule ([`ExecParams::runs_hybrid`])
@@ -397,7 +397,7 @@ fn hybrid_link_factor() -> f64 {
 
 /// The copy-engine terms of the defaults (also the serde default of configs written before the
 /// fields): the bundled profile's, fitted (minimax, worst 1.6%) on the copy-engine pair
-/// all-reduce (`runtime::cuda::ce_pair`) on 2×H200, `fidelity::OWN_CE_PAIR_H200X2`, with the
+/// all-reduce (`cuda::ce_pair`) on 2×H200, `fidelity::OWN_CE_PAIR_H200X2`, with the
 /// planner's pipeline interleaving send j and receive j and `SimConfig::ce_link_efficiency`
 /// 1.0. See `docs/fidelity.md`.
 fn ce_launch_us() -> f64 {
@@ -410,12 +410,12 @@ fn ce_gbps() -> f64 {
 
 impl Default for ExecParams {
     /// The direct-push executor with relaxed credits on 2×H200: the grid rules are the runtime's
-    /// (`grid()` in `runtime/src/cuda/direct.rs`); floors and rates fitted on
+    /// (`grid()` in `cuda/src/direct.rs`); floors and rates fitted on
     /// `fidelity::OWN_DIRECT_H200X2`, the copy-engine terms on `fidelity::OWN_CE_PAIR_H200X2`,
     /// by `cargo run --release -p sim --example exec_fit`. Pull mode on, with the runtime's
-    /// `auto` range (`MIN_BYTES`, `MAX_BYTES` in `runtime/src/cuda/direct/pull.rs`) and the
+    /// `auto` range (`MIN_BYTES`, `MAX_BYTES` in `cuda/src/direct/pull.rs`) and the
     /// floor and rate fitted on `fidelity::OWN_PULL_H200X2`. Hybrid on from the runtime's
-    /// default 512 MiB per rank (`TOPOPLAN_HYBRID_MIN_MB` in `runtime/src/cuda/hybrid.rs`), with
+    /// default 512 MiB per rank (`TOPOPLAN_HYBRID_MIN_MB` in `cuda/src/hybrid.rs`), with
     /// the floor and rate fitted on `fidelity::OWN_HYBRID_H200X2`.
     fn default() -> Self {
         SimParams::bundled().exec.clone()
@@ -467,7 +467,7 @@ impl ExecParams {
     }
 
     /// Whether the hybrid times `s` moving `rank_bytes` bytes per rank (each rank's input): the
-    /// runtime's rule (`hybrid::share` in `runtime/src/cuda/hybrid.rs`, reached through
+    /// runtime's rule (`hybrid::share` in `cuda/src/hybrid.rs`, reached through
     /// `direct::applies`), a one-shot Simple all-reduce of exactly 2 ranks and at least
     /// `hybrid_min_bytes` per rank. Off when `hybrid_min_bytes` or `hybrid_gbps` is 0. (The
     /// runtime also needs a nonzero copy-engine share, at least two 4096-element grains: always
@@ -488,7 +488,7 @@ impl ExecParams {
     }
 
     /// Whether pull mode times `s` moving `rank_bytes` bytes per rank (each rank's input):
-    /// the runtime's `auto` rule (`pull::wanted` in `runtime/src/cuda/direct/pull.rs`), a
+    /// the runtime's `auto` rule (`pull::wanted` in `cuda/src/direct/pull.rs`), a
     /// one-shot Simple all-reduce of `pull_min_bytes..=pull_max_bytes` bytes per rank. Off when
     /// `pull_max_bytes` or `pull_gbps` is 0.
     pub fn pulls(&self, s: &Schedule, rank_bytes: u64) -> bool {

@@ -204,7 +204,7 @@ pub static OWN_DIRECT_H200X2: LazyLock<Vec<(u64, Protocol, f64)>> =
 
 /// The direct-push executor with **fenced credits** (credit words, and Simple's ready words,
 /// written as release stores with a system fence), before they were made relaxed ([`OWN_DIRECT_H200X2`]). One-shot all-reduce (float, sum, out of place) on the lent 2×H200,
-/// on the direct-push executor (`runtime/src/cuda/direct.rs`, `kernels/src/direct.cu`: senders
+/// on the direct-push executor (`cuda/src/direct.rs`, `cuda/kernels/direct.cu`: senders
 /// push into credit-recycled slots of the receiver's scratch, no barriers): (size, protocol,
 /// measured median of 3 runs of 20 calls, µs, the out-of-place `time` column).
 /// - LL, 8 B–512 KiB: `docs/measurements/direct-run4.log` at commit d7d5d68, section `topoplan bench -b 8 -e 1G
@@ -236,8 +236,8 @@ pub static OWN_ONE_SHOT_H200X2: LazyLock<Vec<(u64, Protocol, f64)>> =
 pub static OWN_ONE_SHOT_H200X2_RUN3: LazyLock<Vec<(u64, Protocol, f64)>> =
     LazyLock::new(|| proto_rows("OWN_ONE_SHOT_H200X2_RUN3"));
 
-/// topoplan's CUDA runtime, one-shot all-reduce in **pull mode** (`runtime/src/cuda/direct/pull.rs`,
-/// `kernels/src/direct_pull.cu`: each rank's CTAs read the peer's input over NVLink, one CTA per
+/// topoplan's CUDA runtime, one-shot all-reduce in **pull mode** (`cuda/src/direct/pull.rs`,
+/// `cuda/kernels/direct_pull.cu`: each rank's CTAs read the peer's input over NVLink, one CTA per
 /// 8 KiB of message up to two 256-thread CTAs per SM, with per-CTA arrive and done handshakes),
 /// float, sum, out of place, on the lent 2×H200, with the defaults:
 /// `docs/measurements/2026-11-30-h200x2-pull-and-hybrid/perf.log`, command `topoplan bench -b 8 -e 1G -f 2
@@ -248,7 +248,7 @@ pub static OWN_ONE_SHOT_H200X2_RUN3: LazyLock<Vec<(u64, Protocol, f64)>> =
 pub static OWN_PULL_H200X2: LazyLock<Vec<(u64, f64)>> =
     LazyLock::new(|| rows_us("OWN_PULL_H200X2"));
 
-/// topoplan's CUDA runtime, **hybrid** all-reduce (`runtime/src/cuda/hybrid.rs`: a two-rank
+/// topoplan's CUDA runtime, **hybrid** all-reduce (`cuda/src/hybrid.rs`: a two-rank
 /// one-shot Simple all-reduce of at least 512 MiB per rank runs its last 50 % on the copy-engine
 /// pair path and the rest on the SM direct-push path, at the same time), float, sum, out of
 /// place, on the lent 2×H200, with the defaults:
@@ -346,7 +346,7 @@ fn one_shot_rows(
     Ok(rows)
 }
 
-/// topoplan's CUDA runtime, copy-engine pair all-reduce (`--algo ce`, `runtime::cuda::ce_pair`,
+/// topoplan's CUDA runtime, copy-engine pair all-reduce (`--algo ce`, `cuda::ce_pair`,
 /// float, sum, out of place) on the lent 2×H200: each rank's copy engines push its input into the
 /// peer's scratch ring in chunks of 32 MiB, halving towards the end down to 2 MiB, on 2
 /// alternating copy streams; SM kernels only reduce (`out = in + scratch`); cross-GPU waits are
@@ -373,7 +373,7 @@ pub static OWN_CE_H200X2_RUN3: LazyLock<Vec<(u64, f64)>> =
 pub static OWN_CE_H200X2_RUN2: LazyLock<Vec<(u64, f64)>> =
     LazyLock::new(|| rows_us("OWN_CE_H200X2_RUN2"));
 
-/// Chunk size of the copy-engine pair all-reduce (`runtime::cuda::ce_pair`, its default
+/// Chunk size of the copy-engine pair all-reduce (`cuda::ce_pair`, its default
 /// `TOPOPLAN_CE_CHUNK_MB` = 32): the largest chunk it copies. The runtime's chunks halve towards
 /// the end of the message down to 2 MiB; the planner's pipeline has equal chunks, so the
 /// simulation cuts the message into `⌈size / 32 MiB⌉` equal ones (16 MiB: one chunk, where the
@@ -381,7 +381,7 @@ pub static OWN_CE_H200X2_RUN2: LazyLock<Vec<(u64, f64)>> =
 /// [`OWN_CE_PAIR_H200X2`]: the `fidelity` example's chunk table, in `docs/fidelity.md`.
 pub const CE_CHUNK_BYTES: u64 = 32 << 20;
 
-/// Chunk size of the previous, generic copy-engine lowering (`runtime::cuda::schedules` builds
+/// Chunk size of the previous, generic copy-engine lowering (`cuda::schedules` builds
 /// the pipeline with one chunk per 16 MiB), for [`OWN_CE_H200X2_RUN3`] and [`OWN_CE_H200X2_RUN2`].
 pub const GENERIC_CE_CHUNK_BYTES: u64 = 16 << 20;
 

@@ -1,7 +1,7 @@
 //! The hybrid all-reduce in the executor model (`ExecParams::runs_hybrid`, docs/fidelity.md
 //! "Hybrid"): the hybrid measurements (`fidelity::OWN_HYBRID_H200X2`, fitted on) within the fit's
 //! error, the adoption run's (`fidelity::OWN_HYBRID_H200X2_ADOPTION`, not fitted on) within a stated
-//! bound, the rule mirroring the runtime's (`runtime/src/cuda/hybrid.rs`), the link not capping
+//! bound, the rule mirroring the runtime's (`cuda/src/hybrid.rs`), the link not capping
 //! the fitted rate, and every call outside the rule timed as before.
 
 use planner::schedule::{build, Collective, CollectiveKind, Protocol, Schedule};
@@ -43,7 +43,7 @@ fn own_hybrid_adoption_run_within_one_percent() {
 }
 
 /// Every hybrid point lies in the defaults' hybrid range, which is the runtime's
-/// (`TOPOPLAN_HYBRID_MIN_MB` default 512 in `runtime/src/cuda/hybrid.rs`).
+/// (`TOPOPLAN_HYBRID_MIN_MB` default 512 in `cuda/src/hybrid.rs`).
 #[test]
 fn own_hybrid_points_are_hybrid_by_the_defaults() {
     let x = ExecParams::default();

@@ -21,7 +21,7 @@ fn own_pull_within_fitted_error() {
 }
 
 /// Every pull-mode point lies in the defaults' pull range, which is the runtime's (`MIN_BYTES`,
-/// `MAX_BYTES` in `runtime/src/cuda/direct/pull.rs`).
+/// `MAX_BYTES` in `cuda/src/direct/pull.rs`).
 #[test]
 fn own_pull_points_are_pulled_by_the_defaults() {
     let x = ExecParams::default();

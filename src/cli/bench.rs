@@ -5,11 +5,12 @@
 
 use super::error::{CliError, CliResult};
 use super::sizes::parse_size;
+use cuda::ipc::CudaProcComm;
+use cuda::{device, schedules, CudaError};
+use gpubench::harness::{self, BenchConfig, Row};
+use gpubench::procs as mp;
 use planner::schedule::CollectiveKind;
 use runtime::bootstrap::Rendezvous;
-use runtime::cuda::harness::{self, BenchConfig, Row};
-use runtime::cuda::ipc::CudaProcComm;
-use runtime::cuda::{device, harness_mp, schedules, CudaError};
 use runtime::{DataType, ReduceOp};
 
 mod procs;
@@ -148,7 +149,7 @@ enum Mode {
         comm: Box<CudaProcComm>,
         rv: Rendezvous,
         /// What this rank's communicator took at its creation.
-        init: harness_mp::InitMemory,
+        init: mp::InitMemory,
     },
 }
 
@@ -315,7 +316,7 @@ fn check_ranks_per_gpu(a: &Args) -> CliResult {
         // Before any CUDA call and any thread: the driver reads it when it makes a context.
         std::env::set_var(
             "CUDA_DEVICE_MAX_CONNECTIONS",
-            runtime::cuda::residency::QUEUES.to_string(),
+            cuda::residency::QUEUES.to_string(),
         );
     }
     Ok(())
@@ -494,8 +495,7 @@ fn run_one(
             }
             Mode::Procs { comm, rv, init } => {
                 let (rows, mem) =
-                    harness_mp::run(comm, rv, &cfg, &priced.profile, *init, print_row)
-                        .map_err(map_err)?;
+                    mp::run(comm, rv, &cfg, &priced.profile, *init, print_row).map_err(map_err)?;
                 print_memory(&rows, &mem);
                 rows
             }

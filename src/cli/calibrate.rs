@@ -151,14 +151,14 @@ fn check_gpus(file: &str, curves: &[BenchCurve], topo: &Topology) -> Result<(), 
 /// the visible number of GPUs. Returns the GPU count.
 fn measure_gpus(asked: Option<usize>) -> Result<usize, CliError> {
     const WHY: &str = "NCCL's time on one GPU says nothing about its links";
-    if !runtime::cuda::device::driver_present() {
+    if !cuda::device::driver_present() {
         return Err(CliError::failure(format!(
             "calibrate --measure: no CUDA driver on this machine (libcuda.so not found): it \
              times NCCL on 2 or more local GPUs ({WHY}); fit recorded runs with --nccl-tests \
              or --bench instead"
         )));
     }
-    let visible = runtime::cuda::detect::probe()
+    let visible = gpubench::detect::probe()
         .map_err(|e| CliError::failure(format!("calibrate --measure: cannot list the GPUs: {e}")))?
         .gpus
         .len();
@@ -184,13 +184,13 @@ fn measure_gpus(asked: Option<usize>) -> Result<usize, CliError> {
 
 /// The local machine's topology as `topoplan detect` writes it, and its XML.
 fn detect_topology(gpu_model: Option<String>) -> Result<(Topology, String), CliError> {
-    if !runtime::cuda::device::driver_present() {
+    if !cuda::device::driver_present() {
         return Err(CliError::failure(
             "calibrate: no --topo FILE, and no CUDA driver on this machine (libcuda.so not found) \
              to detect the local topology with: give --topo FILE",
         ));
     }
-    let m = runtime::cuda::detect::probe()
+    let m = gpubench::detect::probe()
         .map_err(|e| CliError::failure(format!("detecting the local topology: {e}")))?;
     let xml = m.to_xml();
     let opts = LoadOptions {

@@ -1,8 +1,8 @@
 //! `topoplan detect`: writes the local machine's topology as NCCL XML and topoplan JSON.
 
 use super::error::{CliError, CliResult};
+use gpubench::detect;
 use planner::topology::{load_file, load_str, same_topology, write_json, LoadOptions};
-use runtime::cuda::detect;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -25,7 +25,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> CliResult {
-    if !runtime::cuda::device::driver_present() {
+    if !cuda::device::driver_present() {
         return Err(CliError::failure(
             "no CUDA driver on this machine (libcuda.so not found): nothing to detect",
         ));

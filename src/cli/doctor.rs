@@ -199,13 +199,13 @@ fn machine(a: &Args, summary: &mut Summary) -> Result<Option<cost::Machine>, Cli
     if a.no_detect {
         return Ok(None);
     }
-    if !runtime::cuda::device::driver_present() {
+    if !cuda::device::driver_present() {
         summary
             .notes
             .push("no CUDA driver here and no --topo: costs come from the log's own numbers where it has them".into());
         return Ok(None);
     }
-    let probed = runtime::cuda::detect::probe()
+    let probed = gpubench::detect::probe()
         .map_err(|e| e.to_string())
         .and_then(|m| {
             let xml = m.to_xml();

@@ -50,7 +50,7 @@ fn init_rank(
             &text,
             nranks as u32,
             rank as u32,
-            crate::cuda::current_device(),
+            cuda::query::current_device(),
             cfg,
         )?;
         *slot = c.handle as CommHandle;

@@ -155,7 +155,7 @@ pub extern "C" fn ncclMemAlloc(ptr: *mut *mut c_void, size: usize) -> NcclResult
             // SAFETY: NCCL's allocator.
             return Ok(unsafe { (real.MemAlloc)(slot, size) });
         }
-        *slot = crate::cuda::mem_alloc(size)
+        *slot = cuda::query::mem_alloc(size)
             .map_err(|e| ApiError::Cuda(format!("cannot allocate {size} bytes: {e}")))?
             as *mut c_void;
         Ok(SUCCESS)
@@ -172,7 +172,7 @@ pub extern "C" fn ncclMemFree(ptr: *mut c_void) -> NcclResult {
             // SAFETY: memory from ncclMemAlloc, which used the same allocator.
             return Ok(unsafe { (real.MemFree)(ptr) });
         }
-        crate::cuda::mem_free(ptr as usize).map_err(ApiError::Cuda)?;
+        cuda::query::mem_free(ptr as usize).map_err(ApiError::Cuda)?;
         Ok(SUCCESS)
     })
 }

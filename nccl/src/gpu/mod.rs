@@ -1,7 +1,7 @@
 //! Device buffers on topoplan's CUDA backend, for ranks that run one process per GPU on one
-//! host (what torchrun starts): each communicator gets a `runtime::cuda::ipc::CudaProcComm`
+//! host (what torchrun starts): each communicator gets a `cuda::ipc::CudaProcComm`
 //! on first need, set up collectively over topoplan's own communicator, and each call enqueues
-//! the schedule `runtime::cuda::schedules` picks for it on the caller's stream. A one-rank
+//! the schedule `cuda::schedules` picks for it on the caller's stream. A one-rank
 //! communicator (nccl-tests `-g 1`) runs every call as a device copy on the caller's stream.
 //!
 //! Opt-in (`TOPOPLAN_NCCL_CUDA=1`) until it has been checked on GPUs against the CPU
@@ -10,10 +10,10 @@
 use crate::comm::{lock, Comm};
 use crate::error::ApiError;
 use crate::op::{Kind, Op};
+use cuda::ipc::{check_direct, CudaProcComm, ProcRequest};
+use cuda::{schedules, CudaError};
 use planner::schedule::{Collective, CollectiveKind, Schedule};
 use planner::tuner::Profile;
-use runtime::cuda::ipc::{check_direct, CudaProcComm, ProcRequest};
-use runtime::cuda::{schedules, CudaError};
 use runtime::{DataType, ReduceOp};
 use std::collections::HashMap;
 
@@ -74,7 +74,7 @@ fn open(comm: &Comm) -> Result<GpuRank, ApiError> {
     let ordinal = usize::try_from(comm.device)
         .map_err(|_| ApiError::Cuda("no CUDA device was current when this rank joined".into()))?;
     if comm.nranks == 1 {
-        let ctx = runtime::cuda::device::open_devices(&[ordinal])
+        let ctx = cuda::device::open_devices(&[ordinal])
             .map_err(|e| ApiError::Cuda(e.to_string()))?
             .remove(0);
         return Ok(GpuRank::Alone(ctx));
@@ -163,7 +163,7 @@ fn run_alone(
         }
         if s.stream != r.stream {
             // The receive's stream must see the send's data: wait for what precedes the send.
-            crate::cuda::wait_stream(s.stream).map_err(ApiError::Cuda)?;
+            cuda::query::wait_stream(s.stream).map_err(ApiError::Cuda)?;
         }
         copy(r.recv, s.send, sb, r.stream)?;
     }

@@ -1,8 +1,8 @@
 //! A communicator's CUDA state: a leaf, so the communicator can hold it without importing the
 //! CUDA path that fills it.
 
+use cuda::ipc::CudaProcComm;
 use planner::schedule::{CollectiveKind, Schedule};
-use runtime::cuda::ipc::CudaProcComm;
 use std::collections::HashMap;
 use std::sync::Arc;
 

@@ -395,7 +395,7 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
     out
 }
 
-/// Chunks the copy-engine pair all-reduce cuts a message of `bytes` into (`runtime::cuda::
+/// Chunks the copy-engine pair all-reduce cuts a message of `bytes` into (`cuda::
 /// ce_pair::chunks`): `ce_chunk_bytes` each, halving towards the end down to
 /// `ce_min_chunk_bytes`.
 pub fn ce_chunks(c: &TunerParams, bytes: u64) -> u64 {

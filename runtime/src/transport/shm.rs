@@ -8,6 +8,10 @@
 //! same length and map it; after a bootstrap barrier the receiver unlinks it, so nothing is left
 //! behind even if a process dies later.
 
+// The one place of this crate that needs unsafe: slots and counters live in memory mapped
+// by several processes, which Rust cannot see as owned.
+#![allow(unsafe_code)]
+
 use super::{RecvPort, SendPort, P2P_CHANNEL};
 use crate::error::CommError;
 use crate::protocol::{Fifo, SlotMem};

@@ -1,14 +1,14 @@
 //! `topoplan bench --procs`: one process per GPU. The parent starts this binary once per rank
 //! and reports failing ranks; each child bootstraps with the others, maps their buffers through
-//! CUDA IPC (`runtime::cuda::ipc`) and runs the configurations like the one-process bench.
+//! CUDA IPC (`cuda::ipc`) and runs the configurations like the one-process bench.
 
 use super::{effective_algo, map_err, run_configs, Args, Mode, Priced};
 use crate::cli::error::{CliError, CliResult};
 use crate::cli::launch::start_ranks;
+use cuda::ipc::CudaProcComm;
+use cuda::{device, direct, schedules};
 use planner::schedule::CollectiveKind;
 use runtime::bootstrap::{self, PeerInfo, UniqueId};
-use runtime::cuda::ipc::CudaProcComm;
-use runtime::cuda::{device, direct, schedules};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 /// Set by the `--procs` parent in each child: its rank, and the bootstrap's unique id.
@@ -223,8 +223,8 @@ pub(super) fn run_child(a: &Args, rank: u32, priced: &Priced) -> CliResult {
     let mut rv = joined.map_err(|e| CliError::failure(format!("bootstrap: {e}")))?;
     // The context first (the communicator retains the same primary context), so that "before"
     // excludes the context itself, as in one process.
-    let ctx = runtime::cuda::device::open_devices(&[rank as usize]).map_err(map_err)?;
-    let free = || runtime::cuda::harness_mp::free_bytes(&ctx[0]).map_err(map_err);
+    let ctx = cuda::device::open_devices(&[rank as usize]).map_err(map_err)?;
+    let free = || gpubench::procs::free_bytes(&ctx[0]).map_err(map_err);
     let free_before = free()?;
     let comm = CudaProcComm::new(
         rank as usize,
@@ -233,7 +233,7 @@ pub(super) fn run_child(a: &Args, rank: u32, priced: &Priced) -> CliResult {
         &mut |b: &[u8]| Ok(rv.all_gather(b)?),
     )
     .map_err(map_err)?;
-    let init = runtime::cuda::harness_mp::InitMemory {
+    let init = gpubench::procs::InitMemory {
         free_before: free_before as u64,
         ours_init: free_before - free()?,
     };

@@ -7,7 +7,7 @@
 //! the docs and a fresh run's plot come from the same code.
 
 use super::super::error::CliError;
-use runtime::cuda::harness::{Cell, Row};
+use gpubench::harness::{Cell, Row};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 

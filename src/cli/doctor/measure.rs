@@ -5,12 +5,12 @@ use super::nccl_tests::{Half, Row, Run};
 use super::Args;
 
 pub fn run(a: &Args) -> Result<Run, String> {
-    if !runtime::cuda::device::driver_present() {
+    if !cuda::device::driver_present() {
         return Err(
             "no CUDA driver on this machine (libcuda.so not found): nothing measured".into(),
         );
     }
-    let n = runtime::cuda::detect::probe()
+    let n = gpubench::detect::probe()
         .map_err(|e| format!("cannot list the GPUs: {e}"))?
         .gpus
         .len();
@@ -20,7 +20,7 @@ pub fn run(a: &Args) -> Result<Run, String> {
             "needs 2 or more GPUs ({n} visible, {ngpus} asked): nothing measured"
         ));
     }
-    let cfg = runtime::cuda::harness::BenchConfig {
+    let cfg = gpubench::harness::BenchConfig {
         ordinals: (0..ngpus).collect(),
         kind: planner::schedule::CollectiveKind::AllReduce,
         root: 0,
@@ -36,8 +36,8 @@ pub fn run(a: &Args) -> Result<Run, String> {
         runs: 1,
         seed: 1,
     };
-    let (rows, _) = runtime::cuda::harness::run(&cfg, |_| {}).map_err(|e| e.to_string())?;
-    let half = |c: &runtime::cuda::harness::Cell| -> Option<Half> {
+    let (rows, _) = gpubench::harness::run(&cfg, |_| {}).map_err(|e| e.to_string())?;
+    let half = |c: &gpubench::harness::Cell| -> Option<Half> {
         Some(Half {
             time_us: c.nccl_time_us?,
             algbw: c.nccl_busbw? / (2.0 * (ngpus as f64 - 1.0) / ngpus as f64),

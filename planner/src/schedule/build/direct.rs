@@ -242,7 +242,7 @@ pub fn direct(coll: &Collective, nranks: u32) -> Result<Schedule, ScheduleError>
 /// reduces each landed chunk as soon as it is there, overlapping reduction with later copies.
 ///
 /// Channel 0 interleaves the two directions, send j then receive j (send 0, recv 0, send 1,
-/// recv 1, …), as the runtime's copy-engine pair (`runtime::cuda::ce_pair`) runs them: receive j
+/// recv 1, …), as the runtime's copy-engine pair (`cuda::ce_pair`) runs them: receive j
 /// completes, and reduce j (channel 1, which depends on it) may start, while the copies of later
 /// chunks are still to come. Every chunk has its own scratch slot (`slots` = k), so no send waits
 /// for a credit and the symmetric order cannot deadlock.

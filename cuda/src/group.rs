@@ -1,0 +1,438 @@
+//! `CudaGroup`: one process driving several GPUs with peer access. Each call enqueues one rank's
+//! part of a collective on the caller's stream for that rank; the host never waits for the GPU.
+//! Ranks are usually driven from one host thread each; cross-GPU ordering happens on the devices
+//! (flags in device memory), so the threads never talk to each other per call.
+//!
+//! Ranks may share a GPU (a device list with repeats, e.g. `[0, 0, 0, 0]`): they share its
+//! primary context, and each rank's grids are sized from its share of the SMs so that every
+//! rank's kernels are resident at once (`super::residency`); a path whose least grid does not
+//! fit is refused with [`super::residency::ResidencyError`], never left to hang.
+
+use super::device::{drv, open_devices, DevBuf, ExecModule, ModuleCache};
+use super::lower::{lower, Buf, LowerParams, Lowered};
+use super::residency::{self, Demand, Path, Route};
+use super::CudaError;
+use cudarc::driver::{sys, CudaContext, DeviceRepr};
+use planner::schedule::Schedule;
+use runtime::types::{DataType, ReduceOp};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+mod plan;
+use plan::DevPlan;
+pub(crate) use plan::{launch_exec, upload_local_plan};
+
+/// Words in a rank's flag region (see `cuda/kernels/exec.cu` for the layout).
+const FLAG_WORDS: usize = 4096;
+/// Words where the copy-engine path keeps its cross-rank counters: `[from_rank]`.
+pub(crate) const CE_FLAGS: usize = 3072;
+/// Bytes of LL lines per half (`TP_LL_HALF` in exec.cu): twice the data they carry.
+const LL_LINE_BYTES: usize = 2 * super::lower::LL_DATA_BYTES as usize;
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TpCtx {
+    base: [u64; 32],
+    flags: [u64; 8],
+    rank: u32,
+    nranks: u32,
+    ll: u32,
+    pad: u32,
+}
+// SAFETY: plain-old-data with the C layout the kernel declares.
+unsafe impl DeviceRepr for TpCtx {}
+
+impl TpCtx {
+    pub(crate) fn base_of(&self, rank: usize, buf: usize) -> u64 {
+        self.base[rank * 4 + buf]
+    }
+}
+
+pub(crate) struct RankState {
+    pub(crate) ctx: Arc<CudaContext>,
+    /// The SMs this rank's spinning CTAs may fill: the GPU's SM count, or on a GPU that ranks
+    /// share, this rank's share of it (`residency::rank_sms`). Every path sizes its grid from it.
+    pub(crate) sm_count: u32,
+    /// The GPU's SM count.
+    device_sms: u32,
+    /// Ranks of the group on this rank's GPU (1 unless ranks share it).
+    ranks_on_device: u32,
+    pub(crate) flags: DevBuf,
+    /// Scratch: the ring, then (grown on demand) the region for snapshots and messages in flight.
+    /// Buffers replaced by larger ones stay allocated (kernels in flight may use them) until the
+    /// group is dropped.
+    pub(crate) scratch: Mutex<Vec<DevBuf>>,
+    /// LL lines: two halves of `LL_LINE_BYTES`, zeroed at start (epoch 0 never matches).
+    pub(crate) ll: DevBuf,
+    /// Shared by the ranks of one GPU (one context: one module per type serves them all).
+    modules: Arc<ModuleCache>,
+    plans: Mutex<HashMap<PlanKey, Arc<DevPlan>>>,
+    pub(crate) ce: Mutex<super::ce::CeState>,
+    /// Copy stream and counters of the copy-engine pair all-reduce (`super::ce_pair`).
+    pub(crate) ce_pair: Mutex<super::ce_pair::PairState>,
+    /// Side stream of the hybrid all-reduce (`super::hybrid`).
+    pub(crate) hybrid: Mutex<super::hybrid::HybridState>,
+    /// Slots and flags of the direct-push path (`super::direct`).
+    pub(crate) direct: super::direct::DirectBufs,
+}
+
+impl RankState {
+    pub(crate) fn scratch_ptr(&self) -> u64 {
+        self.scratch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .last()
+            .map(|b| b.ptr)
+            .unwrap_or(0)
+    }
+
+    /// Makes the scratch buffer at least `bytes` long.
+    fn grow_scratch(&self, bytes: usize) -> Result<(), CudaError> {
+        let mut v = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
+        if v.last().map(|b| b.bytes).unwrap_or(0) < bytes {
+            v.push(DevBuf::new(&self.ctx, bytes)?);
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct PlanKey {
+    sched: usize,
+    count: u64,
+    in_place: bool,
+    average: bool,
+    elem: usize,
+}
+
+/// One collective call: the schedule and every rank's buffers (device pointers).
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    pub schedule: &'a Arc<Schedule>,
+    /// Per-rank element count (nccl-tests' `count`; see `Collective::blocks`).
+    pub count: u64,
+    pub dtype: DataType,
+    pub op: ReduceOp,
+    pub inputs: &'a [u64],
+    pub outputs: &'a [u64],
+}
+
+/// Lowered plans by key; the schedule is kept alive so that its address stays unique.
+type LoweredCache = Mutex<HashMap<PlanKey, (Arc<Schedule>, Arc<Lowered>)>>;
+
+pub struct CudaGroup {
+    pub(crate) ranks: Vec<RankState>,
+    lowered: LoweredCache,
+    scratch_elems_cap_bytes: usize,
+    /// Some GPU runs more than one rank.
+    shared: bool,
+    /// Both ranks' scratch rings of the copy-engine pair all-reduce, allocated on first use.
+    pub(crate) pair_scratch: super::ce_pair::PairScratch,
+}
+
+impl std::fmt::Debug for CudaGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaGroup({} GPUs)", self.ranks.len())
+    }
+}
+
+impl CudaGroup {
+    /// Opens the GPUs `ordinals` (rank i = `ordinals[i]`), enables peer access, allocates each
+    /// rank's flag region and scratch ring (`scratch_bytes`, default 64 MiB, or
+    /// `TOPOPLAN_SCRATCH_MB`). An ordinal may repeat: those ranks share that GPU (module doc);
+    /// more ranks on a GPU than it has SMs are refused.
+    pub fn new(ordinals: &[usize]) -> Result<Self, CudaError> {
+        if ordinals.is_empty() || ordinals.len() > 8 {
+            return Err(CudaError::Input(format!(
+                "{} GPUs: need 1 to 8",
+                ordinals.len()
+            )));
+        }
+        let scratch_bytes = params::SCRATCH_MB.bytes_or_warn().unwrap_or(64 << 20) as usize;
+        let per_device = residency::ranks_per_device(ordinals);
+        // A CUDA variable, not a topoplan knob: the driver reads it at context creation.
+        let queues = std::env::var("CUDA_DEVICE_MAX_CONNECTIONS").ok();
+        for &(ordinal, ranks_on_device) in &per_device {
+            residency::check_queues(ordinal, ranks_on_device, queues.as_deref())?;
+        }
+        let ctxs = open_devices(ordinals)?;
+        let mut ranks = Vec::new();
+        for (ctx, (ordinal, ranks_on_device)) in ctxs.into_iter().zip(per_device) {
+            let device_sms = ctx
+                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                .map_err(drv)? as u32;
+            let sm_count = residency::rank_sms(ordinal, ranks_on_device, device_sms)?;
+            let flags = DevBuf::new(&ctx, FLAG_WORDS * 8)?;
+            flags.fill(0)?;
+            let scratch = DevBuf::new(&ctx, scratch_bytes)?;
+            let ll = DevBuf::new(&ctx, 2 * LL_LINE_BYTES)?;
+            ll.fill(0)?;
+            let ce = super::ce::CeState::new(&ctx, ordinals.len())?;
+            let direct = super::direct::DirectBufs::new(&ctx, ordinals.len())?;
+            let ce_pair = Mutex::new(super::ce_pair::PairState::new(&ctx)?);
+            let hybrid = Mutex::new(super::hybrid::HybridState::new(&ctx)?);
+            ranks.push(RankState {
+                ctx,
+                sm_count,
+                device_sms,
+                ranks_on_device,
+                flags,
+                scratch: Mutex::new(vec![scratch]),
+                ll,
+                modules: match ranks
+                    .iter()
+                    .find(|r: &&RankState| r.ctx.ordinal() == ordinal)
+                {
+                    Some(r) => r.modules.clone(),
+                    None => Arc::default(),
+                },
+                plans: Mutex::new(HashMap::new()),
+                ce: Mutex::new(ce),
+                ce_pair,
+                hybrid,
+                direct,
+            });
+        }
+        let shared = ranks.iter().any(|r| r.ranks_on_device > 1);
+        Ok(Self {
+            ranks,
+            lowered: Mutex::new(HashMap::new()),
+            scratch_elems_cap_bytes: scratch_bytes,
+            shared,
+            pair_scratch: Mutex::new(None),
+        })
+    }
+
+    pub fn nranks(&self) -> usize {
+        self.ranks.len()
+    }
+
+    /// Whether some GPU of the group runs more than one rank.
+    pub fn shares_devices(&self) -> bool {
+        self.shared
+    }
+
+    /// The grid every rank launches for `d`: the least over the ranks of what their GPU's
+    /// residency allows (ranks must agree: CTA b of one rank meets CTA b of its peers).
+    fn rank_grid(&self, d: Demand) -> Result<u32, CudaError> {
+        let mut grid = u32::MAX;
+        for st in &self.ranks {
+            let o = st.ctx.ordinal();
+            grid = grid.min(residency::rank_grid(
+                o,
+                st.ranks_on_device,
+                st.device_sms,
+                d,
+            )?);
+        }
+        Ok(grid)
+    }
+
+    /// Refuses `path` where ranks share a GPU and its least grid does not fit their shares.
+    fn check_resident(&self, path: Path) -> Result<(), CudaError> {
+        if self.shared {
+            for st in &self.ranks {
+                let o = st.ctx.ordinal();
+                residency::check(o, st.ranks_on_device, st.device_sms, path)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn context(&self, rank: usize) -> &Arc<CudaContext> {
+        &self.ranks[rank].ctx
+    }
+
+    /// Compiles and loads the kernels for `dtype` on every GPU now (otherwise the first call
+    /// of that type does it).
+    pub fn prepare(&self, dtype: DataType) -> Result<(), CudaError> {
+        for r in 0..self.ranks.len() {
+            self.module(r, dtype)?;
+        }
+        Ok(())
+    }
+
+    fn module(&self, rank: usize, dtype: DataType) -> Result<Arc<ExecModule>, CudaError> {
+        let st = &self.ranks[rank];
+        st.modules.get(&st.ctx, dtype)
+    }
+
+    fn in_place(&self, req: &Request) -> Result<bool, CudaError> {
+        let kind = req.schedule.collective.kind;
+        let bytes = req.count * req.dtype.size() as u64;
+        let aliased = |r: usize| {
+            super::direct::is_in_place(kind, r as u32, bytes, req.inputs[r], req.outputs[r])
+        };
+        let n = self.ranks.len();
+        let flags: Vec<bool> = (0..n).map(aliased).collect();
+        if flags.iter().all(|&f| f) {
+            Ok(true)
+        } else if flags.iter().all(|&f| !f) {
+            Ok(false)
+        } else {
+            Err(CudaError::Input(
+                "some ranks call in place and some do not".into(),
+            ))
+        }
+    }
+
+    /// The lowered plan for this request (cached per schedule, count and aliasing).
+    pub fn lowered(&self, req: &Request) -> Result<Arc<Lowered>, CudaError> {
+        let key = self.key(req)?;
+        self.lowered_for(req, key)
+    }
+
+    fn key(&self, req: &Request) -> Result<PlanKey, CudaError> {
+        if req.schedule.nranks as usize != self.ranks.len() {
+            return Err(CudaError::Input(format!(
+                "schedule is for {} ranks, group has {}",
+                req.schedule.nranks,
+                self.ranks.len()
+            )));
+        }
+        if req.inputs.len() != self.ranks.len() || req.outputs.len() != self.ranks.len() {
+            return Err(CudaError::Input(
+                "one input and one output pointer per rank".into(),
+            ));
+        }
+        Ok(PlanKey {
+            sched: Arc::as_ptr(req.schedule) as usize,
+            count: req.count,
+            in_place: self.in_place(req)?,
+            average: req.op == ReduceOp::Avg,
+            elem: req.dtype.size(),
+        })
+    }
+
+    fn lowered_for(&self, req: &Request, key: PlanKey) -> Result<Arc<Lowered>, CudaError> {
+        let mut cache = self.lowered.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, l)) = cache.get(&key) {
+            return Ok(l.clone());
+        }
+        let l = Arc::new(
+            lower(
+                req.schedule,
+                LowerParams {
+                    count: req.count,
+                    in_place: key.in_place,
+                    average: key.average,
+                    scratch_cap: (self.scratch_elems_cap_bytes / req.dtype.size()) as u64,
+                    flatten_loops: true,
+                    elide_copies: !params::NO_ELIDE.flag_or_warn(),
+                    ce_push: !params::CE_PULL.flag_or_warn(),
+                    elem_bytes: req.dtype.size() as u64,
+                },
+            )
+            .map_err(|e| CudaError::Lower(e.to_string()))?,
+        );
+        let need = l.scratch_elems as usize * req.dtype.size();
+        for st in &self.ranks {
+            st.grow_scratch(need)?;
+        }
+        cache.insert(key, (req.schedule.clone(), l.clone()));
+        Ok(l)
+    }
+
+    pub(crate) fn tp_ctx(&self, rank: usize, req: &Request) -> TpCtx {
+        let mut base = [0u64; 32];
+        let mut flags = [0u64; 8];
+        for (r, st) in self.ranks.iter().enumerate() {
+            base[r * 4 + Buf::Input as usize] = req.inputs[r];
+            base[r * 4 + Buf::Output as usize] = req.outputs[r];
+            base[r * 4 + Buf::Scratch as usize] = st.scratch_ptr();
+            base[r * 4 + Buf::Ll as usize] = st.ll.ptr;
+            flags[r] = st.flags.ptr;
+        }
+        TpCtx {
+            base,
+            flags,
+            rank: rank as u32,
+            nranks: self.ranks.len() as u32,
+            ll: 0,
+            pad: 0,
+        }
+    }
+
+    /// Enqueues rank `rank`'s part of the collective on `stream` (a stream of that rank's
+    /// context). Every rank must enqueue the same sequence of collectives.
+    pub fn enqueue(
+        &self,
+        rank: usize,
+        req: &Request,
+        stream: sys::CUstream,
+    ) -> Result<(), CudaError> {
+        if rank >= self.ranks.len() {
+            return Err(CudaError::Input(format!("rank {rank} out of range")));
+        }
+        let key = self.key(req)?;
+        if req.count == 0 {
+            return Ok(());
+        }
+        let module = self.module(rank, req.dtype)?;
+        let capturing = || {
+            self.ranks[rank].ctx.bind_to_thread().map_err(drv)?;
+            super::ce_pair::capturing(stream)
+        };
+        if super::direct::applies(req.schedule) {
+            let ce = super::hybrid::share(req.schedule, req.count, req.dtype.size() as u64);
+            let asked = match req.schedule.protocol {
+                _ if ce > 0 => Path::Hybrid,
+                planner::schedule::Protocol::LL => Path::DirectLl,
+                _ => Path::DirectSimple,
+            };
+            return match residency::route(asked, self.shared, capturing)? {
+                Route::Run(Path::Hybrid) => {
+                    super::hybrid::enqueue(self, rank, req, key.in_place, &module, stream, ce)
+                }
+                Route::Run(path) => {
+                    self.check_resident(path)?;
+                    super::direct::enqueue(self, rank, req, key.in_place, false, &module, stream)
+                }
+                other => Err(CudaError::Input(format!("direct path routed to {other:?}"))),
+            };
+        }
+        if super::ce_pair::applies(req.schedule) {
+            if residency::route(Path::CePair, self.shared, capturing)? == Route::Run(Path::CePair) {
+                return super::ce_pair::enqueue(self, rank, req, &module, false, stream);
+            }
+            // The one-shot schedule of the same all-reduce (`residency::route` says when).
+            let one_shot = planner::schedule::build::one_shot(
+                &req.schedule.collective,
+                2,
+                planner::schedule::Protocol::Simple,
+            )
+            .map_err(|e| CudaError::Lower(e.to_string()))?;
+            let req = Request {
+                schedule: &Arc::new(one_shot),
+                ..*req
+            };
+            self.check_resident(Path::DirectSimple)?;
+            return super::direct::enqueue(self, rank, &req, key.in_place, false, &module, stream);
+        }
+        let plan = self.plan(rank, req, key)?;
+        if plan.lowered.uses_copy_engine {
+            return match residency::route(Path::CopyEngine, self.shared, capturing)? {
+                Route::Run(_) => {
+                    super::ce::enqueue(self, rank, req, &plan.lowered, &module, stream)
+                }
+                _ => Err(CudaError::Input(
+                    "the generic copy-engine lowering (--algo ce with TOPOPLAN_CE_PAIR=0) does \
+                     not run with ranks sharing a GPU: choose another algorithm"
+                        .into(),
+                )),
+            };
+        }
+        let op_index = super::device::op_index(req.op);
+        let mut ctx = self.tp_ctx(rank, req);
+        ctx.ll = u32::from(plan.lowered.uses_ll);
+        launch_exec(
+            &self.ranks[rank].ctx,
+            &module.funcs[op_index],
+            plan.grid,
+            plan.phases.ptr,
+            plan.nphases,
+            plan.items.ptr,
+            &ctx,
+            stream,
+        )
+    }
+}

@@ -1,0 +1,604 @@
+//! Several processes on one host, one GPU each: the direct-push path (`super::direct`) with the
+//! peers' slot and flag buffers mapped through CUDA IPC instead of peer access.
+//!
+//! Setup ([`CudaProcComm::new`]): open the GPU, allocate and zero this rank's [`DirectBufs`],
+//! wait for the zeroing to finish, export the three buffers' IPC handles with the SM count in a
+//! fixed-size [`PeerRecord`], all-gather the records (the caller's exchange, normally the
+//! bootstrap), open every peer's handles, then all-gather a "ready" word so that no rank
+//! launches against a peer whose setup failed. The exchange is the ordering point: a peer can
+//! only see our pointers after our flags and LL slots are zero.
+//!
+//! Buffers the ranks register together ([`CudaProcComm::register`], `ipc/register.rs`) are
+//! mapped in every rank too, so a call whose input is registered runs pull mode as in one
+//! process.
+//!
+//! Only one-shot schedules run here (the ones [`direct::applies`] accepts): the generic
+//! lowering and the copy-engine pipeline address peers' scratch rings and contexts that exist
+//! only in a one-process [`super::CudaGroup`].
+
+use super::device::{driver_present, drv, open_devices, ExecModule, ModuleCache};
+use super::direct::{self, DirectBufs, DirectCall, DirectPeers};
+use super::CudaError;
+use cudarc::driver::{sys, CudaContext};
+use planner::schedule::Schedule;
+use runtime::types::{DataType, ReduceOp};
+use std::sync::{Arc, Mutex};
+
+mod pair;
+mod register;
+pub use register::{
+    check_reg_table, peer_inputs, RegRecord, RegisteredBuffer, REG_BYTES, REG_MAGIC, REG_VERSION,
+};
+
+/// First bytes of a [`PeerRecord`].
+pub const RECORD_MAGIC: &[u8; 4] = b"TPIX";
+/// Version of the [`PeerRecord`] layout. Bump on any change.
+pub const RECORD_VERSION: u32 = 1;
+/// Size of an encoded [`PeerRecord`]: 40 header bytes, then 3 × (64-byte handle, u64 size).
+pub const RECORD_BYTES: usize = 40 + 3 * (64 + 8);
+
+/// The all-gather the setup needs: this rank's bytes in, every rank's bytes (rank order) out.
+pub type Exchange<'a> = dyn FnMut(&[u8]) -> Result<Vec<Vec<u8>>, CudaError> + 'a;
+
+/// Why an exchanged record could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    #[error("IPC record of {got} bytes, expected {want}")]
+    Length { got: usize, want: usize },
+    #[error("not a topoplan IPC record (magic {0:?})")]
+    Magic([u8; 4]),
+    #[error("IPC record version {theirs}, this build reads version {ours}")]
+    Version { theirs: u32, ours: u32 },
+}
+
+/// What one rank tells the others: its direct-path buffers (IPC handles and sizes: sizes
+/// differ when `TOPOPLAN_DIRECT_SLOT_KB`/`SLOTS` differ, and the slot layout must agree), its SM
+/// count (grids must agree on every rank), and who it is (same host, another process).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerRecord {
+    pub rank: u32,
+    pub nranks: u32,
+    pub sm_count: u32,
+    pub ordinal: u32,
+    pub pid: u32,
+    /// FNV-1a of the host name: IPC handles only open on the host that made them.
+    pub host: u64,
+    /// `CUipcMemHandle` bytes of the Simple slots, LL slots and flags.
+    pub handles: [[u8; 64]; 3],
+    pub bytes: [u64; 3],
+}
+
+const BUF_NAMES: [&str; 3] = ["Simple slots", "LL slots", "flags"];
+
+impl PeerRecord {
+    pub fn encode(&self) -> [u8; RECORD_BYTES] {
+        let mut b = [0u8; RECORD_BYTES];
+        b[..4].copy_from_slice(RECORD_MAGIC);
+        let words = [
+            RECORD_VERSION,
+            self.rank,
+            self.nranks,
+            self.sm_count,
+            self.ordinal,
+            self.pid,
+            0,
+        ];
+        for (i, w) in words.iter().enumerate() {
+            b[4 + 4 * i..8 + 4 * i].copy_from_slice(&w.to_le_bytes());
+        }
+        b[32..40].copy_from_slice(&self.host.to_le_bytes());
+        for i in 0..3 {
+            let at = 40 + i * 72;
+            b[at..at + 64].copy_from_slice(&self.handles[i]);
+            b[at + 64..at + 72].copy_from_slice(&self.bytes[i].to_le_bytes());
+        }
+        b
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Self, RecordError> {
+        if b.len() != RECORD_BYTES {
+            return Err(RecordError::Length {
+                got: b.len(),
+                want: RECORD_BYTES,
+            });
+        }
+        let magic: [u8; 4] = b[..4].try_into().expect("4 bytes");
+        if &magic != RECORD_MAGIC {
+            return Err(RecordError::Magic(magic));
+        }
+        let w = |i: usize| u32::from_le_bytes(b[4 + 4 * i..8 + 4 * i].try_into().expect("4"));
+        if w(0) != RECORD_VERSION {
+            return Err(RecordError::Version {
+                theirs: w(0),
+                ours: RECORD_VERSION,
+            });
+        }
+        let mut handles = [[0u8; 64]; 3];
+        let mut bytes = [0u64; 3];
+        for i in 0..3 {
+            let at = 40 + i * 72;
+            handles[i].copy_from_slice(&b[at..at + 64]);
+            bytes[i] = u64::from_le_bytes(b[at + 64..at + 72].try_into().expect("8"));
+        }
+        Ok(PeerRecord {
+            rank: w(1),
+            nranks: w(2),
+            sm_count: w(3),
+            ordinal: w(4),
+            pid: w(5),
+            host: u64::from_le_bytes(b[32..40].try_into().expect("8")),
+            handles,
+            bytes,
+        })
+    }
+}
+
+fn rank_err(rank: u32, what: impl Into<String>) -> CudaError {
+    CudaError::Rank {
+        rank,
+        what: what.into(),
+    }
+}
+
+/// Adds "rank r: doing" to an error (the ones that say it all themselves stay as they are).
+fn at(rank: u32, doing: &str) -> impl FnOnce(CudaError) -> CudaError + '_ {
+    move |e| match e {
+        e @ (CudaError::NoDriver | CudaError::NoNvrtc | CudaError::Rank { .. }) => e,
+        e => rank_err(rank, format!("{doing}: {e}")),
+    }
+}
+
+/// All ranks go on or all fail: all-gathers whether this rank's step (`mine`) worked, and
+/// returns this rank's error, or else the first other rank's ("rank r could not `what`").
+fn agree(
+    rank: u32,
+    exchange: &mut Exchange<'_>,
+    mine: Result<(), CudaError>,
+    what: &str,
+) -> Result<(), CudaError> {
+    let word = match &mine {
+        Ok(()) => Vec::new(),
+        // Bounded: the bootstrap carries at most `MAX_GATHER_BYTES` per rank.
+        Err(e) => e.to_string().into_bytes().into_iter().take(4096).collect(),
+    };
+    let ready = exchange(&word).map_err(at(
+        rank,
+        &format!("exchanging whether every rank could {what}"),
+    ))?;
+    mine?;
+    match ready.iter().enumerate().find(|(_, w)| !w.is_empty()) {
+        Some((r, why)) => Err(rank_err(
+            rank,
+            format!(
+                "rank {r} could not {what}: {}",
+                String::from_utf8_lossy(why)
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Decodes and checks the gathered records against this rank's own; returns them in rank order.
+pub fn check_table(table: &[Vec<u8>], me: &PeerRecord) -> Result<Vec<PeerRecord>, CudaError> {
+    let r = me.rank;
+    if table.len() != me.nranks as usize {
+        return Err(rank_err(
+            r,
+            format!(
+                "the exchange returned {} records for {} ranks",
+                table.len(),
+                me.nranks
+            ),
+        ));
+    }
+    let mut out = Vec::with_capacity(table.len());
+    for (i, b) in table.iter().enumerate() {
+        let p = PeerRecord::decode(b)
+            .map_err(|e| rank_err(r, format!("rank {i}'s IPC record: {e}")))?;
+        let bad = |what: String| Err(rank_err(r, format!("rank {i}'s IPC record: {what}")));
+        if p.rank as usize != i {
+            return bad(format!("says it is rank {}", p.rank));
+        }
+        if p.nranks != me.nranks {
+            return bad(format!("{} ranks, this rank says {}", p.nranks, me.nranks));
+        }
+        if i as u32 != r {
+            if p.host != me.host {
+                return bad("another host: CUDA IPC needs every rank on one host".into());
+            }
+            if p.pid == me.pid {
+                return bad(format!(
+                    "same process (pid {}): IPC handles open only in another process",
+                    p.pid
+                ));
+            }
+        }
+        if p.bytes != me.bytes {
+            return bad(format!(
+                "buffers of {:?} bytes, this rank's are {:?} (TOPOPLAN_DIRECT_SLOT_KB / \
+                 TOPOPLAN_DIRECT_SLOTS must be the same on every rank)",
+                p.bytes, me.bytes
+            ));
+        }
+        if p.sm_count == 0 {
+            return bad("0 SMs".into());
+        }
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// Whether `s` runs in the multi-process mode; a clear error otherwise.
+pub fn check_direct(s: &Schedule) -> Result<(), CudaError> {
+    if direct::applies(s) {
+        return Ok(());
+    }
+    Err(CudaError::Input(format!(
+        "the multi-process (CUDA IPC) mode runs the one-shot (direct) schedules only \
+         (all-reduce, all-gather, reduce-scatter, broadcast, reduce on 2 to 8 ranks, \
+         TOPOPLAN_DIRECT not 0); algorithm `{}` for {} on {} ranks is not one",
+        s.algorithm.name(),
+        s.collective.kind.name(),
+        s.nranks
+    )))
+}
+
+/// A peer's buffer mapped into this process; unmapped on drop.
+#[derive(Debug)]
+struct IpcMapping {
+    ctx: Arc<CudaContext>,
+    ptr: u64,
+}
+
+impl IpcMapping {
+    fn open(ctx: &Arc<CudaContext>, handle: &[u8; 64]) -> Result<Self, CudaError> {
+        ctx.bind_to_thread().map_err(drv)?;
+        // SAFETY: CUipcMemHandle is a plain 64-byte array; any bytes form a valid value (the
+        // driver rejects bad ones).
+        let mut h: sys::CUipcMemHandle = unsafe { std::mem::zeroed() };
+        for (d, s) in h.reserved.iter_mut().zip(handle) {
+            *d = *s as std::ffi::c_char;
+        }
+        let mut ptr: sys::CUdeviceptr = 0;
+        // Lazy peer access: the driver enables access to the owner's GPU when it maps.
+        let flags = sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32;
+        // SAFETY: out-pointer valid; the handle is passed by value.
+        let r = unsafe { sys::cuIpcOpenMemHandle_v2(&mut ptr, h, flags) };
+        if r == sys::CUresult::CUDA_ERROR_ALREADY_MAPPED {
+            // The driver maps an allocation once per process.
+            return Err(CudaError::Input(
+                "that allocation is already mapped here by an earlier registration that is \
+                 still live: deregister it first (`CudaProcComm::deregister`, before the buffer \
+                 is freed), or register each allocation once"
+                    .into(),
+            ));
+        }
+        r.result().map_err(drv)?;
+        Ok(Self {
+            ctx: ctx.clone(),
+            ptr,
+        })
+    }
+}
+
+impl Drop for IpcMapping {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: opened by cuIpcOpenMemHandle in this context; closed once.
+            let _ = unsafe { sys::cuIpcCloseMemHandle(self.ptr) };
+        }
+    }
+}
+
+fn export(ctx: &Arc<CudaContext>, ptr: u64) -> Result<[u8; 64], CudaError> {
+    ctx.bind_to_thread().map_err(drv)?;
+    // SAFETY: as in `IpcMapping::open`.
+    let mut h: sys::CUipcMemHandle = unsafe { std::mem::zeroed() };
+    // SAFETY: out-pointer valid; `ptr` is the base of a cuMemAlloc allocation.
+    unsafe { sys::cuIpcGetMemHandle(&mut h, ptr) }
+        .result()
+        .map_err(drv)?;
+    let mut out = [0u8; 64];
+    for (d, s) in out.iter_mut().zip(h.reserved) {
+        *d = s as u8;
+    }
+    Ok(out)
+}
+
+/// One rank's call in the multi-process mode (this rank's buffers only).
+#[derive(Clone, Copy, Debug)]
+pub struct ProcRequest<'a> {
+    pub schedule: &'a Schedule,
+    /// Per-rank element count (nccl-tests' `count`).
+    pub count: u64,
+    pub dtype: DataType,
+    pub op: ReduceOp,
+    pub input: u64,
+    pub output: u64,
+    /// The registered buffer `input` lies in ([`CudaProcComm::register`]), the same on every
+    /// rank, with every rank's input at the same offset into its buffer: then pull mode may run
+    /// (the peers' inputs are mapped). `None`: the push path, which reads no peer's buffer.
+    pub registered_input: Option<RegisteredBuffer>,
+}
+
+/// One process, one GPU, one rank of a job whose other ranks are processes on the same host.
+/// Every rank must enqueue the same sequence of collectives. Before dropping it (or exiting),
+/// synchronise the streams and meet the other ranks (a barrier): a peer still running a call
+/// writes into this rank's buffers.
+pub struct CudaProcComm {
+    rank: u32,
+    nranks: u32,
+    ctx: Arc<CudaContext>,
+    peers: DirectPeers,
+    /// Registered buffers (their peers' mappings) by registration number; `None` once
+    /// deregistered (numbers are never reused).
+    registry: Mutex<Vec<Option<register::Registration>>>,
+    /// The copy engines' ring and counters once enabled (`enable_copy_engines`, 2 ranks).
+    pair: Mutex<Option<pair::ProcPair>>,
+    /// Declared before `_bufs`: the peers' mappings close before our own buffers are freed.
+    mapped: Vec<IpcMapping>,
+    /// This rank's slots and flags: only kernels use them (through `peers`), so they are
+    /// merely kept alive here.
+    _bufs: DirectBufs,
+    modules: ModuleCache,
+}
+
+impl std::fmt::Debug for CudaProcComm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "CudaProcComm(rank {} of {}, GPU {})",
+            self.rank,
+            self.nranks,
+            self.ctx.ordinal()
+        )
+    }
+}
+
+impl CudaProcComm {
+    /// Opens GPU `ordinal` as `rank` of `nranks` and maps the peers' buffers. `exchange` is an
+    /// all-gather across the ranks (called twice: the records, then the "ready" words).
+    pub fn new(
+        ordinal: usize,
+        rank: u32,
+        nranks: u32,
+        exchange: &mut Exchange<'_>,
+    ) -> Result<Self, CudaError> {
+        if !(2..=8).contains(&nranks) || rank >= nranks {
+            return Err(CudaError::Input(format!(
+                "rank {rank} of {nranks}: the multi-process mode needs 2 to 8 ranks"
+            )));
+        }
+        if !driver_present() {
+            return Err(CudaError::NoDriver);
+        }
+        let ctx = open_devices(&[ordinal])
+            .map_err(at(rank, &format!("opening GPU {ordinal}")))?
+            .remove(0);
+        let sm_count = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(drv)
+            .map_err(at(rank, "reading the SM count"))? as u32;
+        let bufs = DirectBufs::new(&ctx, nranks as usize)
+            .map_err(at(rank, "allocating the direct-path buffers"))?;
+        // cuMemset on device memory may return before it is done: the flags and LL slots must
+        // be zero before any peer can see them, i.e. before the exchange.
+        ctx.synchronize()
+            .map_err(drv)
+            .map_err(at(rank, "zeroing the direct-path buffers"))?;
+        let mut me = PeerRecord {
+            rank,
+            nranks,
+            sm_count,
+            ordinal: ordinal as u32,
+            pid: std::process::id(),
+            host: runtime::config::fnv1a(runtime::bootstrap::hostname().as_bytes()),
+            handles: [[0; 64]; 3],
+            bytes: [0; 3],
+        };
+        for (i, b) in bufs.bufs().iter().enumerate() {
+            me.handles[i] = export(&ctx, b.ptr).map_err(at(
+                rank,
+                &format!("exporting the {} (cuIpcGetMemHandle)", BUF_NAMES[i]),
+            ))?;
+            me.bytes[i] = b.bytes as u64;
+        }
+        let table = exchange(&me.encode()).map_err(at(rank, "exchanging IPC records"))?;
+        let recs = check_table(&table, &me)?;
+        // Map the peers; whatever happens, tell the others before launching anything.
+        let mut mapped = Vec::new();
+        let mut peers = DirectPeers {
+            nranks,
+            min_sm: recs.iter().map(|p| p.sm_count).min().unwrap_or(1),
+            simple: [0; 8],
+            ll: [0; 8],
+            flags: [0; 8],
+        };
+        let mut opened = || -> Result<(), CudaError> {
+            for p in &recs {
+                let r = p.rank as usize;
+                let ptrs = if p.rank == rank {
+                    let (s, l, f) = bufs.ptrs();
+                    [s, l, f]
+                } else {
+                    let mut v = [0; 3];
+                    for (i, h) in p.handles.iter().enumerate() {
+                        let m = IpcMapping::open(&ctx, h).map_err(at(
+                            rank,
+                            &format!(
+                                "opening rank {}'s {} (GPU {}, cuIpcOpenMemHandle)",
+                                p.rank, BUF_NAMES[i], p.ordinal
+                            ),
+                        ))?;
+                        v[i] = m.ptr;
+                        mapped.push(m);
+                    }
+                    v
+                };
+                (peers.simple[r], peers.ll[r], peers.flags[r]) = (ptrs[0], ptrs[1], ptrs[2]);
+            }
+            Ok(())
+        };
+        agree(rank, exchange, opened(), "map its peers")?;
+        Ok(Self {
+            rank,
+            nranks,
+            ctx,
+            peers,
+            registry: Mutex::default(),
+            pair: Mutex::default(),
+            mapped,
+            _bufs: bufs,
+            modules: ModuleCache::default(),
+        })
+    }
+
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    pub fn nranks(&self) -> u32 {
+        self.nranks
+    }
+
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// Every rank's buffers as this process sees them.
+    pub fn peers(&self) -> &DirectPeers {
+        &self.peers
+    }
+
+    /// Compiles and loads the kernels for `dtype` now (otherwise the first call does it).
+    pub fn prepare(&self, dtype: DataType) -> Result<(), CudaError> {
+        self.module(dtype).map(|_| ())
+    }
+
+    fn module(&self, dtype: DataType) -> Result<Arc<ExecModule>, CudaError> {
+        self.modules
+            .get(&self.ctx, dtype)
+            .map_err(at(self.rank, &format!("loading the {dtype:?} kernels")))
+    }
+
+    /// Enqueues this rank's part of `req` on `stream` (a stream of [`Self::context`]).
+    pub fn enqueue(&self, req: &ProcRequest, stream: sys::CUstream) -> Result<(), CudaError> {
+        let s = req.schedule;
+        if s.nranks != self.nranks {
+            return Err(CudaError::Input(format!(
+                "a schedule for {} ranks on a {}-rank communicator",
+                s.nranks, self.nranks
+            )));
+        }
+        check_direct(s)?;
+        if req.count == 0 {
+            return Ok(());
+        }
+        let module = self.module(req.dtype)?;
+        let in_place = direct::is_in_place(
+            s.collective.kind,
+            self.rank,
+            req.count * req.dtype.size() as u64,
+            req.input,
+            req.output,
+        );
+        let inputs = match req.registered_input {
+            None => None,
+            Some(RegisteredBuffer(i)) => {
+                let reg = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+                let r = reg
+                    .get(i as usize)
+                    .and_then(Option::as_ref)
+                    .ok_or_else(|| {
+                        rank_err(
+                            self.rank,
+                            format!("registered buffer {i} is not registered here (deregistered?)"),
+                        )
+                    })?;
+                let (in_len, _) =
+                    runtime::reference::buffer_lens(&s.collective, self.nranks, req.count as usize);
+                let in_bytes = in_len as u64 * req.dtype.size() as u64;
+                // In place, an all-gather's input is block `rank` of the output (NCCL's rule),
+                // so the ranks' inputs sit at different offsets.
+                let gather_in_place =
+                    in_place && s.collective.kind == planner::schedule::CollectiveKind::AllGather;
+                Some(peer_inputs(
+                    &r.starts,
+                    r.bytes,
+                    self.nranks,
+                    self.rank,
+                    req.input,
+                    in_bytes,
+                    if gather_in_place { in_bytes } else { 0 },
+                )?)
+            }
+        };
+        let call = DirectCall {
+            inputs,
+            ..DirectCall::of(
+                s, req.count, req.dtype, req.op, req.input, req.output, in_place,
+            )
+        };
+        // From 512 MiB (2 ranks, copy engines enabled): the hybrid, as in one process. Not
+        // under graph capture (the counters' bases live on the host), as in one process.
+        let elem = req.dtype.size() as u64;
+        let ce = super::hybrid::share(s, req.count, elem);
+        let pair = (ce > 0).then(|| self.pair.lock().unwrap_or_else(|p| p.into_inner()));
+        if let Some(p) = pair.as_ref().and_then(|g| g.as_ref()) {
+            self.ctx.bind_to_thread().map_err(drv)?;
+            if !super::ce_pair::capturing(stream)? {
+                let sm = req.count - ce;
+                // In place the two halves share SMs (`DirectCall::shares_sms`).
+                let share = super::hybrid::shares_sms(in_place);
+                let sm_call = DirectCall {
+                    count: sm,
+                    shares_sms: share,
+                    ..call
+                };
+                let hy = p.hybrid.lock().unwrap_or_else(|p| p.into_inner());
+                let side = p.side(self, self.peers.min_sm, share);
+                return super::hybrid::fork_join(
+                    &self.ctx,
+                    &hy,
+                    stream,
+                    |st| {
+                        direct::launch_call(
+                            &self.ctx,
+                            &module,
+                            &self.peers,
+                            self.rank,
+                            &sm_call,
+                            st,
+                        )
+                    },
+                    |side_stream| {
+                        super::ce_pair::enqueue_on(
+                            &side,
+                            req.input + sm * elem,
+                            req.output + sm * elem,
+                            ce,
+                            req.dtype,
+                            req.op,
+                            &module,
+                            side_stream,
+                        )
+                    },
+                )
+                .map_err(at(self.rank, "launching a hybrid call"));
+            }
+        }
+        drop(pair);
+        direct::launch_call(&self.ctx, &module, &self.peers, self.rank, &call, stream)
+            .map_err(at(self.rank, "launching a direct call"))
+    }
+}
+
+impl Drop for CudaProcComm {
+    fn drop(&mut self) {
+        // Unmap the peers first (field order does it too; this states the intent).
+        self.mapped.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,82 @@
+//! The CUDA driver queries the NCCL-compatible library needs, each answering "no GPU" when the driver is
+//! absent (CI, CPU-only hosts): the current device, whether a pointer is device memory, and a
+//! stream wait before host buffers are touched.
+
+use cudarc::driver::sys;
+use std::sync::OnceLock;
+
+/// The driver is loadable and initialised.
+fn driver() -> bool {
+    static UP: OnceLock<bool> = OnceLock::new();
+    *UP.get_or_init(|| {
+        crate::device::driver_present()
+            // SAFETY: cuInit has no preconditions once the library is loaded.
+            && unsafe { sys::cuInit(0) } == sys::CUresult::CUDA_SUCCESS
+    })
+}
+
+/// The device of the calling thread's current context (what `cudaSetDevice` chose), or -1.
+pub fn current_device() -> i32 {
+    if !driver() {
+        return -1;
+    }
+    let mut dev: sys::CUdevice = 0;
+    // SAFETY: writes one device ordinal; fails without a current context.
+    match unsafe { sys::cuCtxGetDevice(&mut dev) } {
+        sys::CUresult::CUDA_SUCCESS => dev,
+        _ => -1,
+    }
+}
+
+/// Whether `p` is memory the CPU cannot read directly (device or managed memory).
+pub fn is_device_memory(p: usize) -> bool {
+    if p == 0 || !driver() {
+        return false;
+    }
+    let mut kind: u32 = 0;
+    // SAFETY: queries one attribute of an address; unknown (plain host) addresses fail.
+    let r = unsafe {
+        sys::cuPointerGetAttribute(
+            &mut kind as *mut u32 as *mut std::ffi::c_void,
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            p as sys::CUdeviceptr,
+        )
+    };
+    r == sys::CUresult::CUDA_SUCCESS && kind == sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32
+}
+
+/// Waits for the work already on `stream`, so host buffers it writes are complete.
+pub fn wait_stream(stream: usize) -> Result<(), String> {
+    if stream == 0 || !driver() {
+        return Ok(());
+    }
+    // SAFETY: the caller's stream.
+    match unsafe { sys::cuStreamSynchronize(stream as sys::CUstream) } {
+        sys::CUresult::CUDA_SUCCESS => Ok(()),
+        e => Err(format!("cuStreamSynchronize: {e:?}")),
+    }
+}
+
+/// `cuMemAlloc` where no real NCCL is loaded to make `ncclMemAlloc`'s allocation.
+pub fn mem_alloc(bytes: usize) -> Result<usize, String> {
+    if !driver() {
+        return Err("no CUDA driver on this machine".into());
+    }
+    let mut p: sys::CUdeviceptr = 0;
+    // SAFETY: allocates in the current context.
+    match unsafe { sys::cuMemAlloc_v2(&mut p, bytes.max(1)) } {
+        sys::CUresult::CUDA_SUCCESS => Ok(p as usize),
+        e => Err(format!("cuMemAlloc: {e:?}")),
+    }
+}
+
+pub fn mem_free(p: usize) -> Result<(), String> {
+    if !driver() {
+        return Err("no CUDA driver on this machine".into());
+    }
+    // SAFETY: a pointer from mem_alloc.
+    match unsafe { sys::cuMemFree_v2(p as sys::CUdeviceptr) } {
+        sys::CUresult::CUDA_SUCCESS => Ok(()),
+        e => Err(format!("cuMemFree: {e:?}")),
+    }
+}
