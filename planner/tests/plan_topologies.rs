@@ -152,7 +152,7 @@ fn l20_rings_keep_pcie_switch_pairs_adjacent() {
 
 #[test]
 fn btree_matches_nccl_example() {
-    // nccl-2.28-facts.md §4: 14 nodes: 0→8, 8→{4,12}, 4→{2,6}, 12→{10,13}, odd nodes are leaves.
+    // NCCL's `ncclGetBtree` (`src/graph/trees.cc`) on 14 nodes: 0→8, 8→{4,12}, 4→{2,6}, 12→{10,13}, odd nodes are leaves.
     assert_eq!(btree(14, 0), (None, None, Some(8)));
     assert_eq!(btree(14, 8), (Some(0), Some(4), Some(12)));
     assert_eq!(btree(14, 4), (Some(8), Some(2), Some(6)));

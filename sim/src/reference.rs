@@ -6,12 +6,14 @@
 //!   so one `repeat` with stride `-channels` walks the ring;
 //! - [`nccl_ring`]: NCCL 2.28's own choice for a size on a machine — protocol from its tuning
 //!   table, channel count from its thread thresholds, chunk and loop sizes from its chunking rules
-//!   (`../shared/reference/nccl-2.28-facts.md` §5.7, §6.1) — used for `docs/fidelity.md`;
+//!   (`planner::tuner::nccl`: `src/enqueue.cc`, `topoGetAlgoInfo`
+//!   and `calcCollChunking`) — used for `docs/fidelity.md`;
 //! - small hand-built machines (two NVLinked GPUs; rail-optimised clusters) for tests and the
 //!   speed benchmark.
 
 use planner::schedule::*;
 use planner::topology::*;
+use planner::tuner::nccl;
 
 fn chunk(j: u32, c: u32, nch: u32) -> u32 {
     j * nch + c
@@ -181,24 +183,8 @@ pub fn nccl_ring(kind: CollectiveKind, n: u32, bytes: u64, elem: u32, t: &NcclTa
         }
     }
     let proto = best.1;
-    // Channels: drop while the size does not give each thread `threshold` bytes.
-    let (threads, threshold) = match proto {
-        Protocol::LL => (512u64, 8 * n as u64),
-        Protocol::LL128 => (640, 8),
-        Protocol::Simple => (512, 64),
-    };
-    let mut nc = t.channels as u64;
-    while bytes < nc * threads * threshold && nc >= 2 {
-        nc -= 1;
-    }
-    let nc = nc as u32;
-    // Chunk payload per step group (bytes).
-    let chunk_bytes: u64 = match proto {
-        Protocol::LL => 32 * 1024,
-        Protocol::LL128 => 576_000,
-        Protocol::Simple => 2 * 1024 * 1024,
-    };
-    let chunk_elems = chunk_bytes / elem as u64;
+    let (nc, _) = nccl::channels_for(&Algorithm::Ring, proto, bytes, t.channels, n, f64::MAX);
+    let chunk_elems = nccl::chunk_bytes(&Algorithm::Ring, kind, proto) / elem as u64;
     let mut s = match kind {
         CollectiveKind::AllReduce => ring_all_reduce(n, nc, proto),
         CollectiveKind::AllGather => ring_all_gather(n, nc, proto),
@@ -206,10 +192,7 @@ pub fn nccl_ring(kind: CollectiveKind, n: u32, bytes: u64, elem: u32, t: &NcclTa
     };
     // Elements per block per loop: every chunk of the block once.
     s.loop_elems = Some(chunk_elems * s.chunks_per_block as u64);
-    // NCCL's 8 step slots per connection hold 8 / CHUNKSTEPS = 2 Simple chunks in flight.
-    if proto == Protocol::Simple {
-        s.slots = 2;
-    }
+    s.slots = nccl::slots(&Algorithm::Ring, kind, proto);
     s
 }
 

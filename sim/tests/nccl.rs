@@ -35,7 +35,7 @@ fn rows(kind: CollectiveKind, file: &str) -> Vec<Row> {
 }
 
 /// NCCL's tuning table as the model derives it equals what NCCL printed on the machine
-/// (tests/data/measurements/h200x2/README.md, nccl-2.28-facts.md §5.6), every entry.
+/// (tests/data/measurements/h200x2/README.md; `docs/nccl-model.md`), every entry.
 #[test]
 fn tuning_table_matches_what_nccl_printed_on_h200x2() {
     let (t, p) = h200();
@@ -89,7 +89,7 @@ fn tuning_table_matches_what_nccl_printed_on_h200x2() {
 }
 
 /// NCCL's log on the machine: 8 B ring LL on 1 channel, 32 KiB on 4, 128 KiB on 16, 512 KiB
-/// on 24, ring Simple on 24 from 2 MiB (nccl-2.28-facts.md §5.7).
+/// on 24, ring Simple on 24 from 2 MiB (`src/enqueue.cc`, `topoGetAlgoInfo`).
 #[test]
 fn choices_match_nccls_log_on_h200x2() {
     let (t, p) = h200();

@@ -1,5 +1,5 @@
 //! Channel search: rings and trees through every GPU, sized so that channels sharing a link never
-//! ask for more than it carries (NCCL's search, `nccl-2.28-facts.md` §3–4, re-derived; see
+//! ask for more than it carries (NCCL's `src/graph/search.cc`, `ncclTopoCompute`, re-derived; see
 //! `docs/planner.md` for where we differ).
 //!
 //! The search runs on one host (host 0) and, when there are several, replicates the host's chains
@@ -58,35 +58,12 @@ pub enum SearchError {
     Path(String),
 }
 
-/// NCCL's per-channel speeds (GB/s) tried, fastest first (sm90 / sm100 / older; intra / inter).
+/// NCCL's per-channel speeds (GB/s) tried, fastest first.
 fn speeds(sm: u32, inter: bool) -> &'static [f64] {
-    match (sm >= 100, sm >= 90, inter) {
-        (true, _, false) => &[
-            90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0,
-        ],
-        (true, _, true) => &[
-            96.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4,
-            1.2, 0.24, 0.12,
-        ],
-        (false, true, false) => &[
-            60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0,
-        ],
-        (false, true, true) => &[
-            48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2,
-            0.24, 0.12,
-        ],
-        (false, false, false) => &[
-            40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0,
-        ],
-        (false, false, true) => &[
-            48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0,
-            2.4, 1.2, 0.24, 0.12,
-        ],
-    }
+    crate::tuner::nccl::search_speeds(sm, inter)
 }
 
-/// Most search channels before duplication (NCCL: MAXCHANNELS/2).
-pub const MAX_SEARCH_CHANNELS: usize = 16;
+pub use crate::tuner::nccl::MAX_SEARCH_CHANNELS;
 
 fn hw_of(kind: PathType) -> Hw {
     match kind {
@@ -233,8 +210,8 @@ pub fn search(t: &Topology) -> Result<Channels, SearchError> {
     })
 }
 
-/// How many times NCCL runs each searched ring channel (`nccl-2.28-facts.md` §3.6,
-/// ncclTopoPostset): twice, up to 64 channels; on sm90+ across hosts with rings faster than
+/// How many times NCCL runs each searched ring channel (NCCL's `src/graph/connect.cc`,
+/// `ncclTopoPostset`): twice, up to 64 channels; on sm90+ across hosts with rings faster than
 /// 45 GB/s per channel and fewer than 16 of them (after the first doubling), twice again.
 pub fn run_factor(searched: u32, bw_gbps: f64, sm: u32, multi_host: bool) -> u32 {
     let searched = searched.max(1);

@@ -1,4 +1,4 @@
-//! NCCL-style double binary trees over hosts (`nccl-2.28-facts.md` §4, re-derived): tree 0 is a
+//! NCCL-style double binary trees over hosts (NCCL's `src/graph/trees.cc`, `ncclGetBtree` and `ncclGetDtree`, re-derived): tree 0 is a
 //! binary tree built on the lowest set bit of the host index; tree 1 is its mirror image (even
 //! host counts) or its shift by one (odd), so every host is a leaf in one tree and interior in the
 //! other. Inside a host the GPUs hang below the host's head as a chain.

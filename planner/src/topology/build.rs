@@ -1,4 +1,5 @@
-//! [`TopoDoc`] → [`Topology`] with NCCL's semantics (nccl-2.28-facts.md §1.2, §2.1). Skeleton
+//! [`TopoDoc`] → [`Topology`] with NCCL's semantics (NCCL's `src/graph/topo.cc`,
+//! `ncclTopoGetSystemFromXml`). Skeleton
 //! completion is in `skeleton.rs`, NCCL's constant tables in `nccl.rs`.
 
 use super::doc::*;

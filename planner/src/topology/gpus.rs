@@ -1,6 +1,7 @@
 //! Known GPU models and NCCL's per-generation bandwidth constants.
 //!
-//! NVLink bandwidths per link are NCCL 2.28's (`nccl-2.28-facts.md` §2.2): what NCCL's graph
+//! NVLink bandwidths per link are NCCL 2.28's (`src/graph/topo.h`, `SM*_NVLINK_BW`;
+//! `src/graph/topo.cc`, `ncclTopoNVLinkBw`): what NCCL's graph
 //! search assumes, not the datasheet figure. Memory bandwidths are datasheet figures (GB/s) and
 //! bound local reductions in the simulator.
 

@@ -1,5 +1,6 @@
 //! NCCL 2.28's constant tables that turn XML attributes into bandwidths and node kinds
-//! (nccl-2.28-facts.md §1.2, §2.1–2.2). Per-GPU tables are in `gpus.rs`.
+//! (NCCL's `src/graph/topo.h` and `src/graph/topo.cc`: `kvDictPciGen`, `kvDictPciClass`,
+//! `ncclTopoGetInterCpuBw`). Per-GPU tables are in `gpus.rs`.
 
 use super::model::{CpuArch, CpuVendor, LinkKind};
 

@@ -1,4 +1,5 @@
-//! Paths between components with NCCL's rules (nccl-2.28-facts.md §2.3–2.5).
+//! Paths between components with NCCL's rules (NCCL's `src/graph/paths.cc`: `ncclTopoComputePaths`,
+//! `ncclTopoCheckP2p`, `ncclTopoCheckGdr`, `p2pPxnPath`).
 //!
 //! Inside a host, paths come from NCCL's breadth-first search towards every GPU, CPU, NIC and
 //! NVSwitch ("base" nodes): a path's type is its worst hop, its bandwidth the bottleneck link,

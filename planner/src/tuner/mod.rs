@@ -1,6 +1,6 @@
 //! The tuner: for a collective and a message size, an estimated time for every algorithm ×
 //! protocol the machine supports, and the fastest. The model is NCCL's latency/bandwidth model
-//! (`nccl-2.28-facts.md` §5) with our direct and copy-engine patterns added; the terms fitted on a
+//! (`tuner::nccl`, `docs/nccl-model.md`) with our direct and copy-engine patterns added; the terms fitted on a
 //! machine come from its profile (`SystemModel::calib`, `profiles/`); `docs/tuner.md` states
 //! every term and the fit.
 //!
@@ -8,9 +8,15 @@
 //! where `bytes` is the nccl-tests size of the operation.
 
 mod calib;
+pub mod nccl;
 pub mod profile;
 
 pub use calib::*;
+use nccl::{
+    cc_idx, hw_lat, ll_max_bw, nodes_idx, proto_idx, BASE_LAT, LL128_BW_FACTOR, LL_BW_FACTOR,
+    PER_CH_RING_LL128, PER_CH_TREE, PER_CH_TREE_LL128, TREE_LL128_INTER, TREE_LL128_INTRA,
+    TREE_LL_DIVISOR,
+};
 pub use profile::{Profile, ProfileChoice, ProfileError, ProfileSource, TunerParams};
 
 use crate::schedule::{Algorithm, CollectiveKind, Protocol};
@@ -93,40 +99,19 @@ impl Filter {
 }
 
 fn log2i(x: u32) -> u32 {
-    31 - x.max(1).leading_zeros()
+    nccl::log2i(x as u64)
 }
 
-/// Latency row index of a hop class.
-fn hw_lat(hw: Hw, algo: usize, proto: Protocol) -> f64 {
-    let p = proto_idx(proto);
-    HW_LAT[match hw {
-        Hw::NvLink => 0,
-        Hw::Pci => 1,
-        Hw::Net => 2,
-    }][algo][p]
-}
-
-fn proto_idx(p: Protocol) -> usize {
-    match p {
-        Protocol::LL => 0,
-        Protocol::LL128 => 1,
-        Protocol::Simple => 2,
-    }
-}
-
-/// Channels NCCL would actually use for `bytes`: fewer for small messages so each channel keeps
-/// enough work (`nBytes < nc × threads × threshold` ⇒ one channel less).
-pub fn channels_for(bytes: u64, max: u32, proto: Protocol) -> u32 {
-    let per = match proto {
-        Protocol::LL => 512 * 8,
-        Protocol::LL128 => 640 * 8,
-        Protocol::Simple => 512 * 64,
-    } as u64;
-    let mut nc = max.max(1);
-    while nc >= 2 && bytes < nc as u64 * per {
-        nc -= 1;
-    }
-    nc
+/// Channels NCCL would actually use for `bytes` on `set` (`nccl::channels_for`).
+pub fn channels_for(
+    m: &SystemModel,
+    algorithm: &Algorithm,
+    set: &ChannelSet,
+    proto: Protocol,
+    bytes: u64,
+) -> u32 {
+    let graph = set.bw_gbps * set.count as f64;
+    nccl::channels_for(algorithm, proto, bytes, set.count, m.nranks, graph).0
 }
 
 /// Every feasible candidate for `kind` at `bytes` (nccl-tests size), unsorted.
@@ -169,6 +154,7 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
     };
     let llmax = ll_max_bw(m.sm, nnodes);
     let cc = cc_idx(m.sm);
+    let ni = nodes_idx(nnodes);
     // Ring: every collective but all-to-all and send/recv.
     if let Some(r) = &m.ring {
         if !matches!(kind, CollectiveKind::AllToAll | CollectiveKind::SendRecv) {
@@ -184,11 +170,13 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
                 nnodes - 1
             };
             for p in Protocol::ALL {
-                let nc = channels_for(bytes, r.count, p);
+                let nc = channels_for(m, &Algorithm::Ring, r, p, bytes);
                 let mut bus = nc as f64 * r.bw_gbps * c.coll_eff[coll_idx(kind)];
                 bus = match p {
-                    Protocol::LL => llmax.min(bus * 0.5),
-                    Protocol::LL128 => (bus * 0.92).min(nc as f64 * PER_CH_RING_LL128[cc]),
+                    Protocol::LL => llmax.min(bus * LL_BW_FACTOR),
+                    Protocol::LL128 => {
+                        (bus * LL128_BW_FACTOR).min(nc as f64 * PER_CH_RING_LL128[cc][ni])
+                    }
                     Protocol::Simple => bus,
                 };
                 let intra = hw_lat(r.intra, 1, p);
@@ -213,10 +201,10 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
         if kind == CollectiveKind::AllReduce && nnodes > 1 && m.nic_gbps_per_gpu > 0.0 {
             let (l, h) = (ppn as f64, nnodes as f64);
             for p in Protocol::ALL {
-                let nc = channels_for(bytes, r.count, p);
+                let nc = channels_for(m, &Algorithm::Hierarchical, r, p, bytes);
                 let eff = match p {
-                    Protocol::LL => 0.5,
-                    Protocol::LL128 => 0.92,
+                    Protocol::LL => LL_BW_FACTOR,
+                    Protocol::LL128 => LL128_BW_FACTOR,
                     Protocol::Simple => 1.0,
                 };
                 let intra_bw = nc as f64 * r.bw_gbps * eff;
@@ -246,22 +234,22 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
     if let Some(t) = &m.tree {
         if kind == CollectiveKind::AllReduce {
             for p in Protocol::ALL {
-                let nc = channels_for(bytes, t.count, p);
+                let nc = channels_for(m, &Algorithm::Tree, t, p, bytes);
                 // One host: a chain carries the data once each way per link. Across hosts a
                 // double binary tree's interior host forwards to two children and a parent, so
-                // its NICs carry twice the data (nccl-2.28-facts.md §4).
+                // its NICs carry twice the data (`src/graph/trees.cc`, `ncclGetDtree`).
                 let fanout = if nnodes > 1 { 0.5 } else { 1.0 };
-                let mut bw = nc as f64 * t.bw_gbps * 0.92 * fanout;
-                bw = bw.min(nc as f64 * PER_CH_TREE[cc]);
+                let mut bw = nc as f64 * t.bw_gbps * LL128_BW_FACTOR * fanout;
+                bw = bw.min(nc as f64 * PER_CH_TREE[cc][ni]);
                 bw = match p {
-                    Protocol::LL => (bw / 3.8).min(llmax),
+                    Protocol::LL => (bw / TREE_LL_DIVISOR).min(llmax),
                     Protocol::LL128 => (bw
                         * if nnodes == 1 {
-                            7.0 / 9.0
+                            TREE_LL128_INTRA
                         } else {
-                            120.0 / 128.0
+                            TREE_LL128_INTER
                         })
-                    .min(nc as f64 * PER_CH_TREE_LL128[cc]),
+                    .min(nc as f64 * PER_CH_TREE_LL128[cc][ni]),
                     Protocol::Simple => bw,
                 };
                 let intra = hw_lat(t.intra, 0, p);

@@ -1,56 +1,33 @@
 //! NCCL 2.28's own choices on any topology, and their simulated time (`topoplan sim --as
 //! nccl`). The choice is NCCL's: its ring and tree graphs (the planner's NCCL-style search,
 //! with NCCL's post-search channel doubling), its tuner's latency/bandwidth model per algorithm
-//! and protocol (`nccl-2.28-facts.md` §5), its channel and thread count per size (§5.7), its
-//! chunk and slot sizes (§6.1). The time is the detailed engine's (or the aggregated model's at
+//! and protocol, its channel and thread count per size, its chunk and slot sizes (all from
+//! `planner::tuner::nccl`, `docs/nccl-model.md`). The time is the detailed engine's (or the aggregated model's at
 //! scale) running that ring or tree schedule with the machine profile's protocol costs;
 //! point-to-point (send/recv, all-to-all) is priced from NCCL's p2p channels and chunks
-//! (§6.3). NVLS and CollNet are out of scope: a choice says when NCCL would consider them.
-
-pub mod tables;
+//! NVLS and CollNet are out of scope: a choice says when NCCL would consider them.
 
 use crate::{simulate, SimConfig, SimError, SimResult};
 use planner::plan::Planner;
 use planner::schedule::{Algorithm, Collective, CollectiveKind, OpKind, Protocol, Schedule};
 use planner::topology::{NodeKind, Topology};
+use planner::tuner::nccl::channels_for as nccl_channels_for;
+use planner::tuner::nccl::*;
 use planner::tuner::{Filter, Hw};
 use serde::Serialize;
-use tables::*;
 
-/// Cuts a ring or tree schedule the way NCCL does (§6.1): the chunk per loop of its protocol
-/// (ring Simple all-reduce / all-gather / reduce-scatter: 4 steps of 512 KiB; other Simple:
-/// one step; LL 32 KiB; LL128 576 000 B) and 8 slots per connection (ring Simple: 2 chunks).
-/// Schedules of other algorithms are left as they are.
+pub use planner::tuner::nccl::{chunk_bytes, Graph};
+
+/// Cuts a ring or tree schedule the way NCCL does: the chunk per loop of its protocol and
+/// slots per connection (`nccl::chunk_bytes`, `nccl::slots`). Schedules of other algorithms
+/// are left as they are.
 pub fn chunk(s: &mut Schedule, elem_bytes: u32) {
     if !matches!(s.algorithm, Algorithm::Ring | Algorithm::Tree) {
         return;
     }
     let bytes = chunk_bytes(&s.algorithm, s.collective.kind, s.protocol);
     s.loop_elems = Some(bytes / elem_bytes.max(1) as u64 * s.chunks_per_block as u64);
-    s.slots = if ring_chunked(&s.algorithm, s.collective.kind) && s.protocol == Protocol::Simple {
-        STEPS / RING_CHUNK_STEPS as u32
-    } else {
-        STEPS
-    };
-}
-
-/// Ring all-reduce, all-gather and reduce-scatter: NCCL's multi-step chunks.
-fn ring_chunked(a: &Algorithm, kind: CollectiveKind) -> bool {
-    *a == Algorithm::Ring
-        && matches!(
-            kind,
-            CollectiveKind::AllReduce | CollectiveKind::AllGather | CollectiveKind::ReduceScatter
-        )
-}
-
-/// NCCL's chunk per loop (§6.1) for a ring or tree of `kind` in `proto`.
-pub fn chunk_bytes(a: &Algorithm, kind: CollectiveKind, proto: Protocol) -> u64 {
-    match proto {
-        Protocol::LL => LL_CHUNK_BYTES,
-        Protocol::LL128 => LL128_CHUNK_BYTES,
-        Protocol::Simple if ring_chunked(a, kind) => SIMPLE_STEP_BYTES * RING_CHUNK_STEPS,
-        Protocol::Simple => SIMPLE_STEP_BYTES,
-    }
+    s.slots = slots(&s.algorithm, s.collective.kind, s.protocol);
 }
 
 /// The size at which the profile's ramp is read for a channel carrying `channel_bytes` in
@@ -71,17 +48,6 @@ fn one_way(s: &Schedule) -> bool {
         let ops = || r.channels.iter().flat_map(|c| c.ops.iter());
         !(ops().any(|o| o.kind.sends()) && ops().any(|o| o.kind.receives()))
     })
-}
-
-/// One of NCCL's graphs as its tuner sees it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Graph {
-    /// Channels the search found (the tuner's bandwidth is `search_channels × bw`).
-    pub search_channels: u32,
-    pub bw_intra_gbps: f64,
-    pub bw_inter_gbps: f64,
-    pub hw_intra: Hw,
-    pub lat_inter_us: f64,
 }
 
 /// What NCCL knows about a machine when it tunes.
@@ -151,30 +117,6 @@ pub struct Run {
     pub mode: crate::Mode,
 }
 
-fn hw_row(hw: Hw) -> usize {
-    match hw {
-        Hw::NvLink => 0,
-        Hw::Pci => 1,
-        Hw::Net => 2,
-    }
-}
-
-fn pidx(p: Protocol) -> usize {
-    match p {
-        Protocol::LL => 0,
-        Protocol::LL128 => 1,
-        Protocol::Simple => 2,
-    }
-}
-
-fn log2i(x: u64) -> u32 {
-    63 - x.max(1).leading_zeros()
-}
-
-fn pow2_up(x: u32) -> u32 {
-    x.max(1).next_power_of_two()
-}
-
 impl Model {
     /// NCCL's view of `t`, from the planner's search of it.
     pub fn new(t: &Topology, p: &Planner) -> Self {
@@ -198,7 +140,7 @@ impl Model {
             .unwrap_or(ch.ring.count as f64 * ch.ring.bw_gbps);
         let tree_bw = if nnodes == 1 && ppn > 1 {
             let scaled = total * ppn as f64 / (ppn - 1) as f64;
-            intra_speeds(m.sm)
+            search_speeds(m.sm, false)
                 .iter()
                 .copied()
                 .find(|&s| s <= total + 1e-9 && s * ring.search_channels as f64 <= scaled + 1e-9)
@@ -216,14 +158,10 @@ impl Model {
             .node_weights()
             .any(|w| matches!(w.kind, NodeKind::NvSwitch));
         let comm_channels = ch.rings.len() as u32;
-        let p2p_channels = pow2_up(comm_channels.clamp(1, MAX_P2P_CHANNELS));
-        let per_peer = match m.all_peers_nvlink_gbps {
-            Some(bw) if nnodes == 1 => {
-                let links = (bw / NVLINK_LINK_GBPS_SM90).max(1.0);
-                pow2_up((2.0 * links).round() as u32).min(p2p_channels)
-            }
-            _ => 2u32.min(p2p_channels),
-        };
+        let nvlink = m
+            .all_peers_nvlink_gbps
+            .map(|bw| (bw, planner::topology::gpus::nvlink_bw(m.sm)));
+        let (p2p_channels, per_peer) = p2p_channels(comm_channels, nvlink, nnodes);
         Model {
             nranks: n,
             nnodes,
@@ -246,115 +184,23 @@ impl Model {
         self.nranks.div_ceil(self.nnodes.max(1))
     }
 
+    /// What NCCL's tuner reads of this communicator.
+    pub fn comm(&self) -> Comm {
+        Comm {
+            nranks: self.nranks,
+            nnodes: self.nnodes,
+            sm: self.sm,
+            ring: self.ring.clone(),
+            tree: self.tree.clone(),
+            ll128: self.ll128,
+        }
+    }
+
     /// NCCL's tuning table for `kind`: (latency µs, algorithm bandwidth GB/s) for
     /// [tree, ring] × [LL, LL128, Simple], `None` where NCCL disables the pair (what it prints
     /// with `NCCL_DEBUG_SUBSYS=TUNING`).
-    pub fn table(&self, kind: CollectiveKind) -> [[Option<(f64, f64)>; 3]; 2] {
-        let mut out = [[None; 3]; 2];
-        let n = self.nranks;
-        if n <= 1 || matches!(kind, CollectiveKind::AllToAll | CollectiveKind::SendRecv) {
-            return out;
-        }
-        let nnodes = self.nnodes;
-        let ppn = self.ppn();
-        let cc = cc_idx(self.sm);
-        let ni = nodes_idx(nnodes);
-        let ll_max = LL_MAX[if nnodes == 1 { cc } else { 0 }][ni];
-        let nsteps = match kind {
-            CollectiveKind::AllReduce => 2 * (n - 1),
-            CollectiveKind::AllGather | CollectiveKind::ReduceScatter => n - 1,
-            _ => n,
-        } as f64;
-        for (a, g) in [(0usize, &self.tree), (1, &self.ring)] {
-            if a == 0 && kind != CollectiveKind::AllReduce {
-                continue;
-            }
-            for p in Protocol::ALL {
-                let pi = pidx(p);
-                if p == Protocol::LL128 && !self.ll128 {
-                    continue;
-                }
-                let nch = g.search_channels as f64;
-                let bw = if nnodes <= 2 {
-                    g.bw_intra_gbps
-                } else {
-                    g.bw_inter_gbps
-                };
-                let mut bus = nch * bw;
-                if a == 1 {
-                    bus = match p {
-                        Protocol::LL => ll_max.min(bus * 0.5),
-                        Protocol::LL128 => (bus * 0.92).min(nch * PER_CH_RING_LL128[cc][ni]),
-                        Protocol::Simple => bus,
-                    };
-                } else {
-                    bus = (bus * 0.92).min(nch * PER_CH_TREE[cc][ni]);
-                    bus = match p {
-                        Protocol::LL => (bus / 3.8).min(ll_max),
-                        Protocol::LL128 => (bus
-                            * if nnodes == 1 {
-                                7.0 / 9.0
-                            } else {
-                                120.0 / 128.0
-                            })
-                        .min(nch * PER_CH_TREE_LL128[cc][ni]),
-                        Protocol::Simple => bus,
-                    };
-                }
-                let alg = if a == 1 {
-                    bus * n as f64 / nsteps
-                } else {
-                    bus * 0.5
-                };
-                // Latency.
-                let intra_hw = if nnodes == 1 || g.hw_intra != Hw::Net {
-                    g.hw_intra
-                } else {
-                    Hw::Pci
-                };
-                let mut intra = HW_LAT[hw_row(intra_hw)][a][pi];
-                let mut inter = if ppn == 1 {
-                    HW_LAT[2][0][pi]
-                } else {
-                    HW_LAT[2][a][pi]
-                } + g.lat_inter_us;
-                if p == Protocol::Simple && nnodes > 1 {
-                    inter += g.lat_inter_us;
-                }
-                let mut lat = BASE_LAT[a][pi];
-                if a == 1 {
-                    if matches!(kind, CollectiveKind::Broadcast | CollectiveKind::Reduce) {
-                        // sameChannels: one hop's latency.
-                        let hw = if nnodes == 1 { intra_hw } else { Hw::Net };
-                        lat += HW_LAT[hw_row(hw)][1][pi];
-                    } else {
-                        let overhead = if nnodes > 1 {
-                            if p == Protocol::Simple {
-                                3.0
-                            } else {
-                                1.0
-                            }
-                        } else {
-                            0.0
-                        };
-                        intra = intra.max(overhead);
-                        let ninter = if nnodes == 1 {
-                            0.0
-                        } else if kind == CollectiveKind::AllReduce {
-                            2.0 * (nnodes - 1) as f64
-                        } else {
-                            (nnodes - 1) as f64
-                        };
-                        lat += (nsteps - ninter) * intra + ninter * inter;
-                    }
-                } else {
-                    inter = inter.max(0.0);
-                    lat += 2.0 * ((ppn - 1) as f64 * intra + log2i(nnodes as u64) as f64 * inter);
-                }
-                out[a][pi] = Some((lat, alg));
-            }
-        }
-        out
+    pub fn table(&self, kind: CollectiveKind) -> Table {
+        self.comm().table(kind)
     }
 
     /// NCCL's choice for `kind` at `bytes` (nccl-tests size) among what `f` allows
@@ -381,12 +227,7 @@ impl Model {
         if matches!(kind, CollectiveKind::AllToAll | CollectiveKind::SendRecv) {
             let per_peer = self.p2p_bytes_per_peer(kind, bytes);
             let channels = self.p2p_op_channels(per_peer);
-            // LL while every channel of the transfer carries at most the LL threshold.
-            let proto = if per_peer <= channels as u64 * P2P_LL_THRESHOLD {
-                Protocol::LL
-            } else {
-                Protocol::Simple
-            };
+            let proto = p2p_protocol(per_peer, channels);
             return Some(Choice {
                 algo: Algo::P2p,
                 protocol: proto,
@@ -396,38 +237,21 @@ impl Model {
                 notes,
             });
         }
-        let table = self.table(kind);
+        let comm = self.comm();
+        let table = comm.table(kind);
         let mut best: Option<(f64, Algo, Protocol)> = None;
-        for (a, algo) in [(0usize, Algo::Tree), (1, Algo::Ring)] {
-            let alg = if a == 0 {
-                Algorithm::Tree
-            } else {
-                Algorithm::Ring
-            };
+        for (a, algo, alg) in [
+            (0usize, Algo::Tree, Algorithm::Tree),
+            (1, Algo::Ring, Algorithm::Ring),
+        ] {
             for p in Protocol::ALL {
                 if !f.allows(&alg, p) {
                     continue;
                 }
-                let Some((lat, mut bw)) = table[a][pidx(p)] else {
+                let Some(entry) = table[a][proto_idx(p)].filter(|e| e.1 > 0.0) else {
                     continue;
                 };
-                if bw <= 0.0 {
-                    continue;
-                }
-                if a == 0 {
-                    let i = log2i((bytes >> 6).max(1)).min(22) as usize;
-                    bw *= TREE_CORRECTION[pidx(p)][i];
-                }
-                let mut lat = lat;
-                if a == 1
-                    && p == Protocol::Simple
-                    && kind == CollectiveKind::AllReduce
-                    && self.nnodes > 1
-                    && bytes / (self.comm_channels.max(1) as u64 * self.nranks as u64) >= 64
-                {
-                    lat *= if self.sm < 80 { 1.9 } else { 1.4 };
-                }
-                let time = lat + bytes as f64 / (1000.0 * bw);
+                let time = comm.time(kind, a == 0, p, bytes, entry, self.comm_channels);
                 if best.is_none_or(|b| time < b.0) {
                     best = Some((time, algo, p));
                 }
@@ -445,32 +269,17 @@ impl Model {
         })
     }
 
-    /// NCCL's channel and thread count for a size (§5.7).
+    /// NCCL's channel and thread count for a size (`nccl::channels_for`).
     pub fn channels_for(&self, algo: Algo, proto: Protocol, bytes: u64) -> (u32, u32) {
-        let pi = pidx(proto);
-        let mut nt = MAX_THREADS[pi] as u64;
-        if algo == Algo::Ring
-            && proto == Protocol::Simple
-            && self.ring.bw_intra_gbps * self.ring.search_channels as f64 <= 12.0
-        {
-            nt = 256;
-        }
-        let mut thr = THREAD_THRESHOLD[pi];
-        if algo == Algo::Ring && proto == Protocol::LL {
-            thr *= self.nranks as u64;
-        }
-        let max = match algo {
-            Algo::Tree => self.comm_channels.min(self.tree_channels.max(1)),
-            _ => self.comm_channels,
+        let (alg, max) = match algo {
+            Algo::Tree => (
+                Algorithm::Tree,
+                self.comm_channels.min(self.tree_channels.max(1)),
+            ),
+            _ => (Algorithm::Ring, self.comm_channels),
         };
-        let mut nc = max.max(1) as u64;
-        while nc >= 2 && bytes < nc * nt * thr {
-            nc -= 1;
-        }
-        while bytes < nc * nt * thr && nt.is_multiple_of(128) && nt > 96 {
-            nt /= 2;
-        }
-        (nc as u32, nt as u32)
+        let graph = self.ring.bw_intra_gbps * self.ring.search_channels as f64;
+        nccl_channels_for(&alg, proto, bytes, max, self.nranks, graph)
     }
 
     fn p2p_bytes_per_peer(&self, kind: CollectiveKind, bytes: u64) -> u64 {
@@ -481,40 +290,19 @@ impl Model {
     }
 
     fn p2p_chunk(&self) -> u64 {
-        if self.all_nvlink_gbps.is_some() {
-            P2P_NVL_CHUNK_BYTES
-        } else {
-            P2P_OTHER_CHUNK_BYTES
-        }
+        p2p_chunk(self.all_nvlink_gbps.is_some())
     }
 
-    /// Channels one send (or receive) of `bytes` is striped over, NCCL's rule (`addP2pToPlan`):
-    /// start from the per-peer channels, halved until one transfer per peer fits the p2p
-    /// channels at once; use one channel per `min_part` bytes up to that; double (up to the
-    /// per-peer channels) while a part would exceed `max_part`. On one host parts are 1/8 to
-    /// 32 chunks, across hosts 1/2 to 1 chunk.
+    /// Channels one send (or receive) of `bytes` is striped over (`nccl::p2p_op_channels`).
     pub fn p2p_op_channels(&self, bytes: u64) -> u32 {
-        let max = self.p2p_channels_per_peer.max(1);
-        let mut min = max;
-        while min * self.nranks.max(1) > self.p2p_channels && min > 1 {
-            min /= 2;
-        }
-        if bytes == 0 {
-            return 1;
-        }
-        let step = self.p2p_chunk();
-        let (min_part, max_part) = if self.nnodes > 1 {
-            (step / 2, step)
-        } else {
-            (step / 8, step * 32)
-        };
-        let mut nc = (min as u64).min(bytes.div_ceil(min_part.max(1))).max(1);
-        let mut part = min_part.max(bytes.div_ceil(nc));
-        while part > max_part && nc <= max as u64 / 2 {
-            nc *= 2;
-            part = bytes.div_ceil(nc);
-        }
-        nc as u32
+        p2p_op_channels(
+            bytes,
+            self.p2p_channels_per_peer,
+            self.p2p_channels,
+            self.nranks,
+            self.nnodes,
+            self.p2p_chunk(),
+        )
     }
 
     /// Point-to-point time. Every peer's bytes are cut into `c.channels` parts (4 KiB
