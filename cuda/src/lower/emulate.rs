@@ -1,7 +1,7 @@
 //! A CPU emulator for lowered plans, so lowering is testable without a GPU: reading every
 //! phase's inputs before writing its outputs makes a missing phase boundary a wrong result.
 
-use super::{ItemKind, Lowered, Operand};
+use super::item::{ItemKind, Lowered, Operand};
 
 /// Runs a lowered plan on host memory (`mem[rank][buf]`, elements as f64 or exact integers via
 /// `combine`), phase by phase, all reads of a phase before its writes.

@@ -1,8 +1,8 @@
 //! The LL (low-latency) protocol: the sender writes data and an epoch flag together into the
 //! receiver's LL buffer, and the receiver's items read it locally, waiting on the flags.
 
+use super::item::{Buf, Item, ItemKind, LowerError, Operand, LL_DATA_BYTES};
 use super::memory::Lowerer;
-use super::{Buf, Item, ItemKind, LowerError, Operand, LL_DATA_BYTES};
 
 impl Lowerer<'_> {
     /// The sender pushes `segs` into `r`'s LL buffer; returns where they land.

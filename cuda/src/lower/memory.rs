@@ -3,7 +3,7 @@
 //! renamed onto a scratch ring, and which ranges an op writes (to hold back ops that would
 //! clobber a message still in flight).
 
-use super::{Barrier, Buf, Item, LowerError, LowerParams, Operand};
+use super::item::{Barrier, Buf, Item, LowerError, LowerParams, Operand};
 use planner::schedule::{BufferKind, ChunkRef, CollectiveKind, OpKind, Schedule, Transport};
 use std::collections::HashMap;
 

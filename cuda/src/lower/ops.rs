@@ -2,9 +2,9 @@
 //! SMs; a receive reads the sender's payload by the op's transport (receiver load, sender
 //! store, copy engine staged through scratch when it also reduces, or LL).
 
+use super::item::{ItemKind, LowerError, Operand};
 use super::memory::{Lowerer, Payload};
 use super::snapshot::Inflight;
-use super::{ItemKind, LowerError, Operand};
 use planner::schedule::{OpKind, Transport};
 
 pub(super) fn lower_op(

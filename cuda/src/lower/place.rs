@@ -2,8 +2,8 @@
 //! put across a phase boundary, and each boundary gets the weakest barrier that orders what
 //! crosses it. Pure copies are held back so that a later item can read their source directly.
 
+use super::item::{Barrier, Buf, Item, ItemKind, LowerError, Operand};
 use super::memory::{Access, Lowerer};
-use super::{Barrier, Buf, Item, ItemKind, LowerError, Operand};
 
 impl Lowerer<'_> {
     /// Places an item, eliding copies: a pure copy is held back as *pending*; a later item that

@@ -2,10 +2,11 @@
 //! (rank, channel), so ranks advance together and each receive meets its message in flight;
 //! then averaging, the end barrier and the LL checks finish the plan.
 
+use super::item::{Barrier, Buf, ItemKind, LowerError, LowerParams, Lowered, Operand};
 use super::memory::{overlaps, Lowerer};
 use super::ops::lower_op;
 use super::snapshot::Inflight;
-use super::{ll, place, Barrier, Buf, ItemKind, LowerError, LowerParams, Lowered, Operand};
+use super::{ll, place};
 use planner::schedule::{BufferKind, CollectiveKind, OpKind, Schedule};
 use std::collections::HashMap;
 

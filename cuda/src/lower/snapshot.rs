@@ -4,8 +4,8 @@
 //! an op that would overwrite it waits, and when only such ops are left the messages are staged.
 //! Snapshots are never elided: the copy must really happen before the overwrite.
 
+use super::item::{Buf, ItemKind, LowerError, Operand};
 use super::memory::{overlaps, Lowerer, Payload};
-use super::{Buf, ItemKind, LowerError, Operand};
 use planner::schedule::{BufferKind, Op, Transport};
 use std::collections::{HashMap, VecDeque};
 
