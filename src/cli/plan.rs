@@ -3,6 +3,7 @@
 
 use super::error::{CliError, CliResult};
 use super::sizes::{parse_size, SizeArgs};
+use planner::bound::{Bound, Bounds};
 use planner::plan::{describe, Planner};
 use planner::schedule::{msccl, Algorithm, Collective, CollectiveKind, Protocol, Schedule};
 use planner::topology::{load_file, LoadOptions};
@@ -132,12 +133,16 @@ struct Row {
     time_us: f64,
     algbw_gbps: f64,
     busbw_gbps: f64,
+    /// busbw as a percentage of the topology's bound (absent where there is none).
+    pct_of_bound: Option<f64>,
 }
 
 #[derive(Serialize)]
 struct CollPlan {
     collective: Collective,
     busbw_factor: f64,
+    /// The topology's throughput bound and its limiting cut (planner::bound).
+    bound: Option<Bound>,
     rows: Vec<Row>,
     schedules: Vec<Schedule>,
 }
@@ -190,6 +195,10 @@ pub fn run(a: Args) -> CliResult {
             a.root
         )));
     }
+    let tb = Instant::now();
+    let bounds = Bounds::new(t);
+    let bound_of = |k: CollectiveKind| bounds.of(t, k, a.root).map_err(CliError::input);
+    let t_bound = tb.elapsed();
     let filter_for = |k: CollectiveKind| -> Result<Filter, CliError> {
         let algorithms = match &a.algo {
             Some(s) => list_for(s, k, &ALL_ALGOS, &Algorithm::parse).map_err(CliError::input)?,
@@ -216,27 +225,41 @@ pub fn run(a: Args) -> CliResult {
             let coll = collective(k, n, a.root);
             let f = filter_for(k)?;
             let c = planner.candidates_filtered(&coll, size, &f);
+            let b = bound_of(k)?;
             println!(
                 "#\n# {} at {} bytes: {} candidate(s), fastest first (time = latency + size / (bandwidth x ramp))",
                 k.name(),
                 size,
                 c.len()
             );
+            let every = Bounds::every_link(t)
+                .of(t, k, a.root)
+                .map_err(CliError::input)?;
+            print_bound_explained(b.as_ref(), every.as_ref());
             println!(
-                "# {:>20} {:>6} {:>8} {:>11} {:>11} {:>15} {:>11}",
-                "algorithm", "proto", "channels", "time(us)", "lat(us)", "peak algbw", "busbw"
+                "# {:>20} {:>6} {:>8} {:>11} {:>11} {:>15} {:>11} {:>7}",
+                "algorithm",
+                "proto",
+                "channels",
+                "time(us)",
+                "lat(us)",
+                "peak algbw",
+                "busbw",
+                "%bound"
             );
             for e in &c {
                 let algbw = size as f64 / 1000.0 / e.time_us;
+                let busbw = algbw * k.busbw_factor(n);
                 println!(
-                    "  {:>20} {:>6} {:>8} {:>11.2} {:>11.2} {:>15.1} {:>11.2}",
+                    "  {:>20} {:>6} {:>8} {:>11.2} {:>11.2} {:>15.1} {:>11.2} {:>7}",
                     e.algorithm.name(),
                     e.protocol.name(),
                     e.channels,
                     e.time_us,
                     e.lat_us,
                     e.peak_algbw_gbps,
-                    algbw * k.busbw_factor(n)
+                    busbw,
+                    pct(busbw, b.as_ref())
                 );
             }
             if c.is_empty() {
@@ -251,6 +274,7 @@ pub fn run(a: Args) -> CliResult {
     for &k in &kinds {
         let coll = collective(k, n, a.root);
         let f = filter_for(k)?;
+        let bound = bound_of(k)?;
         let mut rows = Vec::new();
         for &b in &sizes {
             let ch = planner.choose_filtered(&coll, b, &f).ok_or_else(|| {
@@ -267,9 +291,10 @@ pub fn run(a: Args) -> CliResult {
                 time_us: ch.est_us,
                 algbw_gbps: ch.algbw_gbps,
                 busbw_gbps: ch.busbw_gbps,
+                pct_of_bound: bound.as_ref().map(|x| 100.0 * ch.busbw_gbps / x.busbw_gbps),
             });
         }
-        plans.push((coll, f, rows));
+        plans.push((coll, bound, rows));
     }
     let t_tune = t2.elapsed();
 
@@ -277,7 +302,7 @@ pub fn run(a: Args) -> CliResult {
     let t3 = Instant::now();
     let mut coll_plans = Vec::new();
     let want_sched = a.json || a.msccl_xml.is_some() || a.timing;
-    for (coll, _f, rows) in plans {
+    for (coll, bound, rows) in plans {
         let mut schedules: Vec<Schedule> = Vec::new();
         if want_sched {
             // One schedule per distinct (algorithm, protocol), at the most channels chosen.
@@ -338,6 +363,7 @@ pub fn run(a: Args) -> CliResult {
         }
         coll_plans.push(CollPlan {
             busbw_factor: coll.kind.busbw_factor(n),
+            bound,
             collective: coll,
             rows,
             schedules,
@@ -376,10 +402,11 @@ pub fn run(a: Args) -> CliResult {
     }
     if a.timing {
         eprintln!(
-            "timing: {} ranks; load {:.1} ms, channel search {:.1} ms, tuning {} sizes x {} collectives {:.1} ms, schedules {:.1} ms, total {:.1} ms",
+            "timing: {} ranks; load {:.1} ms, channel search {:.1} ms, bound {:.1} ms, tuning {} sizes x {} collectives {:.1} ms, schedules {:.1} ms, total {:.1} ms",
             n,
             ms(t_load),
             ms(t_search),
+            ms(t_bound),
             sizes.len(),
             kinds.len(),
             ms(t_tune),
@@ -396,6 +423,42 @@ fn per_channel(a: &Algorithm) -> u32 {
         2
     } else {
         1
+    }
+}
+
+/// busbw as a percentage of the bound ("-" without one).
+fn pct(busbw: f64, b: Option<&Bound>) -> String {
+    match b {
+        Some(b) => format!("{:.1}", 100.0 * busbw / b.busbw_gbps),
+        None => "-".into(),
+    }
+}
+
+/// `--explain`'s bound lines: the value, the ranks on the sending side of the limiting cut and
+/// every link crossing it.
+fn print_bound_explained(b: Option<&Bound>, every: Option<&Bound>) {
+    let Some(b) = b else {
+        println!("# bound: none for this collective");
+        return;
+    };
+    println!(
+        "# bound: {:.1} GB/s busbw: no schedule moves large messages faster (max-flow/min-cut over the topology's links)",
+        b.busbw_gbps
+    );
+    let ranks: Vec<String> = b.cut.ranks.iter().take(32).map(u32::to_string).collect();
+    println!(
+        "# limiting cut: ranks {{{}{}}} on one side; {}",
+        ranks.join(","),
+        if b.cut.ranks.len() > 32 { ",..." } else { "" },
+        b.cut.summary(16)
+    );
+    if let Some(e) = every.filter(|e| e.busbw_gbps > b.busbw_gbps * (1.0 + 1e-9)) {
+        println!(
+            "# over every link, paths ignored: {:.1} GB/s; the {:.1} GB/s more sit on links no GPU-to-GPU path uses (NCCL's path rules keep NVLink pairs off PCIe): {}",
+            e.busbw_gbps,
+            e.busbw_gbps - b.busbw_gbps,
+            e.cut.summary(4)
+        );
     }
 }
 
@@ -483,6 +546,15 @@ fn print_text(a: &Args, p: &Planner, topo: &str, plans: &[CollPlan]) {
     }
     for cp in plans {
         println!("#");
+        match &cp.bound {
+            Some(b) => println!(
+                "# {} bound: {:.1} GB/s busbw (max-flow/min-cut; limiting cut: {})",
+                cp.collective.kind.name(),
+                b.busbw_gbps,
+                b.cut.summary(2)
+            ),
+            None => println!("# {} bound: none here", cp.collective.kind.name()),
+        }
         println!(
             "# {} on {n} ranks{} (busbw = algbw x {:.3})",
             cp.collective.kind.name(),
@@ -493,13 +565,27 @@ fn print_text(a: &Args, p: &Planner, topo: &str, plans: &[CollPlan]) {
             cp.busbw_factor
         );
         println!(
-            "# {:>12} {:>20} {:>6} {:>8} {:>11} {:>11} {:>11}",
-            "size(B)", "algorithm", "proto", "channels", "time(us)", "algbw(GB/s)", "busbw(GB/s)"
+            "# {:>12} {:>20} {:>6} {:>8} {:>11} {:>11} {:>11} {:>7}",
+            "size(B)",
+            "algorithm",
+            "proto",
+            "channels",
+            "time(us)",
+            "algbw(GB/s)",
+            "busbw(GB/s)",
+            "%bound"
         );
         for r in &cp.rows {
             println!(
-                "  {:>12} {:>20} {:>6} {:>8} {:>11.2} {:>11.2} {:>11.2}",
-                r.bytes, r.algorithm, r.protocol, r.channels, r.time_us, r.algbw_gbps, r.busbw_gbps
+                "  {:>12} {:>20} {:>6} {:>8} {:>11.2} {:>11.2} {:>11.2} {:>7}",
+                r.bytes,
+                r.algorithm,
+                r.protocol,
+                r.channels,
+                r.time_us,
+                r.algbw_gbps,
+                r.busbw_gbps,
+                pct(r.busbw_gbps, cp.bound.as_ref())
             );
         }
     }

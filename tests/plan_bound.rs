@@ -1,0 +1,95 @@
+//! `topoplan plan` prints the topology's throughput bound (planner::bound) on every shipped
+//! topology, each row's percentage of it, the limiting cut under --explain and in --json.
+
+use std::process::Command;
+
+fn plan(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_topoplan"))
+        .arg("plan")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn shipped() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir("tests/data/topologies")
+        .unwrap()
+        .map(|e| e.unwrap().path().display().to_string())
+        .filter(|p| p.ends_with("-topo.xml") || p.ends_with("-topo-2023.xml"))
+        .collect();
+    v.sort();
+    v.push("examples/h200x2-topo.json".into());
+    v
+}
+
+#[test]
+fn every_shipped_topology_gets_a_bound_and_percentages() {
+    for f in shipped() {
+        let (code, out, err) = plan(&[
+            &f,
+            "-c",
+            "all-reduce,all-gather,broadcast",
+            "-b",
+            "1G",
+            "-e",
+            "1G",
+        ]);
+        assert_eq!(code, 0, "{f}: {err}");
+        for coll in ["all-reduce", "all-gather", "broadcast"] {
+            let line = out
+                .lines()
+                .find(|l| l.starts_with(&format!("# {coll} bound: ")))
+                .unwrap_or_else(|| panic!("{f}: no {coll} bound in\n{out}"));
+            let bw: f64 = line.split_whitespace().nth(3).unwrap().parse().unwrap();
+            assert!(bw > 0.0 && bw.is_finite(), "{f}: {line}");
+            // The row's last column is busbw as a percentage of it.
+            let start = out.find(&format!("# {coll} on")).unwrap();
+            let row: Vec<&str> = out[start..]
+                .lines()
+                .nth(2)
+                .unwrap()
+                .split_whitespace()
+                .collect();
+            let busbw: f64 = row[row.len() - 2].parse().unwrap();
+            let pct: f64 = row[row.len() - 1].parse().unwrap();
+            assert!(
+                (pct - 100.0 * busbw / bw).abs() < 0.1,
+                "{f}: {row:?} vs {bw}"
+            );
+        }
+    }
+}
+
+#[test]
+fn explain_names_the_cut_and_json_carries_it() {
+    // Two NVLink pairs joined over PCIe and the CPUs: the pairs' PCIe links limit all-gather.
+    let f = "tests/data/topologies/azure-ncv4-topo-2023.xml";
+    let (code, out, err) = plan(&[f, "-c", "all-gather", "--explain", "1G"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("# bound: 36.0 GB/s busbw"), "{out}");
+    let cut = out
+        .lines()
+        .find(|l| l.starts_with("# limiting cut:"))
+        .unwrap();
+    assert!(cut.contains("x Pcie 12.0 GB/s"), "{cut}");
+    let (code, out, err) = plan(&[f, "-c", "all-gather", "-b", "1G", "-e", "1G", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let b = &j["collectives"][0]["bound"];
+    assert!(
+        (b["busbw_gbps"].as_f64().unwrap() - 36.0).abs() < 1e-6,
+        "{b}"
+    );
+    let links = b["cut"]["links"].as_array().unwrap();
+    let cap: f64 = links.iter().map(|l| l["bw_gbps"].as_f64().unwrap()).sum();
+    assert!((cap - b["cut"]["capacity_gbps"].as_f64().unwrap()).abs() < 1e-9);
+    let pct = j["collectives"][0]["rows"][0]["pct_of_bound"]
+        .as_f64()
+        .unwrap();
+    assert!(pct > 0.0 && pct <= 100.0, "{pct}");
+}
