@@ -39,7 +39,8 @@ pub fn route(op: &Op) -> Route {
 }
 
 /// [`route`] for a call of `comm`, device buffers included: those run on topoplan's CUDA
-/// backend where [`crate::gpu::refusal`] allows, else on NCCL.
+/// backend where [`crate::gpu::refusal`] allows; else on topoplan's CPU runtime through host
+/// copies where [`staged_refusal`] allows; else on NCCL.
 pub fn route_in(comm: &Comm, op: &Op) -> Route {
     if !op
         .buffers()
@@ -52,21 +53,42 @@ pub fn route_in(comm: &Comm, op: &Op) -> Route {
         NcclOp::Builtin(r) => r,
         NcclOp::PreMulSum(_) => return Route::Nccl("PreMulSum reductions run on NCCL".into()),
     };
-    match (
-        crate::gpu::runtime_type(op, r),
-        crate::gpu::refusal(comm, op),
-    ) {
-        (Some((dtype, count)), None) => Route::Gpu {
-            dtype,
-            op: r,
-            count,
-        },
-        (_, Some(why)) => Route::Nccl(why),
-        (None, None) => Route::Nccl(format!(
+    let Some((dtype, count)) = crate::gpu::runtime_type(op, r) else {
+        return Route::Nccl(format!(
             "{} {}: topoplan has no reduction with NCCL's exact result for it",
             op.dtype.name(),
             r.name()
-        )),
+        ));
+    };
+    let Some(why) = crate::gpu::refusal(comm, op) else {
+        return Route::Gpu {
+            dtype,
+            op: r,
+            count,
+        };
+    };
+    match staged_refusal(comm) {
+        None => Route::Staged {
+            dtype,
+            op: r,
+            count,
+            why,
+        },
+        Some(no) => Route::Nccl(format!("{why}; {no}")),
+    }
+}
+
+/// Why a device-buffer call the CUDA path refused cannot run through host copies either
+/// (`None`: it can). A communicator property, the same on every rank.
+fn staged_refusal(comm: &Comm) -> Option<String> {
+    if !crate::gpu::enabled() {
+        return Some("TOPOPLAN_NCCL_CUDA=0 forwards device buffers".into());
+    }
+    let transport = lock(&comm.cpu).as_ref().map(|c| c.transport_name());
+    match transport {
+        Some("tcp") => Some("the ranks are on several hosts, where NCCL's network runs it".into()),
+        None => Some("the communicator has not joined".into()),
+        Some(_) => None,
     }
 }
 
@@ -124,10 +146,17 @@ pub fn run_batch(comm: &Comm, ops: &[Op]) -> Result<(), ApiError> {
                 op: rop,
                 count,
             } => crate::gpu::run(comm, &[(*op, dtype, rop, count)]),
+            Route::Staged {
+                dtype,
+                op: rop,
+                count,
+                ..
+            } => run_staged(comm, &[], &[(*op, dtype, rop, count)]),
             Route::Nccl(why) => crate::forward::run(comm, &[(*op, why)]),
         }
     } else {
         let (mut ours, mut gpu, mut forwarded) = (Vec::new(), Vec::new(), Vec::new());
+        let mut staged = Vec::new();
         for op in ops {
             match routed(op) {
                 Route::Topoplan {
@@ -140,10 +169,16 @@ pub fn run_batch(comm: &Comm, ops: &[Op]) -> Result<(), ApiError> {
                     op: rop,
                     count,
                 } => gpu.push((*op, dtype, rop, count)),
+                Route::Staged {
+                    dtype,
+                    op: rop,
+                    count,
+                    ..
+                } => staged.push((*op, dtype, rop, count)),
                 Route::Nccl(why) => forwarded.push((*op, why)),
             }
         }
-        run_ours(comm, &ours)
+        run_staged(comm, &ours, &staged)
             .and_then(|_| {
                 if gpu.is_empty() {
                     Ok(())
@@ -248,8 +283,9 @@ fn explain(comm: &Comm, op: &Op, r: &Route) {
             };
             format!("topoplan CPU runtime (host buffers): {plan}")
         }
-        Route::Gpu { .. } => {
-            "topoplan CUDA backend (device buffers, one process per GPU)".to_string()
+        Route::Gpu { .. } => "topoplan CUDA backend (device buffers)".to_string(),
+        Route::Staged { why, .. } => {
+            format!("topoplan CPU runtime through host copies of the device buffers ({why})")
         }
         Route::Nccl(why) => format!("NCCL ({why})"),
     };
@@ -266,6 +302,24 @@ fn explain(comm: &Comm, op: &Op, r: &Route) {
             class.saturating_sub(1)
         ),
     );
+}
+
+/// Runs `ours` (host buffers) and `staged` (device buffers, through host copies) as one CPU
+/// runtime group, so that their sends and receives progress together.
+fn run_staged(
+    comm: &Comm,
+    ours: &[(Op, DataType, ReduceOp, usize)],
+    staged: &[(Op, DataType, ReduceOp, usize)],
+) -> Result<(), ApiError> {
+    if staged.is_empty() {
+        return run_ours(comm, ours);
+    }
+    let (n, rank) = (comm.nranks as usize, comm.rank as usize);
+    let (host, copies) =
+        crate::staged::Staged::stage(staged, n, rank, layout, cuda::query::is_device_memory)?;
+    let all: Vec<_> = ours.iter().chain(host.iter()).copied().collect();
+    run_ours(comm, &all)?;
+    copies.finish()
 }
 
 fn run_ours(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), ApiError> {

@@ -23,3 +23,4 @@ pub mod knobs;
 pub mod op;
 pub mod premul;
 pub mod real;
+pub mod staged;

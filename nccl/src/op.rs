@@ -52,6 +52,14 @@ pub enum Route {
         op: ReduceOp,
         count: usize,
     },
+    /// On topoplan's CPU runtime through host copies of device buffers (`crate::staged`),
+    /// where the CUDA path has no kernel for the call: `why` says so.
+    Staged {
+        dtype: DataType,
+        op: ReduceOp,
+        count: usize,
+        why: String,
+    },
     Nccl(String),
 }
 
@@ -86,3 +94,6 @@ pub(crate) unsafe fn bytes_mut<'a>(p: usize, len: usize) -> &'a mut [u8] {
     }
     std::slice::from_raw_parts_mut(p as *mut u8, len)
 }
+
+/// A call with the runtime type, operation and count it runs as (see [`Route`]).
+pub type Typed = (Op, DataType, ReduceOp, usize);

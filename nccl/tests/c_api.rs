@@ -309,19 +309,25 @@ fn shared(src: &str, path: &Path, defines: &[&str]) {
     cc(&args);
 }
 
-/// Device-buffer gather and scatter go to the real NCCL: to its `ncclGather`/`ncclScatter`
-/// where it has them, else (NCCL before 2.28) as the sends and receives they are made of, in
-/// one NCCL group; `TOPOPLAN_NCCL_CUDA=1` changes nothing, since topoplan's CUDA path has
-/// neither. The "device" buffers come from a stand-in driver (`tests/c/fake_cuda.c`), and the
-/// same calls on host buffers still run on topoplan (checked by `check devforward`).
-#[test]
-fn device_buffer_gather_and_scatter_are_forwarded() {
-    let dir = std::env::temp_dir().join(format!("topoplan-fake-dev-{}", std::process::id()));
+/// A folder holding the stand-in CUDA driver (`tests/c/fake_cuda.c`) as `libcuda.so.1`.
+fn fake_cuda(dir: &Path) -> PathBuf {
     let cuda = dir.join("cuda");
     std::fs::create_dir_all(&cuda).unwrap();
     shared("fake_cuda.c", &cuda.join("libcuda.so.1"), &[]);
     let _ = std::fs::remove_file(cuda.join("libcuda.so"));
     std::os::unix::fs::symlink("libcuda.so.1", cuda.join("libcuda.so")).unwrap();
+    cuda
+}
+
+/// With `TOPOPLAN_NCCL_CUDA=0`, device-buffer gather and scatter go to the real NCCL: to its
+/// `ncclGather`/`ncclScatter` where it has them, else (NCCL before 2.28) as the sends and
+/// receives they are made of, in one NCCL group. The "device" buffers come from a stand-in
+/// driver (`tests/c/fake_cuda.c`), and the same calls on host buffers still run on topoplan
+/// (checked by `check devforward`).
+#[test]
+fn device_buffer_gather_and_scatter_are_forwarded_when_asked() {
+    let dir = std::env::temp_dir().join(format!("topoplan-fake-dev-{}", std::process::id()));
+    let cuda = fake_cuda(&dir);
     let new = dir.join("libfakenccl.so");
     let old = dir.join("libfakenccl-2.27.so");
     shared("fake_nccl.c", &new, &[]);
@@ -333,14 +339,15 @@ fn device_buffer_gather_and_scatter_are_forwarded() {
             ("LD_LIBRARY_PATH", cuda.to_str().unwrap()),
             ("TOPOPLAN_NCCL_LIB", lib.to_str().unwrap()),
             ("FAKE_NCCL_LOG", log.to_str().unwrap()),
+            ("TOPOPLAN_NCCL_CUDA", "0"),
         ];
         envs.extend_from_slice(extra);
         run("devforward", &envs);
         std::fs::read_to_string(&log).unwrap()
     };
     let count = |calls: &str, s: &str| calls.lines().filter(|l| l.contains(s)).count();
-    for extra in [&[][..], &[("TOPOPLAN_NCCL_CUDA", "1")][..]] {
-        let log = calls(&new, "new.log", extra);
+    {
+        let log = calls(&new, "new.log", &[]);
         // bfloat16 is 9, int32 2; each rank makes each call once.
         assert_eq!(count(&log, "Gather count=24 type=9 root=1"), 2, "{log}");
         assert_eq!(count(&log, "Scatter count=40 type=2 root=0"), 2, "{log}");
@@ -369,5 +376,23 @@ fn device_buffer_gather_and_scatter_are_forwarded() {
     assert_eq!(count(&log, "Send count=40 type=2 peer=1"), 1, "{log}");
     assert_eq!(count(&log, "Recv count=40 type=2 peer=0"), 1, "{log}");
     assert_eq!(count(&log, "count=40"), 2, "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// By default, device-buffer calls topoplan's CUDA path has no kernel for (all-to-all, grouped
+/// send/recv to peers and to itself, gather, scatter) run on topoplan through host copies, on 3
+/// ranks, with every byte of random data checked; there is no real NCCL to fall back on.
+#[test]
+fn device_buffers_without_a_cuda_kernel_run_on_topoplan_through_host_copies() {
+    let dir = std::env::temp_dir().join(format!("topoplan-fake-staged-{}", std::process::id()));
+    let cuda = fake_cuda(&dir);
+    let out = run(
+        "devstaged",
+        &[
+            ("LD_LIBRARY_PATH", cuda.to_str().unwrap()),
+            ("TOPOPLAN_NCCL_LIB", "/nonexistent/libnccl.so.2"),
+        ],
+    );
+    assert!(out.contains("devstaged: all checks passed"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }

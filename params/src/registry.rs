@@ -437,9 +437,9 @@ pub const NCCL_LIB: Param = Param {
 pub const NCCL_CUDA: Param = Param {
     name: "TOPOPLAN_NCCL_CUDA",
     kind: Flag,
-    default: Value("0"),
+    default: Value("1"),
     scope: User,
-    doc: "Run the NCCL-compatible library's device-buffer collectives on topoplan's CUDA backend (one process per GPU, 2-8 ranks) instead of forwarding them to NCCL.",
+    doc: "Run the NCCL-compatible library's device-buffer calls on topoplan (its CUDA backend, else its CPU runtime through host copies); 0 forwards every device-buffer call to NCCL.",
 };
 pub const DEBUG: Param = Param {
     name: "TOPOPLAN_DEBUG",

@@ -4,8 +4,9 @@
 //! the schedule `cuda::schedules` picks for it on the caller's stream. A one-rank
 //! communicator (nccl-tests `-g 1`) runs every call as a device copy on the caller's stream.
 //!
-//! Opt-in (`TOPOPLAN_NCCL_CUDA=1`) until it has been checked on GPUs against the CPU
-//! reference; without it, device buffers are forwarded to NCCL (`exec::route`).
+//! On by default; `TOPOPLAN_NCCL_CUDA=0` forwards device buffers to NCCL (`exec::route_in`).
+//! Calls this path has no kernel for run on topoplan's CPU runtime through host copies
+//! (`crate::staged`).
 
 use crate::comm::{lock, Comm};
 use crate::error::ApiError;
@@ -46,7 +47,7 @@ pub fn refusal(comm: &Comm, op: &Op) -> Option<String> {
 
 fn refusal_for(enabled: bool, op: &Op, nranks: u32) -> Option<String> {
     if !enabled {
-        return Some("device buffers go to NCCL unless TOPOPLAN_NCCL_CUDA=1".into());
+        return Some("TOPOPLAN_NCCL_CUDA=0 forwards device buffers to NCCL".into());
     }
     if nranks == 1 {
         // Every collective of one rank is a copy, a send to itself the matching receive.

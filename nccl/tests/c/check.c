@@ -11,6 +11,9 @@
  *   mismatch   ranks that disagree (nranks at init, counts, datatypes, ops): an error, never a hang
  *   devforward device-buffer gather and scatter go to the NCCL named by TOPOPLAN_NCCL_LIB (run
  *              with tests/c/fake_cuda.c as libcuda.so.1, whose cuMemAlloc_v2 makes the buffers)
+ *   devstaged  device-buffer all-to-all, send/recv, gather and scatter, which topoplan's CUDA
+ *              path has no kernel for, run on topoplan through host copies: random data, every
+ *              element checked (with tests/c/fake_cuda.c, and no real NCCL to fall back on)
  * Exit status 0 when every check passed; each failure prints what differed. Random data comes
  * from CHECK_SEED (else the clock), printed with every failure that involves it.
  */
@@ -554,6 +557,68 @@ static int devforward_main(ncclUniqueId id, int rank, int n) {
   return failures;
 }
 
+/* ---- devstaged ---- */
+/* Element i of rank r's block b of tag t: a random byte, the same on every rank. */
+static int staged_all_to_all(ncclComm_t c, unsigned long long d, int rank, int n, size_t per, int inplace) {
+  unsigned char* send = (unsigned char*)d;
+  unsigned char* recv = inplace ? send : send + n * per;
+  for (int b = 0; b < n; b++)
+    for (size_t i = 0; i < per; i++) send[b * per + i] = rnd(100 + b, rank, i);
+  OK(ncclAlltoAll(send, recv, per / 2, ncclFloat16, c, NULL));
+  for (int b = 0; b < n; b++)
+    for (size_t i = 0; i < per; i++)
+      CHECK(recv[b * per + i] == rnd(100 + rank, b, i), "all-to-all inplace %d: block %d byte %zu", inplace, b, i);
+  return failures;
+}
+
+static int devstaged_main(ncclUniqueId id, int rank, int n) {
+  void* cu = dlopen("libcuda.so.1", RTLD_NOW);
+  CHECK(cu != NULL, "libcuda.so.1: %s", dlerror());
+  if (!cu) return failures;
+  cu_alloc_t alloc = (cu_alloc_t)dlsym(cu, "cuMemAlloc_v2");
+  cu_free_t release = (cu_free_t)dlsym(cu, "cuMemFree_v2");
+  ncclComm_t c;
+  OK(ncclCommInitRank(&c, n, id, rank));
+  const size_t per = 1030; /* bytes per block: 515 float16 */
+  unsigned long long d = 0, e = 0;
+  CHECK(alloc(&d, 2 * n * per) == 0 && alloc(&e, 2 * n * per) == 0, "cuMemAlloc_v2");
+  staged_all_to_all(c, d, rank, n, per, 0);
+  staged_all_to_all(c, d, rank, n, per, 1);
+  /* batch_isend_irecv's pattern: to the next rank, from the previous, and to itself. */
+  unsigned char* s = (unsigned char*)d;
+  unsigned char* r = (unsigned char*)e;
+  for (size_t i = 0; i < 2 * per; i++) s[i] = rnd(200, rank, i);
+  int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  OK(ncclGroupStart());
+  OK(ncclSend(s, per, ncclUint8, next, c, NULL));
+  OK(ncclRecv(r, per, ncclUint8, prev, c, NULL));
+  OK(ncclSend(s + per, per, ncclUint8, rank, c, NULL));
+  OK(ncclRecv(r + per, per, ncclUint8, rank, c, NULL));
+  OK(ncclGroupEnd());
+  for (size_t i = 0; i < per; i++) {
+    CHECK(r[i] == rnd(200, prev, i), "recv from rank %d byte %zu", prev, i);
+    CHECK(r[per + i] == rnd(200, rank, per + i), "recv from itself byte %zu", i);
+  }
+  /* Gather to the last rank out of place; scatter from rank 0 in place. */
+  for (size_t i = 0; i < per; i++) s[i] = rnd(300, rank, i);
+  OK(ncclGather(s, r, per / 4, ncclInt32, n - 1, c, NULL));
+  if (rank == n - 1)
+    for (int b = 0; b < n; b++)
+      for (size_t i = 0; i < per / 4 * 4; i++)
+        CHECK(r[b * (per / 4 * 4) + i] == rnd(300, b, i), "gather block %d byte %zu", b, i);
+  const size_t sc = 96; /* int64 per rank */
+  if (rank == 0)
+    for (int b = 0; b < n; b++)
+      for (size_t i = 0; i < sc * 8; i++) s[b * sc * 8 + i] = rnd(400 + b, 0, i);
+  OK(ncclScatter(s, s + rank * sc * 8, sc, ncclInt64, 0, c, NULL));
+  for (size_t i = 0; i < sc * 8; i++)
+    CHECK(s[rank * sc * 8 + i] == rnd(400 + rank, 0, i), "scatter byte %zu on rank %d", i, rank);
+  OK(ncclCommDestroy(c));
+  release(d);
+  release(e);
+  return failures;
+}
+
 /* ---- mismatch ---- */
 static int mismatch_main(ncclUniqueId id, int rank, int n) {
   ncclComm_t c;
@@ -624,6 +689,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "mismatch")) bad = mode_mismatch();
   else if (!strcmp(mode, "forward") || !strcmp(mode, "noforward")) bad = spawn(2, forward_main);
   else if (!strcmp(mode, "devforward")) bad = spawn(2, devforward_main);
+  else if (!strcmp(mode, "devstaged")) bad = spawn(n, devstaged_main);
   else {
     fprintf(stderr, "unknown mode %s\n", mode);
     return 2;

@@ -2,9 +2,11 @@
  * A stand-in for the CUDA driver (libcuda.so), so the forwarding of device-buffer calls can be
  * tested on machines without a GPU: cuMemAlloc_v2 hands out host memory and remembers it, and
  * cuPointerGetAttribute calls exactly those ranges device memory, as the real driver would
- * its own allocations. Only the few entry points the library and check.c use are here.
+ * its own allocations; copies between them and host memory are memcpy, and every stream has
+ * finished its work. Only the few entry points the library and check.c use are here.
  */
 #include <stdlib.h>
+#include <string.h>
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -49,4 +51,20 @@ CUresult cuPointerGetAttribute(void* data, int attribute, CUdeviceptr p) {
       return FAKE_SUCCESS;
     }
   return FAKE_INVALID_VALUE; /* plain host memory: unknown to the driver */
+}
+
+CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, void* stream) {
+  memcpy(dst, (const void*)src, n);
+  return FAKE_SUCCESS;
+}
+
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, void* stream) {
+  memcpy((void*)dst, src, n);
+  return FAKE_SUCCESS;
+}
+
+/* Never capturing: CU_STREAM_CAPTURE_STATUS_NONE. */
+CUresult cuStreamIsCapturing(void* stream, int* status) {
+  *status = 0;
+  return FAKE_SUCCESS;
 }
