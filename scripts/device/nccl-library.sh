@@ -1,29 +1,35 @@
 #!/usr/bin/env bash
 # The NCCL-compatible library (libnccl.so.2, docs/nccl-library.md) under its two real clients,
-# each beside stock NCCL in the same call:
-#   1. unmodified nccl-tests 2.19.6, built here against our header and library:
-#      all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv, gather and
-#      scatter _perf
-#      with -g GPUS -c 1, then -G 10 (CUDA graphs), then -R 1 (registered buffers), each
-#      expected to print "# Out of bounds values : 0 OK";
-#   2. PyTorch with LD_PRELOAD (nccl/tests/torch/collectives.py under torchrun with GPUS
-#      processes): every torch collective, a new_group, a graph-captured all-reduce and a short
-#      DDP run, saved, then compared bit for bit with the same run on stock NCCL.
-# Our runs set TOPOPLAN_NCCL_CUDA=1 (device buffers on topoplan's CUDA path where it applies);
-# which library ran each call shows in the TOPOPLAN_DEBUG=INFO lines of the logs.
+# with default settings (device buffers on topoplan):
+#   1. unmodified nccl-tests 2.19.6, built here against our header and library and against
+#      stock NCCL: every binary (all_reduce, all_gather, reduce_scatter, broadcast, reduce,
+#      alltoall, alltoallv, sendrecv, gather, scatter, hypercube _perf) with -g 1 -c 1, then
+#      -G 10 (CUDA graphs), then -R 1 (registered buffers), each expected to print
+#      "# Out of bounds values : 0 OK";
+#   2. PyTorch with LD_PRELOAD (nccl/tests/torch/collectives.py under torchrun): every torch
+#      collective (all-to-all, batch_isend_irecv, gather and scatter included), a new_group, a
+#      graph-captured all-reduce and a 20-step DDP run, at world sizes WORLDS, the ranks sharing
+#      the GPUs when there are more ranks than GPUs:
+#        - a world that stock NCCL runs (ranks <= GPUs) is compared with it bit for bit;
+#        - every world is checked element by element against a CPU reference from every
+#          rank's inputs, DDP parameters identical on every rank after every step;
+#        - world 2 also runs the DDP job on PyTorch's gloo backend: the losses bit for bit;
+#        - no device-buffer call of ours may go to NCCL (TOPOPLAN_DEBUG=INFO lines).
 #
 # Usage: bash .devbin/nccl-library.sh [tests|torch|all]       (default all)
 # Needs (carry .devbin): .devbin/nccl/lib/libnccl.so.2 and .devbin/nccl/include/nccl.h
 #   (scripts/install-nccl.sh .devbin/nccl), .devbin/nccl-tests-2.19.6.tar.gz
 #   (from shared/peers/), and this repository's nccl/tests/torch/collectives.py.
-# Environment: GPUS (default: every GPU), NT_MAX (largest size, default 1G), NT_T (seconds per
-#   binary, default 120), STOCK_NCCL (default /usr/lib/x86_64-linux-gnu/libnccl.so.2).
+# Environment: WORLDS (torch world sizes, default "1 2 4"), NT_MAX (largest nccl-tests size,
+#   default 64M), NT_T (seconds per binary, default 120), STOCK_NCCL (default
+#   /usr/lib/x86_64-linux-gnu/libnccl.so.2).
 # Outputs: $OUT/nccl-tests.log, $OUT/torch.log, $OUT/info.txt; prints NCCL-LIBRARY PASS or FAIL.
 set -u
 . "$(dirname "$0")/env.sh"
 WHAT=${1:-all}
-G=${GPUS:-$(nvidia-smi -L | wc -l)}
-MAX=${NT_MAX:-1G}
+G=$(nvidia-smi -L | wc -l)
+WORLDS=${WORLDS:-1 2 4}
+MAX=${NT_MAX:-64M}
 T=${NT_T:-120}
 STOCK=${STOCK_NCCL:-/usr/lib/x86_64-linux-gnu/libnccl.so.2}
 OURS=$(cd .devbin/nccl && pwd)
@@ -40,30 +46,50 @@ if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
         NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" BUILDDIR=$src/build-$lib ) >> "$OUT/nccl-tests.log" 2>&1 \
       || { echo "build against $lib failed" >> "$OUT/nccl-tests.log"; fail=1; }
   done
-  for b in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv gather scatter; do
+  BINS="all_reduce all_gather reduce_scatter broadcast reduce alltoall alltoallv sendrecv gather scatter hypercube"
+  for b in $BINS; do
     for mode in "-c 1" "-c 1 -G 10" "-c 1 -R 1"; do
       for lib in stock ours; do
         ld=$OURS/lib; [ $lib = stock ] && ld=$(dirname "$STOCK")
-        echo "+ [$lib] ${b}_perf -g $G -b 8 -e $MAX -f 2 $mode" >> "$OUT/nccl-tests.log"
-        TOPOPLAN_NCCL_CUDA=1 LD_LIBRARY_PATH=$ld:${LD_LIBRARY_PATH:-} timeout $T $src/build-$lib/${b}_perf -g "$G" -b 8 -e "$MAX" -f 2 $mode \
+        echo "+ [$lib] ${b}_perf -g 1 -b 8 -e $MAX -f 2 $mode" >> "$OUT/nccl-tests.log"
+        LD_LIBRARY_PATH=$ld:${LD_LIBRARY_PATH:-} timeout $T $src/build-$lib/${b}_perf -g 1 -b 8 -e "$MAX" -f 2 $mode \
           >> "$OUT/nccl-tests.log" 2>&1
         rc=$?; echo "rc=$rc" >> "$OUT/nccl-tests.log"; [ $rc = 0 ] || fail=1
       done
     done
   done
   oob=$(grep -c "Out of bounds values : 0 OK" "$OUT/nccl-tests.log")
-  echo "nccl-tests: $oob runs printed 'Out of bounds values : 0 OK' (expected 54)" | tee -a "$OUT/nccl-tests.log"
-  [ "$oob" = 54 ] || fail=1
+  want=$(( $(echo $BINS | wc -w) * 3 * 2 ))
+  echo "nccl-tests: $oob runs printed 'Out of bounds values : 0 OK' (expected $want)" | tee -a "$OUT/nccl-tests.log"
+  [ "$oob" = "$want" ] || fail=1
 fi
 
 if [ "$WHAT" = torch ] || [ "$WHAT" = all ]; then
   py=nccl/tests/torch/collectives.py
-  run() { timeout 300 torchrun --standalone --nproc-per-node "$G" $py run "$1" >> "$OUT/torch.log" 2>&1; }
-  echo "+ stock NCCL" >> "$OUT/torch.log"; run /tmp/stock || fail=1
-  echo "+ LD_PRELOAD=$OURS/lib/libnccl.so.2" >> "$OUT/torch.log"
-  TOPOPLAN_NCCL_CUDA=1 LD_PRELOAD=$OURS/lib/libnccl.so.2 run /tmp/ours || fail=1
-  python3 $py compare /tmp/stock /tmp/ours >> "$OUT/torch.log" 2>&1 || fail=1
-  grep -q "\[topoplan\] NCCL INFO" "$OUT/torch.log" || { echo "no topoplan INFO line: the preload did not bind" >> "$OUT/torch.log"; fail=1; }
+  log="$OUT/torch.log"
+  tr() { local w=$1; shift; timeout 300 torchrun --standalone --nproc-per-node "$w" $py "$@" >> "$log" 2>&1; }
+  ours() { echo "+ [ours] LD_PRELOAD=$OURS/lib/libnccl.so.2 torchrun -n $*" >> "$log"
+           LD_PRELOAD=$OURS/lib/libnccl.so.2 tr "$@" || { echo "FAILED: ours $*" >> "$log"; fail=1; }; }
+  for w in $WORLDS; do
+    rm -f /tmp/ours$w.* /tmp/stock$w.* /tmp/ddp-*$w.*
+    ours "$w" run /tmp/ours$w
+    python3 $py verify /tmp/ours$w >> "$log" 2>&1 || fail=1
+    if [ "$w" -le "$G" ]; then
+      echo "+ [stock] torchrun -n $w run" >> "$log"
+      tr "$w" run /tmp/stock$w || fail=1
+      python3 $py compare /tmp/stock$w /tmp/ours$w >> "$log" 2>&1 || fail=1
+    fi
+    if [ "$w" = 2 ]; then
+      ours "$w" ddp /tmp/ddp-ours$w
+      echo "+ [gloo] torchrun -n $w ddp" >> "$log"
+      tr "$w" ddp /tmp/ddp-gloo$w gloo || fail=1
+      python3 $py compare /tmp/ddp-gloo$w /tmp/ddp-ours$w ddp_losses >> "$log" 2>&1 || fail=1
+    fi
+  done
+  grep -q "\[topoplan\] NCCL INFO" "$log" || { echo "no topoplan INFO line: the preload did not bind" >> "$log"; fail=1; }
+  nccl=$(grep "\[topoplan\] NCCL INFO" "$log" | grep -c ": NCCL (")
+  echo "calls of ours that went to NCCL: $nccl" >> "$log"
+  [ "$nccl" = 0 ] || fail=1
 fi
 
 if [ $fail = 0 ]; then echo "NCCL-LIBRARY PASS"; else echo "NCCL-LIBRARY FAIL"; exit 1; fi

@@ -1,9 +1,13 @@
 """PyTorch through the NCCL ABI: every collective of the torch API, a new_group, a CUDA-graph
-captured all-reduce and a short DDP run, on seeded random data; saves every result so that two
-runs (stock NCCL, then libnccl.so.2 preloaded) can be compared bit for bit.
+captured all-reduce and a short DDP run, on seeded random data; saves every result and every
+input so that two runs (stock NCCL, then libnccl.so.2 preloaded) can be compared bit for bit,
+and a run whose ranks share a GPU (which stock NCCL refuses) can be checked element by element
+against a CPU reference computed from all ranks' inputs.
 
-  torchrun --nproc-per-node N collectives.py run OUT.pt     # N >= 1
-  python collectives.py compare A.pt B.pt                   # exit 1 on any differing bit
+  torchrun --nproc-per-node N collectives.py run OUT.pt        # N >= 1
+  torchrun --nproc-per-node N collectives.py ddp OUT.pt [gloo] # the DDP run alone
+  python collectives.py compare A.pt B.pt [KEY_PREFIX]         # exit 1 on any differing bit
+  python collectives.py verify OUT.pt                          # exit 1 on any wrong element
 
 Run by scripts/device/nccl-library.sh; which library ran shows in TOPOPLAN_DEBUG=INFO lines.
 """
@@ -31,30 +35,53 @@ def run(out):
             dist.all_reduce(t, op=op)
             res[f"all_reduce/{dtype}/{op}"] = t.cpu()
     x = rnd(1031)
+    res["in/all_gather"] = x.cpu()
     outs = [torch.empty_like(x) for _ in range(n)]
     dist.all_gather(outs, x)
     res["all_gather"] = torch.stack(outs).cpu()
     big = torch.empty(n * 1031, device=dev)
     dist.all_gather_into_tensor(big, x)
     res["all_gather_into_tensor"] = big.cpu()
-    rs = torch.empty(1031, device=dev)
-    dist.reduce_scatter_tensor(rs, rnd(n * 1031))
+    rs, rsin = torch.empty(1031, device=dev), rnd(n * 1031)
+    res["in/reduce_scatter_tensor"] = rsin.cpu()
+    dist.reduce_scatter_tensor(rs, rsin)
     res["reduce_scatter_tensor"] = rs.cpu()
     b = rnd(777)
+    res["in/broadcast"] = b.cpu()
     dist.broadcast(b, src=n - 1)
     res["broadcast"] = b.cpu()
     r = rnd(777)
+    res["in/reduce"] = r.cpu()
     dist.reduce(r, dst=0)
     res["reduce"] = r.cpu() if rank == 0 else torch.zeros(0)
-    a2a = torch.empty(n * 64, device=dev)
-    dist.all_to_all_single(a2a, rnd(n * 64))
+    a2a, a2ain = torch.empty(n * 64, device=dev), rnd(n * 64)
+    res["in/all_to_all_single"] = a2ain.cpu()
+    dist.all_to_all_single(a2a, a2ain)
     res["all_to_all_single"] = a2a.cpu()
-    if n > 1:
-        s, rv = rnd(333), torch.empty(333, device=dev)
-        ops = [dist.P2POp(dist.isend, s, (rank + 1) % n), dist.P2POp(dist.irecv, rv, (rank - 1) % n)]
-        for w in dist.batch_isend_irecv(ops):
-            w.wait()
-        res["sendrecv"] = rv.cpu()
+    ins = [rnd(65) for _ in range(n)]
+    res["in/all_to_all"] = torch.stack(ins).cpu()
+    outs = [torch.empty(65, device=dev) for _ in range(n)]
+    dist.all_to_all(outs, ins)
+    res["all_to_all"] = torch.stack(outs).cpu()
+    gin = rnd(129)
+    res["in/gather"] = gin.cpu()
+    glist = [torch.empty(129, device=dev) for _ in range(n)] if rank == n - 1 else None
+    dist.gather(gin, glist, dst=n - 1)
+    res["gather"] = torch.stack(glist).cpu() if rank == n - 1 else torch.zeros(0)
+    sin = [rnd(97) for _ in range(n)]
+    res["in/scatter"] = torch.stack(sin).cpu()
+    sout = torch.empty(97, device=dev)
+    dist.scatter(sout, sin if rank == 0 else None, src=0)
+    res["scatter"] = sout.cpu()
+    # batch_isend_irecv's pattern: to the next rank, from the previous, and to itself.
+    s, rv = rnd(333), torch.empty(333, device=dev)
+    s2, rv2 = rnd(55), torch.empty(55, device=dev)
+    res["in/sendrecv"], res["in/sendrecv_self"] = s.cpu(), s2.cpu()
+    ops = [dist.P2POp(dist.isend, s, (rank + 1) % n), dist.P2POp(dist.irecv, rv, (rank - 1) % n)]
+    ops += [dist.P2POp(dist.isend, s2, rank), dist.P2POp(dist.irecv, rv2, rank)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    res["sendrecv"], res["sendrecv_self"] = rv.cpu(), rv2.cpu()
     sub = dist.new_group(list(range(0, n, 2)))
     if rank % 2 == 0:
         t = rnd(100)
@@ -74,7 +101,16 @@ def run(out):
         graph.replay()
     torch.cuda.synchronize()
     res["graph_all_reduce"] = static.cpu()
-    # A short DDP run: bucketed gradient all-reduce in bf16.
+    res.update(ddp_run(dev, rnd))
+    torch.save(res, f"{out}.rank{rank}")
+    dist.destroy_process_group()
+    print(f"rank {rank}: {len(res)} results saved")
+
+
+def ddp_run(dev, rnd):
+    """A short DDP run (bucketed gradient all-reduce in bf16): the loss and the flattened
+    parameters after every step."""
+    res = {}
     torch.manual_seed(7)
     model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 256)).to(dev, torch.bfloat16)
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dev.index], bucket_cap_mb=1)
@@ -87,19 +123,73 @@ def run(out):
         loss.backward()
         opt.step()
         losses.append(loss.detach().cpu())
+        res[f"ddp_params/{step}"] = torch.cat([p.detach().flatten().float() for p in model.parameters()]).cpu()
     res["ddp_losses"] = torch.stack(losses)
-    torch.save(res, f"{out}.rank{rank}")
+    return res
+
+
+def ddp_only(out, backend):
+    dist.init_process_group(backend)
+    rank = dist.get_rank()
+    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
+    torch.cuda.set_device(dev)
+    g = torch.Generator(device="cpu").manual_seed(99 + rank)
+
+    def rnd(*shape, dtype=torch.float32):
+        return torch.randn(*shape, generator=g).to(dtype).to(dev)
+
+    torch.save(ddp_run(dev, rnd), f"{out}.rank{rank}")
     dist.destroy_process_group()
-    print(f"rank {rank}: {len(res)} results saved")
+    print(f"rank {rank}: ddp saved ({backend})")
 
 
-def compare(a, b):
+def verify(out):
+    """Every result of a run against a reference computed on the CPU from every rank's saved
+    inputs: data movement exact, sums within float rounding, and the DDP parameters identical
+    on every rank after every step."""
+    import glob
+
+    files = sorted(glob.glob(f"{out}.rank*"), key=lambda f: int(f.rsplit("rank", 1)[1]))
+    rs = [torch.load(f) for f in files]
+    n, bad = len(rs), 0
+
+    def expect(rank, key, want, exact=True):
+        nonlocal bad
+        got = rs[rank][key]
+        ok = torch.equal(got, want) if exact else torch.allclose(got, want, rtol=1e-5, atol=1e-5)
+        if not ok:
+            bad += 1
+            print(f"WRONG rank {rank} {key}: max diff {(got.double() - want.double()).abs().max().item()}")
+
+    ag = torch.stack([r["in/all_gather"] for r in rs])
+    rsin = torch.stack([r["in/reduce_scatter_tensor"] for r in rs]).sum(0)
+    for k in range(n):
+        expect(k, "all_gather", ag)
+        expect(k, "all_gather_into_tensor", ag.flatten())
+        expect(k, "reduce_scatter_tensor", rsin[k * 1031:(k + 1) * 1031], exact=False)
+        expect(k, "broadcast", rs[n - 1]["in/broadcast"])
+        a2a = [r["in/all_to_all_single"].view(n, 64)[k] for r in rs]
+        expect(k, "all_to_all_single", torch.cat(a2a))
+        expect(k, "all_to_all", torch.stack([r["in/all_to_all"][k] for r in rs]))
+        expect(k, "scatter", rs[0]["in/scatter"][k])
+        expect(k, "sendrecv", rs[(k - 1) % n]["in/sendrecv"])
+        expect(k, "sendrecv_self", rs[k]["in/sendrecv_self"])
+        for step in range(20):
+            expect(k, f"ddp_params/{step}", rs[0][f"ddp_params/{step}"])
+    expect(0, "reduce", torch.stack([r["in/reduce"] for r in rs]).sum(0), exact=False)
+    expect(n - 1, "gather", torch.stack([r["in/gather"] for r in rs]))
+    print(f"{n} ranks verified" if bad == 0 else f"VERIFY FAIL ({bad} wrong)")
+    print("VERIFY PASS" if bad == 0 else "VERIFY FAIL")
+    return 1 if bad else 0
+
+
+def compare(a, b, prefix=""):
     import glob
 
     bad, files = 0, sorted(glob.glob(f"{a}.rank*"))
     for fa in files:
         ra, rb = torch.load(fa), torch.load(b + fa[len(a):])
-        for k in sorted(set(ra) | set(rb)):
+        for k in sorted(k for k in set(ra) | set(rb) if k.startswith(prefix)):
             x, y = ra.get(k), rb.get(k)
             if x is None or y is None or x.shape != y.shape or not torch.equal(x.view(torch.uint8), y.view(torch.uint8)):
                 bad += 1
@@ -115,5 +205,9 @@ def compare(a, b):
 if __name__ == "__main__":
     if sys.argv[1] == "run":
         run(sys.argv[2])
+    elif sys.argv[1] == "ddp":
+        ddp_only(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "nccl")
+    elif sys.argv[1] == "verify":
+        sys.exit(verify(sys.argv[2]))
     else:
-        sys.exit(compare(sys.argv[2], sys.argv[3]))
+        sys.exit(compare(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else ""))
