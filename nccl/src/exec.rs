@@ -125,9 +125,22 @@ fn layout(op: &Op, n: usize, rank: usize, count: usize, es: usize) -> (usize, us
     }
 }
 
+/// Whether `op` leaves every buffer as it is: an in-place collective of a one-rank
+/// communicator with a built-in operation (its result is its input; a PreMulSum still scales).
+/// Such a call does nothing, on host or device memory, as NCCL does nothing.
+fn one_rank_no_op(comm: &Comm, op: &Op) -> bool {
+    comm.nranks == 1
+        && !matches!(op.kind, Kind::Send | Kind::Recv)
+        && matches!(op.op, NcclOp::Builtin(_))
+        && layout(op, 1, 0, op.count, op.dtype.size()).2
+}
+
 /// Runs `ops` (one communicator's calls of one group, in order).
 pub fn run_batch(comm: &Comm, ops: &[Op]) -> Result<(), ApiError> {
     comm.wait_ready()?;
+    if ops.iter().all(|op| one_rank_no_op(comm, op)) {
+        return Ok(());
+    }
     let routed = |op: &Op| {
         let r = route_in(comm, op);
         explain(comm, op, &r);

@@ -16,14 +16,18 @@
 #        - world 2 also runs the DDP job on PyTorch's gloo backend: the losses bit for bit;
 #        - no device-buffer call of ours may go to NCCL (TOPOPLAN_DEBUG=INFO lines).
 #
-# Usage: bash .devbin/nccl-library.sh [tests|torch|all]       (default all)
+#   3. (bench) one-rank all-reduce, 8 B to 256 MiB, in and out of place, ours against stock
+#      NCCL alternating ROUNDS (default 3) times: $OUT/one-rank.log (BENCHMARKS.md).
+#
+# Usage: bash .devbin/nccl-library.sh [tests|torch|bench|all]       (default all)
 # Needs (carry .devbin): .devbin/nccl/lib/libnccl.so.2 and .devbin/nccl/include/nccl.h
 #   (scripts/install-nccl.sh .devbin/nccl), .devbin/nccl-tests-2.19.6.tar.gz
 #   (from shared/peers/), and this repository's nccl/tests/torch/collectives.py.
 # Environment: WORLDS (torch world sizes, default "1 2 4"), NT_MAX (largest nccl-tests size,
 #   default 64M), NT_T (seconds per binary, default 120), STOCK_NCCL (default
 #   /usr/lib/x86_64-linux-gnu/libnccl.so.2).
-# Outputs: $OUT/nccl-tests.log, $OUT/torch.log, $OUT/info.txt; prints NCCL-LIBRARY PASS or FAIL.
+# Outputs: $OUT/nccl-tests.log, $OUT/torch.log, $OUT/one-rank.log, $OUT/info.txt; prints
+#   NCCL-LIBRARY PASS or FAIL.
 set -u
 . "$(dirname "$0")/env.sh"
 WHAT=${1:-all}
@@ -37,12 +41,14 @@ export TOPOPLAN_NCCL_LIB=$STOCK TOPOPLAN_DEBUG=INFO
 machine_info > "$OUT/info.txt" 2>&1
 fail=0
 
-if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
+build_tests() {
   # nccl-tests built against a 2.28 header includes NCCL's device-API header: use this machine's.
   for d in nccl_device.h nccl_device; do
     [ -e "/usr/include/$d" ] && [ ! -e "$OURS/include/$d" ] && ln -sfn "/usr/include/$d" "$OURS/include/$d"
   done
-  src=/tmp/nccl-tests && rm -rf $src && mkdir -p $src
+  src=/tmp/nccl-tests
+  [ -x $src/build-ours/all_reduce_perf ] && [ -x $src/build-stock/all_reduce_perf ] && return 0
+  rm -rf $src && mkdir -p $src
   tar xzf .devbin/nccl-tests-2.19.6.tar.gz -C $src --strip-components 1
   for lib in ours stock; do
     home=$OURS; [ $lib = stock ] && home=/usr
@@ -50,6 +56,10 @@ if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
         NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" BUILDDIR=$src/build-$lib ) >> "$OUT/nccl-tests.log" 2>&1 \
       || { echo "build against $lib failed" >> "$OUT/nccl-tests.log"; fail=1; }
   done
+}
+
+if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
+  build_tests
   BINS="all_reduce all_gather reduce_scatter broadcast reduce alltoall alltoallv sendrecv gather scatter hypercube"
   for b in $BINS; do
     for mode in "-c 1" "-c 1 -G 10" "-c 1 -R 1"; do
@@ -94,6 +104,20 @@ if [ "$WHAT" = torch ] || [ "$WHAT" = all ]; then
   nccl=$(grep "\[topoplan\] NCCL INFO" "$log" | grep -c ": NCCL (")
   echo "calls of ours that went to NCCL: $nccl" >> "$log"
   [ "$nccl" = 0 ] || fail=1
+fi
+
+if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then
+  # One-rank all-reduce, ours against stock NCCL in the same run, alternating ROUNDS times;
+  # nccl-tests prints out-of-place and in-place times per size.
+  build_tests
+  for round in $(seq 1 "${ROUNDS:-3}"); do
+    for lib in stock ours; do
+      ld=$OURS/lib; [ $lib = stock ] && ld=$(dirname "$STOCK")
+      echo "+ [$lib] round $round all_reduce_perf -g 1 -b 8 -e 256M -f 2 -n 200 -w 20" >> "$OUT/one-rank.log"
+      TOPOPLAN_DEBUG=WARN LD_LIBRARY_PATH=$ld:${LD_LIBRARY_PATH:-} timeout $T $src/build-$lib/all_reduce_perf \
+        -g 1 -b 8 -e 256M -f 2 -n 200 -w 20 >> "$OUT/one-rank.log" 2>&1 || fail=1
+    done
+  done
 fi
 
 if [ $fail = 0 ]; then echo "NCCL-LIBRARY PASS"; else echo "NCCL-LIBRARY FAIL"; exit 1; fi
