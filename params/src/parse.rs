@@ -17,7 +17,10 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
         "h" => v * 3600.0,
         _ => return None,
     };
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+    // Past Duration's range (1e20 s) is not a duration: refused rather than a panic.
+    (secs.is_finite() && secs >= 0.0)
+        .then(|| Duration::try_from_secs_f64(secs).ok())
+        .flatten()
 }
 
 /// `1`/`true`/`yes`/`on` and `0`/`false`/`no`/`off`, any case.
@@ -41,6 +44,8 @@ mod tests {
         assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
         assert_eq!(parse_duration("soon"), None);
         assert_eq!(parse_duration("-3s"), None);
+        assert_eq!(parse_duration("100000000000000000000"), None);
+        assert!(parse_duration("10000000000000000000").is_some());
     }
 
     #[test]

@@ -246,7 +246,9 @@ impl Communicator {
             .filter(|p| p.rank != rank && !local(p))
             .cloned()
             .collect();
-        let deadline = start + cfg.timeout;
+        let deadline = start
+            .checked_add(cfg.timeout)
+            .unwrap_or_else(|| bootstrap::deadline_after(cfg.timeout));
         for p in remote.iter().filter(|p| p.rank < rank) {
             let mut s = connect_retry(&p.listen, deadline).map_err(|e| {
                 CommError::Transport(format!(
@@ -258,41 +260,14 @@ impl Communicator {
                 .map_err(|e| CommError::Transport(format!("greeting rank {}: {e}", p.rank)))?;
             tcp.add(p.rank, s, cfg.slots, slot)?;
         }
-        let mut expect: Vec<u32> = remote
+        let expect: Vec<u32> = remote
             .iter()
             .filter(|p| p.rank > rank)
             .map(|p| p.rank)
             .collect();
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| CommError::Transport(e.to_string()))?;
-        while !expect.is_empty() {
-            match listener.accept() {
-                Ok((mut s, _)) => {
-                    s.set_nonblocking(false).ok();
-                    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
-                    // A stranger (wrong secret, garbage) is dropped; the wait goes on.
-                    if let Ok(r) = bootstrap::link_accept(&mut s, id) {
-                        if let Some(i) = expect.iter().position(|&x| x == r) {
-                            expect.swap_remove(i);
-                            tcp.add(r, s, cfg.slots, slot)?;
-                        }
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if Instant::now() >= deadline {
-                        return Err(CommError::Bootstrap(BootstrapError::Timeout {
-                            doing: format!("waiting for data connections from ranks {expect:?}"),
-                            waited: cfg.timeout,
-                        }));
-                    }
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                Err(e) => {
-                    return Err(CommError::Transport(format!(
-                        "accepting data connections: {e}"
-                    )))
-                }
+        if !expect.is_empty() {
+            for (r, s) in bootstrap::accept_links(&listener, id, &expect, deadline, cfg.timeout)? {
+                tcp.add(r, s, cfg.slots, slot)?;
             }
         }
         let job = format!("{}-{}", id.job_tag(), rv.session);

@@ -1,6 +1,6 @@
 //! The bootstrap's bad-input cases: each must give a clear error within the timeout, never hang.
 
-use runtime::bootstrap::{hex, RootListener, UniqueId, MAGIC};
+use runtime::bootstrap::{hex, RootListener, UniqueId, MAGIC, PROTOCOL_VERSION};
 use runtime::{CommError, Communicator, Config};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -170,28 +170,110 @@ fn foreign_and_wrong_secret_connections_are_refused_and_the_job_goes_on() {
     assert!(root.join().unwrap().is_ok());
 }
 
-#[test]
-fn version_mismatch_is_fatal_and_explained() {
+/// A frame header as this build writes it, with any secret and version.
+fn header(secret: &[u8; 16], version: u32, len: usize) -> Vec<u8> {
+    let mut f = MAGIC.to_vec();
+    f.extend_from_slice(secret);
+    f.extend_from_slice(&version.to_le_bytes());
+    f.extend_from_slice(&(len as u32).to_le_bytes());
+    f
+}
+
+/// Rank 0 of a two-rank job on its own thread.
+fn root_of_two(timeout_ms: u64) -> (UniqueId, std::thread::JoinHandle<Result<Communicator, CommError>>) {
     let root = bound_root();
     let id = root.id().clone();
-    let root = {
+    let h = {
         let id = id.clone();
-        std::thread::spawn(move || Communicator::init_rank_on(Some(root), &id, 2, 0, cfg(10_000)))
+        std::thread::spawn(move || Communicator::init_rank_on(Some(root), &id, 2, 0, cfg(timeout_ms)))
     };
+    (id, h)
+}
+
+#[test]
+fn version_mismatch_is_fatal_and_explained() {
+    let (id, root) = root_of_two(10_000);
     let mut s = connect(&id.addr);
-    let payload = format!("{{\"secret\":\"{}\"}}", hex(&id.secret));
-    let mut f = MAGIC.to_vec();
-    f.extend_from_slice(&99u32.to_le_bytes());
-    f.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    f.extend_from_slice(payload.as_bytes());
+    let payload = b"{}";
+    let mut f = header(&id.secret, 99, payload.len());
+    f.extend_from_slice(payload);
     s.write_all(&f).unwrap();
     let reply = read_all(s);
     assert!(reply.contains("version 99"), "{reply}");
     let e = root.join().unwrap().unwrap_err().to_string();
     assert!(
-        e.contains("speaks bootstrap protocol version 99, this build speaks 1"),
+        e.contains(&format!("speaks bootstrap protocol version 99, this build speaks {PROTOCOL_VERSION}")),
         "{e}"
     );
+}
+
+/// Frames that do not carry the secret are dropped before their version or length is read,
+/// whatever they claim: rank 0 goes on and the real rank joins.
+#[test]
+fn unauthenticated_frames_never_fail_the_rendezvous() {
+    let (id, root) = root_of_two(20_000);
+    // The old 16-byte header: magic, a version, a length, no secret.
+    let mut old = MAGIC.to_vec();
+    old.extend_from_slice(&2u32.to_le_bytes());
+    old.extend_from_slice(&0u32.to_le_bytes());
+    // Another secret claiming another version, and one claiming a 4 GiB payload.
+    let wrong = header(&[9; 16], 77, 0);
+    let huge = header(&[9; 16], PROTOCOL_VERSION, u32::MAX as usize);
+    for f in [old, wrong, huge] {
+        let mut s = connect(&id.addr);
+        s.write_all(&f).unwrap();
+        let reply = read_all(s);
+        assert!(!reply.contains(&hex(&id.secret)), "a refusal leaked the secret");
+    }
+    let one = Communicator::init_rank(&id, 2, 1, cfg(20_000));
+    assert!(one.is_ok(), "{:?}", one.err());
+    assert!(root.join().unwrap().is_ok());
+}
+
+/// Silent and trickling connections are closed after their greeting time; they neither stall
+/// the real rank nor keep rank 0 waiting past its timeout.
+#[test]
+fn idle_and_trickling_connections_stall_nobody() {
+    let (id, root) = root_of_two(20_000);
+    let _idle: Vec<TcpStream> = (0..3).map(|_| connect(&id.addr)).collect();
+    let mut trickle = connect(&id.addr);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let trickler = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            // One byte of a valid-looking magic every 300 ms: each read makes progress.
+            for b in MAGIC.iter().cycle() {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) || trickle.write_all(&[*b]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        })
+    };
+    let t = Instant::now();
+    let one = Communicator::init_rank(&id, 2, 1, cfg(20_000));
+    assert!(one.is_ok(), "{:?}", one.err());
+    assert!(root.join().unwrap().is_ok());
+    assert!(t.elapsed() < Duration::from_secs(3), "the real rank waited {:?}", t.elapsed());
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    trickler.join().unwrap();
+
+    // Alone with a trickler, rank 0 still fails at its own timeout, not later.
+    let (id, root) = root_of_two(1_500);
+    let mut s = connect(&id.addr);
+    let t = Instant::now();
+    let feeder = std::thread::spawn(move || {
+        for b in MAGIC.iter().cycle().take(40) {
+            if s.write_all(&[*b]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    let e = root.join().unwrap().unwrap_err().to_string();
+    assert!(e.contains("timed out"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(3), "rank 0 waited {:?}", t.elapsed());
+    feeder.join().unwrap();
 }
 
 #[test]

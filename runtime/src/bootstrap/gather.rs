@@ -17,7 +17,8 @@ impl Rendezvous {
                 ),
             });
         }
-        let deadline = Instant::now() + self.timeout;
+        let deadline = deadline_after(self.timeout);
+        let secret = self.secret;
         let timeout = self.timeout;
         let garbled = |peer: &str, what: &str| BootstrapError::Garbled {
             peer: peer.into(),
@@ -28,9 +29,8 @@ impl Rendezvous {
                 rank: self.rank,
                 data: hex(mine),
             };
-            send_msg(s, &m).map_err(|e| io("all-gather: writing to rank 0", e))?;
-            s.set_read_timeout(Some(remaining(deadline))).ok();
-            return match recv_msg(s, "rank 0") {
+            send_msg(s, &secret, &m).map_err(|e| io("all-gather: writing to rank 0", e))?;
+            return match recv_msg(s, &secret, "rank 0", deadline) {
                 Ok(Msg::Gathered { table }) => table
                     .iter()
                     .map(|h| unhex(h).ok_or_else(|| garbled("rank 0", "bad hex")))
@@ -51,8 +51,7 @@ impl Rendezvous {
             // Links are in rank order (see `root`): link i is rank i + 1.
             let want = i as u32 + 1;
             let peer = format!("rank {want}");
-            s.set_read_timeout(Some(remaining(deadline))).ok();
-            match recv_msg(s, &peer) {
+            match recv_msg(s, &secret, &peer, deadline) {
                 Ok(Msg::Gather { rank, data }) if rank == want => match unhex(&data) {
                     Some(b) => {
                         out.push(b);
@@ -85,6 +84,7 @@ impl Rendezvous {
             for s in &mut self.root_links {
                 let _ = send_msg(
                     s,
+                    &secret,
                     &Msg::Refused {
                         reason: reason.clone(),
                     },
@@ -94,7 +94,7 @@ impl Rendezvous {
         }
         let reply = Msg::Gathered { table };
         for s in &mut self.root_links {
-            send_msg(s, &reply).map_err(|e| io("all-gather: writing to a rank", e))?;
+            send_msg(s, &secret, &reply).map_err(|e| io("all-gather: writing to a rank", e))?;
         }
         Ok(out)
     }

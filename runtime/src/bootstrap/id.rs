@@ -30,7 +30,8 @@ impl std::str::FromStr for UniqueId {
         let bad = || BootstrapError::BadId(s.to_string());
         let rest = s.strip_prefix("topoplan1:").ok_or_else(bad)?;
         let (sec, addr) = rest.split_once('@').ok_or_else(bad)?;
-        if sec.len() != 32 || addr.is_empty() {
+        // Byte length alone would let multi-byte characters through to the slicing below.
+        if sec.len() != 32 || !sec.bytes().all(|b| b.is_ascii_hexdigit()) || addr.is_empty() {
             return Err(bad());
         }
         let mut secret = [0u8; 16];
@@ -122,6 +123,9 @@ mod tests {
         );
         assert!("topoplan1:zz@h:1".parse::<UniqueId>().is_err());
         assert!("nccl:00@h:1".parse::<UniqueId>().is_err());
+        // 32 bytes, but multi-byte characters: refused, not a panic.
+        let wide = format!("topoplan1:{}@h:1", "é".repeat(16));
+        assert!(wide.parse::<UniqueId>().is_err());
         assert_ne!(UniqueId::new("a:1").secret, UniqueId::new("a:1").secret);
     }
 }

@@ -1,15 +1,22 @@
 //! TCP rendezvous: rank 0 listens at the unique id's address, every other rank connects, says
-//! who it is, and gets the table of all ranks back. Every connection carries the magic
-//! `TOPOPLAN`, the bootstrap protocol version and the id's 128-bit secret; anything else is
-//! refused with a clear error, and every wait is bounded by the configured timeout.
+//! who it is, and gets the table of all ranks back. Every wait is bounded by the configured
+//! timeout.
 //!
-//! Frames: `b"TOPOPLAN"`, version (u32 LE), payload length (u32 LE, at most 1 MiB), JSON payload.
+//! Frames: `b"TOPOPLAN"`, the id's 128-bit secret, version (u32 LE), payload length (u32 LE, at
+//! most 1 MiB), JSON payload. The secret comes before anything a peer could disagree about, so a
+//! frame is authenticated before it is interpreted ([`read_frame`]): a connection whose first
+//! frame is not ours (garbage, another job's secret, too slow) is dropped and the rendezvous goes
+//! on; nothing it sends is read past the secret. Each accepted connection has [`GREETING`] to
+//! present its first frame, read on its own thread ([`gate`]), so a silent or trickling
+//! connection stalls nobody and never extends the rendezvous' deadline.
 //!
 //! Errors are fatal for the whole job when the peer belongs to it (right secret) but disagrees
 //! (world size, duplicate rank, configuration fingerprint, protocol version): rank 0 fails and
-//! tells every rank already connected. A connection with a wrong secret belongs to another job:
-//! it is told so and dropped, and the rendezvous goes on. So is a connection that sends garbage.
+//! tells every rank already connected. A connection that is refused gets a frame whose secret
+//! is all zeros, which can carry nothing but the reason (it must not learn the secret).
 
+mod frame;
+mod gate;
 mod gather;
 mod handoff;
 mod id;
@@ -17,18 +24,24 @@ mod root;
 
 pub use handoff::{fresh_id_file, wait_for_id_file, write_id_file, ID_FILE_VAR};
 pub use id::{hex, hostname, UniqueId};
+pub use frame::{read_frame, write_frame, FrameError, HEADER_BYTES, MAGIC, PROTOCOL_VERSION};
+pub use gate::{GREETING, MAX_PENDING};
 pub use root::{rendezvous_root, RootListener};
 
+use frame::{recv_msg, send_msg};
 use id::random_secret;
 use serde::{Deserialize, Serialize};
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-pub const MAGIC: &[u8; 8] = b"TOPOPLAN";
-/// Version of the bootstrap and data-plane wire formats. Bump on any incompatible change.
-pub const PROTOCOL_VERSION: u32 = 1;
-const MAX_FRAME: u32 = 1 << 20;
+/// `now + t`, or far in the future when that is past what a clock can say (a timeout of
+/// 10^19 seconds means "never", not a panic).
+pub fn deadline_after(t: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(t)
+        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 86_400)))
+        .unwrap_or(now)
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BootstrapError {
@@ -96,7 +109,6 @@ pub struct PeerInfo {
 #[derive(Debug, Serialize, Deserialize)]
 enum Msg {
     Hello {
-        secret: String,
         nranks: u32,
         fingerprint: u64,
         info: PeerInfo,
@@ -111,10 +123,7 @@ enum Msg {
         reason: String,
     },
     /// Data-plane connection greeting.
-    Link {
-        secret: String,
-        rank: u32,
-    },
+    Link { rank: u32 },
     Barrier,
     /// All-gather: one rank's contribution (hex), sent to rank 0.
     Gather {
@@ -140,85 +149,6 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-pub fn write_frame(s: &mut TcpStream, payload: &[u8]) -> std::io::Result<()> {
-    let mut f = Vec::with_capacity(16 + payload.len());
-    f.extend_from_slice(MAGIC);
-    f.extend_from_slice(&PROTOCOL_VERSION.to_le_bytes());
-    f.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    f.extend_from_slice(payload);
-    s.write_all(&f)
-}
-
-/// Why a frame could not be read.
-#[derive(Debug)]
-pub enum FrameError {
-    Io(std::io::Error),
-    NotOurs(String),
-    Version(u32),
-}
-
-pub fn read_frame(s: &mut TcpStream) -> Result<Vec<u8>, FrameError> {
-    let mut h = [0u8; 16];
-    s.read_exact(&mut h).map_err(FrameError::Io)?;
-    if &h[..8] != MAGIC {
-        return Err(FrameError::NotOurs(format!(
-            "magic {:?}",
-            String::from_utf8_lossy(&h[..8])
-        )));
-    }
-    let v = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes"));
-    if v != PROTOCOL_VERSION {
-        return Err(FrameError::Version(v));
-    }
-    let n = u32::from_le_bytes(h[12..16].try_into().expect("4 bytes"));
-    if n > MAX_FRAME {
-        return Err(FrameError::NotOurs(format!("frame of {n} bytes")));
-    }
-    let mut p = vec![0u8; n as usize];
-    s.read_exact(&mut p).map_err(FrameError::Io)?;
-    Ok(p)
-}
-
-fn send_msg(s: &mut TcpStream, m: &Msg) -> std::io::Result<()> {
-    write_frame(s, &serde_json::to_vec(m).expect("messages serialize"))
-}
-
-fn recv_msg(s: &mut TcpStream, peer: &str) -> Result<Msg, BootstrapError> {
-    match read_frame(s) {
-        Ok(p) => serde_json::from_slice(&p).map_err(|e| BootstrapError::Garbled {
-            peer: peer.into(),
-            detail: e.to_string(),
-        }),
-        Err(FrameError::Io(e))
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            ) =>
-        {
-            Err(BootstrapError::Timeout {
-                doing: format!("waiting for a message from {peer}"),
-                waited: Duration::ZERO,
-            })
-        }
-        Err(FrameError::Io(e)) => Err(io(format!("reading from {peer}"), e)),
-        Err(FrameError::NotOurs(d)) => Err(BootstrapError::Garbled {
-            peer: peer.into(),
-            detail: d,
-        }),
-        Err(FrameError::Version(v)) => Err(BootstrapError::Version {
-            peer: peer.into(),
-            theirs: v,
-            ours: PROTOCOL_VERSION,
-        }),
-    }
-}
-
-fn remaining(deadline: Instant) -> Duration {
-    deadline
-        .saturating_duration_since(Instant::now())
-        .max(Duration::from_millis(1))
-}
-
 /// The result of a rendezvous: every rank's info, and (on every rank) the open connection
 /// used for barriers (rank 0 holds one per other rank).
 #[derive(Debug)]
@@ -229,17 +159,18 @@ pub struct Rendezvous {
     pub session: String,
     root_links: Vec<TcpStream>,
     link_to_root: Option<TcpStream>,
+    secret: [u8; 16],
     timeout: Duration,
 }
 
 impl Rendezvous {
     /// Blocks until every rank has called `barrier` (bounded by the timeout).
     pub fn barrier(&mut self) -> Result<(), BootstrapError> {
-        let deadline = Instant::now() + self.timeout;
+        let deadline = deadline_after(self.timeout);
+        let secret = self.secret;
         if let Some(s) = &mut self.link_to_root {
-            send_msg(s, &Msg::Barrier).map_err(|e| io("barrier: writing to rank 0", e))?;
-            s.set_read_timeout(Some(remaining(deadline))).ok();
-            match recv_msg(s, "rank 0")? {
+            send_msg(s, &secret, &Msg::Barrier).map_err(|e| io("barrier: writing to rank 0", e))?;
+            match recv_msg(s, &secret, "rank 0", deadline)? {
                 Msg::Barrier => Ok(()),
                 Msg::Refused { reason } => Err(BootstrapError::Rejected(reason)),
                 other => Err(BootstrapError::Garbled {
@@ -249,9 +180,8 @@ impl Rendezvous {
             }
         } else {
             for s in &mut self.root_links {
-                s.set_read_timeout(Some(remaining(deadline))).ok();
                 let peer = s.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-                match recv_msg(s, &peer)? {
+                match recv_msg(s, &secret, &peer, deadline)? {
                     Msg::Barrier => {}
                     other => {
                         return Err(BootstrapError::Garbled {
@@ -262,10 +192,39 @@ impl Rendezvous {
                 }
             }
             for s in &mut self.root_links {
-                send_msg(s, &Msg::Barrier).map_err(|e| io("barrier: writing to a rank", e))?;
+                send_msg(s, &secret, &Msg::Barrier)
+                    .map_err(|e| io("barrier: writing to a rank", e))?;
             }
             Ok(())
         }
+    }
+}
+
+/// Connects to rank 0 at `id.addr` by `deadline`, retrying while it is not up yet.
+fn connect_root(id: &UniqueId, deadline: Instant, timeout: Duration) -> Result<TcpStream, BootstrapError> {
+    let addrs: Vec<SocketAddr> = id
+        .addr
+        .to_socket_addrs()
+        .map_err(|e| io(format!("resolving {}", id.addr), e))?
+        .collect();
+    loop {
+        let step = deadline
+            .saturating_duration_since(Instant::now())
+            .clamp(Duration::from_millis(1), Duration::from_secs(2));
+        if let Some(s) = addrs
+            .iter()
+            .find_map(|a| TcpStream::connect_timeout(a, step).ok())
+        {
+            s.set_nodelay(true).ok();
+            return Ok(s);
+        }
+        if Instant::now() >= deadline {
+            return Err(BootstrapError::Timeout {
+                doing: format!("connecting to rank 0 at {}", id.addr),
+                waited: timeout,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -298,49 +257,22 @@ pub fn rendezvous(
             timeout,
         );
     }
-    let deadline = Instant::now() + timeout;
-    let secret = hex(&id.secret);
-    // Connect, retrying while rank 0 is not up yet.
-    let addrs: Vec<SocketAddr> = id
-        .addr
-        .to_socket_addrs()
-        .map_err(|e| io(format!("resolving {}", id.addr), e))?
-        .collect();
-    let mut s = loop {
-        let step = remaining(deadline).min(Duration::from_secs(2));
-        if let Some(s) = addrs
-            .iter()
-            .find_map(|a| TcpStream::connect_timeout(a, step).ok())
-        {
-            break s;
-        }
-        if Instant::now() >= deadline {
-            return Err(BootstrapError::Timeout {
-                doing: format!("connecting to rank 0 at {}", id.addr),
-                waited: timeout,
-            });
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let deadline = deadline_after(timeout);
+    let mut s = connect_root(id, deadline, timeout)?;
+    let hello = Msg::Hello {
+        nranks,
+        fingerprint,
+        info,
     };
-    s.set_nodelay(true).ok();
-    send_msg(
-        &mut s,
-        &Msg::Hello {
-            secret,
-            nranks,
-            fingerprint,
-            info,
-        },
-    )
-    .map_err(|e| io("sending hello to rank 0", e))?;
-    s.set_read_timeout(Some(remaining(deadline))).ok();
-    match recv_msg(&mut s, "rank 0") {
+    send_msg(&mut s, &id.secret, &hello).map_err(|e| io("sending hello to rank 0", e))?;
+    match recv_msg(&mut s, &id.secret, "rank 0", deadline) {
         Ok(Msg::Welcome { peers, session }) => Ok(Rendezvous {
             rank,
             peers,
             session,
             root_links: Vec::new(),
             link_to_root: Some(s),
+            secret: id.secret,
             timeout,
         }),
         Ok(Msg::Refused { reason }) => Err(BootstrapError::Rejected(reason)),
@@ -358,26 +290,48 @@ pub fn rendezvous(
 
 /// Data plane: greets a peer on a new connection (the connecting side).
 pub fn link_greet(s: &mut TcpStream, id: &UniqueId, rank: u32) -> std::io::Result<()> {
-    send_msg(
-        s,
-        &Msg::Link {
-            secret: hex(&id.secret),
-            rank,
-        },
-    )
+    send_msg(s, &id.secret, &Msg::Link { rank })
 }
 
-/// Data plane: reads and checks a greeting (the accepting side); returns the peer's rank.
-pub fn link_accept(s: &mut TcpStream, id: &UniqueId) -> Result<u32, BootstrapError> {
-    let peer = s.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-    match recv_msg(s, &peer)? {
-        Msg::Link { secret, rank } if secret == hex(&id.secret) => Ok(rank),
-        Msg::Link { .. } => Err(BootstrapError::Secret { peer }),
-        other => Err(BootstrapError::Garbled {
-            peer,
-            detail: format!("unexpected {other:?}"),
-        }),
+/// Data plane: accepts the connections of the ranks in `expect` on `listener`, each greeted
+/// with `id`'s secret ([`link_greet`]), by `deadline`. Strangers (garbage, another secret, an
+/// unexpected rank, silence past [`GREETING`]) are dropped and the wait goes on.
+pub fn accept_links(
+    listener: &TcpListener,
+    id: &UniqueId,
+    expect: &[u32],
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<Vec<(u32, TcpStream)>, BootstrapError> {
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| io("data listener", e))?;
+    let gate = gate::Gate::new(id.secret);
+    let mut want: Vec<u32> = expect.to_vec();
+    let mut got = Vec::new();
+    while !want.is_empty() {
+        match gate.poll(listener, deadline) {
+            Ok(Some(g)) => {
+                if let Ok(Msg::Link { rank }) = g.msg {
+                    if let Some(i) = want.iter().position(|&x| x == rank) {
+                        want.swap_remove(i);
+                        got.push((rank, g.stream));
+                    }
+                }
+            }
+            Ok(None) => {
+                if Instant::now() >= deadline {
+                    return Err(BootstrapError::Timeout {
+                        doing: format!("waiting for data connections from ranks {want:?}"),
+                        waited: timeout,
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => return Err(io("accepting data connections", e)),
+        }
     }
+    Ok(got)
 }
 
 #[cfg(test)]

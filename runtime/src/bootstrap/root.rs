@@ -2,6 +2,7 @@
 //! the loop that accepts the other ranks and sends them the table.
 
 use super::*;
+use std::collections::BTreeMap;
 
 /// Rank 0's rendezvous listener, bound before anyone learns its address.
 ///
@@ -78,185 +79,134 @@ pub fn rendezvous_root(
             nranks,
         });
     }
-    let deadline = Instant::now() + timeout;
-    accept_ranks(
-        root.listener,
-        &hex(&root.id.secret),
-        nranks,
-        fingerprint,
-        info,
-        deadline,
-        timeout,
-    )
-}
-
-fn accept_ranks(
-    listener: TcpListener,
-    secret: &str,
-    nranks: u32,
-    fingerprint: u64,
-    info: PeerInfo,
-    deadline: Instant,
-    timeout: Duration,
-) -> Result<Rendezvous, BootstrapError> {
-    listener
+    let deadline = deadline_after(timeout);
+    root.listener
         .set_nonblocking(true)
         .map_err(|e| io("rank 0 listener", e))?;
-    let mut peers: Vec<Option<(PeerInfo, TcpStream)>> = (0..nranks).map(|_| None).collect();
-    let mut joined = 1;
-    let me = info.clone();
-    // Fatal errors are sent to every rank that has joined, then returned.
-    let fail = |peers: &mut Vec<Option<(PeerInfo, TcpStream)>>,
-                extra: Option<&mut TcpStream>,
-                e: BootstrapError| {
-        let reason = e.to_string();
-        for (_, s) in peers.iter_mut().flatten() {
-            let _ = send_msg(
-                s,
-                &Msg::Refused {
-                    reason: reason.clone(),
-                },
-            );
-        }
-        if let Some(s) = extra {
-            let _ = send_msg(s, &Msg::Refused { reason });
-        }
-        Err(e)
+    let mut j = Joining {
+        secret: root.id.secret,
+        nranks,
+        fingerprint,
+        me: info,
+        // Only ranks that joined take room: a huge claimed world costs nothing until it comes.
+        peers: BTreeMap::new(),
     };
-    while joined < nranks {
-        let (mut s, addr) = match listener.accept() {
-            Ok(x) => x,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+    let gate = gate::Gate::new(root.id.secret);
+    while (j.peers.len() as u64) + 1 < nranks as u64 {
+        match gate.poll(&root.listener, deadline) {
+            Ok(Some(g)) => j.admit(g)?,
+            Ok(None) => {
                 if Instant::now() >= deadline {
                     let missing: Vec<u32> = (1..nranks)
-                        .filter(|r| peers[*r as usize].is_none())
+                        .filter(|r| !j.peers.contains_key(r))
+                        .take(16)
                         .collect();
-                    return fail(
-                        &mut peers,
+                    let more = if nranks as usize - 1 - j.peers.len() > missing.len() { " and more" } else { "" };
+                    return Err(j.fail(
                         None,
                         BootstrapError::Timeout {
-                            doing: format!("waiting for ranks {missing:?} to join"),
+                            doing: format!("waiting for ranks {missing:?}{more} to join"),
                             waited: timeout,
                         },
-                    );
+                    ));
                 }
-                std::thread::sleep(Duration::from_millis(5));
-                continue;
+                std::thread::sleep(Duration::from_millis(2));
             }
-            Err(e) => return Err(io("rank 0 accepting", e)),
-        };
-        let peer = addr.to_string();
-        s.set_nonblocking(false).ok();
-        s.set_nodelay(true).ok();
-        // A silent connection must not stall the rendezvous for long.
-        s.set_read_timeout(Some(remaining(deadline).min(Duration::from_secs(10))))
-            .ok();
-        let hello = match recv_msg(&mut s, &peer) {
-            Ok(m) => m,
-            Err(e @ BootstrapError::Version { .. }) => return fail(&mut peers, Some(&mut s), e),
-            Err(e) => {
-                // Not one of ours (or it gave up): tell it, drop it, keep waiting.
-                let _ = send_msg(
-                    &mut s,
-                    &Msg::Refused {
-                        reason: e.to_string(),
-                    },
-                );
-                continue;
+            Err(e) => return Err(j.fail(None, io("rank 0 accepting", e))),
+        }
+    }
+    j.welcome(timeout)
+}
+
+/// Rank 0's state while the others join.
+struct Joining {
+    secret: [u8; 16],
+    nranks: u32,
+    fingerprint: u64,
+    me: PeerInfo,
+    peers: BTreeMap<u32, (PeerInfo, TcpStream)>,
+}
+
+impl Joining {
+    /// A fatal error: every rank that joined (and `extra`, the one that caused it) is told.
+    fn fail(&mut self, extra: Option<&mut TcpStream>, e: BootstrapError) -> BootstrapError {
+        let reason = e.to_string();
+        let secret = self.secret;
+        for (_, s) in self.peers.values_mut() {
+            let _ = send_msg(s, &secret, &Msg::Refused { reason: reason.clone() });
+        }
+        if let Some(s) = extra {
+            let _ = send_msg(s, &secret, &Msg::Refused { reason });
+        }
+        e
+    }
+
+    /// Takes one connection's first message: a stranger is already closed and ignored, a
+    /// member of this job that disagrees fails the rendezvous.
+    fn admit(&mut self, g: gate::Greeting) -> Result<(), BootstrapError> {
+        let mut s = g.stream;
+        let (their_n, their_fp, info) = match g.msg {
+            Ok(Msg::Hello {
+                nranks,
+                fingerprint,
+                info,
+            }) => (nranks, fingerprint, info),
+            // Our secret, another wire format: a rank of this job built differently.
+            Err(e @ BootstrapError::Version { .. }) => return Err(self.fail(None, e)),
+            Ok(_) => {
+                let _ = send_msg(&mut s, &self.secret, &Msg::Refused { reason: "expected a hello".into() });
+                return Ok(());
             }
+            Err(_) => return Ok(()),
         };
-        let Msg::Hello {
-            secret: theirs,
-            nranks: their_n,
-            fingerprint: their_fp,
-            info,
-        } = hello
-        else {
-            let _ = send_msg(
-                &mut s,
-                &Msg::Refused {
-                    reason: "expected a hello".into(),
-                },
-            );
-            continue;
-        };
-        if theirs != secret {
-            let _ = send_msg(
-                &mut s,
-                &Msg::Refused {
-                    reason: BootstrapError::Secret { peer: peer.clone() }.to_string(),
-                },
-            );
-            continue;
-        }
-        let r = info.rank;
-        if their_n != nranks {
-            return fail(
-                &mut peers,
-                Some(&mut s),
-                BootstrapError::WorldSize {
-                    rank: r,
-                    theirs: their_n,
-                    ours: nranks,
-                },
-            );
-        }
-        if r >= nranks {
-            return fail(
-                &mut peers,
-                Some(&mut s),
-                BootstrapError::RankRange { rank: r, nranks },
-            );
-        }
-        if r == 0 || peers[r as usize].is_some() {
-            let first = if r == 0 {
-                format!("{} pid {} (rank 0 itself)", me.host, me.pid)
-            } else {
-                peers[r as usize]
-                    .as_ref()
-                    .map(|(i, _)| format!("{} pid {}", i.host, i.pid))
-                    .unwrap_or_default()
+        let (r, nranks) = (info.rank, self.nranks);
+        let e = if their_n != nranks {
+            BootstrapError::WorldSize { rank: r, theirs: their_n, ours: nranks }
+        } else if r >= nranks {
+            BootstrapError::RankRange { rank: r, nranks }
+        } else if r == 0 || self.peers.contains_key(&r) {
+            let first = match self.peers.get(&r) {
+                Some((i, _)) => format!("{} pid {}", i.host, i.pid),
+                None => format!("{} pid {} (rank 0 itself)", self.me.host, self.me.pid),
             };
-            let e = BootstrapError::DuplicateRank {
+            BootstrapError::DuplicateRank {
                 rank: r,
                 first,
                 second: format!("{} pid {}", info.host, info.pid),
-            };
-            return fail(&mut peers, Some(&mut s), e);
-        }
-        if their_fp != fingerprint {
-            return fail(
-                &mut peers,
-                Some(&mut s),
-                BootstrapError::ConfigMismatch { rank: r },
-            );
-        }
-        peers[r as usize] = Some((info, s));
-        joined += 1;
+            }
+        } else if their_fp != self.fingerprint {
+            BootstrapError::ConfigMismatch { rank: r }
+        } else {
+            self.peers.insert(r, (info, s));
+            return Ok(());
+        };
+        Err(self.fail(Some(&mut s), e))
     }
-    let mut table = vec![me];
-    let mut links = Vec::new();
-    for (info, s) in peers.into_iter().flatten() {
-        table.push(info);
-        links.push(s);
-    }
-    let session = hex(&random_secret()[..8]);
-    for s in &mut links {
-        send_msg(
-            s,
-            &Msg::Welcome {
+
+    /// Everyone joined: sends the table.
+    fn welcome(self, timeout: Duration) -> Result<Rendezvous, BootstrapError> {
+        let mut table = vec![self.me];
+        let mut links = Vec::new();
+        for (info, s) in self.peers.into_values() {
+            table.push(info);
+            links.push(s);
+        }
+        let session = hex(&random_secret()[..8]);
+        for s in &mut links {
+            let m = Msg::Welcome {
                 peers: table.clone(),
                 session: session.clone(),
-            },
-        )
-        .map_err(|e| io("sending the rank table", e))?;
+            };
+            send_msg(s, &self.secret, &m).map_err(|e| io("sending the rank table", e))?;
+        }
+        Ok(Rendezvous {
+            rank: 0,
+            peers: table,
+            session,
+            root_links: links,
+            link_to_root: None,
+            secret: self.secret,
+            timeout,
+        })
     }
-    Ok(Rendezvous {
-        rank: 0,
-        peers: table,
-        session,
-        root_links: links,
-        link_to_root: None,
-        timeout,
-    })
 }
