@@ -21,6 +21,8 @@ pub const NUM_RESULTS: NcclResult = 8;
 pub const VERSION_CODE: c_int = 22803;
 /// `NCCL_API_MAGIC`: written by `NCCL_CONFIG_INITIALIZER`.
 pub const API_MAGIC: c_uint = 0xcafe_beef;
+/// The magic `NCCL_SIM_INFO_INITIALIZER` writes into `ncclSimInfo_t`.
+pub const SIM_INFO_MAGIC: c_uint = 0x7468_5283;
 /// `NCCL_CONFIG_UNDEF_INT`.
 pub const UNDEF_INT: c_int = c_int::MIN;
 /// `NCCL_SPLIT_NOCOLOR`.

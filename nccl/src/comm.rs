@@ -42,8 +42,11 @@ pub struct Comm {
     pub gpu: Mutex<Option<crate::gpu::rank::GpuRank>>,
     /// (collective, size class) pairs already logged under `TOPOPLAN_DEBUG=INFO`.
     pub logged: Mutex<HashSet<(&'static str, u32)>>,
-    /// Registered buffers: handle -> (address, bytes).
-    pub registered: Mutex<HashMap<usize, (usize, usize)>>,
+    /// Registered buffers: handle -> (address, bytes), and the next handle's number (never
+    /// reused while the communicator lives).
+    pub registered: Mutex<(HashMap<usize, (usize, usize)>, usize)>,
+    /// PreMulSum ops made on this communicator (they die with it).
+    pub premul: Mutex<crate::premul::Ops>,
 }
 
 /// A rank's rendezvous, run now, at `ncclGroupEnd`, or on a background thread.
@@ -71,7 +74,8 @@ impl Comm {
             real: Mutex::new(None),
             gpu: Mutex::new(None),
             logged: Mutex::new(HashSet::new()),
-            registered: Mutex::new(HashMap::new()),
+            registered: Mutex::new((HashMap::new(), 0)),
+            premul: Mutex::default(),
         });
         lock(registry()).insert(handle, c.clone());
         c
@@ -135,7 +139,12 @@ impl Comm {
     /// later calls and `ncclCommGetAsyncError` report it. Other failures (bad arguments, a
     /// forwarded call NCCL refused) leave it usable, as NCCL's do.
     pub fn poison(&self, e: &ApiError) {
-        if matches!(e, ApiError::Remote(_)) {
+        // The runtime poisons its communicator after a failure mid-call (ranks that disagree
+        // leave half-matched messages behind): that is unusable too.
+        let runtime_poisoned = lock(&self.cpu)
+            .as_ref()
+            .is_some_and(|c| c.poisoned().is_some());
+        if matches!(e, ApiError::Remote(_)) || runtime_poisoned {
             let mut s = lock(&self.state);
             if *s == State::Ready {
                 *s = State::Failed(e.clone());
@@ -196,9 +205,19 @@ fn advertised_host() -> String {
 /// `ncclGetUniqueId`: binds rank 0's rendezvous listener now (port 0, or `NCCL_COMM_ID`'s),
 /// keeps it for rank 0's init, and returns the id text every rank joins with.
 pub fn new_unique_id() -> Result<String, ApiError> {
+    unique_id_at(std::env::var("NCCL_COMM_ID").ok())
+}
+
+/// The id of a split's new communicator, made by its first rank. Never at `NCCL_COMM_ID`: that
+/// address is the parent's, already bound, and every color needs one of its own.
+fn split_unique_id() -> Result<String, ApiError> {
+    unique_id_at(None)
+}
+
+fn unique_id_at(fixed: Option<String>) -> Result<String, ApiError> {
     let secret = UniqueId::new("x:0").secret;
-    let (bind, host) = match std::env::var("NCCL_COMM_ID") {
-        Ok(a) if !a.is_empty() => {
+    let (bind, host) = match fixed {
+        Some(a) if !a.is_empty() => {
             let host = a
                 .rsplit_once(':')
                 .map(|(h, _)| h.to_string())
@@ -244,10 +263,35 @@ pub fn start_rank(
     };
     let c = comm.clone();
     let join: Join = Box::new(move || {
-        let r = Communicator::init_rank_on(root, &id, nranks, rank, cfg).map_err(ApiError::from);
+        // Whoever waits on this rank (a non-blocking init's poller, a group) must hear of a
+        // panic too, or it would wait forever.
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            Communicator::init_rank_on(root, &id, nranks, rank, cfg).map_err(ApiError::from)
+        }))
+        .unwrap_or_else(|p| Err(ApiError::Internal(format!("init panicked: {}", panic_text(&p)))));
         c.finish_join(r)
     });
     Ok((comm, join))
+}
+
+/// The text of a panic's payload.
+pub fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+/// Refuses a world of `nranks` that this process could not hold: rank 0 keeps a connection and
+/// a table entry for every other rank, and every rank plans for all of them.
+pub fn check_rank_count(nranks: u64, root: bool) -> Result<(), ApiError> {
+    runtime::limits::check_world(nranks, root).map_err(|e| arg(e.to_string()))
+}
+
+/// Refuses `ncclCommInitAll` of more ranks than this process's memory holds (every rank is a
+/// thread here, with its connections to every other).
+pub fn check_local_ranks(n: u64) -> Result<(), ApiError> {
+    runtime::limits::check_threads(n).map_err(|e| arg(e.to_string()))
 }
 
 /// `ncclCommInitAll`: `n` ranks in this process, joined at once.
@@ -304,8 +348,18 @@ pub fn split(
         .collect();
     const ID_BYTES: usize = 96;
     let mut id_slot = [0u8; ID_BYTES];
-    if leads[me] {
-        let text = new_unique_id()?;
+    // A leader that cannot listen still takes part in the exchange below (an empty id), so its
+    // color's other ranks fail at once instead of waiting for the timeout.
+    let mine = leads[me].then(|| {
+        split_unique_id().and_then(|t| {
+            if t.len() <= ID_BYTES {
+                Ok(t)
+            } else {
+                Err(ApiError::Internal(format!("id {t:?} is over {ID_BYTES} bytes")))
+            }
+        })
+    });
+    if let Some(Ok(text)) = &mine {
         id_slot[..text.len()].copy_from_slice(text.as_bytes());
     }
     let mut ids = vec![0u8; ID_BYTES * n];
@@ -315,6 +369,9 @@ pub fn split(
             .as_mut()
             .ok_or_else(|| usage("the parent has not joined"))?;
         cpu.all_gather(&id_slot, &mut ids)?;
+    }
+    if let Some(Err(e)) = mine {
+        return Err(e);
     }
     if color == crate::abi::SPLIT_NOCOLOR {
         return Ok(None);
@@ -329,6 +386,11 @@ pub fn split(
     let raw = &ids[ID_BYTES * lead..ID_BYTES * (lead + 1)];
     let end = raw.iter().position(|b| *b == 0).unwrap_or(ID_BYTES);
     let text = String::from_utf8_lossy(&raw[..end]).into_owned();
+    if text.is_empty() {
+        return Err(ApiError::System(format!(
+            "rank {lead} of the parent, the first of color {color}, could not open the new communicator's rendezvous (its own error says why)"
+        )));
+    }
     let new_rank = group.iter().position(|r| *r == me).expect("a member") as u32;
     start_rank(&text, group.len() as u32, new_rank, parent.device, config).map(Some)
 }

@@ -25,6 +25,18 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// The same code with another message.
+    pub fn reworded(&self, m: String) -> ApiError {
+        match self {
+            ApiError::InvalidArgument(_) => ApiError::InvalidArgument(m),
+            ApiError::InvalidUsage(_) => ApiError::InvalidUsage(m),
+            ApiError::Remote(_) => ApiError::Remote(m),
+            ApiError::System(_) => ApiError::System(m),
+            ApiError::Cuda(_) => ApiError::Cuda(m),
+            ApiError::Internal(_) => ApiError::Internal(m),
+        }
+    }
+
     pub fn code(&self) -> NcclResult {
         match self {
             ApiError::InvalidArgument(_) => INVALID_ARGUMENT,

@@ -3,19 +3,33 @@
 //! process meet each other), then every communicator's calls run as one batch, again one
 //! thread per communicator when there are several (nccl-tests `-g N` drives N ranks from one
 //! thread).
+//!
+//! A group is all or nothing, as NCCL's is: a call that fails inside it is remembered, and the
+//! outermost end then runs nothing, cancels the deferred inits (their handles become NULL and
+//! invalid) and returns that call's code with its message.
 
-use crate::comm::{Comm, Join};
+use crate::comm::{lock, Comm, Join};
 use crate::error::{usage, ApiError};
 use crate::exec::run_batch;
 use crate::op::Op;
 use std::cell::RefCell;
 use std::sync::Arc;
 
+/// Undoes a deferred init or split whose group failed, with the reason.
+pub type Cancel = Box<dyn FnOnce(&ApiError) + Send>;
+
+struct Deferred {
+    join: Join,
+    cancel: Cancel,
+}
+
 #[derive(Default)]
 struct Pending {
     depth: u32,
-    joins: Vec<Join>,
+    joins: Vec<Deferred>,
     ops: Vec<(Arc<Comm>, Op)>,
+    /// The first call that failed inside the group.
+    error: Option<(&'static str, ApiError)>,
 }
 
 thread_local! {
@@ -30,10 +44,20 @@ pub fn in_group() -> bool {
     GROUP.with(|g| g.borrow().depth > 0)
 }
 
-/// Runs `join` now, or at the group's end.
-pub fn join(join: Join) -> Result<(), ApiError> {
+/// Remembers that `call` failed inside a group (the first failure wins).
+pub fn record_error(call: &'static str, e: &ApiError) {
+    GROUP.with(|g| {
+        let mut g = g.borrow_mut();
+        if g.depth > 0 && g.error.is_none() {
+            g.error = Some((call, e.clone()));
+        }
+    })
+}
+
+/// Runs `join` now, or at the group's end; `cancel` undoes it if the group fails first.
+pub fn join(join: Join, cancel: Cancel) -> Result<(), ApiError> {
     if in_group() {
-        GROUP.with(|g| g.borrow_mut().joins.push(join));
+        GROUP.with(|g| g.borrow_mut().joins.push(Deferred { join, cancel }));
         Ok(())
     } else {
         join()
@@ -50,21 +74,39 @@ pub fn submit(comm: Arc<Comm>, op: Op) -> Result<(), ApiError> {
     }
 }
 
+type Taken = (Vec<Deferred>, Vec<(Arc<Comm>, Op)>, Option<(&'static str, ApiError)>);
+
 /// Ends one level; at the outermost, runs what was deferred. `simulate`: drop the calls
-/// instead (`ncclGroupSimulateEnd`), still joining the ranks.
-pub fn end(simulate: bool) -> Result<(), ApiError> {
-    let taken = GROUP.with(|g| {
+/// instead (`ncclGroupSimulateEnd`), still joining the ranks. `refused`: the end itself was
+/// refused (a bad `ncclSimInfo_t`), which fails the group like a failed call inside it.
+pub fn end(simulate: bool, refused: Option<ApiError>) -> Result<(), ApiError> {
+    let taken: Option<Taken> = GROUP.with(|g| {
         let mut g = g.borrow_mut();
         if g.depth == 0 {
             return Err(usage("ncclGroupEnd without a matching ncclGroupStart"));
         }
         g.depth -= 1;
-        Ok((g.depth == 0).then(|| (std::mem::take(&mut g.joins), std::mem::take(&mut g.ops))))
+        Ok((g.depth == 0).then(|| {
+            (
+                std::mem::take(&mut g.joins),
+                std::mem::take(&mut g.ops),
+                g.error.take(),
+            )
+        }))
     })?;
-    let Some((joins, ops)) = taken else {
-        return Ok(());
+    let Some((joins, ops, failed)) = taken else {
+        return refused.map_or(Ok(()), Err);
     };
-    all(joins)?;
+    if let Some(e) = refused.or_else(|| failed.map(|(call, e)| e.reworded(format!("{call} inside the group failed, so nothing in the group ran: {e}")))) {
+        for d in joins {
+            (d.cancel)(&e);
+        }
+        for (c, _) in &ops {
+            c.last_error.set(&format!("ncclGroupEnd: {e}"));
+        }
+        return Err(e);
+    }
+    all(joins.into_iter().map(|d| d.join).collect())?;
     if simulate {
         return Ok(());
     }
@@ -77,7 +119,12 @@ pub fn end(simulate: bool) -> Result<(), ApiError> {
     }
     let jobs: Vec<Join> = batches
         .into_iter()
-        .map(|(c, ops)| Box::new(move || run_batch(&c, &ops)) as Join)
+        .map(|(c, ops)| {
+            Box::new(move || {
+                // The communicator's own last error names what failed, not only the process's.
+                run_batch(&c, &ops).inspect_err(|e| c.last_error.set(&format!("ncclGroupEnd: {e}")))
+            }) as Join
+        })
         .collect();
     all(jobs)
 }
@@ -97,4 +144,11 @@ fn all(jobs: Vec<Join>) -> Result<(), ApiError> {
             .collect()
     });
     results.into_iter().collect()
+}
+
+/// Cancels a deferred init: the handle leaves the registry and anyone waiting on it hears why.
+pub fn cancel_comm(c: &Comm, e: &ApiError) {
+    let _ = crate::comm::remove(c.handle);
+    let _ = c.finish_join(Err(e.clone()));
+    drop(lock(&c.cpu).take());
 }

@@ -1,13 +1,13 @@
-//! `ncclRedOpCreatePreMulSum` operations: recorded per communicator, and made on the real
-//! NCCL's communicator when a call first uses one (PreMulSum reductions run on NCCL).
+//! `ncclRedOpCreatePreMulSum` operations: kept by their communicator (they die with it), and
+//! made on the real NCCL's communicator when a call first uses one (PreMulSum reductions run on
+//! NCCL). Values are handed out from a free list, so creating and destroying is O(log n).
 
 use crate::abi::{NcclType, NUM_OPS, SUCCESS};
 use crate::comm::{lock, Comm};
 use crate::error::{arg, usage, ApiError};
 use crate::real::RealNccl;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ffi::{c_int, c_void};
-use std::sync::{Mutex, OnceLock};
 
 struct PreMul {
     /// The scalar itself (host-immediate residence) or its device address.
@@ -17,11 +17,25 @@ struct PreMul {
     real: Option<c_int>,
 }
 
-type Table = HashMap<(usize, c_int), PreMul>;
+/// One communicator's PreMulSum ops.
+#[derive(Default)]
+pub struct Ops {
+    live: HashMap<c_int, PreMul>,
+    /// Values destroyed and free again, smallest first.
+    free: BTreeSet<c_int>,
+    /// The next value never handed out (from `ncclNumOps`).
+    next: Option<c_int>,
+}
 
-fn table() -> &'static Mutex<Table> {
-    static T: OnceLock<Mutex<Table>> = OnceLock::new();
-    T.get_or_init(Mutex::default)
+impl Ops {
+    fn take_value(&mut self) -> Option<c_int> {
+        if let Some(v) = self.free.pop_first() {
+            return Some(v);
+        }
+        let v = self.next.unwrap_or(NUM_OPS);
+        self.next = Some(v.checked_add(1)?);
+        Some(v)
+    }
 }
 
 /// A new op value for `comm`. `residence`: 0 device, 1 host immediate.
@@ -49,12 +63,12 @@ pub unsafe fn create(
             )))
         }
     };
-    let mut t = lock(table());
-    let v = (NUM_OPS..)
-        .find(|v| !t.contains_key(&(comm.handle, *v)))
-        .expect("a free value");
-    t.insert(
-        (comm.handle, v),
+    let mut t = lock(&comm.premul);
+    let v = t.take_value().ok_or_else(|| {
+        usage("every ncclRedOp_t value is taken by a live PreMulSum op: destroy some")
+    })?;
+    t.live.insert(
+        v,
         PreMul {
             scalar: bytes,
             device,
@@ -66,17 +80,23 @@ pub unsafe fn create(
 }
 
 pub fn exists(comm: &Comm, v: c_int) -> bool {
-    lock(table()).contains_key(&(comm.handle, v))
+    lock(&comm.premul).live.contains_key(&v)
 }
 
 pub fn dtype(comm: &Comm, v: c_int) -> Option<NcclType> {
-    lock(table()).get(&(comm.handle, v)).map(|p| p.dtype)
+    lock(&comm.premul).live.get(&v).map(|p| p.dtype)
 }
 
 pub fn destroy(comm: &Comm, v: c_int) -> Result<(), ApiError> {
-    let p = lock(table())
-        .remove(&(comm.handle, v))
-        .ok_or_else(|| arg(format!("op {v} is not a PreMulSum op of this communicator")))?;
+    let p = {
+        let mut t = lock(&comm.premul);
+        let p = t
+            .live
+            .remove(&v)
+            .ok_or_else(|| arg(format!("op {v} is not a PreMulSum op of this communicator")))?;
+        t.free.insert(v);
+        p
+    };
     if let (Some(r), Ok(real)) = (p.real, crate::real::get()) {
         if let Some(rc) = &*lock(&comm.real) {
             // SAFETY: an op made on this real communicator.
@@ -88,9 +108,10 @@ pub fn destroy(comm: &Comm, v: c_int) -> Result<(), ApiError> {
 
 /// The real NCCL's op for `v` on `rc`, made on first use.
 pub fn real_op(comm: &Comm, v: c_int, real: &RealNccl, rc: *mut c_void) -> Result<c_int, ApiError> {
-    let mut t = lock(table());
+    let mut t = lock(&comm.premul);
     let p = t
-        .get_mut(&(comm.handle, v))
+        .live
+        .get_mut(&v)
         .ok_or_else(|| arg(format!("op {v} is not a PreMulSum op of this communicator")))?;
     if let Some(r) = p.real {
         return Ok(r);

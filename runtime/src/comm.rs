@@ -201,6 +201,14 @@ impl Communicator {
         self.seq
     }
 
+    /// Why the communicator is unusable, after a failure mid-call or an abort.
+    pub fn poisoned(&self) -> Option<&str> {
+        if self.abort.load(Ordering::Relaxed) {
+            return Some(self.poisoned.as_deref().unwrap_or("aborted"));
+        }
+        self.poisoned.as_deref()
+    }
+
     /// A handle that aborts this communicator from any thread.
     pub fn abort_handle(&self) -> AbortHandle {
         AbortHandle(self.abort.clone())

@@ -6,7 +6,7 @@
 //! schedules come from), [`exec`] (runs one rank's schedule), [`protocol`] (the slot-FIFO step
 //! protocol), [`transport`] (threads, shared memory, TCP), [`bootstrap`] (TCP rendezvous),
 //! [`reference`](mod@reference) (serial oracle), [`element`] (types and reduction kernels),
-//! [`check`] and [`perf`] (checked runs and timing for tests and `topoplan run`).
+//! [`limits`] (sizes and rank counts the machine can hold), [`check`] and [`perf`] (checked runs and timing for tests and `topoplan run`).
 //! Design: `docs/runtime.md`, `docs/protocol.md`.
 
 pub mod bootstrap;
@@ -18,6 +18,7 @@ pub mod error;
 pub mod exec;
 pub mod group;
 pub mod init;
+pub mod limits;
 pub mod perf;
 pub mod plan;
 pub mod protocol;

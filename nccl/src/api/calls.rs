@@ -18,7 +18,7 @@ fn call(
     comm: CommHandle,
     stream: Stream,
 ) -> NcclResult {
-    entry(name, comm as usize, || {
+    deferring(name, comm as usize, || {
         let c = comm::lookup(comm as usize)?;
         let t = dtype(datatype)?;
         let o = match kind {
@@ -331,16 +331,30 @@ pub extern "C" fn ncclGroupStart() -> NcclResult {
 
 #[no_mangle]
 pub extern "C" fn ncclGroupEnd() -> NcclResult {
-    entry("ncclGroupEnd", 0, || group::end(false).map(|_| SUCCESS))
+    entry("ncclGroupEnd", 0, || group::end(false, None).map(|_| SUCCESS))
 }
 
 #[no_mangle]
 pub extern "C" fn ncclGroupSimulateEnd(info: *mut RawSimInfo) -> NcclResult {
     entry("ncclGroupSimulateEnd", 0, || {
-        // The calls are dropped, not priced: estimatedTime stays NCCL_UNDEF_FLOAT.
-        if let Some(i) = unsafe { info.as_mut() } {
-            i.estimated_time = -1.0;
-        }
-        group::end(true).map(|_| SUCCESS)
+        // SAFETY: the caller's ncclSimInfo_t, or NULL.
+        let refused = match unsafe { info.as_mut() } {
+            Some(i) if i.magic != SIM_INFO_MAGIC => Some(arg(format!(
+                "simInfo.magic is {:#x}, not {SIM_INFO_MAGIC:#x}: initialise it with NCCL_SIM_INFO_INITIALIZER",
+                i.magic
+            ))),
+            Some(i) if i.size < std::mem::size_of::<RawSimInfo>() => Some(arg(format!(
+                "simInfo.size is {} bytes, less than ncclSimInfo_t's {}",
+                i.size,
+                std::mem::size_of::<RawSimInfo>()
+            ))),
+            Some(i) => {
+                // The calls are dropped, not priced: estimatedTime stays NCCL_UNDEF_FLOAT.
+                i.estimated_time = -1.0;
+                None
+            }
+            None => None,
+        };
+        group::end(true, refused).map(|_| SUCCESS)
     })
 }

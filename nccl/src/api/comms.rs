@@ -32,7 +32,7 @@ fn init_rank(
     rank: c_int,
     config: *const RawConfig,
 ) -> NcclResult {
-    entry(call, 0, || {
+    deferring(call, 0, || {
         let slot = out(newcomm, "comm")?;
         *slot = std::ptr::null_mut();
         let cfg = unsafe { CommConfig::read(config) }.map_err(|e| arg(e.to_string()))?;
@@ -42,6 +42,7 @@ fn init_rank(
         if rank < 0 || rank >= nranks {
             return Err(arg(format!("rank {rank} is not in 0..{nranks}")));
         }
+        crate::comm::check_rank_count(nranks as u64, rank == 0)?;
         let text = decode_id(id).ok_or_else(|| {
             arg("commId was not made by this library's ncclGetUniqueId (is the job mixing libraries?)")
         })?;
@@ -55,11 +56,25 @@ fn init_rank(
         )?;
         *slot = c.handle as CommHandle;
         if nonblocking && !group::in_group() {
-            std::thread::spawn(join);
+            let handle = c.handle;
+            std::thread::spawn(move || {
+                // Nobody waits for this thread: its failure is the communicator's async
+                // error, and the last error and the log say why.
+                if let Err(e) = join() {
+                    record(call, handle, &e);
+                }
+            });
             return Ok(IN_PROGRESS);
         }
+        let slot_addr = slot as *mut CommHandle as usize;
+        let comm = c.clone();
+        let cancel: group::Cancel = Box::new(move |e| {
+            group::cancel_comm(&comm, e);
+            // SAFETY: the caller's newcomm stays valid until the group ends.
+            unsafe { *(slot_addr as *mut CommHandle) = std::ptr::null_mut() };
+        });
         let handle = c.handle;
-        group::join(join).inspect_err(|_| {
+        group::join(join, cancel).inspect_err(|_| {
             let _ = comm::remove(handle);
             *slot = std::ptr::null_mut();
         })?;
@@ -109,7 +124,7 @@ pub extern "C" fn ncclCommInitRankScalable(
     config: *const RawConfig,
 ) -> NcclResult {
     if n_id < 1 || ids.is_null() {
-        return entry("ncclCommInitRankScalable", 0, || {
+        return deferring("ncclCommInitRankScalable", 0, || {
             Err(arg(format!("{n_id} ids at {ids:?}: need at least one")))
         });
     }
@@ -137,6 +152,8 @@ pub extern "C" fn ncclCommInitAll(
         if ndev < 1 {
             return Err(arg(format!("ndev {ndev} is below 1")));
         }
+        // Before reading devlist or making anything: ndev ranks live in this process.
+        crate::comm::check_local_ranks(ndev as u64)?;
         let devs: Vec<i32> = (0..ndev as usize)
             // SAFETY: devlist holds ndev ints when it is not NULL.
             .map(|i| {
@@ -164,7 +181,7 @@ pub extern "C" fn ncclCommSplit(
     newcomm: *mut CommHandle,
     config: *const RawConfig,
 ) -> NcclResult {
-    entry("ncclCommSplit", comm as usize, || {
+    deferring("ncclCommSplit", comm as usize, || {
         let slot = out(newcomm, "newcomm")?;
         *slot = std::ptr::null_mut();
         let parent = comm::lookup(comm as usize)?;
@@ -183,7 +200,8 @@ pub extern "C" fn ncclCommSplit(
             }
             Ok(())
         };
-        group::join(Box::new(job))?;
+        // A split that never ran made nothing: newcomm stays NULL.
+        group::join(Box::new(job), Box::new(|_| ()))?;
         Ok(SUCCESS)
     })
 }
@@ -238,6 +256,10 @@ fn teardown(c: Arc<Comm>, abort: bool) {
 #[no_mangle]
 pub extern "C" fn ncclCommDestroy(comm: CommHandle) -> NcclResult {
     entry("ncclCommDestroy", comm as usize, || {
+        // NCCL: destroying NULL is a no-op that succeeds.
+        if comm.is_null() {
+            return Ok(SUCCESS);
+        }
         let c = comm::remove(comm as usize)?;
         teardown(c, false);
         Ok(SUCCESS)
@@ -272,15 +294,17 @@ pub extern "C" fn ncclCommGetAsyncError(comm: CommHandle, result: *mut NcclResul
 
 #[no_mangle]
 pub extern "C" fn ncclGetErrorString(code: NcclResult) -> *const c_char {
-    crate::error::error_string(code).as_ptr()
+    guarded(c"unknown result code".as_ptr(), || {
+        crate::error::error_string(code).as_ptr()
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn ncclGetLastError(comm: CommHandle) -> *const c_char {
-    match comm::lookup(comm as usize) {
+    guarded(c"".as_ptr(), || match comm::lookup(comm as usize) {
         Ok(c) => c.last_error.as_ptr(),
         Err(_) => global_last().as_ptr(),
-    }
+    })
 }
 
 fn query(

@@ -52,6 +52,23 @@ pub(super) fn entry(
     }
 }
 
+/// [`entry`] for calls a group defers (collectives, point to point, inits, splits): inside a
+/// group, a failure is also remembered, so that `ncclGroupEnd` runs nothing and returns it.
+pub(super) fn deferring(
+    call: &'static str,
+    comm: usize,
+    body: impl FnOnce() -> Result<NcclResult, ApiError>,
+) -> NcclResult {
+    entry(call, comm, || {
+        body().inspect_err(|e| group::record_error(call, e))
+    })
+}
+
+/// For the entry points that return no code: a panic becomes `fallback`.
+pub(super) fn guarded<T>(fallback: T, body: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or(fallback)
+}
+
 pub(super) fn out<T>(p: *mut T, what: &str) -> Result<&'static mut T, ApiError> {
     // SAFETY: the caller passes a writable T or NULL (refused).
     unsafe { p.as_mut() }.ok_or_else(|| arg(format!("{what} is NULL")))

@@ -20,8 +20,11 @@ pub extern "C" fn ncclCommRegister(
         }
         // Host buffers need no registration; the handle names the range for Deregister.
         let mut reg = lock(&c.registered);
-        let h = 0x5245_0000 + 16 * (reg.len() + 1);
-        reg.insert(h, (buf as usize, size));
+        // A counter, not the table's size: after a deregistration the size shrinks, and a
+        // handle made from it could name a registration still alive.
+        reg.1 += 1;
+        let h = 0x5245_0000 + 16 * reg.1;
+        reg.0.insert(h, (buf as usize, size));
         *slot = h as *mut c_void;
         Ok(SUCCESS)
     })
@@ -32,6 +35,7 @@ pub extern "C" fn ncclCommDeregister(comm: CommHandle, handle: *mut c_void) -> N
     entry("ncclCommDeregister", comm as usize, || {
         let c = comm::lookup(comm as usize)?;
         lock(&c.registered)
+            .0
             .remove(&(handle as usize))
             .ok_or_else(|| {
                 arg(format!(
