@@ -45,8 +45,6 @@ pub struct Comm {
     /// Registered buffers: handle -> (address, bytes), and the next handle's number (never
     /// reused while the communicator lives).
     pub registered: Mutex<(HashMap<usize, (usize, usize)>, usize)>,
-    /// PreMulSum ops made on this communicator (they die with it).
-    pub premul: Mutex<crate::premul::Ops>,
 }
 
 /// A rank's rendezvous, run now, at `ncclGroupEnd`, or on a background thread.
@@ -75,7 +73,6 @@ impl Comm {
             gpu: Mutex::new(None),
             logged: Mutex::new(HashSet::new()),
             registered: Mutex::new((HashMap::new(), 0)),
-            premul: Mutex::default(),
         });
         lock(registry()).insert(handle, c.clone());
         c

@@ -1,6 +1,7 @@
-//! `ncclRedOpCreatePreMulSum` operations: kept by their communicator (they die with it), and
-//! made on the real NCCL's communicator when a call first uses one (PreMulSum reductions run on
-//! NCCL). Values are handed out from a free list, so creating and destroying is O(log n).
+//! `ncclRedOpCreatePreMulSum` operations: one table per communicator, dropped with it
+//! ([`forget`] at destroy and abort), and made on the real NCCL's communicator when a call first
+//! uses one (PreMulSum reductions run on NCCL). Values come from a free list, so creating and
+//! destroying one is O(log n) however many are alive.
 
 use crate::abi::{NcclType, NUM_OPS, SUCCESS};
 use crate::comm::{lock, Comm};
@@ -8,6 +9,7 @@ use crate::error::{arg, usage, ApiError};
 use crate::real::RealNccl;
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::{c_int, c_void};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 struct PreMul {
     /// The scalar itself (host-immediate residence) or its device address.
@@ -38,6 +40,35 @@ impl Ops {
     }
 }
 
+fn tables() -> &'static Mutex<HashMap<usize, Ops>> {
+    static T: OnceLock<Mutex<HashMap<usize, Ops>>> = OnceLock::new();
+    T.get_or_init(Mutex::default)
+}
+
+/// `comm`'s table, under the lock of all tables.
+fn ops_of(comm: &Comm) -> impl std::ops::DerefMut<Target = Ops> + '_ {
+    struct Guard<'a>(MutexGuard<'a, HashMap<usize, Ops>>, usize);
+    impl std::ops::Deref for Guard<'_> {
+        type Target = Ops;
+        fn deref(&self) -> &Ops {
+            &self.0[&self.1]
+        }
+    }
+    impl std::ops::DerefMut for Guard<'_> {
+        fn deref_mut(&mut self) -> &mut Ops {
+            self.0.get_mut(&self.1).expect("inserted")
+        }
+    }
+    let mut g = lock(tables());
+    g.entry(comm.handle).or_default();
+    Guard(g, comm.handle)
+}
+
+/// Drops every op of a communicator that is going away.
+pub fn forget(handle: usize) {
+    lock(tables()).remove(&handle);
+}
+
 /// A new op value for `comm`. `residence`: 0 device, 1 host immediate.
 ///
 /// # Safety
@@ -63,7 +94,7 @@ pub unsafe fn create(
             )))
         }
     };
-    let mut t = lock(&comm.premul);
+    let mut t = ops_of(comm);
     let v = t.take_value().ok_or_else(|| {
         usage("every ncclRedOp_t value is taken by a live PreMulSum op: destroy some")
     })?;
@@ -80,16 +111,16 @@ pub unsafe fn create(
 }
 
 pub fn exists(comm: &Comm, v: c_int) -> bool {
-    lock(&comm.premul).live.contains_key(&v)
+    ops_of(comm).live.contains_key(&v)
 }
 
 pub fn dtype(comm: &Comm, v: c_int) -> Option<NcclType> {
-    lock(&comm.premul).live.get(&v).map(|p| p.dtype)
+    ops_of(comm).live.get(&v).map(|p| p.dtype)
 }
 
 pub fn destroy(comm: &Comm, v: c_int) -> Result<(), ApiError> {
     let p = {
-        let mut t = lock(&comm.premul);
+        let mut t = ops_of(comm);
         let p = t
             .live
             .remove(&v)
@@ -108,7 +139,7 @@ pub fn destroy(comm: &Comm, v: c_int) -> Result<(), ApiError> {
 
 /// The real NCCL's op for `v` on `rc`, made on first use.
 pub fn real_op(comm: &Comm, v: c_int, real: &RealNccl, rc: *mut c_void) -> Result<c_int, ApiError> {
-    let mut t = lock(&comm.premul);
+    let mut t = ops_of(comm);
     let p = t
         .live
         .get_mut(&v)

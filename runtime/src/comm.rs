@@ -87,6 +87,18 @@ impl PortSource for Ports {
     }
 }
 
+/// Makes room for `bytes` in `v`, or says why not: past the memory available, or refused by the
+/// allocator (an abort otherwise).
+pub(crate) fn reserve(v: &mut Vec<u8>, bytes: usize, what: &str) -> Result<(), CommError> {
+    if bytes <= v.capacity() {
+        return Ok(());
+    }
+    crate::limits::check_memory(what, Some(bytes as u64))
+        .map_err(|e| CommError::InvalidArgument(e.to_string()))?;
+    v.try_reserve_exact(bytes - v.len())
+        .map_err(|e| CommError::InvalidArgument(format!("{what}: {bytes} bytes: {e}")))
+}
+
 /// One rank of a communicator.
 pub struct Communicator {
     rank: u32,
@@ -356,11 +368,12 @@ impl Communicator {
         })
     }
 
-    /// A pooled copy of `src`.
-    pub(crate) fn copy_of(&mut self, src: &[u8]) -> Vec<u8> {
+    /// A pooled copy of `src`; an error, not an abort, when memory cannot hold it.
+    pub(crate) fn copy_of(&mut self, src: &[u8]) -> Result<Vec<u8>, CommError> {
         let mut v = self.take_buf();
+        reserve(&mut v, src.len(), "an in-place call's copy of its input")?;
         v.extend_from_slice(src);
-        v
+        Ok(v)
     }
 
     /// An empty pooled buffer (the largest one kept).

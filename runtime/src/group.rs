@@ -75,7 +75,10 @@ impl<'b> Group<'_, 'b> {
             Input::Borrowed(b) => b.len(),
             Input::Owned(v) => v.len(),
         };
-        if ilen != ib as usize * count * es || output.len() != ob as usize * count * es {
+        let fits = |blocks: u32, len: usize| {
+            (blocks as usize).checked_mul(count).and_then(|x| x.checked_mul(es)) == Some(len)
+        };
+        if !fits(ib, ilen) || !fits(ob, output.len()) {
             return Err(bad(format!(
                 "{}: buffers of {} and {} bytes do not fit {count} elements per rank",
                 coll.kind.name(),
@@ -124,10 +127,12 @@ impl<'b> Group<'_, 'b> {
             let need = match coll.kind {
                 CollectiveKind::AllGather
                 | CollectiveKind::ReduceScatter
-                | CollectiveKind::AllToAll => n * count,
-                _ => count,
-            } * es;
-            if recv.len() != need {
+                | CollectiveKind::AllToAll => n.checked_mul(count),
+                _ => Some(count),
+            }
+            .and_then(|x| x.checked_mul(es));
+            if need != Some(recv.len()) {
+                let need = need.map_or("more than 2^64".to_string(), |b| b.to_string());
                 return Err(bad(format!(
                     "{} in place: buffer of {} bytes, {need} expected for {count} elements per rank",
                     coll.kind.name(),
@@ -137,14 +142,14 @@ impl<'b> Group<'_, 'b> {
             let (input, output) = match coll.kind {
                 CollectiveKind::AllGather => (
                     self.comm
-                        .copy_of(&recv[r * count * es..(r + 1) * count * es]),
+                        .copy_of(&recv[r * count * es..(r + 1) * count * es])?,
                     recv,
                 ),
                 CollectiveKind::ReduceScatter => {
-                    let input = self.comm.copy_of(recv);
+                    let input = self.comm.copy_of(recv)?;
                     (input, &mut recv[r * count * es..(r + 1) * count * es])
                 }
-                _ => (self.comm.copy_of(recv), recv),
+                _ => (self.comm.copy_of(recv)?, recv),
             };
             self.push_coll(coll, count, dtype, op, Input::Owned(input), output)
         }

@@ -39,6 +39,7 @@ fn call(
             || (matches!(kind, Kind::Broadcast | Kind::Scatter) && peer != me));
         let needs_recv =
             !(kind == Kind::Send || (matches!(kind, Kind::Reduce | Kind::Gather) && peer != me));
+        check_sizes(&c, kind, count, t, peer, send as usize, recv as usize)?;
         if count > 0 && needs_send && send.is_null() {
             return Err(arg("sendbuff is NULL"));
         }
@@ -59,6 +60,41 @@ fn call(
         group::submit(c, op)?;
         Ok(SUCCESS)
     })
+}
+
+/// The bytes a call reads and writes on this rank, in checked arithmetic, each a size a buffer of
+/// this process can have; and when the runtime stages a copy (in place, or a non-root reduce
+/// with no receive buffer), that the copy fits the memory available. All before anything is
+/// allocated or touched.
+fn check_sizes(
+    c: &Comm,
+    kind: Kind,
+    count: usize,
+    t: NcclType,
+    root: u32,
+    send: usize,
+    recv: usize,
+) -> Result<(), ApiError> {
+    let n = c.nranks as u64;
+    let per = (count as u64).checked_mul(t.size() as u64);
+    let all = per.and_then(|b| b.checked_mul(n));
+    let (inb, outb) = match kind {
+        Kind::AllGather | Kind::Gather => (per, all),
+        Kind::ReduceScatter | Kind::Scatter => (all, per),
+        Kind::AllToAll => (all, all),
+        _ => (per, per),
+    };
+    let what = |side: &str| format!("{count} x {} per rank on {n} ranks, {side}", t.name());
+    let limit = |e: runtime::limits::LimitError| arg(e.to_string());
+    let inb = runtime::limits::check_buffer(what("the send buffer"), inb).map_err(limit)?;
+    let outb = runtime::limits::check_buffer(what("the receive buffer"), outb).map_err(limit)?;
+    let collective = !matches!(kind, Kind::Send | Kind::Recv | Kind::Gather | Kind::Scatter);
+    let staged = send == recv || (kind == Kind::Reduce && recv == 0 && root != c.rank);
+    if collective && staged && count > 0 {
+        runtime::limits::check_memory(what("staged for the runtime"), Some(inb.max(outb)))
+            .map_err(limit)?;
+    }
+    Ok(())
 }
 
 #[no_mangle]

@@ -240,6 +240,7 @@ fn teardown(c: Arc<Comm>, abort: bool) {
     if abort {
         c.abort();
     }
+    crate::premul::forget(c.handle);
     drop(lock(&c.cpu).take());
     if let (Some(rc), Ok(real)) = (lock(&c.real).take(), crate::real::get()) {
         // SAFETY: NCCL's own communicator, released once.

@@ -137,7 +137,12 @@ impl<'a> CollTask<'a> {
             });
         }
         scratch.clear();
-        scratch.resize(sched.scratch_blocks as usize * count as usize * esize, 0);
+        let need = (sched.scratch_blocks as usize)
+            .checked_mul(count as usize)
+            .and_then(|b| b.checked_mul(esize))
+            .ok_or_else(|| CommError::InvalidArgument("schedule scratch: the size overflows".into()))?;
+        crate::comm::reserve(&mut scratch, need, "the schedule's scratch buffer")?;
+        scratch.resize(need, 0);
         Ok(CollTask {
             // Low half: the collective's sequence number; high half: a fingerprint of the
             // schedule, so ranks that planned differently fail with a mismatch, not garbage.

@@ -115,6 +115,9 @@ impl Peer {
     }
 }
 
+/// How long a closed connection's reader keeps draining a silent peer before it lets go.
+const LINGER: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Connections to the peers reached over TCP.
 #[derive(Default)]
 pub struct TcpLinks {
@@ -194,30 +197,20 @@ impl TcpLinks {
 }
 
 impl Drop for TcpLinks {
-    /// A graceful close: send FIN after everything queued (a peer may still be reading our last
-    /// messages), keep draining what the peer sends until it closes too, and only then let the
-    /// sockets go. Closing with unread bytes would make the kernel reset the connection and
-    /// drop our unsent data. The wait is bounded: a peer that is still busy is left to find the
-    /// closed connection itself.
+    /// A graceful close that never waits: send FIN after everything queued (a peer may still be
+    /// reading our last messages), and leave each reader thread to drain what the peer still
+    /// sends until it closes too, so that the socket is never closed with unread bytes (the
+    /// kernel would reset the connection and the peer could lose our last data). A peer that
+    /// never closes (stopped, hung) costs its reader [`LINGER`] of silence, not the caller.
     fn drop(&mut self) {
         for p in self.peers.values() {
             let w = p.writer.lock().unwrap_or_else(|e| e.into_inner());
             let _ = w.shutdown(Shutdown::Write);
+            // The reader shares the socket: its next wait ends after LINGER of silence.
+            let _ = w.set_read_timeout(Some(LINGER));
         }
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-        while self.threads.iter().any(|t| !t.is_finished()) && std::time::Instant::now() < deadline
-        {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        for p in self.peers.values() {
-            let w = p.writer.lock().unwrap_or_else(|e| e.into_inner());
-            let _ = w.shutdown(Shutdown::Both);
-        }
-        for t in self.threads.drain(..) {
-            if t.is_finished() {
-                let _ = t.join();
-            }
-        }
+        // Detached: each ends at the peer's FIN, an error, or LINGER.
+        self.threads.clear();
     }
 }
 
