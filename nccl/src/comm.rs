@@ -42,10 +42,12 @@ pub struct Comm {
     pub gpu: Mutex<Option<crate::gpu::rank::GpuRank>>,
     /// (collective, size class) pairs already logged under `TOPOPLAN_DEBUG=INFO`.
     pub logged: Mutex<HashSet<(&'static str, u32)>>,
-    /// Registered buffers: handle -> (address, bytes), and the next handle's number (never
-    /// reused while the communicator lives).
-    pub registered: Mutex<(HashMap<usize, (usize, usize)>, usize)>,
+    pub registered: Mutex<Registered>,
 }
+
+/// Registered buffers: handle -> (address, bytes), and the number of the last handle made
+/// (handles are never reused while the communicator lives).
+pub type Registered = (HashMap<usize, (usize, usize)>, usize);
 
 /// A rank's rendezvous, run now, at `ncclGroupEnd`, or on a background thread.
 pub type Join = Box<dyn FnOnce() -> Result<(), ApiError> + Send>;
@@ -265,7 +267,12 @@ pub fn start_rank(
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             Communicator::init_rank_on(root, &id, nranks, rank, cfg).map_err(ApiError::from)
         }))
-        .unwrap_or_else(|p| Err(ApiError::Internal(format!("init panicked: {}", panic_text(&p)))));
+        .unwrap_or_else(|p| {
+            Err(ApiError::Internal(format!(
+                "init panicked: {}",
+                panic_text(&p)
+            )))
+        });
         c.finish_join(r)
     });
     Ok((comm, join))
@@ -352,7 +359,9 @@ pub fn split(
             if t.len() <= ID_BYTES {
                 Ok(t)
             } else {
-                Err(ApiError::Internal(format!("id {t:?} is over {ID_BYTES} bytes")))
+                Err(ApiError::Internal(format!(
+                    "id {t:?} is over {ID_BYTES} bytes"
+                )))
             }
         })
     });

@@ -220,6 +220,14 @@ fn rooted<'b>(
     c: usize,
 ) -> Result<(), ApiError> {
     let root = op.peer as usize;
+    // Every rank declares the call, so ranks that disagree on it fail naming it (runtime's
+    // agreement), not as the sends and receives it is made of.
+    let name = if op.kind == Kind::Gather {
+        "gather"
+    } else {
+        "scatter"
+    };
+    g.agree(name, c as u64, Some(op.peer));
     if c == 0 {
         return Ok(());
     }

@@ -74,7 +74,11 @@ pub fn submit(comm: Arc<Comm>, op: Op) -> Result<(), ApiError> {
     }
 }
 
-type Taken = (Vec<Deferred>, Vec<(Arc<Comm>, Op)>, Option<(&'static str, ApiError)>);
+type Taken = (
+    Vec<Deferred>,
+    Vec<(Arc<Comm>, Op)>,
+    Option<(&'static str, ApiError)>,
+);
 
 /// Ends one level; at the outermost, runs what was deferred. `simulate`: drop the calls
 /// instead (`ncclGroupSimulateEnd`), still joining the ranks. `refused`: the end itself was
@@ -97,7 +101,13 @@ pub fn end(simulate: bool, refused: Option<ApiError>) -> Result<(), ApiError> {
     let Some((joins, ops, failed)) = taken else {
         return refused.map_or(Ok(()), Err);
     };
-    if let Some(e) = refused.or_else(|| failed.map(|(call, e)| e.reworded(format!("{call} inside the group failed, so nothing in the group ran: {e}")))) {
+    if let Some(e) = refused.or_else(|| {
+        failed.map(|(call, e)| {
+            e.reworded(format!(
+                "{call} inside the group failed, so nothing in the group ran: {e}"
+            ))
+        })
+    }) {
         for d in joins {
             (d.cancel)(&e);
         }

@@ -13,22 +13,22 @@
 //! half-finished messages, so every later call fails too.
 
 use crate::config::Config;
-use crate::element::{finish_avg, Element};
+use crate::element::Element;
 use crate::error::CommError;
-use crate::exec::{drive, CollTask, Ctx, P2pRecv, P2pSend, PortSource, Task, WaitPolicy};
+use crate::exec::PortSource;
 use crate::plan::Plans;
 use crate::protocol::{Fifo, HeapMem};
-use crate::transport::{RecvPort, SendPort, Transport, P2P_CHANNEL};
+use crate::transport::{RecvPort, SendPort, Transport};
 use crate::types::ReduceOp;
 use planner::schedule::{Collective, CollectiveKind};
-use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 pub use crate::bootstrap::UniqueId;
 pub use crate::group::Group;
-use crate::group::{Input, Work};
+
+mod run;
 
 /// Stops a communicator from another thread: every wait of its current and future calls
 /// returns [`CommError::Aborted`].
@@ -396,146 +396,6 @@ impl Communicator {
         }
         if self.abort.load(Ordering::Relaxed) {
             return Err(CommError::Poisoned("aborted".into()));
-        }
-        Ok(())
-    }
-
-    pub(crate) fn execute(&mut self, work: Vec<Work<'_>>) -> Result<(), CommError> {
-        self.check_usable()?;
-        let r = self.execute_inner(work);
-        if let Err(e) = &r {
-            if !e.is_usage() {
-                self.poisoned = Some(e.to_string());
-            }
-        }
-        r
-    }
-
-    fn execute_inner(&mut self, work: Vec<Work<'_>>) -> Result<(), CommError> {
-        let policy = WaitPolicy {
-            timeout: self.cfg.timeout,
-            abort: self.abort.clone(),
-        };
-        let rank = self.rank;
-        // One task per peer and direction, so that sends (receives) to one peer keep their
-        // issue order on the wire.
-        let mut sends: BTreeMap<u32, P2pSend<'_>> = BTreeMap::new();
-        let mut recvs: BTreeMap<u32, P2pRecv<'_>> = BTreeMap::new();
-        let mut colls = Vec::new();
-        for w in work {
-            match w {
-                Work::Send { data, peer } if !data.is_empty() => {
-                    let task = match sends.entry(peer) {
-                        Entry::Occupied(e) => e.into_mut(),
-                        Entry::Vacant(e) => {
-                            let ctx = Ctx {
-                                what: format!("send to rank {peer}"),
-                                seq: self.seq,
-                                rank,
-                            };
-                            e.insert(P2pSend::new(ctx, self.ports.send(P2P_CHANNEL, peer)?, peer))
-                        }
-                    };
-                    task.data.push(data);
-                }
-                Work::Recv { data, peer } if !data.is_empty() => {
-                    let task = match recvs.entry(peer) {
-                        Entry::Occupied(e) => e.into_mut(),
-                        Entry::Vacant(e) => {
-                            let ctx = Ctx {
-                                what: format!("recv from rank {peer}"),
-                                seq: self.seq,
-                                rank,
-                            };
-                            let port = self.ports.recv(P2P_CHANNEL, peer)?;
-                            e.insert(P2pRecv::new(ctx, port, peer, self.cfg.slot_bytes))
-                        }
-                    };
-                    task.data.push(data);
-                }
-                Work::Send { .. } | Work::Recv { .. } => {}
-                Work::Coll(c) => colls.push(c),
-            }
-        }
-        let mut p2p: Vec<Box<dyn Task + '_>> = Vec::new();
-        p2p.extend(sends.into_values().map(|t| Box::new(t) as Box<dyn Task>));
-        p2p.extend(recvs.into_values().map(|t| Box::new(t) as Box<dyn Task>));
-        for c in colls {
-            let seq = self.seq;
-            self.seq += 1;
-            if c.count == 0 {
-                continue;
-            }
-            // The planner speaks nccl-tests sizes: the larger of the two buffers.
-            let (ib, ob) = c.coll.blocks(self.nranks);
-            let bytes = c.count as u64 * c.dtype.size() as u64 * ib.max(ob) as u64;
-            let sched = self.plans.schedule(&c.coll, bytes)?;
-            let sched_fp = *self
-                .fingerprints
-                .entry(Arc::as_ptr(&sched) as usize)
-                .or_insert_with(|| crate::exec::schedule_fingerprint(&sched));
-            // The type and operation go into the messages' tag too, so ranks that disagree on
-            // them get a mismatch error instead of silently combining different types.
-            let fp =
-                (sched_fp ^ crate::config::fnv1a(&[c.dtype as u8, c.op as u8, 0x5a])) & 0xFFFF_FFFF;
-            let ctx = Ctx {
-                what: c.coll.kind.name().to_string(),
-                seq,
-                rank,
-            };
-            let rop = if c.op == ReduceOp::Avg {
-                ReduceOp::Sum
-            } else {
-                c.op
-            };
-            let input: &[u8] = match &c.input {
-                Input::Borrowed(b) => b,
-                Input::Owned(v) => v,
-            };
-            let output = c.output;
-            let scratch = self.take_buf();
-            {
-                let mut task = CollTask::new(
-                    ctx,
-                    &sched,
-                    c.count as u64,
-                    c.dtype,
-                    rop,
-                    input,
-                    &mut *output,
-                    self.cfg.slot_bytes,
-                    fp,
-                    scratch,
-                    &mut self.ports,
-                )?;
-                let mut tasks: Vec<&mut dyn Task> = vec![&mut task];
-                for t in p2p.iter_mut() {
-                    tasks.push(t.as_mut());
-                }
-                let r = drive(&mut tasks, &policy, self.ports.transport.as_ref());
-                drop(tasks);
-                self.give_buf(task.into_scratch());
-                r?;
-            }
-            if let Input::Owned(v) = c.input {
-                self.give_buf(v);
-            }
-            if c.op == ReduceOp::Avg {
-                let holds_result = match c.coll.kind {
-                    CollectiveKind::Reduce => c.coll.root == Some(rank),
-                    k => k.reduces(),
-                };
-                if holds_result {
-                    finish_avg(c.dtype, output, self.nranks);
-                }
-            }
-        }
-        if !p2p.is_empty() {
-            let mut tasks: Vec<&mut dyn Task> = p2p
-                .iter_mut()
-                .map(|t| t.as_mut() as &mut dyn Task)
-                .collect();
-            drive(&mut tasks, &policy, self.ports.transport.as_ref())?;
         }
         Ok(())
     }

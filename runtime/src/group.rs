@@ -23,8 +23,17 @@ pub(crate) struct CollWork<'b> {
 
 pub(crate) enum Work<'b> {
     Coll(CollWork<'b>),
-    Send { data: &'b [u8], peer: u32 },
-    Recv { data: &'b mut [u8], peer: u32 },
+    /// A call made of this group's sends and receives (gather, scatter) that all ranks must
+    /// agree on, as a collective.
+    Agree(crate::exec::agree::Call),
+    Send {
+        data: &'b [u8],
+        peer: u32,
+    },
+    Recv {
+        data: &'b mut [u8],
+        peer: u32,
+    },
 }
 
 /// A batch of operations that run together (NCCL's group calls). Collectives run in the order
@@ -76,7 +85,10 @@ impl<'b> Group<'_, 'b> {
             Input::Owned(v) => v.len(),
         };
         let fits = |blocks: u32, len: usize| {
-            (blocks as usize).checked_mul(count).and_then(|x| x.checked_mul(es)) == Some(len)
+            (blocks as usize)
+                .checked_mul(count)
+                .and_then(|x| x.checked_mul(es))
+                == Some(len)
         };
         if !fits(ib, ilen) || !fits(ob, output.len()) {
             return Err(bad(format!(
@@ -346,6 +358,15 @@ impl<'b> Group<'_, 'b> {
             peer,
         });
         Ok(())
+    }
+
+    /// Declares that this group's sends and receives make up one call that every rank makes
+    /// alike (`name`, `count` and `root`, as for a collective): ranks that disagree fail before
+    /// any data moves, each naming the call (`exec::agree`).
+    pub fn agree(&mut self, name: &str, count: u64, root: Option<u32>) {
+        self.work.push(Work::Agree(crate::exec::agree::Call::new(
+            name, count, 0xff, 0xff, root, 0,
+        )));
     }
 
     fn peer_ok(&self, what: &str, peer: u32) -> Result<(), CommError> {

@@ -49,7 +49,11 @@ pub fn check_memory(what: impl Into<String>, need: Option<u64>) -> Result<(), Li
 
 /// A world of `nranks` processes; `root`: this is rank 0, which holds a link to every rank.
 pub fn check_world(nranks: u64, root: bool) -> Result<(), LimitError> {
-    let per = if root { BYTES_PER_REMOTE_RANK } else { BYTES_PER_REMOTE_RANK / 4 };
+    let per = if root {
+        BYTES_PER_REMOTE_RANK
+    } else {
+        BYTES_PER_REMOTE_RANK / 4
+    };
     check_memory(
         format!("a world of {nranks} ranks"),
         nranks.checked_mul(per),
@@ -60,7 +64,8 @@ pub fn check_world(nranks: u64, root: bool) -> Result<(), LimitError> {
 pub fn check_threads(n: u64) -> Result<(), LimitError> {
     check_memory(
         format!("{n} ranks in this process"),
-        n.checked_mul(n).and_then(|p| p.checked_mul(BYTES_PER_LOCAL_PAIR)),
+        n.checked_mul(n)
+            .and_then(|p| p.checked_mul(BYTES_PER_LOCAL_PAIR)),
     )
 }
 
@@ -84,13 +89,18 @@ mod tests {
     fn limits_refuse_what_cannot_exist() {
         assert!(memory_available().is_some_and(|m| m > 0));
         let e = check_world(1 << 30, true).unwrap_err().to_string();
-        assert!(e.contains("a world of 1073741824 ranks") && e.contains("MemAvailable"), "{e}");
+        assert!(
+            e.contains("a world of 1073741824 ranks") && e.contains("MemAvailable"),
+            "{e}"
+        );
         assert!(check_world(8, true).is_ok());
         let e = check_threads(10_000).unwrap_err().to_string();
         assert!(e.contains("10000 ranks in this process"), "{e}");
         assert!(check_threads(8).is_ok());
         assert!(check_buffer("x", Some(1 << 40)).is_ok());
-        let e = check_buffer("all-reduce", Some(u64::MAX - 3)).unwrap_err().to_string();
+        let e = check_buffer("all-reduce", Some(u64::MAX - 3))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("more than a buffer"), "{e}");
         let e = check_buffer("all-gather", None).unwrap_err().to_string();
         assert!(e.contains("overflows"), "{e}");

@@ -147,6 +147,12 @@ impl<M: SlotMem> Fifo<M> {
         Ok(())
     }
 
+    /// Sender: whether the receiver has consumed every message posted so far.
+    pub fn all_taken(&self) -> bool {
+        // Acquire: the receiver's reads of every slot happen before our caller goes on.
+        self.mem.head().load(Ordering::Acquire) >= self.sent()
+    }
+
     /// Receiver: whether the next message has been published.
     pub fn recv_ready(&self) -> bool {
         self.mem.tail().load(Ordering::Acquire) > self.consumed()
@@ -169,6 +175,32 @@ impl<M: SlotMem> Fifo<M> {
             })?;
         // Release: our reads of the slot happen before the sender may overwrite it.
         self.mem.head().store(i + 1, Ordering::Release);
+        Ok(r)
+    }
+
+    /// Receiver: like [`Fifo::consume`], but frees the slot only when `f` accepts the message
+    /// (`Ok`). A refused message (another call's, of another size) stays where it is, so its
+    /// sender never sees it taken and no later receive mistakes the next message for it.
+    pub fn consume_if<R, E>(
+        &self,
+        f: impl FnOnce(Header, &[u8]) -> Result<R, E>,
+    ) -> Result<Result<R, E>, ProtocolError> {
+        let i = self.consumed();
+        debug_assert!(self.recv_ready(), "consume of an unpublished slot");
+        let cap = self.capacity();
+        let r = self
+            .mem
+            .with_slot((i % self.mem.nslots() as u64) as u32, |slot| {
+                let h = Header::read(slot);
+                if h.len as usize > cap {
+                    return Err(ProtocolError::Corrupt { len: h.len, cap });
+                }
+                Ok(f(h, &slot[SLOT_HEADER..SLOT_HEADER + h.len as usize]))
+            })?;
+        if r.is_ok() {
+            // Release: our reads of the slot happen before the sender may overwrite it.
+            self.mem.head().store(i + 1, Ordering::Release);
+        }
         Ok(r)
     }
 }

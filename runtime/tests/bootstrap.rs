@@ -180,12 +180,19 @@ fn header(secret: &[u8; 16], version: u32, len: usize) -> Vec<u8> {
 }
 
 /// Rank 0 of a two-rank job on its own thread.
-fn root_of_two(timeout_ms: u64) -> (UniqueId, std::thread::JoinHandle<Result<Communicator, CommError>>) {
+fn root_of_two(
+    timeout_ms: u64,
+) -> (
+    UniqueId,
+    std::thread::JoinHandle<Result<Communicator, CommError>>,
+) {
     let root = bound_root();
     let id = root.id().clone();
     let h = {
         let id = id.clone();
-        std::thread::spawn(move || Communicator::init_rank_on(Some(root), &id, 2, 0, cfg(timeout_ms)))
+        std::thread::spawn(move || {
+            Communicator::init_rank_on(Some(root), &id, 2, 0, cfg(timeout_ms))
+        })
     };
     (id, h)
 }
@@ -202,7 +209,9 @@ fn version_mismatch_is_fatal_and_explained() {
     assert!(reply.contains("version 99"), "{reply}");
     let e = root.join().unwrap().unwrap_err().to_string();
     assert!(
-        e.contains(&format!("speaks bootstrap protocol version 99, this build speaks {PROTOCOL_VERSION}")),
+        e.contains(&format!(
+            "speaks bootstrap protocol version 99, this build speaks {PROTOCOL_VERSION}"
+        )),
         "{e}"
     );
 }
@@ -223,7 +232,10 @@ fn unauthenticated_frames_never_fail_the_rendezvous() {
         let mut s = connect(&id.addr);
         s.write_all(&f).unwrap();
         let reply = read_all(s);
-        assert!(!reply.contains(&hex(&id.secret)), "a refusal leaked the secret");
+        assert!(
+            !reply.contains(&hex(&id.secret)),
+            "a refusal leaked the secret"
+        );
     }
     let one = Communicator::init_rank(&id, 2, 1, cfg(20_000));
     assert!(one.is_ok(), "{:?}", one.err());
@@ -243,7 +255,9 @@ fn idle_and_trickling_connections_stall_nobody() {
         std::thread::spawn(move || {
             // One byte of a valid-looking magic every 300 ms: each read makes progress.
             for b in MAGIC.iter().cycle() {
-                if stop.load(std::sync::atomic::Ordering::Relaxed) || trickle.write_all(&[*b]).is_err() {
+                if stop.load(std::sync::atomic::Ordering::Relaxed)
+                    || trickle.write_all(&[*b]).is_err()
+                {
                     return;
                 }
                 std::thread::sleep(Duration::from_millis(300));
@@ -254,7 +268,11 @@ fn idle_and_trickling_connections_stall_nobody() {
     let one = Communicator::init_rank(&id, 2, 1, cfg(20_000));
     assert!(one.is_ok(), "{:?}", one.err());
     assert!(root.join().unwrap().is_ok());
-    assert!(t.elapsed() < Duration::from_secs(3), "the real rank waited {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "the real rank waited {:?}",
+        t.elapsed()
+    );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     trickler.join().unwrap();
 
@@ -272,7 +290,11 @@ fn idle_and_trickling_connections_stall_nobody() {
     });
     let e = root.join().unwrap().unwrap_err().to_string();
     assert!(e.contains("timed out"), "{e}");
-    assert!(t.elapsed() < Duration::from_secs(3), "rank 0 waited {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "rank 0 waited {:?}",
+        t.elapsed()
+    );
     feeder.join().unwrap();
 }
 

@@ -197,3 +197,45 @@ fn relay_forwards_inside_consume() {
         b.join().unwrap();
     });
 }
+
+/// A receiver that refuses a message (`consume_if` with `Err`: another call's) leaves it in its
+/// slot: the sender never sees it taken (`all_taken`, what completes a send), cannot reuse the
+/// slot, and the message is read intact when accepted later. Once the sender sees it taken,
+/// the receiver is done with the slot, so the next message can be written into it.
+#[test]
+fn a_refused_message_stays_and_is_not_delivered() {
+    model(|| {
+        let f = fifo(1);
+        let g = f.clone();
+        let seen = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+        let seen2 = seen.clone();
+        let t = loom::thread::spawn(move || {
+            while !try_send(&g, 0) {
+                loom::thread::yield_now();
+            }
+            while !g.all_taken() {
+                loom::thread::yield_now();
+            }
+            seen2.store(true, Ordering::SeqCst);
+            while !try_send(&g, 1) {
+                loom::thread::yield_now();
+            }
+        });
+        while !f.recv_ready() {
+            loom::thread::yield_now();
+        }
+        let refused = f
+            .consume_if(|h, d| Err::<(), _>((h.tag, d.to_vec())))
+            .unwrap();
+        assert_eq!(refused, Err((0, vec![0, 100])));
+        assert_eq!(f.consumed(), 0, "a refused message was taken");
+        assert!(!seen.load(Ordering::SeqCst), "the sender saw a refused message taken");
+        let got = f.consume_if(|h, d| Ok::<_, ()>((h.tag, d.to_vec()))).unwrap();
+        assert_eq!(got, Ok((0, vec![0, 100])));
+        while !try_recv(&f, 1) {
+            loom::thread::yield_now();
+        }
+        t.join().unwrap();
+        assert!(f.all_taken());
+    });
+}

@@ -367,7 +367,9 @@ pub extern "C" fn ncclGroupStart() -> NcclResult {
 
 #[no_mangle]
 pub extern "C" fn ncclGroupEnd() -> NcclResult {
-    entry("ncclGroupEnd", 0, || group::end(false, None).map(|_| SUCCESS))
+    entry("ncclGroupEnd", 0, || {
+        group::end(false, None).map(|_| SUCCESS)
+    })
 }
 
 #[no_mangle]

@@ -81,50 +81,112 @@ fn same_secret(a: &[u8], b: &[u8; 16]) -> bool {
     a.len() == 16 && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Reads one frame carrying `secret`, by `deadline`. Checks, in order: the magic, the secret,
-/// then the version and the length; nothing after a failed check is read.
-pub fn read_frame(
-    s: &mut TcpStream,
+/// Checks as much of a frame header as `h` holds, in order: the magic, the secret, then the
+/// version and the length. `Ok(Some((payload length, refusal)))` once the whole header passed,
+/// `Ok(None)` while more bytes are needed; an error as soon as one check fails, so nothing after
+/// a failed check is ever read.
+pub(super) fn check_header(
+    h: &[u8],
     secret: &[u8; 16],
-    deadline: Instant,
-) -> Result<Vec<u8>, FrameError> {
-    let mut h = [0u8; HEADER_BYTES];
-    read_exact_by(s, &mut h[..8], deadline)?;
-    if &h[..8] != MAGIC {
+) -> Result<Option<(usize, bool)>, FrameError> {
+    let magic = &h[..h.len().min(8)];
+    if magic != &MAGIC[..magic.len()] {
         return Err(FrameError::NotOurs(format!(
             "magic {:?}",
-            String::from_utf8_lossy(&h[..8])
+            String::from_utf8_lossy(magic)
         )));
     }
-    read_exact_by(s, &mut h[8..24], deadline)?;
+    if h.len() < 24 {
+        return Ok(None);
+    }
     let refusal = h[8..24] == NO_SECRET;
     if !refusal && !same_secret(&h[8..24], secret) {
         return Err(FrameError::Secret);
     }
-    read_exact_by(s, &mut h[24..], deadline)?;
-    let word = |r: std::ops::Range<usize>| u32::from_le_bytes([h[r.start], h[r.start + 1], h[r.start + 2], h[r.start + 3]]);
-    let (v, n) = (word(24..28), word(28..32));
+    if h.len() < HEADER_BYTES {
+        return Ok(None);
+    }
+    let word = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+    let (v, n) = (word(24), word(28));
     if v != PROTOCOL_VERSION && !refusal {
         return Err(FrameError::Version(v));
     }
     if n > MAX_FRAME {
         return Err(FrameError::NotOurs(format!("frame of {n} bytes")));
     }
-    let mut p = vec![0u8; n as usize];
-    read_exact_by(s, &mut p, deadline)?;
-    if refusal {
-        return Err(FrameError::Refused(
-            match serde_json::from_slice::<Msg>(&p) {
-                Ok(Msg::Refused { reason }) => reason,
-                _ => "refused, without a reason".into(),
-            },
-        ));
+    Ok(Some((n as usize, refusal)))
+}
+
+/// What a whole frame's payload means: the payload, or a refusal's reason.
+pub(super) fn payload(p: Vec<u8>, refusal: bool) -> Result<Vec<u8>, FrameError> {
+    if !refusal {
+        return Ok(p);
     }
-    Ok(p)
+    Err(FrameError::Refused(
+        match serde_json::from_slice::<Msg>(&p) {
+            Ok(Msg::Refused { reason }) => reason,
+            _ => "refused, without a reason".into(),
+        },
+    ))
+}
+
+/// Reads one frame carrying `secret`, by `deadline` ([`check_header`] says in what order).
+pub fn read_frame(
+    s: &mut TcpStream,
+    secret: &[u8; 16],
+    deadline: Instant,
+) -> Result<Vec<u8>, FrameError> {
+    let mut h = [0u8; HEADER_BYTES];
+    let mut got = 0;
+    let mut whole = None;
+    // Magic, then secret, then the rest: each part is checked before the next is read.
+    for end in [8, 24, HEADER_BYTES] {
+        read_exact_by(s, &mut h[got..end], deadline)?;
+        got = end;
+        whole = check_header(&h[..got], secret)?;
+    }
+    let (n, refusal) = whole.expect("a whole header was checked");
+    let mut p = vec![0u8; n];
+    read_exact_by(s, &mut p, deadline)?;
+    payload(p, refusal)
+}
+
+/// Parses a frame's payload as a message.
+pub(super) fn parse(p: &[u8], peer: &str) -> Result<Msg, BootstrapError> {
+    serde_json::from_slice(p).map_err(|e| BootstrapError::Garbled {
+        peer: peer.into(),
+        detail: e.to_string(),
+    })
+}
+
+/// The bootstrap error of a frame that could not be read from `peer`.
+pub(super) fn frame_error(e: FrameError, peer: &str) -> BootstrapError {
+    match e {
+        FrameError::TimedOut => BootstrapError::Timeout {
+            doing: format!("waiting for a message from {peer}"),
+            waited: Duration::ZERO,
+        },
+        FrameError::Io(e) => io(format!("reading from {peer}"), e),
+        FrameError::NotOurs(d) => BootstrapError::Garbled {
+            peer: peer.into(),
+            detail: d,
+        },
+        FrameError::Secret => BootstrapError::Secret { peer: peer.into() },
+        FrameError::Version(v) => BootstrapError::Version {
+            peer: peer.into(),
+            theirs: v,
+            ours: PROTOCOL_VERSION,
+        },
+        FrameError::Refused(reason) => BootstrapError::Rejected(reason),
+    }
 }
 
 pub(super) fn send_msg(s: &mut TcpStream, secret: &[u8; 16], m: &Msg) -> std::io::Result<()> {
-    write_frame(s, secret, &serde_json::to_vec(m).expect("messages serialize"))
+    write_frame(
+        s,
+        secret,
+        &serde_json::to_vec(m).expect("messages serialize"),
+    )
 }
 
 /// Tells a connection that did not authenticate why it is dropped, without the secret.
@@ -140,25 +202,7 @@ pub(super) fn recv_msg(
     deadline: Instant,
 ) -> Result<Msg, BootstrapError> {
     match read_frame(s, secret, deadline) {
-        Ok(p) => serde_json::from_slice(&p).map_err(|e| BootstrapError::Garbled {
-            peer: peer.into(),
-            detail: e.to_string(),
-        }),
-        Err(FrameError::TimedOut) => Err(BootstrapError::Timeout {
-            doing: format!("waiting for a message from {peer}"),
-            waited: Duration::ZERO,
-        }),
-        Err(FrameError::Io(e)) => Err(io(format!("reading from {peer}"), e)),
-        Err(FrameError::NotOurs(d)) => Err(BootstrapError::Garbled {
-            peer: peer.into(),
-            detail: d,
-        }),
-        Err(FrameError::Secret) => Err(BootstrapError::Secret { peer: peer.into() }),
-        Err(FrameError::Version(v)) => Err(BootstrapError::Version {
-            peer: peer.into(),
-            theirs: v,
-            ours: PROTOCOL_VERSION,
-        }),
-        Err(FrameError::Refused(reason)) => Err(BootstrapError::Rejected(reason)),
+        Ok(p) => parse(&p, peer),
+        Err(e) => Err(frame_error(e, peer)),
     }
 }

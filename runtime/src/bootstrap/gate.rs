@@ -1,21 +1,25 @@
-//! Accepting connections without letting any of them stall the others: each accepted
-//! connection's first frame is read on its own thread, bounded by [`GREETING`] (and by the
-//! caller's deadline), and what it said comes back through a channel. The caller only ever
-//! sees authenticated messages or the error of a connection that failed, already closed.
+//! Accepting connections without letting any of them stall the others. Accepted connections
+//! are read without blocking, a few bytes at a time as they arrive, each checked as far as it
+//! goes ([`check_header`]: magic, then secret, before anything else), each with [`GREETING`]
+//! to present its first frame. No thread, no wait: a silent, trickling or flooding peer costs
+//! the rendezvous a few bytes and a socket each, and the oldest is closed when [`MAX_PENDING`]
+//! are open. The caller sees authenticated messages, or the error of a connection that failed,
+//! already closed.
 
-use super::frame::{recv_msg, refuse_stranger};
+use super::frame::{
+    check_header, frame_error, parse, payload, refuse_stranger, FrameError, HEADER_BYTES,
+};
 use super::{BootstrapError, Msg};
+use std::collections::VecDeque;
+use std::io::Read;
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long an accepted connection has to present its first frame, whole.
 pub const GREETING: Duration = Duration::from_secs(5);
-/// Connections whose first frame is awaited at once; more are closed on arrival (a flood must
-/// not cost a thread each).
-pub const MAX_PENDING: usize = 64;
+/// Connections whose first frame is awaited at once; past it, the oldest is closed (a real
+/// rank's hello arrives with its connection, an attacker's never does).
+pub const MAX_PENDING: usize = 256;
 
 /// One connection's first message (or why there was none), with the connection.
 pub struct Greeting {
@@ -23,31 +27,40 @@ pub struct Greeting {
     pub msg: Result<Msg, BootstrapError>,
 }
 
+struct Pending {
+    stream: TcpStream,
+    peer: String,
+    buf: Vec<u8>,
+    /// The payload's length and whether it is a refusal, once the header passed.
+    body: Option<(usize, bool)>,
+    by: Instant,
+}
+
 pub struct Gate {
     secret: [u8; 16],
-    tx: Sender<Greeting>,
-    rx: Receiver<Greeting>,
-    pending: Arc<AtomicUsize>,
+    pending: VecDeque<Pending>,
+    done: VecDeque<Greeting>,
 }
 
 impl Gate {
     pub fn new(secret: [u8; 16]) -> Gate {
-        let (tx, rx) = channel();
         Gate {
             secret,
-            tx,
-            rx,
-            pending: Arc::new(AtomicUsize::new(0)),
+            pending: VecDeque::new(),
+            done: VecDeque::new(),
         }
     }
 
-    /// Accepts every connection waiting on `listener` (non-blocking) and starts reading its
-    /// first frame; returns one greeting that has finished, if any. Connections that failed to
-    /// authenticate are told why (without the secret) and closed before they are returned.
-    pub fn poll(&self, listener: &TcpListener, deadline: Instant) -> std::io::Result<Option<Greeting>> {
+    /// Accepts every connection waiting on `listener` (non-blocking), reads what has arrived
+    /// on each pending one, and returns one finished greeting, if any.
+    pub fn poll(
+        &mut self,
+        listener: &TcpListener,
+        deadline: Instant,
+    ) -> std::io::Result<Option<Greeting>> {
         loop {
             match listener.accept() {
-                Ok((s, addr)) => self.start(s, addr.to_string(), deadline),
+                Ok((s, addr)) => self.admit(s, addr.to_string(), deadline),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 // A connection reset before it was accepted, or out of descriptors: the
@@ -56,31 +69,114 @@ impl Gate {
                 Err(e) => return Err(e),
             }
         }
-        Ok(self.rx.try_recv().ok())
+        let now = Instant::now();
+        let mut i = 0;
+        while i < self.pending.len() {
+            match self.advance(i, now) {
+                Step::Wait => i += 1,
+                Step::Drop(why) => {
+                    let mut p = self.pending.remove(i).expect("in range");
+                    refuse_stranger(&mut p.stream, why.to_string());
+                    let _ = p.stream.shutdown(std::net::Shutdown::Both);
+                    if matches!(why, BootstrapError::Version { .. }) {
+                        // Our secret, another wire format: the caller decides (it is fatal).
+                        self.done.push_back(Greeting {
+                            stream: p.stream,
+                            msg: Err(why),
+                        });
+                    }
+                }
+                Step::Done(msg) => {
+                    let p = self.pending.remove(i).expect("in range");
+                    p.stream.set_nonblocking(false).ok();
+                    self.done.push_back(Greeting {
+                        stream: p.stream,
+                        msg,
+                    });
+                }
+            }
+        }
+        Ok(self.done.pop_front())
     }
 
-    fn start(&self, s: TcpStream, peer: String, deadline: Instant) {
-        if self.pending.load(Ordering::Relaxed) >= MAX_PENDING {
-            drop(s);
+    fn admit(&mut self, s: TcpStream, peer: String, deadline: Instant) {
+        if s.set_nonblocking(true).is_err() {
             return;
         }
-        self.pending.fetch_add(1, Ordering::Relaxed);
-        let (tx, pending, secret) = (self.tx.clone(), self.pending.clone(), self.secret);
-        let by = deadline.min(Instant::now() + GREETING);
-        std::thread::spawn(move || {
-            let mut s = s;
-            s.set_nonblocking(false).ok();
-            s.set_nodelay(true).ok();
-            let msg = recv_msg(&mut s, &secret, &peer, by);
-            if let Err(e) = &msg {
-                // Not one of ours, or too slow: tell it (without the secret) and close.
-                refuse_stranger(&mut s, e.to_string());
-                let _ = s.shutdown(std::net::Shutdown::Both);
+        s.set_nodelay(true).ok();
+        if self.pending.len() >= MAX_PENDING {
+            if let Some(old) = self.pending.pop_front() {
+                let _ = old.stream.shutdown(std::net::Shutdown::Both);
             }
-            pending.fetch_sub(1, Ordering::Relaxed);
-            let _ = tx.send(Greeting { stream: s, msg });
+        }
+        self.pending.push_back(Pending {
+            stream: s,
+            peer,
+            buf: Vec::with_capacity(HEADER_BYTES),
+            body: None,
+            by: deadline.min(Instant::now() + GREETING),
         });
     }
+
+    /// Reads what pending connection `i` has sent so far and judges it.
+    fn advance(&mut self, i: usize, now: Instant) -> Step {
+        let secret = self.secret;
+        let p = &mut self.pending[i];
+        loop {
+            let want = match p.body {
+                None => HEADER_BYTES,
+                Some((n, _)) => HEADER_BYTES + n,
+            };
+            if p.buf.len() == want {
+                if let Some((_, refusal)) = p.body {
+                    let body = p.buf.split_off(HEADER_BYTES);
+                    return match payload(body, refusal) {
+                        Ok(b) => Step::Done(parse(&b, &p.peer)),
+                        Err(e) => Step::Drop(frame_error(e, &p.peer)),
+                    };
+                }
+            }
+            let have = p.buf.len();
+            p.buf.resize(want, 0);
+            match p.stream.read(&mut p.buf[have..]) {
+                Ok(0) => {
+                    p.buf.truncate(have);
+                    return Step::Drop(frame_error(
+                        FrameError::Io(std::io::ErrorKind::UnexpectedEof.into()),
+                        &p.peer,
+                    ));
+                }
+                Ok(n) => p.buf.truncate(have + n),
+                Err(e) => {
+                    p.buf.truncate(have);
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                    ) {
+                        return if now >= p.by {
+                            Step::Drop(frame_error(FrameError::TimedOut, &p.peer))
+                        } else {
+                            Step::Wait
+                        };
+                    }
+                    return Step::Drop(frame_error(FrameError::Io(e), &p.peer));
+                }
+            }
+            if p.body.is_none() {
+                match check_header(&p.buf, &secret) {
+                    Ok(Some(b)) => p.body = Some(b),
+                    Ok(None) => {}
+                    Err(e) => return Step::Drop(frame_error(e, &p.peer)),
+                }
+            }
+        }
+    }
+}
+
+enum Step {
+    Wait,
+    Drop(BootstrapError),
+    Done(Result<Msg, BootstrapError>),
 }
 
 fn is_transient(e: &std::io::Error) -> bool {

@@ -22,10 +22,10 @@ mod handoff;
 mod id;
 mod root;
 
-pub use handoff::{fresh_id_file, wait_for_id_file, write_id_file, ID_FILE_VAR};
-pub use id::{hex, hostname, UniqueId};
 pub use frame::{read_frame, write_frame, FrameError, HEADER_BYTES, MAGIC, PROTOCOL_VERSION};
 pub use gate::{GREETING, MAX_PENDING};
+pub use handoff::{fresh_id_file, wait_for_id_file, write_id_file, ID_FILE_VAR};
+pub use id::{hex, hostname, UniqueId};
 pub use root::{rendezvous_root, RootListener};
 
 use frame::{recv_msg, send_msg};
@@ -123,7 +123,9 @@ enum Msg {
         reason: String,
     },
     /// Data-plane connection greeting.
-    Link { rank: u32 },
+    Link {
+        rank: u32,
+    },
     Barrier,
     /// All-gather: one rank's contribution (hex), sent to rank 0.
     Gather {
@@ -201,7 +203,11 @@ impl Rendezvous {
 }
 
 /// Connects to rank 0 at `id.addr` by `deadline`, retrying while it is not up yet.
-fn connect_root(id: &UniqueId, deadline: Instant, timeout: Duration) -> Result<TcpStream, BootstrapError> {
+fn connect_root(
+    id: &UniqueId,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<TcpStream, BootstrapError> {
     let addrs: Vec<SocketAddr> = id
         .addr
         .to_socket_addrs()
@@ -306,7 +312,7 @@ pub fn accept_links(
     listener
         .set_nonblocking(true)
         .map_err(|e| io("data listener", e))?;
-    let gate = gate::Gate::new(id.secret);
+    let mut gate = gate::Gate::new(id.secret);
     let mut want: Vec<u32> = expect.to_vec();
     let mut got = Vec::new();
     while !want.is_empty() {

@@ -91,7 +91,7 @@ pub fn rendezvous_root(
         // Only ranks that joined take room: a huge claimed world costs nothing until it comes.
         peers: BTreeMap::new(),
     };
-    let gate = gate::Gate::new(root.id.secret);
+    let mut gate = gate::Gate::new(root.id.secret);
     while (j.peers.len() as u64) + 1 < nranks as u64 {
         match gate.poll(&root.listener, deadline) {
             Ok(Some(g)) => j.admit(g)?,
@@ -101,7 +101,11 @@ pub fn rendezvous_root(
                         .filter(|r| !j.peers.contains_key(r))
                         .take(16)
                         .collect();
-                    let more = if nranks as usize - 1 - j.peers.len() > missing.len() { " and more" } else { "" };
+                    let more = if nranks as usize - 1 - j.peers.len() > missing.len() {
+                        " and more"
+                    } else {
+                        ""
+                    };
                     return Err(j.fail(
                         None,
                         BootstrapError::Timeout {
@@ -133,7 +137,13 @@ impl Joining {
         let reason = e.to_string();
         let secret = self.secret;
         for (_, s) in self.peers.values_mut() {
-            let _ = send_msg(s, &secret, &Msg::Refused { reason: reason.clone() });
+            let _ = send_msg(
+                s,
+                &secret,
+                &Msg::Refused {
+                    reason: reason.clone(),
+                },
+            );
         }
         if let Some(s) = extra {
             let _ = send_msg(s, &secret, &Msg::Refused { reason });
@@ -154,14 +164,24 @@ impl Joining {
             // Our secret, another wire format: a rank of this job built differently.
             Err(e @ BootstrapError::Version { .. }) => return Err(self.fail(None, e)),
             Ok(_) => {
-                let _ = send_msg(&mut s, &self.secret, &Msg::Refused { reason: "expected a hello".into() });
+                let _ = send_msg(
+                    &mut s,
+                    &self.secret,
+                    &Msg::Refused {
+                        reason: "expected a hello".into(),
+                    },
+                );
                 return Ok(());
             }
             Err(_) => return Ok(()),
         };
         let (r, nranks) = (info.rank, self.nranks);
         let e = if their_n != nranks {
-            BootstrapError::WorldSize { rank: r, theirs: their_n, ours: nranks }
+            BootstrapError::WorldSize {
+                rank: r,
+                theirs: their_n,
+                ours: nranks,
+            }
         } else if r >= nranks {
             BootstrapError::RankRange { rank: r, nranks }
         } else if r == 0 || self.peers.contains_key(&r) {

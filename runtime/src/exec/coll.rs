@@ -140,7 +140,9 @@ impl<'a> CollTask<'a> {
         let need = (sched.scratch_blocks as usize)
             .checked_mul(count as usize)
             .and_then(|b| b.checked_mul(esize))
-            .ok_or_else(|| CommError::InvalidArgument("schedule scratch: the size overflows".into()))?;
+            .ok_or_else(|| {
+                CommError::InvalidArgument("schedule scratch: the size overflows".into())
+            })?;
         crate::comm::reserve(&mut scratch, need, "the schedule's scratch buffer")?;
         scratch.resize(need, 0);
         Ok(CollTask {

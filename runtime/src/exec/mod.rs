@@ -8,6 +8,7 @@
 //! "concurrently" without a thread each, and it is what lets one rank interleave sends and
 //! receives that would deadlock if each blocked in turn.
 
+pub mod agree;
 mod coll;
 mod pieces;
 
@@ -73,6 +74,32 @@ pub trait Task {
     /// What the task is stuck on (meaningful when `step` made no progress).
     fn blocked(&self) -> Blocked;
     fn ctx(&self) -> &Ctx;
+    /// A task the caller does not wait for: [`drive`] advances it while others run, and
+    /// returns when every other task is done.
+    fn background(&self) -> bool {
+        false
+    }
+}
+
+/// Runs `0` alongside other tasks without waiting for it (see [`Task::background`]).
+pub struct Background<'t, 'a>(pub &'t mut (dyn Task + 'a));
+
+impl Task for Background<'_, '_> {
+    fn step(&mut self) -> Result<bool, CommError> {
+        self.0.step()
+    }
+    fn done(&self) -> bool {
+        self.0.done()
+    }
+    fn blocked(&self) -> Blocked {
+        self.0.blocked()
+    }
+    fn ctx(&self) -> &Ctx {
+        self.0.ctx()
+    }
+    fn background(&self) -> bool {
+        true
+    }
 }
 
 /// Back-off and timeout policy while nothing can move.
@@ -101,7 +128,7 @@ pub fn drive(
                 continue;
             }
             progress |= t.step()?;
-            all_done &= t.done();
+            all_done &= t.done() || t.background();
         }
         if all_done {
             return Ok(());
@@ -112,7 +139,7 @@ pub fn drive(
             continue;
         }
         idle = idle.saturating_add(1);
-        let stuck = || tasks.iter().find(|t| !t.done());
+        let stuck = || tasks.iter().find(|t| !t.done() && !t.background());
         if policy.abort.load(Ordering::Relaxed) {
             let t = stuck().map(|t| t.ctx().clone()).unwrap_or(Ctx {
                 what: "collective".into(),
@@ -162,8 +189,24 @@ pub fn drive(
     }
 }
 
-/// Tag of point-to-point messages (collectives tag with their sequence number).
-const P2P_TAG: u64 = u64::MAX;
+/// Tag of the messages of one point-to-point transfer of `len` bytes: the top two bits 0b10,
+/// then the length. A receive of another length fails at the first message instead of taking
+/// bytes meant for something else (collectives tag with their sequence number, on their own
+/// channels; agreement messages are `agree::TERMS_TAG`).
+pub fn p2p_tag(len: usize) -> u64 {
+    (0b10 << 62) | (len as u64 & ((1 << 62) - 1))
+}
+
+/// What a message's tag says it is, for error messages.
+fn tag_meaning(tag: u64) -> String {
+    if tag >> 62 == 0b10 {
+        format!("a piece of a {}-byte send", tag & ((1 << 62) - 1))
+    } else if tag == agree::TERMS_TAG {
+        "the start of a collective (the peer runs one)".into()
+    } else {
+        format!("a message tagged {tag:#x}")
+    }
+}
 
 /// The grouped `send`s to one peer, in the order they were issued: each cut into slot-sized
 /// messages. One task per peer keeps that order on the wire; two tasks sharing a port could
@@ -177,6 +220,8 @@ pub struct P2pSend<'a> {
     /// The send under way and the next byte of it.
     pub seg: usize,
     pub off: usize,
+    /// The peer has taken every message: only then is the send complete.
+    pub delivered: bool,
 }
 
 impl<'a> P2pSend<'a> {
@@ -188,6 +233,7 @@ impl<'a> P2pSend<'a> {
             data: Vec::new(),
             seg: 0,
             off: 0,
+            delivered: false,
         }
     }
 }
@@ -208,17 +254,38 @@ impl Task for P2pSend<'_> {
             let n = cap.min(data.len() - self.off);
             let src = &data[self.off..self.off + n];
             self.port
-                .post(P2P_TAG, n, &mut |slot| slot.copy_from_slice(src))
+                .post(p2p_tag(data.len()), n, &mut |slot| {
+                    slot.copy_from_slice(src)
+                })
                 .map_err(|e| self.ctx.gone(self.peer, e))?;
             self.off += n;
+            moved = true;
+        }
+        if self.seg >= self.data.len()
+            && !self.delivered
+            && self
+                .port
+                .delivered()
+                .map_err(|e| self.ctx.gone(self.peer, e))?
+        {
+            self.delivered = true;
             moved = true;
         }
         Ok(moved)
     }
     fn done(&self) -> bool {
-        self.seg >= self.data.len()
+        self.seg >= self.data.len() && self.delivered
     }
     fn blocked(&self) -> Blocked {
+        if self.seg >= self.data.len() {
+            return Blocked {
+                peer: Some(self.peer),
+                what: format!(
+                    "rank {} to receive what this rank sent it (does it call the matching receive?)",
+                    self.peer
+                ),
+            };
+        }
         let len = self.data.get(self.seg).map_or(0, |d| d.len());
         Blocked {
             peer: Some(self.peer),
@@ -281,10 +348,14 @@ impl Task for P2pRecv<'_> {
             let (ctx, peer, off) = (&self.ctx, self.peer, self.off);
             let dst = &mut self.data[self.seg][off..off + want];
             self.port.consume(&mut |h: Header, bytes: &[u8]| {
-                if h.tag != P2P_TAG || h.len as usize != want {
+                if h.tag != p2p_tag(len) || h.len as usize != want {
                     return Err(ctx.mismatch(
                         peer,
-                        format!("expected a {want}-byte send at byte {off}, got a {}-byte message tagged {}", h.len, h.tag),
+                        format!(
+                            "this rank receives {len} bytes from rank {peer} (piece at byte {off}), and got {} ({} bytes)",
+                            tag_meaning(h.tag),
+                            h.len
+                        ),
                     ));
                 }
                 dst.copy_from_slice(bytes);

@@ -89,6 +89,9 @@ impl SendPort for Rung {
     fn capacity(&self) -> usize {
         self.fifo.capacity()
     }
+    fn delivered(&self) -> PortResult<bool> {
+        Ok(self.fifo.all_taken())
+    }
 }
 
 impl RecvPort for Rung {

@@ -38,6 +38,9 @@ pub trait SendPort: Send + Sync {
     fn post(&self, tag: u64, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> PortResult<()>;
     /// Payload bytes one message may carry.
     fn capacity(&self) -> usize;
+    /// Whether the receiver has taken every message posted so far (a send is complete only
+    /// then: until it is read, a message could still meet a receive it was not meant for).
+    fn delivered(&self) -> PortResult<bool>;
 }
 
 /// What a receiver does with a message (header, payload).
@@ -61,6 +64,9 @@ impl<M: SlotMem + Send + Sync> SendPort for Fifo<M> {
     fn capacity(&self) -> usize {
         Fifo::capacity(self)
     }
+    fn delivered(&self) -> PortResult<bool> {
+        Ok(self.all_taken())
+    }
 }
 
 impl<M: SlotMem + Send + Sync> RecvPort for Fifo<M> {
@@ -68,7 +74,7 @@ impl<M: SlotMem + Send + Sync> RecvPort for Fifo<M> {
         Ok(self.recv_ready())
     }
     fn consume(&self, f: &mut Consumer<'_>) -> Result<(), CommError> {
-        Fifo::consume(self, f).map_err(|e| CommError::Transport(e.to_string()))?
+        Fifo::consume_if(self, f).map_err(|e| CommError::Transport(e.to_string()))?
     }
 }
 

@@ -245,6 +245,16 @@ impl SendPort for TcpSend {
         self.chan.sent.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
+    fn delivered(&self) -> PortResult<bool> {
+        let sent = self.chan.sent.load(Ordering::Relaxed);
+        if self.chan.credit.load(Ordering::Acquire) >= sent {
+            return Ok(true);
+        }
+        match self.peer.gone() {
+            Some(why) => Err(PortError::Gone(why)),
+            None => Ok(false),
+        }
+    }
     fn capacity(&self) -> usize {
         self.chan.inbox.capacity()
     }
@@ -267,9 +277,10 @@ impl RecvPort for TcpRecv {
         }
     }
     fn consume(&self, f: &mut Consumer<'_>) -> Result<(), CommError> {
+        // A refused message stays in the inbox and earns its sender no credit.
         self.chan
             .inbox
-            .consume(f)
+            .consume_if(f)
             .map_err(|e| CommError::Transport(e.to_string()))??;
         // Return the freed slot to the sender. The message is ours either way: if the sender
         // has already gone (its last message needs no credit), the connection is marked dead
