@@ -229,8 +229,13 @@ fn a_refused_message_stays_and_is_not_delivered() {
             .unwrap();
         assert_eq!(refused, Err((0, vec![0, 100])));
         assert_eq!(f.consumed(), 0, "a refused message was taken");
-        assert!(!seen.load(Ordering::SeqCst), "the sender saw a refused message taken");
-        let got = f.consume_if(|h, d| Ok::<_, ()>((h.tag, d.to_vec()))).unwrap();
+        assert!(
+            !seen.load(Ordering::SeqCst),
+            "the sender saw a refused message taken"
+        );
+        let got = f
+            .consume_if(|h, d| Ok::<_, ()>((h.tag, d.to_vec())))
+            .unwrap();
         assert_eq!(got, Ok((0, vec![0, 100])));
         while !try_recv(&f, 1) {
             loom::thread::yield_now();
