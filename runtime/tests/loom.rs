@@ -6,6 +6,8 @@
 //!
 //! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p runtime --test loom --release`
 #![cfg(loom)]
+// loom's cells hand out raw pointers: the slot accessors below dereference them.
+#![allow(unsafe_code)]
 
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::AtomicU64;
