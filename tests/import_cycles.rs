@@ -43,10 +43,13 @@ fn modules(src: &Path) -> BTreeMap<Module, PathBuf> {
     out
 }
 
-/// The module paths a file names: `crate::a::b`, `super::c`, `self::d`, `use child::e`.
+/// The module paths a file names outside its inline tests: `crate::a::b`, `super::c`,
+/// `self::d`, `use child::e` (also `pub(crate) use`), and `child::f` for a child it declares.
 fn references(text: &str, me: &Module) -> Vec<Module> {
+    // Inline test modules (conventionally last) resolve `super::` to this file, not its parent.
     let code: String = text
         .lines()
+        .take_while(|l| !l.trim_start().starts_with("mod tests {"))
         .map(|l| l.split("//").next().unwrap_or(""))
         .collect::<Vec<_>>()
         .join("\n");
@@ -94,12 +97,38 @@ fn references(text: &str, me: &Module) -> Vec<Module> {
             }
         }
     }
+    // Paths through a child module the file declares (`mod pair;` ... `pair::ProcPair`).
+    let children: Vec<&str> = code
+        .lines()
+        .filter_map(|l| {
+            let t = l.trim_start();
+            let t = t
+                .strip_prefix("pub(crate) ")
+                .or_else(|| t.strip_prefix("pub "))
+                .unwrap_or(t);
+            t.strip_prefix("mod ")?.strip_suffix(';')
+        })
+        .collect();
+    for child in children {
+        let pat = format!("{child}::");
+        for (i, _) in code.match_indices(&pat) {
+            let before = code[..i].chars().last();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let mut m = here.clone();
+            m.extend(ident(&code[i..]));
+            out.push(m);
+        }
+    }
     for line in code.lines() {
         let t = line.trim_start();
-        let Some(u) = t
-            .strip_prefix("use ")
-            .or_else(|| t.strip_prefix("pub use "))
-        else {
+        let t = t
+            .strip_prefix("pub(crate) ")
+            .or_else(|| t.strip_prefix("pub(super) "))
+            .or_else(|| t.strip_prefix("pub "))
+            .unwrap_or(t);
+        let Some(u) = t.strip_prefix("use ") else {
             continue;
         };
         if u.starts_with("crate::") || u.starts_with("super::") || u.starts_with("self::") {
@@ -230,4 +259,9 @@ fn the_finder_sees_a_circle() {
 #[test]
 fn the_nccl_library_has_no_import_circle() {
     assert_no_circles("nccl/src");
+}
+
+#[test]
+fn the_cuda_backend_has_no_import_circle() {
+    assert_no_circles("cuda/src");
 }

@@ -11,14 +11,19 @@
 //! Unlike the SM path this one keeps host-side counters, so it must not be captured into a CUDA
 //! graph that is replayed (the SM path can be).
 
-use super::device::{drv, DevBuf, ExecModule};
-use super::group::{launch_exec, upload_local_plan, CudaGroup, Request, CE_FLAGS};
-use super::lower::{ItemKind, Lowered, Operand};
-use super::CudaError;
+use crate::device::{drv, ExecModule};
+use crate::group::plan::{launch_exec, upload_local_plan};
+use crate::group::{CudaGroup, CE_FLAGS};
+use crate::lower::{ItemKind, Lowered, Operand};
+use crate::request::{Request, TpCtx};
+use crate::CudaError;
 use cudarc::driver::{sys, CudaContext, CudaFunction};
+use state::{CePlan, Step, S};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::Arc;
+
+pub(crate) mod state;
 
 const START: usize = 0;
 /// Data signals: one counter per (producer stream, sender), since signals from two streams of a
@@ -28,101 +33,6 @@ const END: usize = 24;
 
 fn data_slot(s: S) -> usize {
     DATA + if s == S::Copy { 8 } else { 0 }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum S {
-    Compute,
-    Copy,
-}
-
-#[derive(Debug)]
-enum Step {
-    Copy {
-        dst: Operand,
-        src: Operand,
-        bytes: u64,
-    },
-    Kernel {
-        plan: usize,
-        grid: u32,
-    },
-    Record {
-        stream: S,
-        event: usize,
-    },
-    WaitEvent {
-        stream: S,
-        event: usize,
-    },
-    /// Publish counter `seq` (of this stream's signals to `to`) after this stream's prior work.
-    Signal {
-        stream: S,
-        to: u32,
-        seq: u64,
-    },
-    /// Wait until `from`'s signals from its stream `pstream` reach `seq`.
-    WaitSignal {
-        stream: S,
-        from: u32,
-        pstream: S,
-        seq: u64,
-    },
-}
-
-#[derive(Debug)]
-struct CePlan {
-    steps: Vec<Step>,
-    /// Data signals per call, to and from each rank, per producer stream (compute, copy).
-    sent: Vec<[u64; 2]>,
-    recvd: Vec<[u64; 2]>,
-    kernels: Vec<(DevBuf, DevBuf)>,
-    events: Vec<sys::CUevent>,
-}
-
-/// Per-rank state of the copy-engine path.
-#[derive(Debug)]
-pub struct CeState {
-    copy_stream: sys::CUstream,
-    calls: u64,
-    sent: Vec<[u64; 2]>,
-    recvd: Vec<[u64; 2]>,
-    plans: HashMap<usize, (Arc<Lowered>, CePlan)>,
-    ctx: Arc<CudaContext>,
-}
-
-// SAFETY: raw stream/event handles are used only while holding the state's mutex, with the
-// owning context bound.
-unsafe impl Send for CeState {}
-
-impl CeState {
-    pub fn new(ctx: &Arc<CudaContext>, nranks: usize) -> Result<Self, CudaError> {
-        let s = super::device::create_stream(ctx)?;
-        Ok(Self {
-            copy_stream: s,
-            calls: 0,
-            sent: vec![[0; 2]; nranks],
-            recvd: vec![[0; 2]; nranks],
-            plans: HashMap::new(),
-            ctx: ctx.clone(),
-        })
-    }
-}
-
-impl Drop for CeState {
-    fn drop(&mut self) {
-        if self.ctx.bind_to_thread().is_ok() {
-            // SAFETY: handles created in this context, destroyed once.
-            unsafe {
-                for (_, (_, p)) in self.plans.drain() {
-                    for e in p.events {
-                        let _ = sys::cuEventDestroy_v2(e);
-                    }
-                }
-                let _ = sys::cuStreamDestroy_v2(self.copy_stream);
-            }
-        }
-    }
 }
 
 /// Builds rank `rank`'s step list from the lowered plan (every rank derives the same signals).
@@ -356,7 +266,7 @@ pub(crate) fn enqueue(
         |to: usize, slot: usize| g.ranks[to].flags.ptr + ((CE_FLAGS + slot + rank) * 8) as u64;
     let my_flag = |from: usize, slot: usize| st.flags.ptr + ((CE_FLAGS + slot + from) * 8) as u64;
     let sref = |s: S| if s == S::Copy { copy } else { stream };
-    let op_index = super::device::op_index(req.op);
+    let op_index = crate::device::op_index(req.op);
     ctx.bind_to_thread().map_err(drv)?;
     // Start: peers' streams have reached this call; the copy stream follows the caller's.
     for p in (0..n).filter(|&p| p != rank) {
@@ -467,6 +377,6 @@ pub(crate) fn enqueue(
     Ok(())
 }
 
-fn tctx_ptr(c: &super::group::TpCtx, o: &Operand, elem: u64) -> u64 {
+fn tctx_ptr(c: &TpCtx, o: &Operand, elem: u64) -> u64 {
     c.base_of(o.rank as usize, o.buf as usize) + o.off * elem
 }

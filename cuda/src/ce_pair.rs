@@ -31,14 +31,18 @@
 //! The counters live on the host between calls, so a CUDA graph replay would repeat stale
 //! values: under stream capture `CudaGroup` runs the one-shot schedule instead.
 
-use super::device::{drv, DevBuf, Event, ExecModule, Stream};
-use super::group::{CudaGroup, Request};
-use super::CudaError;
+use crate::device::{drv, DevBuf, ExecModule};
+use crate::group::CudaGroup;
+use crate::request::Request;
+use crate::CudaError;
 use cudarc::driver::{sys, CudaContext};
 use planner::schedule::{Algorithm, CollectiveKind, Schedule};
 use runtime::types::ReduceOp;
+use state::{PairState, MAX_COPY_STREAMS};
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
+
+pub(crate) mod state;
 
 /// First word of the pair path's counters in each rank's flag region.
 pub(crate) const PAIR_FLAGS: usize = 3200;
@@ -50,11 +54,6 @@ const FREED: usize = 0;
 const LANDED: usize = 1;
 /// Chunks this rank's copy stream `s` has pushed (for its own compute stream): `PUSHED + s`.
 const PUSHED: usize = 1 + MAX_COPY_STREAMS;
-/// Copy streams per rank at most (`TOPOPLAN_CE_STREAMS`, default 1). Chunk c goes to stream c
-/// mod the stream count; meant to overlap one stream's signals with the next chunk's copy, but
-/// on 2×H200 two streams measured no faster than one and three or four slower
-/// (docs/benchmarks-gpu.md).
-const MAX_COPY_STREAMS: usize = 4;
 
 /// Message elements are grouped in grains of this many so that every chunk but the last starts
 /// 16-byte aligned (when the buffers do) and the copies stay large.
@@ -139,30 +138,6 @@ fn slot_bytes(k: &Knobs) -> u64 {
     k.chunk + GRAIN_ELEMS * 8
 }
 
-/// Per-rank state: the copy streams, the event that forks them from the caller's stream, and how
-/// many chunks this rank has enqueued so far (the base of this call's counter values).
-pub(crate) struct PairState {
-    copy: Vec<Stream>,
-    start: Event,
-    chunks_done: u64,
-}
-
-impl PairState {
-    pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<Self, CudaError> {
-        Ok(Self {
-            copy: (0..MAX_COPY_STREAMS)
-                .map(|_| Stream::new(ctx))
-                .collect::<Result<_, _>>()?,
-            start: Event::new(ctx)?,
-            chunks_done: 0,
-        })
-    }
-}
-
-/// Scratch rings of both ranks, allocated together on first use (each rank pushes into the
-/// other's, so both must exist before either enqueues).
-pub(crate) type PairScratch = std::sync::Mutex<Option<Vec<DevBuf>>>;
-
 fn scratch_ptrs(g: &CudaGroup, bytes: u64) -> Result<Vec<u64>, CudaError> {
     let mut s = g.pair_scratch.lock().unwrap_or_else(|p| p.into_inner());
     if s.is_none() {
@@ -190,7 +165,7 @@ impl Signals<'_> {
     /// unfenced variant, `CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER`, is refused by the v2 API.)
     fn write(&self, s: sys::CUstream, addr: u64, v: u64) -> Result<(), CudaError> {
         if self.kernels {
-            return super::ce::launch_small(self.ctx, &self.m.signal, addr, v, s);
+            return crate::ce::launch_small(self.ctx, &self.m.signal, addr, v, s);
         }
         // SAFETY: `addr` is a flag word in device memory mapped for this context (ours or a
         // peer's).
@@ -202,7 +177,7 @@ impl Signals<'_> {
     /// The stream's later work waits until `*addr >= v` (counters only grow).
     fn wait(&self, s: sys::CUstream, addr: u64, v: u64) -> Result<(), CudaError> {
         if self.kernels {
-            return super::ce::launch_small(self.ctx, &self.m.wait, addr, v, s);
+            return crate::ce::launch_small(self.ctx, &self.m.wait, addr, v, s);
         }
         let geq = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32;
         // SAFETY: `addr` is a flag word in this context's device memory.
@@ -301,7 +276,7 @@ pub(crate) fn enqueue_on(
         kernels: k.kernel_signals,
     };
     let list = chunks(count, elem, k.chunk, k.min_chunk);
-    let f = &m.pair[super::device::op_index(op)];
+    let f = &m.pair[crate::device::op_index(op)];
     let block = if side.shares_sms {
         SHARED_BLOCK
     } else {

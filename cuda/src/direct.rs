@@ -7,8 +7,8 @@
 //! against `runtime::reference`); [`enqueue`] turns it into one kernel launch, with programmatic
 //! dependent launch (PDL) so the next call's grid is resident before this one ends.
 
-use super::device::{DevBuf, ExecModule};
-use super::CudaError;
+use crate::device::{DevBuf, ExecModule};
+use crate::CudaError;
 use cudarc::driver::{sys, CudaContext};
 use planner::schedule::{Algorithm, CollectiveKind, Protocol, Schedule};
 use runtime::types::ReduceOp;
@@ -230,53 +230,6 @@ impl DirectBufs {
     }
 }
 
-/// One rank's call: collective, buffers and element type.
-#[derive(Clone, Copy, Debug)]
-pub struct DirectCall {
-    pub kind: CollectiveKind,
-    pub root: u32,
-    pub protocol: Protocol,
-    pub count: u64,
-    pub dtype: runtime::types::DataType,
-    pub op: ReduceOp,
-    pub input: u64,
-    pub output: u64,
-    pub in_place: bool,
-    /// Every rank's input (one process: pull mode may read them); `None` across processes.
-    pub inputs: Option<[u64; 8]>,
-    /// Another kernel of this call runs beside it (the hybrid's copy-engine reduces): launch the
-    /// register-capped kernels, whose CTAs leave room on their SMs.
-    pub shares_sms: bool,
-}
-
-impl DirectCall {
-    /// The call of one rank running schedule `s` (collective, root, protocol from it).
-    #[allow(clippy::too_many_arguments)]
-    pub fn of(
-        s: &Schedule,
-        count: u64,
-        dtype: runtime::types::DataType,
-        op: ReduceOp,
-        input: u64,
-        output: u64,
-        in_place: bool,
-    ) -> Self {
-        DirectCall {
-            kind: s.collective.kind,
-            root: s.collective.root.unwrap_or(0),
-            protocol: s.protocol,
-            count,
-            dtype,
-            op,
-            input,
-            output,
-            in_place,
-            inputs: None,
-            shares_sms: false,
-        }
-    }
-}
-
 /// Enqueues `rank`'s part of `call` on `stream` of `ctx` (the context of that rank's GPU).
 pub fn launch_call(
     ctx: &Arc<CudaContext>,
@@ -307,7 +260,7 @@ pub(crate) fn launch_call_pdl(
     } else {
         &module.direct
     };
-    let f = &kernels[super::device::op_index(call.op)];
+    let f = &kernels[crate::device::op_index(call.op)];
     launch::launch(ctx, f, p.ctas, p.block, &p.args, stream, knobs().pdl && pdl)
 }
 
@@ -437,10 +390,11 @@ pub fn ll_credit_implied(role: &DirectRole, elem: u64, grid: u32, nslots: u32) -
     )
 }
 
+mod call;
 mod launch;
-mod local;
+pub(crate) mod local;
+pub use call::DirectCall;
 pub use launch::take_launch_ns;
-pub(crate) use local::enqueue;
 pub mod protocol;
 pub mod pull;
 mod role;

@@ -5,48 +5,34 @@
 //!
 //! Ranks may share a GPU (a device list with repeats, e.g. `[0, 0, 0, 0]`): they share its
 //! primary context, and each rank's grids are sized from its share of the SMs so that every
-//! rank's kernels are resident at once (`super::residency`); a path whose least grid does not
-//! fit is refused with [`super::residency::ResidencyError`], never left to hang.
+//! rank's kernels are resident at once (`crate::residency`); a path whose least grid does not
+//! fit is refused with [`crate::residency::ResidencyError`], never left to hang.
 
-use super::device::{drv, open_devices, DevBuf, ExecModule, ModuleCache};
-use super::lower::{lower, Buf, LowerParams, Lowered};
-use super::residency::{self, Demand, Path, Route};
-use super::CudaError;
-use cudarc::driver::{sys, CudaContext, DeviceRepr};
+use crate::ce::state::CeState;
+use crate::ce_pair::state::{PairScratch, PairState};
+use crate::device::{drv, open_devices, DevBuf, ExecModule, ModuleCache};
+use crate::direct::DirectBufs;
+use crate::hybrid::state::HybridState;
+use crate::lower::{lower, Buf, LowerParams, Lowered};
+use crate::request::{PlanKey, TpCtx};
+use crate::residency::{self, Demand, Path};
+use crate::CudaError;
+use cudarc::driver::{sys, CudaContext};
 use planner::schedule::Schedule;
 use runtime::types::{DataType, ReduceOp};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-mod plan;
+pub(crate) mod plan;
+pub use crate::request::Request;
 use plan::DevPlan;
-pub(crate) use plan::{launch_exec, upload_local_plan};
 
 /// Words in a rank's flag region (see `cuda/kernels/exec.cu` for the layout).
 const FLAG_WORDS: usize = 4096;
 /// Words where the copy-engine path keeps its cross-rank counters: `[from_rank]`.
 pub(crate) const CE_FLAGS: usize = 3072;
 /// Bytes of LL lines per half (`TP_LL_HALF` in exec.cu): twice the data they carry.
-const LL_LINE_BYTES: usize = 2 * super::lower::LL_DATA_BYTES as usize;
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct TpCtx {
-    base: [u64; 32],
-    flags: [u64; 8],
-    rank: u32,
-    nranks: u32,
-    ll: u32,
-    pad: u32,
-}
-// SAFETY: plain-old-data with the C layout the kernel declares.
-unsafe impl DeviceRepr for TpCtx {}
-
-impl TpCtx {
-    pub(crate) fn base_of(&self, rank: usize, buf: usize) -> u64 {
-        self.base[rank * 4 + buf]
-    }
-}
-
+const LL_LINE_BYTES: usize = 2 * crate::lower::LL_DATA_BYTES as usize;
 pub(crate) struct RankState {
     pub(crate) ctx: Arc<CudaContext>,
     /// The SMs this rank's spinning CTAs may fill: the GPU's SM count, or on a GPU that ranks
@@ -66,13 +52,13 @@ pub(crate) struct RankState {
     /// Shared by the ranks of one GPU (one context: one module per type serves them all).
     modules: Arc<ModuleCache>,
     plans: Mutex<HashMap<PlanKey, Arc<DevPlan>>>,
-    pub(crate) ce: Mutex<super::ce::CeState>,
-    /// Copy stream and counters of the copy-engine pair all-reduce (`super::ce_pair`).
-    pub(crate) ce_pair: Mutex<super::ce_pair::PairState>,
-    /// Side stream of the hybrid all-reduce (`super::hybrid`).
-    pub(crate) hybrid: Mutex<super::hybrid::HybridState>,
-    /// Slots and flags of the direct-push path (`super::direct`).
-    pub(crate) direct: super::direct::DirectBufs,
+    pub(crate) ce: Mutex<CeState>,
+    /// Copy stream and counters of the copy-engine pair all-reduce (`crate::ce_pair`).
+    pub(crate) ce_pair: Mutex<PairState>,
+    /// Side stream of the hybrid all-reduce (`crate::hybrid`).
+    pub(crate) hybrid: Mutex<HybridState>,
+    /// Slots and flags of the direct-push path (`crate::direct`).
+    pub(crate) direct: DirectBufs,
 }
 
 impl RankState {
@@ -95,27 +81,6 @@ impl RankState {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct PlanKey {
-    sched: usize,
-    count: u64,
-    in_place: bool,
-    average: bool,
-    elem: usize,
-}
-
-/// One collective call: the schedule and every rank's buffers (device pointers).
-#[derive(Clone, Copy, Debug)]
-pub struct Request<'a> {
-    pub schedule: &'a Arc<Schedule>,
-    /// Per-rank element count (nccl-tests' `count`; see `Collective::blocks`).
-    pub count: u64,
-    pub dtype: DataType,
-    pub op: ReduceOp,
-    pub inputs: &'a [u64],
-    pub outputs: &'a [u64],
-}
-
 /// Lowered plans by key; the schedule is kept alive so that its address stays unique.
 type LoweredCache = Mutex<HashMap<PlanKey, (Arc<Schedule>, Arc<Lowered>)>>;
 
@@ -126,7 +91,7 @@ pub struct CudaGroup {
     /// Some GPU runs more than one rank.
     shared: bool,
     /// Both ranks' scratch rings of the copy-engine pair all-reduce, allocated on first use.
-    pub(crate) pair_scratch: super::ce_pair::PairScratch,
+    pub(crate) pair_scratch: PairScratch,
 }
 
 impl std::fmt::Debug for CudaGroup {
@@ -166,10 +131,10 @@ impl CudaGroup {
             let scratch = DevBuf::new(&ctx, scratch_bytes)?;
             let ll = DevBuf::new(&ctx, 2 * LL_LINE_BYTES)?;
             ll.fill(0)?;
-            let ce = super::ce::CeState::new(&ctx, ordinals.len())?;
-            let direct = super::direct::DirectBufs::new(&ctx, ordinals.len())?;
-            let ce_pair = Mutex::new(super::ce_pair::PairState::new(&ctx)?);
-            let hybrid = Mutex::new(super::hybrid::HybridState::new(&ctx)?);
+            let ce = CeState::new(&ctx, ordinals.len())?;
+            let direct = DirectBufs::new(&ctx, ordinals.len())?;
+            let ce_pair = Mutex::new(PairState::new(&ctx)?);
+            let hybrid = Mutex::new(HybridState::new(&ctx)?);
             ranks.push(RankState {
                 ctx,
                 sm_count,
@@ -213,7 +178,7 @@ impl CudaGroup {
 
     /// The grid every rank launches for `d`: the least over the ranks of what their GPU's
     /// residency allows (ranks must agree: CTA b of one rank meets CTA b of its peers).
-    fn rank_grid(&self, d: Demand) -> Result<u32, CudaError> {
+    pub(crate) fn rank_grid(&self, d: Demand) -> Result<u32, CudaError> {
         let mut grid = u32::MAX;
         for st in &self.ranks {
             let o = st.ctx.ordinal();
@@ -228,7 +193,7 @@ impl CudaGroup {
     }
 
     /// Refuses `path` where ranks share a GPU and its least grid does not fit their shares.
-    fn check_resident(&self, path: Path) -> Result<(), CudaError> {
+    pub(crate) fn check_resident(&self, path: Path) -> Result<(), CudaError> {
         if self.shared {
             for st in &self.ranks {
                 let o = st.ctx.ordinal();
@@ -251,7 +216,11 @@ impl CudaGroup {
         Ok(())
     }
 
-    fn module(&self, rank: usize, dtype: DataType) -> Result<Arc<ExecModule>, CudaError> {
+    pub(crate) fn module(
+        &self,
+        rank: usize,
+        dtype: DataType,
+    ) -> Result<Arc<ExecModule>, CudaError> {
         let st = &self.ranks[rank];
         st.modules.get(&st.ctx, dtype)
     }
@@ -260,7 +229,7 @@ impl CudaGroup {
         let kind = req.schedule.collective.kind;
         let bytes = req.count * req.dtype.size() as u64;
         let aliased = |r: usize| {
-            super::direct::is_in_place(kind, r as u32, bytes, req.inputs[r], req.outputs[r])
+            crate::direct::is_in_place(kind, r as u32, bytes, req.inputs[r], req.outputs[r])
         };
         let n = self.ranks.len();
         let flags: Vec<bool> = (0..n).map(aliased).collect();
@@ -281,7 +250,7 @@ impl CudaGroup {
         self.lowered_for(req, key)
     }
 
-    fn key(&self, req: &Request) -> Result<PlanKey, CudaError> {
+    pub(crate) fn key(&self, req: &Request) -> Result<PlanKey, CudaError> {
         if req.schedule.nranks as usize != self.ranks.len() {
             return Err(CudaError::Input(format!(
                 "schedule is for {} ranks, group has {}",
@@ -303,7 +272,11 @@ impl CudaGroup {
         })
     }
 
-    fn lowered_for(&self, req: &Request, key: PlanKey) -> Result<Arc<Lowered>, CudaError> {
+    pub(crate) fn lowered_for(
+        &self,
+        req: &Request,
+        key: PlanKey,
+    ) -> Result<Arc<Lowered>, CudaError> {
         let mut cache = self.lowered.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, l)) = cache.get(&key) {
             return Ok(l.clone());
@@ -352,87 +325,53 @@ impl CudaGroup {
         }
     }
 
-    /// Enqueues rank `rank`'s part of the collective on `stream` (a stream of that rank's
-    /// context). Every rank must enqueue the same sequence of collectives.
-    pub fn enqueue(
+    fn cached_plan(&self, rank: usize, key: &PlanKey) -> Option<Arc<DevPlan>> {
+        let plans = self.ranks[rank]
+            .plans
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        plans.get(key).cloned()
+    }
+
+    /// `rank`'s uploaded plan for `key`, made on first use. On a shared GPU the first rank to
+    /// need it makes every rank's: a peer's allocation and upload would otherwise happen while
+    /// this rank's kernel of the same call already waits on that GPU for the peer, and a
+    /// driver call that waits for the GPU would then wait forever.
+    pub(crate) fn plan(
         &self,
         rank: usize,
         req: &Request,
-        stream: sys::CUstream,
-    ) -> Result<(), CudaError> {
-        if rank >= self.ranks.len() {
-            return Err(CudaError::Input(format!("rank {rank} out of range")));
+        key: PlanKey,
+    ) -> Result<Arc<DevPlan>, CudaError> {
+        if let Some(p) = self.cached_plan(rank, &key) {
+            return Ok(p);
         }
-        let key = self.key(req)?;
-        if req.count == 0 {
-            return Ok(());
-        }
-        let module = self.module(rank, req.dtype)?;
-        let capturing = || {
-            self.ranks[rank].ctx.bind_to_thread().map_err(drv)?;
-            super::ce_pair::capturing(stream)
-        };
-        if super::direct::applies(req.schedule) {
-            let ce = super::hybrid::share(req.schedule, req.count, req.dtype.size() as u64);
-            let asked = match req.schedule.protocol {
-                _ if ce > 0 => Path::Hybrid,
-                planner::schedule::Protocol::LL => Path::DirectLl,
-                _ => Path::DirectSimple,
-            };
-            return match residency::route(asked, self.shared, capturing)? {
-                Route::Run(Path::Hybrid) => {
-                    super::hybrid::enqueue(self, rank, req, key.in_place, &module, stream, ce)
-                }
-                Route::Run(path) => {
-                    self.check_resident(path)?;
-                    super::direct::enqueue(self, rank, req, key.in_place, false, &module, stream)
-                }
-                other => Err(CudaError::Input(format!("direct path routed to {other:?}"))),
-            };
-        }
-        if super::ce_pair::applies(req.schedule) {
-            if residency::route(Path::CePair, self.shared, capturing)? == Route::Run(Path::CePair) {
-                return super::ce_pair::enqueue(self, rank, req, &module, false, stream);
+        if self.shared {
+            for r in (0..self.ranks.len()).filter(|&r| r != rank) {
+                self.build_plan(r, req, key)?;
             }
-            // The one-shot schedule of the same all-reduce (`residency::route` says when).
-            let one_shot = planner::schedule::build::one_shot(
-                &req.schedule.collective,
-                2,
-                planner::schedule::Protocol::Simple,
-            )
-            .map_err(|e| CudaError::Lower(e.to_string()))?;
-            let req = Request {
-                schedule: &Arc::new(one_shot),
-                ..*req
-            };
-            self.check_resident(Path::DirectSimple)?;
-            return super::direct::enqueue(self, rank, &req, key.in_place, false, &module, stream);
         }
-        let plan = self.plan(rank, req, key)?;
-        if plan.lowered.uses_copy_engine {
-            return match residency::route(Path::CopyEngine, self.shared, capturing)? {
-                Route::Run(_) => {
-                    super::ce::enqueue(self, rank, req, &plan.lowered, &module, stream)
-                }
-                _ => Err(CudaError::Input(
-                    "the generic copy-engine lowering (--algo ce with TOPOPLAN_CE_PAIR=0) does \
-                     not run with ranks sharing a GPU: choose another algorithm"
-                        .into(),
-                )),
-            };
+        self.build_plan(rank, req, key)
+    }
+
+    /// Makes and caches `rank`'s plan unless it exists. The rank's plan table stays locked
+    /// meanwhile: two threads making the same plan would drop one, and freeing device memory
+    /// waits for the whole GPU, where a peer's kernel may already wait for this caller's launch.
+    fn build_plan(
+        &self,
+        rank: usize,
+        req: &Request,
+        key: PlanKey,
+    ) -> Result<Arc<DevPlan>, CudaError> {
+        let st = &self.ranks[rank];
+        let mut plans = st.plans.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = plans.get(&key) {
+            return Ok(p.clone());
         }
-        let op_index = super::device::op_index(req.op);
-        let mut ctx = self.tp_ctx(rank, req);
-        ctx.ll = u32::from(plan.lowered.uses_ll);
-        launch_exec(
-            &self.ranks[rank].ctx,
-            &module.funcs[op_index],
-            plan.grid,
-            plan.phases.ptr,
-            plan.nphases,
-            plan.items.ptr,
-            &ctx,
-            stream,
-        )
+        let l = self.lowered_for(req, key)?;
+        let grid = self.rank_grid(plan::demand(&l, key.elem as u64))?;
+        let p = Arc::new(DevPlan::upload(&st.ctx, l, rank, grid)?);
+        plans.insert(key, p.clone());
+        Ok(p)
     }
 }

@@ -21,12 +21,16 @@
 //! CUDA graph capture the call runs on the direct path alone (the copy-engine counters live on
 //! the host).
 
-use super::device::{drv, Event, ExecModule, Stream};
-use super::group::{CudaGroup, Request};
-use super::CudaError;
+use crate::device::{drv, ExecModule};
+use crate::group::CudaGroup;
+use crate::request::Request;
+use crate::CudaError;
 use cudarc::driver::{sys, CudaContext};
 use planner::schedule::{CollectiveKind, Protocol, Schedule};
+use state::HybridState;
 use std::sync::{Arc, OnceLock};
+
+pub(crate) mod state;
 
 /// The SM range is a whole number of these elements, so the copy-engine range starts 16-byte
 /// aligned wherever the buffers do.
@@ -89,23 +93,6 @@ pub(crate) fn shares_sms(in_place: bool) -> bool {
     in_place
 }
 
-/// Per-rank side stream and the events that fork it from and join it to the caller's stream.
-pub(crate) struct HybridState {
-    side: Stream,
-    fork: Event,
-    join: Event,
-}
-
-impl HybridState {
-    pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<Self, CudaError> {
-        Ok(Self {
-            side: Stream::new(ctx)?,
-            fork: Event::new(ctx)?,
-            join: Event::new(ctx)?,
-        })
-    }
-}
-
 /// Enqueues rank `rank`'s part of `req` with about the last `ce` elements on the side stream.
 pub(crate) fn enqueue(
     g: &CudaGroup,
@@ -119,7 +106,7 @@ pub(crate) fn enqueue(
     let elem = req.dtype.size() as u64;
     let sm = req.count - ce;
     if sm >= req.count {
-        return super::direct::enqueue(g, rank, req, in_place, false, module, stream);
+        return crate::direct::local::enqueue(g, rank, req, in_place, false, module, stream);
     }
     let shift = |v: &[u64]| v.iter().map(|p| p + sm * elem).collect::<Vec<u64>>();
     let (ce_in, ce_out) = (shift(req.inputs), shift(req.outputs));
@@ -139,8 +126,8 @@ pub(crate) fn enqueue(
         &g.ranks[rank].ctx,
         &st,
         stream,
-        |s| super::direct::enqueue(g, rank, &sm_req, in_place, share, module, s),
-        |side| super::ce_pair::enqueue(g, rank, &ce_req, module, share, side),
+        |s| crate::direct::local::enqueue(g, rank, &sm_req, in_place, share, module, s),
+        |side| crate::ce_pair::enqueue(g, rank, &ce_req, module, share, side),
     )
 }
 

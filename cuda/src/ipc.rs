@@ -25,208 +25,21 @@ use runtime::types::{DataType, ReduceOp};
 use std::sync::{Arc, Mutex};
 
 mod pair;
+mod record;
 mod register;
-pub use register::{
+mod registry;
+mod shared;
+use pair::state::ProcPair;
+use record::BUF_NAMES;
+pub use record::{
+    check_table, PeerRecord, RecordError, RECORD_BYTES, RECORD_MAGIC, RECORD_VERSION,
+};
+use registry::Registration;
+pub use registry::{
     check_reg_table, peer_inputs, RegRecord, RegisteredBuffer, REG_BYTES, REG_MAGIC, REG_VERSION,
 };
-
-/// First bytes of a [`PeerRecord`].
-pub const RECORD_MAGIC: &[u8; 4] = b"TPIX";
-/// Version of the [`PeerRecord`] layout. Bump on any change.
-pub const RECORD_VERSION: u32 = 1;
-/// Size of an encoded [`PeerRecord`]: 40 header bytes, then 3 × (64-byte handle, u64 size).
-pub const RECORD_BYTES: usize = 40 + 3 * (64 + 8);
-
-/// The all-gather the setup needs: this rank's bytes in, every rank's bytes (rank order) out.
-pub type Exchange<'a> = dyn FnMut(&[u8]) -> Result<Vec<Vec<u8>>, CudaError> + 'a;
-
-/// Why an exchanged record could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RecordError {
-    #[error("IPC record of {got} bytes, expected {want}")]
-    Length { got: usize, want: usize },
-    #[error("not a topoplan IPC record (magic {0:?})")]
-    Magic([u8; 4]),
-    #[error("IPC record version {theirs}, this build reads version {ours}")]
-    Version { theirs: u32, ours: u32 },
-}
-
-/// What one rank tells the others: its direct-path buffers (IPC handles and sizes: sizes
-/// differ when `TOPOPLAN_DIRECT_SLOT_KB`/`SLOTS` differ, and the slot layout must agree), its SM
-/// count (grids must agree on every rank), and who it is (same host, another process).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PeerRecord {
-    pub rank: u32,
-    pub nranks: u32,
-    pub sm_count: u32,
-    pub ordinal: u32,
-    pub pid: u32,
-    /// FNV-1a of the host name: IPC handles only open on the host that made them.
-    pub host: u64,
-    /// `CUipcMemHandle` bytes of the Simple slots, LL slots and flags.
-    pub handles: [[u8; 64]; 3],
-    pub bytes: [u64; 3],
-}
-
-const BUF_NAMES: [&str; 3] = ["Simple slots", "LL slots", "flags"];
-
-impl PeerRecord {
-    pub fn encode(&self) -> [u8; RECORD_BYTES] {
-        let mut b = [0u8; RECORD_BYTES];
-        b[..4].copy_from_slice(RECORD_MAGIC);
-        let words = [
-            RECORD_VERSION,
-            self.rank,
-            self.nranks,
-            self.sm_count,
-            self.ordinal,
-            self.pid,
-            0,
-        ];
-        for (i, w) in words.iter().enumerate() {
-            b[4 + 4 * i..8 + 4 * i].copy_from_slice(&w.to_le_bytes());
-        }
-        b[32..40].copy_from_slice(&self.host.to_le_bytes());
-        for i in 0..3 {
-            let at = 40 + i * 72;
-            b[at..at + 64].copy_from_slice(&self.handles[i]);
-            b[at + 64..at + 72].copy_from_slice(&self.bytes[i].to_le_bytes());
-        }
-        b
-    }
-
-    pub fn decode(b: &[u8]) -> Result<Self, RecordError> {
-        if b.len() != RECORD_BYTES {
-            return Err(RecordError::Length {
-                got: b.len(),
-                want: RECORD_BYTES,
-            });
-        }
-        let magic: [u8; 4] = b[..4].try_into().expect("4 bytes");
-        if &magic != RECORD_MAGIC {
-            return Err(RecordError::Magic(magic));
-        }
-        let w = |i: usize| u32::from_le_bytes(b[4 + 4 * i..8 + 4 * i].try_into().expect("4"));
-        if w(0) != RECORD_VERSION {
-            return Err(RecordError::Version {
-                theirs: w(0),
-                ours: RECORD_VERSION,
-            });
-        }
-        let mut handles = [[0u8; 64]; 3];
-        let mut bytes = [0u64; 3];
-        for i in 0..3 {
-            let at = 40 + i * 72;
-            handles[i].copy_from_slice(&b[at..at + 64]);
-            bytes[i] = u64::from_le_bytes(b[at + 64..at + 72].try_into().expect("8"));
-        }
-        Ok(PeerRecord {
-            rank: w(1),
-            nranks: w(2),
-            sm_count: w(3),
-            ordinal: w(4),
-            pid: w(5),
-            host: u64::from_le_bytes(b[32..40].try_into().expect("8")),
-            handles,
-            bytes,
-        })
-    }
-}
-
-fn rank_err(rank: u32, what: impl Into<String>) -> CudaError {
-    CudaError::Rank {
-        rank,
-        what: what.into(),
-    }
-}
-
-/// Adds "rank r: doing" to an error (the ones that say it all themselves stay as they are).
-fn at(rank: u32, doing: &str) -> impl FnOnce(CudaError) -> CudaError + '_ {
-    move |e| match e {
-        e @ (CudaError::NoDriver | CudaError::NoNvrtc | CudaError::Rank { .. }) => e,
-        e => rank_err(rank, format!("{doing}: {e}")),
-    }
-}
-
-/// All ranks go on or all fail: all-gathers whether this rank's step (`mine`) worked, and
-/// returns this rank's error, or else the first other rank's ("rank r could not `what`").
-fn agree(
-    rank: u32,
-    exchange: &mut Exchange<'_>,
-    mine: Result<(), CudaError>,
-    what: &str,
-) -> Result<(), CudaError> {
-    let word = match &mine {
-        Ok(()) => Vec::new(),
-        // Bounded: the bootstrap carries at most `MAX_GATHER_BYTES` per rank.
-        Err(e) => e.to_string().into_bytes().into_iter().take(4096).collect(),
-    };
-    let ready = exchange(&word).map_err(at(
-        rank,
-        &format!("exchanging whether every rank could {what}"),
-    ))?;
-    mine?;
-    match ready.iter().enumerate().find(|(_, w)| !w.is_empty()) {
-        Some((r, why)) => Err(rank_err(
-            rank,
-            format!(
-                "rank {r} could not {what}: {}",
-                String::from_utf8_lossy(why)
-            ),
-        )),
-        None => Ok(()),
-    }
-}
-
-/// Decodes and checks the gathered records against this rank's own; returns them in rank order.
-pub fn check_table(table: &[Vec<u8>], me: &PeerRecord) -> Result<Vec<PeerRecord>, CudaError> {
-    let r = me.rank;
-    if table.len() != me.nranks as usize {
-        return Err(rank_err(
-            r,
-            format!(
-                "the exchange returned {} records for {} ranks",
-                table.len(),
-                me.nranks
-            ),
-        ));
-    }
-    let mut out = Vec::with_capacity(table.len());
-    for (i, b) in table.iter().enumerate() {
-        let p = PeerRecord::decode(b)
-            .map_err(|e| rank_err(r, format!("rank {i}'s IPC record: {e}")))?;
-        let bad = |what: String| Err(rank_err(r, format!("rank {i}'s IPC record: {what}")));
-        if p.rank as usize != i {
-            return bad(format!("says it is rank {}", p.rank));
-        }
-        if p.nranks != me.nranks {
-            return bad(format!("{} ranks, this rank says {}", p.nranks, me.nranks));
-        }
-        if i as u32 != r {
-            if p.host != me.host {
-                return bad("another host: CUDA IPC needs every rank on one host".into());
-            }
-            if p.pid == me.pid {
-                return bad(format!(
-                    "same process (pid {}): IPC handles open only in another process",
-                    p.pid
-                ));
-            }
-        }
-        if p.bytes != me.bytes {
-            return bad(format!(
-                "buffers of {:?} bytes, this rank's are {:?} (TOPOPLAN_DIRECT_SLOT_KB / \
-                 TOPOPLAN_DIRECT_SLOTS must be the same on every rank)",
-                p.bytes, me.bytes
-            ));
-        }
-        if p.sm_count == 0 {
-            return bad("0 SMs".into());
-        }
-        out.push(p);
-    }
-    Ok(out)
-}
+pub use shared::Exchange;
+use shared::{agree, at, export, rank_err, IpcMapping};
 
 /// Whether `s` runs in the multi-process mode; a clear error otherwise.
 pub fn check_direct(s: &Schedule) -> Result<(), CudaError> {
@@ -241,68 +54,6 @@ pub fn check_direct(s: &Schedule) -> Result<(), CudaError> {
         s.collective.kind.name(),
         s.nranks
     )))
-}
-
-/// A peer's buffer mapped into this process; unmapped on drop.
-#[derive(Debug)]
-struct IpcMapping {
-    ctx: Arc<CudaContext>,
-    ptr: u64,
-}
-
-impl IpcMapping {
-    fn open(ctx: &Arc<CudaContext>, handle: &[u8; 64]) -> Result<Self, CudaError> {
-        ctx.bind_to_thread().map_err(drv)?;
-        // SAFETY: CUipcMemHandle is a plain 64-byte array; any bytes form a valid value (the
-        // driver rejects bad ones).
-        let mut h: sys::CUipcMemHandle = unsafe { std::mem::zeroed() };
-        for (d, s) in h.reserved.iter_mut().zip(handle) {
-            *d = *s as std::ffi::c_char;
-        }
-        let mut ptr: sys::CUdeviceptr = 0;
-        // Lazy peer access: the driver enables access to the owner's GPU when it maps.
-        let flags = sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32;
-        // SAFETY: out-pointer valid; the handle is passed by value.
-        let r = unsafe { sys::cuIpcOpenMemHandle_v2(&mut ptr, h, flags) };
-        if r == sys::CUresult::CUDA_ERROR_ALREADY_MAPPED {
-            // The driver maps an allocation once per process.
-            return Err(CudaError::Input(
-                "that allocation is already mapped here by an earlier registration that is \
-                 still live: deregister it first (`CudaProcComm::deregister`, before the buffer \
-                 is freed), or register each allocation once"
-                    .into(),
-            ));
-        }
-        r.result().map_err(drv)?;
-        Ok(Self {
-            ctx: ctx.clone(),
-            ptr,
-        })
-    }
-}
-
-impl Drop for IpcMapping {
-    fn drop(&mut self) {
-        if self.ctx.bind_to_thread().is_ok() {
-            // SAFETY: opened by cuIpcOpenMemHandle in this context; closed once.
-            let _ = unsafe { sys::cuIpcCloseMemHandle(self.ptr) };
-        }
-    }
-}
-
-fn export(ctx: &Arc<CudaContext>, ptr: u64) -> Result<[u8; 64], CudaError> {
-    ctx.bind_to_thread().map_err(drv)?;
-    // SAFETY: as in `IpcMapping::open`.
-    let mut h: sys::CUipcMemHandle = unsafe { std::mem::zeroed() };
-    // SAFETY: out-pointer valid; `ptr` is the base of a cuMemAlloc allocation.
-    unsafe { sys::cuIpcGetMemHandle(&mut h, ptr) }
-        .result()
-        .map_err(drv)?;
-    let mut out = [0u8; 64];
-    for (d, s) in out.iter_mut().zip(h.reserved) {
-        *d = s as u8;
-    }
-    Ok(out)
 }
 
 /// One rank's call in the multi-process mode (this rank's buffers only).
@@ -332,9 +83,9 @@ pub struct CudaProcComm {
     peers: DirectPeers,
     /// Registered buffers (their peers' mappings) by registration number; `None` once
     /// deregistered (numbers are never reused).
-    registry: Mutex<Vec<Option<register::Registration>>>,
+    registry: Mutex<Vec<Option<Registration>>>,
     /// The copy engines' ring and counters once enabled (`enable_copy_engines`, 2 ranks).
-    pair: Mutex<Option<pair::ProcPair>>,
+    pair: Mutex<Option<ProcPair>>,
     /// Declared before `_bufs`: the peers' mappings close before our own buffers are freed.
     mapped: Vec<IpcMapping>,
     /// This rank's slots and flags: only kernels use them (through `peers`), so they are
@@ -556,7 +307,7 @@ impl CudaProcComm {
                     ..call
                 };
                 let hy = p.hybrid.lock().unwrap_or_else(|p| p.into_inner());
-                let side = p.side(self, self.peers.min_sm, share);
+                let side = p.side(&self.ctx, self.rank, self.peers.min_sm, share);
                 return super::hybrid::fork_join(
                     &self.ctx,
                     &hy,

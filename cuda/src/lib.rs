@@ -20,6 +20,7 @@ pub mod ce;
 pub mod ce_pair;
 pub mod device;
 pub mod direct;
+mod dispatch;
 pub mod graph;
 pub mod group;
 pub mod hybrid;
@@ -27,10 +28,12 @@ pub mod ipc;
 pub mod kernels;
 pub mod lower;
 pub mod query;
+mod request;
 pub mod residency;
 pub mod schedules;
 
-pub use group::{CudaGroup, Request};
+pub use group::CudaGroup;
+pub use request::Request;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CudaError {

@@ -5,6 +5,7 @@
 use super::{launch_call_pdl, pull, DirectCall, DirectPeers};
 use crate::device::{drv, ExecModule};
 use crate::group::CudaGroup;
+use crate::request::Request;
 use crate::residency;
 use crate::CudaError;
 use cudarc::driver::sys;
@@ -15,7 +16,7 @@ use cudarc::driver::sys;
 pub(crate) fn enqueue(
     g: &CudaGroup,
     rank: usize,
-    req: &crate::Request,
+    req: &Request,
     in_place: bool,
     shares_sms: bool,
     module: &ExecModule,
@@ -60,7 +61,7 @@ pub(crate) fn enqueue(
 }
 
 /// `rank`'s call of `req`, with every rank's input when `with_inputs` (pull mode may read them).
-fn call_of(req: &crate::Request, rank: usize, in_place: bool, with_inputs: bool) -> DirectCall {
+fn call_of(req: &Request, rank: usize, in_place: bool, with_inputs: bool) -> DirectCall {
     let mut inputs = [0u64; 8];
     inputs[..req.inputs.len()].copy_from_slice(req.inputs);
     DirectCall {
@@ -79,7 +80,7 @@ fn call_of(req: &crate::Request, rank: usize, in_place: bool, with_inputs: bool)
 
 /// Whether every GPU of the group may read every rank's input of `req` (pull mode's
 /// condition; the same answer on every rank).
-fn inputs_readable(g: &CudaGroup, rank: usize, req: &crate::Request) -> Result<bool, CudaError> {
+fn inputs_readable(g: &CudaGroup, rank: usize, req: &Request) -> Result<bool, CudaError> {
     g.ranks[rank].ctx.bind_to_thread().map_err(drv)?;
     let readers: Vec<i32> = g.ranks.iter().map(|r| r.ctx.ordinal() as i32).collect();
     Ok(pull::inputs_readable(req.inputs, &readers))

@@ -12,7 +12,8 @@
 //! peer's buffer. In place it needs 16-byte aligned buffers (its pass-by-pass guard works on
 //! whole vectors).
 
-use super::{DirectCall, DirectRole};
+use super::call::DirectCall;
+use super::role::DirectRole;
 use planner::schedule::{CollectiveKind, Protocol};
 
 /// `TD_PULL_MAXCTA` in direct_pull.cu: the pull words exist for this many CTAs.

@@ -4,47 +4,22 @@
 //! engines push into the peer's ring and the stream memory operations bump the peer's counters
 //! through IPC mappings, exactly as in one process through peer mappings.
 
-use super::{rank_err, CudaProcComm, Exchange, RegisteredBuffer};
-use crate::ce_pair::{self, PairSide, PairState};
+use super::registry::RegisteredBuffer;
+use super::shared::{rank_err, Exchange};
+use super::CudaProcComm;
+use crate::ce_pair;
+use crate::ce_pair::state::PairState;
 use crate::device::{drv, DevBuf};
-use crate::hybrid::HybridState;
+use crate::hybrid::state::HybridState;
 use crate::CudaError;
+use state::ProcPair;
 use std::sync::Mutex;
+
+pub(super) mod state;
 
 /// Bytes of a rank's pair counter words (ample for `ce_pair`'s counters).
 const PAIR_FLAG_BYTES: usize = 4096;
 const _: () = assert!(ce_pair::PAIR_WORDS * 8 <= PAIR_FLAG_BYTES);
-
-/// This rank's copy-engine state across processes.
-pub(super) struct ProcPair {
-    /// Each rank's scratch ring and counter words, as this process addresses them.
-    scratch: [u64; 2],
-    flags: [u64; 2],
-    state: Mutex<PairState>,
-    pub(super) hybrid: Mutex<HybridState>,
-    /// This rank's own ring and counters (the peer maps them): kept alive here.
-    _bufs: [DevBuf; 2],
-}
-
-impl ProcPair {
-    /// The pair path's view for this rank.
-    pub(super) fn side<'a>(
-        &'a self,
-        comm: &'a CudaProcComm,
-        sm_count: u32,
-        shares_sms: bool,
-    ) -> PairSide<'a> {
-        PairSide {
-            ctx: &comm.ctx,
-            sm_count,
-            rank: comm.rank as usize,
-            scratch: self.scratch,
-            flags: self.flags,
-            state: &self.state,
-            shares_sms,
-        }
-    }
-}
 
 impl CudaProcComm {
     /// Lets 2-rank all-reduce from `TOPOPLAN_HYBRID_MIN_MB` (default 512 MiB per rank) run as

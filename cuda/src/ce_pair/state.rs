@@ -1,0 +1,37 @@
+//! The copy-engine pair path's per-rank state (copy streams, fork event, chunk count) and both
+//! ranks' scratch rings. A leaf, so the group can hold them without importing the path.
+
+use crate::device::{DevBuf, Event, Stream};
+use crate::CudaError;
+use cudarc::driver::CudaContext;
+use std::sync::Arc;
+
+/// Copy streams per rank at most (`TOPOPLAN_CE_STREAMS`, default 1). Chunk c goes to stream c
+/// mod the stream count; meant to overlap one stream's signals with the next chunk's copy, but
+/// on 2×H200 two streams measured no faster than one and three or four slower
+/// (`docs/benchmarks-gpu.md`).
+pub(crate) const MAX_COPY_STREAMS: usize = 4;
+
+/// Per-rank state: the copy streams, the event that forks them from the caller's stream, and how
+/// many chunks this rank has enqueued so far (the base of this call's counter values).
+pub(crate) struct PairState {
+    pub(crate) copy: Vec<Stream>,
+    pub(crate) start: Event,
+    pub(crate) chunks_done: u64,
+}
+
+impl PairState {
+    pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<Self, CudaError> {
+        Ok(Self {
+            copy: (0..MAX_COPY_STREAMS)
+                .map(|_| Stream::new(ctx))
+                .collect::<Result<_, _>>()?,
+            start: Event::new(ctx)?,
+            chunks_done: 0,
+        })
+    }
+}
+
+/// Scratch rings of both ranks, allocated together on first use (each rank pushes into the
+/// other's, so both must exist before either enqueues).
+pub(crate) type PairScratch = std::sync::Mutex<Option<Vec<DevBuf>>>;

@@ -1,0 +1,42 @@
+//! The copy engines' per-rank state across processes: both ranks' rings and counter words as
+//! this process addresses them, the pair and hybrid streams. A leaf, so the communicator holds
+//! it without importing the setup.
+
+use crate::ce_pair::state::PairState;
+use crate::ce_pair::PairSide;
+use crate::device::DevBuf;
+use crate::hybrid::state::HybridState;
+use cudarc::driver::CudaContext;
+use std::sync::{Arc, Mutex};
+
+/// This rank's copy-engine state across processes.
+pub(crate) struct ProcPair {
+    /// Each rank's scratch ring and counter words, as this process addresses them.
+    pub(super) scratch: [u64; 2],
+    pub(super) flags: [u64; 2],
+    pub(super) state: Mutex<PairState>,
+    pub(crate) hybrid: Mutex<HybridState>,
+    /// This rank's own ring and counters (the peer maps them): kept alive here.
+    pub(super) _bufs: [DevBuf; 2],
+}
+
+impl ProcPair {
+    /// The pair path's view for this rank.
+    pub(crate) fn side<'a>(
+        &'a self,
+        ctx: &'a Arc<CudaContext>,
+        rank: u32,
+        sm_count: u32,
+        shares_sms: bool,
+    ) -> PairSide<'a> {
+        PairSide {
+            ctx,
+            sm_count,
+            rank: rank as usize,
+            scratch: self.scratch,
+            flags: self.flags,
+            state: &self.state,
+            shares_sms,
+        }
+    }
+}

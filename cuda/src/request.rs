@@ -1,0 +1,51 @@
+//! The call types every path of a [`crate::CudaGroup`] shares: a collective call
+//! ([`Request`]), the executor's by-value context ([`TpCtx`]) and the key of a lowered plan
+//! ([`PlanKey`]). A leaf, so the paths and the group can all name them without importing each
+//! other.
+
+use cudarc::driver::DeviceRepr;
+use planner::schedule::Schedule;
+use runtime::types::{DataType, ReduceOp};
+use std::sync::Arc;
+
+/// One collective call: the schedule and every rank's buffers (device pointers).
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    pub schedule: &'a Arc<Schedule>,
+    /// Per-rank element count (nccl-tests' `count`; see `Collective::blocks`).
+    pub count: u64,
+    pub dtype: DataType,
+    pub op: ReduceOp,
+    pub inputs: &'a [u64],
+    pub outputs: &'a [u64],
+}
+
+/// `TpCtx` of `cuda/kernels/exec.cu`: every rank's buffer bases and flag regions.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TpCtx {
+    pub(crate) base: [u64; 32],
+    pub(crate) flags: [u64; 8],
+    pub(crate) rank: u32,
+    pub(crate) nranks: u32,
+    pub(crate) ll: u32,
+    pub(crate) pad: u32,
+}
+// SAFETY: plain-old-data with the C layout the kernel declares.
+unsafe impl DeviceRepr for TpCtx {}
+
+impl TpCtx {
+    pub(crate) fn base_of(&self, rank: usize, buf: usize) -> u64 {
+        self.base[rank * 4 + buf]
+    }
+}
+
+/// What a lowered plan depends on besides the schedule's contents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct PlanKey {
+    pub(crate) sched: usize,
+    pub(crate) count: u64,
+    pub(crate) in_place: bool,
+    pub(crate) average: bool,
+    pub(crate) elem: usize,
+}
