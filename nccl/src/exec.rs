@@ -38,15 +38,17 @@ pub fn route(op: &Op) -> Route {
     }
 }
 
+fn on_device(op: &Op) -> bool {
+    op.buffers()
+        .iter()
+        .any(|p| cuda::query::is_device_memory(*p))
+}
+
 /// [`route`] for a call of `comm`, device buffers included: those run on topoplan's CUDA
 /// backend where [`crate::gpu::refusal`] allows; else on topoplan's CPU runtime through host
 /// copies where [`staged_refusal`] allows; else on NCCL.
 pub fn route_in(comm: &Comm, op: &Op) -> Route {
-    if !op
-        .buffers()
-        .iter()
-        .any(|p| cuda::query::is_device_memory(*p))
-    {
+    if !on_device(op) {
         return route(op);
     }
     let r = match op.op {
@@ -140,6 +142,11 @@ pub fn run_batch(comm: &Comm, ops: &[Op]) -> Result<(), ApiError> {
     comm.wait_ready()?;
     if ops.iter().all(|op| one_rank_no_op(comm, op)) {
         return Ok(());
+    }
+    // Whether the ranks share processes is learnt collectively at the first batch with
+    // device buffers, before routing, so every rank routes on the same state.
+    if comm.nranks > 1 && crate::gpu::enabled() && ops.iter().any(on_device) {
+        crate::gpu::check_residency(comm)?;
     }
     let routed = |op: &Op| {
         let r = route_in(comm, op);

@@ -39,10 +39,48 @@ fn kind(k: Kind) -> Option<CollectiveKind> {
     })
 }
 
-/// Why a device-buffer call cannot run here (`None`: it can), from its arguments alone, so
-/// every rank decides alike.
+/// Why a device-buffer call cannot run here (`None`: it can), from its arguments and the
+/// communicator's CUDA state (the same on every rank: see [`ensure_open`]), so every rank
+/// decides alike.
 pub fn refusal(comm: &Comm, op: &Op) -> Option<String> {
+    if let Some(GpuRank::Unavailable(why)) = lock(&comm.gpu).as_ref() {
+        return Some(why.clone());
+    }
     refusal_for(enabled(), op, comm.nranks)
+}
+
+/// Learns whether the direct path can serve the communicator's ranks (collective: every rank
+/// calls it at its first batch with device buffers, before routing it): not when two of them
+/// share a process, whose own memory CUDA IPC cannot map.
+pub fn check_residency(comm: &Comm) -> Result<(), ApiError> {
+    let mut slot = lock(&comm.gpu);
+    if slot.is_some() {
+        return Ok(());
+    }
+    *slot = Some(match shared_process(comm)? {
+        Some((a, b)) => GpuRank::Unavailable(format!(
+            "ranks {a} and {b} share a process, whose own memory CUDA IPC cannot map"
+        )),
+        None => GpuRank::Separate,
+    });
+    Ok(())
+}
+
+/// Two ranks of one process, or `None`: the IPC path cannot map a process's own memory.
+fn shared_process(comm: &Comm) -> Result<Option<(usize, usize)>, ApiError> {
+    let n = comm.nranks as usize;
+    let mut all = vec![0u8; 4 * n];
+    {
+        let mut g = lock(&comm.cpu);
+        let cpu = g
+            .as_mut()
+            .ok_or_else(|| crate::error::usage("communicator has not joined"))?;
+        cpu.all_gather(&std::process::id().to_le_bytes(), &mut all)?;
+    }
+    let pids: Vec<&[u8]> = all.chunks(4).collect();
+    Ok((0..n)
+        .flat_map(|a| (a + 1..n).map(move |b| (a, b)))
+        .find(|(a, b)| pids[*a] == pids[*b]))
 }
 
 fn refusal_for(enabled: bool, op: &Op, nranks: u32) -> Option<String> {
@@ -102,12 +140,16 @@ fn open(comm: &Comm) -> Result<GpuRank, ApiError> {
 /// Enqueues `ops` (device buffers, each accepted by [`refusal`]) on their streams.
 pub fn run(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), ApiError> {
     let mut slot = lock(&comm.gpu);
-    if slot.is_none() {
+    if matches!(*slot, None | Some(GpuRank::Separate)) {
         *slot = Some(open(comm)?);
     }
     match slot.as_mut().expect("opened above") {
         GpuRank::Alone(ctx) => run_alone(ctx, ops),
         GpuRank::Procs { proc, schedules } => run_procs(comm, proc, schedules, ops),
+        GpuRank::Separate => Err(ApiError::Internal("the CUDA path did not open".into())),
+        GpuRank::Unavailable(why) => Err(ApiError::Internal(format!(
+            "a call was routed to the CUDA path, which is unavailable: {why}"
+        ))),
     }
 }
 

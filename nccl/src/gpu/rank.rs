@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 /// A communicator's CUDA side.
 pub enum GpuRank {
+    /// Its ranks are in separate processes; the direct path opens at its first call.
+    Separate,
     /// One rank: every collective is a copy on the caller's stream.
     Alone(Arc<cudarc::driver::CudaContext>),
     /// The IPC-mapped direct path, and the schedules it has run.
@@ -15,4 +17,6 @@ pub enum GpuRank {
         proc: Box<CudaProcComm>,
         schedules: HashMap<(CollectiveKind, u32, u64), Arc<Schedule>>,
     },
+    /// No direct path for these ranks (why): their device calls run through host copies.
+    Unavailable(String),
 }

@@ -13,7 +13,9 @@
  *              with tests/c/fake_cuda.c as libcuda.so.1, whose cuMemAlloc_v2 makes the buffers)
  *   devstaged  device-buffer all-to-all, send/recv, gather and scatter, which topoplan's CUDA
  *              path has no kernel for, run on topoplan through host copies: random data, every
- *              element checked (with tests/c/fake_cuda.c, and no real NCCL to fall back on)
+ *              element checked (with tests/c/fake_cuda.c, and no real NCCL to fall back on);
+ *              then all-reduce and all-gather of ranks in one process (ncclCommInitAll), which
+ *              the IPC path cannot serve, the same way
  * Exit status 0 when every check passed; each failure prints what differed. Random data comes
  * from CHECK_SEED (else the clock), printed with every failure that involves it.
  */
@@ -619,6 +621,48 @@ static int devstaged_main(ncclUniqueId id, int rank, int n) {
   return failures;
 }
 
+/* Ranks of one process (ncclCommInitAll, nccl-tests -g N): the IPC path cannot map a
+ * process's own memory, so device-buffer all-reduce and all-gather run through host copies. */
+static int devstaged_one_process(void) {
+  void* cu = dlopen("libcuda.so.1", RTLD_NOW);
+  CHECK(cu != NULL, "libcuda.so.1: %s", dlerror());
+  if (!cu) return failures;
+  cu_alloc_t alloc = (cu_alloc_t)dlsym(cu, "cuMemAlloc_v2");
+  cu_free_t release = (cu_free_t)dlsym(cu, "cuMemFree_v2");
+  enum { N = 3, COUNT = 301 };
+  ncclComm_t c[N];
+  int devs[N] = {0, 0, 0};
+  OK(ncclCommInitAll(c, N, devs));
+  unsigned long long in[N], out[N];
+  for (int r = 0; r < N; r++) {
+    CHECK(alloc(&in[r], COUNT * 4) == 0 && alloc(&out[r], N * COUNT * 4) == 0, "cuMemAlloc_v2");
+    int* p = (int*)in[r];
+    for (int i = 0; i < COUNT; i++) p[i] = (int)rnd(500, r, i) - 128;
+  }
+  OK(ncclGroupStart());
+  for (int r = 0; r < N; r++) OK(ncclAllReduce((void*)in[r], (void*)out[r], COUNT, ncclInt32, ncclSum, c[r], NULL));
+  OK(ncclGroupEnd());
+  for (int r = 0; r < N; r++)
+    for (int i = 0; i < COUNT; i++) {
+      int want = 0;
+      for (int k = 0; k < N; k++) want += (int)rnd(500, k, i) - 128;
+      CHECK(((int*)out[r])[i] == want, "one-process all-reduce rank %d [%d]", r, i);
+    }
+  OK(ncclGroupStart());
+  for (int r = 0; r < N; r++) OK(ncclAllGather((void*)in[r], (void*)out[r], COUNT, ncclInt32, c[r], NULL));
+  OK(ncclGroupEnd());
+  for (int r = 0; r < N; r++)
+    for (int k = 0; k < N; k++)
+      for (int i = 0; i < COUNT; i++)
+        CHECK(((int*)out[r])[k * COUNT + i] == (int)rnd(500, k, i) - 128, "one-process all-gather rank %d block %d [%d]", r, k, i);
+  for (int r = 0; r < N; r++) {
+    OK(ncclCommDestroy(c[r]));
+    release(in[r]);
+    release(out[r]);
+  }
+  return failures;
+}
+
 /* ---- mismatch ---- */
 static int mismatch_main(ncclUniqueId id, int rank, int n) {
   ncclComm_t c;
@@ -689,7 +733,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "mismatch")) bad = mode_mismatch();
   else if (!strcmp(mode, "forward") || !strcmp(mode, "noforward")) bad = spawn(2, forward_main);
   else if (!strcmp(mode, "devforward")) bad = spawn(2, devforward_main);
-  else if (!strcmp(mode, "devstaged")) bad = spawn(n, devstaged_main);
+  else if (!strcmp(mode, "devstaged")) bad = spawn(n, devstaged_main) + devstaged_one_process();
   else {
     fprintf(stderr, "unknown mode %s\n", mode);
     return 2;
