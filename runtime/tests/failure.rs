@@ -142,3 +142,77 @@ fn send_to_self_and_p2p_in_groups() {
     assert_eq!(back, data);
     assert_eq!(t.join().unwrap(), data);
 }
+
+/// Runs `call` on each of `n` thread ranks (timeout 60 s) and returns each rank's error and how
+/// long it took to come.
+fn each_fails(
+    n: u32,
+    call: impl Fn(&mut Communicator) -> Result<(), CommError> + Send + Sync + 'static,
+) -> Vec<(String, Duration)> {
+    let cfg = Config {
+        timeout: Duration::from_secs(60),
+        ..Config::default()
+    };
+    let call = std::sync::Arc::new(call);
+    let hs: Vec<_> = Communicator::init_all(n, cfg)
+        .unwrap()
+        .into_iter()
+        .map(|mut c| {
+            let call = call.clone();
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                let e = call(&mut c).expect_err("a call the ranks disagree on succeeded");
+                assert!(matches!(e, CommError::Mismatch { .. }), "{e}");
+                // Unusable afterwards: peers may hold its half-matched messages.
+                assert!(c.poisoned().is_some());
+                (e.to_string(), t.elapsed())
+            })
+        })
+        .collect();
+    hs.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+/// Every rank fails at once, naming the call and both versions of it, when the ranks disagree
+/// on a root, even when only one rank differs: no rank keeps its own data as if broadcast, none
+/// waits for the timeout.
+#[test]
+fn ranks_that_disagree_on_the_root_all_fail_at_once() {
+    for (what, errs) in [
+        (
+            "broadcast",
+            each_fails(3, |c| {
+                let me = c.rank();
+                c.broadcast_in_place(&mut [me as f32; 33], me)
+            }),
+        ),
+        (
+            "reduce",
+            each_fails(3, |c| {
+                let root = u32::from(c.rank() == 2);
+                c.reduce_in_place(&mut [1i32; 10], ReduceOp::Sum, root)
+            }),
+        ),
+    ] {
+        for (e, took) in errs {
+            let named = format!("calls {what} of");
+            assert!(e.contains(&format!("{what} #0")) && e.matches(&named).count() == 2, "{e}");
+            assert!(took < Duration::from_secs(10), "{what}: {took:?}: {e}");
+        }
+    }
+}
+
+/// A send nobody receives does not complete: it times out naming the peer, and a receive of
+/// another size is refused at its first message.
+#[test]
+fn sends_complete_only_when_received() {
+    let (mut a, mut b) = two(Duration::from_millis(500));
+    let t = Instant::now();
+    let e = a.send(&[1u8; 64], 1).unwrap_err().to_string();
+    assert!(e.contains("rank 1 to receive what this rank sent it"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(5));
+    // b receives 128 bytes where a's (stale) send had 64: refused, not half-filled.
+    let mut got = [0u8; 128];
+    let e = b.recv(&mut got, 0).unwrap_err().to_string();
+    assert!(e.contains("receives 128 bytes") && e.contains("64-byte send"), "{e}");
+    assert!(got.iter().all(|x| *x == 0), "the refused message was copied");
+}

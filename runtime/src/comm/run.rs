@@ -140,8 +140,11 @@ impl Communicator {
             seq,
             rank,
         };
+        // Every send before any receive: a rank that finds a disagreement stops at once, and
+        // by then every peer must have its terms, to find it too.
+        let peers: Vec<u32> = (0..self.nranks).filter(|p| *p != rank).collect();
         let mut terms: Tasks<'_> = Vec::new();
-        for peer in (0..self.nranks).filter(|p| *p != rank) {
+        for &peer in &peers {
             terms.push(Box::new(agree::SendTerms {
                 ctx: ctx.clone(),
                 port: self.ports.send(P2P_CHANNEL, peer)?,
@@ -149,6 +152,8 @@ impl Communicator {
                 bytes: call.encode_bytes(),
                 off: 0,
             }));
+        }
+        for &peer in &peers {
             terms.push(Box::new(agree::RecvTerms {
                 ctx: ctx.clone(),
                 port: self.ports.recv(P2P_CHANNEL, peer)?,
