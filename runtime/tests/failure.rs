@@ -195,7 +195,10 @@ fn ranks_that_disagree_on_the_root_all_fail_at_once() {
     ] {
         for (e, took) in errs {
             let named = format!("calls {what} of");
-            assert!(e.contains(&format!("{what} #0")) && e.matches(&named).count() == 2, "{e}");
+            assert!(
+                e.contains(&format!("{what} #0")) && e.matches(&named).count() == 2,
+                "{e}"
+            );
             assert!(took < Duration::from_secs(10), "{what}: {took:?}: {e}");
         }
     }
@@ -208,11 +211,20 @@ fn sends_complete_only_when_received() {
     let (mut a, mut b) = two(Duration::from_millis(500));
     let t = Instant::now();
     let e = a.send(&[1u8; 64], 1).unwrap_err().to_string();
-    assert!(e.contains("rank 1 to receive what this rank sent it"), "{e}");
+    assert!(
+        e.contains("rank 1 to receive what this rank sent it"),
+        "{e}"
+    );
     assert!(t.elapsed() < Duration::from_secs(5));
     // b receives 128 bytes where a's (stale) send had 64: refused, not half-filled.
     let mut got = [0u8; 128];
     let e = b.recv(&mut got, 0).unwrap_err().to_string();
-    assert!(e.contains("receives 128 bytes") && e.contains("64-byte send"), "{e}");
-    assert!(got.iter().all(|x| *x == 0), "the refused message was copied");
+    assert!(
+        e.contains("receives 128 bytes") && e.contains("64-byte send"),
+        "{e}"
+    );
+    assert!(
+        got.iter().all(|x| *x == 0),
+        "the refused message was copied"
+    );
 }
