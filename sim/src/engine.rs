@@ -121,6 +121,8 @@ struct Engine<'a> {
     /// The executor runs this call as the hybrid (`ExecParams::runs_hybrid`): its floor and
     /// rate, not held to the route's link capacity.
     hybrid: bool,
+    /// Most channels of one rank that send: the executor divides its grid among them.
+    send_channels: u32,
     count: u64,
     iters: u64,
     caps: Vec<f64>,
@@ -437,7 +439,7 @@ impl<'a> Engine<'a> {
                 } else if self.pull {
                     x.pull_channel_cap(self.s.channels)
                 } else {
-                    x.channel_cap(self.s.protocol, payload, self.s.channels)
+                    x.channel_cap(self.s.protocol, payload, self.send_channels)
                 };
                 if route.network {
                     overhead_us += self.cfg.net_step_us;

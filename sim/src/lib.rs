@@ -16,6 +16,7 @@ pub mod fidelity;
 pub mod flows;
 pub mod nccl;
 pub mod net;
+pub mod price;
 pub mod reference;
 pub mod trace;
 pub mod verify;
@@ -117,6 +118,17 @@ pub(crate) fn link_loads(
 
 /// Estimated number of detailed-engine events for `s` at `bytes` (to choose a mode).
 pub fn estimate_events(s: &Schedule, bytes: u64, cfg: &SimConfig) -> u64 {
+    // topoplan's executor moves each message whole, once (`engine::run`).
+    if cfg.exec.is_some() && ExecParams::applies(s) {
+        let ops: u64 = s
+            .ranks
+            .iter()
+            .flat_map(|r| r.channels.iter())
+            .flat_map(|c| c.ops.iter())
+            .map(|o| o.repeat.max(1) as u64)
+            .sum();
+        return ops.saturating_mul(4);
+    }
     let count = count_for_bytes(s, bytes, cfg.elem_bytes);
     let iters = s.loop_iterations(count);
     let per_iter = match s.loop_elems {

@@ -271,13 +271,18 @@ pub fn run(a: Args) -> CliResult {
 
     let t2 = Instant::now();
     let mut plans = Vec::new();
+    // Choices are the engine's where it prices them (`planner::plan::Pricer`), as `sim` runs them.
+    let cfg = super::sim::profile_config(planner.profile())?;
     for &k in &kinds {
         let coll = collective(k, n, a.root);
         let f = filter_for(k)?;
         let bound = bound_of(k)?;
         let mut rows = Vec::new();
+        let cache = sim::price::Schedules::default();
+        let pricer = sim::price::EnginePricer::with_cache(t, &planner, &cfg, &cache);
         for &b in &sizes {
-            let ch = planner.choose_filtered(&coll, b, &f).ok_or_else(|| {
+            let priced = planner.choose_priced(&coll, b, &f, &pricer);
+            let ch = priced.map(|p| p.choice).ok_or_else(|| {
                 CliError::input(format!(
                     "--algo/--proto leave no algorithm for {} on this topology",
                     k.name()

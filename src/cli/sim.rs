@@ -259,42 +259,52 @@ pub(crate) fn simulate_size(
     cache: &mut Cache,
 ) -> Result<(SimRow, sim::SimResult), CliError> {
     let n = planner.nranks();
-    let ch = planner
-        .choose_filtered(coll, bytes, filter)
-        .ok_or_else(|| {
-            CliError::input(format!(
-                "--algo/--proto leave no algorithm for {} on this topology",
-                coll.kind.name()
-            ))
-        })?;
-    let nch = channels.unwrap_or(ch.channels);
-    let key = (ch.algorithm.name(), ch.protocol, nch);
-    if !cache.contains_key(&key) {
-        let want = match ch.algorithm {
-            Algorithm::Ring | Algorithm::Tree | Algorithm::OneShot | Algorithm::TwoShot => {
-                Some(nch)
-            }
-            _ => channels,
-        };
-        let mut s = planner
-            .schedule(coll, &ch.algorithm, ch.protocol, want)
-            .map_err(CliError::input)?;
-        // Rings and trees run NCCL-style: NCCL's chunking, and its channels' size ramp below.
-        sim::nccl::chunk(&mut s, cfg.elem_bytes);
-        cache.insert(key.clone(), s);
-    }
-    let s = &cache[&key];
-    let ramped;
-    let cfg = if matches!(ch.algorithm, Algorithm::Ring | Algorithm::Tree) {
-        ramped = cfg.with_nccl_ramp(bytes);
-        &ramped
-    } else {
-        cfg
+    let no_algo = || {
+        CliError::input(format!(
+            "--algo/--proto leave no algorithm for {} on this topology",
+            coll.kind.name()
+        ))
     };
-    let r = sim::simulate(topo, s, bytes, cfg).map_err(|e| match e {
-        sim::SimError::TooLarge(m) => CliError::failure(format!("{bytes} B: too large: {m}")),
-        e => CliError::failure(e),
-    })?;
+    // The engine prices every candidate and the fastest runs (the planner's engine-priced
+    // choice, as `plan` makes it); with --channels forced, the tuner's choice runs.
+    let cell = std::cell::RefCell::new(std::mem::take(cache));
+    let pricer = sim::price::EnginePricer::with_cache(topo, planner, cfg, &cell);
+    let picked = match channels {
+        None => planner.choose_priced(coll, bytes, filter, &pricer),
+        Some(_) => {
+            planner
+                .choose_filtered(coll, bytes, filter)
+                .map(|c| planner::plan::PricedChoice {
+                    tuner_us: c.est_us,
+                    by_pricer: false,
+                    choice: c,
+                })
+        }
+    }
+    .ok_or_else(no_algo)?;
+    let ch = &picked.choice;
+    let cand = planner::plan::Candidate {
+        algorithm: ch.algorithm.clone(),
+        protocol: ch.protocol,
+        channels: ch.channels,
+        time_us: ch.est_us,
+        lat_us: 0.0,
+        peak_algbw_gbps: 0.0,
+    };
+    let s = pricer
+        .schedule(coll, &cand, channels)
+        .map_err(|e| CliError::input(e.to_string()));
+    let r = s.and_then(|s| {
+        let r = pricer.run(&s, bytes).map_err(|e| match e {
+            sim::SimError::TooLarge(m) => CliError::failure(format!("{bytes} B: too large: {m}")),
+            e => CliError::failure(e),
+        });
+        r.map(|r| (s, r))
+    });
+    drop(pricer);
+    *cache = cell.into_inner();
+    let (s, r) = r?;
+    let s = &s;
     let algbw = bytes as f64 / 1e3 / r.time_us;
     let row = SimRow {
         bytes,
@@ -309,11 +319,12 @@ pub(crate) fn simulate_size(
             }),
         algorithm: ch.algorithm.name(),
         protocol: ch.protocol.name(),
-        channels: s.channels,
+        // NCCL's sense: a tree channel is one tree (the IR splits it into up and down halves).
+        channels: channels.unwrap_or(ch.channels),
         time_us: r.time_us,
         algbw_gbps: algbw,
         busbw_gbps: algbw * coll.kind.busbw_factor(n),
-        tuner_us: ch.est_us,
+        tuner_us: picked.tuner_us,
         mode: r.mode,
         events: r.events,
     };

@@ -4,8 +4,10 @@
 //! topology.
 
 mod describe;
+mod priced;
 
 pub use describe::describe;
+pub use priced::{PricedChoice, Pricer};
 
 use crate::schedule::{
     build, Algorithm, Collective, CollectiveKind, Protocol, Schedule, ScheduleError, Transport,

@@ -313,8 +313,10 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
                     push_r(algo.clone(), p, 1, c.hybrid_lat_us, gbw * c.hybrid_eff, 1.0);
                     continue;
                 }
+                // LL's cap bounds what one GPU sends; a collective's algorithm bandwidth is
+                // `one_algbw / peer` times that.
                 let bw = if p == Protocol::LL {
-                    (one_algbw * c.direct_ll_fraction).min(llmax)
+                    one_algbw * c.direct_ll_fraction.min(llmax / peer.max(1e-9))
                 } else {
                     one_algbw
                 };

@@ -22,6 +22,22 @@ impl<'a> Engine<'a> {
         let pull = !hybrid && exec.is_some_and(|x| x.pulls(s, rank_bytes));
         let mut net = Net::new(topo, s.nranks, cfg.sm_link_efficiency)?;
         let nch = s.channels;
+        // The executor's grid is shared by the channels that move data (a channel that only
+        // receives costs its rank no SM time: the sender's CTAs store into its buffer).
+        let send_channels = (0..s.nranks)
+            .map(|r| {
+                (0..nch)
+                    .filter(|&c| {
+                        s.ranks[r as usize].channels[c as usize]
+                            .ops
+                            .iter()
+                            .any(|o| o.kind.sends())
+                    })
+                    .count() as u32
+            })
+            .max()
+            .unwrap_or(nch)
+            .max(1);
         let mut conn_ids: HashMap<(u32, u32, u32), u32> = HashMap::new();
         let mut conns: Vec<Conn> = Vec::new();
         let mut route_ids: HashMap<(u32, u32), u32> = HashMap::new();
@@ -119,6 +135,7 @@ impl<'a> Engine<'a> {
             exec_ce: cfg.exec.as_ref().filter(|_| ExecParams::applies_ce(s)),
             pull,
             hybrid,
+            send_channels,
             count,
             iters: s.loop_iterations(count),
             caps,

@@ -30,6 +30,20 @@ pub fn chunk(s: &mut Schedule, elem_bytes: u32) {
     s.slots = slots(&s.algorithm, s.collective.kind, s.protocol);
 }
 
+/// Sets the chunk of a tree Simple all-reduce for `bytes` (NCCL shrinks it so the chain's
+/// pipeline fills: `nccl::tree_simple_chunk_bytes`); other schedules keep [`chunk`]'s.
+pub fn chunk_for_size(s: &mut Schedule, elem_bytes: u32, bytes: u64, nnodes: u32) {
+    if s.algorithm != Algorithm::Tree
+        || s.protocol != Protocol::Simple
+        || s.collective.kind != CollectiveKind::AllReduce
+    {
+        return;
+    }
+    let trees = s.chunks_per_block.max(1);
+    let c = tree_simple_chunk_bytes(bytes, trees, tree_depth(s.nranks, nnodes));
+    s.loop_elems = Some(c / elem_bytes.max(1) as u64 * s.chunks_per_block as u64);
+}
+
 /// The size at which the profile's ramp is read for a channel carrying `channel_bytes` in
 /// `chunk` byte chunks. The ramp was fitted on rings of 2 MiB chunks running all `channels` of
 /// the communicator, so it is taken as a function of the chunks a channel pipelines: a channel
@@ -307,9 +321,11 @@ impl Model {
 
     /// Point-to-point time. Every peer's bytes are cut into `c.channels` parts (4 KiB
     /// aligned), one per channel; a channel moves its part in chunks through its slots at the
-    /// profile's per-channel rate (Simple and LL128 with the rings' size ramp, `ramp_size`),
-    /// all channels of a GPU sharing its links (and its NIC across hosts). All-to-all's copy to self runs on
-    /// other warps of the same kernel at local memory speed and hides behind the peers' parts.
+    /// profile's per-channel rate, all channels of a GPU sharing its links (and its NIC across
+    /// hosts). A transfer crosses one hop: no ring pipeline fills, so neither the rings' size
+    /// ramp nor their per-hop latency applies; its first bytes land one hand-off (the LL hop)
+    /// after launch, and every chunk pays the protocol's step cost. A rank's send and receive
+    /// run at once on separate warps; all-to-all's copy to self hides behind the peers' parts.
     fn p2p_time(&self, kind: CollectiveKind, bytes: u64, c: &Choice, cfg: &SimConfig) -> f64 {
         let n = self.nranks.max(1) as u64;
         let per_peer = self.p2p_bytes_per_peer(kind, bytes);
@@ -326,7 +342,6 @@ impl Model {
         } else {
             self.p2p_chunk()
         };
-        let cfg = cfg.with_nccl_ramp(ramp_size(part, step, self.comm_channels));
         let pp = cfg.proto(c.protocol);
         let wire = pp.wire_factor.max(1e-9);
         let in_use = (parts * peers).min(self.p2p_channels as u64).max(1);
@@ -337,7 +352,7 @@ impl Model {
         let out_bytes = (per_peer * peers) as f64;
         let mut data_us =
             (out_bytes / 1000.0 / rate.max(1e-9)).max(part as f64 * wire / 1000.0 / per_channel);
-        let mut lat = cfg.launch_us + pp.hop_us;
+        let mut lat = cfg.launch_us + cfg.ll.hop_us;
         if self.nnodes > 1 && self.nic_gbps_per_gpu > 0.0 {
             let ppn = self.ppn() as u64;
             let off = match kind {
@@ -363,7 +378,9 @@ impl Model {
         let chunk = match c.protocol {
             Protocol::LL => LL_CHUNK_BYTES,
             Protocol::LL128 => LL128_CHUNK_BYTES,
-            Protocol::Simple => SIMPLE_STEP_BYTES,
+            Protocol::Simple => {
+                tree_simple_chunk_bytes(bytes, c.channels, tree_depth(self.nranks, self.nnodes))
+            }
         } as f64;
         let per_channel = bytes as f64 / nc;
         let chunk = chunk.min(per_channel.max(1.0));
@@ -444,11 +461,15 @@ impl Model {
                 mode: crate::Mode::Aggregated,
             });
         }
-        let s = self
+        let mut s = self
             .schedule(planner, coll, &c, cfg.elem_bytes)
             .map_err(SimError::Unsupported)?;
+        chunk_for_size(&mut s, cfg.elem_bytes, bytes, self.nnodes);
         // The size ramp is a channel's, read at the chunks it pipelines (`ramp_size`).
-        let chunk = chunk_bytes(&s.algorithm, coll.kind, c.protocol);
+        let chunk = s.loop_elems.map_or_else(
+            || chunk_bytes(&s.algorithm, coll.kind, c.protocol),
+            |l| l / s.chunks_per_block.max(1) as u64 * cfg.elem_bytes as u64,
+        );
         let per_channel = bytes / c.channels.max(1) as u64;
         let mut ramped = cfg.with_nccl_ramp(ramp_size(per_channel, chunk, self.comm_channels));
         if one_way(&s) {

@@ -184,8 +184,9 @@ pub fn two_shot_channels(
     Ok(s)
 }
 
-/// Direct point-to-point schedules on one channel: all-to-all (rank r sends block q of its input
-/// to rank q, which stores it as block r of its output) and send/recv (`Collective::send_peers`).
+/// Direct point-to-point schedules: all-to-all on one channel (rank r sends block q of its input
+/// to rank q, which stores it as block r of its output), send/recv (`Collective::send_peers`) with
+/// each sender's transfer on channel `sender mod 2`.
 pub fn direct(coll: &Collective, nranks: u32) -> Result<Schedule, ScheduleError> {
     let n = nranks;
     check_collective(coll, n)?;
@@ -214,13 +215,26 @@ pub fn direct(coll: &Collective, nranks: u32) -> Result<Schedule, ScheduleError>
             }
         }
         CollectiveKind::SendRecv => {
+            // A rank's send and its receive run at once (NCCL runs a group's send and receive on
+            // separate warps): the transfer from rank i runs on channel i mod 2, so in a shift
+            // (i to i+1) every rank sends on one channel and receives on the other, where one
+            // program would make a ring of sends wait for each other's receives one by one.
+            s = empty(
+                coll,
+                Algorithm::Direct,
+                Protocol::Simple,
+                n,
+                n.clamp(1, 2),
+                1,
+            );
             for (i, p) in coll.send_peers.iter().enumerate() {
                 let i = i as u32;
+                let c = i % s.channels;
                 match *p {
-                    Some(p) if p == i => push(&mut s, i, 0, Op::copy(in_ref(0), out_ref(0))),
+                    Some(p) if p == i => push(&mut s, i, c, Op::copy(in_ref(0), out_ref(0))),
                     Some(p) => {
-                        push(&mut s, i, 0, Op::send(in_ref(0), p));
-                        push(&mut s, p, 0, Op::recv(out_ref(0), i));
+                        push(&mut s, i, c, Op::send(in_ref(0), p));
+                        push(&mut s, p, c, Op::recv(out_ref(0), i));
                     }
                     None => {}
                 }

@@ -259,6 +259,29 @@ pub fn chunk_bytes(a: &Algorithm, kind: CollectiveKind, proto: Protocol) -> u64 
     }
 }
 
+/// Depth of NCCL's trees: the chain inside a host, then the double binary tree across hosts
+/// (`src/graph/connect.cc`, `connectTrees`).
+pub fn tree_depth(nranks: u32, nnodes: u32) -> u32 {
+    let nnodes = nnodes.max(1);
+    (nranks / nnodes).saturating_sub(1) + log2i(nnodes as u64)
+}
+
+/// The chunk of a tree Simple all-reduce of `bytes` on `channels` trees of `depth`: NCCL halves
+/// its 512 KiB step while each channel would carry fewer than 8 × depth chunks (down to
+/// 128 KiB), 4 × depth (down to 64 KiB) and depth (down to 32 KiB), so the chain's pipeline
+/// fills in a fraction of the call (`src/enqueue.cc`, `calcCollChunking`).
+pub fn tree_simple_chunk_bytes(bytes: u64, channels: u32, depth: u32) -> u64 {
+    let per = |chunk: u64| bytes / (channels.max(1) as u64 * chunk);
+    let d = depth as u64;
+    let mut chunk = SIMPLE_STEP_BYTES;
+    for (times, floor) in [(8, 128 << 10), (4, 64 << 10), (1, 32 << 10)] {
+        while per(chunk) < d * times && chunk > floor {
+            chunk /= 2;
+        }
+    }
+    chunk
+}
+
 /// Ring all-reduce, all-gather and reduce-scatter: NCCL's multi-step chunks
 /// (`src/include/collectives.h`, `*_CHUNKSTEPS`).
 pub fn ring_chunked(a: &Algorithm, kind: CollectiveKind) -> bool {

@@ -1,0 +1,78 @@
+//! The planner's pick, the tuner's estimate of it and the engine's price on every shipped
+//! topology (`docs/fidelity.md`, "Agreement"): `cargo run --release -p sim --example agreement`.
+
+use planner::plan::Planner;
+use planner::topology::{load_file, LoadOptions};
+use sim::price::agreement;
+use sim::SimConfig;
+
+fn main() {
+    let mut files: Vec<_> = std::fs::read_dir("tests/data/topologies")
+        .expect("run from the repository root")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "xml"))
+        .filter(|p| !p.to_string_lossy().ends_with("-graph.xml"))
+        .collect();
+    files.push("examples/h200x2-topo.json".into());
+    files.sort();
+    let sizes: Vec<u64> = (0..10).map(|i| 8u64 << (3 * i)).collect();
+    println!("| topology | rows | tuner within 10% | worst tuner error | worst pick regret |");
+    println!("|---|---:|---:|---:|---:|");
+    for f in files {
+        let Ok(l) = load_file(&f, &LoadOptions::default()) else {
+            continue;
+        };
+        let Ok(p) = Planner::new(&l.topology) else {
+            continue;
+        };
+        let Ok(cfg) = SimConfig::from_profile(&p.profile().profile, "profile") else {
+            continue;
+        };
+        let rows = agreement(&l.topology, &p, &cfg, &sizes);
+        let ok = rows
+            .iter()
+            .filter(|r| r.tuner_error().abs() <= 0.10)
+            .count();
+        let worst = rows
+            .iter()
+            .max_by(|a, b| a.tuner_error().abs().total_cmp(&b.tuner_error().abs()));
+        let regret = rows.iter().map(|r| r.regret()).fold(0.0, f64::max);
+        let w = worst.map_or(String::new(), |w| {
+            format!(
+                "{:+.0}% ({} {} B {} {})",
+                100.0 * w.tuner_error(),
+                w.kind.name(),
+                w.bytes,
+                w.algorithm,
+                w.protocol.name()
+            )
+        });
+        let name = f
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        println!(
+            "| {name} | {} | {ok} | {w} | {:.1}% |",
+            rows.len(),
+            100.0 * regret
+        );
+        if std::env::args().any(|a| a == "-v") {
+            for r in &rows {
+                println!(
+                    "  {} {} {} {} x{} picked {:.2} tuner {:.2} ({:+.1}%) best {:?}",
+                    r.kind.name(),
+                    r.bytes,
+                    r.algorithm,
+                    r.protocol.name(),
+                    r.channels,
+                    r.picked_us,
+                    r.tuner_us,
+                    100.0 * r.tuner_error(),
+                    r.best_engine_us
+                );
+            }
+        }
+    }
+}

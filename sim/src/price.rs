@@ -1,0 +1,193 @@
+//! The engine's price of a planner candidate: the schedule the planner builds for it, cut NCCL's
+//! way where it is a ring or tree, timed by [`simulate`]. `topoplan sim` reports it and
+//! `topoplan plan` chooses by it ([`planner::plan::Pricer`]), so the two agree on every pick.
+
+use crate::{aggregate, estimate_events, nccl, simulate, SimConfig, SimError, SimResult};
+use planner::plan::{Candidate, Planner, Pricer};
+use planner::schedule::{Algorithm, Collective, Protocol, Schedule};
+use planner::topology::Topology;
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+/// Schedules by (algorithm, protocol, channels), kept across sizes by the caller.
+pub type Schedules = RefCell<HashMap<(String, Protocol, u32), Schedule>>;
+
+/// Most events of an asymmetric schedule the pricer runs: a few tenths of a second each.
+pub const PRICE_EVENTS: u64 = 50_000;
+
+/// Most ranks the pricer simulates; larger machines keep the tuner's closed form.
+pub const PRICE_RANKS: u32 = 64;
+
+/// Prices candidates with the engine, remembering the schedules it built.
+pub struct EnginePricer<'a> {
+    topo: &'a Topology,
+    planner: &'a Planner,
+    cfg: &'a SimConfig,
+    /// Most events an asymmetric schedule may take to be priced (symmetric ones run the
+    /// aggregated model, whose cost does not grow with the size).
+    budget_events: u64,
+    schedules: &'a Schedules,
+}
+
+impl<'a> EnginePricer<'a> {
+    /// A pricer keeping its schedules in `schedules`.
+    pub fn with_cache(
+        topo: &'a Topology,
+        planner: &'a Planner,
+        cfg: &'a SimConfig,
+        schedules: &'a Schedules,
+    ) -> Self {
+        Self {
+            topo,
+            planner,
+            cfg,
+            budget_events: PRICE_EVENTS,
+            schedules,
+        }
+    }
+
+    /// The schedule of `c` (with `channels` when given, else the candidate's), as the engine
+    /// runs it.
+    pub fn schedule(
+        &self,
+        coll: &Collective,
+        c: &Candidate,
+        channels: Option<u32>,
+    ) -> Result<Schedule, SimError> {
+        let nch = channels.unwrap_or(c.channels);
+        let key = (c.algorithm.name(), c.protocol, nch);
+        if let Some(s) = self.schedules.borrow().get(&key) {
+            return Ok(s.clone());
+        }
+        let want = match c.algorithm {
+            Algorithm::Ring | Algorithm::Tree | Algorithm::OneShot | Algorithm::TwoShot => {
+                Some(nch)
+            }
+            _ => channels,
+        };
+        let mut s = self
+            .planner
+            .schedule(coll, &c.algorithm, c.protocol, want)
+            .map_err(|e| SimError::Unsupported(e.to_string()))?;
+        // Rings and trees run NCCL-style: NCCL's chunking, and its channels' size ramp.
+        nccl::chunk(&mut s, self.cfg.elem_bytes);
+        self.schedules.borrow_mut().insert(key, s.clone());
+        Ok(s)
+    }
+
+    /// The configuration `s` runs under at `bytes`.
+    pub fn config(&self, s: &Schedule, bytes: u64) -> SimConfig {
+        if matches!(s.algorithm, Algorithm::Ring | Algorithm::Tree) {
+            self.cfg.with_nccl_ramp(bytes)
+        } else {
+            self.cfg.clone()
+        }
+    }
+
+    /// Simulates `s` at `bytes` (with the chunk NCCL would use at that size).
+    pub fn run(&self, s: &Schedule, bytes: u64) -> Result<SimResult, SimError> {
+        let s = self.sized(s, bytes);
+        simulate(self.topo, &s, bytes, &self.config(&s, bytes))
+    }
+
+    /// `s` with its chunk for `bytes` (`nccl::chunk_for_size`).
+    fn sized(&self, s: &Schedule, bytes: u64) -> Schedule {
+        let mut s = s.clone();
+        let nnodes = self.planner.model().nnodes;
+        nccl::chunk_for_size(&mut s, self.cfg.elem_bytes, bytes, nnodes);
+        s
+    }
+
+    /// Whether the engine can price `s` at `bytes` within the budget: up to [`PRICE_RANKS`]
+    /// ranks (building the engine's routes dominates above), asymmetric schedules up to
+    /// `budget_events` events.
+    fn affordable(&self, s: &Schedule, bytes: u64) -> bool {
+        s.nranks <= PRICE_RANKS
+            && (aggregate::asymmetry(s).is_none()
+                || estimate_events(s, bytes, &self.config(s, bytes)) <= self.budget_events)
+    }
+}
+
+impl Pricer for EnginePricer<'_> {
+    fn price(&self, coll: &Collective, c: &Candidate, bytes: u64) -> Option<f64> {
+        let s = self.sized(&self.schedule(coll, c, None).ok()?, bytes);
+        if !self.affordable(&s, bytes) {
+            return None;
+        }
+        // Symmetric schedules past the budget take the aggregated model (cross-checked against
+        // the detailed engine, `docs/sim.md`).
+        let mut cfg = self.config(&s, bytes);
+        cfg.detailed_limit = cfg.detailed_limit.min(self.budget_events);
+        simulate(self.topo, &s, bytes, &cfg).ok().map(|r| r.time_us)
+    }
+}
+
+/// One collective and size on one machine: the planner's engine-priced pick, what the tuner's
+/// closed form says of it, and the fastest candidate by the engine's price.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Agreement {
+    pub kind: planner::schedule::CollectiveKind,
+    pub bytes: u64,
+    pub algorithm: String,
+    pub protocol: Protocol,
+    pub channels: u32,
+    /// The pick's price (the engine's where it priced it).
+    pub picked_us: f64,
+    pub by_engine: bool,
+    /// The tuner's estimate of the pick.
+    pub tuner_us: f64,
+    /// The engine's price of every candidate it can price, fastest.
+    pub best_engine_us: Option<f64>,
+}
+
+impl Agreement {
+    /// The tuner's estimate over the pick's price, minus one.
+    pub fn tuner_error(&self) -> f64 {
+        self.tuner_us / self.picked_us - 1.0
+    }
+
+    /// How much slower the pick is than the engine's fastest candidate (0: it is the fastest).
+    pub fn regret(&self) -> f64 {
+        self.best_engine_us
+            .map_or(0.0, |b| (self.picked_us / b - 1.0).max(0.0))
+    }
+}
+
+/// [`Agreement`] of every collective at every size of `sizes` on `topo`.
+pub fn agreement(
+    topo: &Topology,
+    planner: &Planner,
+    cfg: &SimConfig,
+    sizes: &[u64],
+) -> Vec<Agreement> {
+    let f = planner::tuner::Filter::default();
+    let n = planner.nranks();
+    let mut out = Vec::new();
+    for kind in planner::schedule::CollectiveKind::ALL {
+        let coll = Collective::as_nccl_tests(kind, n, 0);
+        let cache = Schedules::default();
+        let pricer = EnginePricer::with_cache(topo, planner, cfg, &cache);
+        for &bytes in sizes {
+            let Some(p) = planner.choose_priced(&coll, bytes, &f, &pricer) else {
+                continue;
+            };
+            let best = planner
+                .candidates_filtered(&coll, bytes, &f)
+                .iter()
+                .filter_map(|c| pricer.price(&coll, c, bytes))
+                .reduce(f64::min);
+            out.push(Agreement {
+                kind,
+                bytes,
+                algorithm: p.choice.algorithm.name(),
+                protocol: p.choice.protocol,
+                channels: p.choice.channels,
+                picked_us: p.choice.est_us,
+                by_engine: p.by_pricer,
+                tuner_us: p.tuner_us,
+                best_engine_us: best,
+            });
+        }
+    }
+    out
+}
