@@ -246,6 +246,57 @@ pub(crate) struct SimRow {
 /// Schedules built so far, by (algorithm, protocol, channels).
 pub(crate) type Cache = HashMap<(String, Protocol, u32), Schedule>;
 
+/// The engine prices every candidate and the fastest runs (the planner's engine-priced choice,
+/// as `plan` makes it); with `--channels` forced, the tuner's choice runs.
+#[allow(clippy::too_many_arguments)]
+fn pick_and_run(
+    topo: &Topology,
+    planner: &Planner,
+    coll: &Collective,
+    filter: &Filter,
+    channels: Option<u32>,
+    bytes: u64,
+    cfg: &SimConfig,
+    cache: &sim::price::Schedules,
+) -> Result<(planner::plan::PricedChoice, Schedule, sim::SimResult), CliError> {
+    let pricer = sim::price::EnginePricer::with_cache(topo, planner, cfg, cache);
+    let picked = match channels {
+        None => planner.choose_priced(coll, bytes, filter, &pricer),
+        Some(_) => {
+            planner
+                .choose_filtered(coll, bytes, filter)
+                .map(|c| planner::plan::PricedChoice {
+                    tuner_us: c.est_us,
+                    by_pricer: false,
+                    choice: c,
+                })
+        }
+    }
+    .ok_or_else(|| {
+        CliError::input(format!(
+            "--algo/--proto leave no algorithm for {} on this topology",
+            coll.kind.name()
+        ))
+    })?;
+    let ch = &picked.choice;
+    let cand = planner::plan::Candidate {
+        algorithm: ch.algorithm.clone(),
+        protocol: ch.protocol,
+        channels: ch.channels,
+        time_us: ch.est_us,
+        lat_us: 0.0,
+        peak_algbw_gbps: 0.0,
+    };
+    let s = pricer
+        .schedule(coll, &cand, channels)
+        .map_err(|e| CliError::input(e.to_string()))?;
+    let r = pricer.run(&s, bytes).map_err(|e| match e {
+        sim::SimError::TooLarge(m) => CliError::failure(format!("{bytes} B: too large: {m}")),
+        e => CliError::failure(e),
+    })?;
+    Ok((picked, s, r))
+}
+
 /// Chooses (or forces), builds and simulates one size.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn simulate_size(
@@ -259,51 +310,11 @@ pub(crate) fn simulate_size(
     cache: &mut Cache,
 ) -> Result<(SimRow, sim::SimResult), CliError> {
     let n = planner.nranks();
-    let no_algo = || {
-        CliError::input(format!(
-            "--algo/--proto leave no algorithm for {} on this topology",
-            coll.kind.name()
-        ))
-    };
-    // The engine prices every candidate and the fastest runs (the planner's engine-priced
-    // choice, as `plan` makes it); with --channels forced, the tuner's choice runs.
     let cell = std::cell::RefCell::new(std::mem::take(cache));
-    let pricer = sim::price::EnginePricer::with_cache(topo, planner, cfg, &cell);
-    let picked = match channels {
-        None => planner.choose_priced(coll, bytes, filter, &pricer),
-        Some(_) => {
-            planner
-                .choose_filtered(coll, bytes, filter)
-                .map(|c| planner::plan::PricedChoice {
-                    tuner_us: c.est_us,
-                    by_pricer: false,
-                    choice: c,
-                })
-        }
-    }
-    .ok_or_else(no_algo)?;
-    let ch = &picked.choice;
-    let cand = planner::plan::Candidate {
-        algorithm: ch.algorithm.clone(),
-        protocol: ch.protocol,
-        channels: ch.channels,
-        time_us: ch.est_us,
-        lat_us: 0.0,
-        peak_algbw_gbps: 0.0,
-    };
-    let s = pricer
-        .schedule(coll, &cand, channels)
-        .map_err(|e| CliError::input(e.to_string()));
-    let r = s.and_then(|s| {
-        let r = pricer.run(&s, bytes).map_err(|e| match e {
-            sim::SimError::TooLarge(m) => CliError::failure(format!("{bytes} B: too large: {m}")),
-            e => CliError::failure(e),
-        });
-        r.map(|r| (s, r))
-    });
-    drop(pricer);
+    let picked = pick_and_run(topo, planner, coll, filter, channels, bytes, cfg, &cell);
     *cache = cell.into_inner();
-    let (s, r) = r?;
+    let (picked, s, r) = picked?;
+    let ch = &picked.choice;
     let s = &s;
     let algbw = bytes as f64 / 1e3 / r.time_us;
     let row = SimRow {
