@@ -93,3 +93,49 @@ fn explain_names_the_cut_and_json_carries_it() {
         .unwrap();
     assert!(pct > 0.0 && pct <= 100.0, "{pct}");
 }
+
+#[test]
+fn gpus_plans_a_subset_and_refuses_bad_lists() {
+    let f = "tests/data/topologies/github-yccl-8xh800-nvswitch-topo.xml";
+    let (code, out, err) = plan(&[
+        f,
+        "--gpus",
+        "0,2,5",
+        "-c",
+        "all-reduce",
+        "-b",
+        "1G",
+        "-e",
+        "1G",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("# all-reduce on 3 ranks"), "{out}");
+    assert!(out.contains("# Communicator: GPUs 0,2,5"), "{out}");
+    for (bad, says) in [
+        ("0,9", "GPU 9 does not exist"),
+        ("1,1", "listed twice"),
+        (",", "empty"),
+        ("0,x", "not a GPU index"),
+    ] {
+        let (code, _, err) = plan(&[f, "--gpus", bad]);
+        assert_eq!(code, 2, "--gpus {bad}: {err}");
+        assert!(err.contains("--gpus") && err.contains(says), "{err}");
+    }
+    for cmd in ["sim", "verify"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_topoplan"))
+            .args([cmd, f, "--gpus", "1,3", "-c", "all-gather"])
+            .args(if cmd == "sim" {
+                &["-b", "1M", "-e", "1M"][..]
+            } else {
+                &[][..]
+            })
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("2 ranks") || cmd == "verify");
+    }
+}

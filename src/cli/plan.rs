@@ -6,7 +6,7 @@ use super::sizes::{parse_size, SizeArgs};
 use planner::bound::{Bound, Bounds};
 use planner::plan::{describe, Planner};
 use planner::schedule::{msccl, Algorithm, Collective, CollectiveKind, Protocol, Schedule};
-use planner::topology::{load_file, LoadOptions};
+use planner::topology::{load_file, LoadOptions, Topology};
 use planner::tuner::Filter;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -21,6 +21,7 @@ use std::time::Instant;
   topoplan plan cluster.json --json > plan.json  # everything, with the chosen schedules
   topoplan plan topo.xml --msccl-xml out/        # one MSCCL-IR file per collective
   topoplan plan cluster.json --timing            # how long planning took
+  topoplan plan topo.xml --gpus 0,2,5            # a communicator over GPUs 0, 2 and 5 (ranks 0..2)
 
 Sizes accept K, M, G suffixes (powers of 1024), like nccl-tests. algbw = size / time; busbw
 follows nccl-tests: x 2(n-1)/n for all-reduce, x (n-1)/n for all-gather, reduce-scatter and
@@ -65,6 +66,30 @@ pub struct Args {
     /// where the topology matches it, else defaults derived from the topology.
     #[arg(long)]
     pub profile: Option<PathBuf>,
+    /// Plan a communicator over these GPUs only (comma list of the topology's ranks; rank i of
+    /// the communicator is the i-th listed GPU), as PyTorch's new_group or a scheduler makes one.
+    #[arg(long, value_name = "LIST")]
+    pub gpus: Option<String>,
+}
+
+/// `--gpus 0,2,5`: the listed GPUs of `t` as a communicator (exit 2 naming the flag on a bad
+/// list). Shared by plan, sim, verify and whatif.
+pub(crate) fn communicator(t: Topology, gpus: Option<&str>) -> Result<Topology, CliError> {
+    let Some(spec) = gpus else { return Ok(t) };
+    let list: Vec<u32> = spec
+        .split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(|x| {
+            x.parse::<u32>().map_err(|_| {
+                CliError::input(format!(
+                    "--gpus: \"{x}\" is not a GPU index (e.g. --gpus 0,2,5)"
+                ))
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    t.subset(&list)
+        .map_err(|e| CliError::input(format!("--gpus {spec}: {e}")))
 }
 
 /// Parses NCCL_ALGO / NCCL_PROTO style lists for one collective: `[^]a,b` or
@@ -182,7 +207,7 @@ pub fn run(a: Args) -> CliResult {
         ..Default::default()
     };
     let loaded = load_file(&a.file, &opts).map_err(CliError::input)?;
-    let t = &loaded.topology;
+    let t = &communicator(loaded.topology.clone(), a.gpus.as_deref())?;
     let t_load = t0.elapsed();
     let t1 = Instant::now();
     let given = super::sim::load_profile(a.profile.as_deref())?;
@@ -452,11 +477,20 @@ fn print_bound_explained(b: Option<&Bound>, every: Option<&Bound>) {
     );
     let ranks: Vec<String> = b.cut.ranks.iter().take(32).map(u32::to_string).collect();
     println!(
-        "# limiting cut: ranks {{{}{}}} on one side; {}",
+        "# {} (ranks {{{}{}}} on one side)",
+        b.explain(16),
         ranks.join(","),
         if b.cut.ranks.len() > 32 { ",..." } else { "" },
-        b.cut.summary(16)
     );
+    if let Some(x) = b
+        .rs_ag_busbw_gbps
+        .filter(|x| *x < b.busbw_gbps * (1.0 - 1e-9))
+    {
+        println!(
+            "# a reduce-scatter followed by an all-gather reaches at most {x:.1} GB/s here ({:.1}%): GPUs with thinner links than the others must handle a full share of each half",
+            100.0 * x / b.busbw_gbps
+        );
+    }
     if let Some(e) = every.filter(|e| e.busbw_gbps > b.busbw_gbps * (1.0 + 1e-9)) {
         println!(
             "# over every link, paths ignored: {:.1} GB/s; the {:.1} GB/s more sit on links no GPU-to-GPU path uses (NCCL's path rules keep NVLink pairs off PCIe): {}",
@@ -476,6 +510,12 @@ fn print_text(a: &Args, p: &Planner, topo: &str, plans: &[CollPlan]) {
     let n = p.nranks();
     println!("# topoplan plan: {}", a.file.display());
     println!("# Topology: {topo}");
+    if let Some(g) = &a.gpus {
+        println!(
+            "# Communicator: GPUs {g} of the topology as ranks 0..{}, in that order",
+            n - 1
+        );
+    }
     println!("# {}", p.profile().note());
     let nh = ch.hosts.len();
     println!(
@@ -553,10 +593,10 @@ fn print_text(a: &Args, p: &Planner, topo: &str, plans: &[CollPlan]) {
         println!("#");
         match &cp.bound {
             Some(b) => println!(
-                "# {} bound: {:.1} GB/s busbw (max-flow/min-cut; limiting cut: {})",
+                "# {} bound: {:.1} GB/s busbw (max-flow/min-cut; {})",
                 cp.collective.kind.name(),
                 b.busbw_gbps,
-                b.cut.summary(2)
+                b.explain(2)
             ),
             None => println!("# {} bound: none here", cp.collective.kind.name()),
         }

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
   topoplan sim topo.xml --as both -b 1M -e 1G          # topoplan and NCCL side by side
   topoplan sim topo.xml --as nccl --algo ring --proto LL128   # NCCL_ALGO / NCCL_PROTO forced
   topoplan sim topo.xml --profile my.json              # a machine profile (docs/profile.md)
+  topoplan sim topo.xml --gpus 0,2,5 --as both         # a communicator over three of the GPUs
 
 The table lays beside an nccl-tests run: size and count as nccl-tests defines them (float
 elements; all-gather/reduce-scatter/all-to-all sizes are the whole gathered buffer), time from
@@ -74,6 +75,9 @@ pub struct Args {
     /// matches it, else defaults derived from the topology.
     #[arg(long)]
     pub profile: Option<PathBuf>,
+    /// A communicator over these GPUs only (comma list of ranks; rank i is the i-th listed).
+    #[arg(long, value_name = "LIST")]
+    pub gpus: Option<String>,
 }
 
 /// Whose choices a table simulates.
@@ -396,6 +400,7 @@ pub fn run(a: Args) -> CliResult {
     let given = load_profile(a.profile.as_deref())?;
     let f = filter(&a.sweep.algo, &a.sweep.proto)?;
     let topo = load_topology(&a.file, a.gpu_model.clone())?;
+    let topo = super::plan::communicator(topo, a.gpus.as_deref())?;
     let planner = Planner::with_profile(&topo, given).map_err(CliError::input)?;
     let mut cfg = load_config(
         a.config.as_deref(),

@@ -14,6 +14,7 @@ use std::path::PathBuf;
   topoplan plan topo.xml --json > plan.json && topoplan verify plan.json
   topoplan verify schedule.json                             # one schedule (IR JSON)
   topoplan verify allreduce.xml                             # an MSCCL-IR file
+  topoplan verify topo.xml --gpus 0,2,5                     # the schedules of a 3-GPU communicator
 
 FILE may be a topology (NCCL XML or topoplan JSON: every collective is planned at every size
 from 8 B to 4 GiB and each distinct schedule the tuner picks, plus every other algorithm it can
@@ -38,6 +39,9 @@ pub struct Args {
     /// Print one JSON object per schedule instead of text.
     #[arg(long)]
     pub json: bool,
+    /// With a topology: plan a communicator over these GPUs only (comma list of ranks).
+    #[arg(long, value_name = "LIST")]
+    pub gpus: Option<String>,
 }
 
 /// Every object in `v` that looks like a schedule (has "version", "nranks" and "ranks").
@@ -81,6 +85,7 @@ fn schedules_of_json(text: &str, name: &str) -> Result<Option<Vec<Schedule>>, Cl
 /// sweep, plus every other buildable (algorithm, protocol).
 fn planned(a: &Args) -> Result<Vec<(String, Schedule)>, CliError> {
     let topo = load_topology(&a.file, a.gpu_model.clone())?;
+    let topo = super::plan::communicator(topo, a.gpus.as_deref())?;
     let planner = Planner::new(&topo).map_err(CliError::input)?;
     let n = planner.nranks();
     let kinds: Vec<CollectiveKind> = if a.collective.is_empty() {

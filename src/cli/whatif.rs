@@ -21,6 +21,7 @@ use std::path::PathBuf;
   topoplan whatif cluster.json --vary oversubscription=1,2,4 -b 1M -e 4G
   topoplan whatif tests/data/topologies/h200x2-topo.xml --vary nvlink-gbps=10,20.6,40
   topoplan whatif node.xml --vary fail-link=0-1,2-3 --vary fail-gpu=3
+  topoplan whatif node.xml --gpus 0,2,5 --vary fail-link=0-2   # a 3-GPU communicator
 
 KEYS (each --vary adds one scenario per value; the baseline is the file as given, scaled by
 --nodes/--fabric/--nic-gbps/--oversubscription when set):
@@ -74,6 +75,10 @@ pub struct Args {
     /// where a scenario's topology matches it, else defaults derived from the topology.
     #[arg(long)]
     pub profile: Option<PathBuf>,
+    /// Every scenario as a communicator over these GPUs only (comma list of the scenario
+    /// topology's ranks, applied after its change).
+    #[arg(long, value_name = "LIST")]
+    pub gpus: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -288,7 +293,7 @@ pub fn run(a: Args) -> CliResult {
     }
     // The baseline must build: a bad file or flag is bad input, not a scenario result.
     let base = build(&a, &Change::Baseline).map_err(CliError::input)?;
-    drop(base);
+    drop(super::plan::communicator(base, a.gpus.as_deref())?);
     if let Some(fab) = &a.fabric {
         if planner::topology::FabricChoice::parse(fab).is_none() {
             return Err(CliError::input(format!(
@@ -300,6 +305,7 @@ pub fn run(a: Args) -> CliResult {
     // Phase 1: topologies and planners, one per scenario.
     let plan_one = |c: &Change| -> Result<(Topology, Planner), String> {
         let t = build(&a, c)?;
+        let t = super::plan::communicator(t, a.gpus.as_deref()).map_err(|e| e.to_string())?;
         let p = Planner::with_profile(&t, given.clone()).map_err(|e| e.to_string())?;
         Ok((t, p))
     };

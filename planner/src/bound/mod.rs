@@ -10,8 +10,15 @@
 //!   `N·λ` (a max-flow each), and an infeasible `λ` yields a cut of smaller ratio (Dinkelbach's
 //!   iteration, which ends at the exact minimum).
 //! - **Reduce-scatter** is all-gather on the reversed graph (shards flow into `S`).
-//! - **All-reduce** is bounded as reduce-scatter followed by all-gather, the setting of ForestColl
-//!   (no reduction inside switches): busbw `= 2(N−1) / (1/λ*_rs + 1/λ*_ag)`.
+//! - **All-reduce**: two bounds hold for any schedule. Every GPU outside a cut needs a sum of
+//!   `M` bytes that depends on every input inside it, so algbw `≤` the smallest cut between two
+//!   GPUs (the smaller of root 0's broadcast and reduce max-flows). And every byte of the result
+//!   takes at least `2(N−1)` one-way transfers (the one-way gossip minimum), each leaving some
+//!   GPU over its own links, so busbw `≤` the GPUs' total egress (and ingress) over `N`. The
+//!   bound is the smaller. Reduce-scatter followed by all-gather reaches at most
+//!   `2(N−1) / (1/λ*_rs + 1/λ*_ag)` (ForestColl's setting), reported beside it: equal on
+//!   symmetric machines, lower where GPUs differ (a GPU with thin links can be a leaf of every
+//!   tree).
 //! - **Broadcast / reduce**: the smallest max-flow between the root and any other GPU (Menger);
 //!   reduce on the reversed graph.
 //! - All-to-all and send/recv have no bound here.
@@ -103,8 +110,39 @@ pub struct Bound {
     pub collective: CollectiveKind,
     /// Largest nccl-tests bus bandwidth any schedule can reach at large sizes (GB/s).
     pub busbw_gbps: f64,
-    /// The limiting cut (for all-reduce, the one of its slower half).
+    /// What limits it.
+    pub limit: Limit,
+    /// The limiting links: a cut, or for [`Limit::Volume`] every GPU's own links.
     pub cut: Cut,
+    /// All-reduce: the most a reduce-scatter followed by an all-gather reaches (GB/s busbw).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rs_ag_busbw_gbps: Option<f64>,
+}
+
+/// The argument behind a bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Limit {
+    /// Shards leaving a node set, per GPU inside it (all-gather, reduce-scatter).
+    RatioCut,
+    /// The smallest cut between two GPUs (broadcast, reduce, all-reduce).
+    Cut,
+    /// All-reduce: `2(N−1)` one-way transfers per byte over the GPUs' own links.
+    Volume,
+}
+
+impl Bound {
+    /// One line for people: the argument and the links.
+    pub fn explain(&self, max_links: usize) -> String {
+        let what = match self.limit {
+            Limit::RatioCut => "limiting cut",
+            Limit::Cut => "smallest cut between two GPUs",
+            Limit::Volume => {
+                "the GPUs' own links (every byte of an all-reduce takes 2(N-1) one-way transfers)"
+            }
+        };
+        format!("{what}: {}", self.cut.summary(max_links))
+    }
 }
 
 /// A min-ratio cut: `λ = capacity / GPUs on the sending side`.
@@ -171,11 +209,8 @@ impl Bounds {
             CollectiveKind::AllGather => (nf * ag.lambda, ag.cut.clone()),
             CollectiveKind::ReduceScatter => (nf * rs.lambda, rs.cut.clone()),
             CollectiveKind::AllReduce => {
-                let worse = if rs.lambda < ag.lambda { rs } else { ag };
-                (
-                    2.0 * nf / (1.0 / rs.lambda + 1.0 / ag.lambda),
-                    worse.cut.clone(),
-                )
+                let rs_ag = 2.0 * nf / (1.0 / rs.lambda + 1.0 / ag.lambda);
+                return Ok(Some(self.all_reduce(t, rs_ag)));
             }
             CollectiveKind::Broadcast | CollectiveKind::Reduce => {
                 if root >= n {
@@ -186,12 +221,77 @@ impl Bounds {
             }
             CollectiveKind::AllToAll | CollectiveKind::SendRecv => return Ok(None),
         };
+        let limit = match kind {
+            CollectiveKind::AllGather | CollectiveKind::ReduceScatter => Limit::RatioCut,
+            _ => Limit::Cut,
+        };
         Ok(Some(Bound {
             collective: kind,
             busbw_gbps: busbw,
+            limit,
             cut,
+            rs_ag_busbw_gbps: None,
         }))
     }
+
+    /// All-reduce (module docs): the smallest cut between two GPUs, or the GPUs' own links.
+    fn all_reduce(&self, t: &Topology, rs_ag: f64) -> Bound {
+        let n = self.n as f64;
+        let (fb, cb) = rooted_cut(t, &self.links, 0, false);
+        let (fr, cr) = rooted_cut(t, &self.links, 0, true);
+        let (f, pair_cut) = if fb <= fr { (fb, cb) } else { (fr, cr) };
+        let pair = 2.0 * (n - 1.0) / n * f;
+        let (out, inn) = (
+            own_links(t, &self.links, false),
+            own_links(t, &self.links, true),
+        );
+        let own = if out.capacity_gbps <= inn.capacity_gbps {
+            out
+        } else {
+            inn
+        };
+        let volume = own.capacity_gbps / n;
+        let (busbw_gbps, limit, cut) = if pair <= volume {
+            (pair, Limit::Cut, pair_cut)
+        } else {
+            (volume, Limit::Volume, own)
+        };
+        Bound {
+            collective: CollectiveKind::AllReduce,
+            busbw_gbps,
+            limit,
+            cut,
+            rs_ag_busbw_gbps: Some(rs_ag),
+        }
+    }
+}
+
+/// Every GPU's counted links out (or in, `incoming`), as a cut with every rank inside.
+fn own_links(t: &Topology, links: &[bool], incoming: bool) -> Cut {
+    let dir = if incoming {
+        petgraph::Direction::Incoming
+    } else {
+        petgraph::Direction::Outgoing
+    };
+    let mut cut = Cut {
+        ranks: (0..t.n_ranks() as u32).collect(),
+        capacity_gbps: 0.0,
+        links: Vec::new(),
+    };
+    for g in (0..t.n_ranks() as u32).filter_map(|r| t.gpu_of_rank(r)) {
+        for e in t.graph.edges_directed(g, dir) {
+            if links[e.id().index()] {
+                cut.capacity_gbps += e.weight().bw_gbps;
+                cut.links.push(CutLink {
+                    from: t.describe(e.source()),
+                    to: t.describe(e.target()),
+                    kind: e.weight().kind,
+                    bw_gbps: e.weight().bw_gbps,
+                });
+            }
+        }
+    }
+    cut
 }
 
 /// The bound of one collective (see the module docs).

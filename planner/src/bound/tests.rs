@@ -96,6 +96,15 @@ fn brute_rooted(t: &Topology, root: u32, reversed: bool) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
+/// The smallest cut with GPUs on both sides.
+fn brute_pair(t: &Topology) -> f64 {
+    let (m, n) = (t.graph.node_count(), t.n_ranks());
+    (1..(1u32 << m) - 1)
+        .filter(|mask| (1..n).contains(&gpus_in(t, *mask)))
+        .map(|mask| out_cap(t, mask, false))
+        .fold(f64::INFINITY, f64::min)
+}
+
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
 }
@@ -117,7 +126,20 @@ fn bounds_match_every_cut_enumerated() {
         let y = got(CollectiveKind::ReduceScatter);
         assert!(close(y.busbw_gbps, nf * rs), "seed {seed}: {y:?} vs {rs}");
         let z = got(CollectiveKind::AllReduce);
-        assert!(close(z.busbw_gbps, 2.0 * nf / (1.0 / ag + 1.0 / rs)));
+        assert!(close(
+            z.rs_ag_busbw_gbps.unwrap(),
+            2.0 * nf / (1.0 / ag + 1.0 / rs)
+        ));
+        let gf = g as f64;
+        let own = |rev| {
+            (0..g)
+                .map(|r| out_cap(&t, 1 << t.gpu_of_rank(r).unwrap().index(), rev))
+                .sum::<f64>()
+        };
+        let volume = own(false).min(own(true)) / gf;
+        let pair = 2.0 * nf / gf * brute_pair(&t);
+        assert!(close(z.busbw_gbps, pair.min(volume)), "seed {seed}: {z:?}");
+        assert!(z.rs_ag_busbw_gbps.unwrap() <= z.busbw_gbps * (1.0 + 1e-9));
         let root = (seed % g as u64) as u32;
         let bc = b.of(&t, CollectiveKind::Broadcast, root).unwrap().unwrap();
         assert!(close(bc.busbw_gbps, brute_rooted(&t, root, false)));

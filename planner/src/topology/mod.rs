@@ -20,6 +20,7 @@ mod paths;
 pub mod report;
 mod scale;
 mod skeleton;
+mod subset;
 pub mod synth;
 mod xml;
 
@@ -30,6 +31,7 @@ pub use model::*;
 pub use nccl::{default_lat, LOC_BW};
 pub use paths::{CacheCell, Path, PathType};
 pub use scale::{scale, scale_doc, FabricChoice};
+pub use subset::SubsetError;
 pub use xml::{read_xml, write_xml};
 
 use std::path::Path as FsPath;
