@@ -221,6 +221,26 @@ impl Communicator {
         self.poisoned.as_deref()
     }
 
+    /// The first peer found gone (its process exited or its connection closed), as the error
+    /// a call waiting on it would get; `what` names the work in flight (e.g. the GPU calls
+    /// enqueued since `seq`). A few cheap checks, no message: for callers whose waits the
+    /// runtime does not see, such as kernels spinning on a dead peer.
+    pub fn check_peers(&self, what: &str, seq: u64) -> Result<(), CommError> {
+        let ctx = crate::exec::Ctx {
+            what: what.to_string(),
+            seq,
+            rank: self.rank,
+        };
+        (0..self.nranks)
+            .filter(|p| *p != self.rank)
+            .try_for_each(|p| {
+                self.ports
+                    .transport
+                    .check_peer(p)
+                    .map_err(|e| ctx.gone(p, e))
+            })
+    }
+
     /// A handle that aborts this communicator from any thread.
     pub fn abort_handle(&self) -> AbortHandle {
         AbortHandle(self.abort.clone())

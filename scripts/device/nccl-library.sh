@@ -16,17 +16,21 @@
 #        - world 2 also runs the DDP job on PyTorch's gloo backend: the losses bit for bit;
 #        - no device-buffer call of ours may go to NCCL (TOPOPLAN_DEBUG=INFO lines).
 #
-#   3. (bench) one-rank all-reduce, 8 B to 256 MiB, in and out of place, ours against stock
+#   3. (killed) world 2 sharing the GPU, a rank SIGKILLed inside a loop of all-reduces: the
+#      survivor exits naming it within TOPOPLAN_TIMEOUT + 5 s, and the next job runs:
+#      $OUT/killed.log;
+#   4. (bench) one-rank all-reduce, 8 B to 256 MiB, in and out of place, ours against stock
 #      NCCL alternating ROUNDS (default 3) times: $OUT/one-rank.log (BENCHMARKS.md).
 #
-# Usage: bash .devbin/nccl-library.sh [tests|torch|bench|all]       (default all)
+# Usage: bash .devbin/nccl-library.sh [tests|torch|killed|bench|all]       (default all)
 # Needs (carry .devbin): .devbin/nccl/lib/libnccl.so.2 and .devbin/nccl/include/nccl.h
 #   (scripts/install-nccl.sh .devbin/nccl), .devbin/nccl-tests-2.19.6.tar.gz
 #   (from shared/peers/), and this repository's nccl/tests/torch/collectives.py.
 # Environment: WORLDS (torch world sizes, default "1 2 4"), NT_MAX (largest nccl-tests size,
 #   default 64M), NT_T (seconds per binary, default 120), STOCK_NCCL (default
 #   /usr/lib/x86_64-linux-gnu/libnccl.so.2).
-# Outputs: $OUT/nccl-tests.log, $OUT/torch.log, $OUT/one-rank.log, $OUT/info.txt; prints
+# Outputs: $OUT/nccl-tests.log, $OUT/torch.log, $OUT/killed.log, $OUT/one-rank.log,
+#   $OUT/info.txt; prints
 #   NCCL-LIBRARY PASS or FAIL.
 set -u
 . "$(dirname "$0")/env.sh"
@@ -104,6 +108,17 @@ if [ "$WHAT" = torch ] || [ "$WHAT" = all ]; then
   nccl=$(grep "\[topoplan\] NCCL INFO" "$log" | grep -c ": NCCL (")
   echo "calls of ours that went to NCCL: $nccl" >> "$log"
   [ "$nccl" = 0 ] || fail=1
+fi
+
+if [ "$WHAT" = killed ] || [ "$WHAT" = all ]; then
+  # World 2 sharing the GPU, rank 1 killed inside a loop of all-reduces: the survivor exits
+  # naming it within TOPOPLAN_TIMEOUT + 5 s; then the next job on the GPU runs.
+  py=nccl/tests/torch/collectives.py
+  log="$OUT/killed.log"
+  TOPOPLAN_TIMEOUT=20s LD_PRELOAD=$OURS/lib/libnccl.so.2 timeout 200 python3 $py killed >> "$log" 2>&1 || fail=1
+  echo "+ the next job on the GPU" >> "$log"
+  LD_PRELOAD=$OURS/lib/libnccl.so.2 timeout 300 torchrun --standalone --nproc-per-node 2 $py ddp /tmp/after >> "$log" 2>&1 \
+    && echo "NEXT JOB PASS" >> "$log" || { echo "NEXT JOB FAIL" >> "$log"; fail=1; }
 fi
 
 if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then

@@ -284,6 +284,10 @@ pub extern "C" fn ncclCommGetAsyncError(comm: CommHandle, result: *mut NcclResul
     entry("ncclCommGetAsyncError", comm as usize, || {
         let slot = out(result, "asyncError")?;
         let c = comm::lookup(comm as usize)?;
+        if let Err(e) = crate::gpu::check_peers(&c) {
+            // The code goes into `*result`; the message is what ncclGetLastError says.
+            record("ncclCommGetAsyncError", comm as usize, &e);
+        }
         *slot = match c.async_result() {
             Ok(true) => SUCCESS,
             Ok(false) => IN_PROGRESS,

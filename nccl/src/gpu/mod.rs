@@ -49,6 +49,30 @@ pub fn refusal(comm: &Comm, op: &Op) -> Option<String> {
     refusal_for(enabled(), op, comm.nranks)
 }
 
+/// For `ncclCommGetAsyncError`: a dead peer while device calls may be in flight. Kernels waiting
+/// on it spin where the runtime cannot see them, so a framework's watchdog learns of it here:
+/// the communicator becomes unusable and the error names the rank. Skipped while another
+/// thread holds the runtime communicator (its own waits check liveness).
+pub fn check_peers(comm: &Comm) -> Result<(), ApiError> {
+    if !matches!(lock(&comm.gpu).as_ref(), Some(GpuRank::Procs { .. })) {
+        return Ok(());
+    }
+    let Ok(guard) = comm.cpu.try_lock() else {
+        return Ok(());
+    };
+    let r = match guard.as_ref() {
+        Some(cpu) => cpu.check_peers("device calls in flight", cpu.seq()),
+        None => return Ok(()),
+    };
+    // `poison` takes the runtime communicator's lock itself.
+    drop(guard);
+    r.map_err(|e| {
+        let e = ApiError::from(e);
+        comm.poison(&e);
+        e
+    })
+}
+
 /// Learns whether the direct path can serve the communicator's ranks (collective: every rank
 /// calls it at its first batch with device buffers, before routing it): not when two of them
 /// share a process, whose own memory CUDA IPC cannot map.

@@ -8,6 +8,8 @@ against a CPU reference computed from all ranks' inputs.
   torchrun --nproc-per-node N collectives.py ddp OUT.pt [gloo] # the DDP run alone
   python collectives.py compare A.pt B.pt [KEY_PREFIX]         # exit 1 on any differing bit
   python collectives.py verify OUT.pt                          # exit 1 on any wrong element
+  python collectives.py killed                                 # a rank killed mid-loop: the
+                                                               # survivor exits naming it in time
 
 Run by scripts/device/nccl-library.sh; which library ran shows in TOPOPLAN_DEBUG=INFO lines.
 """
@@ -202,11 +204,70 @@ def compare(a, b, prefix=""):
     return 1 if bad else 0
 
 
+def killed_worker():
+    """A rank of `killed`: all-reduces in a loop; rank 1 kills itself with SIGKILL after 20."""
+    import signal
+
+    dist.init_process_group("nccl")
+    rank = dist.get_rank()
+    torch.cuda.set_device(0)
+    t = torch.ones(1 << 20, device="cuda")
+    for i in range(100000):
+        if rank == 1 and i == 20:
+            print("rank 1: killing itself", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+        dist.all_reduce(t)
+        torch.cuda.synchronize()
+    print(f"rank {rank}: the loop ended without an error", flush=True)
+
+
+def killed():
+    """World 2 sharing GPU 0, started without torchrun (which would stop the survivor itself):
+    rank 1 dies inside a loop of all-reduces; rank 0 must exit with an error naming rank 1
+    within TOPOPLAN_TIMEOUT + 5 s of the kill."""
+    import subprocess
+    import time
+
+    limit = float(os.environ.get("TOPOPLAN_TIMEOUT", "20").rstrip("s")) + 5
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT="29533", WORLD_SIZE="2")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "killed-worker"],
+            env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in range(2)
+    ]
+    procs[1].wait(timeout=300)
+    killed_at = time.monotonic()
+    try:
+        out, _ = procs[0].communicate(timeout=limit + 60)
+    except subprocess.TimeoutExpired:
+        procs[0].kill()
+        out, _ = procs[0].communicate()
+        print(out[-4000:])
+        print("KILLED FAIL: the survivor hung")
+        return 1
+    took = time.monotonic() - killed_at
+    print(out[-4000:])
+    named = "rank 1" in out
+    ok = procs[0].returncode != 0 and named and took <= limit
+    print(f"survivor exit {procs[0].returncode} after {took:.1f} s (limit {limit:.0f} s), names rank 1: {named}")
+    print("KILLED PASS" if ok else "KILLED FAIL")
+    return 0 if ok else 1
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "run":
         run(sys.argv[2])
     elif sys.argv[1] == "ddp":
         ddp_only(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "nccl")
+    elif sys.argv[1] == "killed":
+        sys.exit(killed())
+    elif sys.argv[1] == "killed-worker":
+        killed_worker()
     elif sys.argv[1] == "verify":
         sys.exit(verify(sys.argv[2]))
     else:
