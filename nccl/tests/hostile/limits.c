@@ -67,6 +67,15 @@ static int mode_codes(void) {
   CHECK(b[0] == 0, "the group ran its all-reduce anyway: %f", b[0]);
   OK(ncclAllReduce(a, b, 8, ncclFloat32, ncclSum, c, NULL));
   CHECK(b[7] == 8, "after the failed group the communicator works: %f", b[7]);
+  /* An init deferred in a group that fails is cancelled: its handle comes back NULL. */
+  ncclUniqueId gid;
+  ncclComm_t deferred = NULL;
+  OK(ncclGetUniqueId(&gid));
+  OK(ncclGroupStart());
+  OK(ncclCommInitRank(&deferred, 1, gid, 0));
+  CHECK(ncclAllReduce(NULL, b, 8, ncclFloat32, ncclSum, c, NULL) == ncclInvalidArgument, "NULL sendbuff in a group");
+  expect(ncclGroupEnd(), ncclInvalidArgument, NULL, "sendbuff is NULL", "group with an init and an invalid call");
+  CHECK(deferred == NULL, "the cancelled init's handle is %p", (void*)deferred);
   /* Handles of registrations are never reused while the communicator lives. */
   void *h1, *h2, *h3;
   OK(ncclCommRegister(c, a, sizeof a, &h1));

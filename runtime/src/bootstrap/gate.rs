@@ -21,6 +21,9 @@ pub const GREETING: Duration = Duration::from_secs(5);
 /// rank's hello arrives with its connection, an attacker's never does).
 pub const MAX_PENDING: usize = 256;
 
+/// Connections accepted per poll before the pending ones are read.
+const ACCEPT_BATCH: usize = 32;
+
 /// One connection's first message (or why there was none), with the connection.
 pub struct Greeting {
     pub stream: TcpStream,
@@ -58,7 +61,9 @@ impl Gate {
         listener: &TcpListener,
         deadline: Instant,
     ) -> std::io::Result<Option<Greeting>> {
-        loop {
+        // A bounded batch, then a read of every pending connection: under a flood, a real
+        // rank's hello is read before enough newer connections arrive to evict it.
+        for _ in 0..ACCEPT_BATCH {
             match listener.accept() {
                 Ok((s, addr)) => self.admit(s, addr.to_string(), deadline),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
