@@ -438,3 +438,23 @@ fn rank_0_at_port_0_hands_its_id_to_the_launcher() {
         .unwrap();
     assert!(v.iter().chain(&h.join().unwrap()).all(|&x| x == 7));
 }
+
+/// More silent connections than rank 0 awaits at once ([`runtime::bootstrap::MAX_PENDING`]):
+/// the oldest are closed, and the real rank, which greets as soon as it connects, still joins
+/// at once.
+#[test]
+fn a_flood_of_connections_does_not_keep_a_rank_out() {
+    let (id, root) = root_of_two(20_000);
+    let flood: Vec<TcpStream> = (0..runtime::bootstrap::MAX_PENDING + 44)
+        .filter_map(|_| TcpStream::connect(&id.addr).ok())
+        .collect();
+    assert!(flood.len() > runtime::bootstrap::MAX_PENDING);
+    let t = Instant::now();
+    let one = Communicator::init_rank(&id, 2, 1, cfg(20_000));
+    assert!(one.is_ok(), "{:?}", one.err());
+    assert!(root.join().unwrap().is_ok());
+    // Under a greeting's 5 s: the rank never waited for a stranger to time out.
+    let took = t.elapsed();
+    eprintln!("joined in {took:?} behind {} connections", flood.len());
+    assert!(took < runtime::bootstrap::GREETING, "{took:?}");
+}
