@@ -43,6 +43,8 @@ pub struct Comm {
     /// (collective, size class) pairs already logged under `TOPOPLAN_DEBUG=INFO`.
     pub logged: Mutex<HashSet<(&'static str, u32)>>,
     pub registered: Mutex<Registered>,
+    /// This rank's record of its current call, and rank 0's watchdog (`crate::hang`).
+    pub hang: crate::hang::Hang,
 }
 
 /// Registered buffers: handle -> (address, bytes), and the number of the last handle made
@@ -57,7 +59,8 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Comm {
-    fn new(rank: u32, nranks: u32, device: i32, config: CommConfig) -> Arc<Comm> {
+    /// `key`: shared by every rank of the communicator, and by no other (`crate::hang`).
+    fn new(rank: u32, nranks: u32, device: i32, config: CommConfig, key: &str) -> Arc<Comm> {
         static NEXT: AtomicUsize = AtomicUsize::new(1);
         let handle = 0x7070_0000_0000 + NEXT.fetch_add(1, Ordering::Relaxed) * 16;
         let c = Arc::new(Comm {
@@ -75,6 +78,7 @@ impl Comm {
             gpu: Mutex::new(None),
             logged: Mutex::new(HashSet::new()),
             registered: Mutex::new((HashMap::new(), 0)),
+            hang: crate::hang::Hang::new(key, handle, rank, nranks),
         });
         lock(registry()).insert(handle, c.clone());
         c
@@ -254,7 +258,7 @@ pub fn start_rank(
         .parse()
         .map_err(|e| arg(format!("commId is not a topoplan unique id: {e}")))?;
     let cfg = runtime_config()?;
-    let comm = Comm::new(rank, nranks, device, config);
+    let comm = Comm::new(rank, nranks, device, config, &id.job_tag());
     let root = if rank == 0 {
         lock(roots()).remove(id_text)
     } else {
@@ -303,12 +307,13 @@ pub fn init_all(devices: &[i32]) -> Result<Vec<Arc<Comm>>, ApiError> {
     let cfg = runtime_config()?;
     let n = devices.len() as u32;
     let cpus = Communicator::init_all(n, cfg)?;
+    let key = UniqueId::new("x:0").job_tag();
     Ok(cpus
         .into_iter()
         .zip(devices)
         .enumerate()
         .map(|(r, (c, d))| {
-            let comm = Comm::new(r as u32, n, *d, CommConfig::default());
+            let comm = Comm::new(r as u32, n, *d, CommConfig::default(), &key);
             let _ = comm.finish_join(Ok(c));
             comm
         })

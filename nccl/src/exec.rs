@@ -140,6 +140,8 @@ fn one_rank_no_op(comm: &Comm, op: &Op) -> bool {
 /// Runs `ops` (one communicator's calls of one group, in order).
 pub fn run_batch(comm: &Comm, ops: &[Op]) -> Result<(), ApiError> {
     comm.wait_ready()?;
+    // Rank 0's hang report reads this until the batch returns, however it returns.
+    let _in_call = comm.hang.begin(ops);
     if ops.iter().all(|op| one_rank_no_op(comm, op)) {
         return Ok(());
     }

@@ -8,7 +8,8 @@
 //! running it on topoplan's CPU runtime), [`gpu`] (device buffers on topoplan's CUDA backend,
 //! opt-in), [`forward`] (calls on the real NCCL), [`real`] (loading the real NCCL by path),
 //! [`premul`] (PreMulSum ops), [`cuda`] (the few driver queries), [`error`] (codes and
-//! `ncclGetLastError`), [`knobs`] (settings and the `TOPOPLAN_DEBUG` log).
+//! `ncclGetLastError`), [`knobs`] (settings and the `TOPOPLAN_DEBUG` log), [`hang`] (each
+//! rank's current call in shared memory, and rank 0's report of a hang).
 //! What runs where: `docs/nccl-library.md`.
 
 pub mod abi;
@@ -19,6 +20,7 @@ pub mod exec;
 pub mod forward;
 pub mod gpu;
 pub mod group;
+pub mod hang;
 pub mod knobs;
 pub mod op;
 pub mod premul;

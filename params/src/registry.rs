@@ -448,6 +448,13 @@ pub const DEBUG: Param = Param {
     scope: User,
     doc: "NCCL_DEBUG-style log of the NCCL-compatible library on stderr: INFO adds each communicator's plan and each call's path.",
 };
+pub const HANG_REPORT: Param = Param {
+    name: "TOPOPLAN_HANG_REPORT",
+    kind: Duration,
+    default: Value("30"),
+    scope: User,
+    doc: "How long a call of the NCCL-compatible library may wait before rank 0 prints a table of every rank's current call (stuck, behind, differing arguments); 0 turns it off.",
+};
 
 /// Every declared variable.
 pub static ALL: &[&Param] = &[
@@ -504,6 +511,7 @@ pub static ALL: &[&Param] = &[
     &NCCL_LIB,
     &NCCL_CUDA,
     &DEBUG,
+    &HANG_REPORT,
 ];
 
 /// Variables topoplan no longer reads, with what happens now: setting one gets a warning that

@@ -237,6 +237,7 @@ pub extern "C" fn ncclCommFinalize(comm: CommHandle) -> NcclResult {
 }
 
 fn teardown(c: Arc<Comm>, abort: bool) {
+    c.hang.close();
     if abort {
         c.abort();
     }
