@@ -4,8 +4,8 @@
 //! local GPUs (`--measure`), in any combination.
 
 use super::bench::{self, Priced};
+use super::common::{load_profile, load_topology};
 use super::error::{CliError, CliResult};
-use super::sim::{load_profile, load_topology};
 use planner::plan::Planner;
 use planner::schedule::CollectiveKind;
 use planner::topology::{load_str, LoadOptions, Topology};

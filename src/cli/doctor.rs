@@ -189,7 +189,7 @@ pub fn run(a: Args) -> CliResult {
 /// The topology: --topo, else the local GPUs as `detect` reads them (unless --no-detect).
 fn machine(a: &Args, summary: &mut Summary) -> Result<Option<cost::Machine>, CliError> {
     if let Some(p) = &a.topo {
-        let t = super::sim::load_topology(p, a.gpu_model.clone())?;
+        let t = super::common::load_topology(p, a.gpu_model.clone())?;
         let m = cost::Machine::new(p.display().to_string(), t).map_err(CliError::input)?;
         summary
             .inputs

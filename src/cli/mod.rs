@@ -1,5 +1,6 @@
 //! One module per subcommand. Each defines `Args` (clap) and `run(Args) -> CliResult`.
 
+pub mod common;
 pub mod error;
 pub mod launch;
 pub mod sizes;

@@ -1,6 +1,7 @@
 //! `topoplan plan`: channels and, per collective and size, the chosen algorithm, protocol,
 //! channel count and predicted time, in an nccl-tests style table.
 
+use super::common::collective;
 use super::error::{CliError, CliResult};
 use super::sizes::{parse_size, SizeArgs};
 use planner::bound::{Bound, Bounds};
@@ -72,26 +73,6 @@ pub struct Args {
     pub gpus: Option<String>,
 }
 
-/// `--gpus 0,2,5`: the listed GPUs of `t` as a communicator (exit 2 naming the flag on a bad
-/// list). Shared by plan, sim, verify and whatif.
-pub(crate) fn communicator(t: Topology, gpus: Option<&str>) -> Result<Topology, CliError> {
-    let Some(spec) = gpus else { return Ok(t) };
-    let list: Vec<u32> = spec
-        .split(',')
-        .map(str::trim)
-        .filter(|x| !x.is_empty())
-        .map(|x| {
-            x.parse::<u32>().map_err(|_| {
-                CliError::input(format!(
-                    "--gpus: \"{x}\" is not a GPU index (e.g. --gpus 0,2,5)"
-                ))
-            })
-        })
-        .collect::<Result<_, _>>()?;
-    t.subset(&list)
-        .map_err(|e| CliError::input(format!("--gpus {spec}: {e}")))
-}
-
 /// Parses NCCL_ALGO / NCCL_PROTO style lists for one collective: `[^]a,b` or
 /// `func:a,b;func2:c`. Returns the allowed names (`None`: no restriction for this collective).
 fn list_for<T: Clone + PartialEq>(
@@ -139,16 +120,6 @@ fn parse_proto(s: &str) -> Result<Protocol, String> {
     Protocol::parse(s.trim()).ok_or_else(|| format!("unknown protocol \"{s}\" (LL, LL128, Simple)"))
 }
 
-const ALL_ALGOS: [Algorithm; 7] = [
-    Algorithm::Ring,
-    Algorithm::Tree,
-    Algorithm::OneShot,
-    Algorithm::TwoShot,
-    Algorithm::CopyEnginePipeline,
-    Algorithm::Direct,
-    Algorithm::Hierarchical,
-];
-
 #[derive(Serialize)]
 struct Row {
     bytes: u64,
@@ -181,36 +152,19 @@ struct PlanJson<'a> {
     collectives: Vec<CollPlan>,
 }
 
-fn collective(kind: CollectiveKind, n: u32, root: u32) -> Collective {
-    Collective::as_nccl_tests(kind, n, root)
-}
-
 pub fn run(a: Args) -> CliResult {
     let t0 = Instant::now();
     let sizes = a.sizes.list()?;
-    let kinds: Vec<CollectiveKind> = if a.collective.is_empty() {
-        CollectiveKind::ALL.to_vec()
-    } else {
-        a.collective
-            .iter()
-            .map(|s| {
-                CollectiveKind::parse(s).ok_or_else(|| {
-                    CliError::input(format!(
-                        "unknown collective \"{s}\" (all-reduce, all-gather, reduce-scatter, broadcast, reduce, all-to-all, sendrecv)"
-                    ))
-                })
-            })
-            .collect::<Result<_, _>>()?
-    };
+    let kinds = parse_kinds(&a.collective)?;
     let opts = LoadOptions {
         gpu_model: a.gpu_model.clone(),
         ..Default::default()
     };
     let loaded = load_file(&a.file, &opts).map_err(CliError::input)?;
-    let t = &communicator(loaded.topology.clone(), a.gpus.as_deref())?;
+    let t = &super::common::communicator(loaded.topology.clone(), a.gpus.as_deref())?;
     let t_load = t0.elapsed();
     let t1 = Instant::now();
-    let given = super::sim::load_profile(a.profile.as_deref())?;
+    let given = super::common::load_profile(a.profile.as_deref())?;
     let planner = Planner::with_profile(t, given).map_err(CliError::input)?;
     let t_search = t1.elapsed();
     let n = planner.nranks();
@@ -222,110 +176,17 @@ pub fn run(a: Args) -> CliResult {
     }
     let tb = Instant::now();
     let bounds = Bounds::new(t);
-    let bound_of = |k: CollectiveKind| bounds.of(t, k, a.root).map_err(CliError::input);
     let t_bound = tb.elapsed();
-    let filter_for = |k: CollectiveKind| -> Result<Filter, CliError> {
-        let algorithms = match &a.algo {
-            Some(s) => list_for(s, k, &ALL_ALGOS, &Algorithm::parse).map_err(CliError::input)?,
-            None => None,
-        };
-        let protocols = match &a.proto {
-            Some(s) => list_for(s, k, &Protocol::ALL, &parse_proto).map_err(CliError::input)?,
-            None => None,
-        };
-        Ok(Filter {
-            algorithms,
-            protocols,
-        })
-    };
-
     let topo_text = describe(t, planner.channels());
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
-
     if let Some(size) = a.explain {
-        println!("# {}\n# Topology: {topo_text}", a.file.display());
-        for &k in &kinds {
-            let coll = collective(k, n, a.root);
-            let f = filter_for(k)?;
-            let c = planner.candidates_filtered(&coll, size, &f);
-            let b = bound_of(k)?;
-            println!(
-                "#\n# {} at {} bytes: {} candidate(s), fastest first (time = latency + size / (bandwidth x ramp))",
-                k.name(),
-                size,
-                c.len()
-            );
-            let every = Bounds::every_link(t)
-                .of(t, k, a.root)
-                .map_err(CliError::input)?;
-            print_bound_explained(b.as_ref(), every.as_ref());
-            println!(
-                "# {:>20} {:>6} {:>8} {:>11} {:>11} {:>15} {:>11} {:>7}",
-                "algorithm",
-                "proto",
-                "channels",
-                "time(us)",
-                "lat(us)",
-                "peak algbw",
-                "busbw",
-                "%bound"
-            );
-            for e in &c {
-                let algbw = size as f64 / 1000.0 / e.time_us;
-                let busbw = algbw * k.busbw_factor(n);
-                println!(
-                    "  {:>20} {:>6} {:>8} {:>11.2} {:>11.2} {:>15.1} {:>11.2} {:>7}",
-                    e.algorithm.name(),
-                    e.protocol.name(),
-                    e.channels,
-                    e.time_us,
-                    e.lat_us,
-                    e.peak_algbw_gbps,
-                    busbw,
-                    pct(busbw, b.as_ref())
-                );
-            }
-            if c.is_empty() {
-                println!("  (no candidate: --algo/--proto exclude them all)");
-            }
-        }
-        return Ok(());
+        return explain(&a, t, &bounds, &planner, &kinds, &topo_text, size);
     }
 
     let t2 = Instant::now();
-    let mut plans = Vec::new();
-    // Choices are the engine's where it prices them (`planner::plan::Pricer`), as `sim` runs them.
-    let cfg = super::sim::profile_config(planner.profile())?;
-    for &k in &kinds {
-        let coll = collective(k, n, a.root);
-        let f = filter_for(k)?;
-        let bound = bound_of(k)?;
-        let mut rows = Vec::new();
-        let cache = sim::price::Schedules::default();
-        let pricer = sim::price::EnginePricer::with_cache(t, &planner, &cfg, &cache);
-        for &b in &sizes {
-            let priced = planner.choose_priced(&coll, b, &f, &pricer);
-            let ch = priced.map(|p| p.choice).ok_or_else(|| {
-                CliError::input(format!(
-                    "--algo/--proto leave no algorithm for {} on this topology",
-                    k.name()
-                ))
-            })?;
-            rows.push(Row {
-                bytes: b,
-                algorithm: ch.algorithm.name(),
-                protocol: ch.protocol.name(),
-                channels: ch.channels,
-                time_us: ch.est_us,
-                algbw_gbps: ch.algbw_gbps,
-                busbw_gbps: ch.busbw_gbps,
-                pct_of_bound: bound.as_ref().map(|x| 100.0 * ch.busbw_gbps / x.busbw_gbps),
-            });
-        }
-        plans.push((coll, bound, rows));
-    }
+    let plans = tune(&a, t, &bounds, &planner, &kinds, &sizes)?;
     let t_tune = t2.elapsed();
 
     // Schedules are built for --json and --msccl-xml (and timed with --timing).
@@ -333,64 +194,11 @@ pub fn run(a: Args) -> CliResult {
     let mut coll_plans = Vec::new();
     let want_sched = a.json || a.msccl_xml.is_some() || a.timing;
     for (coll, bound, rows) in plans {
-        let mut schedules: Vec<Schedule> = Vec::new();
-        if want_sched {
-            // One schedule per distinct (algorithm, protocol), at the most channels chosen.
-            let mut seen: Vec<(String, &str, u32)> = Vec::new();
-            for r in &rows {
-                match seen
-                    .iter_mut()
-                    .find(|x| x.0 == r.algorithm && x.1 == r.protocol)
-                {
-                    Some(x) => x.2 = x.2.max(r.channels),
-                    None => seen.push((r.algorithm.clone(), r.protocol, r.channels)),
-                }
-            }
-            // The largest size's choice goes first (it is what --msccl-xml writes).
-            if let Some(last) = rows.last() {
-                if let Some(i) = seen
-                    .iter()
-                    .position(|x| x.0 == last.algorithm && x.1 == last.protocol)
-                {
-                    let x = seen.remove(i);
-                    seen.insert(0, x);
-                }
-            }
-            for (algo, proto, ch) in seen {
-                let algo = Algorithm::parse(&algo).map_err(CliError::failure)?;
-                let proto = parse_proto(proto).map_err(CliError::failure)?;
-                let nch = match algo {
-                    Algorithm::Ring | Algorithm::Tree | Algorithm::Hierarchical => Some(ch),
-                    _ => None,
-                };
-                let ts = Instant::now();
-                // Protocols of one (algorithm, channels) share the schedule's structure.
-                let built = schedules.iter().find(|s: &&Schedule| {
-                    s.algorithm == algo && nch.is_none_or(|c| c == s.channels / per_channel(&algo))
-                });
-                let s = match built {
-                    Some(b)
-                        if !matches!(algo, Algorithm::Direct | Algorithm::CopyEnginePipeline) =>
-                    {
-                        planner::schedule::build::with_protocol(b, proto)
-                    }
-                    _ => planner
-                        .schedule(&coll, &algo, proto, nch)
-                        .map_err(CliError::failure)?,
-                };
-                if a.timing {
-                    eprintln!(
-                        "timing: {} {} {} x{}: schedule ready in {:.1} ms",
-                        coll.kind.name(),
-                        algo.name(),
-                        proto.name(),
-                        s.channels,
-                        ms(ts.elapsed())
-                    );
-                }
-                schedules.push(s);
-            }
-        }
+        let schedules = if want_sched {
+            build_schedules(&a, &planner, &coll, &rows)?
+        } else {
+            Vec::new()
+        };
         coll_plans.push(CollPlan {
             busbw_factor: coll.kind.busbw_factor(n),
             bound,
@@ -402,21 +210,8 @@ pub fn run(a: Args) -> CliResult {
     let t_sched = t3.elapsed();
 
     if let Some(dir) = &a.msccl_xml {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| CliError::input(format!("cannot create {}: {e}", dir.display())))?;
-        for cp in &coll_plans {
-            if let Some(s) = cp.schedules.first() {
-                let name = format!("{}-{}", cp.collective.kind.name(), s.algorithm.name());
-                let xml = msccl::export(s, &name).map_err(CliError::failure)?;
-                let path = dir.join(format!("{}.xml", cp.collective.kind.name()));
-                std::fs::write(&path, xml).map_err(|e| {
-                    CliError::failure(format!("cannot write {}: {e}", path.display()))
-                })?;
-                eprintln!("wrote {}", path.display());
-            }
-        }
+        write_msccl(dir, &coll_plans)?;
     }
-
     if a.json {
         let j = PlanJson {
             file: a.file.display().to_string(),
@@ -443,6 +238,216 @@ pub fn run(a: Args) -> CliResult {
             ms(t_sched),
             ms(t0.elapsed())
         );
+    }
+    Ok(())
+}
+
+/// `-c`: the collectives named, or all of them.
+fn parse_kinds(names: &[String]) -> Result<Vec<CollectiveKind>, CliError> {
+    if names.is_empty() {
+        return Ok(CollectiveKind::ALL.to_vec());
+    }
+    names.iter().map(|s| super::common::parse_kind(s)).collect()
+}
+
+/// `--algo` / `--proto` for one collective.
+fn filter_for(a: &Args, k: CollectiveKind) -> Result<Filter, CliError> {
+    let algorithms = match &a.algo {
+        Some(s) => list_for(s, k, &Algorithm::ALL, &Algorithm::parse).map_err(CliError::input)?,
+        None => None,
+    };
+    let protocols = match &a.proto {
+        Some(s) => list_for(s, k, &Protocol::ALL, &parse_proto).map_err(CliError::input)?,
+        None => None,
+    };
+    Ok(Filter {
+        algorithms,
+        protocols,
+    })
+}
+
+/// `--explain SIZE`: every candidate of each collective, fastest first, against the bound.
+fn explain(
+    a: &Args,
+    t: &Topology,
+    bounds: &Bounds,
+    planner: &Planner,
+    kinds: &[CollectiveKind],
+    topo_text: &str,
+    size: u64,
+) -> CliResult {
+    let n = planner.nranks();
+    println!("# {}\n# Topology: {topo_text}", a.file.display());
+    for &k in kinds {
+        let coll = collective(k, n, a.root);
+        let f = filter_for(a, k)?;
+        let c = planner.candidates_filtered(&coll, size, &f);
+        let b = bounds.of(t, k, a.root).map_err(CliError::input)?;
+        println!(
+            "#\n# {} at {} bytes: {} candidate(s), fastest first (time = latency + size / (bandwidth x ramp))",
+            k.name(),
+            size,
+            c.len()
+        );
+        let every = Bounds::every_link(t)
+            .of(t, k, a.root)
+            .map_err(CliError::input)?;
+        print_bound_explained(b.as_ref(), every.as_ref());
+        println!(
+            "# {:>20} {:>6} {:>8} {:>11} {:>11} {:>15} {:>11} {:>7}",
+            "algorithm",
+            "proto",
+            "channels",
+            "time(us)",
+            "lat(us)",
+            "peak algbw",
+            "busbw",
+            "%bound"
+        );
+        for e in &c {
+            let algbw = size as f64 / 1000.0 / e.time_us;
+            let busbw = algbw * k.busbw_factor(n);
+            println!(
+                "  {:>20} {:>6} {:>8} {:>11.2} {:>11.2} {:>15.1} {:>11.2} {:>7}",
+                e.algorithm.name(),
+                e.protocol.name(),
+                e.channels,
+                e.time_us,
+                e.lat_us,
+                e.peak_algbw_gbps,
+                busbw,
+                pct(busbw, b.as_ref())
+            );
+        }
+        if c.is_empty() {
+            println!("  (no candidate: --algo/--proto exclude them all)");
+        }
+    }
+    Ok(())
+}
+
+/// A collective, its bound and the tuner's choice per size.
+type Tuned = (Collective, Option<Bound>, Vec<Row>);
+
+/// The tuner's choice of each collective at each size, with the collective's bound.
+fn tune(
+    a: &Args,
+    t: &Topology,
+    bounds: &Bounds,
+    planner: &Planner,
+    kinds: &[CollectiveKind],
+    sizes: &[u64],
+) -> Result<Vec<Tuned>, CliError> {
+    let mut plans = Vec::new();
+    // Choices are the engine's where it prices them (`planner::plan::Pricer`), as `sim` runs them.
+    let cfg = super::common::profile_config(planner.profile())?;
+    for &k in kinds {
+        let coll = collective(k, planner.nranks(), a.root);
+        let f = filter_for(a, k)?;
+        let bound = bounds.of(t, k, a.root).map_err(CliError::input)?;
+        let mut rows = Vec::new();
+        let cache = sim::price::Schedules::default();
+        let pricer = sim::price::EnginePricer::with_cache(t, planner, &cfg, &cache);
+        for &b in sizes {
+            let priced = planner.choose_priced(&coll, b, &f, &pricer);
+            let ch = priced.map(|p| p.choice).ok_or_else(|| {
+                CliError::input(format!(
+                    "--algo/--proto leave no algorithm for {} on this topology",
+                    k.name()
+                ))
+            })?;
+            rows.push(Row {
+                bytes: b,
+                algorithm: ch.algorithm.name(),
+                protocol: ch.protocol.name(),
+                channels: ch.channels,
+                time_us: ch.est_us,
+                algbw_gbps: ch.algbw_gbps,
+                busbw_gbps: ch.busbw_gbps,
+                pct_of_bound: bound.as_ref().map(|x| 100.0 * ch.busbw_gbps / x.busbw_gbps),
+            });
+        }
+        plans.push((coll, bound, rows));
+    }
+    Ok(plans)
+}
+
+/// One schedule per distinct (algorithm, protocol) chosen, at the most channels chosen; the
+/// largest size's choice first (it is what --msccl-xml writes).
+fn build_schedules(
+    a: &Args,
+    planner: &Planner,
+    coll: &Collective,
+    rows: &[Row],
+) -> Result<Vec<Schedule>, CliError> {
+    let mut seen: Vec<(String, &str, u32)> = Vec::new();
+    for r in rows {
+        match seen
+            .iter_mut()
+            .find(|x| x.0 == r.algorithm && x.1 == r.protocol)
+        {
+            Some(x) => x.2 = x.2.max(r.channels),
+            None => seen.push((r.algorithm.clone(), r.protocol, r.channels)),
+        }
+    }
+    if let Some(last) = rows.last() {
+        if let Some(i) = seen
+            .iter()
+            .position(|x| x.0 == last.algorithm && x.1 == last.protocol)
+        {
+            let x = seen.remove(i);
+            seen.insert(0, x);
+        }
+    }
+    let mut schedules: Vec<Schedule> = Vec::new();
+    for (algo, proto, ch) in seen {
+        let algo = Algorithm::parse(&algo).map_err(CliError::failure)?;
+        let proto = parse_proto(proto).map_err(CliError::failure)?;
+        let nch = match algo {
+            Algorithm::Ring | Algorithm::Tree | Algorithm::Hierarchical => Some(ch),
+            _ => None,
+        };
+        let ts = Instant::now();
+        // Protocols of one (algorithm, channels) share the schedule's structure.
+        let built = schedules.iter().find(|s: &&Schedule| {
+            s.algorithm == algo && nch.is_none_or(|c| c == s.channels / per_channel(&algo))
+        });
+        let s = match built {
+            Some(b) if !matches!(algo, Algorithm::Direct | Algorithm::CopyEnginePipeline) => {
+                planner::schedule::build::with_protocol(b, proto)
+            }
+            _ => planner
+                .schedule(coll, &algo, proto, nch)
+                .map_err(CliError::failure)?,
+        };
+        if a.timing {
+            eprintln!(
+                "timing: {} {} {} x{}: schedule ready in {:.1} ms",
+                coll.kind.name(),
+                algo.name(),
+                proto.name(),
+                s.channels,
+                ms(ts.elapsed())
+            );
+        }
+        schedules.push(s);
+    }
+    Ok(schedules)
+}
+
+/// `--msccl-xml DIR`: the first schedule of each collective as MSCCL-IR XML.
+fn write_msccl(dir: &std::path::Path, plans: &[CollPlan]) -> CliResult {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| CliError::input(format!("cannot create {}: {e}", dir.display())))?;
+    for cp in plans {
+        if let Some(s) = cp.schedules.first() {
+            let name = format!("{}-{}", cp.collective.kind.name(), s.algorithm.name());
+            let xml = msccl::export(s, &name).map_err(CliError::failure)?;
+            let path = dir.join(format!("{}.xml", cp.collective.kind.name()));
+            std::fs::write(&path, xml)
+                .map_err(|e| CliError::failure(format!("cannot write {}: {e}", path.display())))?;
+            eprintln!("wrote {}", path.display());
+        }
     }
     Ok(())
 }

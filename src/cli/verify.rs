@@ -1,8 +1,8 @@
 //! `topoplan verify`: proves schedules compute their collective without deadlock, double
 //! counting, races or slot overruns (symbolic execution, `sim::verify`).
 
+use super::common::{collective, load_topology};
 use super::error::{CliError, CliResult};
-use super::sim::{collective, load_topology};
 use planner::plan::Planner;
 use planner::schedule::{msccl, CollectiveKind, Schedule};
 use serde_json::Value;
@@ -85,7 +85,7 @@ fn schedules_of_json(text: &str, name: &str) -> Result<Option<Vec<Schedule>>, Cl
 /// sweep, plus every other buildable (algorithm, protocol).
 fn planned(a: &Args) -> Result<Vec<(String, Schedule)>, CliError> {
     let topo = load_topology(&a.file, a.gpu_model.clone())?;
-    let topo = super::plan::communicator(topo, a.gpus.as_deref())?;
+    let topo = super::common::communicator(topo, a.gpus.as_deref())?;
     let planner = Planner::new(&topo).map_err(CliError::input)?;
     let n = planner.nranks();
     let kinds: Vec<CollectiveKind> = if a.collective.is_empty() {
@@ -93,7 +93,7 @@ fn planned(a: &Args) -> Result<Vec<(String, Schedule)>, CliError> {
     } else {
         a.collective
             .iter()
-            .map(|s| super::sim::parse_kind(s))
+            .map(|s| super::common::parse_kind(s))
             .collect::<Result<_, _>>()?
     };
     let mut out = Vec::new();

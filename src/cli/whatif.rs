@@ -2,11 +2,11 @@
 //! or NVLink speeds, an oversubscribed fabric, a failed link or GPU), re-plans each, simulates the
 //! tuner's choice at every size, and compares the scenarios with the baseline.
 
-use super::error::{CliError, CliResult};
-use super::sim::{
+use super::common::{
     collective, filter, load_config, load_profile, parse_as, parse_kind, profile_config,
     simulate_nccl, simulate_size, As, Cache,
 };
+use super::error::{CliError, CliResult};
 use super::sizes::SweepArgs;
 use planner::plan::Planner;
 use planner::topology::{load_file, topology_of, LinkKind, LoadOptions, NodeKind, Topology};
@@ -293,7 +293,7 @@ pub fn run(a: Args) -> CliResult {
     }
     // The baseline must build: a bad file or flag is bad input, not a scenario result.
     let base = build(&a, &Change::Baseline).map_err(CliError::input)?;
-    drop(super::plan::communicator(base, a.gpus.as_deref())?);
+    drop(super::common::communicator(base, a.gpus.as_deref())?);
     if let Some(fab) = &a.fabric {
         if planner::topology::FabricChoice::parse(fab).is_none() {
             return Err(CliError::input(format!(
@@ -305,7 +305,7 @@ pub fn run(a: Args) -> CliResult {
     // Phase 1: topologies and planners, one per scenario.
     let plan_one = |c: &Change| -> Result<(Topology, Planner), String> {
         let t = build(&a, c)?;
-        let t = super::plan::communicator(t, a.gpus.as_deref()).map_err(|e| e.to_string())?;
+        let t = super::common::communicator(t, a.gpus.as_deref()).map_err(|e| e.to_string())?;
         let p = Planner::with_profile(&t, given.clone()).map_err(|e| e.to_string())?;
         Ok((t, p))
     };

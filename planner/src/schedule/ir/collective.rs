@@ -149,6 +149,17 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
+    /// Every algorithm the planner builds itself (not `Msccl`), in the order lists show them.
+    pub const ALL: [Algorithm; 7] = [
+        Algorithm::Ring,
+        Algorithm::Tree,
+        Algorithm::OneShot,
+        Algorithm::TwoShot,
+        Algorithm::CopyEnginePipeline,
+        Algorithm::Direct,
+        Algorithm::Hierarchical,
+    ];
+
     pub fn name(&self) -> String {
         match self {
             Algorithm::Msccl(n) => format!("msccl:{n}"),
@@ -219,15 +230,7 @@ mod algorithm_name_tests {
 
     #[test]
     fn every_spelling_parses_and_names_round_trip() {
-        for a in [
-            Algorithm::Ring,
-            Algorithm::Tree,
-            Algorithm::OneShot,
-            Algorithm::TwoShot,
-            Algorithm::CopyEnginePipeline,
-            Algorithm::Hierarchical,
-            Algorithm::Direct,
-        ] {
+        for a in Algorithm::ALL {
             assert_eq!(Algorithm::parse(&a.name()), Ok(a.clone()), "{}", a.name());
             assert_eq!(
                 Algorithm::parse(&a.name().to_uppercase().replace('-', "_")),
