@@ -3,6 +3,7 @@
 use super::components::{color_components, resolve};
 use super::{step_type, MscclError};
 use crate::schedule::ir::*;
+use roxmltree::Node;
 use std::collections::HashMap;
 
 struct Ctx<'a> {
@@ -11,7 +12,7 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    fn err(&self, node: roxmltree::Node, msg: String) -> MscclError {
+    fn err(&self, node: Node, msg: String) -> MscclError {
         let p = self.doc.text_pos_at(node.range().start);
         MscclError::At {
             file: self.file.to_string(),
@@ -20,7 +21,7 @@ impl Ctx<'_> {
             msg,
         }
     }
-    fn attr<'n>(&self, node: roxmltree::Node<'n, 'n>, name: &str) -> Result<&'n str, MscclError> {
+    fn attr<'n>(&self, node: Node<'n, 'n>, name: &str) -> Result<&'n str, MscclError> {
         node.attribute(name).ok_or_else(|| {
             self.err(
                 node,
@@ -28,11 +29,7 @@ impl Ctx<'_> {
             )
         })
     }
-    fn num<T: std::str::FromStr>(
-        &self,
-        node: roxmltree::Node,
-        name: &str,
-    ) -> Result<T, MscclError> {
+    fn num<T: std::str::FromStr>(&self, node: Node, name: &str) -> Result<T, MscclError> {
         let v = self.attr(node, name)?;
         v.trim().parse().map_err(|_| {
             self.err(
@@ -46,13 +43,26 @@ impl Ctx<'_> {
     }
     fn opt_num<T: std::str::FromStr>(
         &self,
-        node: roxmltree::Node,
+        node: Node,
         name: &str,
     ) -> Result<Option<T>, MscclError> {
         match node.attribute(name) {
             None => Ok(None),
             Some(_) => self.num(node, name).map(Some),
         }
+    }
+    /// Refuses a child element of `parent` that is not a `want`.
+    fn expect_tag(&self, node: Node, want: &str, parent: &str) -> Result<(), MscclError> {
+        if node.tag_name().name() == want {
+            return Ok(());
+        }
+        Err(self.err(
+            node,
+            format!(
+                "unexpected <{}> inside <{parent}>; expected <{want}>",
+                node.tag_name().name()
+            ),
+        ))
     }
 }
 
@@ -77,6 +87,31 @@ pub(super) struct Tb {
     pub(super) steps: Vec<Step>,
 }
 
+/// What `<algo>` says about the collective.
+struct Header {
+    n: u32,
+    coll: Collective,
+    proto: Protocol,
+    name: String,
+}
+
+/// How the files' chunk counts map onto IR blocks.
+struct Layout {
+    /// `o_chunks="0"`: the file computes in the input buffer.
+    in_place: bool,
+    chunks_per_block: u32,
+    scratch_blocks: u32,
+}
+
+/// The IR channel of every threadblock.
+struct Channels {
+    /// Every threadblock and real step carries `tp_chan`/`tp_op` (a file we exported).
+    lossless: bool,
+    /// Per rank, per threadblock.
+    of: Vec<Vec<u32>>,
+    count: u32,
+}
+
 /// Reads an MSCCL-IR XML document into a schedule (validated). `file` names it in errors.
 pub fn import(text: &str, file: &str) -> Result<Schedule, MscclError> {
     let doc = roxmltree::Document::parse(text).map_err(|e| {
@@ -99,6 +134,32 @@ pub fn import(text: &str, file: &str) -> Result<Schedule, MscclError> {
             ),
         ));
     }
+    let head = read_header(&cx, algo)?;
+    let n = head.n;
+    let g = read_gpus(&cx, algo, n)?;
+    let layout = read_layout(&cx, algo, &head.coll, n, &g)?;
+    let chans = ir_channels(&cx, algo, &g)?;
+    let mut s = schedule_header(&cx, algo, head, &layout, chans.count)?;
+    let input_chunks = s.collective.blocks(n).0 * layout.chunks_per_block;
+    for (r, (_, _, _, tbs)) in g.iter().enumerate() {
+        let mut programs = rank_channels(file, r, tbs, &chans, layout.in_place)?;
+        if layout.in_place {
+            prepend_input_copy(&mut programs, input_chunks);
+        }
+        s.ranks.push(RankProgram {
+            rank: r as u32,
+            channels: programs,
+        });
+    }
+    s.validate().map_err(|source| MscclError::Invalid {
+        file: file.into(),
+        source,
+    })?;
+    Ok(s)
+}
+
+/// `<algo>`'s rank count, collective (root, send peers) protocol and name.
+fn read_header(cx: &Ctx, algo: Node) -> Result<Header, MscclError> {
     let n: u32 = cx.num(algo, "ngpus")?;
     if n == 0 {
         return Err(cx.err(algo, "ngpus must be >= 1".into()));
@@ -128,18 +189,19 @@ pub fn import(text: &str, file: &str) -> Result<Schedule, MscclError> {
             })
             .collect::<Result<_, _>>()?;
     }
-    let (bi, bo) = coll.blocks(n);
+    Ok(Header {
+        n,
+        coll,
+        proto,
+        name,
+    })
+}
+
+/// Every `<gpu>` of `<algo>` in rank order; each rank below `n` appears exactly once.
+fn read_gpus(cx: &Ctx, algo: Node, n: u32) -> Result<Vec<Gpu>, MscclError> {
     let mut gpus: Vec<Option<Gpu>> = (0..n).map(|_| None).collect();
     for g in algo.children().filter(|c| c.is_element()) {
-        if g.tag_name().name() != "gpu" {
-            return Err(cx.err(
-                g,
-                format!(
-                    "unexpected <{}> inside <algo>; expected <gpu>",
-                    g.tag_name().name()
-                ),
-            ));
-        }
+        cx.expect_tag(g, "gpu", "algo")?;
         let id: u32 = cx.num(g, "id")?;
         if id >= n {
             return Err(cx.err(g, format!("gpu id {id} is not below ngpus {n}")));
@@ -147,145 +209,178 @@ pub fn import(text: &str, file: &str) -> Result<Schedule, MscclError> {
         if gpus[id as usize].is_some() {
             return Err(cx.err(g, format!("gpu id {id} appears twice")));
         }
-        let ic: u32 = cx.num(g, "i_chunks")?;
-        let oc: u32 = cx.num(g, "o_chunks")?;
-        let sc: u32 = cx.opt_num(g, "s_chunks")?.unwrap_or(0);
-        let mut tbs = Vec::new();
-        let mut ids = HashMap::new();
-        for t in g.children().filter(|c| c.is_element()) {
-            if t.tag_name().name() != "tb" {
-                return Err(cx.err(
-                    t,
-                    format!(
-                        "unexpected <{}> inside <gpu>; expected <tb>",
-                        t.tag_name().name()
-                    ),
-                ));
-            }
-            let tid: i64 = cx.num(t, "id")?;
-            if ids.insert(tid, tbs.len()).is_some() {
-                return Err(cx.err(t, format!("tb id {tid} appears twice in gpu {id}")));
-            }
-            let peer = |a: &str| -> Result<Option<u32>, MscclError> {
-                let v: i64 = cx.num(t, a)?;
-                match v {
-                    -1 => Ok(None),
-                    v if v >= 0 && (v as u32) < n && v as u32 != id => Ok(Some(v as u32)),
-                    v => Err(cx.err(
-                        t,
-                        format!("tb {a}=\"{v}\" is not another rank below {n} (or -1)"),
-                    )),
-                }
-            };
-            let mut tb = Tb {
-                send: peer("send")?,
-                recv: peer("recv")?,
-                chan: cx.opt_num(t, "chan")?.unwrap_or(0),
-                tp_chan: cx.opt_num(t, "tp_chan")?,
-                steps: Vec::new(),
-            };
-            for st in t.children().filter(|c| c.is_element()) {
-                if st.tag_name().name() != "step" {
-                    return Err(cx.err(
-                        st,
-                        format!(
-                            "unexpected <{}> inside <tb>; expected <step>",
-                            st.tag_name().name()
-                        ),
-                    ));
-                }
-                let s_idx: usize = cx.num(st, "s")?;
-                if s_idx != tb.steps.len() {
-                    return Err(cx.err(
-                        st,
-                        format!(
-                            "step s=\"{s_idx}\" is out of order (expected {})",
-                            tb.steps.len()
-                        ),
-                    ));
-                }
-                let ty = cx.attr(st, "type")?;
-                let kind = match ty {
-                    "s" => Some(OpKind::Send),
-                    "r" => Some(OpKind::Recv),
-                    "rcs" => Some(OpKind::RecvCopySend),
-                    "rrs" => Some(OpKind::RecvReduceSend),
-                    "rrc" => Some(OpKind::RecvReduceCopy),
-                    "rrcs" => Some(OpKind::RecvReduceCopySend),
-                    "cpy" => Some(OpKind::Copy),
-                    "re" => Some(OpKind::Reduce),
-                    "nop" => None,
-                    other => return Err(cx.err(st, format!("unknown step type \"{other}\" (s, r, rcs, rrs, rrc, rrcs, cpy, re, nop)"))),
-                };
-                let buf = |a: &str| -> Result<BufferKind, MscclError> {
-                    match cx.attr(st, a)? {
-                        "i" => Ok(BufferKind::Input),
-                        "o" => Ok(BufferKind::Output),
-                        "s" => Ok(BufferKind::Scratch),
-                        v => Err(cx.err(st, format!("{a}=\"{v}\" is not a buffer (i, o, s)"))),
-                    }
-                };
-                let cnt: u32 = cx.opt_num(st, "cnt")?.unwrap_or(1);
-                let depid: i64 = cx.opt_num(st, "depid")?.unwrap_or(-1);
-                let deps: i64 = cx.opt_num(st, "deps")?.unwrap_or(-1);
-                let dep = if depid >= 0 && deps >= 0 {
-                    Some((depid as usize, deps as usize))
-                } else {
-                    None
-                };
-                let transport = match st.attribute("tp_transport") {
-                    None => None,
-                    Some(v) => Some(
-                        serde_json::from_value(serde_json::Value::String(v.into()))
-                            .map_err(|_| cx.err(st, format!("unknown tp_transport \"{v}\"")))?,
-                    ),
-                };
-                tb.steps.push(Step {
-                    kind,
-                    src: ChunkRef::new(buf("srcbuf")?, cx.num(st, "srcoff")?, cnt),
-                    dst: ChunkRef::new(buf("dstbuf")?, cx.num(st, "dstoff")?, cnt),
-                    dep,
-                    tp_op: cx.opt_num(st, "tp_op")?,
-                    transport,
-                });
-            }
-            tbs.push(tb);
-        }
-        // Dependencies name tb ids; store them as indices.
-        for tb in &mut tbs {
-            for s in &mut tb.steps {
-                if let Some((t, k)) = s.dep {
-                    let Some(&ti) = ids.get(&(t as i64)) else {
-                        return Err(cx.err(
-                            g,
-                            format!("gpu {id}: a step depends on tb {t}, which does not exist"),
-                        ));
-                    };
-                    s.dep = Some((ti, k));
-                }
-            }
-        }
-        for tb in &tbs {
-            for s in &tb.steps {
-                if let Some((t, k)) = s.dep {
-                    if k >= tbs[t].steps.len() {
-                        return Err(cx.err(
-                            g,
-                            format!(
-                                "gpu {id}: a step depends on step {k} of a tb with {} steps",
-                                tbs[t].steps.len()
-                            ),
-                        ));
-                    }
-                }
-            }
-        }
-        gpus[id as usize] = Some((ic, oc, sc, tbs));
+        gpus[id as usize] = Some(read_gpu(cx, g, id, n)?);
     }
-    let mut g = Vec::with_capacity(n as usize);
+    let mut out = Vec::with_capacity(n as usize);
     for (i, x) in gpus.into_iter().enumerate() {
-        g.push(x.ok_or_else(|| cx.err(algo, format!("gpu {i} is missing (ngpus is {n})")))?);
+        out.push(x.ok_or_else(|| cx.err(algo, format!("gpu {i} is missing (ngpus is {n})")))?);
     }
+    Ok(out)
+}
+
+/// One `<gpu>` (rank `id`): its chunk counts and threadblocks, dependencies as indices.
+fn read_gpu(cx: &Ctx, g: Node, id: u32, n: u32) -> Result<Gpu, MscclError> {
+    let ic: u32 = cx.num(g, "i_chunks")?;
+    let oc: u32 = cx.num(g, "o_chunks")?;
+    let sc: u32 = cx.opt_num(g, "s_chunks")?.unwrap_or(0);
+    let mut tbs = Vec::new();
+    let mut ids = HashMap::new();
+    for t in g.children().filter(|c| c.is_element()) {
+        cx.expect_tag(t, "tb", "gpu")?;
+        let tid: i64 = cx.num(t, "id")?;
+        if ids.insert(tid, tbs.len()).is_some() {
+            return Err(cx.err(t, format!("tb id {tid} appears twice in gpu {id}")));
+        }
+        tbs.push(read_tb(cx, t, id, n)?);
+    }
+    link_deps(cx, g, id, &mut tbs, &ids)?;
+    Ok((ic, oc, sc, tbs))
+}
+
+/// One `<tb>` of rank `id` and its steps, which must come in order.
+fn read_tb(cx: &Ctx, t: Node, id: u32, n: u32) -> Result<Tb, MscclError> {
+    let peer = |a: &str| -> Result<Option<u32>, MscclError> {
+        let v: i64 = cx.num(t, a)?;
+        match v {
+            -1 => Ok(None),
+            v if v >= 0 && (v as u32) < n && v as u32 != id => Ok(Some(v as u32)),
+            v => Err(cx.err(
+                t,
+                format!("tb {a}=\"{v}\" is not another rank below {n} (or -1)"),
+            )),
+        }
+    };
+    let mut tb = Tb {
+        send: peer("send")?,
+        recv: peer("recv")?,
+        chan: cx.opt_num(t, "chan")?.unwrap_or(0),
+        tp_chan: cx.opt_num(t, "tp_chan")?,
+        steps: Vec::new(),
+    };
+    for st in t.children().filter(|c| c.is_element()) {
+        cx.expect_tag(st, "step", "tb")?;
+        let s_idx: usize = cx.num(st, "s")?;
+        if s_idx != tb.steps.len() {
+            return Err(cx.err(
+                st,
+                format!(
+                    "step s=\"{s_idx}\" is out of order (expected {})",
+                    tb.steps.len()
+                ),
+            ));
+        }
+        tb.steps.push(read_step(cx, st)?);
+    }
+    Ok(tb)
+}
+
+/// One `<step>`; its dependency still names a tb id.
+fn read_step(cx: &Ctx, st: Node) -> Result<Step, MscclError> {
+    let kind = step_kind(cx, st)?;
+    let buf = |a: &str| -> Result<BufferKind, MscclError> {
+        match cx.attr(st, a)? {
+            "i" => Ok(BufferKind::Input),
+            "o" => Ok(BufferKind::Output),
+            "s" => Ok(BufferKind::Scratch),
+            v => Err(cx.err(st, format!("{a}=\"{v}\" is not a buffer (i, o, s)"))),
+        }
+    };
+    let cnt: u32 = cx.opt_num(st, "cnt")?.unwrap_or(1);
+    let depid: i64 = cx.opt_num(st, "depid")?.unwrap_or(-1);
+    let deps: i64 = cx.opt_num(st, "deps")?.unwrap_or(-1);
+    let dep = if depid >= 0 && deps >= 0 {
+        Some((depid as usize, deps as usize))
+    } else {
+        None
+    };
+    let transport = match st.attribute("tp_transport") {
+        None => None,
+        Some(v) => Some(
+            serde_json::from_value(serde_json::Value::String(v.into()))
+                .map_err(|_| cx.err(st, format!("unknown tp_transport \"{v}\"")))?,
+        ),
+    };
+    Ok(Step {
+        kind,
+        src: ChunkRef::new(buf("srcbuf")?, cx.num(st, "srcoff")?, cnt),
+        dst: ChunkRef::new(buf("dstbuf")?, cx.num(st, "dstoff")?, cnt),
+        dep,
+        tp_op: cx.opt_num(st, "tp_op")?,
+        transport,
+    })
+}
+
+/// A step's `type`: an op kind, or `None` for a nop.
+fn step_kind(cx: &Ctx, st: Node) -> Result<Option<OpKind>, MscclError> {
+    Ok(match cx.attr(st, "type")? {
+        "s" => Some(OpKind::Send),
+        "r" => Some(OpKind::Recv),
+        "rcs" => Some(OpKind::RecvCopySend),
+        "rrs" => Some(OpKind::RecvReduceSend),
+        "rrc" => Some(OpKind::RecvReduceCopy),
+        "rrcs" => Some(OpKind::RecvReduceCopySend),
+        "cpy" => Some(OpKind::Copy),
+        "re" => Some(OpKind::Reduce),
+        "nop" => None,
+        other => {
+            return Err(cx.err(
+                st,
+                format!("unknown step type \"{other}\" (s, r, rcs, rrs, rrc, rrcs, cpy, re, nop)"),
+            ))
+        }
+    })
+}
+
+/// Dependencies name tb ids; store them as indices into `tbs`, and check the steps exist.
+fn link_deps(
+    cx: &Ctx,
+    g: Node,
+    id: u32,
+    tbs: &mut [Tb],
+    ids: &HashMap<i64, usize>,
+) -> Result<(), MscclError> {
+    for tb in tbs.iter_mut() {
+        for s in &mut tb.steps {
+            if let Some((t, k)) = s.dep {
+                let Some(&ti) = ids.get(&(t as i64)) else {
+                    return Err(cx.err(
+                        g,
+                        format!("gpu {id}: a step depends on tb {t}, which does not exist"),
+                    ));
+                };
+                s.dep = Some((ti, k));
+            }
+        }
+    }
+    for tb in tbs.iter() {
+        for s in &tb.steps {
+            if let Some((t, k)) = s.dep {
+                if k >= tbs[t].steps.len() {
+                    return Err(cx.err(
+                        g,
+                        format!(
+                            "gpu {id}: a step depends on step {k} of a tb with {} steps",
+                            tbs[t].steps.len()
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Chunks per block and scratch blocks, from the `tp_*` attributes or the chunk counts, which
+/// every `<gpu>` must share.
+fn read_layout(
+    cx: &Ctx,
+    algo: Node,
+    coll: &Collective,
+    n: u32,
+    g: &[Gpu],
+) -> Result<Layout, MscclError> {
+    let kind = coll.kind;
+    let (bi, bo) = coll.blocks(n);
     let (ic, oc, sc) = (g[0].0, g[0].1, g[0].2);
     if g.iter().any(|x| (x.0, x.1, x.2) != (ic, oc, sc)) {
         return Err(cx.err(
@@ -319,6 +414,15 @@ pub fn import(text: &str, file: &str) -> Result<Schedule, MscclError> {
         Some(s) => s,
         None => sc.div_ceil(cpb.max(1)),
     };
+    Ok(Layout {
+        in_place,
+        chunks_per_block: cpb,
+        scratch_blocks,
+    })
+}
+
+/// Our own exports keep their channels (`tp_chan`); foreign files get connected components.
+fn ir_channels(cx: &Ctx, algo: Node, g: &[Gpu]) -> Result<Channels, MscclError> {
     let lossless = g.iter().all(|x| {
         x.3.iter().all(|tb| {
             tb.tp_chan.is_some()
@@ -328,15 +432,14 @@ pub fn import(text: &str, file: &str) -> Result<Schedule, MscclError> {
                     .all(|s| s.kind.is_none() || s.tp_op.is_some())
         })
     });
-    // IR channel of every tb.
-    let chan_of: Vec<Vec<u32>> = if lossless {
+    let of: Vec<Vec<u32>> = if lossless {
         g.iter()
             .map(|x| x.3.iter().map(|tb| tb.tp_chan.unwrap()).collect())
             .collect()
     } else {
         color_components(&g.iter().map(|x| &x.3).collect::<Vec<_>>())
     };
-    let nch = chan_of
+    let count = of
         .iter()
         .flatten()
         .map(|c| c + 1)
@@ -347,182 +450,246 @@ pub fn import(text: &str, file: &str) -> Result<Schedule, MscclError> {
         } else {
             1
         });
-    let mut s = Schedule {
+    Ok(Channels {
+        lossless,
+        of,
+        count,
+    })
+}
+
+/// The schedule's fields but its rank programs.
+fn schedule_header(
+    cx: &Ctx,
+    algo: Node,
+    head: Header,
+    layout: &Layout,
+    channels: u32,
+) -> Result<Schedule, MscclError> {
+    let name = head.name;
+    Ok(Schedule {
         version: cx
             .opt_num(algo, "tp_version")?
             .unwrap_or(SCHEDULE_IR_VERSION),
-        collective: coll,
+        collective: head.coll,
         algorithm: match algo.attribute("tp_algorithm") {
             Some(a) => serde_json::from_value(serde_json::Value::String(a.into()))
-                .unwrap_or(Algorithm::Msccl(name.clone())),
-            None => Algorithm::Msccl(name.clone()),
+                .unwrap_or(Algorithm::Msccl(name)),
+            None => Algorithm::Msccl(name),
         },
-        protocol: proto,
-        nranks: n,
-        channels: nch,
-        chunks_per_block: cpb,
-        scratch_blocks,
+        protocol: head.proto,
+        nranks: head.n,
+        channels,
+        chunks_per_block: layout.chunks_per_block,
+        scratch_blocks: layout.scratch_blocks,
         slots: cx.opt_num(algo, "tp_slots")?.unwrap_or(8),
         loop_elems: cx.opt_num(algo, "tp_loop_elems")?,
         orders: Vec::new(),
-        ranks: Vec::with_capacity(n as usize),
+        ranks: Vec::with_capacity(head.n as usize),
+    })
+}
+
+/// Rank `r`'s channel programs from its threadblocks.
+fn rank_channels(
+    file: &str,
+    r: usize,
+    tbs: &[Tb],
+    chans: &Channels,
+    in_place: bool,
+) -> Result<Vec<ChannelProgram>, MscclError> {
+    let (pos, placed) = place_steps(tbs, &chans.of[r], chans.lossless, chans.count);
+    let rank = RankSteps {
+        file,
+        r,
+        tbs,
+        pos,
+        lossless: chans.lossless,
     };
-    for (r, (_, _, _, tbs)) in g.iter().enumerate() {
-        // Place every real step: (IR channel, index). Foreign files: threadblocks sharing an IR
-        // channel (rare: a message chain revisiting a rank) interleave step by step.
-        let mut pos: Vec<Vec<Option<(u32, u32)>>> =
-            tbs.iter().map(|tb| vec![None; tb.steps.len()]).collect();
-        let mut placed: Vec<(u32, u32, usize, usize)> = Vec::new(); // (chan, idx, tb, step)
-        if lossless {
-            for (t, tb) in tbs.iter().enumerate() {
-                for (k, st) in tb.steps.iter().enumerate() {
-                    if st.kind.is_some() {
-                        let at = (chan_of[r][t], st.tp_op.unwrap());
-                        pos[t][k] = Some(at);
-                        placed.push((at.0, at.1, t, k));
-                    }
-                }
-            }
-        } else {
-            let mut keyed: Vec<(u32, usize, usize)> = Vec::new(); // (chan, step, tb)
-            for (t, tb) in tbs.iter().enumerate() {
-                for (k, st) in tb.steps.iter().enumerate() {
-                    if st.kind.is_some() {
-                        keyed.push((chan_of[r][t], k, t));
-                    }
-                }
-            }
-            keyed.sort_unstable();
-            let mut counts = vec![0u32; nch as usize];
-            for (c, k, t) in keyed {
-                let idx = counts[c as usize];
-                counts[c as usize] += 1;
-                pos[t][k] = Some((c, idx));
-                placed.push((c, idx, t, k));
-            }
+    let mut slots: Vec<Vec<Option<Op>>> = vec![Vec::new(); chans.count as usize];
+    for &(c, idx, t, k) in &placed {
+        let op = rank.op(c, idx, t, k, in_place)?;
+        let ch = &mut slots[c as usize];
+        if ch.len() <= idx as usize {
+            ch.resize(idx as usize + 1, None);
         }
-        let mut chans: Vec<Vec<Option<Op>>> = vec![Vec::new(); nch as usize];
-        for &(c, idx, t, k) in &placed {
-            let tb = &tbs[t];
-            let st = &tb.steps[k];
-            let kind = st.kind.unwrap();
-            let mut op = Op {
-                src: kind.needs_src().then_some(st.src),
-                dst: kind.needs_dst().then_some(st.dst),
-                send_to: if kind.sends() { tb.send } else { None },
-                recv_from: if kind.receives() { tb.recv } else { None },
-                transport: st.transport.unwrap_or(Transport::P2pStore),
-                ..Op::base(kind)
-            };
-            if kind.sends() && tb.send.is_none() || kind.receives() && tb.recv.is_none() {
-                return Err(MscclError::At {
-                    file: file.into(),
-                    line: 0,
-                    col: 0,
-                    msg: format!(
-                        "gpu {r} tb {t} step {k}: a {} step in a tb without a {} peer",
-                        step_type(kind),
-                        if kind.sends() && tb.send.is_none() {
-                            "send"
-                        } else {
-                            "recv"
-                        }
-                    ),
-                });
-            }
-            // Waits: this step's own and those of the nops right before it.
-            let mut waits = Vec::new();
-            let mut j = k;
-            loop {
-                if let Some(d) = tb.steps[j].dep {
-                    waits.push(d);
-                }
-                if j == 0 || tb.steps[j - 1].kind.is_some() {
-                    break;
-                }
-                j -= 1;
-            }
-            for w in waits {
-                for (dc, di) in resolve(tbs, &pos, w, 0) {
-                    if dc == c {
-                        if di >= idx && !lossless {
-                            return Err(MscclError::At { file: file.into(), line: 0, col: 0, msg: format!("gpu {r} tb {t} step {k} waits for a later step of its own channel") });
-                        }
-                        continue; // program order already implies it
-                    }
-                    let d = OpRef {
-                        channel: dc,
-                        index: di,
-                    };
-                    if !op.deps.contains(&d) {
-                        op.deps.push(d);
-                    }
-                }
-            }
-            op.deps.sort();
-            if in_place {
-                for b in [&mut op.src, &mut op.dst].into_iter().flatten() {
-                    if b.buffer == BufferKind::Input {
-                        b.buffer = BufferKind::Output;
-                    }
-                }
-            }
-            let ch = &mut chans[c as usize];
-            if ch.len() <= idx as usize {
-                ch.resize(idx as usize + 1, None);
-            }
-            ch[idx as usize] = Some(op);
-        }
-        let mut programs = Vec::with_capacity(nch as usize);
-        for (c, ch) in chans.into_iter().enumerate() {
-            let mut ops = Vec::with_capacity(ch.len());
-            for (i, o) in ch.into_iter().enumerate() {
-                ops.push(o.ok_or_else(|| MscclError::At {
-                    file: file.into(),
-                    line: 0,
-                    col: 0,
-                    msg: format!("gpu {r}: channel {c} has no step with tp_op=\"{i}\""),
-                })?);
-            }
-            programs.push(ChannelProgram { ops });
-        }
-        if in_place {
-            // In place: the data starts in the output; copy it there first, everything waits.
-            let total = s.collective.blocks(n).0 * cpb;
-            let copy = Op::copy(
-                ChunkRef::new(BufferKind::Input, 0, total),
-                ChunkRef::new(BufferKind::Output, 0, total),
-            );
-            for (c, p) in programs.iter_mut().enumerate() {
-                for op in &mut p.ops {
-                    for d in &mut op.deps {
-                        if d.channel == 0 {
-                            d.index += 1;
-                        }
-                    }
-                }
-                if c > 0 {
-                    if let Some(first) = p.ops.first_mut() {
-                        first.deps.insert(
-                            0,
-                            OpRef {
-                                channel: 0,
-                                index: 0,
-                            },
-                        );
-                    }
-                }
-            }
-            programs[0].ops.insert(0, copy);
-        }
-        s.ranks.push(RankProgram {
-            rank: r as u32,
-            channels: programs,
-        });
+        ch[idx as usize] = Some(op);
     }
-    s.validate().map_err(|source| MscclError::Invalid {
-        file: file.into(),
-        source,
-    })?;
-    Ok(s)
+    let mut programs = Vec::with_capacity(slots.len());
+    for (c, ch) in slots.into_iter().enumerate() {
+        let mut ops = Vec::with_capacity(ch.len());
+        for (i, o) in ch.into_iter().enumerate() {
+            ops.push(o.ok_or_else(|| {
+                rank.err(format!(
+                    "gpu {r}: channel {c} has no step with tp_op=\"{i}\""
+                ))
+            })?);
+        }
+        programs.push(ChannelProgram { ops });
+    }
+    Ok(programs)
+}
+
+/// The (IR channel, index) of every step of every tb; `None` for nops.
+type Positions = Vec<Vec<Option<(u32, u32)>>>;
+
+/// Places every real step: its position, and the list of (channel, index, tb, step). Foreign
+/// files: threadblocks sharing an IR channel (rare: a message chain revisiting a rank) interleave
+/// step by step.
+fn place_steps(
+    tbs: &[Tb],
+    chan_of: &[u32],
+    lossless: bool,
+    nch: u32,
+) -> (Positions, Vec<(u32, u32, usize, usize)>) {
+    let mut pos: Positions = tbs.iter().map(|tb| vec![None; tb.steps.len()]).collect();
+    let mut placed: Vec<(u32, u32, usize, usize)> = Vec::new(); // (chan, idx, tb, step)
+    if lossless {
+        for (t, tb) in tbs.iter().enumerate() {
+            for (k, st) in tb.steps.iter().enumerate() {
+                if st.kind.is_some() {
+                    let at = (chan_of[t], st.tp_op.unwrap());
+                    pos[t][k] = Some(at);
+                    placed.push((at.0, at.1, t, k));
+                }
+            }
+        }
+    } else {
+        let mut keyed: Vec<(u32, usize, usize)> = Vec::new(); // (chan, step, tb)
+        for (t, tb) in tbs.iter().enumerate() {
+            for (k, st) in tb.steps.iter().enumerate() {
+                if st.kind.is_some() {
+                    keyed.push((chan_of[t], k, t));
+                }
+            }
+        }
+        keyed.sort_unstable();
+        let mut counts = vec![0u32; nch as usize];
+        for (c, k, t) in keyed {
+            let idx = counts[c as usize];
+            counts[c as usize] += 1;
+            pos[t][k] = Some((c, idx));
+            placed.push((c, idx, t, k));
+        }
+    }
+    (pos, placed)
+}
+
+/// One rank's threadblocks with every real step placed on an IR channel.
+struct RankSteps<'a> {
+    file: &'a str,
+    r: usize,
+    tbs: &'a [Tb],
+    pos: Positions,
+    lossless: bool,
+}
+
+impl RankSteps<'_> {
+    /// Errors found after parsing have no position in the file.
+    fn err(&self, msg: String) -> MscclError {
+        MscclError::At {
+            file: self.file.into(),
+            line: 0,
+            col: 0,
+            msg,
+        }
+    }
+
+    /// The op of step `k` of tb `t`, placed at index `idx` of channel `c`.
+    fn op(&self, c: u32, idx: u32, t: usize, k: usize, in_place: bool) -> Result<Op, MscclError> {
+        let r = self.r;
+        let tb = &self.tbs[t];
+        let st = &tb.steps[k];
+        let kind = st.kind.unwrap();
+        let mut op = Op {
+            src: kind.needs_src().then_some(st.src),
+            dst: kind.needs_dst().then_some(st.dst),
+            send_to: if kind.sends() { tb.send } else { None },
+            recv_from: if kind.receives() { tb.recv } else { None },
+            transport: st.transport.unwrap_or(Transport::P2pStore),
+            ..Op::base(kind)
+        };
+        if kind.sends() && tb.send.is_none() || kind.receives() && tb.recv.is_none() {
+            return Err(self.err(format!(
+                "gpu {r} tb {t} step {k}: a {} step in a tb without a {} peer",
+                step_type(kind),
+                if kind.sends() && tb.send.is_none() {
+                    "send"
+                } else {
+                    "recv"
+                }
+            )));
+        }
+        for w in step_waits(tb, k) {
+            for (dc, di) in resolve(self.tbs, &self.pos, w, 0) {
+                if dc == c {
+                    if di >= idx && !self.lossless {
+                        return Err(self.err(format!(
+                            "gpu {r} tb {t} step {k} waits for a later step of its own channel"
+                        )));
+                    }
+                    continue; // program order already implies it
+                }
+                let d = OpRef {
+                    channel: dc,
+                    index: di,
+                };
+                if !op.deps.contains(&d) {
+                    op.deps.push(d);
+                }
+            }
+        }
+        op.deps.sort();
+        if in_place {
+            for b in [&mut op.src, &mut op.dst].into_iter().flatten() {
+                if b.buffer == BufferKind::Input {
+                    b.buffer = BufferKind::Output;
+                }
+            }
+        }
+        Ok(op)
+    }
+}
+
+/// The waits of step `k`: its own and those of the nops right before it.
+fn step_waits(tb: &Tb, k: usize) -> Vec<(usize, usize)> {
+    let mut waits = Vec::new();
+    let mut j = k;
+    loop {
+        if let Some(d) = tb.steps[j].dep {
+            waits.push(d);
+        }
+        if j == 0 || tb.steps[j - 1].kind.is_some() {
+            break;
+        }
+        j -= 1;
+    }
+    waits
+}
+
+/// In place the data starts in the output: copy the input there first, and everything waits.
+fn prepend_input_copy(programs: &mut [ChannelProgram], total: u32) {
+    let copy = Op::copy(
+        ChunkRef::new(BufferKind::Input, 0, total),
+        ChunkRef::new(BufferKind::Output, 0, total),
+    );
+    for (c, p) in programs.iter_mut().enumerate() {
+        for op in &mut p.ops {
+            for d in &mut op.deps {
+                if d.channel == 0 {
+                    d.index += 1;
+                }
+            }
+        }
+        if c > 0 {
+            if let Some(first) = p.ops.first_mut() {
+                first.deps.insert(
+                    0,
+                    OpRef {
+                        channel: 0,
+                        index: 0,
+                    },
+                );
+            }
+        }
+    }
+    programs[0].ops.insert(0, copy);
 }

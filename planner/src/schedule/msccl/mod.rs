@@ -86,6 +86,23 @@ fn transport_name(t: Transport) -> String {
 
 /// Writes `s` as one MSCCL-IR XML document named `name`.
 pub fn export(s: &Schedule, name: &str) -> Result<String, MscclError> {
+    check_exportable(s)?;
+    let e = s.expanded();
+    let counts = (
+        e.buffer_chunks(BufferKind::Input),
+        e.buffer_chunks(BufferKind::Output),
+        e.buffer_chunks(BufferKind::Scratch),
+    );
+    let mut x = algo_open_tag(&e, name, counts);
+    for rp in &e.ranks {
+        write_gpu(&mut x, rp, counts);
+    }
+    x.push_str("</algo>\n");
+    Ok(x)
+}
+
+/// Refuses invalid schedules and ones too large once their repeats are written out.
+fn check_exportable(s: &Schedule) -> Result<(), MscclError> {
     s.validate()
         .map_err(|e| MscclError::Export(format!("refusing to export an invalid schedule: {e}")))?;
     let steps: u64 = s
@@ -100,21 +117,20 @@ pub fn export(s: &Schedule, name: &str) -> Result<String, MscclError> {
             "the schedule has {steps} steps once repeats are written out; MSCCL-IR has no repeat, so files above {MAX_EXPORT_STEPS} steps are refused (MSCCL's runtime itself runs at most 256 steps per threadblock)"
         )));
     }
-    let e = s.expanded();
-    let n = e.nranks;
-    let (ic, oc, sc) = (
-        e.buffer_chunks(BufferKind::Input),
-        e.buffer_chunks(BufferKind::Output),
-        e.buffer_chunks(BufferKind::Scratch),
-    );
+    Ok(())
+}
+
+/// The `<algo ...>` line of expanded schedule `e`, with the `tp_*` attributes MSCCL ignores.
+fn algo_open_tag(e: &Schedule, name: &str, (ic, oc, _): (u32, u32, u32)) -> String {
     let mut x = String::new();
     let _ = write!(
         x,
-        "<algo name=\"{}\" proto=\"{}\" nchannels=\"{}\" nchunksperloop=\"{}\" ngpus=\"{n}\" coll=\"{}\" inplace=\"0\" outofplace=\"1\" minBytes=\"0\" maxBytes=\"0\" tp_version=\"{}\" tp_algorithm=\"{}\" tp_chunks_per_block=\"{}\" tp_scratch_blocks=\"{}\" tp_slots=\"{}\"",
+        "<algo name=\"{}\" proto=\"{}\" nchannels=\"{}\" nchunksperloop=\"{}\" ngpus=\"{}\" coll=\"{}\" inplace=\"0\" outofplace=\"1\" minBytes=\"0\" maxBytes=\"0\" tp_version=\"{}\" tp_algorithm=\"{}\" tp_chunks_per_block=\"{}\" tp_scratch_blocks=\"{}\" tp_slots=\"{}\"",
         xml_escape(name),
         e.protocol.name(),
         e.channels,
         ic.max(oc),
+        e.nranks,
         coll_msccl_name(e.collective.kind),
         e.version,
         xml_escape(&e.algorithm.name()),
@@ -138,117 +154,152 @@ pub fn export(s: &Schedule, name: &str) -> Result<String, MscclError> {
         let _ = write!(x, " tp_send_peers=\"{}\"", v.join(","));
     }
     x.push_str(">\n");
-    for rp in &e.ranks {
+    x
+}
+
+/// A (tb, step) place in one rank's threadblocks.
+type Place = (usize, u32);
+
+/// One rank's threadblocks: an IR channel's ops with one (send peer, receive peer) pair each.
+struct TbLayout {
+    /// (channel, (send peer, receive peer)) per threadblock, -1 for none.
+    tbs: Vec<(u32, (i64, i64))>,
+    /// Steps per threadblock, nops included.
+    len: Vec<u32>,
+    /// Per channel, per op: its place.
+    place: Vec<Vec<Place>>,
+}
+
+/// Writes one rank as a `<gpu>` of threadblocks.
+fn write_gpu(x: &mut String, rp: &RankProgram, (ic, oc, sc): (u32, u32, u32)) {
+    let _ = writeln!(
+        x,
+        "  <gpu id=\"{}\" i_chunks=\"{ic}\" o_chunks=\"{oc}\" s_chunks=\"{sc}\">",
+        rp.rank
+    );
+    let layout = place_ops(rp);
+    let waits = op_waits(rp, &layout.place);
+    let mut has_dep: Vec<Vec<bool>> = layout
+        .len
+        .iter()
+        .map(|l| vec![false; *l as usize])
+        .collect();
+    for w in waits.iter().flatten().flatten() {
+        has_dep[w.0][w.1 as usize] = true;
+    }
+    // Emit threadblock by threadblock.
+    let mut body: Vec<String> = vec![String::new(); layout.tbs.len()];
+    for (c, ch) in rp.channels.iter().enumerate() {
+        for (i, op) in ch.ops.iter().enumerate() {
+            let (tb, step) = layout.place[c][i];
+            write_op(&mut body[tb], op, i, step, &waits[c][i], &has_dep[tb]);
+        }
+    }
+    for (t, (c, (sp, rv))) in layout.tbs.iter().enumerate() {
         let _ = writeln!(
             x,
-            "  <gpu id=\"{}\" i_chunks=\"{ic}\" o_chunks=\"{oc}\" s_chunks=\"{sc}\">",
-            rp.rank
+            "    <tb id=\"{t}\" send=\"{sp}\" recv=\"{rv}\" chan=\"{c}\" tp_chan=\"{c}\">"
         );
-        // Pass 1: threadblocks and every op's (tb, step) place, counting nops for extra waits.
-        let key = |op: &Op| {
-            (
-                op.send_to.map_or(-1, |v| v as i64),
-                op.recv_from.map_or(-1, |v| v as i64),
-            )
-        };
-        let mut tbs: Vec<(u32, (i64, i64))> = Vec::new(); // (channel, peers)
-        let mut tb_len: Vec<u32> = Vec::new();
-        let mut place: Vec<Vec<(usize, u32)>> = Vec::new();
-        let mut waits: Vec<Vec<Vec<(usize, u32)>>> = Vec::new();
-        for (c, ch) in rp.channels.iter().enumerate() {
-            let mut pl = Vec::with_capacity(ch.ops.len());
-            for (i, op) in ch.ops.iter().enumerate() {
-                let k = (c as u32, key(op));
-                let tb = match tbs.iter().position(|t| *t == k) {
-                    Some(t) => t,
-                    None => {
-                        tbs.push(k);
-                        tb_len.push(0);
-                        tbs.len() - 1
-                    }
-                };
-                let mut nwait = op.deps.len();
-                if i > 0 && pl.last().map(|p: &(usize, u32)| p.0) != Some(tb) {
-                    nwait += 1;
-                }
-                tb_len[tb] += nwait.saturating_sub(1) as u32; // nops before the step
-                pl.push((tb, tb_len[tb]));
-                tb_len[tb] += 1;
-            }
-            place.push(pl);
-        }
-        // Pass 2: each op's waits in (tb, step) terms.
-        for (c, ch) in rp.channels.iter().enumerate() {
-            let mut w = Vec::with_capacity(ch.ops.len());
-            for (i, op) in ch.ops.iter().enumerate() {
-                let mut v = Vec::new();
-                if i > 0 && place[c][i - 1].0 != place[c][i].0 {
-                    v.push(place[c][i - 1]);
-                }
-                for d in &op.deps {
-                    v.push(place[d.channel as usize][d.index as usize]);
-                }
-                w.push(v);
-            }
-            waits.push(w);
-        }
-        let mut has_dep = vec![Vec::new(); tbs.len()];
-        for (t, l) in tb_len.iter().enumerate() {
-            has_dep[t] = vec![false; *l as usize];
-        }
-        for w in waits.iter().flatten().flatten() {
-            has_dep[w.0][w.1 as usize] = true;
-        }
-        // Emit threadblock by threadblock.
-        let mut body: Vec<String> = vec![String::new(); tbs.len()];
-        for (c, ch) in rp.channels.iter().enumerate() {
-            for (i, op) in ch.ops.iter().enumerate() {
-                let (tb, step) = place[c][i];
-                let w = &waits[c][i];
-                let first = step as usize + 1 - w.len().max(1);
-                for (k, dep) in w.iter().enumerate().take(w.len().saturating_sub(1)) {
-                    let _ = writeln!(
-                        body[tb],
-                        "      <step s=\"{}\" type=\"nop\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"0\" depid=\"{}\" deps=\"{}\" hasdep=\"{}\"/>",
-                        first + k,
-                        dep.0,
-                        dep.1,
-                        has_dep[tb][first + k] as u8
-                    );
-                }
-                let (depid, deps) = w.last().map_or((-1, -1), |d| (d.0 as i64, d.1 as i64));
-                let src = op.src.or(op.dst).unwrap();
-                let dst = op.dst.or(op.src).unwrap();
-                let tr = if op.kind.sends() && op.transport != Transport::P2pStore {
-                    format!(" tp_transport=\"{}\"", transport_name(op.transport))
-                } else {
-                    String::new()
-                };
-                let _ = writeln!(
-                    body[tb],
-                    "      <step s=\"{step}\" type=\"{}\" srcbuf=\"{}\" srcoff=\"{}\" dstbuf=\"{}\" dstoff=\"{}\" cnt=\"{}\" depid=\"{depid}\" deps=\"{deps}\" hasdep=\"{}\" tp_op=\"{i}\"{tr}/>",
-                    step_type(op.kind),
-                    buf_char(src.buffer),
-                    src.chunk,
-                    buf_char(dst.buffer),
-                    dst.chunk,
-                    src.count,
-                    has_dep[tb][step as usize] as u8
-                );
-            }
-        }
-        for (t, (c, (sp, rv))) in tbs.iter().enumerate() {
-            let _ = writeln!(
-                x,
-                "    <tb id=\"{t}\" send=\"{sp}\" recv=\"{rv}\" chan=\"{c}\" tp_chan=\"{c}\">"
-            );
-            x.push_str(&body[t]);
-            x.push_str("    </tb>\n");
-        }
-        x.push_str("  </gpu>\n");
+        x.push_str(&body[t]);
+        x.push_str("    </tb>\n");
     }
-    x.push_str("</algo>\n");
-    Ok(x)
+    x.push_str("  </gpu>\n");
+}
+
+/// Pass 1: threadblocks and every op's (tb, step) place, counting nops for extra waits.
+fn place_ops(rp: &RankProgram) -> TbLayout {
+    let key = |op: &Op| {
+        (
+            op.send_to.map_or(-1, |v| v as i64),
+            op.recv_from.map_or(-1, |v| v as i64),
+        )
+    };
+    let mut tbs: Vec<(u32, (i64, i64))> = Vec::new();
+    let mut tb_len: Vec<u32> = Vec::new();
+    let mut place: Vec<Vec<Place>> = Vec::new();
+    for (c, ch) in rp.channels.iter().enumerate() {
+        let mut pl = Vec::with_capacity(ch.ops.len());
+        for (i, op) in ch.ops.iter().enumerate() {
+            let k = (c as u32, key(op));
+            let tb = match tbs.iter().position(|t| *t == k) {
+                Some(t) => t,
+                None => {
+                    tbs.push(k);
+                    tb_len.push(0);
+                    tbs.len() - 1
+                }
+            };
+            let mut nwait = op.deps.len();
+            if i > 0 && pl.last().map(|p: &Place| p.0) != Some(tb) {
+                nwait += 1;
+            }
+            tb_len[tb] += nwait.saturating_sub(1) as u32; // nops before the step
+            pl.push((tb, tb_len[tb]));
+            tb_len[tb] += 1;
+        }
+        place.push(pl);
+    }
+    TbLayout {
+        tbs,
+        len: tb_len,
+        place,
+    }
+}
+
+/// Pass 2: each op's waits in (tb, step) terms: the previous op of its channel when that runs
+/// in another threadblock, then its deps.
+fn op_waits(rp: &RankProgram, place: &[Vec<Place>]) -> Vec<Vec<Vec<Place>>> {
+    let mut waits = Vec::with_capacity(rp.channels.len());
+    for (c, ch) in rp.channels.iter().enumerate() {
+        let mut w = Vec::with_capacity(ch.ops.len());
+        for (i, op) in ch.ops.iter().enumerate() {
+            let mut v = Vec::new();
+            if i > 0 && place[c][i - 1].0 != place[c][i].0 {
+                v.push(place[c][i - 1]);
+            }
+            for d in &op.deps {
+                v.push(place[d.channel as usize][d.index as usize]);
+            }
+            w.push(v);
+        }
+        waits.push(w);
+    }
+    waits
+}
+
+/// Writes op `i` of a channel at `step` of its threadblock, after one nop per wait beyond the
+/// step's own.
+fn write_op(body: &mut String, op: &Op, i: usize, step: u32, w: &[Place], has_dep: &[bool]) {
+    let first = step as usize + 1 - w.len().max(1);
+    for (k, dep) in w.iter().enumerate().take(w.len().saturating_sub(1)) {
+        let _ = writeln!(
+            body,
+            "      <step s=\"{}\" type=\"nop\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"0\" depid=\"{}\" deps=\"{}\" hasdep=\"{}\"/>",
+            first + k,
+            dep.0,
+            dep.1,
+            has_dep[first + k] as u8
+        );
+    }
+    let (depid, deps) = w.last().map_or((-1, -1), |d| (d.0 as i64, d.1 as i64));
+    let src = op.src.or(op.dst).unwrap();
+    let dst = op.dst.or(op.src).unwrap();
+    let tr = if op.kind.sends() && op.transport != Transport::P2pStore {
+        format!(" tp_transport=\"{}\"", transport_name(op.transport))
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        body,
+        "      <step s=\"{step}\" type=\"{}\" srcbuf=\"{}\" srcoff=\"{}\" dstbuf=\"{}\" dstoff=\"{}\" cnt=\"{}\" depid=\"{depid}\" deps=\"{deps}\" hasdep=\"{}\" tp_op=\"{i}\"{tr}/>",
+        step_type(op.kind),
+        buf_char(src.buffer),
+        src.chunk,
+        buf_char(dst.buffer),
+        dst.chunk,
+        src.count,
+        has_dep[step as usize] as u8
+    );
 }
 
 fn xml_escape(s: &str) -> String {
