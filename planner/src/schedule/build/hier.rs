@@ -35,6 +35,49 @@ pub fn hierarchical(
     }
     let n = (h_n * l_n) as u32;
     check_collective(coll, n)?;
+    check_hosts_and_chains(hosts, chains, l_n, n)?;
+    let (hh, ll, nc) = (h_n as u32, l_n as u32, chains.len() as u32);
+    let mut s = empty(coll, Algorithm::Hierarchical, proto, n, nc, nc * ll * hh);
+    let li = ll as i64;
+    for (c, chain) in chains.iter().enumerate() {
+        let geo = Geometry {
+            hosts: hh,
+            local: ll,
+            channel: c as u32,
+        };
+        for (h, g) in hosts.iter().enumerate() {
+            for p in 0..li {
+                let at = |q: i64| g[chain[q.rem_euclid(li) as usize] as usize];
+                let (rank, next, prev) = (at(p), at(p + 1), at(p - 1));
+                let local = chain[p as usize] as usize;
+                let mut ops = Vec::new();
+                // 1. Reduce-scatter inside the host: position p ends with piece p reduced.
+                geo.reduce_scatter_in_host(&mut ops, p, next, prev);
+                // 2. All-reduce of piece p across hosts, on this GPU's rail.
+                if hh > 1 {
+                    let rail_next = hosts[(h + 1) % h_n][local];
+                    let rail_prev = hosts[(h + h_n - 1) % h_n][local];
+                    geo.all_reduce_across_hosts(&mut ops, p, h as i64, rail_next, rail_prev);
+                }
+                // 3. All-gather inside the host.
+                geo.all_gather_in_host(&mut ops, p, next, prev);
+                for op in ops {
+                    push(&mut s, rank, geo.channel, op);
+                }
+            }
+        }
+    }
+    s.validate()?;
+    Ok(s)
+}
+
+/// Every host has `l_n` distinct ranks below `n`, and every chain orders `0..l_n`.
+fn check_hosts_and_chains(
+    hosts: &[Vec<u32>],
+    chains: &[Vec<u32>],
+    l_n: usize,
+    n: u32,
+) -> Result<(), ScheduleError> {
     let mut seen = vec![false; n as usize];
     for (h, g) in hosts.iter().enumerate() {
         if g.len() != l_n {
@@ -60,88 +103,102 @@ pub fn hierarchical(
             )));
         }
     }
-    let (hh, ll, nc) = (h_n as u32, l_n as u32, chains.len() as u32);
-    let mut s = empty(coll, Algorithm::Hierarchical, proto, n, nc, nc * ll * hh);
-    let (li, hi) = (ll as i64, hh as i64);
-    for (c, chain) in chains.iter().enumerate() {
-        let c32 = c as u32;
-        let all = (c32 * ll * hh, ll * hh); // channel c's window
-        let piece =
-            |b: BufferKind, j: i64| ChunkRef::new(b, (c32 * ll + j.rem_euclid(li) as u32) * hh, hh);
-        for (h, g) in hosts.iter().enumerate() {
-            for p in 0..li {
-                let at = |q: i64| g[chain[q.rem_euclid(li) as usize] as usize];
-                let (rank, next, prev) = (at(p), at(p + 1), at(p - 1));
-                let local = chain[p as usize] as usize;
-                let mut ops = Vec::new();
-                // 1. Reduce-scatter inside the host: position p ends with piece p reduced.
-                if ll > 1 {
-                    ops.push(Op::send(piece(BufferKind::Input, p - 1), next));
-                    if ll > 2 {
-                        ops.push(
-                            Op::recv_reduce_send(piece(BufferKind::Input, p - 2), prev, next)
-                                .repeated(ll - 2, -(hh as i32))
-                                .windowed(all.0, all.1),
-                        );
-                    }
-                    ops.push(Op::recv_reduce_copy(
-                        piece(BufferKind::Input, p),
-                        piece(BufferKind::Output, p),
-                        prev,
-                    ));
-                } else {
-                    ops.push(Op::copy(
-                        piece(BufferKind::Input, 0),
-                        piece(BufferKind::Output, 0),
-                    ));
-                }
-                // 2. All-reduce of piece p across hosts, on this GPU's rail.
-                if hh > 1 {
-                    let base = (c32 * ll + p as u32) * hh;
-                    let sub = |k: i64| {
-                        ChunkRef::new(BufferKind::Output, base + k.rem_euclid(hi) as u32, 1)
-                    };
-                    let (hn, hp) = (
-                        hosts[(h + 1) % h_n][local],
-                        hosts[(h + h_n - 1) % h_n][local],
-                    );
-                    let hk = h as i64;
-                    ops.push(Op::send(sub(hk - 1), hn));
-                    if hh > 2 {
-                        ops.push(
-                            Op::recv_reduce_send(sub(hk - 2), hp, hn)
-                                .repeated(hh - 2, -1)
-                                .windowed(base, hh),
-                        );
-                    }
-                    ops.push(Op::recv_reduce_copy_send(sub(hk), sub(hk), hp, hn));
-                    if hh > 2 {
-                        ops.push(
-                            Op::recv_copy_send(sub(hk - 1), hp, hn)
-                                .repeated(hh - 2, -1)
-                                .windowed(base, hh),
-                        );
-                    }
-                    ops.push(Op::recv(sub(hk + 1), hp));
-                }
-                // 3. All-gather inside the host.
-                if ll > 1 {
-                    ops.push(Op::send(piece(BufferKind::Output, p), next));
-                    if ll > 2 {
-                        ops.push(
-                            Op::recv_copy_send(piece(BufferKind::Output, p - 1), prev, next)
-                                .repeated(ll - 2, -(hh as i32))
-                                .windowed(all.0, all.1),
-                        );
-                    }
-                    ops.push(Op::recv(piece(BufferKind::Output, p + 1), prev));
-                }
-                for op in ops {
-                    push(&mut s, rank, c32, op);
-                }
+    Ok(())
+}
+
+/// One channel's chunk layout: `hosts` (H) hosts of `local` (L) GPUs.
+#[derive(Clone, Copy)]
+struct Geometry {
+    hosts: u32,
+    local: u32,
+    channel: u32,
+}
+
+impl Geometry {
+    /// Piece `j` (ring position inside the host, taken mod L) of this channel: H chunks.
+    fn piece(self, b: BufferKind, j: i64) -> ChunkRef {
+        let j = j.rem_euclid(self.local as i64) as u32;
+        ChunkRef::new(b, (self.channel * self.local + j) * self.hosts, self.hosts)
+    }
+
+    /// This channel's chunks (start, count), the window of the intra-host rotations.
+    fn window(self) -> (u32, u32) {
+        let ll_hh = self.local * self.hosts;
+        (self.channel * ll_hh, ll_hh)
+    }
+
+    /// Phase 1 at ring position `p`: a ring reduce-scatter of the pieces inside the host.
+    fn reduce_scatter_in_host(self, ops: &mut Vec<Op>, p: i64, next: u32, prev: u32) {
+        let (ll, all) = (self.local, self.window());
+        if ll > 1 {
+            ops.push(Op::send(self.piece(BufferKind::Input, p - 1), next));
+            if ll > 2 {
+                ops.push(
+                    Op::recv_reduce_send(self.piece(BufferKind::Input, p - 2), prev, next)
+                        .repeated(ll - 2, -(self.hosts as i32))
+                        .windowed(all.0, all.1),
+                );
             }
+            ops.push(Op::recv_reduce_copy(
+                self.piece(BufferKind::Input, p),
+                self.piece(BufferKind::Output, p),
+                prev,
+            ));
+        } else {
+            ops.push(Op::copy(
+                self.piece(BufferKind::Input, 0),
+                self.piece(BufferKind::Output, 0),
+            ));
         }
     }
-    s.validate()?;
-    Ok(s)
+
+    /// Phase 2 on host `h`: a ring all-reduce of piece `p` over the rail (`rail_next`,
+    /// `rail_prev`), sub-chunk k owned by host k.
+    fn all_reduce_across_hosts(
+        self,
+        ops: &mut Vec<Op>,
+        p: i64,
+        h: i64,
+        rail_next: u32,
+        rail_prev: u32,
+    ) {
+        let hh = self.hosts;
+        let base = (self.channel * self.local + p as u32) * hh;
+        let sub =
+            |k: i64| ChunkRef::new(BufferKind::Output, base + k.rem_euclid(hh as i64) as u32, 1);
+        let (hn, hp) = (rail_next, rail_prev);
+        ops.push(Op::send(sub(h - 1), hn));
+        if hh > 2 {
+            ops.push(
+                Op::recv_reduce_send(sub(h - 2), hp, hn)
+                    .repeated(hh - 2, -1)
+                    .windowed(base, hh),
+            );
+        }
+        ops.push(Op::recv_reduce_copy_send(sub(h), sub(h), hp, hn));
+        if hh > 2 {
+            ops.push(
+                Op::recv_copy_send(sub(h - 1), hp, hn)
+                    .repeated(hh - 2, -1)
+                    .windowed(base, hh),
+            );
+        }
+        ops.push(Op::recv(sub(h + 1), hp));
+    }
+
+    /// Phase 3 at ring position `p`: a ring all-gather of the reduced pieces inside the host.
+    fn all_gather_in_host(self, ops: &mut Vec<Op>, p: i64, next: u32, prev: u32) {
+        let (ll, all) = (self.local, self.window());
+        if ll > 1 {
+            ops.push(Op::send(self.piece(BufferKind::Output, p), next));
+            if ll > 2 {
+                ops.push(
+                    Op::recv_copy_send(self.piece(BufferKind::Output, p - 1), prev, next)
+                        .repeated(ll - 2, -(self.hosts as i32))
+                        .windowed(all.0, all.1),
+                );
+            }
+            ops.push(Op::recv(self.piece(BufferKind::Output, p + 1), prev));
+        }
+    }
 }

@@ -236,25 +236,7 @@ pub fn ring(
     };
     let n = first.len() as u32;
     check_collective(coll, n)?;
-    let mut pos_of = Vec::with_capacity(rings.len());
-    for (c, r) in rings.iter().enumerate() {
-        if r.len() != n as usize {
-            return Err(shape(format!(
-                "ring {c} has {} ranks, ring 0 has {n}",
-                r.len()
-            )));
-        }
-        let mut pos = vec![u32::MAX; n as usize];
-        for (p, &rank) in r.iter().enumerate() {
-            if rank >= n || pos[rank as usize] != u32::MAX {
-                return Err(shape(format!(
-                    "ring {c} is not a permutation of 0..{n} (rank {rank} at position {p})"
-                )));
-            }
-            pos[rank as usize] = p as u32;
-        }
-        pos_of.push(pos);
-    }
+    let pos_of = ring_positions(rings, n)?;
     let nc = rings.len() as u32;
     let kind = coll.kind;
     let cpb = match kind {
@@ -274,96 +256,163 @@ pub fn ring(
     ) {
         s.orders = rings.to_vec();
     }
-    let n_i = n as i64;
+    let root = coll.root.unwrap_or(0);
     for (c, order) in rings.iter().enumerate() {
-        let c32 = c as u32;
-        let at = |p: i64| order[p.rem_euclid(n_i) as usize];
-        for p in 0..n_i {
-            let (rank, next, prev) = (at(p), at(p + 1), at(p - 1));
-            let ops: Vec<Op> = if n == 1 {
-                vec![Op::copy(in_ref(c32), out_ref(c32))]
-            } else {
-                match kind {
-                    CollectiveKind::AllReduce => ring_all_reduce(p, n, nc, c32, next, prev),
-                    CollectiveKind::AllGather => {
-                        let walk = BlockWalk {
-                            buffer: BufferKind::Output,
-                            order: c32,
-                            start: (p - 1).rem_euclid(n_i) as u32,
-                            step: -1,
-                        };
-                        let mut v = vec![
-                            Op::copy(in_ref(c32), out_ref(rank * nc + c32)),
-                            Op::send(in_ref(c32), next),
-                        ];
-                        if n > 2 {
-                            v.push(
-                                Op::recv_copy_send(out_ref(prev * nc + c32), prev, next)
-                                    .repeated(n - 2, 0)
-                                    .walking(walk),
-                            );
-                        }
-                        v.push(Op::recv(out_ref(at(p + 1) * nc + c32), prev));
-                        v
-                    }
-                    CollectiveKind::ReduceScatter => {
-                        let walk = BlockWalk {
-                            buffer: BufferKind::Input,
-                            order: c32,
-                            start: (p - 2).rem_euclid(n_i) as u32,
-                            step: -1,
-                        };
-                        let mut v = vec![Op::send(in_ref(prev * nc + c32), next)];
-                        if n > 2 {
-                            v.push(
-                                Op::recv_reduce_send(in_ref(at(p - 2) * nc + c32), prev, next)
-                                    .repeated(n - 2, 0)
-                                    .walking(walk),
-                            );
-                        }
-                        v.push(Op::recv_reduce_copy(
-                            in_ref(rank * nc + c32),
-                            out_ref(c32),
-                            prev,
-                        ));
-                        v
-                    }
-                    CollectiveKind::Broadcast => {
-                        let root = coll.root.unwrap_or(0);
-                        let i = (p - pos_of[c][root as usize] as i64).rem_euclid(n_i);
-                        if i == 0 {
-                            vec![
-                                Op::copy(in_ref(c32), out_ref(c32)),
-                                Op::send(in_ref(c32), next),
-                            ]
-                        } else if i < n_i - 1 {
-                            vec![Op::recv_copy_send(out_ref(c32), prev, next)]
-                        } else {
-                            vec![Op::recv(out_ref(c32), prev)]
-                        }
-                    }
-                    CollectiveKind::Reduce => {
-                        let root = coll.root.unwrap_or(0);
-                        // Position 0 is the rank after the root; the root is last.
-                        let i = (p - pos_of[c][root as usize] as i64 - 1).rem_euclid(n_i);
-                        if i == 0 {
-                            vec![Op::send(in_ref(c32), next)]
-                        } else if i < n_i - 1 {
-                            vec![Op::recv_reduce_send(in_ref(c32), prev, next)]
-                        } else {
-                            vec![Op::recv_reduce_copy(in_ref(c32), out_ref(c32), prev)]
-                        }
-                    }
-                    CollectiveKind::AllToAll | CollectiveKind::SendRecv => unreachable!(),
-                }
-            };
-            for op in ops {
-                push(&mut s, rank, c32, op);
+        let seat = RingSeat {
+            order,
+            pos: &pos_of[c],
+            nc,
+            c: c as u32,
+        };
+        for p in 0..n as i64 {
+            for op in seat.program(kind, p, root) {
+                push(&mut s, seat.at(p), seat.c, op);
             }
         }
     }
     s.validate()?;
     Ok(s)
+}
+
+/// Every ring's position of each rank; refuses rings that are not permutations of `0..n`.
+fn ring_positions(rings: &[Vec<u32>], n: u32) -> Result<Vec<Vec<u32>>, ScheduleError> {
+    let mut pos_of = Vec::with_capacity(rings.len());
+    for (c, r) in rings.iter().enumerate() {
+        if r.len() != n as usize {
+            return Err(shape(format!(
+                "ring {c} has {} ranks, ring 0 has {n}",
+                r.len()
+            )));
+        }
+        let mut pos = vec![u32::MAX; n as usize];
+        for (p, &rank) in r.iter().enumerate() {
+            if rank >= n || pos[rank as usize] != u32::MAX {
+                return Err(shape(format!(
+                    "ring {c} is not a permutation of 0..{n} (rank {rank} at position {p})"
+                )));
+            }
+            pos[rank as usize] = p as u32;
+        }
+        pos_of.push(pos);
+    }
+    Ok(pos_of)
+}
+
+/// Ring `order` as channel `c` of `nc`.
+struct RingSeat<'a> {
+    order: &'a [u32],
+    /// Each rank's position in `order`.
+    pos: &'a [u32],
+    nc: u32,
+    c: u32,
+}
+
+impl RingSeat<'_> {
+    /// The rank at ring position `p` (taken mod n).
+    fn at(&self, p: i64) -> u32 {
+        self.order[p.rem_euclid(self.order.len() as i64) as usize]
+    }
+
+    /// The program of the rank at position `p`; `root` matters to broadcast and reduce.
+    fn program(&self, kind: CollectiveKind, p: i64, root: u32) -> Vec<Op> {
+        let n = self.order.len() as u32;
+        let (nc, c) = (self.nc, self.c);
+        let (next, prev) = (self.at(p + 1), self.at(p - 1));
+        if n == 1 {
+            return vec![Op::copy(in_ref(c), out_ref(c))];
+        }
+        match kind {
+            CollectiveKind::AllReduce => ring_all_reduce(p, n, nc, c, next, prev),
+            CollectiveKind::AllGather => self.all_gather(p),
+            CollectiveKind::ReduceScatter => self.reduce_scatter(p),
+            // Position 0 is the root.
+            CollectiveKind::Broadcast => {
+                let i = (p - self.pos[root as usize] as i64).rem_euclid(n as i64);
+                ring_broadcast(i, n, c, next, prev)
+            }
+            // Position 0 is the rank after the root; the root is last.
+            CollectiveKind::Reduce => {
+                let i = (p - self.pos[root as usize] as i64 - 1).rem_euclid(n as i64);
+                ring_reduce(i, n, c, next, prev)
+            }
+            CollectiveKind::AllToAll | CollectiveKind::SendRecv => unreachable!(),
+        }
+    }
+
+    /// All-gather: the rank's own block first, then forward the others around the ring.
+    fn all_gather(&self, p: i64) -> Vec<Op> {
+        let (nc, c32) = (self.nc, self.c);
+        let n = self.order.len() as u32;
+        let (rank, next, prev) = (self.at(p), self.at(p + 1), self.at(p - 1));
+        let walk = BlockWalk {
+            buffer: BufferKind::Output,
+            order: c32,
+            start: (p - 1).rem_euclid(n as i64) as u32,
+            step: -1,
+        };
+        let mut v = vec![
+            Op::copy(in_ref(c32), out_ref(rank * nc + c32)),
+            Op::send(in_ref(c32), next),
+        ];
+        if n > 2 {
+            v.push(
+                Op::recv_copy_send(out_ref(prev * nc + c32), prev, next)
+                    .repeated(n - 2, 0)
+                    .walking(walk),
+            );
+        }
+        v.push(Op::recv(out_ref(self.at(p + 1) * nc + c32), prev));
+        v
+    }
+
+    /// Reduce-scatter: partial sums travel the ring and end reduced at their owner.
+    fn reduce_scatter(&self, p: i64) -> Vec<Op> {
+        let (nc, c32) = (self.nc, self.c);
+        let n = self.order.len() as u32;
+        let (rank, next, prev) = (self.at(p), self.at(p + 1), self.at(p - 1));
+        let walk = BlockWalk {
+            buffer: BufferKind::Input,
+            order: c32,
+            start: (p - 2).rem_euclid(n as i64) as u32,
+            step: -1,
+        };
+        let mut v = vec![Op::send(in_ref(prev * nc + c32), next)];
+        if n > 2 {
+            v.push(
+                Op::recv_reduce_send(in_ref(self.at(p - 2) * nc + c32), prev, next)
+                    .repeated(n - 2, 0)
+                    .walking(walk),
+            );
+        }
+        v.push(Op::recv_reduce_copy(
+            in_ref(rank * nc + c32),
+            out_ref(c32),
+            prev,
+        ));
+        v
+    }
+}
+
+/// Ring broadcast for the rank `i` places after the root.
+fn ring_broadcast(i: i64, n: u32, c: u32, next: u32, prev: u32) -> Vec<Op> {
+    if i == 0 {
+        vec![Op::copy(in_ref(c), out_ref(c)), Op::send(in_ref(c), next)]
+    } else if i < n as i64 - 1 {
+        vec![Op::recv_copy_send(out_ref(c), prev, next)]
+    } else {
+        vec![Op::recv(out_ref(c), prev)]
+    }
+}
+
+/// Ring reduce for the rank `i` places after the one after the root (the root is last).
+fn ring_reduce(i: i64, n: u32, c: u32, next: u32, prev: u32) -> Vec<Op> {
+    if i == 0 {
+        vec![Op::send(in_ref(c), next)]
+    } else if i < n as i64 - 1 {
+        vec![Op::recv_reduce_send(in_ref(c), prev, next)]
+    } else {
+        vec![Op::recv_reduce_copy(in_ref(c), out_ref(c), prev)]
+    }
 }
 
 /// NCCL's ring all-reduce program for the rank at ring position `p` on channel `c`.
@@ -403,35 +452,9 @@ pub fn tree(
     };
     let n = first.parent.len() as u32;
     check_collective(coll, n)?;
-    let mut roots = Vec::with_capacity(trees.len());
-    for (t, tr) in trees.iter().enumerate() {
-        roots.push(
-            tr.check(n)
-                .map_err(|e| shape(format!("tree channel {t}: {e}")))?,
-        );
-    }
+    let per_tree = tree_channels_per_tree(coll, trees, n)?;
     let nt = trees.len() as u32;
     let kind = coll.kind;
-    let per_tree = match kind {
-        CollectiveKind::AllReduce => 2,
-        CollectiveKind::Broadcast | CollectiveKind::Reduce => {
-            let root = coll.root.unwrap_or(0);
-            if let Some(t) = roots.iter().position(|r| *r != root) {
-                return Err(unsupported(format!(
-                    "tree: tree {t} is rooted at rank {}, but the {} root is {root}",
-                    roots[t],
-                    kind.name()
-                )));
-            }
-            1
-        }
-        _ => {
-            return Err(unsupported(format!(
-                "tree: {} has no tree schedule (use ring or direct patterns)",
-                kind.name()
-            )))
-        }
-    };
     let mut s = empty(coll, Algorithm::Tree, proto, n, nt * per_tree, nt);
     for (t, tr) in trees.iter().enumerate() {
         let t32 = t as u32;
@@ -439,45 +462,16 @@ pub fn tree(
         for r in 0..n {
             let kids = &tr.children[r as usize];
             let parent = tr.parent[r as usize];
-            // Upward half: reduce the children's partial sums into ours, pass it up.
-            let mut up = Vec::new();
-            if kind != CollectiveKind::Broadcast {
-                match (parent, kids.len()) {
-                    (None, 0) => up.push(Op::copy(inp, out)),
-                    (Some(p), 0) => up.push(Op::send(inp, p)),
-                    (parent, k) => {
-                        for (i, &kid) in kids.iter().enumerate() {
-                            let src = if i == 0 { inp } else { out };
-                            match parent {
-                                Some(p) if i == k - 1 => up.push(Op::recv_reduce_send(src, kid, p)),
-                                _ => up.push(Op::recv_reduce_copy(src, out, kid)),
-                            }
-                        }
-                    }
-                }
-            }
-            // Downward half: receive the result from the parent, pass it to the children.
-            let mut down = Vec::new();
-            if kind != CollectiveKind::Reduce {
-                match parent {
-                    None => {
-                        let src = if kind == CollectiveKind::Broadcast {
-                            down.push(Op::copy(inp, out));
-                            inp
-                        } else {
-                            out
-                        };
-                        down.extend(kids.iter().map(|&k| Op::send(src, k)));
-                    }
-                    Some(p) => match kids.split_first() {
-                        None => down.push(Op::recv(out, p)),
-                        Some((k0, rest)) => {
-                            down.push(Op::recv_copy_send(out, p, *k0));
-                            down.extend(rest.iter().map(|&k| Op::send(out, k)));
-                        }
-                    },
-                }
-            }
+            let up = if kind != CollectiveKind::Broadcast {
+                tree_up(parent, kids, inp, out)
+            } else {
+                Vec::new()
+            };
+            let mut down = if kind != CollectiveKind::Reduce {
+                tree_down(kind, parent, kids, inp, out)
+            } else {
+                Vec::new()
+            };
             if per_tree == 2 {
                 let (cu, cd) = (2 * t32, 2 * t32 + 1);
                 if parent.is_none() && !up.is_empty() && !down.is_empty() {
@@ -502,4 +496,89 @@ pub fn tree(
     }
     s.validate()?;
     Ok(s)
+}
+
+/// IR channels per tree (all-reduce: up and down; broadcast, reduce: one), after checking every
+/// tree spans `0..n` and, for rooted collectives, is rooted at the collective's root.
+fn tree_channels_per_tree(
+    coll: &Collective,
+    trees: &[TreeChannel],
+    n: u32,
+) -> Result<u32, ScheduleError> {
+    let mut roots = Vec::with_capacity(trees.len());
+    for (t, tr) in trees.iter().enumerate() {
+        roots.push(
+            tr.check(n)
+                .map_err(|e| shape(format!("tree channel {t}: {e}")))?,
+        );
+    }
+    let kind = coll.kind;
+    match kind {
+        CollectiveKind::AllReduce => Ok(2),
+        CollectiveKind::Broadcast | CollectiveKind::Reduce => {
+            let root = coll.root.unwrap_or(0);
+            if let Some(t) = roots.iter().position(|r| *r != root) {
+                return Err(unsupported(format!(
+                    "tree: tree {t} is rooted at rank {}, but the {} root is {root}",
+                    roots[t],
+                    kind.name()
+                )));
+            }
+            Ok(1)
+        }
+        _ => Err(unsupported(format!(
+            "tree: {} has no tree schedule (use ring or direct patterns)",
+            kind.name()
+        ))),
+    }
+}
+
+/// Upward half: reduce the children's partial sums into ours, pass it up.
+fn tree_up(parent: Option<u32>, kids: &[u32], inp: ChunkRef, out: ChunkRef) -> Vec<Op> {
+    let mut up = Vec::new();
+    match (parent, kids.len()) {
+        (None, 0) => up.push(Op::copy(inp, out)),
+        (Some(p), 0) => up.push(Op::send(inp, p)),
+        (parent, k) => {
+            for (i, &kid) in kids.iter().enumerate() {
+                let src = if i == 0 { inp } else { out };
+                match parent {
+                    Some(p) if i == k - 1 => up.push(Op::recv_reduce_send(src, kid, p)),
+                    _ => up.push(Op::recv_reduce_copy(src, out, kid)),
+                }
+            }
+        }
+    }
+    up
+}
+
+/// Downward half: receive the result from the parent, pass it to the children (the broadcast
+/// root sends its input).
+fn tree_down(
+    kind: CollectiveKind,
+    parent: Option<u32>,
+    kids: &[u32],
+    inp: ChunkRef,
+    out: ChunkRef,
+) -> Vec<Op> {
+    let mut down = Vec::new();
+    match parent {
+        None => {
+            let src = if kind == CollectiveKind::Broadcast {
+                down.push(Op::copy(inp, out));
+                inp
+            } else {
+                out
+            };
+            down.extend(kids.iter().map(|&k| Op::send(src, k)));
+        }
+        Some(p) => match kids.split_first() {
+            None => down.push(Op::recv(out, p)),
+            Some((k0, rest)) => {
+                down.push(Op::recv_copy_send(out, p, *k0));
+                down.extend(rest.iter().map(|&k| Op::send(out, k)));
+            }
+        },
+    }
+    down
 }
