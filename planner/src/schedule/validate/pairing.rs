@@ -136,76 +136,47 @@ impl Schedule {
         full: bool,
         only_to: Option<u32>,
     ) -> Result<(), ScheduleError> {
-        type Key = (u32, u32, u32); // (channel, from, to)
+        if full {
+            let (sends, recvs) = self.message_records();
+            match_message_records(&sends, &recvs)
+        } else {
+            self.check_message_counts(only_to)
+        }
+    }
+
+    /// Every expanded send and receive as a (key, shape) record, sorted by key with program
+    /// order kept within a key.
+    fn message_records(&self) -> (Vec<MessageRecord>, Vec<MessageRecord>) {
         let cpb = self.chunks_per_block;
         let shape = |r: Option<ChunkRef>| r.map(|r| (r.count, r.chunk % cpb)).unwrap_or((0, 0));
-        if full {
-            let mut sends: Vec<(Key, (u32, u32))> = Vec::new();
-            let mut recvs: Vec<(Key, (u32, u32))> = Vec::new();
-            for rp in &self.ranks {
-                for (c, ch) in rp.channels.iter().enumerate() {
-                    for op in &ch.ops {
-                        for k in 0..op.repeat.max(1) {
-                            let o = self.op_copy(op, k);
-                            // A message has the shape of what the op stores or reads.
-                            let sh = shape(o.dst.or(o.src));
-                            if let Some(to) = o.send_to {
-                                sends.push(((c as u32, rp.rank, to), sh));
-                            }
-                            if let Some(from) = o.recv_from {
-                                recvs.push(((c as u32, from, rp.rank), sh));
-                            }
+        let mut sends: Vec<MessageRecord> = Vec::new();
+        let mut recvs: Vec<MessageRecord> = Vec::new();
+        for rp in &self.ranks {
+            for (c, ch) in rp.channels.iter().enumerate() {
+                for op in &ch.ops {
+                    for k in 0..op.repeat.max(1) {
+                        let o = self.op_copy(op, k);
+                        // A message has the shape of what the op stores or reads.
+                        let sh = shape(o.dst.or(o.src));
+                        if let Some(to) = o.send_to {
+                            sends.push(((c as u32, rp.rank, to), sh));
+                        }
+                        if let Some(from) = o.recv_from {
+                            recvs.push(((c as u32, from, rp.rank), sh));
                         }
                     }
                 }
             }
-            sends.sort_by_key(|x| x.0); // stable: order within a key is program order
-            recvs.sort_by_key(|x| x.0);
-            let (mut i, mut j) = (0, 0);
-            while i < sends.len() || j < recvs.len() {
-                let key = match (sends.get(i), recvs.get(j)) {
-                    (Some(a), Some(b)) => a.0.min(b.0),
-                    (Some(a), None) => a.0,
-                    (None, Some(b)) => b.0,
-                    (None, None) => break,
-                };
-                let i0 = i;
-                while i < sends.len() && sends[i].0 == key {
-                    i += 1;
-                }
-                let j0 = j;
-                while j < recvs.len() && recvs[j].0 == key {
-                    j += 1;
-                }
-                let (channel, from, to) = key;
-                if i - i0 != j - j0 {
-                    return Err(ScheduleError::Unmatched {
-                        channel,
-                        from,
-                        to,
-                        sends: (i - i0) as u64,
-                        recvs: (j - j0) as u64,
-                    });
-                }
-                for (seq, (a, b)) in sends[i0..i].iter().zip(&recvs[j0..j]).enumerate() {
-                    if a.1 != b.1 {
-                        return Err(ScheduleError::SizeMismatch {
-                            channel,
-                            from,
-                            to,
-                            seq: seq as u64,
-                            send_count: a.1 .0,
-                            send_sub: a.1 .1,
-                            recv_count: b.1 .0,
-                            recv_sub: b.1 .1,
-                        });
-                    }
-                }
-            }
-            return Ok(());
         }
-        let mut send_n: HashMap<Key, u64> = HashMap::new();
-        let mut recv_n: HashMap<Key, u64> = HashMap::new();
+        sends.sort_by_key(|x| x.0); // stable: order within a key is program order
+        recvs.sort_by_key(|x| x.0);
+        (sends, recvs)
+    }
+
+    /// Per-key message counts (of messages towards `only_to`, if given) must match.
+    fn check_message_counts(&self, only_to: Option<u32>) -> Result<(), ScheduleError> {
+        let mut send_n: HashMap<MessageKey, u64> = HashMap::new();
+        let mut recv_n: HashMap<MessageKey, u64> = HashMap::new();
         let n = self.nranks as i64;
         for rp in &self.ranks {
             for (c, ch) in rp.channels.iter().enumerate() {
@@ -237,7 +208,7 @@ impl Schedule {
                 }
             }
         }
-        let mut keys: Vec<Key> = send_n.keys().chain(recv_n.keys()).copied().collect();
+        let mut keys: Vec<MessageKey> = send_n.keys().chain(recv_n.keys()).copied().collect();
         keys.sort_unstable();
         keys.dedup();
         for k @ (channel, from, to) in keys {
@@ -257,6 +228,61 @@ impl Schedule {
         }
         Ok(())
     }
+}
+
+/// (channel, from, to).
+type MessageKey = (u32, u32, u32);
+
+/// A message's key and shape (chunk count, sub-chunk within its block).
+type MessageRecord = (MessageKey, (u32, u32));
+
+/// Walks key-sorted sends and receives key by key: equal counts, and equal shapes in order.
+fn match_message_records(
+    sends: &[MessageRecord],
+    recvs: &[MessageRecord],
+) -> Result<(), ScheduleError> {
+    let (mut i, mut j) = (0, 0);
+    while i < sends.len() || j < recvs.len() {
+        let key = match (sends.get(i), recvs.get(j)) {
+            (Some(a), Some(b)) => a.0.min(b.0),
+            (Some(a), None) => a.0,
+            (None, Some(b)) => b.0,
+            (None, None) => break,
+        };
+        let i0 = i;
+        while i < sends.len() && sends[i].0 == key {
+            i += 1;
+        }
+        let j0 = j;
+        while j < recvs.len() && recvs[j].0 == key {
+            j += 1;
+        }
+        let (channel, from, to) = key;
+        if i - i0 != j - j0 {
+            return Err(ScheduleError::Unmatched {
+                channel,
+                from,
+                to,
+                sends: (i - i0) as u64,
+                recvs: (j - j0) as u64,
+            });
+        }
+        for (seq, (a, b)) in sends[i0..i].iter().zip(&recvs[j0..j]).enumerate() {
+            if a.1 != b.1 {
+                return Err(ScheduleError::SizeMismatch {
+                    channel,
+                    from,
+                    to,
+                    seq: seq as u64,
+                    send_count: a.1 .0,
+                    send_sub: a.1 .1,
+                    recv_count: b.1 .0,
+                    recv_sub: b.1 .1,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A 64-bit hash of a message key (chained SplitMix64 finalisers).
