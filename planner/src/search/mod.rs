@@ -16,7 +16,7 @@ pub use trees::{btree, dtree};
 use crate::schedule::TreeChannel;
 use crate::topology::{NodeKind, PathType, Topology};
 use crate::tuner::{ChannelSet, Hw};
-use chain::{ChainSearch, Hop};
+use chain::{ChainSearch, Found, Hop};
 use serde::{Deserialize, Serialize};
 
 /// What the search found.
@@ -75,6 +75,75 @@ fn hw_of(kind: PathType) -> Hw {
 
 /// Runs the ring and tree searches.
 pub fn search(t: &Topology) -> Result<Channels, SearchError> {
+    let hosts = host_ranks(t)?;
+    let l = hosts[0].len();
+    let sm = t.gpus().map(|(_, g)| g.sm).min().unwrap_or(0);
+    let multi = hosts.len() > 1;
+    let mut notes = Vec::new();
+    let cs = ChainSearch::new(t, &hosts[0], multi)?;
+    let speeds = speeds(sm, multi);
+
+    // Rings.
+    let ring = search_rings(&cs, speeds, l, &mut notes);
+    let rings: Vec<Vec<u32>> = ring
+        .chains
+        .iter()
+        .map(|ch| {
+            hosts
+                .iter()
+                .flat_map(|g| ch.iter().map(move |&i| g[i as usize]))
+                .collect()
+        })
+        .collect();
+    let nic_name = |i: Option<usize>| {
+        i.and_then(|i| match &t.graph[cs.nics[i]].kind {
+            NodeKind::Nic(n) => Some(n.name.clone()),
+            _ => None,
+        })
+    };
+    let ring_nics: Vec<Option<String>> = ring.nics.iter().map(|i| nic_name(*i)).collect();
+    let ring_set = ChannelSet {
+        count: rings.len() as u32,
+        bw_gbps: ring.speed,
+        intra: hw_of(ring.worst),
+    };
+
+    // Trees: chains through each host (both directions of every hop carry data), double binary
+    // trees over hosts.
+    let (tree_chains, tree_bw, tree_kind) = search_tree_chains(&cs, speeds, multi, &ring);
+    let (trees, chains_out) = host_trees(&hosts, &tree_chains, multi);
+    // Pairs halve per-tree bandwidth: two trees share the chain's capacity.
+    let tree_set = ChannelSet {
+        count: trees.len() as u32,
+        bw_gbps: tree_bw / 2.0,
+        intra: hw_of(tree_kind),
+    };
+    // NCCL runs more channels than it searched (connect.cc): every ring channel twice, and on
+    // sm90+ across hosts twice again while the rings are fast and few. `ring` and `ring_chains`
+    // stay the searched graph (what NCCL's graph dump shows); `rings` is what runs.
+    let ring_runs = run_factor(ring_set.count, ring_set.bw_gbps, sm, multi);
+    let all_peers_nvlink_gbps = if multi || l < 2 {
+        None
+    } else {
+        cs.all_peers_nvlink()
+    };
+    Ok(Channels {
+        rings: repeat_each_run(rings, ring_runs),
+        ring: ring_set,
+        ring_runs,
+        ring_chains: ring.chains,
+        ring_nics: repeat_each_run(ring_nics, ring_runs),
+        trees,
+        tree: tree_set,
+        tree_chains: chains_out,
+        hosts,
+        all_peers_nvlink_gbps,
+        notes,
+    })
+}
+
+/// Each host's ranks; every host must have as many GPUs as host 0, and at least one.
+fn host_ranks(t: &Topology) -> Result<Vec<Vec<u32>>, SearchError> {
     let nhosts = t.n_hosts.max(1);
     let hosts: Vec<Vec<u32>> = (0..nhosts).map(|h| t.gpus_of_host(h)).collect();
     let l = hosts[0].len();
@@ -90,15 +159,13 @@ pub fn search(t: &Topology) -> Result<Channels, SearchError> {
             });
         }
     }
-    let sm = t.gpus().map(|(_, g)| g.sm).min().unwrap_or(0);
-    let multi = nhosts > 1;
-    let mut notes = Vec::new();
-    let cs = ChainSearch::new(t, &hosts[0], multi)?;
-    let speeds = speeds(sm, multi);
+    Ok(hosts)
+}
 
-    // Rings.
-    let ring = cs.best(speeds, Hop::Ring, MAX_SEARCH_CHANNELS);
-    let (ring_chains, ring_nic_idx, ring_bw, ring_kind) = match ring {
+/// Host 0's ring chains, duplicated as NCCL does; one ring in rank order (and a note) when no
+/// ring fits.
+fn search_rings(cs: &ChainSearch, speeds: &[f64], l: usize, notes: &mut Vec<String>) -> Found {
+    let (chains, nics, speed, worst) = match cs.best(speeds, Hop::Ring, MAX_SEARCH_CHANNELS) {
         Some(r) => (r.chains, r.nics, r.speed, r.worst),
         None => {
             notes.push(
@@ -112,44 +179,42 @@ pub fn search(t: &Topology) -> Result<Channels, SearchError> {
             )
         }
     };
-    let (ring_chains, ring_nic_idx, ring_bw) = duplicate(ring_chains, ring_nic_idx, ring_bw);
-    let rings: Vec<Vec<u32>> = ring_chains
-        .iter()
-        .map(|ch| {
-            hosts
-                .iter()
-                .flat_map(|g| ch.iter().map(move |&i| g[i as usize]))
-                .collect()
-        })
-        .collect();
-    let nic_name = |i: Option<usize>| {
-        i.and_then(|i| match &t.graph[cs.nics[i]].kind {
-            NodeKind::Nic(n) => Some(n.name.clone()),
-            _ => None,
-        })
-    };
-    let ring_nics: Vec<Option<String>> = ring_nic_idx.iter().map(|i| nic_name(*i)).collect();
-    let ring_set = ChannelSet {
-        count: rings.len() as u32,
-        bw_gbps: ring_bw,
-        intra: hw_of(ring_kind),
-    };
+    let (chains, nics, speed) = duplicate(chains, nics, speed);
+    Found {
+        chains,
+        nics,
+        speed,
+        worst,
+    }
+}
 
-    // Trees: chains through each host (both directions of every hop carry data), double binary
-    // trees over hosts.
-    let (tree_chains, tree_bw, tree_kind) = if multi {
-        // Each host's head talks to the network through the ring channel's NIC: reuse the ring
-        // chains, as NCCL sizes trees with the ring's channel count.
-        (ring_chains.clone(), ring_bw, ring_kind)
-    } else {
-        match cs.best(speeds, Hop::Chain, MAX_SEARCH_CHANNELS) {
-            Some(c) => {
-                let (ch, _, bw) = duplicate(c.chains, c.nics, c.speed);
-                (ch, bw, c.worst)
-            }
-            None => (ring_chains.clone(), ring_bw, ring_kind),
+/// Host 0's tree chains, their bandwidth and worst path type. Across hosts each host's head
+/// talks to the network through the ring channel's NIC: reuse the ring chains, as NCCL sizes
+/// trees with the ring's channel count. On one host: a chain search, else the ring chains.
+fn search_tree_chains(
+    cs: &ChainSearch,
+    speeds: &[f64],
+    multi: bool,
+    ring: &Found,
+) -> (Vec<Vec<u32>>, f64, PathType) {
+    if multi {
+        return (ring.chains.clone(), ring.speed, ring.worst);
+    }
+    match cs.best(speeds, Hop::Chain, MAX_SEARCH_CHANNELS) {
+        Some(c) => {
+            let (ch, _, bw) = duplicate(c.chains, c.nics, c.speed);
+            (ch, bw, c.worst)
         }
-    };
+        None => (ring.chains.clone(), ring.speed, ring.worst),
+    }
+}
+
+/// Two trees per chain (a double binary tree across hosts) and the host-0 chain of each.
+fn host_trees(
+    hosts: &[Vec<u32>],
+    tree_chains: &[Vec<u32>],
+    multi: bool,
+) -> (Vec<TreeChannel>, Vec<Vec<u32>>) {
     let mut trees = Vec::with_capacity(tree_chains.len() * 2);
     let mut chains_out = Vec::new();
     for chain in tree_chains.iter() {
@@ -160,54 +225,17 @@ pub fn search(t: &Topology) -> Result<Channels, SearchError> {
             } else {
                 chain.clone()
             };
-            trees.push(trees::host_tree(&hosts, &chain, which));
+            trees.push(trees::host_tree(hosts, &chain, which));
             chains_out.push(chain);
         }
     }
-    // Pairs halve per-tree bandwidth: two trees share the chain's capacity.
-    let tree_set = ChannelSet {
-        count: trees.len() as u32,
-        bw_gbps: tree_bw / 2.0,
-        intra: hw_of(tree_kind),
-    };
-    // NCCL runs more channels than it searched (connect.cc): every ring channel twice, and on
-    // sm90+ across hosts twice again while the rings are fast and few. `ring` and `ring_chains`
-    // stay the searched graph (what NCCL's graph dump shows); `rings` is what runs.
-    let ring_runs = run_factor(ring_set.count, ring_set.bw_gbps, sm, multi);
-    let rings: Vec<Vec<u32>> = {
-        let n = rings.len();
-        rings
-            .into_iter()
-            .cycle()
-            .take(n * ring_runs as usize)
-            .collect()
-    };
-    let ring_nics: Vec<Option<String>> = {
-        let n = ring_nics.len();
-        ring_nics
-            .into_iter()
-            .cycle()
-            .take(n * ring_runs as usize)
-            .collect()
-    };
-    let all_peers_nvlink_gbps = if multi || l < 2 {
-        None
-    } else {
-        cs.all_peers_nvlink()
-    };
-    Ok(Channels {
-        rings,
-        ring: ring_set,
-        ring_runs,
-        ring_chains,
-        ring_nics,
-        trees,
-        tree: tree_set,
-        tree_chains: chains_out,
-        hosts,
-        all_peers_nvlink_gbps,
-        notes,
-    })
+    (trees, chains_out)
+}
+
+/// The whole list `runs` times over: the channels NCCL runs from the ones it searched.
+fn repeat_each_run<T: Clone>(v: Vec<T>, runs: u32) -> Vec<T> {
+    let n = v.len();
+    v.into_iter().cycle().take(n * runs as usize).collect()
 }
 
 /// How many times NCCL runs each searched ring channel (NCCL's `src/graph/connect.cc`,
