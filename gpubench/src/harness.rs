@@ -19,15 +19,16 @@ use cuda::CudaError;
 use cudarc::driver::sys;
 use planner::schedule::{Collective, CollectiveKind, Schedule};
 use planner::tuner::Profile;
-use runtime::reference::{buffer_lens, expected_bytes};
+use runtime::reference::buffer_lens;
 use runtime::types::{DataType, ReduceOp};
 use std::sync::{Arc, Barrier};
 
 mod correctness;
 mod data;
+mod measure;
 pub use correctness::check_on;
 pub use cuda::direct::rank_ptrs;
-use data::{check, host_inputs, upload, Bufs};
+use measure::{largest_bufs, Bench};
 
 #[derive(Clone, Debug)]
 pub struct BenchConfig {
@@ -422,7 +423,6 @@ pub fn run_with_profile(
     mut on_row: impl FnMut(&Row),
 ) -> Result<(Vec<Row>, MemReport), CudaError> {
     let n = cfg.ordinals.len() as u32;
-    let elem = cfg.dtype.size() as u64;
     if cfg.vs_nccl && shares_a_gpu(&cfg.ordinals) {
         return Err(CudaError::Input(
             "NCCL refuses two ranks on one GPU: --vs-nccl needs one rank per GPU".into(),
@@ -451,97 +451,25 @@ pub fn run_with_profile(
     } else {
         None
     };
-    let max_size = cfg.sizes.iter().copied().max().unwrap_or(0);
-    let (_, max_in, max_out) = geometry(cfg.kind, n, max_size, elem);
-    let mut bufs = Bufs {
-        inp: Vec::new(),
-        out: Vec::new(),
-    };
-    for r in 0..n as usize {
-        bufs.inp.push(cuda::device::DevBuf::new(
-            g.context(r),
-            (max_in * elem) as usize,
-        )?);
-        bufs.out.push(cuda::device::DevBuf::new(
-            g.context(r),
-            (max_out * elem) as usize,
-        )?);
-    }
+    let bufs = largest_bufs(cfg, &g, n)?;
     let mut streams = Vec::new();
     for r in 0..n as usize {
         streams.push(RawStream(cuda::device::create_stream(g.context(r))?));
     }
     // Measured once the benchmark's own buffers exist: what follows is the libraries' doing.
     let after_init = free_mem(&g)?;
+    let bench = Bench {
+        cfg,
+        g: &g,
+        nccl: nccl.as_ref(),
+        bufs: &bufs,
+        streams: &streams,
+        n,
+    };
     let mut rows = Vec::new();
     let coll = coll_of(cfg.kind, cfg.root);
     for (si, &size) in cfg.sizes.iter().enumerate() {
-        let (count, algo, sched) = sized_schedule(cfg, profile, &coll, n, size)?;
-        let ours = Lib::Ours(&g, &sched);
-        let mut row = Row {
-            size,
-            count: count * (size / elem / count.max(1)).max(1),
-            algo,
-            oop: Cell::default(),
-            ip: Cell::default(),
-            mem_first_call: (0, None),
-        };
-        row.count = size / elem;
-        for in_place in [false, true] {
-            let (ip, op) = bufs.ptrs(cfg.kind, count, elem, in_place);
-            let mut cell = Cell {
-                wrong: -1,
-                ..Default::default()
-            };
-            // Correctness (also the first call of this size: memory measured around it).
-            let seed = data_seed(cfg.seed, si, in_place);
-            let inputs = host_inputs(cfg, n as usize, count, seed);
-            let want = if cfg.check {
-                let coll = coll_of(cfg.kind, cfg.root);
-                expected_bytes(cfg.dtype, &coll, cfg.op, count as usize, &inputs)
-            } else {
-                Vec::new()
-            };
-            upload(&bufs, cfg, count, in_place, &inputs)?;
-            let m0 = free_mem(&g)?;
-            ours.once(&g, cfg, count, &ip, &op, &streams)?;
-            if !in_place {
-                row.mem_first_call.0 = max_drop(&m0, &free_mem(&g)?);
-            }
-            if cfg.check {
-                cell.wrong = check(&bufs, cfg, count, in_place, &want)?;
-            }
-            if let Some(nc) = &nccl {
-                upload(&bufs, cfg, count, in_place, &inputs)?;
-                let m0 = free_mem(&g)?;
-                Lib::Nccl(nc).once(&g, cfg, count, &ip, &op, &streams)?;
-                if !in_place {
-                    row.mem_first_call.1 = Some(max_drop(&m0, &free_mem(&g)?));
-                }
-                if cfg.check {
-                    cell.nccl_wrong = Some(check(&bufs, cfg, count, in_place, &want)?);
-                }
-            }
-            // Timing, alternating ours and NCCL's.
-            let mut ts = Vec::new();
-            let mut tn = Vec::new();
-            for _ in 0..cfg.runs.max(1) {
-                ts.push(ours.time(&g, cfg, count, &ip, &op, &streams)?);
-                if let Some(nc) = &nccl {
-                    tn.push(Lib::Nccl(nc).time(&g, cfg, count, &ip, &op, &streams)?);
-                }
-            }
-            let factor = cfg.kind.busbw_factor(n);
-            cell.time_us = median(ts);
-            cell.algbw = algbw(size, cell.time_us);
-            cell.busbw = cell.algbw * factor;
-            if nccl.is_some() {
-                let t = median(tn);
-                cell.nccl_time_us = Some(t);
-                cell.nccl_busbw = Some(algbw(size, t) * factor);
-            }
-            row.set(in_place, cell);
-        }
+        let row = bench.row(profile, &coll, si, size)?;
         on_row(&row);
         rows.push(row);
     }

@@ -13,10 +13,7 @@
 // Unsafe: timing events and device copies through the driver's raw API; each block states why it is sound.
 #![allow(unsafe_code)]
 
-use crate::harness::{
-    algbw, algo_label, coll_of, data_seed, geometry, median, rank_ptrs, BenchConfig, Cell,
-    MemReport, Row,
-};
+use crate::harness::{algo_label, coll_of, geometry, median, BenchConfig, MemReport, Row};
 use crate::nccl::NcclRank;
 use cuda::device::{drv, DevBuf, Event};
 use cuda::graph::{begin_capture, end_capture, Graph};
@@ -24,10 +21,13 @@ use cuda::ipc::{check_direct, CudaProcComm, ProcRequest, RegisteredBuffer};
 use cuda::schedules;
 use cuda::CudaError;
 use cudarc::driver::{sys, CudaContext};
-use planner::schedule::Schedule;
+use planner::schedule::{Collective, Schedule};
 use runtime::bootstrap::Rendezvous;
-use runtime::reference::{buffer_lens, count_wrong, expected_bytes, random_inputs_bytes};
+use runtime::reference::count_wrong;
 use std::sync::Arc;
+
+mod measure;
+use measure::RankBench;
 
 /// What the harness needs from the other processes (the bootstrap in `topoplan bench`).
 pub trait Meet {
@@ -294,24 +294,7 @@ pub fn run(
     let elem = cfg.dtype.size() as u64;
     let ctx = comm.context().clone();
     let coll = coll_of(cfg.kind, cfg.root);
-    // Every schedule is picked and checked before any rank launches anything: the check is the
-    // same on every rank, so they all stop together.
-    let mut scheds = Vec::new();
-    for &size in &cfg.sizes {
-        let (count, _, _) = geometry(cfg.kind, n, size, elem);
-        // `auto` here chooses among what this mode runs (the one-process `auto` may pick
-        // two-shot or the ring above 2 ranks).
-        let algo = match cfg.algo.as_str() {
-            "auto" => schedules::auto_direct_algo(profile, cfg.kind, count * elem, true),
-            a => a,
-        };
-        let (algo, s) = schedules::pick(&coll, n, count * elem, algo, profile)
-            .map_err(|e| CudaError::Input(e.to_string()))?;
-        check_direct(&s)?;
-        // Sizes the hybrid runs: the copy engines are enabled below for them.
-        let hybrid = cuda::hybrid::share(&s, count, elem) > 0;
-        scheds.push((algo_label(algo, &s, cfg, count), s, hybrid));
-    }
+    let scheds = pick_schedules(cfg, profile, &coll, n)?;
     comm.prepare(cfg.dtype)?;
     let before_nccl = free_bytes(&ctx)?;
     let nccl = if cfg.vs_nccl {
@@ -337,99 +320,20 @@ pub fn run(
     }
     let stream = Stream::new(&ctx)?;
     let (e0, e1) = (Event::new(&ctx)?, Event::new(&ctx)?);
+    let bench = RankBench {
+        comm,
+        cfg,
+        coll: &coll,
+        nccl: nccl.as_ref(),
+        stream: &stream,
+        events: (&e0, &e1),
+        inp: &inp,
+        regs: (reg_in, reg_out),
+        out_ptr: out.ptr,
+    };
     let mut rows = Vec::new();
     for (si, (&size, (algo, sched, _))) in cfg.sizes.iter().zip(&scheds).enumerate() {
-        let (count, _, _) = geometry(cfg.kind, n, size, elem);
-        let mut row = Row {
-            size,
-            count: size / elem,
-            algo: algo.clone(),
-            oop: Cell::default(),
-            ip: Cell::default(),
-            mem_first_call: (0, None),
-        };
-        for in_place in [false, true] {
-            let (ip, op) = rank_ptrs(cfg.kind, rank, count, elem, in_place, inp.ptr, out.ptr);
-            // In place the input lies in the output buffer.
-            let registered = if (inp.ptr..inp.ptr + inp.bytes as u64).contains(&ip) {
-                reg_in
-            } else {
-                reg_out
-            };
-            let at = |lib| Ctx {
-                comm,
-                lib,
-                cfg,
-                stream: &stream,
-                sched,
-                count,
-                input: ip,
-                output: op,
-                registered,
-            };
-            let libs: Vec<Ctx> = std::iter::once(at(Lib::Ours))
-                .chain(nccl.as_ref().map(|nc| at(Lib::Nccl(nc))))
-                .collect();
-            // Correctness: the same seed as the one-process harness, so the data match; each
-            // library's first call of the size is its checked call.
-            let seed = data_seed(cfg.seed, si, in_place);
-            let (il, _) = buffer_lens(&coll, n, count as usize);
-            let inputs =
-                random_inputs_bytes(cfg.dtype, seed, n, il, cfg.op, |r| cfg.check || r == rank);
-            let want = if cfg.check {
-                expected_bytes(cfg.dtype, &coll, cfg.op, count as usize, &inputs)
-                    .swap_remove(rank as usize)
-            } else {
-                None
-            };
-            let mut wrong = Vec::new();
-            for (i, c) in libs.iter().enumerate() {
-                let m0 = free_bytes(&ctx)?;
-                wrong.push(c.checked_call(&inputs[rank as usize], want.as_deref())?);
-                if !in_place {
-                    let taken = m0 - free_bytes(&ctx)?;
-                    if i == 0 {
-                        row.mem_first_call.0 = taken;
-                    } else {
-                        row.mem_first_call.1 = Some(taken);
-                    }
-                }
-            }
-            // A checked rank with no output of its own (reduce, not the root) counts 0 wrong.
-            let wrong: Vec<i64> = wrong
-                .into_iter()
-                .map(|w| if cfg.check { w.max(0) } else { w })
-                .collect();
-            drop(inputs);
-            // Timing, the libraries alternating run by run.
-            let mut ts = vec![Vec::new(); libs.len()];
-            for _ in 0..cfg.runs.max(1) {
-                for (c, t) in libs.iter().zip(&mut ts) {
-                    t.push(c.time(meet, &e0, &e1)?);
-                }
-            }
-            let factor = cfg.kind.busbw_factor(n);
-            let mut combined = Vec::new();
-            for (w, t) in wrong.iter().zip(&ts) {
-                let table = meet.all_gather(&encode_cell(*w, t))?;
-                combined.push(combine_cells(&table, t.len())?);
-            }
-            let (wrong, t) = combined[0];
-            let algbw = algbw(size, t);
-            let mut cell = Cell {
-                time_us: t,
-                algbw,
-                busbw: algbw * factor,
-                wrong,
-                ..Default::default()
-            };
-            if let Some(&(nw, nt)) = combined.get(1) {
-                cell.nccl_time_us = Some(nt);
-                cell.nccl_busbw = Some(super::harness::algbw(size, nt) * factor);
-                cell.nccl_wrong = (nw >= 0).then_some(nw);
-            }
-            row.set(in_place, cell);
-        }
+        let row = bench.row(meet, si, size, algo, sched)?;
         on_row(&row);
         rows.push(row);
     }
@@ -443,9 +347,50 @@ pub fn run(
     comm.deregister(reg_in, &mut exchange)?;
     comm.deregister(reg_out, &mut exchange)?;
     drop(nccl);
-    // Every figure as the maximum over ranks ("max over GPUs", as in one process).
+    let mem = memory_over_ranks(meet, cfg, init, nccl_init, after_run, &mut rows)?;
+    Ok((rows, mem))
+}
+
+/// Every size's row label, schedule and whether the hybrid runs it. Picked and checked before
+/// any rank launches anything: the check is the same on every rank, so they all stop together.
+fn pick_schedules(
+    cfg: &BenchConfig,
+    profile: &planner::tuner::Profile,
+    coll: &Collective,
+    n: u32,
+) -> Result<Vec<(String, Schedule, bool)>, CudaError> {
+    let elem = cfg.dtype.size() as u64;
+    let mut scheds = Vec::new();
+    for &size in &cfg.sizes {
+        let (count, _, _) = geometry(cfg.kind, n, size, elem);
+        // `auto` here chooses among what this mode runs (the one-process `auto` may pick
+        // two-shot or the ring above 2 ranks).
+        let algo = match cfg.algo.as_str() {
+            "auto" => schedules::auto_direct_algo(profile, cfg.kind, count * elem, true),
+            a => a,
+        };
+        let (algo, s) = schedules::pick(coll, n, count * elem, algo, profile)
+            .map_err(|e| CudaError::Input(e.to_string()))?;
+        check_direct(&s)?;
+        // Sizes the hybrid runs: the copy engines are enabled below for them.
+        let hybrid = cuda::hybrid::share(&s, count, elem) > 0;
+        scheds.push((algo_label(algo, &s, cfg, count), s, hybrid));
+    }
+    Ok(scheds)
+}
+
+/// Every memory figure as the maximum over ranks ("max over GPUs", as in one process), the
+/// rows' first-call figures included.
+fn memory_over_ranks(
+    meet: &mut dyn Meet,
+    cfg: &BenchConfig,
+    init: InitMemory,
+    nccl_init: i64,
+    after_run: i64,
+    rows: &mut [Row],
+) -> Result<MemReport, CudaError> {
     let mut mine = vec![init.ours_init, nccl_init, after_run];
-    for r in &rows {
+    for r in rows.iter() {
         mine.extend([r.mem_first_call.0, r.mem_first_call.1.unwrap_or(0)]);
     }
     let all = max_over_ranks(meet, &mine)?;
@@ -453,19 +398,19 @@ pub fn run(
     for (r, pair) in rows.iter_mut().zip(all[3..].chunks_exact(2)) {
         r.mem_first_call = (pair[0], cfg.vs_nccl.then_some(pair[1]));
     }
-    let mem = MemReport {
+    Ok(MemReport {
         // The smallest free memory of any GPU (a negated maximum).
         free_before: (-free_before) as u64,
         ours_init: all[0],
         nccl_init: cfg.vs_nccl.then_some(all[1]),
         after_run: all[2],
-    };
-    Ok((rows, mem))
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::harness::rank_ptrs;
 
     #[test]
     fn cells_combine_to_the_slowest_rank_and_the_median_run() {
