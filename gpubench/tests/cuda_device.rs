@@ -122,12 +122,76 @@ fn collectives_match_the_reference_on_gpus() {
 fn pull_mode_only_reads_memory_the_peers_may_read() {
     use cuda::direct::pull::readable_from;
     use cuda::{CudaGroup, Request};
-    use cudarc::driver::sys;
     if !two_gpus("pull_mode_only_reads_memory_the_peers_may_read") {
         return;
     }
     let g = CudaGroup::new(&[0, 1]).unwrap();
     let count = 262_147usize; // 1 MiB + 12 B of f32: pull mode's range, an odd tail
+    let bytes = count * 4;
+    let PoolBuffers {
+        streams,
+        pools,
+        ins,
+        outs,
+        host,
+    } = pool_buffers(&g, count);
+    assert!(
+        !readable_from(ins[0], 1) && !readable_from(ins[1], 0),
+        "pool memory without peer access"
+    );
+    assert_mem_alloc_is_peer_readable(&g);
+    let sched = one_shot_all_reduce(bytes);
+    let run_once = |label: &str| {
+        for r in 0..2 {
+            let req = Request {
+                schedule: &sched,
+                count: count as u64,
+                dtype: DataType::F32,
+                op: ReduceOp::Sum,
+                inputs: &ins,
+                outputs: &outs,
+            };
+            g.enqueue(r, &req, streams[r])
+                .unwrap_or_else(|e| panic!("{label}: rank {r}: {e}"));
+        }
+        for r in 0..2 {
+            let wrong = wrong_sums(&g, r, streams[r], outs[r], &host);
+            assert_eq!(wrong, 0, "{label}: rank {r}: {wrong} wrong elements");
+        }
+    };
+    run_once("pool memory without peer access (push path)");
+    grant_peers_pool_access(&g, &pools);
+    assert!(
+        readable_from(ins[0], 1) && readable_from(ins[1], 0),
+        "after cuMemPoolSetAccess"
+    );
+    run_once("pool memory with peer access (pull mode)");
+    for r in 0..2 {
+        g.context(r).bind_to_thread().unwrap();
+        // SAFETY: allocated above on this stream; the stream is idle.
+        unsafe {
+            use cudarc::driver::sys;
+            sys::cuMemFreeAsync(ins[r], streams[r]).result().unwrap();
+            sys::cuMemFreeAsync(outs[r], streams[r]).result().unwrap();
+            sys::cuStreamSynchronize(streams[r]).result().unwrap();
+            sys::cuStreamDestroy_v2(streams[r]).result().unwrap();
+        }
+    }
+}
+
+/// Per rank of a two-GPU group: a stream, its device's default memory pool, and an input
+/// (`host[r]` uploaded) and a poisoned output allocated from that pool on the stream.
+struct PoolBuffers {
+    streams: Vec<cudarc::driver::sys::CUstream>,
+    pools: Vec<cudarc::driver::sys::CUmemoryPool>,
+    ins: Vec<cudarc::driver::sys::CUdeviceptr>,
+    outs: Vec<cudarc::driver::sys::CUdeviceptr>,
+    host: Vec<Vec<f32>>,
+}
+
+/// Allocates [`PoolBuffers`] of `count` floats per rank (stream-ordered, without peer access).
+fn pool_buffers(g: &cuda::CudaGroup, count: usize) -> PoolBuffers {
+    use cudarc::driver::sys;
     let bytes = count * 4;
     let mut streams = Vec::new();
     let mut pools = Vec::new();
@@ -165,11 +229,18 @@ fn pull_mode_only_reads_memory_the_peers_may_read() {
         outs.push(o);
         host.push(data);
     }
-    assert!(
-        !readable_from(ins[0], 1) && !readable_from(ins[1], 0),
-        "pool memory without peer access"
-    );
-    // Positive control: `cuMemAlloc` memory is covered by the group's peer access.
+    PoolBuffers {
+        streams,
+        pools,
+        ins,
+        outs,
+        host,
+    }
+}
+
+/// Positive control: `cuMemAlloc` memory is covered by the group's peer access.
+fn assert_mem_alloc_is_peer_readable(g: &cuda::CudaGroup) {
+    use cudarc::driver::sys;
     g.context(0).bind_to_thread().unwrap();
     let mut legacy: sys::CUdeviceptr = 0;
     // SAFETY: out-pointer valid; context bound.
@@ -177,33 +248,17 @@ fn pull_mode_only_reads_memory_the_peers_may_read() {
         .result()
         .unwrap();
     assert!(
-        readable_from(legacy, 1),
+        cuda::direct::pull::readable_from(legacy, 1),
         "cuMemAlloc memory under peer access"
     );
     // SAFETY: allocated just above, unused.
     unsafe { sys::cuMemFree_v2(legacy) }.result().unwrap();
-    let sched = one_shot_all_reduce(bytes);
-    let run_once = |label: &str| {
-        for r in 0..2 {
-            let req = Request {
-                schedule: &sched,
-                count: count as u64,
-                dtype: DataType::F32,
-                op: ReduceOp::Sum,
-                inputs: &ins,
-                outputs: &outs,
-            };
-            g.enqueue(r, &req, streams[r])
-                .unwrap_or_else(|e| panic!("{label}: rank {r}: {e}"));
-        }
-        for r in 0..2 {
-            let wrong = wrong_sums(&g, r, streams[r], outs[r], &host);
-            assert_eq!(wrong, 0, "{label}: rank {r}: {wrong} wrong elements");
-        }
-    };
-    run_once("pool memory without peer access (push path)");
-    // Grant each peer read-write access to the other's pool: now pull mode may read them.
-    for r in 0..2 {
+}
+
+/// Grants each peer read-write access to the other's pool: pull mode may then read it.
+fn grant_peers_pool_access(g: &cuda::CudaGroup, pools: &[cudarc::driver::sys::CUmemoryPool]) {
+    use cudarc::driver::sys;
+    for (r, &pool) in pools.iter().enumerate() {
         g.context(r).bind_to_thread().unwrap();
         let desc = sys::CUmemAccessDesc {
             location: sys::CUmemLocation {
@@ -213,24 +268,9 @@ fn pull_mode_only_reads_memory_the_peers_may_read() {
             flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
         };
         // SAFETY: the pool belongs to rank r's device; one valid descriptor.
-        unsafe { sys::cuMemPoolSetAccess(pools[r], &desc, 1) }
+        unsafe { sys::cuMemPoolSetAccess(pool, &desc, 1) }
             .result()
             .unwrap();
-    }
-    assert!(
-        readable_from(ins[0], 1) && readable_from(ins[1], 0),
-        "after cuMemPoolSetAccess"
-    );
-    run_once("pool memory with peer access (pull mode)");
-    for r in 0..2 {
-        g.context(r).bind_to_thread().unwrap();
-        // SAFETY: allocated above on this stream; the stream is idle.
-        unsafe {
-            sys::cuMemFreeAsync(ins[r], streams[r]).result().unwrap();
-            sys::cuMemFreeAsync(outs[r], streams[r]).result().unwrap();
-            sys::cuStreamSynchronize(streams[r]).result().unwrap();
-            sys::cuStreamDestroy_v2(streams[r]).result().unwrap();
-        }
     }
 }
 

@@ -422,9 +422,6 @@ fn shared_groups_are_refused_without_every_hardware_queue() {
 /// show on the GPU. Every collective must have the direct path's algorithms and the ring.
 #[test]
 fn the_matrix_lowerings_match_the_reference_on_3_to_8_ranks() {
-    use cuda::lower::{emulate, lower, Buf, LowerError, LowerParams};
-    use runtime::reference::{buffer_lens, expected, random_input};
-    use runtime::Element;
     let mut cases = 0;
     for n in [3u32, 4, 6, 8] {
         for kind in KINDS {
@@ -443,85 +440,22 @@ fn the_matrix_lowerings_match_the_reference_on_3_to_8_ranks() {
                     let (_, s) =
                         schedules::pick(&c, n, count * 8, algo, planner::tuner::Profile::bundled())
                             .unwrap();
+                    let case = MatrixCase {
+                        coll: &c,
+                        n,
+                        algo,
+                        count,
+                        sched: &s,
+                    };
                     for (in_place, op) in [
                         (false, ReduceOp::Sum),
                         (true, ReduceOp::Sum),
                         (false, ReduceOp::Avg),
                         (true, ReduceOp::Max),
                     ] {
-                        let what = format!(
-                            "{} {algo} on {n} ranks, {count} elements, {} in place {in_place}",
-                            kind.name(),
-                            op.name()
-                        );
-                        let p = LowerParams {
-                            count,
-                            in_place,
-                            average: op == ReduceOp::Avg,
-                            // The group's ring is 64 MiB; these counts need far less.
-                            scratch_cap: 1 << 16,
-                            flatten_loops: true,
-                            elide_copies: true,
-                            ce_push: true,
-                            elem_bytes: 8,
-                        };
-                        let l = match lower(&s, p) {
-                            // One-way LL flows (broadcast, reduce) are refused by the lowering;
-                            // the direct path runs them.
-                            Err(LowerError::Unsupported(_)) if algo == "one-shot-ll" => continue,
-                            r => r.unwrap_or_else(|e| panic!("{what}: {e}")),
-                        };
-                        let (il, ol) = buffer_lens(&c, n, count as usize);
-                        let inputs: Vec<Vec<i64>> = (0..n)
-                            .map(|r| random_input::<i64>(9 + count, r, il, op))
-                            .collect();
-                        let poison = i64::MIN + 777;
-                        let ll_len = l
-                            .items
-                            .iter()
-                            .flat_map(|i| {
-                                i.srcs
-                                    .iter()
-                                    .chain(&i.dsts)
-                                    .filter(|o| o.buf == Buf::Ll)
-                                    .map(move |o| (o.off + i.n) as usize)
-                            })
-                            .max()
-                            .unwrap_or(1);
-                        let k = count as usize;
-                        let mut mem: Vec<[Vec<i64>; 4]> = (0..n as usize)
-                            .map(|r| {
-                                let mut inp = inputs[r].clone();
-                                let mut out = vec![poison; ol];
-                                if in_place {
-                                    match kind {
-                                        CollectiveKind::AllGather => {
-                                            out[r * k..(r + 1) * k].copy_from_slice(&inputs[r])
-                                        }
-                                        CollectiveKind::ReduceScatter => {}
-                                        _ => {
-                                            out = inputs[r].clone();
-                                            inp = vec![poison; il];
-                                        }
-                                    }
-                                }
-                                let scratch = vec![poison; l.scratch_elems.max(1) as usize];
-                                [inp, out, scratch, vec![poison; ll_len]]
-                            })
-                            .collect();
-                        emulate(&l, &mut mem, |x, y| x.combine(y, op), |x| x.div_ranks(n));
-                        let want = expected(&c, op, k, &inputs);
-                        for r in 0..n as usize {
-                            let Some(w) = &want[r] else { continue };
-                            let got: &[i64] = if in_place && kind == CollectiveKind::ReduceScatter {
-                                &mem[r][0][r * k..(r + 1) * k]
-                            } else {
-                                &mem[r][1][..w.len()]
-                            };
-                            let wrong = got.iter().zip(w).filter(|(g, w)| g != w).count();
-                            assert_eq!(wrong, 0, "{what}: rank {r}, {wrong} wrong elements");
+                        if case.emulate_and_check(in_place, op) {
+                            cases += 1;
                         }
-                        cases += 1;
                     }
                 }
             }
@@ -529,4 +463,113 @@ fn the_matrix_lowerings_match_the_reference_on_3_to_8_ranks() {
     }
     eprintln!("{cases} lowered cases emulated, 0 wrong elements");
     assert!(cases > 500, "{cases}");
+}
+
+/// One schedule of the matrix: `algo` for `coll` on `n` ranks, `count` elements per rank.
+struct MatrixCase<'a> {
+    coll: &'a Collective,
+    n: u32,
+    algo: &'a str,
+    count: u64,
+    sched: &'a planner::schedule::Schedule,
+}
+
+impl MatrixCase<'_> {
+    /// Lowers the schedule with the group's parameters, emulates it on random data and asserts
+    /// every rank's output is the reference's; false where the lowering refuses the case.
+    fn emulate_and_check(&self, in_place: bool, op: ReduceOp) -> bool {
+        use cuda::lower::{emulate, lower, LowerError, LowerParams};
+        use runtime::reference::{buffer_lens, expected, random_input};
+        use runtime::Element;
+        let (c, n, algo, count) = (self.coll, self.n, self.algo, self.count);
+        let kind = c.kind;
+        let what = format!(
+            "{} {algo} on {n} ranks, {count} elements, {} in place {in_place}",
+            kind.name(),
+            op.name()
+        );
+        let p = LowerParams {
+            count,
+            in_place,
+            average: op == ReduceOp::Avg,
+            // The group's ring is 64 MiB; these counts need far less.
+            scratch_cap: 1 << 16,
+            flatten_loops: true,
+            elide_copies: true,
+            ce_push: true,
+            elem_bytes: 8,
+        };
+        let l = match lower(self.sched, p) {
+            // One-way LL flows (broadcast, reduce) are refused by the lowering;
+            // the direct path runs them.
+            Err(LowerError::Unsupported(_)) if algo == "one-shot-ll" => return false,
+            r => r.unwrap_or_else(|e| panic!("{what}: {e}")),
+        };
+        let (il, ol) = buffer_lens(c, n, count as usize);
+        let inputs: Vec<Vec<i64>> = (0..n)
+            .map(|r| random_input::<i64>(9 + count, r, il, op))
+            .collect();
+        let k = count as usize;
+        let mut mem = self.emulated_memory(&l, in_place, &inputs, (il, ol));
+        emulate(&l, &mut mem, |x, y| x.combine(y, op), |x| x.div_ranks(n));
+        let want = expected(c, op, k, &inputs);
+        for r in 0..n as usize {
+            let Some(w) = &want[r] else { continue };
+            let got: &[i64] = if in_place && kind == CollectiveKind::ReduceScatter {
+                &mem[r][0][r * k..(r + 1) * k]
+            } else {
+                &mem[r][1][..w.len()]
+            };
+            let wrong = got.iter().zip(w).filter(|(g, w)| g != w).count();
+            assert_eq!(wrong, 0, "{what}: rank {r}, {wrong} wrong elements");
+        }
+        true
+    }
+
+    /// Every rank's emulated buffers (input, output, scratch, LL) with its inputs where the call
+    /// finds them (in place as NCCL places them) and a poison everywhere else.
+    fn emulated_memory(
+        &self,
+        l: &cuda::lower::Lowered,
+        in_place: bool,
+        inputs: &[Vec<i64>],
+        (il, ol): (usize, usize),
+    ) -> Vec<[Vec<i64>; 4]> {
+        let kind = self.coll.kind;
+        use cuda::lower::Buf;
+        let poison = i64::MIN + 777;
+        let ll_len = l
+            .items
+            .iter()
+            .flat_map(|i| {
+                i.srcs
+                    .iter()
+                    .chain(&i.dsts)
+                    .filter(|o| o.buf == Buf::Ll)
+                    .map(move |o| (o.off + i.n) as usize)
+            })
+            .max()
+            .unwrap_or(1);
+        let k = self.count as usize;
+        (0..self.n as usize)
+            .map(|r| {
+                let mut inp = inputs[r].clone();
+                let mut out = vec![poison; ol];
+                if in_place {
+                    match kind {
+                        CollectiveKind::AllGather => {
+                            out[r * k..(r + 1) * k].copy_from_slice(&inputs[r])
+                        }
+                        CollectiveKind::ReduceScatter => {}
+                        _ => {
+                            out = inputs[r].clone();
+                            inp = vec![poison; il];
+                        }
+                    }
+                }
+                let scratch = vec![poison; l.scratch_elems.max(1) as usize];
+                [inp, out, scratch, vec![poison; ll_len]]
+            })
+            .collect()
+    }
 }
