@@ -129,13 +129,53 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let previous = args.iter().any(|a| a == "--previous");
     let fenced = args.iter().any(|a| a == "--fenced");
+    // The earlier executors are refitted as they were fitted then, without pull mode or hybrid.
+    let past = previous || fenced;
     let topo = planner::topology::load_file(
         std::path::Path::new("tests/data/measurements/h200x2/topo.xml"),
         &Default::default(),
     )
     .expect("h200x2 topology")
     .topology;
-    let (sets, mut x): (Sets, ExecParams) = if previous {
+    let (sets, mut x) = measured_sets(previous, fenced);
+    fit_push(&mut x, &topo, &sets, past);
+    let ce = fit_copy_engine(&mut x, &topo, past);
+    println!(
+        "launch_simple_us {:.2}, gpu_gbps {:.0}, cta_gbps {:.0}, launch_ll_us {:.2}, ll_gpu_gbps {:.0}",
+        x.launch_simple_us, x.gpu_gbps, x.cta_gbps, x.launch_ll_us, x.ll_gpu_gbps
+    );
+    // Pull mode and the hybrid: the current executor only; the others have them off.
+    let pull = (!past).then(|| fit_pull(&mut x, &topo));
+    let hybrid = (!past).then(|| fit_hybrid(&mut x, &topo));
+    let (ce_label, ce_pts, ce_chunk) = ce;
+    for (label, pts) in &sets {
+        summary(label, &rows(&topo, pts, &x));
+    }
+    let ce = ce_rows(&topo, ce_pts, ce_chunk, &x);
+    summary(ce_label, &ce);
+    if let Some(p) = &pull {
+        summary("pull mode", p);
+    }
+    if let Some((h, out)) = &hybrid {
+        summary("hybrid", h);
+        summary("hybrid, adoption run (not fitted on)", out);
+    }
+    for (label, pts) in &sets {
+        println!("\n{label}:\n{}", markdown(&rows(&topo, pts, &x)));
+    }
+    println!("\n{ce_label}:\n{}", markdown(&ce));
+    if let Some(p) = &pull {
+        println!("\npull mode:\n{}", markdown(p));
+    }
+    if let Some((h, out)) = &hybrid {
+        println!("\nhybrid:\n{}", markdown(h));
+        println!("\nhybrid, adoption run (not fitted on):\n{}", markdown(out));
+    }
+}
+
+/// The measured one-shot sets to fit and the parameters to start from, per executor.
+fn measured_sets(previous: bool, fenced: bool) -> (Sets, ExecParams) {
+    if previous {
         (
             vec![
                 ("pull final run", &OWN_ONE_SHOT_H200X2[..]),
@@ -153,7 +193,12 @@ fn main() {
             vec![("direct, relaxed credits", &OWN_DIRECT_H200X2[..])],
             ExecParams::default(),
         )
-    };
+    }
+}
+
+/// The push path's terms: the Simple and LL floors and rates and the per-CTA rate, by
+/// coordinate descent on the one-shot points of `sets`.
+fn fit_push(x: &mut ExecParams, topo: &Topology, sets: &Sets, past: bool) {
     let pick = |p: Protocol| -> Points {
         sets.iter()
             .flat_map(|s| s.1.iter().copied())
@@ -205,14 +250,14 @@ fn main() {
             eval,
         );
     };
-    if previous || fenced {
+    if past {
         // As these were fitted: Simple (floor, GPU rate), then the per-CTA rate on the Simple
         // points, twice; then LL (floor, rate).
         for _ in 0..2 {
-            simple_floor_rate(&mut x);
-            cta_rate(&mut x, &on_simple);
+            simple_floor_rate(x);
+            cta_rate(x, &on_simple);
         }
-        ll_floor_rate(&mut x);
+        ll_floor_rate(x);
     } else {
         // This set has no Simple point below 1 MiB (32 CTAs), so the Simple points alone leave
         // the per-CTA rate, which both grids share, nearly free: it is judged on all points (the
@@ -220,13 +265,20 @@ fn main() {
         // rate, three rounds (the values stop moving after two).
         let on_both = |x: &ExecParams| on_simple(x).max(on_ll(x));
         for _ in 0..3 {
-            simple_floor_rate(&mut x);
-            ll_floor_rate(&mut x);
-            cta_rate(&mut x, &on_both);
+            simple_floor_rate(x);
+            ll_floor_rate(x);
+            cta_rate(x, &on_both);
         }
     }
-    // The copy-engine path.
-    let (ce_label, ce_pts, ce_chunk) = if previous || fenced {
+}
+
+/// The copy-engine terms and the points they are judged on: (label, points, chunk bytes).
+fn fit_copy_engine(
+    x: &mut ExecParams,
+    topo: &Topology,
+    past: bool,
+) -> (&'static str, &'static [(u64, f64)], u64) {
+    let (ce_label, ce_pts, ce_chunk) = if past {
         (
             "previous copy-engine lowering, run 3",
             &OWN_CE_H200X2_RUN3[..],
@@ -235,8 +287,8 @@ fn main() {
     } else {
         ("copy-engine pair", &OWN_CE_PAIR_H200X2[..], CE_CHUNK_BYTES)
     };
-    let on_ce = |x: &ExecParams| worst_of(&ce_rows(&topo, ce_pts, ce_chunk, x));
-    let ce_worst = if previous || fenced {
+    let on_ce = |x: &ExecParams| worst_of(&ce_rows(topo, ce_pts, ce_chunk, x));
+    let ce_worst = if past {
         // History: the terms stay as fitted then (`ce_gbps` 199 at `ce_launch_us` 12.0, on the
         // pipeline schedule of then, every send before the receives). The refit of its rate on
         // today's interleaved schedule is printed for comparison, not adopted.
@@ -256,10 +308,10 @@ fn main() {
             y.ce_gbps,
             refit * 100.0
         );
-        on_ce(&x)
+        on_ce(x)
     } else {
         search(
-            &mut x,
+            x,
             ("ce_launch_us", "ce_gbps"),
             (0.0, 60.0, 0.5),
             (100.0, 600.0, 1.0),
@@ -276,95 +328,72 @@ fn main() {
         x.ce_gbps,
         ce_worst * 100.0
     );
-    println!(
-        "launch_simple_us {:.2}, gpu_gbps {:.0}, cta_gbps {:.0}, launch_ll_us {:.2}, ll_gpu_gbps {:.0}",
-        x.launch_simple_us, x.gpu_gbps, x.cta_gbps, x.launch_ll_us, x.ll_gpu_gbps
+    (ce_label, ce_pts, ce_chunk)
+}
+
+/// Pull mode's floor and rate on the pull-mode points; their rows as fitted.
+fn fit_pull(x: &mut ExecParams, topo: &Topology) -> Vec<Row> {
+    let on_pull = |x: &ExecParams| worst_of(&as_run_rows(topo, &OWN_PULL_H200X2[..], x));
+    let worst = search(
+        x,
+        ("pull_launch_us", "pull_gbps"),
+        (2.0, 10.0, 0.01),
+        (200.0, 450.0, 1.0),
+        |x, a, b| {
+            x.pull_launch_us = a;
+            x.pull_gbps = b;
+        },
+        &on_pull,
     );
-    // Pull mode (the current executor only; the others have it off).
-    let pull = (!previous && !fenced).then(|| {
-        let on_pull = |x: &ExecParams| worst_of(&as_run_rows(&topo, &OWN_PULL_H200X2[..], x));
-        let worst = search(
-            &mut x,
-            ("pull_launch_us", "pull_gbps"),
-            (2.0, 10.0, 0.01),
-            (200.0, 450.0, 1.0),
-            |x, a, b| {
-                x.pull_launch_us = a;
-                x.pull_gbps = b;
-            },
-            &on_pull,
-        );
-        println!(
-            "pull_launch_us {:.2}, pull_gbps {:.0} (pulls {}..={} B per rank): worst |error| on \
-             the pull-mode points {:.1}%",
-            x.pull_launch_us,
-            x.pull_gbps,
-            x.pull_min_bytes,
-            x.pull_max_bytes,
-            worst * 100.0
-        );
-        as_run_rows(&topo, &OWN_PULL_H200X2[..], &x)
-    });
-    // The hybrid (the current executor only; the others have it off). Two points, two terms:
-    // a coarse grid, then a fine one around its best (near-exact). The terms trade off (1 GB/s
-    // of rate moves the best floor by about 5 µs at these sizes, so half the coarse rate step
-    // by about 2.5), so the fine grid spans 3 µs of floor either side (not below 0).
-    let hybrid = (!previous && !fenced).then(|| {
-        let on_hybrid = |x: &ExecParams| worst_of(&as_run_rows(&topo, &OWN_HYBRID_H200X2[..], x));
-        let set = |x: &mut ExecParams, a: f64, b: f64| {
-            x.hybrid_launch_us = a;
-            x.hybrid_gbps = b;
-        };
-        search(
-            &mut x,
-            ("hybrid_launch_us", "hybrid_gbps"),
-            (0.0, 80.0, 0.1),
-            (300.0, 450.0, 1.0),
-            set,
-            &on_hybrid,
-        );
-        let (a, b) = (x.hybrid_launch_us, x.hybrid_gbps);
-        let worst = search(
-            &mut x,
-            ("hybrid_launch_us (fine)", "hybrid_gbps (fine)"),
-            ((a - 3.0).max(0.0), a + 3.0, 0.01),
-            (b - 1.0, b + 1.0, 0.01),
-            set,
-            &on_hybrid,
-        );
-        let out = as_run_rows(&topo, &OWN_HYBRID_H200X2_ADOPTION[..], &x);
-        println!(
-            "hybrid_launch_us {:.2}, hybrid_gbps {:.2} (from {} B per rank): worst |error| on the \
-             hybrid points {:.3}%; on the adoption run (not fitted on) {:.3}%",
-            x.hybrid_launch_us,
-            x.hybrid_gbps,
-            x.hybrid_min_bytes,
-            worst * 100.0,
-            worst_of(&out) * 100.0
-        );
-        (as_run_rows(&topo, &OWN_HYBRID_H200X2[..], &x), out)
-    });
-    for (label, pts) in &sets {
-        summary(label, &rows(&topo, pts, &x));
-    }
-    let ce = ce_rows(&topo, ce_pts, ce_chunk, &x);
-    summary(ce_label, &ce);
-    if let Some(p) = &pull {
-        summary("pull mode", p);
-    }
-    if let Some((h, out)) = &hybrid {
-        summary("hybrid", h);
-        summary("hybrid, adoption run (not fitted on)", out);
-    }
-    for (label, pts) in &sets {
-        println!("\n{label}:\n{}", markdown(&rows(&topo, pts, &x)));
-    }
-    println!("\n{ce_label}:\n{}", markdown(&ce));
-    if let Some(p) = &pull {
-        println!("\npull mode:\n{}", markdown(p));
-    }
-    if let Some((h, out)) = &hybrid {
-        println!("\nhybrid:\n{}", markdown(h));
-        println!("\nhybrid, adoption run (not fitted on):\n{}", markdown(out));
-    }
+    println!(
+        "pull_launch_us {:.2}, pull_gbps {:.0} (pulls {}..={} B per rank): worst |error| on \
+         the pull-mode points {:.1}%",
+        x.pull_launch_us,
+        x.pull_gbps,
+        x.pull_min_bytes,
+        x.pull_max_bytes,
+        worst * 100.0
+    );
+    as_run_rows(topo, &OWN_PULL_H200X2[..], x)
+}
+
+/// The hybrid's floor and rate. Two points, two terms: a coarse grid, then a fine one around
+/// its best (near-exact). The terms trade off (1 GB/s of rate moves the best floor by about
+/// 5 µs at these sizes, so half the coarse rate step by about 2.5), so the fine grid spans 3 µs
+/// of floor either side (not below 0). Returns the rows of the fitted points and of the
+/// adoption run.
+fn fit_hybrid(x: &mut ExecParams, topo: &Topology) -> (Vec<Row>, Vec<Row>) {
+    let on_hybrid = |x: &ExecParams| worst_of(&as_run_rows(topo, &OWN_HYBRID_H200X2[..], x));
+    let set = |x: &mut ExecParams, a: f64, b: f64| {
+        x.hybrid_launch_us = a;
+        x.hybrid_gbps = b;
+    };
+    search(
+        x,
+        ("hybrid_launch_us", "hybrid_gbps"),
+        (0.0, 80.0, 0.1),
+        (300.0, 450.0, 1.0),
+        set,
+        &on_hybrid,
+    );
+    let (a, b) = (x.hybrid_launch_us, x.hybrid_gbps);
+    let worst = search(
+        x,
+        ("hybrid_launch_us (fine)", "hybrid_gbps (fine)"),
+        ((a - 3.0).max(0.0), a + 3.0, 0.01),
+        (b - 1.0, b + 1.0, 0.01),
+        set,
+        &on_hybrid,
+    );
+    let out = as_run_rows(topo, &OWN_HYBRID_H200X2_ADOPTION[..], x);
+    println!(
+        "hybrid_launch_us {:.2}, hybrid_gbps {:.2} (from {} B per rank): worst |error| on the \
+         hybrid points {:.3}%; on the adoption run (not fitted on) {:.3}%",
+        x.hybrid_launch_us,
+        x.hybrid_gbps,
+        x.hybrid_min_bytes,
+        worst * 100.0,
+        worst_of(&out) * 100.0
+    );
+    (as_run_rows(topo, &OWN_HYBRID_H200X2[..], x), out)
 }

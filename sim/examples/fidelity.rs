@@ -2,6 +2,7 @@
 //! `cargo run --release -p sim --example fidelity [DATA_DIR]` (default
 //! tests/data/measurements/h200x2).
 use planner::schedule::CollectiveKind;
+use planner::topology::Topology;
 use sim::fidelity::*;
 use sim::ExecParams;
 
@@ -84,19 +85,44 @@ fn main() {
     let dir = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "tests/data/measurements/h200x2".into());
+    let cfg = sim::SimConfig::default();
+    nccl_tables(&dir, &cfg);
+    let own = planner::topology::load_file(
+        std::path::Path::new("tests/data/measurements/h200x2/topo.xml"),
+        &Default::default(),
+    )
+    .expect("h200x2 topology")
+    .topology;
+    one_shot_executor_tables(&own, &cfg);
+    pull_table(&own, &cfg);
+    hybrid_table(&own, &cfg);
+    as_run_table(&own, &cfg);
+    copy_engine_tables(&own, &cfg);
+    copy_engine_chunk_table(&own, &cfg);
+}
+
+/// The default configuration with executor parameters `x`.
+fn with(x: ExecParams) -> sim::SimConfig {
+    sim::SimConfig {
+        exec: Some(x),
+        ..Default::default()
+    }
+}
+
+/// NCCL's all-reduce and all-gather against nccl-tests' measurements in `dir`.
+fn nccl_tables(dir: &str, cfg: &sim::SimConfig) {
     let topo = planner::topology::load_file(
         std::path::Path::new("tests/data/topologies/h200x2-topo.xml"),
         &Default::default(),
     )
     .expect("h200x2 topology")
     .topology;
-    let cfg = sim::SimConfig::default();
     for (kind, file) in [
         (CollectiveKind::AllReduce, "all_reduce_g2.txt"),
         (CollectiveKind::AllGather, "all_gather_g2.txt"),
     ] {
         let text = std::fs::read_to_string(format!("{dir}/{file}")).expect("measurement file");
-        let rows = compare(&topo, kind, &parse_nccl_tests(&text), &cfg).expect("simulates");
+        let rows = compare(&topo, kind, &parse_nccl_tests(&text), cfg).expect("simulates");
         println!(
             "### {} ({file}); worst |error| {:.1}%\n",
             kind.name(),
@@ -104,16 +130,10 @@ fn main() {
         );
         println!("{}", markdown(&rows));
     }
-    let own = planner::topology::load_file(
-        std::path::Path::new("tests/data/measurements/h200x2/topo.xml"),
-        &Default::default(),
-    )
-    .expect("h200x2 topology")
-    .topology;
-    let with = |x: ExecParams| sim::SimConfig {
-        exec: Some(x),
-        ..Default::default()
-    };
+}
+
+/// Our one-shot all-reduce under each executor the runtime has had, with its parameters.
+fn one_shot_executor_tables(own: &Topology, cfg: &sim::SimConfig) {
     let (fenced, pull) = (
         with(ExecParams::direct_fenced_h200x2()),
         with(ExecParams::pull_h200x2()),
@@ -122,7 +142,7 @@ fn main() {
         (
             "direct-push executor, relaxed credits (OWN_DIRECT_H200X2, docs/measurements/2026-11-30-h200x2-push-relaxed-credits/perf.log), ExecParams::default",
             &OWN_DIRECT_H200X2[..],
-            &cfg,
+            cfg,
         ),
         (
             "direct-push executor, fenced credits (OWN_DIRECT_FENCED_H200X2, docs/measurements/direct-run4.log at commit d7d5d68 for LL, direct-run5.log for Simple), ExecParams::direct_fenced_h200x2",
@@ -140,7 +160,7 @@ fn main() {
             &pull,
         ),
     ] {
-        let rows = compare_own_one_shot(&own, points, cfg).expect("simulates");
+        let rows = compare_own_one_shot(own, points, cfg).expect("simulates");
         println!(
             "### topoplan one-shot all-reduce, CUDA runtime, {name}; worst |error| {:.1}%\n",
             worst(&rows) * 100.0
@@ -151,7 +171,11 @@ fn main() {
         println!("{}", errors(&rows));
         println!("{}", markdown(&rows));
     }
-    let rows = compare_own_as_run(&own, &OWN_PULL_H200X2[..], &cfg).expect("simulates");
+}
+
+/// Pull mode as the runtime runs it, beside the push path's predictions for the same sizes.
+fn pull_table(own: &Topology, cfg: &sim::SimConfig) {
+    let rows = compare_own_as_run(own, &OWN_PULL_H200X2[..], cfg).expect("simulates");
     println!(
         "### topoplan one-shot all-reduce, CUDA runtime, pull mode (OWN_PULL_H200X2, docs/measurements/2026-11-30-h200x2-pull-and-hybrid/perf.log), ExecParams::default; worst |error| {:.1}%\n",
         worst(&rows) * 100.0
@@ -159,7 +183,7 @@ fn main() {
     println!("{}", errors(&rows));
     // The same sizes on the push path (pull mode off), for comparison.
     let push = with(ExecParams::default().without_pull());
-    let push_rows = compare_own_as_run(&own, &OWN_PULL_H200X2[..], &push).expect("simulates");
+    let push_rows = compare_own_as_run(own, &OWN_PULL_H200X2[..], &push).expect("simulates");
     println!(
         "| size (B) | measured µs | predicted µs | error | predicted µs, pull mode off |\n|---:|---:|---:|---:|---:|"
     );
@@ -174,12 +198,15 @@ fn main() {
         );
     }
     println!();
-    // The hybrid (2 ranks, from 512 MiB per rank): fitted points, the adoption run's (not fitted on),
-    // and the same sizes with the hybrid off (the SM push path alone).
-    let rows = compare_own_as_run(&own, &OWN_HYBRID_H200X2[..], &cfg).expect("simulates");
-    let out = compare_own_as_run(&own, &OWN_HYBRID_H200X2_ADOPTION[..], &cfg).expect("simulates");
+}
+
+/// The hybrid (2 ranks, from 512 MiB per rank): fitted points, the adoption run's (not fitted
+/// on), and the same sizes with the hybrid off (the SM push path alone).
+fn hybrid_table(own: &Topology, cfg: &sim::SimConfig) {
+    let rows = compare_own_as_run(own, &OWN_HYBRID_H200X2[..], cfg).expect("simulates");
+    let out = compare_own_as_run(own, &OWN_HYBRID_H200X2_ADOPTION[..], cfg).expect("simulates");
     let sm = with(ExecParams::default().without_hybrid());
-    let sm_rows = compare_own_as_run(&own, &OWN_HYBRID_H200X2[..], &sm).expect("simulates");
+    let sm_rows = compare_own_as_run(own, &OWN_HYBRID_H200X2[..], &sm).expect("simulates");
     println!(
         "### topoplan one-shot all-reduce, CUDA runtime, hybrid (OWN_HYBRID_H200X2, docs/measurements/2026-11-30-h200x2-pull-and-hybrid/perf.log; OWN_HYBRID_H200X2_ADOPTION, docs/measurements/2026-11-30-h200x2-hybrid-adoption/hybrid-vs-nccl.log, not fitted on), ExecParams::default; worst |error| {:.2}%, adoption run {:.2}%\n",
         worst(&rows) * 100.0,
@@ -203,8 +230,11 @@ fn main() {
         );
     }
     println!();
-    // A whole `auto` run no fit saw (the segment-fence run): every regime at once.
-    let rows = compare_own_as_run_protocols(&own, &OWN_AS_RUN_H200X2_SEGMENT_FENCE[..], &cfg)
+}
+
+/// A whole `auto` run no fit saw (the segment-fence run): every regime at once.
+fn as_run_table(own: &Topology, cfg: &sim::SimConfig) {
+    let rows = compare_own_as_run_protocols(own, &OWN_AS_RUN_H200X2_SEGMENT_FENCE[..], cfg)
         .expect("simulates");
     println!(
         "### topoplan one-shot all-reduce as `auto` runs it, CUDA runtime (OWN_AS_RUN_H200X2_SEGMENT_FENCE, docs/measurements/2026-11-30-h200x2-allreduce-segment-fence/perf.log, not fitted on), ExecParams::default; worst |error| {:.1}%\n",
@@ -212,12 +242,17 @@ fn main() {
     );
     println!("{}", errors(&rows));
     println!("{}", markdown(&rows));
+}
+
+/// Our copy-engine all-reduce: the pair path and the previous generic lowering.
+fn copy_engine_tables(own: &Topology, cfg: &sim::SimConfig) {
+    let fenced = with(ExecParams::direct_fenced_h200x2());
     for (name, points, chunk, cfg) in [
         (
             "copy-engine pair (ce_pair, OWN_CE_PAIR_H200X2, docs/measurements/2026-11-30-h200x2-ce-pair/fit.log), ExecParams::default, 32 MiB chunks",
             &OWN_CE_PAIR_H200X2[..],
             CE_CHUNK_BYTES,
-            &cfg,
+            cfg,
         ),
         (
             "previous generic copy-engine lowering, run 3 (docs/measurements/run3-perf.log at commit d7d5d68), ExecParams::direct_fenced_h200x2, 16 MiB chunks",
@@ -232,19 +267,22 @@ fn main() {
             &fenced,
         ),
     ] {
-        let rows = compare_own_ce(&own, points, chunk, cfg).expect("simulates");
+        let rows = compare_own_ce(own, points, chunk, cfg).expect("simulates");
         println!(
             "### topoplan copy-engine all-reduce, CUDA runtime, {name}; worst |error| {:.1}%\n",
             worst(&rows) * 100.0
         );
         println!("{}", markdown(&rows));
     }
-    // How the equal-chunk rule moves the copy-engine pair predictions (the runtime's chunks halve
-    // towards the end of the message; the model's are equal).
+}
+
+/// How the equal-chunk rule moves the copy-engine pair predictions (the runtime's chunks halve
+/// towards the end of the message; the model's are equal).
+fn copy_engine_chunk_table(own: &Topology, cfg: &sim::SimConfig) {
     let by_chunk: Vec<(u64, Vec<Row>)> = [16u64 << 20, CE_CHUNK_BYTES, 64 << 20]
         .into_iter()
         .map(|c| {
-            let rows = compare_own_ce(&own, &OWN_CE_PAIR_H200X2[..], c, &cfg).expect("simulates");
+            let rows = compare_own_ce(own, &OWN_CE_PAIR_H200X2[..], c, cfg).expect("simulates");
             (c, rows)
         })
         .collect();

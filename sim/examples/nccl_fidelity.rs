@@ -5,7 +5,7 @@
 
 use planner::plan::Planner;
 use planner::schedule::{Algorithm, Collective, CollectiveKind, Protocol};
-use planner::topology::{load_file, LoadOptions};
+use planner::topology::{load_file, LoadOptions, Topology};
 use planner::tuner::Filter;
 use sim::fidelity::{
     compare_as_nccl, markdown, median_abs_error, parse_bench_nccl_log, parse_nccl_tests, Row,
@@ -122,13 +122,71 @@ fn main() {
     let p = Planner::new(&t).unwrap();
     let m = Model::new(&t, &p);
     let cfg = SimConfig::default();
+    let nccl = Nccl {
+        t: &t,
+        p: &p,
+        m: &m,
+        cfg: &cfg,
+    };
+    let mut curves = fitted_tables(&nccl, &dir);
+    // Held out: predicted only (their measured curves are not in the repository).
+    let sizes: Vec<u64> = (0..=9)
+        .map(|i| 8u64 << (3 * i))
+        .filter(|&b| b <= 4 << 30)
+        .collect();
+    let pred = held_out_predictions(&nccl, &sizes);
+    let measured = held_out_against_bench(&nccl);
+    for (i, &k) in HELD_OUT.iter().enumerate() {
+        curves.push((
+            format!("{} (held out)", k.name()),
+            pred[i].clone(),
+            measured[i].clone(),
+        ));
+    }
+    forced_all_reduce_table(&nccl, &sizes);
+    if let Some(path) = out {
+        std::fs::write(&path, svg(&curves)).unwrap();
+        eprintln!("wrote {path}");
+    }
+}
+
+/// The collectives no fit saw.
+const HELD_OUT: [CollectiveKind; 5] = [
+    CollectiveKind::ReduceScatter,
+    CollectiveKind::Broadcast,
+    CollectiveKind::Reduce,
+    CollectiveKind::AllToAll,
+    CollectiveKind::SendRecv,
+];
+
+/// NCCL's model on the measured machine.
+struct Nccl<'a> {
+    t: &'a Topology,
+    p: &'a Planner,
+    m: &'a Model,
+    cfg: &'a SimConfig,
+}
+
+impl Nccl<'_> {
+    /// What `sim --as nccl` predicts for `kind` on 2 ranks at `bytes`, narrowed by `f`.
+    fn run(&self, kind: CollectiveKind, bytes: u64, f: &Filter) -> sim::nccl::Run {
+        self.m
+            .run(self.t, self.p, &coll(kind, 2), bytes, f, self.cfg)
+            .unwrap()
+    }
+}
+
+/// The fitted collectives (all-reduce, all-gather) against nccl-tests' files in `dir`: their
+/// tables, and their curves.
+fn fitted_tables(nccl: &Nccl, dir: &std::path::Path) -> Vec<Curve> {
     let mut curves = Vec::new();
     for (k, f) in [
         (CollectiveKind::AllReduce, "all_reduce_g2.txt"),
         (CollectiveKind::AllGather, "all_gather_g2.txt"),
     ] {
         let meas = parse_nccl_tests(&std::fs::read_to_string(dir.join(f)).unwrap());
-        let r: Vec<Row> = compare_as_nccl(&t, &p, k, &meas, &Filter::default(), &cfg).unwrap();
+        let r: Vec<Row> =
+            compare_as_nccl(nccl.t, nccl.p, k, &meas, &Filter::default(), nccl.cfg).unwrap();
         let worst = r.iter().map(|x| x.error.abs()).fold(0.0, f64::max);
         println!(
             "## {} ({f}): worst |error| {:.1}%, median {:.1}%\n\n{}",
@@ -143,27 +201,19 @@ fn main() {
             r.iter().map(|x| (x.bytes as f64, x.measured_us)).collect(),
         ));
     }
-    // Held out: predicted only (their measured curves are not in the repository).
-    let sizes: Vec<u64> = (0..=9)
-        .map(|i| 8u64 << (3 * i))
-        .filter(|&b| b <= 4 << 30)
-        .collect();
+    curves
+}
+
+/// The held-out collectives' predicted choice and time at `sizes`: the table, and per
+/// collective its (size, µs) points.
+fn held_out_predictions(nccl: &Nccl, sizes: &[u64]) -> Vec<Vec<(f64, f64)>> {
     println!("## held out (predicted; not measured here)\n");
     println!("| size (B) | reduce-scatter | broadcast | reduce | all-to-all | send/recv |\n|---:|---|---|---|---|---|");
-    let held = [
-        CollectiveKind::ReduceScatter,
-        CollectiveKind::Broadcast,
-        CollectiveKind::Reduce,
-        CollectiveKind::AllToAll,
-        CollectiveKind::SendRecv,
-    ];
-    let mut pred: Vec<Vec<(f64, f64)>> = vec![Vec::new(); held.len()];
-    for &b in &sizes {
+    let mut pred: Vec<Vec<(f64, f64)>> = vec![Vec::new(); HELD_OUT.len()];
+    for &b in sizes {
         let mut row = format!("| {b} |");
-        for (i, &k) in held.iter().enumerate() {
-            let r = m
-                .run(&t, &p, &coll(k, 2), b, &Filter::default(), &cfg)
-                .unwrap();
+        for (i, &k) in HELD_OUT.iter().enumerate() {
+            let r = nccl.run(k, b, &Filter::default());
             let _ = write!(
                 row,
                 " {} {} x{}: {:.2} µs |",
@@ -176,7 +226,12 @@ fn main() {
         }
         println!("{row}");
     }
-    // NCCL's held-out collectives as `topoplan bench --vs-nccl` timed them (nccl_us column).
+    pred
+}
+
+/// NCCL's held-out collectives as `topoplan bench --vs-nccl` timed them (nccl_us column),
+/// against the predictions: the table, and per collective its measured (size, µs) points.
+fn held_out_against_bench(nccl: &Nccl) -> Vec<Vec<(f64, f64)>> {
     let bench =
         parse_bench_nccl_log(
             &std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
@@ -186,14 +241,12 @@ fn main() {
         );
     println!("\n## held out, against NCCL as `topoplan bench` timed it (others.log)\n");
     println!("| size (B) | collective | proto | channels | NCCL µs (bench) | predicted µs | error |\n|---:|---|---|---:|---:|---:|---:|");
-    let mut measured: Vec<Vec<(f64, f64)>> = vec![Vec::new(); held.len()];
+    let mut measured: Vec<Vec<(f64, f64)>> = vec![Vec::new(); HELD_OUT.len()];
     for &(k, b, us) in &bench {
         if k == CollectiveKind::AllGather {
             continue;
         }
-        let r = m
-            .run(&t, &p, &coll(k, 2), b, &Filter::default(), &cfg)
-            .unwrap();
+        let r = nccl.run(k, b, &Filter::default());
         println!(
             "| {b} | {} | {} | {} | {us:.2} | {:.2} | {:+.1}% |",
             k.name(),
@@ -202,21 +255,18 @@ fn main() {
             r.time_us,
             (r.time_us / us - 1.0) * 100.0
         );
-        if let Some(i) = held.iter().position(|&h| h == k) {
+        if let Some(i) = HELD_OUT.iter().position(|&h| h == k) {
             measured[i].push((b as f64, us));
         }
     }
-    for (i, &k) in held.iter().enumerate() {
-        curves.push((
-            format!("{} (held out)", k.name()),
-            pred[i].clone(),
-            measured[i].clone(),
-        ));
-    }
-    // Forced algorithm × protocol (NCCL_ALGO / NCCL_PROTO) all-reduce.
+    measured
+}
+
+/// Forced algorithm × protocol (NCCL_ALGO / NCCL_PROTO) all-reduce, predicted.
+fn forced_all_reduce_table(nccl: &Nccl, sizes: &[u64]) {
     println!("\n## all-reduce, algorithm and protocol forced (predicted µs)\n");
     println!("| size (B) | ring LL | ring LL128 | ring Simple | tree LL | tree LL128 | tree Simple |\n|---:|---:|---:|---:|---:|---:|---:|");
-    for &b in &sizes {
+    for &b in sizes {
         let mut row = format!("| {b} |");
         for a in [Algorithm::Ring, Algorithm::Tree] {
             for pr in Protocol::ALL {
@@ -224,16 +274,10 @@ fn main() {
                     algorithms: Some(vec![a.clone()]),
                     protocols: Some(vec![pr]),
                 };
-                let r = m
-                    .run(&t, &p, &coll(CollectiveKind::AllReduce, 2), b, &f, &cfg)
-                    .unwrap();
+                let r = nccl.run(CollectiveKind::AllReduce, b, &f);
                 let _ = write!(row, " {:.2} |", r.time_us);
             }
         }
         println!("{row}");
-    }
-    if let Some(path) = out {
-        std::fs::write(&path, svg(&curves)).unwrap();
-        eprintln!("wrote {path}");
     }
 }
