@@ -205,3 +205,32 @@ impl Stop {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stopped_watchdog_wakes_at_once_and_polls_within_bounds() {
+        let s = Stop {
+            stopped: Mutex::new(false),
+            wake: Condvar::new(),
+        };
+        assert!(s.sleep(Duration::from_millis(1)));
+        let t = std::time::Instant::now();
+        std::thread::scope(|sc| {
+            sc.spawn(|| s.stop());
+            while s.sleep(Duration::from_secs(30)) {}
+        });
+        assert!(t.elapsed() < Duration::from_secs(10));
+        assert_eq!(
+            poll_period(Duration::from_secs(1)),
+            Duration::from_millis(250)
+        );
+        assert_eq!(poll_period(Duration::from_secs(30)), Duration::from_secs(1));
+        assert_eq!(
+            poll_period(Duration::from_millis(1)),
+            Duration::from_millis(10)
+        );
+    }
+}

@@ -120,23 +120,32 @@ impl Published {
             path: tmp.clone(),
             source,
         };
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(io)?;
-        f.set_len(BYTES as u64).map_err(io)?;
-        let words = map(&f).map_err(io)?;
-        let p = Published { words, path };
-        p.words()[0].store(MAGIC | (std::process::id() as u64) << 32, Ordering::Relaxed);
-        std::fs::rename(&tmp, &p.path).map_err(|source| HangError::Io {
-            path: p.path.clone(),
-            source,
-        })?;
-        Ok(p)
+        let made = || -> Result<Published, HangError> {
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)
+                .map_err(io)?;
+            f.set_len(BYTES as u64).map_err(io)?;
+            let words = map(&f).map_err(io)?;
+            let p = Published {
+                words,
+                path: path.clone(),
+            };
+            p.words()[0].store(MAGIC | (std::process::id() as u64) << 32, Ordering::Relaxed);
+            std::fs::rename(&tmp, &path).map_err(|source| HangError::Io {
+                path: path.clone(),
+                source,
+            })?;
+            Ok(p)
+        };
+        // A failure leaves no file behind (dropping a made record removes only its own name).
+        made().inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
     }
 
     fn words(&self) -> &[AtomicU64; WORDS] {

@@ -69,16 +69,20 @@ static int rank_main(ncclUniqueId id, int rank, int done, int* returned) {
       CHECK(r == ncclSuccess, "rank %d: call %d -> %d (%s)", rank, call, r, ncclGetLastError(c));
     }
   }
+  double t0 = now();
   if (rank == SKIP) {
     char x;
     while (read(done, &x, 1) > 0) {
     }
+    t0 = now();
     r = ncclCommDestroy(c);
     CHECK(r == ncclSuccess, "rank %d: destroy -> %d (%s)", rank, r, ncclGetLastError(c));
   } else {
     r = ncclCommAbort(c);
     CHECK(r == ncclSuccess, "rank %d: abort -> %d", rank, r);
   }
+  /* Rank 0's watchdog is stopped, never waited for. */
+  CHECK(now() - t0 < 1.0, "rank %d: destroy or abort took %.2f s", rank, now() - t0);
   return failures;
 }
 
