@@ -61,9 +61,14 @@ fn default_sigpipe() {}
 fn main() {
     default_sigpipe();
     let cli = Cli::parse();
-    // Misspelt TOPOPLAN_* variables get one warning (`env` lists them itself).
+    // Misspelt TOPOPLAN_* variables get one warning, and a set variable with an invalid value is
+    // refused as `env --check` refuses it (`env` lists them itself).
     if !matches!(cli.command, Command::Env(_)) {
         params::warn_unknown_once();
+        if let Err(e) = cli::env::check_values() {
+            eprintln!("error: {e}");
+            std::process::exit(e.exit_code());
+        }
     }
     let result = match cli.command {
         Command::Topo(a) => cli::topo::run(a),

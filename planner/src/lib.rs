@@ -2,6 +2,7 @@
 //! and the tuner. Everything else in topoplan depends on this crate; it depends on none of them.
 
 pub mod bound;
+pub mod input;
 pub mod plan;
 pub mod schedule;
 pub mod search;

@@ -103,7 +103,7 @@ impl Config {
         let plan = self
             .plan_file
             .as_ref()
-            .and_then(|p| std::fs::read(p).ok())
+            .and_then(|p| planner::input::read_bytes(p).ok())
             .unwrap_or_default();
         let s = format!(
             "{:?}|{:?}|{:?}|{}|{}",

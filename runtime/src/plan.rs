@@ -122,8 +122,8 @@ impl Plans {
         };
         let mut file = Vec::new();
         if let Some(p) = &cfg.plan_file {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| CommError::Config(format!("plan file {}: {e}", p.display())))?;
+            let text = planner::input::read_text(p)
+                .map_err(|e| CommError::Config(format!("plan file {e}")))?;
             let v: serde_json::Value = serde_json::from_str(&text)
                 .map_err(|e| CommError::Config(format!("plan file {}: {e}", p.display())))?;
             let list = if v.is_array() {

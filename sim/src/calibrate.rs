@@ -245,9 +245,9 @@ pub enum MeasurementError {
 /// Reads a `topoplan bench --json` file ([`parse_bench_json`]).
 pub fn load_bench_json(path: &Path) -> Result<Vec<BenchCurve>, MeasurementError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| MeasurementError::Read {
+    let text = planner::input::read_text(path).map_err(|e| MeasurementError::Read {
         file: file.clone(),
-        msg: e.to_string(),
+        msg: e.reason(),
     })?;
     parse_bench_json(&text, &file)
 }

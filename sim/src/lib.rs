@@ -14,6 +14,7 @@ mod engine;
 pub mod fidelity;
 #[allow(clippy::needless_range_loop)] // parallel arrays indexed by flow
 pub mod flows;
+pub mod measurements;
 pub mod nccl;
 pub mod net;
 pub mod price;

@@ -7,11 +7,9 @@ use super::bench::{self, Priced};
 use super::common::{load_profile, load_topology};
 use super::error::{CliError, CliResult};
 use planner::plan::Planner;
-use planner::schedule::CollectiveKind;
 use planner::topology::{load_str, LoadOptions, Topology};
 use planner::tuner::Profile;
 use sim::calibrate::{fit, parse_bench_json, BenchCurve, Curve};
-use sim::fidelity::{parse_nccl_tests, parse_nccl_tests_in_place};
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
@@ -75,61 +73,69 @@ pub struct Args {
     #[arg(long)]
     pub name: Option<String>,
     /// GPU model for skeleton topology files.
-    #[arg(long)]
+    #[arg(long, visible_alias = "gpu", value_name = "MODEL")]
     pub gpu_model: Option<String>,
+    /// Write the profile even when its rms fit error exceeds the limit (the profile's
+    /// description then says so).
+    #[arg(long)]
+    pub force: bool,
 }
 
-/// The collective of an nccl-tests file: its header line, else its name.
-fn kind_of(path: &Path, text: &str) -> Result<CollectiveKind, CliError> {
-    let from = |s: &str| -> Option<CollectiveKind> {
-        let s = s.to_ascii_lowercase();
-        [
-            ("all_reduce", CollectiveKind::AllReduce),
-            ("all_gather", CollectiveKind::AllGather),
-            ("reduce_scatter", CollectiveKind::ReduceScatter),
-            ("alltoall", CollectiveKind::AllToAll),
-            ("sendrecv", CollectiveKind::SendRecv),
-            ("broadcast", CollectiveKind::Broadcast),
-            ("reduce", CollectiveKind::Reduce),
-        ]
-        .into_iter()
-        .find(|(k, _)| s.contains(k))
-        .map(|x| x.1)
-    };
-    text.lines()
-        .find_map(|l| l.split("Collective test starting:").nth(1).and_then(from))
-        .or_else(|| path.file_name().and_then(|n| n.to_str()).and_then(from))
-        .ok_or_else(|| {
-            CliError::input(format!(
-                "{}: no '# Collective test starting:' line and no collective in the file name",
-                path.display()
-            ))
-        })
+/// Largest rms fit error of a profile written without `--force`: above it the fitted model
+/// does not describe the measurements (wrong topology, mixed machines, broken runs).
+pub const MAX_RMS_ERROR: f64 = 0.25;
+
+/// An nccl-tests file's curves: out of place, and the in-place times.
+struct NcclTestsFile {
+    name: String,
+    out: Curve,
+    in_place: Curve,
+    /// The ranks of its "# Rank N ... device" header lines.
+    nranks: u32,
 }
 
-/// An nccl-tests file's out-of-place curve and its in-place times.
-fn nccl_tests_curve(f: &Path) -> Result<(Curve, Curve), CliError> {
-    let text =
-        std::fs::read_to_string(f).map_err(|e| CliError::input(format!("{}: {e}", f.display())))?;
-    let kind = kind_of(f, &text)?;
-    let points: Vec<(u64, f64)> = parse_nccl_tests(&text)
-        .into_iter()
-        .filter(|p| p.0 > 0)
-        .collect();
-    if points.is_empty() {
+/// Reads an nccl-tests file with the one strict reader (every time positive and finite).
+fn nccl_tests_curve(f: &Path) -> Result<NcclTestsFile, CliError> {
+    let name = f.display().to_string();
+    let text = super::common::read_text(f)?;
+    let run = sim::measurements::nccl_tests::parse(&text, &name).map_err(CliError::input)?;
+    let kind = run.kind().map_err(CliError::input)?;
+    let out = run.out_of_place();
+    if out.is_empty() {
         return Err(CliError::input(format!(
-            "{}: no nccl-tests rows (size count type redop root time ...)",
-            f.display()
+            "{name}: only rows of size 0: nothing to fit"
         )));
     }
-    let in_place = Curve {
-        kind,
-        points: parse_nccl_tests_in_place(&text)
-            .into_iter()
-            .filter(|p| p.0 > 0)
-            .collect(),
-    };
-    Ok((Curve { kind, points }, in_place))
+    Ok(NcclTestsFile {
+        out: Curve { kind, points: out },
+        in_place: Curve {
+            kind,
+            points: run.in_place(),
+        },
+        nranks: run.nranks,
+        name,
+    })
+}
+
+/// Checks that every nccl-tests run was on the topology's GPU count: the fit simulates NCCL on
+/// the topology's ranks, so another count fits a machine that did not run.
+fn check_nccl_tests_ranks(files: &[NcclTestsFile], topo: &Topology) -> Result<(), CliError> {
+    let n = topo.n_ranks();
+    for f in files {
+        if f.nranks == 0 {
+            return Err(CliError::input(format!(
+                "{}: no '# Rank N ... device' lines: cannot tell how many GPUs it ran on (the topology has {n}); keep nccl-tests' header",
+                f.name
+            )));
+        }
+        if f.nranks as usize != n {
+            return Err(CliError::input(format!(
+                "{}: the run was on {} GPU(s) (its '# Rank' lines), the topology has {n}",
+                f.name, f.nranks
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Checks that every bench table ran on the topology's GPU count (the fit simulates NCCL on
@@ -205,6 +211,13 @@ fn detect_topology(gpu_model: Option<String>) -> Result<(Topology, String), CliE
     Ok((loaded.topology, xml))
 }
 
+/// What the fit is fitted to, and the sentences the profile and the output say about it.
+struct Inputs {
+    curves: Vec<Curve>,
+    measurements: Vec<String>,
+    sources: Vec<String>,
+}
+
 pub fn run(a: Args) -> CliResult {
     if a.nccl_tests.is_empty() && a.bench.is_empty() && !a.measure {
         return Err(CliError::input(
@@ -213,13 +226,11 @@ pub fn run(a: Args) -> CliResult {
         ));
     }
     // Every file is read and checked before a topology is detected or a GPU touched.
-    let mut curves = Vec::new();
-    let mut in_place = Vec::new();
-    for f in &a.nccl_tests {
-        let (out, inp) = nccl_tests_curve(f)?;
-        curves.push(out);
-        in_place.push(inp);
-    }
+    let nccl_tests = a
+        .nccl_tests
+        .iter()
+        .map(|f| nccl_tests_curve(f))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut benches = Vec::new();
     for f in &a.bench {
         let c = sim::calibrate::load_bench_json(f).map_err(CliError::input)?;
@@ -242,6 +253,7 @@ pub fn run(a: Args) -> CliResult {
             (t, Some(xml), "the detected local topology".to_string())
         }
     };
+    check_nccl_tests_ranks(&nccl_tests, &topo)?;
     for (file, c) in &benches {
         check_gpus(file, c, &topo)?;
     }
@@ -253,72 +265,70 @@ pub fn run(a: Args) -> CliResult {
         )));
     }
     let planner = Planner::with_profile(&topo, given).map_err(CliError::input)?;
-    let base = planner.profile().clone();
-    let start =
-        sim::SimParams::from_profile(&base.profile, &base.profile.name).map_err(CliError::input)?;
-    let mut measurements: Vec<String> = a.topo.iter().map(|t| t.display().to_string()).collect();
-    let mut measured_here = None;
-    if let Some(n) = measure_n {
-        let priced = Priced::load(a.profile.as_deref())?;
-        let report = bench::measure_vs_nccl(n, &priced)?;
-        let mut label = format!("--measure ({n} GPUs)");
-        if let Some(dir) = &a.save_measurements {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| CliError::failure(format!("{}: {e}", dir.display())))?;
-            if let Some(xml) = &detected_xml {
-                let p = dir.join("topo.xml");
-                std::fs::write(&p, xml)
-                    .map_err(|e| CliError::failure(format!("writing {}: {e}", p.display())))?;
-                measurements.insert(0, p.display().to_string());
-            }
-            let p = dir.join("bench.json");
-            report.save(&p)?;
-            label = p.display().to_string();
-            measurements.push(label.clone());
+    let measured_here = match measure_n {
+        Some(n) => Some(measure_here(&a, n, detected_xml.as_deref(), &topo)?),
+        None => None,
+    };
+    let inputs = gather(&a, nccl_tests, &benches, measured_here, &topo, &planner);
+    fit_and_write(&a, &topo, &planner, &topo_name, inputs)
+}
+
+/// `--measure`: the sweep run here, saved with `--save-measurements`, as curves; returns the
+/// label it is known by, its curves and the files saved.
+fn measure_here(
+    a: &Args,
+    n: usize,
+    detected_xml: Option<&str>,
+    topo: &Topology,
+) -> Result<(String, Vec<BenchCurve>, Vec<String>), CliError> {
+    let priced = Priced::load(a.profile.as_deref())?;
+    let report = bench::measure_vs_nccl(n, &priced)?;
+    let mut label = format!("--measure ({n} GPUs)");
+    let mut saved = Vec::new();
+    if let Some(dir) = &a.save_measurements {
+        super::common::create_output_dir(dir)?;
+        if let Some(xml) = detected_xml {
+            let p = dir.join("topo.xml");
+            super::common::write_output(&p, xml)?;
+            saved.push(p.display().to_string());
         }
-        let text = serde_json::to_string(&report).map_err(CliError::failure)?;
-        let c = parse_bench_json(&text, &label).map_err(CliError::failure)?;
-        check_gpus(&label, &c, &topo)?;
-        measured_here = Some((label, c));
+        let p = dir.join("bench.json");
+        report.save(&p)?;
+        label = p.display().to_string();
+        saved.push(label.clone());
     }
-    measurements.extend(a.nccl_tests.iter().map(|f| f.display().to_string()));
-    measurements.extend(a.bench.iter().map(|f| f.display().to_string()));
-    let bench_tables: usize = benches.iter().map(|b| b.1.len()).sum();
-    for (_, c) in benches.iter().chain(measured_here.iter()) {
-        curves.extend(c.iter().map(|b| b.curve.clone()));
+    let text = serde_json::to_string(&report).map_err(CliError::failure)?;
+    let c = parse_bench_json(&text, &label).map_err(CliError::failure)?;
+    check_gpus(&label, &c, topo)?;
+    Ok((label, c, saved))
+}
+
+/// Every curve to fit, the files they came from, and what the profile says of them.
+fn gather(
+    a: &Args,
+    nccl_tests: Vec<NcclTestsFile>,
+    benches: &[(String, Vec<BenchCurve>)],
+    measured_here: Option<(String, Vec<BenchCurve>, Vec<String>)>,
+    topo: &Topology,
+    planner: &Planner,
+) -> Inputs {
+    let mut measurements: Vec<String> = a.topo.iter().map(|t| t.display().to_string()).collect();
+    let mut curves = Vec::new();
+    let mut in_place = Vec::new();
+    for f in nccl_tests {
+        curves.push(f.out);
+        in_place.push(f.in_place);
     }
-    let model = sim::nccl::Model::new(&topo, &planner);
-    let in_place: Vec<Curve> = in_place
-        .into_iter()
-        .map(|c| sim::calibrate::where_nccl_runs_ll(c, &model))
-        .filter(|c| !c.points.is_empty())
-        .collect();
-    let in_place_points: usize = in_place.iter().map(|c| c.points.len()).sum();
-    curves.extend(in_place);
-    let r = fit(&topo, &planner, &curves, &start).map_err(CliError::failure)?;
-    let mut p: Profile = base.profile.clone();
-    p.name = a.name.clone().unwrap_or_else(|| {
-        a.output
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or("calibrated")
-            .to_string()
-    });
     let mut sources = Vec::new();
-    if !a.nccl_tests.is_empty() {
-        sources.push(format!(
-            "{} nccl-tests file(s) (out of place; in place too where NCCL runs LL: {in_place_points} point(s), listed last)",
-            a.nccl_tests.len()
-        ));
-    }
-    if !a.bench.is_empty() {
-        sources.push(format!(
-            "NCCL's columns of {} table(s) of {} topoplan bench file(s)",
-            bench_tables,
-            a.bench.len()
-        ));
-    }
-    if let Some((label, c)) = &measured_here {
+    if let Some((label, c, saved)) = &measured_here {
+        // A detected topology is saved first, as --topo would be listed.
+        for s in saved {
+            if s.ends_with("topo.xml") {
+                measurements.insert(0, s.clone());
+            } else {
+                measurements.push(s.clone());
+            }
+        }
         sources.push(format!(
             "NCCL's columns of {} table(s) measured by topoplan calibrate --measure ({})",
             c.len(),
@@ -329,23 +339,124 @@ pub fn run(a: Args) -> CliResult {
             }
         ));
     }
+    measurements.extend(a.nccl_tests.iter().map(|f| f.display().to_string()));
+    measurements.extend(a.bench.iter().map(|f| f.display().to_string()));
+    let bench_tables: usize = benches.iter().map(|b| b.1.len()).sum();
+    for (_, c) in benches.iter() {
+        curves.extend(c.iter().map(|b| b.curve.clone()));
+    }
+    if let Some((_, c, _)) = &measured_here {
+        curves.extend(c.iter().map(|b| b.curve.clone()));
+    }
+    let model = sim::nccl::Model::new(topo, planner);
+    let in_place: Vec<Curve> = in_place
+        .into_iter()
+        .map(|c| sim::calibrate::where_nccl_runs_ll(c, &model))
+        .filter(|c| !c.points.is_empty())
+        .collect();
+    let in_place_points: usize = in_place.iter().map(|c| c.points.len()).sum();
+    curves.extend(in_place);
+    let mut front = Vec::new();
+    if !a.nccl_tests.is_empty() {
+        front.push(format!(
+            "{} nccl-tests file(s) (out of place; in place too where NCCL runs LL: {in_place_points} point(s), listed last)",
+            a.nccl_tests.len()
+        ));
+    }
+    if !a.bench.is_empty() {
+        front.push(format!(
+            "NCCL's columns of {} table(s) of {} topoplan bench file(s)",
+            bench_tables,
+            a.bench.len()
+        ));
+    }
+    front.extend(sources);
+    Inputs {
+        curves,
+        measurements,
+        sources: front,
+    }
+}
+
+/// Fits, prints every point, and writes the profile when its rms error is within
+/// [`MAX_RMS_ERROR`] (or `--force`, which the profile then records).
+fn fit_and_write(
+    a: &Args,
+    topo: &Topology,
+    planner: &Planner,
+    topo_name: &str,
+    inputs: Inputs,
+) -> CliResult {
+    let base = planner.profile().clone();
+    let start =
+        sim::SimParams::from_profile(&base.profile, &base.profile.name).map_err(CliError::input)?;
+    let r = fit(topo, planner, &inputs.curves, &start).map_err(CliError::failure)?;
+    if !r.rms_after.is_finite() {
+        return Err(CliError::failure(
+            "the fit's error is not a number: the measurements cannot be fitted; no profile written",
+        ));
+    }
+    let over = r.rms_after > MAX_RMS_ERROR;
+    let mut p: Profile = base.profile.clone();
+    p.name = a.name.clone().unwrap_or_else(|| {
+        a.output
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("calibrated")
+            .to_string()
+    });
     p.description = format!(
-        "fitted by topoplan calibrate on {topo_name} from {}",
-        sources.join(", ")
+        "fitted by topoplan calibrate on {topo_name} from {}{}",
+        inputs.sources.join(", "),
+        if over {
+            format!(
+                "; written with --force although its rms fit error is {:.1}% (limit {:.0}%)",
+                r.rms_after * 100.0,
+                MAX_RMS_ERROR * 100.0
+            )
+        } else {
+            String::new()
+        }
     );
-    p.measurements = measurements;
+    p.measurements = inputs.measurements.clone();
     p.sim = serde_json::to_value(&r.params).map_err(CliError::failure)?;
     // What is written must read back (the schema check of every profile).
     let text = p.to_json();
     Profile::parse(&text, &a.output.display().to_string()).map_err(CliError::failure)?;
-    std::fs::write(&a.output, &text)
-        .map_err(|e| CliError::failure(format!("{}: {e}", a.output.display())))?;
+    if over && !a.force {
+        print_fit(&r, &inputs, topo_name, &base.note(), None);
+        return Err(CliError::failure(format!(
+            "the fit's rms error {:.1}% exceeds {:.0}%: the model does not describe these measurements (another machine or GPU count? broken runs?); {} not written (--force writes it anyway)",
+            r.rms_after * 100.0,
+            MAX_RMS_ERROR * 100.0,
+            a.output.display()
+        )));
+    }
+    super::common::write_output(&a.output, &text)?;
+    print_fit(
+        &r,
+        &inputs,
+        topo_name,
+        &base.note(),
+        Some((&a.output, over)),
+    );
+    Ok(())
+}
+
+/// The fit's table; `written` is the file written and whether --force wrote it over the limit.
+fn print_fit(
+    r: &sim::calibrate::Fit,
+    inputs: &Inputs,
+    topo_name: &str,
+    started_from: &str,
+    written: Option<(&PathBuf, bool)>,
+) {
     println!(
         "# topoplan calibrate: {} point(s) of {} curve(s) ({}) on {topo_name}; started from {}",
         r.rows.len(),
-        curves.len(),
-        sources.join(", "),
-        base.note()
+        inputs.curves.len(),
+        inputs.sources.join(", "),
+        started_from
     );
     println!(
         "#{:>15} {:>12} {:>6} {:>3} {:>12} {:>12} {:>8}",
@@ -369,11 +480,18 @@ pub fn run(a: Args) -> CliResult {
         .map(|x| x.1.error.abs())
         .fold(0.0f64, f64::max);
     println!(
-        "# rms error {:.1}% (was {:.1}% with the starting profile), worst {:.1}%; wrote {}",
+        "# rms error {:.1}% (was {:.1}% with the starting profile), worst {:.1}%; {}",
         r.rms_after * 100.0,
         r.rms_before * 100.0,
         worst * 100.0,
-        a.output.display()
+        match written {
+            Some((p, false)) => format!("wrote {}", p.display()),
+            Some((p, true)) => format!(
+                "wrote {} with --force: over the {:.0}% limit",
+                p.display(),
+                MAX_RMS_ERROR * 100.0
+            ),
+            None => "not written".to_string(),
+        }
     );
-    Ok(())
 }

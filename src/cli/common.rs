@@ -50,6 +50,46 @@ pub(crate) fn parse_as(s: &str) -> Result<As, CliError> {
     }
 }
 
+/// Reads an input file: a regular file of at most `planner::input::MAX_INPUT_BYTES`, as UTF-8.
+/// Every file a subcommand reads goes through here or `planner::input`.
+pub(crate) fn read_text(path: &Path) -> Result<String, CliError> {
+    planner::input::read_text(path).map_err(CliError::input)
+}
+
+/// Writes an output file the user named. A path that cannot be written is bad input (exit 2),
+/// in every subcommand alike.
+pub(crate) fn write_output(path: &Path, bytes: impl AsRef<[u8]>) -> Result<(), CliError> {
+    std::fs::write(path, bytes)
+        .map_err(|e| CliError::input(format!("cannot write {}: {e}", path.display())))
+}
+
+/// Creates an output directory the user named (exit 2 when it cannot be made).
+pub(crate) fn create_output_dir(dir: &Path) -> Result<(), CliError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| CliError::input(format!("cannot create {}: {e}", dir.display())))
+}
+
+/// Memory available to new allocations now (Linux `MemAvailable`), in bytes; `None` where the
+/// system does not say.
+pub(crate) fn available_memory() -> Option<u64> {
+    let text = planner::input::read_text(Path::new("/proc/meminfo")).ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// `--channels`: 1 to NCCL's most (`MAXCHANNELS`), beyond which nothing runs faster and work
+/// grows with the count.
+pub(crate) fn check_channels(c: u32) -> Result<(), CliError> {
+    let max = planner::search::MAX_RUN_CHANNELS;
+    if !(1..=max).contains(&c) {
+        return Err(CliError::input(format!(
+            "--channels {c}: expected 1 to {max} (NCCL's most channels)"
+        )));
+    }
+    Ok(())
+}
+
 /// Reads `--profile` (errors name the file and field).
 pub(crate) fn load_profile(
     path: Option<&Path>,
@@ -150,8 +190,7 @@ pub(crate) fn load_config(
 ) -> Result<SimConfig, CliError> {
     let mut cfg = match path {
         Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| CliError::input(format!("{}: {e}", p.display())))?;
+            let text = read_text(p)?;
             serde_json::from_str::<SimConfig>(&text)
                 .map_err(|e| CliError::input(format!("{}: {e}", p.display())))?
         }

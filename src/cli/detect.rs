@@ -35,13 +35,11 @@ pub fn run(a: Args) -> CliResult {
     let loaded = load_str(&xml, "detected.xml", &LoadOptions::default())
         .map_err(|e| CliError::failure(format!("the detected topology does not load: {e}")))?;
     match &a.output {
-        Some(p) => std::fs::write(p, &xml)
-            .map_err(|e| CliError::failure(format!("{}: {e}", p.display())))?,
+        Some(p) => super::common::write_output(p, &xml)?,
         None => print!("{xml}"),
     }
     if let Some(p) = &a.json {
-        std::fs::write(p, write_json(&loaded.doc))
-            .map_err(|e| CliError::failure(format!("{}: {e}", p.display())))?;
+        super::common::write_output(p, write_json(&loaded.doc))?;
     }
     let links: u32 = m
         .gpus

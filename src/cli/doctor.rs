@@ -60,7 +60,7 @@ pub struct Args {
     #[arg(long = "topo", value_name = "FILE")]
     pub topo: Option<PathBuf>,
     /// GPU model for skeleton topology files.
-    #[arg(long)]
+    #[arg(long, visible_alias = "gpu", value_name = "MODEL")]
     pub gpu_model: Option<String>,
     /// Root of the sysfs tree to read.
     #[arg(long = "sysfs", value_name = "DIR", default_value = "/sys")]

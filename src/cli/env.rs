@@ -173,6 +173,23 @@ fn print_table(r: &Report, only_set: bool) {
     }
 }
 
+/// Refuses invalid values of set TOPOPLAN_* variables, as `env --check` does: every subcommand
+/// calls this first, so a value is never ignored silently where it would be read.
+pub fn check_values() -> CliResult {
+    let bad: Vec<String> = params::ALL
+        .iter()
+        .filter(|p| p.is_set())
+        .filter_map(|p| p.value().err().map(|e| e.to_string()))
+        .collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::input(format!(
+        "{} (`topoplan env --check` lists every variable)",
+        bad.join("; ")
+    )))
+}
+
 pub fn run(a: Args) -> CliResult {
     let set: Vec<String> = std::env::vars_os()
         .filter_map(|(k, _)| k.into_string().ok())

@@ -48,7 +48,7 @@ pub struct Args {
     #[arg(long)]
     pub proto: Option<String>,
     /// Print every candidate's estimate at this size, fastest first, instead of the table.
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = parse_size, conflicts_with_all = ["json", "msccl_xml"])]
     pub explain: Option<u64>,
     /// Print the whole plan as JSON (channels, tables, the chosen schedules).
     #[arg(long)]
@@ -61,7 +61,7 @@ pub struct Args {
     #[arg(long)]
     pub timing: bool,
     /// GPU model for skeleton topology files (e.g. h100-sxm).
-    #[arg(long)]
+    #[arg(long, visible_alias = "gpu", value_name = "MODEL")]
     pub gpu_model: Option<String>,
     /// Machine profile (JSON, docs/profile.md) the tuner prices with; default: the bundled one
     /// where the topology matches it, else defaults derived from the topology.
@@ -437,15 +437,13 @@ fn build_schedules(
 
 /// `--msccl-xml DIR`: the first schedule of each collective as MSCCL-IR XML.
 fn write_msccl(dir: &std::path::Path, plans: &[CollPlan]) -> CliResult {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| CliError::input(format!("cannot create {}: {e}", dir.display())))?;
+    super::common::create_output_dir(dir)?;
     for cp in plans {
         if let Some(s) = cp.schedules.first() {
             let name = format!("{}-{}", cp.collective.kind.name(), s.algorithm.name());
             let xml = msccl::export(s, &name).map_err(CliError::failure)?;
             let path = dir.join(format!("{}.xml", cp.collective.kind.name()));
-            std::fs::write(&path, xml)
-                .map_err(|e| CliError::failure(format!("cannot write {}: {e}", path.display())))?;
+            super::common::write_output(&path, xml)?;
             eprintln!("wrote {}", path.display());
         }
     }

@@ -22,10 +22,13 @@ Ranks are threads of this process (--mode threads, like ncclCommInitAll) or sepa
 OS chooses, the others with the id it listens at in TOPOPLAN_UNIQUE_ID, joined over shared memory or, with \
 --transport tcp, over TCP). Under torchrun, pass --from-env and every process becomes the rank its environment names.\n\n\
 Input data are random small integers (never zero), so every reduction order gives the exact reference result and \
-#wrong must be 0. The exit status is 1 if any element is wrong or a collective fails.\n\n\
-Examples:\n  topoplan run --backend cpu --ranks 4 --collective all-reduce -b 8 -e 64M -f 4\n  \
-topoplan run --ranks 8 --collective all-gather -d bf16 -b 1K -e 16M -f 4 --mode procs\n  \
-topoplan run --ranks 4 --collective reduce-scatter -o max --algo ring --channels 2 --memcpy"
+#wrong must be 0. Exit status: 0 success, 1 a wrong element or a failed collective, 2 bad input or usage \
+(including a forced --algo/--proto/--channels no schedule can honour).",
+    after_help = "EXAMPLES:
+  topoplan run --backend cpu --ranks 4 --collective all-reduce -b 8 -e 64M -f 4
+  topoplan run --ranks 8 --collective all-gather -d bf16 -b 1K -e 16M -f 4 --mode procs
+  topoplan run --ranks 4 --collective reduce-scatter -o max --algo ring --channels 2 --memcpy
+  torchrun --nproc-per-node 4 $(which topoplan) run --from-env -b 1M -e 64M"
 )]
 pub struct Args {
     /// Backend: `cpu` (threads, shared memory, TCP). The CUDA backend runs under `topoplan bench`.
@@ -127,18 +130,8 @@ fn plan(a: &Args) -> Result<Plan, CliError> {
     let op = ReduceOp::parse(&a.op).ok_or_else(|| {
         CliError::input(format!("--op {:?}: expected sum prod min max avg", a.op))
     })?;
-    let lo = parse_size(&a.minbytes).ok().ok_or_else(|| {
-        CliError::input(format!(
-            "-b {:?}: expected bytes like 8, 64K, 16M",
-            a.minbytes
-        ))
-    })?;
-    let hi = parse_size(&a.maxbytes).ok().ok_or_else(|| {
-        CliError::input(format!(
-            "-e {:?}: expected bytes like 8, 64K, 16M",
-            a.maxbytes
-        ))
-    })?;
+    let lo = parse_size(&a.minbytes).map_err(|e| CliError::input(format!("-b: {e}")))?;
+    let hi = parse_size(&a.maxbytes).map_err(|e| CliError::input(format!("-e: {e}")))?;
     if lo > hi {
         return Err(CliError::input(format!("-b {lo} is larger than -e {hi}")));
     }
@@ -169,6 +162,7 @@ fn plan(a: &Args) -> Result<Plan, CliError> {
             .min(hi);
         sizes.push(next);
     }
+    check_memory(a, &sizes)?;
     let mut cfg = Config::from_env().map_err(|e| CliError::input(e.to_string()))?;
     if let Some(t) = &a.timeout {
         cfg.timeout = runtime::config::parse_duration(t)
@@ -189,9 +183,7 @@ fn plan(a: &Args) -> Result<Plan, CliError> {
         })?);
     }
     if let Some(c) = a.channels {
-        if c == 0 {
-            return Err(CliError::input("--channels must be at least 1"));
-        }
+        super::common::check_channels(c)?;
         cfg.channels = Some(c);
     }
     if let Some(b) = a.slot_bytes {
@@ -219,6 +211,42 @@ fn plan(a: &Args) -> Result<Plan, CliError> {
         sizes,
         cfg,
     })
+}
+
+/// Bytes a run of `sizes` holds at its peak, roughly and from above: every rank's input, output
+/// and in-place buffers at the largest size, and the reference outputs of every size (threads
+/// keep all ranks' references; each process of `--mode procs` computes all ranks' at one size).
+fn memory_needed(a: &Args, sizes: &[u64]) -> u128 {
+    let n = a.ranks as u128;
+    let hi = sizes.iter().copied().max().unwrap_or(0) as u128;
+    let buffers = n * 4 * hi;
+    let references = if a.check == 0 {
+        0
+    } else if a.mode == "procs" || a.from_env {
+        n * n * hi
+    } else {
+        n * 2 * sizes.iter().map(|&s| s as u128).sum::<u128>()
+    };
+    buffers + references
+}
+
+/// Refuses a sweep whose buffers would not fit in the memory available now, instead of
+/// aborting on a failed allocation halfway.
+fn check_memory(a: &Args, sizes: &[u64]) -> Result<(), CliError> {
+    let Some(avail) = super::common::available_memory() else {
+        return Ok(());
+    };
+    let need = memory_needed(a, sizes);
+    if need > avail as u128 {
+        return Err(CliError::input(format!(
+            "-e {} on {} ranks needs about {:.1} GiB of buffers and references; {:.1} GiB of memory is available (lower -e, --ranks, or pass --check 0)",
+            sizes.iter().max().unwrap_or(&0),
+            a.ranks,
+            need as f64 / (1u64 << 30) as f64,
+            avail as f64 / (1u64 << 30) as f64
+        )));
+    }
+    Ok(())
 }
 
 /// Per-rank element count for a size in bytes (nccl-tests: all-gather's size is the whole
@@ -394,11 +422,20 @@ fn describe(comm: &mut Communicator, p: &Plan, root: u32) -> String {
     }
 }
 
-fn comm_err(e: CommError) -> CliError {
-    if e.is_usage() {
-        CliError::input(e)
-    } else {
-        CliError::failure(e)
+/// A run's error as an exit code: bad input (2) for usage errors, and for a schedule that cannot
+/// be made when the user forced the algorithm, protocol, channels or a plan file (as `plan`
+/// answers for the same request); a failure (1) otherwise.
+fn comm_err(p: &Plan) -> impl Fn(CommError) -> CliError + '_ {
+    move |e| {
+        let forced = p.cfg.algorithm.is_some()
+            || p.cfg.protocol.is_some()
+            || p.cfg.channels.is_some()
+            || p.cfg.plan_file.is_some();
+        if e.is_usage() || (forced && matches!(e, CommError::Plan(_))) {
+            CliError::input(e)
+        } else {
+            CliError::failure(e)
+        }
     }
 }
 
@@ -418,7 +455,7 @@ pub fn run(a: Args) -> CliResult {
 
 fn run_threads(a: &Args, p: &Plan) -> CliResult {
     let n = a.ranks;
-    let mut comms = Communicator::init_all(n, p.cfg.clone()).map_err(comm_err)?;
+    let mut comms = Communicator::init_all(n, p.cfg.clone()).map_err(comm_err(p))?;
     let sched = describe(&mut comms[0], p, a.root);
     header(p, n, a, "threads", &sched);
     // The reference outputs are computed once, on demand, and shared by the rank threads.
@@ -450,7 +487,7 @@ fn run_threads(a: &Args, p: &Plan) -> CliResult {
     });
     let mut rows = None;
     for r in results {
-        let r = r.map_err(comm_err)?;
+        let r = r.map_err(comm_err(p))?;
         rows.get_or_insert(r);
     }
     finish(table(p, n, a, &rows.unwrap_or_default()))
@@ -466,7 +503,7 @@ fn finish(wrong: u64) -> CliResult {
 fn run_from_env(a: &Args, p: &Plan) -> CliResult {
     let env = runtime::EnvRank::from_lookup(|k| std::env::var(k).ok())
         .map_err(|e| CliError::input(e.to_string()))?;
-    let mut comm = Communicator::from_env_rank(&env, p.cfg.clone()).map_err(comm_err)?;
+    let mut comm = Communicator::from_env_rank(&env, p.cfg.clone()).map_err(comm_err(p))?;
     let n = comm.nranks();
     if matches!(p.kind, CollectiveKind::Broadcast | CollectiveKind::Reduce) && a.root >= n {
         return Err(CliError::input(format!(
@@ -489,7 +526,7 @@ fn run_from_env(a: &Args, p: &Plan) -> CliResult {
     let rows = rank_loop(&mut comm, p, a, &|i, j| {
         all[i].1[j].expected(n).swap_remove(me as usize)
     })
-    .map_err(comm_err)?;
+    .map_err(comm_err(p))?;
     // Every rank knows the totals (measure sums #wrong over ranks); rank 0 prints.
     let wrong: u64 = rows.iter().flat_map(|r| r.iter().map(|s| s.wrong)).sum();
     if me == 0 {

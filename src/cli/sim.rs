@@ -49,7 +49,7 @@ pub struct Args {
     #[arg(long)]
     pub trace: Option<PathBuf>,
     /// Size traced by --trace (default: the largest size of the sweep up to 64M).
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = parse_size, requires = "trace")]
     pub trace_size: Option<u64>,
     /// Simulator parameters as JSON (see docs/sim.md; missing fields keep their defaults).
     #[arg(long)]
@@ -64,7 +64,7 @@ pub struct Args {
     #[arg(long)]
     pub json: bool,
     /// GPU model for skeleton topology files (h100-sxm, a100-sxm, ...).
-    #[arg(long)]
+    #[arg(long, visible_alias = "gpu", value_name = "MODEL")]
     pub gpu_model: Option<String>,
     /// Whose choices to simulate: topoplan (the planner's tuner and topoplan's runtime), nccl
     /// (NCCL 2.28's own ring/tree search, tuner, channels and chunking), or both side by side.
@@ -108,10 +108,15 @@ pub fn run(a: Args) -> CliResult {
             a.root
         )));
     }
-    if a.channels == Some(0) {
-        return Err(CliError::input("--channels must be >= 1"));
+    if let Some(c) = a.channels {
+        super::common::check_channels(c)?;
     }
     let coll = collective(kind, n, a.root);
+    if who != As::Topoplan && (a.channels.is_some() || a.trace.is_some()) {
+        return Err(CliError::input(
+            "--channels and --trace apply to topoplan's schedules: not with --as nccl or both",
+        ));
+    }
     if who != As::Topoplan {
         return run_nccl(&a, who, &topo, &planner, &coll, &f, &sizes, &cfg);
     }
@@ -143,8 +148,7 @@ pub fn run(a: Args) -> CliResult {
             &topo, &planner, &coll, &f, a.channels, size, &tcfg, &mut cache,
         )?;
         let json = r.trace.map(|t| t.to_json()).unwrap_or_default();
-        std::fs::write(path, serde_json::to_vec(&json).map_err(CliError::failure)?)
-            .map_err(|e| CliError::failure(format!("{}: {e}", path.display())))?;
+        super::common::write_output(path, serde_json::to_vec(&json).map_err(CliError::failure)?)?;
         eprintln!(
             "trace of {} bytes ({} {} {}ch, {:.2} us) written to {}",
             size,

@@ -2,8 +2,23 @@
 
 use super::error::CliError;
 
-/// Parses "8", "64K", "4M", "1G" (binary multiples), optionally followed by "B" or "iB".
+/// The largest message size any subcommand takes: 1 TiB, beyond the memory of any one GPU.
+/// The planner and simulator do work that grows with the size, so a bound keeps them fast.
+pub const MAX_SIZE: u64 = 1 << 40;
+
+/// Parses "8", "64K", "4M", "1G" (binary multiples), optionally followed by "B" or "iB", up to
+/// [`MAX_SIZE`].
 pub fn parse_size(s: &str) -> Result<u64, String> {
+    let v = parse_unbounded(s)?;
+    if v > MAX_SIZE {
+        return Err(format!(
+            "\"{s}\" is larger than the 1T ({MAX_SIZE}-byte) limit on message sizes"
+        ));
+    }
+    Ok(v)
+}
+
+fn parse_unbounded(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let t = t
         .strip_suffix("iB")
@@ -98,5 +113,7 @@ mod tests {
             parse_size("99999999999G").is_err(),
             "overflow is an error, not a wrap"
         );
+        assert_eq!(parse_size("1T"), Ok(MAX_SIZE));
+        assert!(parse_size("1099511627777").unwrap_err().contains("limit"));
     }
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 cloud skeleton files) or topoplan's JSON form (docs/topology-json.md); the format is chosen by the \
 file extension, else by the content.\n\n\
 Examples:\n  topoplan topo show examples/h200x2-topo.xml\n  \
-topoplan topo show azure-ndv5-topo.xml --gpu h100-sxm\n  \
+topoplan topo show azure-ndv5-topo.xml --gpu-model h100-sxm\n  \
 topoplan topo convert dump.xml -o machine.json\n  \
 topoplan topo scale machine.json --nodes 128 --fabric rail --nic-gbps 400 -o cluster.json"
 )]
@@ -26,7 +26,7 @@ pub struct ReadOpts {
     /// GPU model for skeleton files (cloud NCCL_TOPO_FILEs without `<gpu>` elements), e.g.
     /// h100-sxm, h200-sxm, h800, a100-sxm, v100-sxm. Without it the model is taken from the
     /// GPUs' PCI device ids when known, else h100-sxm; a warning says what was assumed.
-    #[arg(long = "gpu", value_name = "MODEL")]
+    #[arg(long = "gpu-model", visible_alias = "gpu", value_name = "MODEL")]
     pub gpu: Option<String>,
     /// Speed of skeleton NICs in Gbit/s (default: per GPU model, e.g. 400 for H100).
     #[arg(long = "skeleton-nic-gbps", value_name = "GBIT")]
@@ -36,6 +36,10 @@ pub struct ReadOpts {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Summary of a topology plus its GPU×GPU and GPU×NIC path matrices (NCCL path types, GB/s).
+    #[command(after_help = "EXAMPLES:
+  topoplan topo show examples/h200x2-topo.xml
+  topoplan topo show azure-ndv5-topo.xml --gpu-model h100-sxm   # a skeleton file
+  topoplan topo show cluster.json --json")]
     Show {
         /// Topology file: NCCL topology XML (.xml) or topoplan JSON (.json).
         file: PathBuf,
@@ -46,6 +50,10 @@ enum Cmd {
         read: ReadOpts,
     },
     /// Convert between NCCL XML and topoplan JSON (format from the output extension).
+    #[command(after_help = "EXAMPLES:
+  topoplan topo convert dump.xml -o machine.json
+  topoplan topo convert machine.json -o machine.xml
+  topoplan topo convert azure-ndv5-topo.xml -o ndv5.json --gpu-model h100-sxm")]
     Convert {
         /// Topology file to read: NCCL topology XML or topoplan JSON.
         input: PathBuf,
@@ -56,6 +64,10 @@ enum Cmd {
         read: ReadOpts,
     },
     /// Build a cluster (JSON) from one machine's file, for capacity planning.
+    #[command(after_help = "EXAMPLES:
+  topoplan topo scale machine.json --nodes 128 --fabric rail --nic-gbps 400 -o cluster.json
+  topoplan topo scale dump.xml --nodes 64 --fabric switch --nic-gbps 200 -o c.json
+  topoplan topo scale dump.xml --nodes 512 --fabric fat-tree --nic-gbps 400 --oversubscription 2 -o ft.json")]
     Scale {
         /// One machine's topology: NCCL topology XML or topoplan JSON.
         file: PathBuf,
@@ -96,7 +108,7 @@ pub fn load(path: &Path, read: &ReadOpts) -> Result<Loaded, CliError> {
     if let Some(g) = &read.gpu {
         if gpus::find_model(g).is_none() {
             return Err(CliError::input(format!(
-                "--gpu {g}: unknown GPU model; known models: {}",
+                "--gpu-model {g}: unknown GPU model; known models: {}",
                 gpus::model_names()
             )));
         }
@@ -113,8 +125,7 @@ pub fn load(path: &Path, read: &ReadOpts) -> Result<Loaded, CliError> {
 }
 
 fn write_out(path: &Path, text: &str) -> CliResult {
-    std::fs::write(path, text)
-        .map_err(|e| CliError::failure(format!("cannot write {}: {e}", path.display())))
+    super::common::write_output(path, text)
 }
 
 fn is_json(path: &Path) -> Result<bool, CliError> {
@@ -162,7 +173,7 @@ pub fn run(args: Args) -> CliResult {
                 if l.doc.assume.is_some() {
                     eprintln!(
                         "warning: the skeleton assumptions (GPU model, NIC speed) have no place in \
-                         NCCL XML and are not written; pass --gpu again when reading the output"
+                         NCCL XML and are not written; pass --gpu-model again when reading the output"
                     );
                 }
                 topology::write_xml(&l.doc).map_err(topo_error)?

@@ -34,7 +34,7 @@ pub struct Args {
     #[arg(short = 'c', long = "collective", value_delimiter = ',')]
     pub collective: Vec<String>,
     /// GPU model for skeleton topology files.
-    #[arg(long)]
+    #[arg(long, visible_alias = "gpu", value_name = "MODEL")]
     pub gpu_model: Option<String>,
     /// Print one JSON object per schedule instead of text.
     #[arg(long)]
@@ -142,8 +142,7 @@ fn planned(a: &Args) -> Result<Vec<(String, Schedule)>, CliError> {
 
 pub fn run(a: Args) -> CliResult {
     let name = a.file.display().to_string();
-    let text =
-        std::fs::read_to_string(&a.file).map_err(|e| CliError::input(format!("{name}: {e}")))?;
+    let text = super::common::read_text(&a.file)?;
     let trimmed = text.trim_start();
     let schedules: Vec<(String, Schedule)> = if trimmed.starts_with('<') && text.contains("<algo") {
         let s = msccl::import(&text, &name).map_err(CliError::input)?;

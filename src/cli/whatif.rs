@@ -65,7 +65,7 @@ pub struct Args {
     #[arg(long)]
     pub json: bool,
     /// GPU model for skeleton topology files.
-    #[arg(long)]
+    #[arg(long, visible_alias = "gpu", value_name = "MODEL")]
     pub gpu_model: Option<String>,
     /// Whose choices to simulate in every scenario: topoplan (default) or nccl (NCCL 2.28's
     /// own ring/tree choice, as `sim --as nccl`).

@@ -3,6 +3,7 @@
 use std::process::Command;
 
 /// Runs the `topoplan` binary built for these tests: (exit code, stdout, stderr).
+#[allow(dead_code)]
 pub fn topoplan(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_topoplan"))
         .args(args)

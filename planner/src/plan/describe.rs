@@ -29,13 +29,15 @@ pub fn describe(t: &Topology, ch: &Channels) -> String {
     let mut kinds: Vec<(PathType, f64, usize)> = Vec::new();
     for (i, &a) in h0.iter().enumerate() {
         for &b in &h0[i + 1..] {
-            if let Some(p) = t.gpu_path(a, b) {
-                match kinds.iter_mut().find(|k| k.0 == p.kind) {
+            // A pair is as good as its worse direction (NVLinks may be listed one way only).
+            if let (Some(p), Some(q)) = (t.gpu_path(a, b), t.gpu_path(b, a)) {
+                let (kind, bw) = (p.kind.max(q.kind), p.bw_gbps.min(q.bw_gbps));
+                match kinds.iter_mut().find(|k| k.0 == kind) {
                     Some(k) => {
-                        k.1 = k.1.min(p.bw_gbps);
+                        k.1 = k.1.min(bw);
                         k.2 += 1;
                     }
-                    None => kinds.push((p.kind, p.bw_gbps, 1)),
+                    None => kinds.push((kind, bw, 1)),
                 }
             }
         }

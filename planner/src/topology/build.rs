@@ -58,6 +58,11 @@ pub(super) struct Builder<'a> {
     /// Skeleton without any GPU-class device: put one GPU under each leaf-level switch.
     pub(super) gpu_per_switch: bool,
     pub(super) synthesized_bus: Vec<String>,
+    /// NVLink and C2C links made by `connect`, so aggregating one is a lookup, not a walk over
+    /// an NVSwitch's every edge.
+    /// CUDA device index → the `<gpu>` that has it, to refuse duplicates.
+    pub(super) devs: HashMap<i64, String>,
+    pub(super) aggregated: HashMap<(NodeId, NodeId, LinkKind), LinkId>,
 }
 
 /// Builds the single-machine topology of `doc.system` (host 0). Returns the assumptions applied
@@ -72,7 +77,7 @@ pub fn build_system(
         if let Some(g) = &opts.gpu_model {
             let model = gpus::find_model(g).ok_or_else(|| unknown_model(g))?;
             warnings.push(format!(
-                "{file}: --gpu {} ignored for NVLink/SM: the file has <gpu> elements, which win \
+                "{file}: --gpu-model {} ignored for NVLink/SM: the file has <gpu> elements, which win \
                  (memory bandwidth of {} used)",
                 model.name, model.name
             ));
@@ -103,6 +108,8 @@ pub fn build_system(
         host: 0,
         gpu_per_switch: false,
         synthesized_bus: Vec::new(),
+        aggregated: HashMap::new(),
+        devs: HashMap::new(),
     };
     b.gpu_per_switch = b.skeleton.is_some() && gpu_class_leaves(doc) == 0;
     b.run(doc, opts)?;
@@ -435,6 +442,7 @@ impl<'a> Builder<'a> {
         let sm = req(g.sm, "sm")?;
         let dev = req(g.dev, "dev")?;
         let gdr = req(g.gdr, "gdr")?;
+        self.check_gpu(&name, sm, dev)?;
         // Bounds well beyond any real machine, so sums and casts downstream stay exact.
         if !(0..=1 << 24).contains(&rank)
             || !(0..=1 << 16).contains(&dev)
@@ -551,6 +559,43 @@ impl<'a> Builder<'a> {
                 }),
             );
             self.topo.add_duplex(parent, id, up.clone());
+        }
+        Ok(())
+    }
+
+    /// What one `<gpu>` may not be: of an unknown generation, a CUDA device index already
+    /// taken, or one GPU more than a machine holds.
+    fn check_gpu(&mut self, name: &str, sm: i64, dev: i64) -> Result<(), TopoError> {
+        if !gpus::KNOWN_SM.contains(&u32::try_from(sm).unwrap_or(0)) {
+            return Err(TopoError::semantic(
+                self.file,
+                name,
+                format!(
+                    "sm {sm} is not the compute capability of a known GPU generation ({})",
+                    gpus::KNOWN_SM
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+        if let Some(first) = self.devs.insert(dev, name.to_string()) {
+            return Err(TopoError::semantic(
+                self.file,
+                name,
+                format!("duplicate dev {dev}: already used by {first}"),
+            ));
+        }
+        if self.devs.len() > gpus::MAX_GPUS_PER_HOST {
+            return Err(TopoError::semantic(
+                self.file,
+                name,
+                format!(
+                    "more than {} GPUs in one machine (NCCL's limit per machine)",
+                    gpus::MAX_GPUS_PER_HOST
+                ),
+            ));
         }
         Ok(())
     }

@@ -84,12 +84,9 @@ impl fmt::Display for Diagnostic {
 /// Everything that can go wrong reading, building, scaling or writing a topology.
 #[derive(Debug, thiserror::Error)]
 pub enum TopoError {
-    #[error("cannot read {path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// Not a regular file, or larger than the input limit.
+    #[error("{0}")]
+    Read(#[from] crate::input::ReadError),
     /// Malformed XML or JSON.
     #[error("{0}")]
     Syntax(Box<Diagnostic>),

@@ -168,6 +168,18 @@ pub fn model_names() -> String {
         .join(", ")
 }
 
+/// Compute capabilities of the GPU generations NVIDIA has shipped (`sm` = major × 10 + minor).
+/// An `sm` outside this list is a typo or a forged file: its NVLink and memory bandwidths would
+/// be invented, so the reader refuses it.
+pub const KNOWN_SM: &[u32] = &[
+    30, 32, 35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110,
+    120, 121,
+];
+
+/// Most GPUs one machine may hold: NCCL's topology holds at most `NCCL_TOPO_MAX_NODES` (640)
+/// nodes of a kind, and its all-pairs paths make planning quadratic in this number.
+pub const MAX_GPUS_PER_HOST: usize = 640;
+
 /// NCCL's bandwidth of one NVLink for a GPU of compute capability `sm` (GB/s).
 pub fn nvlink_bw(sm: u32) -> f64 {
     match sm {

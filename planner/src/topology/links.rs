@@ -21,18 +21,13 @@ impl Builder<'_> {
 
     /// Adds `bw` to an existing link of the same kind a→b (NCCL aggregates NVLinks), or a new one.
     pub(super) fn connect(&mut self, a: NodeId, b: NodeId, kind: LinkKind, bw: f64, count: u32) {
-        if let Some(e) = self
-            .topo
-            .graph
-            .edges_connecting(a, b)
-            .find(|e| e.weight().kind == kind)
-            .map(|e| petgraph::visit::EdgeRef::id(&e))
-        {
+        if let Some(&e) = self.aggregated.get(&(a, b, kind)) {
             let l = &mut self.topo.graph[e];
             l.bw_gbps += bw;
             l.count = l.count.saturating_add(count);
         } else {
-            self.topo.add_link(a, b, link(kind, bw, count));
+            let e = self.topo.add_link(a, b, link(kind, bw, count));
+            self.aggregated.insert((a, b, kind), e);
         }
     }
 
@@ -120,7 +115,51 @@ impl Builder<'_> {
         }
         self.gpu_docs = docs;
         self.skeleton_nvlinks();
+        self.warn_one_way_nvlinks();
         Ok(())
+    }
+
+    /// NCCL takes each GPU's `<nvlink>` as written, so GPU-to-GPU NVLinks listed on one side
+    /// only (or with other counts) are used one way: the other direction goes over PCIe. That is
+    /// kept, and said, since it is most often a truncated or hand-edited dump.
+    fn warn_one_way_nvlinks(&mut self) {
+        let mut pairs: Vec<(NodeId, NodeId, u32, u32)> = Vec::new();
+        for (&(a, b, kind), &e) in &self.aggregated {
+            let both_gpus = self.topo.gpu(a).is_some() && self.topo.gpu(b).is_some();
+            if kind != LinkKind::NvLink || !both_gpus {
+                continue;
+            }
+            let back = self
+                .aggregated
+                .get(&(b, a, kind))
+                .map(|&r| self.topo.graph[r].count)
+                .unwrap_or(0);
+            let count = self.topo.graph[e].count;
+            // Each unequal pair once: from the side with more links.
+            if count > back {
+                pairs.push((a, b, count, back));
+            }
+        }
+        pairs.sort();
+        for (a, b, count, back) in pairs {
+            let (ga, gb) = (self.topo.gpu(a), self.topo.gpu(b));
+            let (Some(ga), Some(gb)) = (ga, gb) else {
+                continue;
+            };
+            self.warnings.push(format!(
+                "{}: NVLinks are asymmetric: GPU {} ({}) lists {count} to GPU {} ({}), which lists {back} back; each direction is used as written{}",
+                self.file,
+                ga.rank,
+                ga.busid,
+                gb.rank,
+                gb.busid,
+                if back == 0 {
+                    format!(", so GPU {} reaches GPU {} over PCIe", gb.rank, ga.rank)
+                } else {
+                    String::new()
+                }
+            ));
+        }
     }
 
     pub(super) fn wire_pcilinks(&mut self) -> Result<(), TopoError> {

@@ -23,6 +23,7 @@ mod skeleton;
 mod subset;
 pub mod synth;
 mod xml;
+mod xml_text;
 
 pub use doc::TopoDoc;
 pub use error::{Diagnostic, TopoError};
@@ -81,10 +82,7 @@ pub fn detect_format(text: &str, name: &str) -> Format {
 /// Reads a topology file (XML or JSON by extension, else by content).
 pub fn load_file(path: &FsPath, opts: &LoadOptions) -> Result<Loaded, TopoError> {
     let name = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| TopoError::Io {
-        path: name.clone(),
-        source,
-    })?;
+    let bytes = crate::input::read_bytes(path)?;
     let text = String::from_utf8(bytes).map_err(|e| {
         let upto = &e.as_bytes()[..e.utf8_error().valid_up_to()];
         let line = upto.iter().filter(|b| **b == b'\n').count() as u32 + 1;

@@ -89,7 +89,7 @@ pub(super) fn skeleton_choice(
             ),
             None => (
                 gpus::find_model(gpus::DEFAULT_SKELETON_GPU).expect("default model exists"),
-                "the default (pass --gpu MODEL to choose)".to_string(),
+                "the default (pass --gpu-model MODEL to choose)".to_string(),
             ),
         }
     };

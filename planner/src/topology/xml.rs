@@ -6,22 +6,35 @@
 
 use super::doc::*;
 use super::error::{Diagnostic, TopoError};
+use super::xml_text::{check_shape, Positions, MAX_DEPTH, MAX_ELEMENTS};
 use roxmltree::{Document, Node as XNode};
 use std::fmt::Write as _;
 
 /// Parses NCCL topology XML text. `file` names the input in errors.
 pub fn read_xml(text: &str, file: &str, warnings: &mut Vec<String>) -> Result<TopoDoc, TopoError> {
+    let pos = Positions::new(text);
+    // Shape first: the limits hold before anything is built from the text.
+    check_shape(text).map_err(|e| {
+        let (line, col) = pos.at(e.offset);
+        TopoError::Syntax(Box::new(Diagnostic::at(
+            file,
+            text,
+            line,
+            col,
+            e.message,
+            Some(format!(
+                "at most {MAX_ELEMENTS} elements nested at most {MAX_DEPTH} deep"
+            )),
+        )))
+    })?;
     let opts = roxmltree::ParsingOptions {
         allow_dtd: false,
-        nodes_limit: 1_000_000,
+        // Elements, text and comments: the element limit leaves room for the text between.
+        nodes_limit: 4 * MAX_ELEMENTS as u32,
     };
     let xdoc =
         Document::parse_with_options(text, opts).map_err(|e| syntax_error(text, file, &e))?;
-    let r = Reader {
-        text,
-        file,
-        xdoc: &xdoc,
-    };
+    let r = Reader { text, file, pos };
     let root = xdoc.root_element();
     match root.tag_name().name() {
         "system" => {}
@@ -83,19 +96,16 @@ fn syntax_error(text: &str, file: &str, e: &roxmltree::Error) -> TopoError {
     )))
 }
 
-struct Reader<'a, 'i> {
+struct Reader<'a> {
     text: &'a str,
     file: &'a str,
-    xdoc: &'a Document<'i>,
+    pos: Positions<'a>,
 }
 
-impl<'i> Reader<'_, 'i> {
+impl Reader<'_> {
     fn at(&self, n: XNode) -> At {
-        let p = self.xdoc.text_pos_at(n.range().start);
-        At {
-            line: p.row,
-            col: p.col,
-        }
+        let (line, col) = self.pos.at(n.range().start);
+        At { line, col }
     }
 
     fn name_of(&self, n: XNode) -> String {
@@ -120,10 +130,7 @@ impl<'i> Reader<'_, 'i> {
         let (line, col) = n
             .attributes()
             .find(|a| a.name() == key)
-            .map(|a| {
-                let p = self.xdoc.text_pos_at(a.range().start);
-                (p.row, p.col)
-            })
+            .map(|a| self.pos.at(a.range().start))
             .unwrap_or_else(|| {
                 let a = self.at(n);
                 (a.line, a.col)

@@ -206,9 +206,9 @@ impl Profile {
     /// Reads and checks a profile file.
     pub fn load(path: &Path) -> Result<Profile, ProfileError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ProfileError::Read {
+        let text = crate::input::read_text(path).map_err(|e| ProfileError::Read {
             file: file.clone(),
-            msg: e.to_string(),
+            msg: e.reason(),
         })?;
         Profile::parse(&text, &file)
     }

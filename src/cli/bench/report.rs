@@ -103,8 +103,7 @@ impl Report {
 
     /// Reads a report written by `--json`, naming the file, line and column of a bad field.
     pub fn load(path: &Path) -> Result<Report, CliError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| CliError::input(format!("{}: {e}", path.display())))?;
+        let text = crate::cli::common::read_text(path)?;
         let r: Report = serde_json::from_str(&text)
             .map_err(|e| CliError::input(format!("{}: {e}", path.display())))?;
         if r.format != FORMAT {
@@ -119,8 +118,7 @@ impl Report {
 
     pub fn save(&self, path: &Path) -> Result<(), CliError> {
         let text = serde_json::to_string_pretty(self).map_err(CliError::failure)?;
-        std::fs::write(path, text + "\n")
-            .map_err(|e| CliError::failure(format!("writing {}: {e}", path.display())))
+        crate::cli::common::write_output(path, text + "\n")
     }
 
     /// Joins the tables of one configuration (a log that times small and large sizes with
@@ -162,8 +160,7 @@ impl Report {
     /// A table starts at its `# topoplan bench: ...` line; its rows are the lines that start
     /// with a size. Lines of other tools in the same log are skipped.
     pub fn from_log(path: &Path) -> Result<Report, CliError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| CliError::input(format!("{}: {e}", path.display())))?;
+        let text = crate::cli::common::read_text(path)?;
         let at =
             |line: usize, m: String| CliError::input(format!("{}:{line}: {m}", path.display()));
         let mut commands = Vec::new();

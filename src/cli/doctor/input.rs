@@ -2,7 +2,6 @@
 //! naming the file and line, never a panic or a silently wrong parse.
 
 use crate::cli::error::CliError;
-use std::io::Read;
 use std::path::Path;
 
 /// The text of one input and the name reports cite it by.
@@ -39,14 +38,12 @@ fn read_bytes(path: &Path) -> Result<(String, Vec<u8>), CliError> {
     } else {
         path.display().to_string()
     };
-    let mut bytes = Vec::new();
-    let r = if path.as_os_str() == "-" {
-        std::io::stdin().read_to_end(&mut bytes).map(|_| ())
+    let bytes = if path.as_os_str() == "-" {
+        planner::input::read_stdin(&name)
     } else {
-        std::fs::File::open(path).and_then(|mut f| f.read_to_end(&mut bytes).map(|_| ()))
+        planner::input::read_bytes(path)
     };
-    r.map_err(|e| CliError::input(format!("{name}: cannot read: {e}")))?;
-    Ok((name, bytes))
+    Ok((name, bytes.map_err(CliError::input)?))
 }
 
 /// Checks that `bytes` are text and returns them as such.
