@@ -1,7 +1,8 @@
 // topoplan device executor: one kernel runs a lowered schedule (phases of work items) on one GPU.
 //
-// Compiled at run time by NVRTC once per element type (TP_TYPE selects it, see lib.rs), so the
-// source has no #include and defines its own 16-bit float conversions through PTX.
+// Compiled at run time by NVRTC once per element type (TP_TYPE selects it, `cuda::kernels`); the
+// element types, operators and memory-order helpers come from common.cuh, the layout constants
+// (TP_MAXR, the flag words, TP_LL_HALF) from the host as -D options (`cuda::layout`).
 //
 // A work item computes  dst[j] = src[0] (op) src[1] (op) ... (op) src[nsrc-1]  for j < ndst over
 // `n` elements. Sources and destinations are references (rank, buffer, element offset) resolved
@@ -17,29 +18,7 @@
 // Counters live in device memory and only grow, so no host-side epoch is needed and a captured
 // CUDA graph can replay the kernel. All CTAs must be co-resident: the host caps the grid.
 
-#ifndef TP_TYPE
-#define TP_TYPE 0
-#endif
-
-typedef unsigned long long u64;
-typedef unsigned int u32;
-
-#define TP_MAXR 8
-#define TP_MAXCTA 256
-#define TP_MAXSRC 8
-// Flag region layout (u64 words), one region per rank, reachable by peers.
-#define TP_PC_FLAGS 0                      // [cta][src_rank]: per-CTA barrier arrivals
-#define TP_FULL_FLAGS (TP_MAXCTA * TP_MAXR) // [src_rank]: full barrier arrivals
-#define TP_PC_COUNT (TP_FULL_FLAGS + TP_MAXR) // [cta]: per-CTA barriers done (own)
-#define TP_FULL_COUNT (TP_PC_COUNT + TP_MAXCTA) // full barriers done (own)
-#define TP_ARRIVE (TP_FULL_COUNT + 1)      // local grid barrier arrival counter
-#define TP_RELEASE (TP_FULL_COUNT + 2)     // local grid barrier generation
-#define TP_LL_COUNT (TP_FULL_COUNT + 8)    // [cta]: low-latency epochs (own)
-// Low-latency (LL) buffers: each 16-byte line carries 8 data bytes and the epoch twice, so a
-// receiver knows data arrived by looking at the data itself: no barrier, no separate flag.
-// Two halves alternate by epoch parity; a half is rewritten two calls later, after the
-// receiver provably read it (it had to, to finish the call in between).
-#define TP_LL_HALF (4u << 20)              // bytes of LL lines per half (2 MiB of data)
+#include "common.cuh"
 
 struct TpItem {
   u32 kind;   // 0: reduce/copy, 1: scale (dst = src / nranks)
@@ -58,6 +37,12 @@ struct TpPhase {
   u32 pad;
 };
 
+// A rank's flag region (u64 words, reachable by peers) holds the barrier arrivals and counters
+// at TP_PC_FLAGS ... TP_LL_COUNT (`cuda::layout` lays them out).
+// Low-latency (LL) buffers: each 16-byte line carries 8 data bytes and the epoch twice, so a
+// receiver knows data arrived by looking at the data itself: no barrier, no separate flag.
+// Two halves of TP_LL_HALF bytes alternate by epoch parity; a half is rewritten two calls
+// later, after the receiver provably read it (it had to, to finish the call in between).
 struct TpCtx {
   u64 base[TP_MAXR * 4];  // [rank][buffer: 0 input, 1 output, 2 scratch, 3 LL lines]
   u64 flags[TP_MAXR];     // flag region of each rank (peer-mapped)
@@ -66,105 +51,6 @@ struct TpCtx {
   u32 ll;                 // nonzero: this plan uses LL buffers (advance the epoch)
   u32 pad;
 };
-
-// ---------------------------------------------------------------- element types
-#if TP_TYPE == 0
-typedef float T; typedef float C;
-__device__ __forceinline__ C tload(T v) { return v; }
-__device__ __forceinline__ T tstore(C v) { return v; }
-#define TP_FLOAT 1
-#elif TP_TYPE == 1
-typedef double T; typedef double C;
-__device__ __forceinline__ C tload(T v) { return v; }
-__device__ __forceinline__ T tstore(C v) { return v; }
-#define TP_FLOAT 1
-#elif TP_TYPE == 2
-typedef unsigned short T; typedef float C;  // IEEE half
-__device__ __forceinline__ C tload(T v) { float f; asm("{ .reg .b16 h; mov.b16 h, %1; cvt.f32.f16 %0, h; }" : "=f"(f) : "h"(v)); return f; }
-__device__ __forceinline__ T tstore(C f) { T v; asm("{ .reg .b16 h; cvt.rn.f16.f32 h, %1; mov.b16 %0, h; }" : "=h"(v) : "f"(f)); return v; }
-#define TP_FLOAT 1
-#elif TP_TYPE == 3
-typedef unsigned short T; typedef float C;  // bfloat16
-__device__ __forceinline__ C tload(T v) { return __uint_as_float(((u32)v) << 16); }
-__device__ __forceinline__ T tstore(C f) { T v; asm("{ .reg .b16 h; cvt.rn.bf16.f32 h, %1; mov.b16 %0, h; }" : "=h"(v) : "f"(f)); return v; }
-#define TP_FLOAT 1
-#elif TP_TYPE == 4
-typedef int T; typedef int C;
-#define TP_SIGNED 1
-#elif TP_TYPE == 5
-typedef long long T; typedef long long C;
-#define TP_SIGNED 1
-#elif TP_TYPE == 6
-typedef unsigned char T; typedef unsigned int C;
-#elif TP_TYPE == 7
-typedef signed char T; typedef int C;
-#define TP_SIGNED 1
-#endif
-#ifndef TP_FLOAT
-__device__ __forceinline__ C tload(T v) { return (C)v; }
-__device__ __forceinline__ T tstore(C v) { return (T)v; }
-#endif
-
-// Reductions. Integer sum/prod wrap (two's complement), done in unsigned arithmetic to avoid UB.
-struct OpSum { static __device__ __forceinline__ C f(C a, C b) {
-#ifdef TP_FLOAT
-  return a + b;
-#else
-  return (C)((unsigned long long)a + (unsigned long long)b);
-#endif
-} };
-struct OpProd { static __device__ __forceinline__ C f(C a, C b) {
-#ifdef TP_FLOAT
-  return a * b;
-#else
-  return (C)((unsigned long long)a * (unsigned long long)b);
-#endif
-} };
-struct OpMin { static __device__ __forceinline__ C f(C a, C b) {
-#ifdef TP_FLOAT
-  return fmin(a, b);
-#else
-  return a < b ? a : b;
-#endif
-} };
-struct OpMax { static __device__ __forceinline__ C f(C a, C b) {
-#ifdef TP_FLOAT
-  return fmax(a, b);
-#else
-  return a > b ? a : b;
-#endif
-} };
-
-#define VEC (16 / sizeof(T))
-
-// Average: a / n, as the CPU reference divides. For a power-of-two n (2, 4, 8 ranks) the same
-// bits come cheaper: a float times the exact 2^-k rounds the same real value once, as the
-// division does; an integer shifts, biased for negatives so it truncates towards zero as `/`
-// does. The IEEE division's slow-path call also kept the vector loops from overlapping their
-// loads (average ran 20-44 % behind sum on 2xH200; 0-5 % with the multiply).
-__device__ __forceinline__ C tp_div(C a, u32 n) {
-  const bool pow2 = (n & (n - 1)) == 0;
-#ifdef TP_FLOAT
-  if (pow2) {
-    const int k = __ffs(n) - 1;  // n = 2^k, k <= 31: 2^-k is a normal float and double
-    if (sizeof(C) == 4) return a * (C)__int_as_float((127 - k) << 23);
-    return a * (C)__longlong_as_double((long long)(1023 - k) << 52);
-  }
-  return a / (C)n;
-#else
-  if (pow2) {
-    const int k = __ffs(n) - 1;
-#ifdef TP_SIGNED
-    const C bias = (a < 0) ? (C)(n - 1) : (C)0;  // a < 0: a + n - 1 cannot overflow
-    return (C)((a + bias) >> k);
-#else
-    return (C)(a >> k);
-#endif
-  }
-  return (C)(a / (C)n);
-#endif
-}
-
 
 __device__ __forceinline__ T* tp_ptr(const TpCtx& c, u64 ref) {
   u32 r = (u32)(ref >> 60);
@@ -182,8 +68,6 @@ __device__ __forceinline__ uint4* tp_ll_line(const TpCtx& c, u64 ref, u64 epoch)
   char* b = (char*)c.base[r * 4 + 3] + (epoch & 1) * (u64)TP_LL_HALF;
   return (uint4*)(b + (off * sizeof(T) / 8) * 16);
 }
-
-union U8B { unsigned long long u; T e[8 / sizeof(T)]; };
 
 // LL path of one CTA's share [lo, hi) of an item: one 8-byte group per thread step.
 template <typename OP>
@@ -222,15 +106,6 @@ __device__ void tp_item_ll(const TpCtx& c, const TpItem& it, u64 lo, u64 hi, u64
     }
   }
 }
-
-union V16 { int4 v; T e[16 / sizeof(T)]; };
-
-template <typename OP>
-__device__ __forceinline__ void tp_combine(V16& acc, const V16& x) {
-#pragma unroll
-  for (int k = 0; k < (int)VEC; k++) acc.e[k] = tstore(OP::f(tload(acc.e[k]), tload(x.e[k])));
-}
-
 
 // One CTA's share of one item: elements [lo, hi) of the item.
 template <typename OP>
@@ -284,13 +159,6 @@ __device__ void tp_item(const TpCtx& c, const TpItem& it, u64 lo, u64 hi) {
     T v = tstore(a);
     for (u32 j = 0; j < nd; j++) { volatile T* dj = d[j]; dj[e] = v; }
   }
-}
-
-__device__ __forceinline__ u64 ld_acquire(const u64* p) {
-  u64 v; asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory"); return v;
-}
-__device__ __forceinline__ void st_release(u64* p, u64 v) {
-  asm volatile("st.release.sys.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
 }
 
 __device__ void tp_barrier_cta(const TpCtx& c, u64& cnt) {
@@ -378,9 +246,6 @@ __device__ void tp_exec(const TpPhase* phases, u32 nphases, const TpItem* items,
   extern "C" __global__ void __launch_bounds__(512, 1) name(const TpPhase* phases, u32 nphases, const TpItem* items, TpCtx c) { \
     tp_exec<OP>(phases, nphases, items, c); }
 
-// TD_SHARED_BUILD: the unit compiled for the register-capped direct kernels alone (direct.cu);
-// every other kernel is left out of that build.
-#ifndef TD_SHARED_BUILD
 TP_KERNEL(tp_exec_sum, OpSum)
 TP_KERNEL(tp_exec_prod, OpProd)
 TP_KERNEL(tp_exec_min, OpMin)
@@ -399,4 +264,3 @@ extern "C" __global__ void tp_wait(const u64* addr, u64 v) {
   while (ld_acquire(addr) < v) {}
   __threadfence_system();
 }
-#endif  // TD_SHARED_BUILD

@@ -1,7 +1,9 @@
 // Elementwise reduce of two buffers: the compute half of the copy-engine pair all-reduce
-// (`runtime/src/cuda/ce_pair.rs`). The copy engines move the peer's chunk into local scratch;
+// (`cuda/src/ce_pair.rs`). The copy engines move the peer's chunk into local scratch;
 // this kernel folds it into the local input: out = a (op) b, divided by 2 for average.
-// Uses direct.cu's td_reduce (same unit), so it is vectorised and handles unaligned tails.
+// Uses td_reduce (reduce.cuh), so it is vectorised and handles unaligned tails.
+
+#include "reduce.cuh"
 
 template <typename OP>
 __device__ void td_pair_run(T* out, const T* a, const T* b, u64 n, u32 avg) {
@@ -22,9 +24,7 @@ __device__ void td_pair_run(T* out, const T* a, const T* b, u64 n, u32 avg) {
     td_pair_run<OP>(out, a, b, n, avg);                                                       \
   }
 
-#ifndef TD_SHARED_BUILD
 TD_PAIR_KERNEL(td_pair_sum, OpSum)
 TD_PAIR_KERNEL(td_pair_prod, OpProd)
 TD_PAIR_KERNEL(td_pair_min, OpMin)
 TD_PAIR_KERNEL(td_pair_max, OpMax)
-#endif

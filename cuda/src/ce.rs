@@ -13,7 +13,8 @@
 
 use crate::device::{drv, ExecModule};
 use crate::group::plan::{launch_exec, upload_local_plan};
-use crate::group::{CudaGroup, CE_FLAGS};
+use crate::group::CudaGroup;
+use crate::layout::CE_FLAGS;
 use crate::lower::{ItemKind, Lowered, Operand};
 use crate::request::{Request, TpCtx};
 use crate::CudaError;

@@ -44,8 +44,7 @@ use std::sync::{Arc, OnceLock};
 
 pub(crate) mod state;
 
-/// First word of the pair path's counters in each rank's flag region.
-pub(crate) const PAIR_FLAGS: usize = 3200;
+use crate::layout::PAIR_FLAGS;
 /// Chunks the peer has reduced out of its scratch, i.e. slots there this rank may refill
 /// (written by the peer's compute stream, which reduces chunks in order).
 const FREED: usize = 0;

@@ -1,8 +1,9 @@
 //! Devices, peer access, raw device buffers and the NVRTC-compiled executor modules.
 
 use super::CudaError;
+use crate::kernels::{self, Unit};
 use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaModule};
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
+use cudarc::nvrtc::Ptx;
 use runtime::types::DataType;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -257,7 +258,8 @@ pub fn open_devices(ordinals: &[usize]) -> Result<Vec<Arc<CudaContext>>, CudaErr
 /// The executor's functions for one element type in one context.
 #[derive(Debug)]
 pub struct ExecModule {
-    _module: Arc<CudaModule>,
+    /// The executor, direct and pair units, loaded.
+    _modules: [Arc<CudaModule>; 3],
     /// sum, prod, min, max
     pub funcs: [CudaFunction; 4],
     /// Direct-push kernels (`direct.cu`): sum, prod, min, max.
@@ -324,15 +326,20 @@ fn arch_name(major: i32, minor: i32) -> &'static str {
 }
 
 /// `TOPOPLAN_SHARED_MAXREG` (32-255): registers per thread of the direct kernels that leave
-/// room for other CTAs on their SMs (`td_direct_shared_*`; default 96 in direct.cu).
+/// room for other CTAs on their SMs (`td_direct_shared_*`; default `layout::SHARED_NREG`).
 fn shared_maxreg() -> Option<u32> {
     static R: OnceLock<Option<u32>> = OnceLock::new();
     *R.get_or_init(|| params::SHARED_MAXREG.u32_or_warn())
 }
 
-/// The PTX of [`crate::kernels::EXEC_CU`] for `dtype` on `ctx`'s GPU, compiled once per process, type,
-/// arch and build (`shared`: the register-capped direct kernels alone, `TD_SHARED_BUILD`).
-fn exec_ptx(ctx: &Arc<CudaContext>, dtype: DataType, shared: bool) -> Result<Ptx, CudaError> {
+/// The PTX of `unit` for `dtype` on `ctx`'s GPU, compiled once per process, unit, type, arch
+/// and build (`shared`: the register-capped direct kernels, `TD_SHARED_BUILD`).
+fn unit_ptx(
+    ctx: &Arc<CudaContext>,
+    dtype: DataType,
+    unit: Unit,
+    shared: bool,
+) -> Result<Ptx, CudaError> {
     if !nvrtc_present() {
         return Err(CudaError::NoNvrtc);
     }
@@ -344,26 +351,22 @@ fn exec_ptx(ctx: &Arc<CudaContext>, dtype: DataType, shared: bool) -> Result<Ptx
         .unwrap_or_default();
     let key = (
         dtype,
-        format!("{arch}{}", if shared { "/shared" } else { "" }),
+        format!(
+            "{}/{arch}{}",
+            unit.name,
+            if shared { "/shared" } else { "" }
+        ),
     );
     let mut cache = ptx_cache().lock().unwrap_or_else(|p| p.into_inner());
     if let Some(p) = cache.get(&key) {
         return Ok(p.clone());
     }
-    let mut options = crate::kernels::type_options(&tyname)
+    let mut options = kernels::options(&tyname)
         .ok_or_else(|| CudaError::Input(format!("no kernel for type {tyname}")))?;
     if shared {
-        options.push("-DTD_SHARED_BUILD".into());
-        options.extend(shared_maxreg().map(|r| format!("-DTD_SHARED_NREG={r}")));
+        options.extend(kernels::shared_options(shared_maxreg()));
     }
-    let opts = CompileOptions {
-        arch: Some(arch),
-        name: Some("exec.cu".into()),
-        options,
-        ..Default::default()
-    };
-    let p = compile_ptx_with_opts(crate::kernels::EXEC_CU, opts)
-        .map_err(|e| CudaError::Compile(format!("{e:?}")))?;
+    let p = kernels::compile(unit, arch, &options)?;
     cache.insert(key, p.clone());
     Ok(p)
 }
@@ -385,14 +388,14 @@ impl ExecModule {
         }
         let module = self
             .ctx
-            .load_module(exec_ptx(&self.ctx, self.dtype, true)?)
+            .load_module(unit_ptx(&self.ctx, self.dtype, kernels::DIRECT, true)?)
             .map_err(drv)?;
         let f = |name: &str| module.load_function(name).map_err(drv);
         let funcs = [
-            f(crate::kernels::DIRECT_SHARED_KERNELS[0])?,
-            f(crate::kernels::DIRECT_SHARED_KERNELS[1])?,
-            f(crate::kernels::DIRECT_SHARED_KERNELS[2])?,
-            f(crate::kernels::DIRECT_SHARED_KERNELS[3])?,
+            f(kernels::DIRECT_SHARED_KERNELS[0])?,
+            f(kernels::DIRECT_SHARED_KERNELS[1])?,
+            f(kernels::DIRECT_SHARED_KERNELS[2])?,
+            f(kernels::DIRECT_SHARED_KERNELS[3])?,
         ];
         let loaded = SharedDirect {
             _module: module,
@@ -402,35 +405,35 @@ impl ExecModule {
     }
 }
 
-/// Compiles (once per process and type/arch) and loads the executor for `dtype` into `ctx`.
+/// Compiles (once per process and type/arch) and loads the kernel units for `dtype` into `ctx`.
 pub fn load_exec(ctx: &Arc<CudaContext>, dtype: DataType) -> Result<ExecModule, CudaError> {
-    let ptx = exec_ptx(ctx, dtype, false)?;
-    let module = ctx.load_module(ptx).map_err(drv)?;
-    let f = |name: &str| module.load_function(name).map_err(drv);
-    let funcs = [
-        f(crate::kernels::EXEC_KERNELS[0])?,
-        f(crate::kernels::EXEC_KERNELS[1])?,
-        f(crate::kernels::EXEC_KERNELS[2])?,
-        f(crate::kernels::EXEC_KERNELS[3])?,
-    ];
-    let direct = [
-        f(crate::kernels::DIRECT_KERNELS[0])?,
-        f(crate::kernels::DIRECT_KERNELS[1])?,
-        f(crate::kernels::DIRECT_KERNELS[2])?,
-        f(crate::kernels::DIRECT_KERNELS[3])?,
-    ];
-    let pair = [
-        f(crate::kernels::PAIR_KERNELS[0])?,
-        f(crate::kernels::PAIR_KERNELS[1])?,
-        f(crate::kernels::PAIR_KERNELS[2])?,
-        f(crate::kernels::PAIR_KERNELS[3])?,
-    ];
-    let (signal, wait) = (f("tp_signal")?, f("tp_wait")?);
+    let load = |unit| -> Result<Arc<CudaModule>, CudaError> {
+        ctx.load_module(unit_ptx(ctx, dtype, unit, false)?)
+            .map_err(drv)
+    };
+    let (exec, direct, pair) = (
+        load(kernels::EXEC)?,
+        load(kernels::DIRECT)?,
+        load(kernels::PAIR)?,
+    );
+    let four = |m: &Arc<CudaModule>, names: [&str; 4]| -> Result<[CudaFunction; 4], CudaError> {
+        let f = |name: &str| m.load_function(name).map_err(drv);
+        Ok([f(names[0])?, f(names[1])?, f(names[2])?, f(names[3])?])
+    };
+    let funcs = four(&exec, kernels::EXEC_KERNELS)?;
+    let direct_funcs = four(&direct, kernels::DIRECT_KERNELS)?;
+    let pair_funcs = four(&pair, kernels::PAIR_KERNELS)?;
+    let signal = exec
+        .load_function(kernels::SIGNAL_KERNELS[0])
+        .map_err(drv)?;
+    let wait = exec
+        .load_function(kernels::SIGNAL_KERNELS[1])
+        .map_err(drv)?;
     Ok(ExecModule {
-        _module: module,
+        _modules: [exec, direct, pair],
         funcs,
-        direct,
-        pair,
+        direct: direct_funcs,
+        pair: pair_funcs,
         signal,
         wait,
         ctx: ctx.clone(),

@@ -14,13 +14,11 @@ use planner::schedule::{Algorithm, CollectiveKind, Protocol, Schedule};
 use runtime::types::ReduceOp;
 use std::sync::Arc;
 
-/// `TD_MAXCTA` in direct.cu: slot regions and flags exist for this many streams (sender CTAs).
-pub(crate) const MAX_CTAS: u32 = 64;
-/// `TD_RECV_STREAMS`: streams one Simple receiver CTA serves at most.
-const RECV_STREAMS: u32 = 4;
-/// `TD_FLAG_WORDS`: (3 protocols × 4 roles × 8 peers × 64 streams) u64 words, then three
-/// per-stream words of the in-place guard, then pull mode's words ([`pull::WORDS`]).
-const FLAG_WORDS: usize = (3 * 4 * 8 + 3) * MAX_CTAS as usize + pull::WORDS;
+pub(crate) use crate::layout::DIRECT_MAX_CTAS as MAX_CTAS;
+use crate::layout::{
+    DIRECT_FLAG_WORDS as FLAG_WORDS, LL128_DATA, LL128_LINE, MAX_RANKS, OPT_AVG, OPT_COPY,
+    OPT_INPLACE, OPT_LL_IMPLIED, PROTO_LL, PROTO_LL128, PROTO_PULL, PROTO_SIMPLE, RECV_STREAMS,
+};
 /// Slots per (sender, receiver, stream): how far a sender may run ahead of its receiver
 /// (`TOPOPLAN_DIRECT_SLOTS`).
 const NSLOTS: u32 = 2;
@@ -35,8 +33,6 @@ const MIN_SEG_BYTES: u64 = 64 << 10;
 /// be small: down to 64 lines.
 const LL128_SLOT_LINES: u64 = 1024;
 const LL128_MIN_SEG_LINES: u64 = 64;
-/// Data bytes per LL128 line.
-const LL128_DATA: u64 = 120;
 /// LL slot: 32 KiB of 16-byte lines carrying 16 KiB of data.
 const LL_SLOT_BYTES: u64 = 32 << 10;
 /// LL grids: one CTA per 4 KiB up to this many (64 beat 32 at 256 KiB-1 MiB: 7.4 against
@@ -169,7 +165,7 @@ impl DirectBufs {
         let peers = nranks.saturating_sub(1).max(1) as u64;
         let region = |slot: u64| region_bytes(peers, slot) as usize;
         let simple_bytes = region(simple_slot_bytes(peers, knobs().slot_bytes));
-        let simple = DevBuf::new(ctx, simple_bytes + region(LL128_SLOT_LINES * 128))?;
+        let simple = DevBuf::new(ctx, simple_bytes + region(LL128_SLOT_LINES * LL128_LINE))?;
         simple.fill(0)?;
         let ll = DevBuf::new(ctx, region(LL_SLOT_BYTES))?;
         ll.fill(0)?;
@@ -179,14 +175,14 @@ impl DirectBufs {
     }
 }
 
-/// `TdArgs` of direct.cu, field for field.
+/// `TdArgs` of direct.cuh, field for field.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 struct TdArgs {
     input: u64,
     output: u64,
-    scratch: [u64; 8],
-    flags: [u64; 8],
+    scratch: [u64; MAX_RANKS],
+    flags: [u64; MAX_RANKS],
     n: u64,
     seg: u64,
     slot_bytes: u64,
@@ -213,9 +209,9 @@ struct TdArgs {
 pub struct DirectPeers {
     pub nranks: u32,
     pub min_sm: u32,
-    pub simple: [u64; 8],
-    pub ll: [u64; 8],
-    pub flags: [u64; 8],
+    pub simple: [u64; MAX_RANKS],
+    pub ll: [u64; MAX_RANKS],
+    pub flags: [u64; MAX_RANKS],
 }
 
 impl DirectBufs {
@@ -298,13 +294,19 @@ fn plan_launch(peers: &DirectPeers, rank: u32, call: &DirectCall) -> Result<Laun
     let (proto, scratch, slot_bytes, seg, ctas) = match call.protocol {
         // Pull mode reads the peers' inputs: their pointers take the scratch bases' place.
         _ if pulls => (
-            3,
+            PROTO_PULL,
             call.inputs.unwrap_or_default(),
             0,
             0,
             pull::grid(bytes, min_sm),
         ),
-        Protocol::LL => (1, peers.ll, LL_SLOT_BYTES, LL_SLOT_BYTES / 2 / elem, grid),
+        Protocol::LL => (
+            PROTO_LL,
+            peers.ll,
+            LL_SLOT_BYTES,
+            LL_SLOT_BYTES / 2 / elem,
+            grid,
+        ),
         Protocol::LL128 => {
             // LL128 slots follow the Simple slots in the same allocation.
             let skip = region_bytes(peers_n, simple_slot);
@@ -312,9 +314,9 @@ fn plan_launch(peers: &DirectPeers, rank: u32, call: &DirectCall) -> Result<Laun
             let lines = ll128_segment_lines(bytes, grid);
             let seg = lines * (LL128_DATA / elem);
             (
-                2,
+                PROTO_LL128,
                 bases,
-                LL128_SLOT_LINES * 128,
+                LL128_SLOT_LINES * LL128_LINE,
                 seg,
                 grid + receivers(grid, min_sm),
             )
@@ -325,7 +327,7 @@ fn plan_launch(peers: &DirectPeers, rank: u32, call: &DirectCall) -> Result<Laun
                 |b| b.min(simple_slot),
             ) / elem;
             (
-                0,
+                PROTO_SIMPLE,
                 peers.simple,
                 simple_slot,
                 seg,
@@ -352,10 +354,14 @@ fn plan_launch(peers: &DirectPeers, rank: u32, call: &DirectCall) -> Result<Laun
         mode: u32::from(!role.reduce),
         ll: proto,
         nslots: k.nslots,
-        opts: u32::from(role.avg)
-            | (u32::from(role.copy_dst.is_some()) << 1)
-            | (u32::from(call.in_place && role.overwrites_what_it_pushes()) << 2)
-            | if proto == 1 && ll_credit_implied(&role, elem, ctas, k.nslots) {
+        opts: if role.avg { OPT_AVG } else { 0 }
+            | if role.copy_dst.is_some() { OPT_COPY } else { 0 }
+            | if call.in_place && role.overwrites_what_it_pushes() {
+                OPT_INPLACE
+            } else {
+                0
+            }
+            | if proto == PROTO_LL && ll_credit_implied(&role, elem, ctas, k.nslots) {
                 OPT_LL_IMPLIED
             } else {
                 0
@@ -364,15 +370,12 @@ fn plan_launch(peers: &DirectPeers, rank: u32, call: &DirectCall) -> Result<Laun
         pad: 0,
     };
     let block = match proto {
-        1 => k.ll_block,
-        3 => pull::block(),
+        PROTO_LL => k.ll_block,
+        PROTO_PULL => pull::block(),
         _ => BLOCK,
     };
     Ok(LaunchPlan { args, ctas, block })
 }
-
-/// `TD_LL_IMPLIED` in direct.cu.
-const OPT_LL_IMPLIED: u32 = 256;
 
 /// Whether an LL call may leave its credits implied (`TD_LL_IMPLIED`): every peer this rank
 /// pushes to also pushes to it in the same call (so its data proves it finished the previous

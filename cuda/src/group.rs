@@ -27,12 +27,7 @@ pub(crate) mod plan;
 pub use crate::request::Request;
 use plan::DevPlan;
 
-/// Words in a rank's flag region (see `cuda/kernels/exec.cu` for the layout).
-const FLAG_WORDS: usize = 4096;
-/// Words where the copy-engine path keeps its cross-rank counters: `[from_rank]`.
-pub(crate) const CE_FLAGS: usize = 3072;
-/// Bytes of LL lines per half (`TP_LL_HALF` in exec.cu): twice the data they carry.
-const LL_LINE_BYTES: usize = 2 * crate::lower::LL_DATA_BYTES as usize;
+use crate::layout::{GROUP_FLAG_WORDS as FLAG_WORDS, LL_HALF_BYTES, MAX_RANKS};
 pub(crate) struct RankState {
     pub(crate) ctx: Arc<CudaContext>,
     /// The SMs this rank's spinning CTAs may fill: the GPU's SM count, or on a GPU that ranks
@@ -47,7 +42,7 @@ pub(crate) struct RankState {
     /// Buffers replaced by larger ones stay allocated (kernels in flight may use them) until the
     /// group is dropped.
     pub(crate) scratch: Mutex<Vec<DevBuf>>,
-    /// LL lines: two halves of `LL_LINE_BYTES`, zeroed at start (epoch 0 never matches).
+    /// LL lines: two halves of `LL_HALF_BYTES`, zeroed at start (epoch 0 never matches).
     pub(crate) ll: DevBuf,
     /// Shared by the ranks of one GPU (one context: one module per type serves them all).
     modules: Arc<ModuleCache>,
@@ -106,7 +101,7 @@ impl CudaGroup {
     /// `TOPOPLAN_SCRATCH_MB`). An ordinal may repeat: those ranks share that GPU (module doc);
     /// more ranks on a GPU than it has SMs are refused.
     pub fn new(ordinals: &[usize]) -> Result<Self, CudaError> {
-        if ordinals.is_empty() || ordinals.len() > 8 {
+        if ordinals.is_empty() || ordinals.len() > MAX_RANKS {
             return Err(CudaError::Input(format!(
                 "{} GPUs: need 1 to 8",
                 ordinals.len()
@@ -129,7 +124,7 @@ impl CudaGroup {
             let flags = DevBuf::new(&ctx, FLAG_WORDS * 8)?;
             flags.fill(0)?;
             let scratch = DevBuf::new(&ctx, scratch_bytes)?;
-            let ll = DevBuf::new(&ctx, 2 * LL_LINE_BYTES)?;
+            let ll = DevBuf::new(&ctx, 2 * LL_HALF_BYTES as usize)?;
             ll.fill(0)?;
             let ce = CeState::new(&ctx, ordinals.len())?;
             let direct = DirectBufs::new(&ctx, ordinals.len())?;
@@ -306,8 +301,8 @@ impl CudaGroup {
     }
 
     pub(crate) fn tp_ctx(&self, rank: usize, req: &Request) -> TpCtx {
-        let mut base = [0u64; 32];
-        let mut flags = [0u64; 8];
+        let mut base = [0u64; 4 * MAX_RANKS];
+        let mut flags = [0u64; MAX_RANKS];
         for (r, st) in self.ranks.iter().enumerate() {
             base[r * 4 + Buf::Input as usize] = req.inputs[r];
             base[r * 4 + Buf::Output as usize] = req.outputs[r];

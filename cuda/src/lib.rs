@@ -26,6 +26,7 @@ pub mod group;
 pub mod hybrid;
 pub mod ipc;
 pub mod kernels;
+pub mod layout;
 pub mod lower;
 pub mod query;
 mod request;

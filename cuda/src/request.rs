@@ -3,6 +3,7 @@
 //! ([`PlanKey`]). A leaf, so the paths and the group can all name them without importing each
 //! other.
 
+use crate::layout::MAX_RANKS;
 use cudarc::driver::DeviceRepr;
 use planner::schedule::Schedule;
 use runtime::types::{DataType, ReduceOp};
@@ -24,8 +25,8 @@ pub struct Request<'a> {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct TpCtx {
-    pub(crate) base: [u64; 32],
-    pub(crate) flags: [u64; 8],
+    pub(crate) base: [u64; 4 * MAX_RANKS],
+    pub(crate) flags: [u64; MAX_RANKS],
     pub(crate) rank: u32,
     pub(crate) nranks: u32,
     pub(crate) ll: u32,

@@ -16,11 +16,7 @@ use super::call::DirectCall;
 use super::role::DirectRole;
 use planner::schedule::{CollectiveKind, Protocol};
 
-/// `TD_PULL_MAXCTA` in direct_pull.cu: the pull words exist for this many CTAs.
-pub(crate) const MAX_CTAS: u32 = 256;
-/// Flag words after the push path's (`TD_FLAG_WORDS`): arrive and done per (peer, CTA), then
-/// one call counter per CTA.
-pub(crate) const WORDS: usize = (2 * 8 + 1) * MAX_CTAS as usize;
+use crate::layout::PULL_MAX_CTAS as MAX_CTAS;
 /// Bytes of a message per CTA: one pass of 512 threads with one or two vectors each, so a CTA's
 /// loads are one NVLink round trip (`TOPOPLAN_PULL_CTA_KB`).
 const CTA_BYTES: u64 = 8 << 10;

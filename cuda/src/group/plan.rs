@@ -10,7 +10,7 @@ use cudarc::driver::{result, sys, CudaContext};
 use std::ffi::c_void;
 use std::sync::Arc;
 
-const MAX_CTAS: u32 = 256;
+use crate::layout::{EXEC_MAX_CTAS as MAX_CTAS, MAX_SRCS};
 /// Default cap on the SM path's grid (`TOPOPLAN_CTAS` overrides).
 const DEFAULT_MAX_CTAS: u32 = 64;
 /// CTAs of every kernel that uses LL buffers. Fixed, because each CTA keeps its own epoch and
@@ -26,7 +26,7 @@ struct TpItem {
     ndst: u32,
     pad: u32,
     n: u64,
-    src: [u64; 8],
+    src: [u64; MAX_SRCS],
     dst: [u64; 2],
 }
 
@@ -104,10 +104,10 @@ pub(crate) fn demand(l: &Lowered, elem: u64) -> Demand {
 }
 
 fn item(kind: ItemKind, srcs: &[Operand], dsts: &[Operand], n: u64) -> Result<TpItem, CudaError> {
-    if srcs.len() > 8 || dsts.len() > 2 {
+    if srcs.len() > MAX_SRCS || dsts.len() > 2 {
         return Err(CudaError::Lower("item with too many operands".into()));
     }
-    let mut src = [0u64; 8];
+    let mut src = [0u64; MAX_SRCS];
     let mut dst = [0u64; 2];
     for (k, s) in srcs.iter().enumerate() {
         src[k] = enc(s);

@@ -1,5 +1,4 @@
-// topoplan direct executor, pull mode (appended to exec.cu + direct.cu + direct_ll128.cu in one
-// NVRTC unit; `TdArgs.ll == 3`). One process only: it needs every sender's input pointer, which
+// topoplan direct executor, pull mode (`TdArgs.ll == TD_PROTO_PULL`, included by direct.cu). One process only: it needs every sender's input pointer, which
 // the host passes in `TdArgs.scratch` (pull mode has no slots).
 //
 // Each rank's CTA b reads its share [lo, hi) of every sender's input straight from the sender's
@@ -15,7 +14,10 @@
 // TD_PULL_ALL), so a captured graph replays correctly. The rules are `direct::protocol`'s
 // pull functions, model-checked by `runtime/tests/loom_pull.rs`.
 
-#define TD_PULL_MAXCTA 256
+#pragma once
+#include "direct.cuh"
+#include "reduce.cuh"
+
 #define TD_PULL_ARRIVE(peer, cta) (TD_FLAG_WORDS + (peer) * TD_PULL_MAXCTA + (cta))
 #define TD_PULL_DONE(peer, cta) (TD_FLAG_WORDS + (TP_MAXR + (peer)) * TD_PULL_MAXCTA + (cta))
 #define TD_PULL_CALLS(cta) (TD_FLAG_WORDS + 2 * TP_MAXR * TD_PULL_MAXCTA + (cta))
