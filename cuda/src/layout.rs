@@ -9,7 +9,7 @@ pub const MAX_RANKS: usize = 8;
 
 // ---------------------------------------------------------------- the executor (exec.cu)
 
-/// CTAs of an executor grid at most (`TP_MAXCTA`): its per-CTA flag words exist for this many.
+/// CTAs of an executor grid at most: its per-CTA flag words exist for this many.
 pub const EXEC_MAX_CTAS: u32 = 256;
 /// Sources of one work item at most (`TP_MAXSRC`).
 pub const MAX_SRCS: usize = 8;
@@ -47,7 +47,7 @@ const _: () = assert!(PAIR_FLAGS + 64 <= GROUP_FLAG_WORDS);
 pub const DIRECT_MAX_CTAS: u32 = 64;
 /// Streams one Simple or LL128 receiver CTA serves at most (`TD_RECV_STREAMS`).
 pub const RECV_STREAMS: u32 = 4;
-/// Protocols with per-peer words (`TD_PROTOS`: Simple, LL, LL128; pull has its own) and the
+/// Protocols with per-peer words (Simple, LL, LL128; pull has its own) and the
 /// roles of a word (`TD_ROLES`: sent, received, ready, credit).
 pub const DIRECT_PROTOS: usize = 3;
 pub const DIRECT_ROLES: usize = 4;
@@ -91,7 +91,6 @@ pub fn constants() -> Vec<(&'static str, u64)> {
     let u = |v: usize| v as u64;
     vec![
         ("TP_MAXR", u(MAX_RANKS)),
-        ("TP_MAXCTA", EXEC_MAX_CTAS.into()),
         ("TP_MAXSRC", u(MAX_SRCS)),
         ("TP_LL_HALF", LL_HALF_BYTES),
         ("TP_PC_FLAGS", u(EXEC_PC_FLAGS)),
@@ -103,7 +102,6 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("TP_LL_COUNT", u(EXEC_LL_COUNT)),
         ("TD_MAXCTA", DIRECT_MAX_CTAS.into()),
         ("TD_RECV_STREAMS", RECV_STREAMS.into()),
-        ("TD_PROTOS", u(DIRECT_PROTOS)),
         ("TD_ROLES", u(DIRECT_ROLES)),
         ("TD_SCALLS", u(DIRECT_SCALLS)),
         ("TD_RCALLS", u(DIRECT_RCALLS)),
