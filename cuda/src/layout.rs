@@ -39,6 +39,7 @@ pub const PAIR_FLAGS: usize = 3200;
 pub const GROUP_FLAG_WORDS: usize = 4096;
 const _: () = assert!(EXEC_WORDS <= CE_FLAGS && CE_FLAGS + 64 <= PAIR_FLAGS);
 const _: () = assert!(PAIR_FLAGS + 64 <= GROUP_FLAG_WORDS);
+const _: () = assert!(EXEC_LL_COUNT > EXEC_RELEASE);
 
 // ---------------------------------------------------------------- the direct path (direct.cu)
 
@@ -141,8 +142,6 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), c.len());
-        assert!(EXEC_LL_COUNT > EXEC_RELEASE);
-        assert!(DIRECT_PROGRESS + DIRECT_MAX_CTAS as usize == DIRECT_PUSH_WORDS);
         assert!(c.iter().all(|(_, v)| *v <= i32::MAX as u64));
         assert!(defines().iter().all(|d| d.starts_with("-DT")));
     }
