@@ -49,6 +49,12 @@ pub trait SlotMem {
     fn slot_bytes(&self) -> usize;
     fn with_slot_mut<R>(&self, slot: u32, f: impl FnOnce(&mut [u8]) -> R) -> R;
     fn with_slot<R>(&self, slot: u32, f: impl FnOnce(&[u8]) -> R) -> R;
+    /// [`SlotMem::with_slot_mut`] for a message of `len` payload bytes: memory that grows on
+    /// demand need hold only the header and those bytes.
+    fn with_slot_mut_for<R>(&self, slot: u32, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        let _ = len;
+        self.with_slot_mut(slot, f)
+    }
 }
 
 /// A message header as it travels in a slot: the payload length and a tag (the collective's
@@ -134,7 +140,7 @@ impl<M: SlotMem> Fifo<M> {
         let i = self.sent();
         debug_assert!(self.send_ready(), "post without a free slot");
         self.mem
-            .with_slot_mut((i % self.mem.nslots() as u64) as u32, |slot| {
+            .with_slot_mut_for((i % self.mem.nslots() as u64) as u32, len, |slot| {
                 Header {
                     len: len as u64,
                     tag,
@@ -244,11 +250,17 @@ impl SlotMem for HeapMem {
         self.slot_bytes
     }
     fn with_slot_mut<R>(&self, slot: u32, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        self.with_slot_mut_for(slot, self.slot_bytes - SLOT_HEADER, f)
+    }
+    fn with_slot_mut_for<R>(&self, slot: u32, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
         let mut g = self.slots[slot as usize]
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        if g.len() != self.slot_bytes {
-            g.resize(self.slot_bytes, 0);
+        // Grown to the largest message it carried, never to the whole slot up front: with a
+        // connection between every pair of ranks (agreement), small messages must stay small.
+        let need = (SLOT_HEADER + len).min(self.slot_bytes);
+        if g.len() < need {
+            g.resize(need, 0);
         }
         f(&mut g)
     }
@@ -263,6 +275,19 @@ impl SlotMem for HeapMem {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A connection that carries only small messages (agreement connects every pair of ranks)
+    /// holds small slots, not `slot_bytes` each.
+    #[test]
+    fn heap_slots_grow_to_the_largest_message_only() {
+        let f = Fifo::new(HeapMem::new(2, SLOT_HEADER + (1 << 20)));
+        f.post(1, 38, |b| b.fill(7)).unwrap();
+        assert_eq!(f.consume(|_, d| d.to_vec()).unwrap(), vec![7; 38]);
+        let held: usize = f.mem.slots.iter().map(|s| s.lock().unwrap().len()).sum();
+        assert_eq!(held, SLOT_HEADER + 38);
+        f.post(2, 1000, |b| b.fill(9)).unwrap();
+        assert_eq!(f.consume(|_, d| d.len()).unwrap(), 1000);
+    }
 
     #[test]
     fn fifo_respects_slots_and_order() {
