@@ -61,14 +61,29 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
     u64 nl = (cnt + TD_PER - 1) / TD_PER;
     for (u64 ln = t; ln < nl; ln += blockDim.x) {
       if (a.mode == 0) {
-        U8B acc;
-        acc.u = (pre_ok && a.local_off == 0 && j == 0 && ln == t)
+        U8B own;
+        own.u = (pre_ok && a.local_off == 0 && j == 0 && ln == t)
                     ? pre
                     : td_pack((const T*)a.in + a.local_off + off, ln, cnt);
+        // Contributions in rank order, this rank's own at its place: the same bits on every rank.
+        U8B acc;
+        acc.u = 0;
+        bool first = true;
         for (u32 s = 0; s < a.nranks; s++) {
-          if (!((a.recv_mask >> s) & 1)) continue;
-          u64 q = s_recvd[s] + j + 1;
-          U8B x; x.u = td_ll_wait((const uint4*)td_slot(a, a.rank, s, b, q) + ln, td_ll_flag(q));
+          U8B x;
+          if (s == a.rank) {
+            x = own;
+          } else if ((a.recv_mask >> s) & 1) {
+            u64 q = s_recvd[s] + j + 1;
+            x.u = td_ll_wait((const uint4*)td_slot(a, a.rank, s, b, q) + ln, td_ll_flag(q));
+          } else {
+            continue;
+          }
+          if (first) {
+            acc = x;
+            first = false;
+            continue;
+          }
 #pragma unroll
           for (u32 e = 0; e < TD_PER; e++) acc.e[e] = tstore(OP::f(tload(acc.e[e]), tload(x.e[e])));
         }

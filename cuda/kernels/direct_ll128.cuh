@@ -112,9 +112,17 @@ struct TdLl128 {
       u64 ln = base + sub;
       bool valid = ln < nl;
       u64 e = ln * TD_L128_E + lane * (16 / sizeof(T));
-      u64 acc0 = 0, acc1 = 0;
-      if (a.mode == 0 && valid) td_l128_load((const T*)a.in + a.local_off + off, e, cnt, nb, acc0, acc1);
+      // Reduce: contributions in rank order, this rank's own at its place (the same bits on
+      // every rank).
+      u64 own0 = 0, own1 = 0, acc0 = 0, acc1 = 0;
+      bool first = true;
+      if (a.mode == 0 && valid) td_l128_load((const T*)a.in + a.local_off + off, e, cnt, nb, own0, own1);
       for (u32 s = 0; s < a.nranks; s++) {
+        if (a.mode == 0 && s == a.rank) {
+          if (first) { acc0 = own0; acc1 = own1; first = false; }
+          else { acc0 = td_l128_op<OP>(acc0, own0); if (nb == 16) acc1 = td_l128_op<OP>(acc1, own1); }
+          continue;
+        }
         if (!((a.recv_mask >> s) & 1)) continue;
         u64 q = recvd[s] + j + 1;
         const char* line = td_slot(a, a.rank, s, b, q) + ln * TD_L128_LINE + lane * 16;
@@ -126,7 +134,11 @@ struct TdLl128 {
           again = valid && lane == 7 && v1 != q;
         } while (__any_sync(0xffffffffu, again));
         if (!valid) continue;
-        if (a.mode == 0) {
+        if (a.mode == 0 && first) {
+          acc0 = v0;
+          acc1 = v1;
+          first = false;
+        } else if (a.mode == 0) {
           acc0 = td_l128_op<OP>(acc0, v0);
           if (nb == 16) acc1 = td_l128_op<OP>(acc1, v1);
         } else {

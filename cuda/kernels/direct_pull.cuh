@@ -33,10 +33,11 @@ __device__ __forceinline__ void td_pull_combine(V16& acc, const V16& x, bool avg
 }
 
 // Reduce, 16-byte aligned: passes of TD_PULL_U vectors per thread; in place, a pass's results
-// wait for every reader's done word of that pass.
+// wait for every reader's done word of that pass. `all` holds the `n` contributions in rank
+// order, this rank's own at its place, so every rank sums in the same order (the same bits).
 template <typename OP>
-__device__ void td_pull_reduce(const TdArgs& a, u32 b, u64 call, const T* own, const T* const* srcs,
-                               u32 ns, T* out, u64 lo, u64 hi, bool inplace) {
+__device__ void td_pull_reduce(const TdArgs& a, u32 b, u64 call, const T* const* all, u32 n, T* out,
+                               u64 lo, u64 hi, bool inplace) {
   u64* my = (u64*)a.flags[a.rank];
   const u32 t = threadIdx.x, st = blockDim.x;
   const bool avg = (a.opts & TD_AVG) != 0;
@@ -48,28 +49,32 @@ __device__ void td_pull_reduce(const TdArgs& a, u32 b, u64 call, const T* own, c
   for (u64 p = 0; p < npass; p++) {
     const u64 base = v0 + p * per + t;
     V16 acc[TD_PULL_U];
-    u32 dep = 0;  // depends on every peer load of this pass (see the in-place barrier)
+    u32 dep = 0;  // depends on every load of this pass, peers' included (see the barrier)
 #pragma unroll
     for (int u = 0; u < TD_PULL_U; u++)
-      if (base + u * st < vend) acc[u].v = __ldcg(((const int4*)own) + base + u * st);
-    for (u32 k = 0; k < ns; k++) {
+      if (base + u * st < vend) {
+        acc[u].v = __ldcg(((const int4*)all[0]) + base + u * st);
+        dep ^= (u32)acc[u].v.x;
+      }
+    for (u32 k = 1; k < n; k++) {
       V16 x[TD_PULL_U];
 #pragma unroll
       for (int u = 0; u < TD_PULL_U; u++)
-        if (base + u * st < vend) x[u].v = __ldcg(((const int4*)srcs[k]) + base + u * st);
+        if (base + u * st < vend) x[u].v = __ldcg(((const int4*)all[k]) + base + u * st);
 #pragma unroll
       for (int u = 0; u < TD_PULL_U; u++)
         if (base + u * st < vend) {
           dep ^= (u32)x[u].v.x;
-          td_pull_combine<OP>(acc[u], x[u], avg, a.nranks, k + 1 == ns);
+          td_pull_combine<OP>(acc[u], x[u], avg, a.nranks, k + 1 == n);
         }
     }
     const bool has_tail = p + 1 == npass && tail + t < hi;
     C tv = 0;
     if (has_tail) {
-      tv = tload(own[tail + t]);
-      for (u32 k = 0; k < ns; k++) {
-        T x = srcs[k][tail + t];
+      tv = tload(all[0][tail + t]);
+      dep ^= (u32)tv;
+      for (u32 k = 1; k < n; k++) {
+        T x = all[k][tail + t];
         dep ^= (u32)tload(x);
         tv = OP::f(tv, tload(x));
       }
@@ -128,15 +133,22 @@ __device__ void td_pull(const TdArgs& a, u32 b, u32 G) {
     const T* own = (const T*)a.in + a.local_off;
     T* out = (T*)a.out;
     if (a.mode == 0) {
-      bool al = td_aligned(own) && td_aligned(out);
-      for (u32 k = 0; k < ns; k++) al &= td_aligned(srcs[k]);
+      // Every contribution in rank order, this rank's own at its place.
+      const T* all[TP_MAXR];
+      u32 n = 0;
+      for (u32 s = 0; s < a.nranks; s++) {
+        if (s == a.rank) all[n++] = own;
+        else if ((a.recv_mask >> s) & 1) all[n++] = (const T*)a.scratch[s] + (u64)a.rank * a.send_stride;
+      }
+      bool al = td_aligned(out);
+      for (u32 k = 0; k < n; k++) al &= td_aligned(all[k]);
       if (al) {
-        td_pull_reduce<OP>(a, b, call, own, srcs, ns, out, lo, hi, inplace);
+        td_pull_reduce<OP>(a, b, call, all, n, out, lo, hi, inplace);
       } else {
         // The host never asks for an unaligned in-place pull (it pushes instead).
         const T* s_lo[TP_MAXR];
-        for (u32 k = 0; k < ns; k++) s_lo[k] = srcs[k] + lo;
-        td_reduce<OP>(out + lo, own + lo, s_lo, ns, hi - lo, (a.opts & TD_AVG) != 0, a.nranks);
+        for (u32 k = 0; k < n; k++) s_lo[k] = all[k] + lo;
+        td_reduce<OP>(out + lo, s_lo[0], s_lo + 1, n - 1, hi - lo, (a.opts & TD_AVG) != 0, a.nranks);
       }
     } else {
       if (a.opts & TD_COPY) td_copy(out + a.copy_dst + lo, (const T*)a.in + lo, hi - lo);

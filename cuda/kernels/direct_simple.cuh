@@ -48,11 +48,15 @@ struct TdSimple {
   static __device__ __forceinline__ void consume(const TdArgs& a, u32 b, u64 off, u64 cnt, const u64* recvd,
                                                  u64 j, bool avg) {
     if (a.mode == 0) {
-      const T* srcs[TP_MAXR];
-      u32 ns = 0;
-      for (u32 s = 0; s < a.nranks; s++)
-        if ((a.recv_mask >> s) & 1) srcs[ns++] = (const T*)td_slot(a, a.rank, s, b, recvd[s] + j + 1);
-      td_reduce<OP>((T*)a.out + off, (const T*)a.in + a.local_off + off, srcs, ns, cnt, avg, a.nranks);
+      // Every contribution in rank order, this rank's own at its place: every rank sums in the
+      // same order, so floating-point results are the same bits on every rank.
+      const T* all[TP_MAXR];
+      u32 n = 0;
+      for (u32 s = 0; s < a.nranks; s++) {
+        if (s == a.rank) all[n++] = (const T*)a.in + a.local_off + off;
+        else if ((a.recv_mask >> s) & 1) all[n++] = (const T*)td_slot(a, a.rank, s, b, recvd[s] + j + 1);
+      }
+      td_reduce<OP>((T*)a.out + off, all[0], all + 1, n - 1, cnt, avg, a.nranks);
     } else {
       for (u32 s = 0; s < a.nranks; s++)
         if ((a.recv_mask >> s) & 1)
