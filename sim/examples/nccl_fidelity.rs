@@ -23,62 +23,107 @@ type Curve = (String, Vec<(f64, f64)>, Vec<(f64, f64)>);
 
 /// A log-log plot: measured points as circles, predictions as lines, one colour per curve.
 fn svg(curves: &[Curve]) -> String {
-    let (w, h, l, r, t, b) = (960.0, 600.0, 80.0, 220.0, 40.0, 60.0);
-    let (x0, x1) = (8f64.log10(), ((4u64 << 30) as f64).log10());
-    let (y0, y1) = (1f64, 2e4f64.log10());
-    let px = |x: f64| l + (x.log10() - x0) / (x1 - x0) * (w - l - r);
-    let py = |y: f64| h - b - (y.log10() - y0) / (y1 - y0) * (h - t - b);
-    let colours = [
-        "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf",
-    ];
+    let p = Plot {
+        w: 960.0,
+        h: 600.0,
+        l: 80.0,
+        r: 220.0,
+        t: 40.0,
+        b: 60.0,
+        x: (8f64.log10(), ((4u64 << 30) as f64).log10()),
+        y: (1f64, 2e4f64.log10()),
+    };
     let mut s = String::new();
     let _ = write!(
         s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/><text x="{}" y="24" font-size="16">2xH200: sim --as nccl (lines) vs NCCL 2.28 measured (circles), time per call</text>"#,
-        l
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/><text x="{}" y="24" font-size="16">2xH200: sim --as nccl (lines) vs NCCL 2.28 measured (circles), time per call</text>"#,
+        p.w, p.h, p.l
     );
-    for e in 0..=9 {
-        let x = 8f64 * 8f64.powi(e);
-        if x > (4u64 << 30) as f64 {
-            break;
+    p.grid(&mut s);
+    for (i, c) in curves.iter().enumerate() {
+        p.curve(&mut s, i, c);
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// The plot's frame: width, height and left, right, top and bottom margins in pixels, and the
+/// log10 ranges of its axes (bytes, µs).
+struct Plot {
+    w: f64,
+    h: f64,
+    l: f64,
+    r: f64,
+    t: f64,
+    b: f64,
+    x: (f64, f64),
+    y: (f64, f64),
+}
+
+impl Plot {
+    fn px(&self, x: f64) -> f64 {
+        self.l + (x.log10() - self.x.0) / (self.x.1 - self.x.0) * (self.w - self.l - self.r)
+    }
+
+    fn py(&self, y: f64) -> f64 {
+        self.h
+            - self.b
+            - (y.log10() - self.y.0) / (self.y.1 - self.y.0) * (self.h - self.t - self.b)
+    }
+
+    /// Grid lines and labels: sizes in powers of 8 up to 4 GiB, times in decades.
+    fn grid(&self, s: &mut String) {
+        let (w, h, l, r, t, b) = (self.w, self.h, self.l, self.r, self.t, self.b);
+        for e in 0..=9 {
+            let x = 8f64 * 8f64.powi(e);
+            if x > (4u64 << 30) as f64 {
+                break;
+            }
+            let label = match x as u64 {
+                v if v >= 1 << 30 => format!("{}G", v >> 30),
+                v if v >= 1 << 20 => format!("{}M", v >> 20),
+                v if v >= 1 << 10 => format!("{}K", v >> 10),
+                v => v.to_string(),
+            };
+            let _ = write!(
+                s,
+                r##"<line x1="{0}" y1="{1}" x2="{0}" y2="{2}" stroke="#ddd"/><text x="{0}" y="{3}" text-anchor="middle">{label}</text>"##,
+                self.px(x),
+                t,
+                h - b,
+                h - b + 18.0
+            );
         }
-        let label = match x as u64 {
-            v if v >= 1 << 30 => format!("{}G", v >> 30),
-            v if v >= 1 << 20 => format!("{}M", v >> 20),
-            v if v >= 1 << 10 => format!("{}K", v >> 10),
-            v => v.to_string(),
-        };
+        for e in 1..=4 {
+            let y = 10f64.powi(e);
+            let _ = write!(
+                s,
+                r##"<line x1="{l}" y1="{0}" x2="{1}" y2="{0}" stroke="#ddd"/><text x="{2}" y="{3}" text-anchor="end">{y} us</text>"##,
+                self.py(y),
+                w - r,
+                l - 6.0,
+                self.py(y) + 4.0
+            );
+        }
         let _ = write!(
             s,
-            r##"<line x1="{0}" y1="{1}" x2="{0}" y2="{2}" stroke="#ddd"/><text x="{0}" y="{3}" text-anchor="middle">{label}</text>"##,
-            px(x),
-            t,
-            h - b,
-            h - b + 18.0
+            r#"<text x="{}" y="{}" text-anchor="middle">size (bytes)</text>"#,
+            (l + w - r) / 2.0,
+            h - 16.0
         );
     }
-    for e in 1..=4 {
-        let y = 10f64.powi(e);
-        let _ = write!(
-            s,
-            r##"<line x1="{l}" y1="{0}" x2="{1}" y2="{0}" stroke="#ddd"/><text x="{2}" y="{3}" text-anchor="end">{y} us</text>"##,
-            py(y),
-            w - r,
-            l - 6.0,
-            py(y) + 4.0
-        );
-    }
-    let _ = write!(
-        s,
-        r#"<text x="{}" y="{}" text-anchor="middle">size (bytes)</text>"#,
-        (l + w - r) / 2.0,
-        h - 16.0
-    );
-    for (i, (name, pred, meas)) in curves.iter().enumerate() {
+
+    /// Curve number `i`: the prediction as a line (dashed when nothing was measured), the
+    /// measurements as circles, and its legend entry.
+    fn curve(&self, s: &mut String, i: usize, (name, pred, meas): &Curve) {
+        let colours = [
+            "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf",
+        ];
+        let (w, r, t) = (self.w, self.r, self.t);
         let c = colours[i % colours.len()];
         let pts: Vec<String> = pred
             .iter()
-            .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
+            .map(|&(x, y)| format!("{:.1},{:.1}", self.px(x), self.py(y)))
             .collect();
         let dash = if meas.is_empty() {
             r#" stroke-dasharray="6,4""#
@@ -94,8 +139,8 @@ fn svg(curves: &[Curve]) -> String {
             let _ = write!(
                 s,
                 r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="none" stroke="{c}" stroke-width="2"/>"#,
-                px(x),
-                py(y)
+                self.px(x),
+                self.py(y)
             );
         }
         let ly = t + 20.0 + 18.0 * i as f64;
@@ -108,8 +153,6 @@ fn svg(curves: &[Curve]) -> String {
             ly + 4.0
         );
     }
-    s.push_str("</svg>\n");
-    s
 }
 
 fn main() {
