@@ -1,5 +1,6 @@
-//! Running a group: agreement on each call (`exec::agree`), then its collectives in order,
-//! with its sends and receives progressing alongside.
+//! Running a group: its collectives in order, each with its agreement (`exec::agree`), and
+//! its sends and receives progressing alongside (after the agreement of a gather or scatter
+//! they make up).
 
 use super::Communicator;
 use crate::element::finish_avg;
@@ -45,22 +46,22 @@ impl Communicator {
         // Sends and receives that make up a declared call wait for its agreement.
         let gate = steps.iter().rposition(|s| matches!(s, Step::Agree(_)));
         for (i, step) in steps.into_iter().enumerate() {
-            let live = if gate.is_some_and(|g| i <= g) {
-                None
-            } else {
-                Some(&mut p2p)
-            };
             match step {
-                Step::Agree(call) => self.agree(call, self.seq, live, &policy)?,
+                Step::Agree(call) => {
+                    let live = (!gate.is_some_and(|g| i <= g)).then_some(&mut p2p);
+                    self.agree(call, self.seq, live, &policy)?
+                }
                 Step::Coll(c) => {
                     let seq = self.seq;
                     self.seq += 1;
                     if c.count == 0 {
                         continue;
                     }
-                    let call = Call::of(&c);
-                    self.agree(call, seq, live, &policy)?;
-                    self.run_coll(c, seq, &mut p2p, &policy)?;
+                    // The terms run with the collective rather than before it: they go out
+                    // first, and the call returns only once every peer's agreed, so ranks that
+                    // disagree still fail, each naming both versions, for one round trip less.
+                    let terms = self.terms(Call::of(&c), seq)?;
+                    self.run_coll(c, seq, terms, &mut p2p, &policy)?;
                 }
             }
         }
@@ -124,9 +125,10 @@ impl Communicator {
         Ok((steps, p2p))
     }
 
-    /// Tells every other rank that this rank runs `call` next and checks that each of them
-    /// says the same, before any of the call's data moves. `p2p`: the group's sends and
-    /// receives already under way, advanced meanwhile (a peer may need them to reach `call`).
+    /// Tells every other rank that this rank runs `call` (a call made of the group's sends and
+    /// receives) and checks that each of them says the same, before any of its data moves.
+    /// `p2p`: the group's sends and receives already under way, advanced meanwhile (a peer may
+    /// need them to reach `call`).
     fn agree(
         &mut self,
         call: Call,
@@ -134,6 +136,25 @@ impl Communicator {
         p2p: Option<&mut Tasks<'_>>,
         policy: &WaitPolicy,
     ) -> Result<(), CommError> {
+        let mut terms = self.terms(call, seq)?;
+        if terms.is_empty() {
+            return Ok(());
+        }
+        let mut background: Vec<Background<'_, '_>> = p2p
+            .into_iter()
+            .flat_map(|v| v.iter_mut())
+            .map(|t| Background(t.as_mut()))
+            .collect();
+        let mut tasks: Vec<&mut dyn Task> = terms
+            .iter_mut()
+            .map(|t| t.as_mut() as &mut dyn Task)
+            .collect();
+        tasks.extend(background.iter_mut().map(|b| b as &mut dyn Task));
+        drive(&mut tasks, policy, self.ports.transport.as_ref())
+    }
+
+    /// The tasks that tell every other rank this rank runs `call` and check what each says.
+    fn terms(&mut self, call: Call, seq: u64) -> Result<Tasks<'static>, CommError> {
         let rank = self.rank;
         let ctx = Ctx {
             what: call.name(),
@@ -162,27 +183,16 @@ impl Communicator {
                 bytes: Vec::with_capacity(agree::CALL_BYTES),
             }));
         }
-        if terms.is_empty() {
-            return Ok(());
-        }
-        let mut background: Vec<Background<'_, '_>> = p2p
-            .into_iter()
-            .flat_map(|v| v.iter_mut())
-            .map(|t| Background(t.as_mut()))
-            .collect();
-        let mut tasks: Vec<&mut dyn Task> = terms
-            .iter_mut()
-            .map(|t| t.as_mut() as &mut dyn Task)
-            .collect();
-        tasks.extend(background.iter_mut().map(|b| b as &mut dyn Task));
-        drive(&mut tasks, policy, self.ports.transport.as_ref())
+        Ok(terms)
     }
 
-    /// Runs one collective (its sends and receives of the group progressing alongside).
+    /// Runs one collective with its agreement `terms` (first) and the group's sends and
+    /// receives progressing alongside.
     fn run_coll(
         &mut self,
         c: CollWork<'_>,
         seq: u64,
+        mut terms: Tasks<'static>,
         p2p: &mut Tasks<'_>,
         policy: &WaitPolicy,
     ) -> Result<(), CommError> {
@@ -234,7 +244,11 @@ impl Communicator {
                 scratch,
                 &mut self.ports,
             )?;
-            let mut tasks: Vec<&mut dyn Task> = vec![&mut task];
+            let mut tasks: Vec<&mut dyn Task> = terms
+                .iter_mut()
+                .map(|t| t.as_mut() as &mut dyn Task)
+                .collect();
+            tasks.push(&mut task);
             for t in p2p.iter_mut() {
                 tasks.push(t.as_mut());
             }

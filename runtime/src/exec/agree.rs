@@ -1,14 +1,15 @@
-//! Agreement before a collective runs: every rank tells every other rank what it is about to
-//! run (the call's kind, count, type, operation, root, and for a send/recv collective its
-//! peers) and checks what each of them says against its own, before any of the call's data
-//! moves.
+//! Agreement on every collective: every rank tells every other rank what it runs (the call's
+//! kind, count, type, operation, root, and for a send/recv collective its peers), ahead of the
+//! call's first message, and checks what each of them says against its own; the call returns
+//! only once every peer agreed. The terms run alongside the collective (a round trip less than
+//! agreeing first); gather and scatter, made of sends and receives, agree before theirs move.
 //!
 //! Why: a message sits in a slot until it is read, so without this a call can complete on one
 //! rank whatever the others do. Ranks that each name themselves the root of a broadcast would
 //! all return with their own data, a scatter whose ranks disagree on the root would leave its
 //! blocks for the next receive, and rooted calls with different roots would wait for the
 //! timeout. With it, such ranks fail at once, each naming the call and the two ranks' versions
-//! of it, and no data of the call has moved.
+//! of it; what the call sent before that is never read (the communicator is unusable).
 //!
 //! The terms travel as ordinary messages on the point-to-point channel, tagged [`TERMS_TAG`]
 //! (point-to-point data has its own tags, see `exec::p2p_tag`), so the step protocol itself is
