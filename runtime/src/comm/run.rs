@@ -48,7 +48,7 @@ impl Communicator {
         for (i, step) in steps.into_iter().enumerate() {
             match step {
                 Step::Agree(call) => {
-                    let live = (!gate.is_some_and(|g| i <= g)).then_some(&mut p2p);
+                    let live = gate.is_none_or(|g| i > g).then_some(&mut p2p);
                     self.agree(call, self.seq, live, &policy)?
                 }
                 Step::Coll(c) => {
