@@ -169,6 +169,10 @@ pub struct SimConfig {
     pub quantum_min_flows: usize,
     /// Auto mode switches to the aggregated model above this many estimated events.
     pub detailed_limit: u64,
+    /// Wire rate (GB/s) of an LL channel once its connection's slots are full: the receiver's
+    /// flag-polling copy then paces the sender (`with_ll_channel_cap`). `None`: no such limit.
+    #[serde(default)]
+    pub ll_steady_gbps: Option<f64>,
     /// Auto mode refuses (`SimError::TooLarge`) asymmetric schedules above this many estimated
     /// events instead of running for minutes; `Mode::Detailed` runs them anyway.
     #[serde(default = "max_detailed_events")]
@@ -217,6 +221,7 @@ impl SimConfig {
             rate_quantum_us: quantum(),
             quantum_min_flows: quantum_min_flows(),
             detailed_limit: 2_000_000,
+            ll_steady_gbps: None,
             max_detailed_events: max_detailed_events(),
             trace: false,
             nccl_ramp_s0_bytes: p.nccl_ramp_s0_bytes,
@@ -232,6 +237,17 @@ impl SimConfig {
         for p in [&mut c.ll, &mut c.ll128, &mut c.simple] {
             p.channel_gbps *= self.one_way_gain;
         }
+        c
+    }
+
+    /// This configuration with an LL channel's steady rate held to `data_gbps` of payload:
+    /// NCCL's LL ceiling (`llMaxBws`, the bus bandwidth its flag-polling copy loop sustains on a
+    /// GPU) shared by the call's channels (`planner::tuner::nccl::ll_max_bw`). A channel's first
+    /// `slots` steps land in empty slots at the channel's rate; after that each step waits for
+    /// the receiver to consume one, at this rate.
+    pub fn with_ll_channel_cap(&self, data_gbps: f64) -> SimConfig {
+        let mut c = self.clone();
+        c.ll_steady_gbps = Some(data_gbps * c.ll.wire_factor);
         c
     }
 

@@ -467,6 +467,12 @@ impl<'a> Engine<'a> {
                 }
             } else {
                 demand.cap = self.cfg.channel_caps(self.s).0;
+                // LL past its slots: the receiver's consumption paces the sender.
+                if let (Protocol::LL, Some(steady)) = (self.s.protocol, self.cfg.ll_steady_gbps) {
+                    if self.conns[co as usize].msgs_started > self.s.slots as u64 {
+                        demand.cap = demand.cap.min(steady * 1e3);
+                    }
+                }
                 overhead_us += proto.step_us;
             }
             if route.network {

@@ -78,7 +78,16 @@ impl<'a> EnginePricer<'a> {
     /// The configuration `s` runs under at `bytes`.
     pub fn config(&self, s: &Schedule, bytes: u64) -> SimConfig {
         if matches!(s.algorithm, Algorithm::Ring | Algorithm::Tree) {
-            self.cfg.with_nccl_ramp(bytes)
+            let m = self.planner.model();
+            // NCCL's channels: a tree's up and down halves are one channel.
+            let channels = if s.algorithm == Algorithm::Tree {
+                s.chunks_per_block
+            } else {
+                s.channels
+            }
+            .max(1) as f64;
+            let ll = planner::tuner::nccl::ll_max_bw(m.sm, m.nnodes) / channels;
+            self.cfg.with_nccl_ramp(bytes).with_ll_channel_cap(ll)
         } else {
             self.cfg.clone()
         }

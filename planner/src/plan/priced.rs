@@ -15,7 +15,7 @@ pub trait Pricer {
 }
 
 /// How far above the tuner's best a candidate may be priced and still be priced again.
-pub const PRICED_SPREAD: f64 = 2.0;
+pub const PRICED_SPREAD: f64 = 3.0;
 
 /// A choice and how it was priced.
 #[derive(Clone, Debug, PartialEq)]

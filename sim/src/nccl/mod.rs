@@ -198,6 +198,12 @@ impl Model {
         self.nranks.div_ceil(self.nnodes.max(1))
     }
 
+    /// The payload rate of one of `channels` LL channels: NCCL's LL ceiling for the GPU and
+    /// node count, shared by the channels the call runs.
+    pub fn ll_channel_gbps(&self, channels: u32) -> f64 {
+        ll_max_bw(self.sm, self.nnodes) / channels.max(1) as f64
+    }
+
     /// What NCCL's tuner reads of this communicator.
     pub fn comm(&self) -> Comm {
         Comm {
@@ -471,7 +477,9 @@ impl Model {
             |l| l / s.chunks_per_block.max(1) as u64 * cfg.elem_bytes as u64,
         );
         let per_channel = bytes / c.channels.max(1) as u64;
-        let mut ramped = cfg.with_nccl_ramp(ramp_size(per_channel, chunk, self.comm_channels));
+        let mut ramped = cfg
+            .with_nccl_ramp(ramp_size(per_channel, chunk, self.comm_channels))
+            .with_ll_channel_cap(self.ll_channel_gbps(c.channels));
         if one_way(&s) {
             ramped = ramped.one_way();
         }
