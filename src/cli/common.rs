@@ -78,6 +78,24 @@ pub(crate) fn available_memory() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
+/// Most ranks `sim` and `whatif` simulate: their cost grows with the ranks (the engine's events,
+/// NCCL's graphs per rank), and 16,384 ranks already take tens of seconds a size.
+pub(crate) const MAX_SIM_RANKS: usize = 16_384;
+
+/// Most ranks `verify` takes a topology of: the symbolic state of every planned schedule grows
+/// at least as ranks², and past this count none fits the verifier's state limit.
+pub(crate) const MAX_VERIFY_RANKS: usize = 4_096;
+
+/// Refuses a communicator of more than `max` ranks for `what`, before any work is done.
+pub(crate) fn check_ranks(n: usize, max: usize, what: &str) -> Result<(), CliError> {
+    if n > max {
+        return Err(CliError::input(format!(
+            "{n} ranks: {what} takes at most {max} (a smaller communicator: --gpus, or fewer nodes)"
+        )));
+    }
+    Ok(())
+}
+
 /// `--channels`: 1 to NCCL's most (`MAXCHANNELS`), beyond which nothing runs faster and work
 /// grows with the count.
 pub(crate) fn check_channels(c: u32) -> Result<(), CliError> {

@@ -90,6 +90,7 @@ pub fn run(a: Args) -> CliResult {
     let f = filter(&a.sweep.algo, &a.sweep.proto)?;
     let topo = load_topology(&a.file, a.gpu_model.clone())?;
     let topo = super::common::communicator(topo, a.gpus.as_deref())?;
+    super::common::check_ranks(topo.n_ranks(), super::common::MAX_SIM_RANKS, "sim")?;
     let planner = Planner::with_profile(&topo, given).map_err(CliError::input)?;
     let mut cfg = load_config(
         a.config.as_deref(),
@@ -132,6 +133,7 @@ pub fn run(a: Args) -> CliResult {
             Err(e) => return Err(e),
         }
     }
+    all_skipped(rows.is_empty(), &skipped)?;
     if let Some(path) = &a.trace {
         let size = a.trace_size.unwrap_or_else(|| {
             sizes
@@ -229,6 +231,17 @@ pub fn run(a: Args) -> CliResult {
     Ok(())
 }
 
+/// A table whose every size was too large for the engine is no answer: exit 2 with the reason,
+/// rather than an empty table that exits 0.
+fn all_skipped(none_left: bool, skipped: &[String]) -> CliResult {
+    match skipped.first() {
+        Some(first) if none_left => Err(CliError::input(format!(
+            "every size is too large to simulate ({first}); simulate fewer ranks (--gpus), or --mode aggregated for rings"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 fn mode_name(m: Mode) -> &'static str {
     match m {
         Mode::Auto => "auto",
@@ -278,6 +291,7 @@ fn run_nccl(
             ours.push(row);
         }
     }
+    all_skipped(nccl_rows.is_empty(), &skipped)?;
     let notes: Vec<String> = {
         let mut v: Vec<String> = Vec::new();
         for r in &nccl_rows {

@@ -86,6 +86,7 @@ fn schedules_of_json(text: &str, name: &str) -> Result<Option<Vec<Schedule>>, Cl
 fn planned(a: &Args) -> Result<Vec<(String, Schedule)>, CliError> {
     let topo = load_topology(&a.file, a.gpu_model.clone())?;
     let topo = super::common::communicator(topo, a.gpus.as_deref())?;
+    super::common::check_ranks(topo.n_ranks(), super::common::MAX_VERIFY_RANKS, "verify")?;
     let planner = Planner::new(&topo).map_err(CliError::input)?;
     let n = planner.nranks();
     let kinds: Vec<CollectiveKind> = if a.collective.is_empty() {
@@ -171,8 +172,14 @@ pub fn run(a: Args) -> CliResult {
         planned(&a)?
     };
     let mut failed = 0usize;
+    let mut too_large = 0usize;
     for (label, s) in &schedules {
         let r = sim::verify(s);
+        // A schedule past the verifier's state limit is not a counter-example: it is reported
+        // apart and exits 2 (the input is too large for the check), never 1.
+        if matches!(r, Err(sim::verify::VerifyError::TooLarge(..))) {
+            too_large += 1;
+        }
         if a.json {
             let v = match &r {
                 Ok(rep) => serde_json::json!({"schedule": label, "ok": true, "report": rep}),
@@ -199,12 +206,23 @@ pub fn run(a: Args) -> CliResult {
                         " (race check skipped: too many programs)"
                     }
                 ),
+                Err(e @ sim::verify::VerifyError::TooLarge(..)) => {
+                    println!("LIMIT {label}: {e}")
+                }
                 Err(e) => println!("FAIL  {label}: {e}"),
             }
         }
         if r.is_err() {
             failed += 1;
         }
+    }
+    let failed = failed - too_large;
+    if too_large > 0 && failed == 0 {
+        return Err(CliError::input(format!(
+            "{too_large} of {} schedule(s) are too large to verify (more symbolic state than the verifier's limit); {} verify. Verify a smaller communicator (--gpus) or topology",
+            schedules.len(),
+            schedules.len() - too_large
+        )));
     }
     if failed > 0 {
         return Err(CliError::failure(format!(

@@ -293,7 +293,9 @@ pub fn run(a: Args) -> CliResult {
     }
     // The baseline must build: a bad file or flag is bad input, not a scenario result.
     let base = build(&a, &Change::Baseline).map_err(CliError::input)?;
-    drop(super::common::communicator(base, a.gpus.as_deref())?);
+    let base = super::common::communicator(base, a.gpus.as_deref())?;
+    super::common::check_ranks(base.n_ranks(), super::common::MAX_SIM_RANKS, "whatif")?;
+    drop(base);
     if let Some(fab) = &a.fabric {
         if planner::topology::FabricChoice::parse(fab).is_none() {
             return Err(CliError::input(format!(
@@ -306,6 +308,9 @@ pub fn run(a: Args) -> CliResult {
     let plan_one = |c: &Change| -> Result<(Topology, Planner), String> {
         let t = build(&a, c)?;
         let t = super::common::communicator(t, a.gpus.as_deref()).map_err(|e| e.to_string())?;
+        // A scenario past the limit is that scenario's error, in its row.
+        super::common::check_ranks(t.n_ranks(), super::common::MAX_SIM_RANKS, "whatif")
+            .map_err(|e| e.to_string())?;
         let p = Planner::with_profile(&t, given.clone()).map_err(|e| e.to_string())?;
         Ok((t, p))
     };
