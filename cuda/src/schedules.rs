@@ -69,6 +69,7 @@ fn host_model(p: &Profile, nranks: u32) -> SystemModel {
         direct_gbps: nvl,
         nic_gbps_per_gpu: 0.0,
         calib: p.tuner.clone(),
+        packed: None,
     }
 }
 

@@ -41,7 +41,7 @@ pub struct Args {
     pub root: u32,
     /// Allowed algorithms, NCCL_ALGO syntax: "ring,tree", "^tree" (all but tree),
     /// "allreduce:tree;allgather:ring". Names: ring, tree, one-shot, two-shot, ce (copy-engine
-    /// pipeline), direct, hierarchical.
+    /// pipeline), direct, hierarchical, packed (spanning trees packed to the bound).
     #[arg(long)]
     pub algo: Option<String>,
     /// Allowed protocols, NCCL_PROTO syntax: "LL,LL128", "^LL", "allreduce:Simple".

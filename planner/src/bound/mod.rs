@@ -33,6 +33,7 @@
 //! of one or two hosts need a max-flow towards them: the others give the same values.
 
 mod flow;
+pub mod pack;
 mod reduce;
 
 use crate::schedule::CollectiveKind;

@@ -4,9 +4,12 @@
 //! topology.
 
 mod describe;
+mod packed;
 mod priced;
 
 pub use describe::describe;
+use packed::Lazy;
+pub use packed::{plan_packed, PackedTrees, PACK_MAX_RANKS};
 pub use priced::{PricedChoice, Pricer};
 
 use crate::schedule::{
@@ -61,6 +64,8 @@ pub struct Planner {
     pub ce_chunks: u32,
     /// The machine profile the tuner prices with, and how it was chosen.
     profile: ProfileChoice,
+    /// Packed spanning trees (one host of 3 to `PACK_MAX_RANKS` GPUs), made at first use.
+    packed: Lazy,
 }
 
 impl Planner {
@@ -149,8 +154,11 @@ impl Planner {
                 0.0
             },
             calib: profile.profile.tuner.clone(),
+            packed: None,
         };
+        let packed = Lazy::new(t, &channels, &profile);
         Ok(Planner {
+            packed,
             channels,
             model,
             local_kind,
@@ -188,7 +196,22 @@ impl Planner {
     }
 
     pub fn candidates_filtered(&self, coll: &Collective, bytes: u64, f: &Filter) -> Vec<Candidate> {
-        let mut v = tuner::candidates(&self.model, coll.kind, bytes, f);
+        let packs = matches!(
+            coll.kind,
+            CollectiveKind::AllReduce | CollectiveKind::AllGather | CollectiveKind::ReduceScatter
+        ) && Protocol::ALL
+            .iter()
+            .any(|p| f.allows(&Algorithm::Packed, *p));
+        let mut v = match self.packed.get().filter(|_| packs) {
+            Some((set, _)) => {
+                let m = SystemModel {
+                    packed: Some(set.clone()),
+                    ..self.model.clone()
+                };
+                tuner::candidates(&m, coll.kind, bytes, f)
+            }
+            None => tuner::candidates(&self.model, coll.kind, bytes, f),
+        };
         v.sort_by(|a, b| a.time_us.total_cmp(&b.time_us));
         v
     }
@@ -294,6 +317,14 @@ impl Planner {
                     .collect();
                 let c = pick(chains.len())?;
                 build::hierarchical(coll, &self.channels.hosts, &chains[..c], proto)?
+            }
+            Algorithm::Packed => {
+                let Some((_, p)) = self.packed.get() else {
+                    return Err(PlanError::Unsupported(format!(
+                        "packed trees are planned on one host of 3 to {PACK_MAX_RANKS} GPUs"
+                    )));
+                };
+                build::packed(coll, &p.trees, p.copies, proto)?
             }
             Algorithm::Msccl(_) => {
                 return Err(PlanError::Unsupported(format!(

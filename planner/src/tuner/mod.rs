@@ -64,6 +64,22 @@ pub struct SystemModel {
     /// The machine profile's fitted terms.
     #[serde(default = "bundled_calib")]
     pub calib: TunerParams,
+    /// Spanning trees packed on one host (`planner::bound::pack`).
+    #[serde(default)]
+    pub packed: Option<PackedSet>,
+}
+
+/// What packed trees reach over the topology's paths.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PackedSet {
+    /// Trees (= IR channels of all-gather and reduce-scatter; all-reduce uses two per tree).
+    pub trees: u32,
+    pub ag_busbw_gbps: f64,
+    pub rs_busbw_gbps: f64,
+    pub ar_busbw_gbps: f64,
+    /// Deepest tree, in hops.
+    pub depth: u32,
+    pub intra: Hw,
 }
 
 fn bundled_calib() -> TunerParams {
@@ -258,6 +274,33 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
                     + 2.0 * ((ppn - 1) as f64 * intra + log2i(nnodes) as f64 * inter);
                 push_r(Algorithm::Tree, p, nc, lat, bw, ramp(c, p, bytes));
             }
+        }
+    }
+    // Packed trees: the busbw their link loads allow, with the protocols' efficiencies as for
+    // rings; a tree's depth in hops is its latency (twice for all-reduce's two halves).
+    if let Some(pk) = &m.packed {
+        let (bus, halves) = match kind {
+            CollectiveKind::AllGather => (pk.ag_busbw_gbps, 1.0),
+            CollectiveKind::ReduceScatter => (pk.rs_busbw_gbps, 1.0),
+            CollectiveKind::AllReduce => (pk.ar_busbw_gbps, 2.0),
+            _ => (0.0, 1.0),
+        };
+        for p in Protocol::ALL {
+            let b = bus * c.coll_eff[coll_idx(kind)];
+            let b = match p {
+                Protocol::LL => llmax.min(b * 0.5),
+                Protocol::LL128 => b * 0.92,
+                Protocol::Simple => b,
+            };
+            let lat = BASE_LAT[0][proto_idx(p)] + halves * pk.depth as f64 * hw_lat(pk.intra, 0, p);
+            push_r(
+                Algorithm::Packed,
+                p,
+                pk.trees,
+                lat,
+                b / busf.max(1e-9),
+                ramp(c, p, bytes),
+            );
         }
     }
     // Direct patterns on an all-NVLink host: what topoplan's direct-push executor measured

@@ -22,9 +22,11 @@ use serde::{Deserialize, Serialize};
 
 mod direct;
 mod hier;
+mod packed;
 
 pub use direct::*;
 pub use hier::hierarchical;
+pub use packed::packed;
 
 /// NCCL's connection FIFO depth (`NCCL_STEPS`).
 pub const DEFAULT_SLOTS: u32 = 8;

@@ -144,13 +144,17 @@ pub enum Algorithm {
     Hierarchical,
     /// Point-to-point transfers straight to each peer (all-to-all, send/recv).
     Direct,
+    /// Spanning trees packed to the topology's throughput bound (`planner::bound::pack`): every
+    /// rank's shard broadcast (all-gather), reduced (reduce-scatter) or both (all-reduce) over
+    /// trees of its own.
+    Packed,
     /// Imported from an MSCCL-IR file; the string is its `name`.
     Msccl(String),
 }
 
 impl Algorithm {
     /// Every algorithm the planner builds itself (not `Msccl`), in the order lists show them.
-    pub const ALL: [Algorithm; 7] = [
+    pub const ALL: [Algorithm; 8] = [
         Algorithm::Ring,
         Algorithm::Tree,
         Algorithm::OneShot,
@@ -158,6 +162,7 @@ impl Algorithm {
         Algorithm::CopyEnginePipeline,
         Algorithm::Direct,
         Algorithm::Hierarchical,
+        Algorithm::Packed,
     ];
 
     pub fn name(&self) -> String {
@@ -174,7 +179,7 @@ impl Algorithm {
     /// ignored (`one-shot`, `ONE_SHOT`, `oneshot`); `ce` is the copy-engine pipeline. NCCL names
     /// topoplan does not plan (NVLS, CollNet, PAT) get an error that says so.
     pub fn parse(s: &str) -> Result<Algorithm, String> {
-        const KNOWN: &str = "ring, tree, one-shot, two-shot, ce, direct, hierarchical";
+        const KNOWN: &str = "ring, tree, one-shot, two-shot, ce, direct, hierarchical, packed";
         let n: String = s
             .to_ascii_lowercase()
             .chars()
@@ -188,6 +193,7 @@ impl Algorithm {
             "ce" | "copyengine" | "copyenginepipeline" => Algorithm::CopyEnginePipeline,
             "direct" => Algorithm::Direct,
             "hierarchical" | "hier" => Algorithm::Hierarchical,
+            "packed" => Algorithm::Packed,
             "nvls" | "nvlstree" | "collnetdirect" | "collnetchain" | "pat" => {
                 return Err(format!(
                     "NCCL algorithm \"{s}\" is not planned by topoplan (no NVLink SHARP, CollNet or PAT); use {KNOWN}"

@@ -1,0 +1,86 @@
+//! The planner's packed trees (`planner::bound::pack`) and what the tuner needs to know of them.
+
+use crate::bound::pack::pack;
+use crate::schedule::TreeChannel;
+use crate::search::Channels;
+use crate::topology::Topology;
+use crate::tuner::profile::ProfileChoice;
+use crate::tuner::PackedSet;
+
+/// Most ranks packed when a planner is made: a packing of 8 GPUs takes about 0.1 s, of 16 about
+/// 2 s, so larger machines keep rings and trees.
+pub const PACK_MAX_RANKS: u32 = 8;
+
+/// The packing of a planner's machine, made at its first use (planners are made often, by
+/// tests and the runtime, and most never ask for packed trees).
+#[derive(Clone, Debug)]
+pub(super) struct Lazy {
+    /// What to pack: the machine, its channels and profile (`None`: not eligible).
+    input: Option<Box<(Topology, Channels, ProfileChoice)>>,
+    cell: std::sync::OnceLock<Option<(PackedSet, PackedTrees)>>,
+}
+
+impl Lazy {
+    pub fn new(t: &Topology, ch: &Channels, profile: &ProfileChoice) -> Lazy {
+        let n = t.n_ranks() as u32;
+        let eligible = ch.hosts.len() == 1 && (3..=PACK_MAX_RANKS).contains(&n);
+        Lazy {
+            input: eligible.then(|| Box::new((t.clone(), ch.clone(), profile.clone()))),
+            cell: std::sync::OnceLock::new(),
+        }
+    }
+
+    pub fn get(&self) -> Option<&(PackedSet, PackedTrees)> {
+        let (t, ch, p) = self.input.as_deref()?;
+        self.cell.get_or_init(|| plan_packed(t, ch, p)).as_ref()
+    }
+}
+
+/// Trees per root and the trees themselves, ready for `build::packed`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PackedTrees {
+    pub copies: u32,
+    pub trees: Vec<TreeChannel>,
+}
+
+/// Packs trees on one host of 3 to [`PACK_MAX_RANKS`] GPUs (on two, packed trees are the ring).
+/// No tree is asked more than one channel's rate (the profile's Simple channel, else a ring
+/// channel's) at a node with several children.
+pub fn plan_packed(
+    t: &Topology,
+    ch: &Channels,
+    profile: &ProfileChoice,
+) -> Option<(PackedSet, PackedTrees)> {
+    let n = t.n_ranks() as u32;
+    if ch.hosts.len() != 1 || !(3..=PACK_MAX_RANKS).contains(&n) {
+        return None;
+    }
+    let per_channel = profile
+        .profile
+        .sim
+        .get("simple")
+        .and_then(|x| x.get("channel_gbps"))
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or(ch.ring_run().bw_gbps);
+    let p = pack(t, per_channel)?;
+    let trees = p
+        .trees
+        .iter()
+        .map(|par| TreeChannel::from_parents(par.clone()).ok())
+        .collect::<Option<Vec<_>>>()?;
+    let set = PackedSet {
+        trees: trees.len() as u32,
+        ag_busbw_gbps: p.ag_busbw_gbps,
+        rs_busbw_gbps: p.rs_busbw_gbps,
+        ar_busbw_gbps: p.ar_busbw_gbps,
+        depth: p.depth,
+        intra: ch.ring.intra,
+    };
+    Some((
+        set,
+        PackedTrees {
+            copies: p.copies,
+            trees,
+        },
+    ))
+}
