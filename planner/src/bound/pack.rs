@@ -40,6 +40,12 @@ pub struct Packing {
     pub depth: u32,
 }
 
+/// A tree as a parent array over ranks.
+type Parents = Vec<Option<u32>>;
+
+/// Per root, its trees with their weights.
+type Weighted = Vec<Vec<(Parents, f64)>>;
+
 /// Logical edges: the links of the path between every ordered pair of ranks.
 struct Routes {
     n: usize,
@@ -124,7 +130,7 @@ pub fn pack(t: &Topology, per_channel_gbps: f64) -> Option<Packing> {
     all.iter()
         .filter(good)
         .find(fits)
-        .or_else(|| all.iter().filter(good).last())
+        .or_else(|| all.iter().rev().find(good))
         .cloned()
 }
 
@@ -144,18 +150,18 @@ fn max_out_degree(p: &Packing) -> u32 {
 }
 
 /// Garg–Könemann: per root, trees (parent arrays) with their weights.
-fn fractional(r: &Routes, demand_gbps: f64) -> Vec<Vec<(Vec<Option<u32>>, f64)>> {
+fn fractional(r: &Routes, demand_gbps: f64) -> Weighted {
     let n = r.n;
     let m = r.cap.len().max(1) as f64;
     let delta = (1.0 + EPS) / ((1.0 + EPS) * m).powf(1.0 / EPS);
     let mut len: Vec<f64> = r.cap.iter().map(|c| delta / c).collect();
-    let mut trees: Vec<Vec<(Vec<Option<u32>>, f64)>> = vec![Vec::new(); n];
+    let mut trees: Weighted = vec![Vec::new(); n];
     let mut load = vec![0.0; r.cap.len()];
     let dual = |len: &[f64]| len.iter().zip(&r.cap).map(|(l, c)| l * c).sum::<f64>();
     // Each phase routes one unit of every root's shard; D grows by at least a factor (1+ε)
     // per phase, so the number of phases is O(log(m)/ε²).
     'phases: while dual(&len) < 1.0 {
-        for root in 0..n {
+        for (root, mine) in trees.iter_mut().enumerate() {
             let mut demand: f64 = demand_gbps;
             while demand > 1e-12 {
                 if dual(&len) >= 1.0 {
@@ -181,9 +187,9 @@ fn fractional(r: &Routes, demand_gbps: f64) -> Vec<Vec<(Vec<Option<u32>>, f64)>>
                 for (e, l) in load.iter().enumerate().filter(|(_, l)| **l > 0.0) {
                     len[e] *= 1.0 + EPS * f * l / r.cap[e];
                 }
-                match trees[root].iter_mut().find(|(p, _)| *p == parent) {
+                match mine.iter_mut().find(|(p, _)| *p == parent) {
                     Some(x) => x.1 += f,
-                    None => trees[root].push((parent, f)),
+                    None => mine.push((parent, f)),
                 }
             }
         }
@@ -192,7 +198,7 @@ fn fractional(r: &Routes, demand_gbps: f64) -> Vec<Vec<(Vec<Option<u32>>, f64)>>
 }
 
 /// `copies` trees per root by largest remainder of the fractional weights.
-fn round(frac: &[Vec<(Vec<Option<u32>>, f64)>], n: usize, copies: u32) -> Vec<Vec<Option<u32>>> {
+fn round(frac: &[Vec<(Parents, f64)>], n: usize, copies: u32) -> Vec<Parents> {
     let mut out = Vec::with_capacity(n * copies as usize);
     for ts in frac {
         let total: f64 = ts.iter().map(|x| x.1).sum();
@@ -420,8 +426,8 @@ mod tests {
             for code in 0..n.pow(n as u32 - 1) {
                 let mut p = vec![None; n];
                 let mut x = code;
-                for v in 1..n {
-                    p[v] = Some((x % n) as u32);
+                for slot in p.iter_mut().skip(1) {
+                    *slot = Some((x % n) as u32);
                     x /= n;
                 }
                 if (1..n).any(|v| p[v] == Some(v as u32)) || depth_cycles(&p) {
