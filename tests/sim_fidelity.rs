@@ -16,7 +16,7 @@ fn rows(kind: CollectiveKind, file: &str) -> Vec<sim::fidelity::Row> {
     .unwrap()
     .topology;
     let text = std::fs::read_to_string(format!("tests/data/measurements/h200x2/{file}")).unwrap();
-    let m = parse_nccl_tests(&text);
+    let m = parse_nccl_tests(&text, file).unwrap();
     assert!(m.len() >= 14, "{file}: {} rows parsed", m.len());
     compare(&topo, kind, &m, &sim::SimConfig::default()).unwrap()
 }

@@ -40,7 +40,7 @@ fn main() {
     .map(|(k, f)| {
         (
             *k,
-            parse_nccl_tests(&std::fs::read_to_string(format!("{dir}/{f}")).unwrap()),
+            parse_nccl_tests(&std::fs::read_to_string(format!("{dir}/{f}")).unwrap(), f).unwrap(),
         )
     })
     .collect();

@@ -122,7 +122,13 @@ fn nccl_tables(dir: &str, cfg: &sim::SimConfig) {
         (CollectiveKind::AllGather, "all_gather_g2.txt"),
     ] {
         let text = std::fs::read_to_string(format!("{dir}/{file}")).expect("measurement file");
-        let rows = compare(&topo, kind, &parse_nccl_tests(&text), cfg).expect("simulates");
+        let rows = compare(
+            &topo,
+            kind,
+            &parse_nccl_tests(&text, file).expect("nccl-tests output"),
+            cfg,
+        )
+        .expect("simulates");
         println!(
             "### {} ({file}); worst |error| {:.1}%\n",
             kind.name(),

@@ -227,7 +227,7 @@ fn fitted_tables(nccl: &Nccl, dir: &std::path::Path) -> Vec<Curve> {
         (CollectiveKind::AllReduce, "all_reduce_g2.txt"),
         (CollectiveKind::AllGather, "all_gather_g2.txt"),
     ] {
-        let meas = parse_nccl_tests(&std::fs::read_to_string(dir.join(f)).unwrap());
+        let meas = parse_nccl_tests(&std::fs::read_to_string(dir.join(f)).unwrap(), f).unwrap();
         let r: Vec<Row> =
             compare_as_nccl(nccl.t, nccl.p, k, &meas, &Filter::default(), nccl.cfg).unwrap();
         let worst = r.iter().map(|x| x.error.abs()).fold(0.0, f64::max);

@@ -3,7 +3,7 @@
 //! and per-channel rate, minimising the mean squared log error of `--as nccl` over every point
 //! (robust to the odd spike of a measured curve, which a minimax fit would chase).
 //!
-//! Measured curves come from nccl-tests output (`fidelity::parse_nccl_tests`) or from the NCCL
+//! Measured curves come from nccl-tests output (`measurements::nccl_tests`) or from the NCCL
 //! columns of `topoplan bench --json FILE --vs-nccl` files ([`parse_bench_json`]); both give
 //! the same [`Curve`].
 
@@ -208,9 +208,8 @@ pub fn improvable(
     Ok(out)
 }
 
-/// The format tag of the `topoplan bench --json` files [`parse_bench_json`] reads
-/// (`src/cli/bench/report.rs` writes them).
-pub const BENCH_FORMAT: &str = "topoplan-bench/1";
+/// The format tag of the `topoplan bench --json` files [`parse_bench_json`] reads.
+pub use crate::measurements::BENCH_FORMAT;
 
 /// NCCL's measured curve of one table of a `topoplan bench --json --vs-nccl` file.
 #[derive(Clone, Debug)]
@@ -255,7 +254,7 @@ pub fn load_bench_json(path: &Path) -> Result<Vec<BenchCurve>, MeasurementError>
 /// The NCCL columns of a `topoplan bench --json FILE --vs-nccl` file (format
 /// [`BENCH_FORMAT`]) as measured curves: per table, its collective and GPU count, and each row's
 /// (`bytes`, `out_of_place.nccl_time_us`): nccl-tests' size and out-of-place time, as
-/// `fidelity::parse_nccl_tests` reads them. Rows of size 0 and rows without NCCL's time are
+/// `measurements::nccl_tests` reads them. Rows of size 0 and rows without NCCL's time are
 /// left out, and so are tables timed under a CUDA graph (`cuda_graph`: nccl-tests launches
 /// each call) and tables without NCCL times. Errors name `file` and the field
 /// (`tables[1].rows[3].out_of_place.nccl_time_us`).

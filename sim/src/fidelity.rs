@@ -65,32 +65,24 @@ pub fn parse_bench_nccl_log(text: &str) -> Vec<(CollectiveKind, u64, f64)> {
     out
 }
 
-/// nccl-tests rows that have an in-place time: size in bytes and in-place time in µs.
-pub fn parse_nccl_tests_in_place(text: &str) -> Vec<(u64, f64)> {
-    text.lines()
-        .filter(|l| !l.trim_start().starts_with('#'))
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            if f.len() < 12 {
-                return None;
-            }
-            Some((f[0].parse().ok()?, f[9].parse().ok()?))
-        })
-        .collect()
+/// Every row of nccl-tests output: size in bytes and in-place time in µs, read by the one strict
+/// reader (`measurements::nccl_tests`): a bad row is an error naming `file` and its line.
+pub fn parse_nccl_tests_in_place(
+    text: &str,
+    file: &str,
+) -> Result<Vec<(u64, f64)>, crate::measurements::MeasureError> {
+    let run = crate::measurements::nccl_tests::parse(text, file)?;
+    Ok(run.rows.iter().map(|r| (r.size, r.ip.time_us)).collect())
 }
 
-/// One nccl-tests row: size in bytes and out-of-place time in µs.
-pub fn parse_nccl_tests(text: &str) -> Vec<(u64, f64)> {
-    text.lines()
-        .filter(|l| !l.trim_start().starts_with('#'))
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            if f.len() < 8 {
-                return None;
-            }
-            Some((f[0].parse().ok()?, f[5].parse().ok()?))
-        })
-        .collect()
+/// Every row of nccl-tests output: size in bytes and out-of-place time in µs (strictly, as
+/// [`parse_nccl_tests_in_place`]).
+pub fn parse_nccl_tests(
+    text: &str,
+    file: &str,
+) -> Result<Vec<(u64, f64)>, crate::measurements::MeasureError> {
+    let run = crate::measurements::nccl_tests::parse(text, file)?;
+    Ok(run.rows.iter().map(|r| (r.size, r.oop.time_us)).collect())
 }
 
 #[derive(Clone, Debug, serde::Serialize)]
@@ -469,12 +461,17 @@ mod tests {
         );
     }
 
-    /// nccl-tests' in-place column, where a row has one.
+    /// nccl-tests' in-place column; a cut row is an error naming its line, never skipped.
     #[test]
     fn in_place_times_are_the_tenth_field() {
-        let t =
-            "# c\n 8 2 float sum -1 13.34 0.00 0.00 0 11.74 0.00 0.00 0\n 0 0 float sum -1 0.6\n";
-        assert_eq!(parse_nccl_tests_in_place(t), vec![(8, 11.74)]);
+        let t = "# c\n 8 2 float sum -1 13.34 0.00 0.00 0 11.74 0.00 0.00 0\n";
+        assert_eq!(parse_nccl_tests_in_place(t, "t"), Ok(vec![(8, 11.74)]));
+        assert_eq!(parse_nccl_tests(t, "t"), Ok(vec![(8, 13.34)]));
+        let cut = format!("{t} 0 0 float sum -1 0.6\n");
+        let e = parse_nccl_tests_in_place(&cut, "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("t:3: nccl-tests row has 6 fields"), "{e}");
     }
 
     /// Every measured table reads from the data file whole: its rows all parse, none is empty.

@@ -30,7 +30,7 @@ fn h200() -> (Topology, Planner) {
 fn rows(kind: CollectiveKind, file: &str) -> Vec<Row> {
     let (t, p) = h200();
     let text = std::fs::read_to_string(data(&format!("measurements/h200x2/{file}"))).unwrap();
-    let m = parse_nccl_tests(&text);
+    let m = parse_nccl_tests(&text, file).unwrap();
     compare_as_nccl(&t, &p, kind, &m, &Filter::default(), &SimConfig::default()).unwrap()
 }
 
@@ -468,12 +468,12 @@ fn the_bundled_profile_is_a_fixed_point_of_its_calibration() {
         let keep = |v: Vec<(u64, f64)>| v.into_iter().filter(|x| x.0 > 0).collect();
         curves.push(sim::calibrate::Curve {
             kind,
-            points: keep(parse_nccl_tests(&text)),
+            points: keep(parse_nccl_tests(&text, file).unwrap()),
         });
         in_place.push(sim::calibrate::where_nccl_runs_ll(
             sim::calibrate::Curve {
                 kind,
-                points: keep(sim::fidelity::parse_nccl_tests_in_place(&text)),
+                points: keep(sim::fidelity::parse_nccl_tests_in_place(&text, file).unwrap()),
             },
             &m,
         ));

@@ -4,6 +4,10 @@
 
 pub mod nccl_tests;
 
+/// The format tag of `topoplan bench --json` files (`docs/bench-json-format.md`): written by the
+/// CLI's `bench`, read by `sim::calibrate::parse_bench_json` and `bench --from-json`.
+pub const BENCH_FORMAT: &str = "topoplan-bench/1";
+
 /// A measurement file that cannot be read as its format.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum MeasureError {

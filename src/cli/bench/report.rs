@@ -11,8 +11,8 @@ use gpubench::harness::{Cell, Row};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-/// Tag of the JSON format; bumped when a field changes meaning.
-pub const FORMAT: &str = "topoplan-bench/1";
+/// Tag of the JSON format (`docs/bench-json-format.md`); bumped when a field changes meaning.
+pub const FORMAT: &str = sim::measurements::BENCH_FORMAT;
 
 /// Everything one `topoplan bench` invocation measured.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -533,10 +533,9 @@ mod tests {
     }
 
     /// What `--json` writes is what `calibrate --bench` (and `--measure`) reads: NCCL's
-    /// out-of-place times per table, by the same format tag.
+    /// out-of-place times per table (the format tag is one constant, `sim::measurements`).
     #[test]
     fn calibrate_reads_what_json_writes() {
-        assert_eq!(FORMAT, sim::calibrate::BENCH_FORMAT);
         let mut r = Report::new("x".into());
         let mut t = table("sum", &[(0, -1), (8, -1), (1 << 20, -1)]);
         for (i, row) in t.rows.iter_mut().enumerate() {
