@@ -195,7 +195,13 @@ impl Stop {
     fn watch(&self, mut reader: Reader, comm: usize, threshold: Duration) {
         let mut reported: Option<u64> = None;
         while self.sleep(poll_period(threshold)) {
-            let Some(r) = table::analyze(&reader.read(), threshold) else {
+            let mut views = reader.read();
+            if table::analyze(&views, threshold).is_none() {
+                continue;
+            }
+            // Only now, since it reads procfs: a dead rank's record is not a stuck rank.
+            record::mark_exited(&mut views);
+            let Some(r) = table::analyze(&views, threshold) else {
                 continue;
             };
             if reported.is_none_or(|s| r.seq > s) {

@@ -263,6 +263,37 @@ impl Reader {
     }
 }
 
+/// Marks the views whose process has exited (a killed rank leaves its record behind, last
+/// saying it was in a call). Read from procfs, as the runtime tells a dead peer; without
+/// procfs every process counts as running.
+pub fn mark_exited(views: &mut [RankView]) {
+    for v in views.iter_mut().filter(|v| v.pid != 0) {
+        if running(v.pid) {
+            continue;
+        }
+        v.state = match v.state {
+            State::InCall { call, .. } => State::Exited {
+                call: Some(call),
+                done: call.seq,
+            },
+            State::Idle { done } => State::Exited { call: None, done },
+            s => s,
+        };
+    }
+}
+
+fn running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name: Z (zombie) or X (dead).
+        Ok(stat) => !matches!(
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next()),
+            Some("Z") | Some("X")
+        ),
+        Err(_) => !Path::new("/proc/self/stat").exists(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,6 +346,22 @@ mod tests {
             State::InCall {
                 call: max,
                 waited: Duration::from_nanos(5)
+            }
+        );
+        let mut views = reader.read();
+        mark_exited(&mut views);
+        assert_eq!(
+            views[1].state,
+            State::Idle { done: 11 },
+            "this process runs"
+        );
+        views[1].pid = u32::MAX;
+        mark_exited(&mut views);
+        assert_eq!(
+            views[1].state,
+            State::Exited {
+                call: None,
+                done: 11
             }
         );
         let file = path(&dir, &key, 1);

@@ -29,6 +29,9 @@ pub enum State {
     Idle { done: u64 },
     /// Inside `call` for `waited`.
     InCall { call: Call, waited: Duration },
+    /// The record's process has exited without destroying the communicator (destroy removes
+    /// the record; a killed rank cannot), inside `call` or between calls after `done`.
+    Exited { call: Option<Call>, done: u64 },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -52,6 +55,7 @@ pub enum Verdict {
     /// Has completed the stuck call.
     Ahead,
     NoRecord,
+    Exited,
 }
 
 /// One report: the stuck call (`seq`, with the arguments most ranks in it passed) and every
@@ -106,6 +110,7 @@ pub fn analyze(views: &[RankView], threshold: Duration) -> Option<Report> {
 fn verdict(v: &RankView, seq: u64, reference: &Call, threshold: Duration) -> Verdict {
     match v.state {
         State::NoRecord => Verdict::NoRecord,
+        State::Exited { .. } => Verdict::Exited,
         State::Idle { done } if done <= seq => Verdict::Behind,
         State::Idle { .. } => Verdict::Ahead,
         State::InCall { call, .. } if call.seq < seq => Verdict::Behind,
@@ -241,6 +246,7 @@ fn verdict_text(v: &Verdict) -> String {
         Verdict::Differs(d) => format!("differs: {}", d.join(", ")),
         Verdict::Ahead => "ahead".into(),
         Verdict::NoRecord => "no record".into(),
+        Verdict::Exited => "exited".into(),
     }
 }
 
@@ -252,6 +258,13 @@ fn row(v: &RankView, verdict: &Verdict) -> (Vec<String>, Duration) {
         State::Idle { done: 0 } => ("idle, no call yet".to_string(), None, Duration::ZERO),
         State::Idle { done } => (format!("idle after #{}", done - 1), None, Duration::ZERO),
         State::InCall { call, waited } => ("in call".to_string(), Some(call_cells(&call)), waited),
+        State::Exited { call: Some(c), .. } => (
+            "exited in call".into(),
+            Some(call_cells(&c)),
+            Duration::ZERO,
+        ),
+        State::Exited { done: 0, .. } => ("exited, no call yet".into(), None, Duration::ZERO),
+        State::Exited { done, .. } => (format!("exited after #{}", done - 1), None, Duration::ZERO),
     };
     let cells = cells.unwrap_or_else(|| std::array::from_fn(|_| "-".to_string()));
     let mut r = vec![state];
@@ -298,11 +311,16 @@ impl Report {
             list(stuck),
         );
         out += &format!(
-            "  behind: {}; arguments differ: {}; no record: {}\n",
+            "  behind: {}; arguments differ: {}; no record: {}",
             list(self.with(|v| *v == Verdict::Behind)),
             list(self.with(|v| matches!(v, Verdict::Differs(_)))),
             list(self.with(|v| *v == Verdict::NoRecord)),
         );
+        let exited = self.with(|v| *v == Verdict::Exited);
+        if !exited.is_empty() {
+            out += &format!("; exited: {}", list(exited));
+        }
+        out += "\n";
         out + &self.table()
     }
 
@@ -451,6 +469,14 @@ hang report: comm 0x10 (3 ranks): call #4 (ncclAllReduce, 1024 x float32, sum) h
                 state: State::NoRecord,
             },
             idle(5, 8),
+            RankView {
+                rank: 6,
+                pid: 106,
+                state: State::Exited {
+                    call: Some(all_reduce(5, 64)),
+                    done: 5,
+                },
+            },
         ];
         let r = analyze(&v, T).unwrap();
         assert_eq!(r.seq, 7);
@@ -465,19 +491,23 @@ hang report: comm 0x10 (3 ranks): call #4 (ncclAllReduce, 1024 x float32, sum) h
                 Verdict::Behind,
                 Verdict::NoRecord,
                 Verdict::Ahead,
+                Verdict::Exited,
             ]
         );
         let text = r.render(0x10);
-        for part in [
-            "call #7 (ncclBroadcast, 64 x float32, root 0) has waited over 1.0 s on rank 0\n",
-            "behind: rank 3; arguments differ: rank 2; no record: rank 4\n",
-            "  2     102  in call        2.5 s   7    ncclBroadcast  64     int32    -   root 2     differs: type, root\n",
-            "  3     103  in call        3.5 s   6    ncclRecv       64     float32  -   from 3     behind\n",
-            "  4     -    -              -       -    -              -      -        -   -          no record\n",
-            "  5     105  idle after #7  -       -    -              -      -        -   -          ahead\n",
-        ] {
-            assert!(text.contains(part), "{part:?} not in\n{text}");
-        }
+        let want = "\
+hang report: comm 0x10 (7 ranks): call #7 (ncclBroadcast, 64 x float32, root 0) has waited over 1.0 s on rank 0
+  behind: rank 3; arguments differ: rank 2; no record: rank 4; exited: rank 6
+  rank  pid  state           waited  seq  call           count  type     op   root/peer  verdict
+  0     100  in call         3.0 s   7    ncclBroadcast  64     float32  -    root 0     stuck
+  1     101  in call         0.2 s   7    ncclBroadcast  64     float32  -    root 0     waiting
+  2     102  in call         2.5 s   7    ncclBroadcast  64     int32    -    root 2     differs: type, root
+  3     103  in call         3.5 s   6    ncclRecv       64     float32  -    from 3     behind
+  4     -    -               -       -    -              -      -        -    -          no record
+  5     105  idle after #7   -       -    -              -      -        -    -          ahead
+  6     106  exited in call  -       5    ncclAllReduce  64     float32  sum  -          exited
+";
+        assert_eq!(text, want, "\n{text}");
     }
 
     #[test]
