@@ -11,7 +11,6 @@
 pub mod record;
 pub mod table;
 
-use crate::comm::lock;
 use crate::knobs::{log, Level};
 use crate::op::Op;
 use record::{Published, Reader};
@@ -21,14 +20,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 use table::Call;
 
-#[derive(Debug, thiserror::Error)]
-pub enum HangError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-}
+pub use record::HangError;
 
 /// `TOPOPLAN_HANG_REPORT`: how long a call may wait before rank 0 reports it (`None`: off).
 pub fn threshold() -> Option<Duration> {
@@ -210,6 +202,12 @@ impl Stop {
             }
         }
     }
+}
+
+/// A poisoned lock still guards valid state here (flags, a thread handle). Local, because
+/// `comm` imports this module.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

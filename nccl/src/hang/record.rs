@@ -8,7 +8,6 @@
 //! batch's size, 7 unused.
 
 use super::table::{Call, RankView, State};
-use super::HangError;
 use crate::abi::{NcclOp, NcclType, NUM_OPS};
 use crate::op::Kind;
 use std::fs::{File, OpenOptions};
@@ -19,6 +18,17 @@ use std::time::Duration;
 
 const WORDS: usize = 8;
 pub const BYTES: usize = WORDS * 8;
+
+/// A record that could not be made (the watchdog then runs without this rank's).
+#[derive(Debug, thiserror::Error)]
+pub enum HangError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
 /// "TPHG", so a stray file of another layout reads as no record.
 const MAGIC: u64 = 0x4748_5054;
 
