@@ -73,6 +73,21 @@ static int roots_scatter(ncclUniqueId id, int rank, int n) {
   return disagreeing(id, rank, n, scatter_then_recv, "scatter", "scatter with root = self");
 }
 
+/* Every rank of this spawn waits here until all have arrived (files named by the parent's pid),
+ * so that none exits while another is still inside its call: a peer's exit would turn that
+ * rank's own error into "peer is gone". Bounded: gives up after 30 s. */
+static void arrive_and_wait(int rank, int n, const char* tag) {
+  char path[256];
+  snprintf(path, sizeof path, "/tmp/topoplan-hostile-%d-%s-%d", (int)getppid(), tag, rank);
+  FILE* f = fopen(path, "w");
+  if (f) fclose(f);
+  double t0 = now();
+  for (int r = 0; r < n; r++) {
+    snprintf(path, sizeof path, "/tmp/topoplan-hostile-%d-%s-%d", (int)getppid(), tag, r);
+    while (access(path, F_OK) != 0 && now() - t0 < 30) usleep(1000);
+  }
+}
+
 static int both_send(ncclUniqueId id, int rank, int n) {
   ncclComm_t c;
   OK(ncclCommInitRank(&c, n, id, rank));
@@ -83,6 +98,7 @@ static int both_send(ncclUniqueId id, int rank, int n) {
   snprintf(label, sizeof label, "sends nobody receives (rank %d)", rank);
   expect(r, ncclRemoteError, c, "to receive what this rank sent", label);
   CHECK(now() - t < 10, "%s: took %.1f s", label, now() - t);
+  arrive_and_wait(rank, n, "both-send");
   OK(ncclCommAbort(c));
   return failures;
 }
