@@ -1,0 +1,440 @@
+//! The tuner's candidates, one family at a time: rings, hierarchical rings, trees, direct
+//! patterns on an all-NVLink host, and point-to-point elsewhere.
+
+use super::*;
+
+/// What every family reads.
+struct Vars<'a> {
+    m: &'a SystemModel,
+    kind: CollectiveKind,
+    bytes: u64,
+    c: &'a TunerParams,
+    n: u32,
+    b: f64,
+    nnodes: u32,
+    ppn: u32,
+    busf: f64,
+    llmax: f64,
+    cc: usize,
+    ni: usize,
+}
+
+/// Candidates being collected for one collective and size.
+pub(super) struct Cands<'a> {
+    m: &'a SystemModel,
+    kind: CollectiveKind,
+    bytes: u64,
+    f: &'a Filter,
+    pub(super) out: Vec<Estimate>,
+}
+
+impl<'a> Cands<'a> {
+    pub(super) fn new(m: &'a SystemModel, kind: CollectiveKind, bytes: u64, f: &'a Filter) -> Self {
+        Cands {
+            m,
+            kind,
+            bytes,
+            f,
+            out: Vec::new(),
+        }
+    }
+
+    fn vars(&self) -> Vars<'a> {
+        let m = self.m;
+        let n = m.nranks.max(1);
+        let nnodes = m.nnodes.max(1);
+        Vars {
+            m,
+            kind: self.kind,
+            bytes: self.bytes,
+            c: &m.calib,
+            n,
+            b: self.bytes as f64,
+            nnodes,
+            ppn: n.div_ceil(nnodes),
+            busf: self.kind.busbw_factor(n),
+            llmax: ll_max_bw(m.sm, nnodes),
+            cc: cc_idx(m.sm),
+            ni: nodes_idx(nnodes),
+        }
+    }
+
+    /// Adds a candidate the filter allows: launch, latency, then the bytes at `algbw × ramp`.
+    fn push(
+        &mut self,
+        algorithm: Algorithm,
+        protocol: Protocol,
+        channels: u32,
+        lat: f64,
+        algbw: f64,
+        ramp: f64,
+    ) {
+        let c = &self.m.calib;
+        if algbw > 0.0 && self.f.allows(&algorithm, protocol) {
+            self.out.push(Estimate {
+                time_us: c.launch_us + lat + self.bytes as f64 / 1000.0 / (algbw * ramp),
+                lat_us: c.launch_us + lat,
+                algorithm,
+                protocol,
+                channels,
+                peak_algbw_gbps: algbw,
+            });
+        }
+    }
+
+    /// Every family in turn.
+    pub(super) fn all(&mut self) {
+        self.ring();
+        self.hierarchical();
+        self.tree();
+        self.packed();
+        self.direct();
+        self.p2p();
+    }
+
+    /// Rings: every collective but all-to-all and send/recv.
+    fn ring(&mut self) {
+        let Vars {
+            m,
+            kind,
+            bytes,
+            c,
+            n,
+            nnodes,
+            busf,
+            llmax,
+            cc,
+            ni,
+            ..
+        } = self.vars();
+        // Ring: every collective but all-to-all and send/recv.
+        if let Some(r) = &m.ring {
+            if !matches!(kind, CollectiveKind::AllToAll | CollectiveKind::SendRecv) {
+                let nsteps = match kind {
+                    CollectiveKind::AllReduce => 2 * (n - 1),
+                    _ => n - 1,
+                };
+                let ninter = if nnodes == 1 {
+                    0
+                } else if kind == CollectiveKind::AllReduce {
+                    2 * (nnodes - 1)
+                } else {
+                    nnodes - 1
+                };
+                for p in Protocol::ALL {
+                    let nc = channels_for(m, &Algorithm::Ring, r, p, bytes);
+                    let mut bus = nc as f64 * r.bw_gbps * c.coll_eff[coll_idx(kind)];
+                    bus = match p {
+                        Protocol::LL => llmax.min(bus * LL_BW_FACTOR),
+                        Protocol::LL128 => {
+                            (bus * LL128_BW_FACTOR).min(nc as f64 * PER_CH_RING_LL128[cc][ni])
+                        }
+                        Protocol::Simple => bus,
+                    };
+                    let intra = hw_lat(r.intra, 1, p);
+                    let inter = hw_lat(Hw::Net, 1, p) + m.net_lat_us;
+                    let lat = BASE_LAT[1][proto_idx(p)]
+                        + (nsteps - ninter) as f64 * intra
+                        + ninter as f64 * inter;
+                    self.push(
+                        Algorithm::Ring,
+                        p,
+                        nc,
+                        lat,
+                        bus / busf.max(1e-9),
+                        ramp(c, p, bytes),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Hierarchical all-reduce across hosts.
+    fn hierarchical(&mut self) {
+        let Vars {
+            m,
+            kind,
+            bytes,
+            c,
+            nnodes,
+            ppn,
+            llmax,
+            ..
+        } = self.vars();
+        // Hierarchical all-reduce: ring reduce-scatter in each host, ring all-reduce of each GPU's
+        // 1/L piece across hosts on its own rail, ring all-gather in each host; phases in sequence.
+        if let Some(r) = &m.ring {
+            if kind == CollectiveKind::AllReduce && nnodes > 1 && m.nic_gbps_per_gpu > 0.0 {
+                let (l, h) = (ppn as f64, nnodes as f64);
+                for p in Protocol::ALL {
+                    let nc = channels_for(m, &Algorithm::Hierarchical, r, p, bytes);
+                    let eff = match p {
+                        Protocol::LL => LL_BW_FACTOR,
+                        Protocol::LL128 => LL128_BW_FACTOR,
+                        Protocol::Simple => 1.0,
+                    };
+                    let intra_bw = nc as f64 * r.bw_gbps * eff;
+                    let inter_bw = (nc as f64 * r.bw_gbps).min(m.nic_gbps_per_gpu) * eff;
+                    // Seconds per byte of S, as an algorithm bandwidth.
+                    let per_byte =
+                        2.0 * (l - 1.0) / l / intra_bw + 2.0 * (h - 1.0) / h / (l * inter_bw);
+                    let mut algbw = 1.0 / per_byte;
+                    if p == Protocol::LL {
+                        algbw = algbw.min(llmax);
+                    }
+                    let lat = BASE_LAT[1][proto_idx(p)]
+                        + 2.0 * (l - 1.0) * hw_lat(r.intra, 1, p)
+                        + 2.0 * (h - 1.0) * (hw_lat(Hw::Net, 1, p) + m.net_lat_us);
+                    self.push(
+                        Algorithm::Hierarchical,
+                        p,
+                        nc,
+                        lat,
+                        algbw,
+                        ramp(c, p, bytes),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Trees: all-reduce.
+    fn tree(&mut self) {
+        let Vars {
+            m,
+            kind,
+            bytes,
+            c,
+            nnodes,
+            ppn,
+            llmax,
+            cc,
+            ni,
+            ..
+        } = self.vars();
+        // Tree: all-reduce (reduce up, broadcast down; each link carries the data once each way).
+        if let Some(t) = &m.tree {
+            if kind == CollectiveKind::AllReduce {
+                for p in Protocol::ALL {
+                    let nc = channels_for(m, &Algorithm::Tree, t, p, bytes);
+                    // One host: a chain carries the data once each way per link. Across hosts a
+                    // double binary tree's interior host forwards to two children and a parent, so
+                    // its NICs carry twice the data (`src/graph/trees.cc`, `ncclGetDtree`).
+                    let fanout = if nnodes > 1 { 0.5 } else { 1.0 };
+                    let mut bw = nc as f64 * t.bw_gbps * LL128_BW_FACTOR * fanout;
+                    bw = bw.min(nc as f64 * PER_CH_TREE[cc][ni]);
+                    bw = match p {
+                        Protocol::LL => (bw / TREE_LL_DIVISOR).min(llmax),
+                        Protocol::LL128 => (bw
+                            * if nnodes == 1 {
+                                TREE_LL128_INTRA
+                            } else {
+                                TREE_LL128_INTER
+                            })
+                        .min(nc as f64 * PER_CH_TREE_LL128[cc][ni]),
+                        Protocol::Simple => bw,
+                    };
+                    let intra = hw_lat(t.intra, 0, p);
+                    let inter = hw_lat(Hw::Net, 0, p) + m.net_lat_us;
+                    let lat = BASE_LAT[0][proto_idx(p)]
+                        + 2.0 * ((ppn - 1) as f64 * intra + log2i(nnodes) as f64 * inter);
+                    self.push(Algorithm::Tree, p, nc, lat, bw, ramp(c, p, bytes));
+                }
+            }
+        }
+    }
+
+    /// Packed trees: the busbw their link loads allow, with the protocols' efficiencies as for
+    /// rings; a tree's depth in hops is its latency (twice for all-reduce's two halves).
+    fn packed(&mut self) {
+        let Vars {
+            m,
+            kind,
+            bytes,
+            c,
+            busf,
+            llmax,
+            ..
+        } = self.vars();
+        let Some(pk) = &m.packed else {
+            return;
+        };
+        let (bus, halves) = match kind {
+            CollectiveKind::AllGather => (pk.ag_busbw_gbps, 1.0),
+            CollectiveKind::ReduceScatter => (pk.rs_busbw_gbps, 1.0),
+            CollectiveKind::AllReduce => (pk.ar_busbw_gbps, 2.0),
+            _ => (0.0, 1.0),
+        };
+        for p in Protocol::ALL {
+            let b = bus * c.coll_eff[coll_idx(kind)];
+            let b = match p {
+                Protocol::LL => llmax.min(b * 0.5),
+                Protocol::LL128 => b * 0.92,
+                Protocol::Simple => b,
+            };
+            let lat = BASE_LAT[0][proto_idx(p)] + halves * pk.depth as f64 * hw_lat(pk.intra, 0, p);
+            self.push(
+                Algorithm::Packed,
+                p,
+                pk.trees,
+                lat,
+                b / busf.max(1e-9),
+                ramp(c, p, bytes),
+            );
+        }
+    }
+
+    /// Direct patterns on an all-NVLink host.
+    fn direct(&mut self) {
+        let Vars {
+            m,
+            kind,
+            bytes,
+            c,
+            n,
+            llmax,
+            ..
+        } = self.vars();
+        // Direct patterns on an all-NVLink host: what topoplan's direct-push executor measured
+        // (the profile's `direct_*` terms), and its copy-engine pair all-reduce (`ce_*`).
+        if let Some(gbw) = m.all_peers_nvlink_gbps {
+            let peer = gbw * c.direct_peer_eff; // what the senders' stores achieve, all peers at once
+            let extra = c.direct_peer_us * (n as f64 - 2.0).max(0.0);
+            let nf = n as f64;
+            // One-shot: every rank pushes its block to every peer; AR/RS reduce on the receiver.
+            let (one_algbw, ok) = match kind {
+                CollectiveKind::AllReduce => (peer / (nf - 1.0), true),
+                CollectiveKind::AllGather => (peer * nf / (nf - 1.0), true),
+                CollectiveKind::ReduceScatter => (peer * nf / (nf - 1.0), true),
+                CollectiveKind::Broadcast => (peer / (nf - 1.0), true),
+                CollectiveKind::Reduce => (peer / (nf - 1.0), true),
+                CollectiveKind::AllToAll => (gbw * c.sm_peer_eff * nf / (nf - 1.0), true),
+                CollectiveKind::SendRecv => (gbw * c.sm_peer_eff, true),
+            };
+            if ok {
+                let algo = match kind {
+                    CollectiveKind::AllToAll | CollectiveKind::SendRecv => Algorithm::Direct,
+                    _ => Algorithm::OneShot,
+                };
+                for p in [Protocol::LL, Protocol::Simple] {
+                    if algo == Algorithm::Direct {
+                        // All-to-all and send/recv run on the generic executor: probe rates and
+                        // an estimated flag round, not the direct-push fit.
+                        let bw = if p == Protocol::LL {
+                            one_algbw.min(llmax) * 0.5
+                        } else {
+                            one_algbw
+                        };
+                        let lat = c.direct_sync_us + extra + BASE_LAT[1][proto_idx(p)] * 0.5;
+                        self.push(algo.clone(), p, 1, lat, bw, 1.0);
+                        continue;
+                    }
+                    if p == Protocol::Simple
+                        && kind == CollectiveKind::AllReduce
+                        && (c.pull_min_bytes..=c.pull_max_bytes).contains(&bytes)
+                    {
+                        // The runtime runs this one-shot in pull mode (in one process): every rank
+                        // loads its peers' inputs, behind two per-CTA handshakes.
+                        let bw = gbw * c.pull_eff / (nf - 1.0);
+                        self.push(algo.clone(), p, 1, c.pull_lat_us + extra, bw, 1.0);
+                        continue;
+                    }
+                    if p == Protocol::Simple
+                        && n == 2
+                        && kind == CollectiveKind::AllReduce
+                        && bytes >= c.hybrid_min_bytes
+                    {
+                        // The runtime runs this one-shot as its hybrid (half on the copy engines).
+                        self.push(algo.clone(), p, 1, c.hybrid_lat_us, gbw * c.hybrid_eff, 1.0);
+                        continue;
+                    }
+                    // LL's cap bounds what one GPU sends; a collective's algorithm bandwidth is
+                    // `one_algbw / peer` times that.
+                    let bw = if p == Protocol::LL {
+                        one_algbw * c.direct_ll_fraction.min(llmax / peer.max(1e-9))
+                    } else {
+                        one_algbw
+                    };
+                    let lat = c.direct_lat_us[proto_idx(p)] + extra;
+                    self.push(algo.clone(), p, 1, lat, bw, direct_ramp(c, p, bytes));
+                }
+            }
+            if kind == CollectiveKind::AllReduce {
+                self.two_shot_and_copy_engines(gbw, peer, extra);
+            }
+        }
+    }
+
+    /// All-reduce's two-shot, and on two GPUs the copy-engine pair: `peer` is what the senders'
+    /// stores achieve, `extra` the latency of peers beyond two.
+    fn two_shot_and_copy_engines(&mut self, gbw: f64, peer: f64, extra: f64) {
+        let Vars { c, n, b, bytes, .. } = self.vars();
+        let nf = n as f64;
+        // Two-shot: reduce-scatter then all-gather, each moving (n−1)/n of the data.
+        let bw = peer * nf / (2.0 * (nf - 1.0));
+        self.push(
+            Algorithm::TwoShot,
+            Protocol::Simple,
+            1,
+            2.0 * (c.direct_lat_us[2] + extra),
+            bw,
+            direct_ramp(c, Protocol::Simple, bytes),
+        );
+        if n == 2 {
+            // Chunked peer copies as the runtime cuts them: a fixed cost per chunk, the
+            // last (smallest) chunk's reduce exposed.
+            let ce = gbw * c.ce_eff;
+            let chunks = ce_chunks(c, bytes) as f64;
+            let time = chunks * c.ce_copy_overhead_us + b / 1000.0 / ce;
+            let tail = bytes.min(c.ce_min_chunk_bytes) as f64 * 3.0 / 1000.0 / c.local_copy_gbps;
+            self.push(
+                Algorithm::CopyEnginePipeline,
+                Protocol::Simple,
+                2,
+                c.ce_launch_us + tail,
+                b / 1000.0 / time.max(1e-9),
+                1.0,
+            );
+        }
+    }
+
+    /// Point-to-point without all-peer NVLink.
+    fn p2p(&mut self) {
+        let Vars {
+            m,
+            kind,
+            c,
+            n,
+            nnodes,
+            ..
+        } = self.vars();
+        // Point-to-point patterns without all-peer NVLink (PCIe machines, clusters).
+        if m.all_peers_nvlink_gbps.is_none()
+            && matches!(kind, CollectiveKind::AllToAll | CollectiveKind::SendRecv)
+        {
+            let nf = n as f64;
+            let bw = m.direct_gbps * c.sm_peer_eff;
+            let algbw = if kind == CollectiveKind::AllToAll {
+                bw * nf / (nf - 1.0)
+            } else {
+                bw
+            };
+            let net = if nnodes > 1 {
+                hw_lat(Hw::Net, 1, Protocol::Simple) + m.net_lat_us
+            } else {
+                0.0
+            };
+            self.push(
+                Algorithm::Direct,
+                Protocol::Simple,
+                1,
+                c.direct_sync_us
+                    + c.direct_peer_us * (n as f64 - 2.0).max(0.0)
+                    + BASE_LAT[1][2] * 0.5
+                    + net,
+                algbw,
+                1.0,
+            );
+        }
+    }
+}
