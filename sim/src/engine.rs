@@ -73,6 +73,14 @@ struct Conn {
     credits: u64,
 }
 
+/// What one step moves and what limits it.
+struct StepWork {
+    volume: f64,
+    demand: Demand,
+    unmetered: Vec<(u32, f64)>,
+    overhead_us: f64,
+}
+
 struct Flow {
     prog: u32,
     /// Bytes left at time `since` (materialised when rates change).
@@ -346,9 +354,30 @@ impl<'a> Engine<'a> {
     }
 
     fn try_start(&mut self, p: u32) {
+        let Some((e, cin, cout)) = self.claim(p) else {
+            return;
+        };
+        let pr = &self.progs[p as usize];
+        let op = pr.ops[e].clone();
+        let (sub, nsub, payload, rank) = (pr.sub, pr.nsub, pr.payload, pr.rank);
+        let bytes = payload / nsub as u64 + u64::from((sub as u64) < payload % nsub as u64);
+        let w = if let Some(x) = self.exec {
+            self.exec_work(x, &op, cout, bytes, payload, rank)
+        } else if let Some(co) = cout {
+            self.send_work(&op, co, bytes, rank)
+        } else {
+            self.local_work(&op, cin, bytes, rank)
+        };
+        self.start_flow(p, w);
+    }
+
+    /// Takes the op at `p`'s program counter if it can start now (its dependencies done, its
+    /// incoming message arrived, a slot free for its outgoing one), and claims its connections:
+    /// (op index, incoming connection, outgoing connection).
+    fn claim(&mut self, p: u32) -> Option<(usize, Option<u32>, Option<u32>)> {
         let pr = &self.progs[p as usize];
         if pr.busy || pr.pc >= pr.total {
-            return;
+            return None;
         }
         let len = pr.ops.len() as u64;
         let (iter, e) = (pr.pc / len, (pr.pc % len) as usize);
@@ -361,14 +390,14 @@ impl<'a> Engine<'a> {
                 let need =
                     iter * other.ops.len() as u64 + other.last_copy[d.index as usize] as u64 + 1;
                 if other.pc < need {
-                    return;
+                    return None;
                 }
             }
         }
         if let Some(ci) = cin {
             let c = &self.conns[ci as usize];
             if c.arrived <= c.recv_next {
-                return;
+                return None;
             }
         }
         if let Some(co) = cout {
@@ -376,7 +405,7 @@ impl<'a> Engine<'a> {
             // has consumed its last step; its steps stream without further slot checks.
             let c = &self.conns[co as usize];
             if pr.sub == 0 && c.msgs_started >= c.credits + self.s.slots as u64 {
-                return;
+                return None;
             }
         }
         // Start the step.
@@ -388,105 +417,165 @@ impl<'a> Engine<'a> {
                 self.conns[co as usize].msgs_started += 1;
             }
         }
-        let pr = &self.progs[p as usize];
-        let op = pr.ops[e].clone();
-        let (sub, nsub, payload, rank) = (pr.sub, pr.nsub, pr.payload, pr.rank);
-        let bytes = payload / nsub as u64 + u64::from((sub as u64) < payload % nsub as u64);
-        let proto = self.cfg.proto(self.s.protocol);
-        let mut overhead_us = 0.0;
+        Some((e, cin, cout))
+    }
+
+    /// A step of topoplan's executor: the receiver's CTAs load the message and fold it in
+    /// registers, so the transfer is the only cost; receives, copies and reductions are fused
+    /// into it. (Push: the sender's CTAs store it into the receiver's slots; pull: the
+    /// receiver's CTAs read the sender's input; hybrid: both, the SM path and the copy engines on
+    /// disjoint ranges. Either way one flow over the route, timed at the mode's rate.)
+    fn exec_work(
+        &self,
+        x: &ExecParams,
+        op: &Op,
+        cout: Option<u32>,
+        bytes: u64,
+        payload: u64,
+        rank: u32,
+    ) -> StepWork {
         let mut demand = Demand {
             res: Vec::new(),
             cap: f64::INFINITY,
         };
         let mut unmetered = Vec::new();
+        let mut overhead_us = 0.0;
         let mem = self.mem[rank as usize];
-        let local_touches = self.cfg.local_touches(op.kind);
-        let volume;
-        if let Some(x) = self.exec {
-            // The receiver's CTAs load the message and fold it in registers: the transfer is the
-            // only cost; receives, copies and reductions are fused into it. (Push: the sender's
-            // CTAs store it into the receiver's slots; pull: the receiver's CTAs read the
-            // sender's input; hybrid: both, the SM path and the copy engines on disjoint ranges.
-            // Either way one flow over the route, timed at the mode's rate.)
-            volume = match cout {
-                Some(_) => bytes as f64 * x.wire_factor(self.s.protocol),
-                None => 0.0,
-            };
-            if let Some(co) = cout {
-                let wire = x.wire_factor(self.s.protocol);
-                let route = &self.routes[self.conns[co as usize].route as usize];
-                let peer = op.send_to.expect("sending op has a peer");
-                let on_route = route.res.iter().map(|&r| (r, 1.0));
-                if self.hybrid {
-                    // Its fitted rate is above the link as loaded (SM traffic's figure): the
-                    // links carry its bytes but do not cap it (`ExecParams` docs).
-                    unmetered.extend(on_route);
-                } else {
-                    demand.res.extend(on_route);
-                }
-                demand.res.push((mem, 1.0 / wire));
-                demand.res.push((self.mem[peer as usize], 1.0 / wire));
-                demand.cap = if self.hybrid {
-                    // Unmetered by the links, but never above `hybrid_link_factor` times the
-                    // slowest of them (so slower or failed links slow it down).
-                    let link = route
-                        .res
-                        .iter()
-                        .map(|&r| self.caps[r as usize])
-                        .fold(f64::INFINITY, f64::min);
-                    let by_link = x.hybrid_link_factor * link / self.s.channels.max(1) as f64;
-                    x.hybrid_channel_cap(self.s.channels).min(by_link)
-                } else if self.pull {
-                    x.pull_channel_cap(self.s.channels)
-                } else {
-                    x.channel_cap(self.s.protocol, payload, self.send_channels)
-                };
-                if route.network {
-                    overhead_us += self.cfg.net_step_us;
-                }
-            }
-        } else if let Some(co) = cout {
-            let wire = proto.wire_factor;
-            volume = bytes as f64 * wire;
+        // The receiver's CTAs load the message and fold it in registers: the transfer is the
+        // only cost; receives, copies and reductions are fused into it. (Push: the sender's
+        // CTAs store it into the receiver's slots; pull: the receiver's CTAs read the
+        // sender's input; hybrid: both, the SM path and the copy engines on disjoint ranges.
+        // Either way one flow over the route, timed at the mode's rate.)
+        let volume = match cout {
+            Some(_) => bytes as f64 * x.wire_factor(self.s.protocol),
+            None => 0.0,
+        };
+        if let Some(co) = cout {
+            let wire = x.wire_factor(self.s.protocol);
             let route = &self.routes[self.conns[co as usize].route as usize];
             let peer = op.send_to.expect("sending op has a peer");
-            let ce = op.transport == Transport::CopyEngine;
-            let link_w = if ce {
-                self.cfg.sm_link_efficiency / self.cfg.ce_link_efficiency
+            let on_route = route.res.iter().map(|&r| (r, 1.0));
+            if self.hybrid {
+                // Its fitted rate is above the link as loaded (SM traffic's figure): the
+                // links carry its bytes but do not cap it (`ExecParams` docs).
+                unmetered.extend(on_route);
             } else {
-                1.0
-            };
-            demand.res.extend(route.res.iter().map(|&r| (r, link_w)));
-            demand.res.push((mem, local_touches as f64 / wire));
-            demand.res.push((self.mem[peer as usize], 1.0 / wire));
-            if ce {
-                demand.res.push((self.ce[rank as usize], 1.0));
-                overhead_us += self.cfg.ce_setup_us;
-                if let Some(x) = self.exec_ce {
-                    demand.cap = x.ce_gbps * 1e3;
-                }
-            } else {
-                demand.cap = self.cfg.channel_caps(self.s).0;
-                // LL past its slots: the receiver's consumption paces the sender.
-                if let (Protocol::LL, Some(steady)) = (self.s.protocol, self.cfg.ll_steady_gbps) {
-                    if self.conns[co as usize].msgs_started > self.s.slots as u64 {
-                        demand.cap = demand.cap.min(steady * 1e3);
-                    }
-                }
-                overhead_us += proto.step_us;
+                demand.res.extend(on_route);
             }
+            demand.res.push((mem, 1.0 / wire));
+            demand.res.push((self.mem[peer as usize], 1.0 / wire));
+            demand.cap = if self.hybrid {
+                // Unmetered by the links, but never above `hybrid_link_factor` times the
+                // slowest of them (so slower or failed links slow it down).
+                let link = route
+                    .res
+                    .iter()
+                    .map(|&r| self.caps[r as usize])
+                    .fold(f64::INFINITY, f64::min);
+                let by_link = x.hybrid_link_factor * link / self.s.channels.max(1) as f64;
+                x.hybrid_channel_cap(self.s.channels).min(by_link)
+            } else if self.pull {
+                x.pull_channel_cap(self.s.channels)
+            } else {
+                x.channel_cap(self.s.protocol, payload, self.send_channels)
+            };
             if route.network {
                 overhead_us += self.cfg.net_step_us;
             }
-        } else {
-            volume = if local_touches > 0 { bytes as f64 } else { 0.0 };
-            demand.res.push((mem, local_touches as f64));
-            demand.cap = self.cfg.channel_caps(self.s).1;
-            // The executor's copies land in scratch themselves: a receive costs nothing.
-            if cin.is_some() && self.exec_ce.is_none() {
-                overhead_us += proto.step_us;
-            }
         }
+        StepWork {
+            volume,
+            demand,
+            unmetered,
+            overhead_us,
+        }
+    }
+
+    /// A sending step of an NCCL-style schedule: the route's links, both GPUs' memory, the
+    /// channel's cap (LL paced once its slots are full), a copy engine where the op uses one.
+    fn send_work(&self, op: &Op, co: u32, bytes: u64, rank: u32) -> StepWork {
+        let proto = self.cfg.proto(self.s.protocol);
+        let mut demand = Demand {
+            res: Vec::new(),
+            cap: f64::INFINITY,
+        };
+        let mut overhead_us = 0.0;
+        let mem = self.mem[rank as usize];
+        let local_touches = self.cfg.local_touches(op.kind);
+        let wire = proto.wire_factor;
+        let volume = bytes as f64 * wire;
+        let route = &self.routes[self.conns[co as usize].route as usize];
+        let peer = op.send_to.expect("sending op has a peer");
+        let ce = op.transport == Transport::CopyEngine;
+        let link_w = if ce {
+            self.cfg.sm_link_efficiency / self.cfg.ce_link_efficiency
+        } else {
+            1.0
+        };
+        demand.res.extend(route.res.iter().map(|&r| (r, link_w)));
+        demand.res.push((mem, local_touches as f64 / wire));
+        demand.res.push((self.mem[peer as usize], 1.0 / wire));
+        if ce {
+            demand.res.push((self.ce[rank as usize], 1.0));
+            overhead_us += self.cfg.ce_setup_us;
+            if let Some(x) = self.exec_ce {
+                demand.cap = x.ce_gbps * 1e3;
+            }
+        } else {
+            demand.cap = self.cfg.channel_caps(self.s).0;
+            // LL past its slots: the receiver's consumption paces the sender.
+            if let (Protocol::LL, Some(steady)) = (self.s.protocol, self.cfg.ll_steady_gbps) {
+                if self.conns[co as usize].msgs_started > self.s.slots as u64 {
+                    demand.cap = demand.cap.min(steady * 1e3);
+                }
+            }
+            overhead_us += proto.step_us;
+        }
+        if route.network {
+            overhead_us += self.cfg.net_step_us;
+        }
+        StepWork {
+            volume,
+            demand,
+            unmetered: Vec::new(),
+            overhead_us,
+        }
+    }
+
+    /// A step that sends nothing: its local memory passes.
+    fn local_work(&self, op: &Op, cin: Option<u32>, bytes: u64, rank: u32) -> StepWork {
+        let proto = self.cfg.proto(self.s.protocol);
+        let mut demand = Demand {
+            res: Vec::new(),
+            cap: f64::INFINITY,
+        };
+        let mut overhead_us = 0.0;
+        let mem = self.mem[rank as usize];
+        let local_touches = self.cfg.local_touches(op.kind);
+        let volume = if local_touches > 0 { bytes as f64 } else { 0.0 };
+        demand.res.push((mem, local_touches as f64));
+        demand.cap = self.cfg.channel_caps(self.s).1;
+        // The executor's copies land in scratch themselves: a receive costs nothing.
+        if cin.is_some() && self.exec_ce.is_none() {
+            overhead_us += proto.step_us;
+        }
+        StepWork {
+            volume,
+            demand,
+            unmetered: Vec::new(),
+            overhead_us,
+        }
+    }
+
+    /// Starts `p`'s step as a flow of `w` (or, with nothing to move, finishes it after its
+    /// overhead).
+    fn start_flow(&mut self, p: u32, w: StepWork) {
+        let StepWork {
+            volume,
+            demand,
+            unmetered,
+            overhead_us,
+        } = w;
         let overhead_ps = (overhead_us * self.jitter() * PS_PER_US).round() as u64;
         let now = self.now;
         let pr = &mut self.progs[p as usize];
