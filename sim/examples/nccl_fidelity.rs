@@ -281,7 +281,9 @@ fn held_out_against_bench(nccl: &Nccl) -> Vec<Vec<(f64, f64)>> {
                 "../docs/measurements/2026-11-30-h200x2-allreduce-shared-sm-hybrid/others.log",
             ))
             .unwrap(),
-        );
+            "others.log",
+        )
+        .unwrap();
     println!("\n## held out, against NCCL as `topoplan bench` timed it (others.log)\n");
     println!("| size (B) | collective | proto | channels | NCCL µs (bench) | predicted µs | error |\n|---:|---|---|---:|---:|---:|---:|");
     let mut measured: Vec<Vec<(f64, f64)>> = vec![Vec::new(); HELD_OUT.len()];

@@ -13,7 +13,6 @@ use planner::plan::Planner;
 use planner::schedule::{CollectiveKind, Protocol};
 use planner::topology::Topology;
 use planner::tuner::Filter;
-use serde_json::Value;
 use std::path::Path;
 
 /// One measured curve: a collective and its (nccl-tests size, µs) points.
@@ -222,24 +221,7 @@ pub struct BenchCurve {
     pub curve: Curve,
 }
 
-/// Why a measurement file cannot be read; every variant names the file.
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum MeasurementError {
-    #[error("{file}: {msg}")]
-    Read { file: String, msg: String },
-    #[error("{file}: not JSON: {msg}")]
-    Json { file: String, msg: String },
-    #[error("{file}: field `{field}`: {msg}")]
-    Field {
-        file: String,
-        field: String,
-        msg: String,
-    },
-    #[error(
-        "{file}: no NCCL times to fit (written by `topoplan bench --json FILE --vs-nccl`? tables timed under a CUDA graph are left out)"
-    )]
-    NoNccl { file: String },
-}
+pub use crate::measurements::MeasurementError;
 
 /// Reads a `topoplan bench --json` file ([`parse_bench_json`]).
 pub fn load_bench_json(path: &Path) -> Result<Vec<BenchCurve>, MeasurementError> {
@@ -259,86 +241,23 @@ pub fn load_bench_json(path: &Path) -> Result<Vec<BenchCurve>, MeasurementError>
 /// each call) and tables without NCCL times. Errors name `file` and the field
 /// (`tables[1].rows[3].out_of_place.nccl_time_us`).
 pub fn parse_bench_json(text: &str, file: &str) -> Result<Vec<BenchCurve>, MeasurementError> {
-    let v: Value = serde_json::from_str(text).map_err(|e| MeasurementError::Json {
-        file: file.into(),
-        msg: e.to_string(),
-    })?;
-    let bad = |field: String, msg: String| MeasurementError::Field {
-        file: file.into(),
-        field,
-        msg,
-    };
-    match v.get("format") {
-        Some(Value::String(f)) if f == BENCH_FORMAT => {}
-        Some(x) => return Err(bad("format".into(), format!("{x} is not {BENCH_FORMAT:?}"))),
-        None => return Err(bad("format".into(), "missing".into())),
-    }
-    let tables = v
-        .get("tables")
-        .ok_or_else(|| bad("tables".into(), "missing".into()))?
-        .as_array()
-        .ok_or_else(|| bad("tables".into(), "not an array".into()))?;
+    let r = crate::measurements::bench::parse(text, file)?;
     let mut out = Vec::new();
-    for (i, t) in tables.iter().enumerate() {
-        let at = |f: &str| format!("tables[{i}].{f}");
-        let get = |f: &str| t.get(f).ok_or_else(|| bad(at(f), "missing".into()));
-        let name = get("collective")?
-            .as_str()
-            .ok_or_else(|| bad(at("collective"), "not a string".into()))?;
-        let kind = CollectiveKind::parse(name)
-            .ok_or_else(|| bad(at("collective"), format!("unknown collective {name:?}")))?;
-        let ngpus = get("ngpus")?
-            .as_u64()
-            .filter(|&n| (1..=u32::MAX as u64).contains(&n))
-            .ok_or_else(|| bad(at("ngpus"), "not a whole number >= 1".into()))?
-            as u32;
-        let graph = match t.get("cuda_graph") {
-            None | Some(Value::Null) => false,
-            Some(x) => x
-                .as_bool()
-                .ok_or_else(|| bad(at("cuda_graph"), "not true or false".into()))?,
+    for (i, t) in r.tables.iter().enumerate() {
+        // The reader checked the collective's name and the GPU count.
+        let Some(kind) = CollectiveKind::parse(&t.collective) else {
+            continue;
         };
-        let rows = get("rows")?
-            .as_array()
-            .ok_or_else(|| bad(at("rows"), "not an array".into()))?;
-        let mut points = Vec::new();
-        for (j, r) in rows.iter().enumerate() {
-            let at = |f: &str| format!("tables[{i}].rows[{j}].{f}");
-            let bytes = r
-                .get("bytes")
-                .ok_or_else(|| bad(at("bytes"), "missing".into()))?
-                .as_u64()
-                .ok_or_else(|| bad(at("bytes"), "not a whole number >= 0".into()))?;
-            let oop = r
-                .get("out_of_place")
-                .ok_or_else(|| bad(at("out_of_place"), "missing".into()))?;
-            if !oop.is_object() {
-                return Err(bad(at("out_of_place"), "not an object".into()));
-            }
-            let us = match oop.get("nccl_time_us") {
-                None | Some(Value::Null) => continue,
-                Some(x) => x.as_f64().ok_or_else(|| {
-                    bad(
-                        at("out_of_place.nccl_time_us"),
-                        format!("{x} is not a number"),
-                    )
-                })?,
-            };
-            if bytes == 0 {
-                continue;
-            }
-            if !(us.is_finite() && us > 0.0) {
-                return Err(bad(
-                    at("out_of_place.nccl_time_us"),
-                    format!("{us} is not a time above 0"),
-                ));
-            }
-            points.push((bytes, us));
-        }
-        if !graph && !points.is_empty() {
+        let points: Vec<(u64, f64)> = t
+            .rows
+            .iter()
+            .filter(|row| row.bytes > 0)
+            .filter_map(|row| Some((row.bytes, row.out_of_place.nccl_time_us?)))
+            .collect();
+        if !t.cuda_graph && !points.is_empty() {
             out.push(BenchCurve {
                 table: i,
-                ngpus,
+                ngpus: t.ngpus as u32,
                 curve: Curve { kind, points },
             });
         }
@@ -489,8 +408,16 @@ mod tests {
         );
         // Well formed, but nothing NCCL measured outside a CUDA graph.
         let none = r#"{"format": "topoplan-bench/1", "command": "", "tables": [
-            {"collective": "all-reduce", "ngpus": 2, "cuda_graph": false, "rows": [
-              {"bytes": 8, "out_of_place": {"time_us": 4.0}}]}]}"#;
+            {"collective": "all-reduce", "ngpus": 2, "procs": false, "dtype": "float", "op": "sum",
+             "algo": "auto", "cuda_graph": false, "rows": [
+              {"bytes": 8, "count": 2, "algo": "one-shot-ll",
+               "out_of_place": {"time_us": 4.0, "algbw": 0.0, "busbw": 0.0, "wrong": -1},
+               "in_place": {"time_us": 4.0, "algbw": 0.0, "busbw": 0.0, "wrong": -1}}]}]}"#;
+        // A document missing what `bench --json` always writes is refused, naming the field.
+        assert_eq!(
+            field(&none.replace("\"in_place\"", "\"elsewhere\"")),
+            ("tables[0].rows[0].in_place".into(), "missing".into())
+        );
         assert_eq!(
             err(none),
             MeasurementError::NoNccl {

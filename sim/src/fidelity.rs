@@ -41,28 +41,25 @@ fn rows_us(name: &str) -> Vec<(u64, f64)> {
 }
 
 /// NCCL's times in a `topoplan bench --vs-nccl` log (its text output): `(collective, size,
-/// µs)` from the out-of-place `nccl_us` column of every table, the collective read from each
-/// table's `# topoplan bench: COLLECTIVE ...` header.
-pub fn parse_bench_nccl_log(text: &str) -> Vec<(CollectiveKind, u64, f64)> {
-    let mut kind = None;
+/// µs)` from the out-of-place `nccl_us` column of every table, read by the one log reader
+/// (`measurements::bench::Report::from_log`): a bad row is an error naming `file` and its line.
+pub fn parse_bench_nccl_log(
+    text: &str,
+    file: &str,
+) -> Result<Vec<(CollectiveKind, u64, f64)>, crate::measurements::MeasurementError> {
+    let r = crate::measurements::bench::Report::from_log(text, file)?;
     let mut out = Vec::new();
-    for l in text.lines() {
-        if let Some(rest) = l.strip_prefix("# topoplan bench: ") {
-            kind = rest
-                .split_whitespace()
-                .next()
-                .and_then(CollectiveKind::parse);
+    for t in &r.tables {
+        let Some(kind) = CollectiveKind::parse(&t.collective) else {
             continue;
-        }
-        let f: Vec<&str> = l.split_whitespace().collect();
-        if l.starts_with('#') || f.len() < 11 {
-            continue;
-        }
-        if let (Some(k), Ok(b), Ok(us)) = (kind, f[0].parse::<u64>(), f[10].parse::<f64>()) {
-            out.push((k, b, us));
+        };
+        for row in &t.rows {
+            if let Some(us) = row.out_of_place.nccl_time_us {
+                out.push((kind, row.bytes, us));
+            }
         }
     }
-    out
+    Ok(out)
 }
 
 /// Every row of nccl-tests output: size in bytes and in-place time in µs, read by the one strict
@@ -70,7 +67,7 @@ pub fn parse_bench_nccl_log(text: &str) -> Vec<(CollectiveKind, u64, f64)> {
 pub fn parse_nccl_tests_in_place(
     text: &str,
     file: &str,
-) -> Result<Vec<(u64, f64)>, crate::measurements::MeasureError> {
+) -> Result<Vec<(u64, f64)>, crate::measurements::MeasurementError> {
     let run = crate::measurements::nccl_tests::parse(text, file)?;
     Ok(run.rows.iter().map(|r| (r.size, r.ip.time_us)).collect())
 }
@@ -80,7 +77,7 @@ pub fn parse_nccl_tests_in_place(
 pub fn parse_nccl_tests(
     text: &str,
     file: &str,
-) -> Result<Vec<(u64, f64)>, crate::measurements::MeasureError> {
+) -> Result<Vec<(u64, f64)>, crate::measurements::MeasurementError> {
     let run = crate::measurements::nccl_tests::parse(text, file)?;
     Ok(run.rows.iter().map(|r| (r.size, r.oop.time_us)).collect())
 }
@@ -441,24 +438,25 @@ pub fn compare_as_nccl(
 mod tests {
     use super::*;
 
-    /// A bench log's NCCL column, per table; rows before any header, rows of an unknown
-    /// collective, short or unparsable rows are left out, never guessed.
+    /// A bench log's NCCL column, per table, read strictly: rows before any header are other
+    /// tools' output, and a short row inside a table is an error naming its line.
     #[test]
     fn bench_logs_give_nccls_column_per_table() {
         let log = "\
    1024  256 float sum -1 one-shot-ll 5.25 0.20 0.10 N/A 8.84
-# topoplan bench: broadcast on 2 GPU(s), float sum
+# topoplan bench: broadcast on 2 GPU(s), float sum, algo auto, warmup 5 iters 20 runs 3 (median)
 #   (B)  header line
-   1024  256 float sum 0 one-shot-ll 5.10 0.20 0.20 N/A 10.90 0.09 N/A 2.14x
-   4096  1024 float sum 0 one-shot-ll 5.10 0.20
-   8192  2048 float sum 0 one-shot-ll 5.10 0.20 0.20 N/A n/a
-# topoplan bench: gather-all on 2 GPU(s)
-   1024  256 float sum 0 one-shot-ll 5.10 0.20 0.20 N/A 10.90
+   1024  256 float sum 0 one-shot-ll 5.10 0.20 0.20 0 10.90 0.09 0 2.14x 5.10 0.20 0.20 0 10.80 0.09 0 2.12x
 ";
         assert_eq!(
-            parse_bench_nccl_log(log),
-            vec![(CollectiveKind::Broadcast, 1024, 10.90)]
+            parse_bench_nccl_log(log, "b.log"),
+            Ok(vec![(CollectiveKind::Broadcast, 1024, 10.90)])
         );
+        let short = format!("{log}   4096  1024 float sum 0 one-shot-ll 5.10 0.20\n");
+        let e = parse_bench_nccl_log(&short, "b.log")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("b.log:5: a row has 14 or 22 columns"), "{e}");
     }
 
     /// nccl-tests' in-place column; a cut row is an error naming its line, never skipped.

@@ -410,7 +410,8 @@ fn bench_nccl_times(file: &str) -> Vec<(CollectiveKind, u64, f64)> {
         .join("../docs/measurements")
         .join(file);
     let text = std::fs::read_to_string(&path).unwrap();
-    sim::fidelity::parse_bench_nccl_log(&text)
+    sim::fidelity::parse_bench_nccl_log(&text, file)
+        .unwrap()
         .into_iter()
         .filter(|p| p.1 >= 32 << 20)
         .collect()

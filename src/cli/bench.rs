@@ -253,16 +253,16 @@ fn convert(a: &Args, src: &std::path::Path) -> CliResult {
         ));
     }
     let r = if a.from_json.is_some() {
-        report::Report::load(src)?
+        report::load(src)?
     } else {
-        report::Report::from_log(src)?
+        report::from_log(src)?
     };
     write_report(a, &r)
 }
 
 fn write_report(a: &Args, r: &report::Report) -> CliResult {
     if let Some(p) = &a.json {
-        r.save(p)?;
+        report::save(r, p)?;
     }
     if let Some(p) = &a.plot {
         report::plot(r, p)?;
@@ -511,7 +511,7 @@ fn run_one(
             op: op.name().into(),
             algo: algo.clone(),
             cuda_graph: a.cuda_graph,
-            rows: rows.iter().map(Into::into).collect(),
+            rows: rows.iter().map(report::report_row).collect(),
         });
         let wrong: i64 = rows
             .iter()

@@ -293,7 +293,7 @@ fn measure_here(
             saved.push(p.display().to_string());
         }
         let p = dir.join("bench.json");
-        report.save(&p)?;
+        bench::report::save(&report, &p)?;
         label = p.display().to_string();
         saved.push(label.clone());
     }

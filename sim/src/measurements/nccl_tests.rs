@@ -6,7 +6,7 @@
 //! is an error naming its line. Lines that are neither comments nor rows (other tools' output in
 //! the same log) are listed in [`Run::not_understood`], never read as data.
 
-use super::MeasureError;
+use super::MeasurementError;
 use planner::schedule::CollectiveKind;
 use serde::Serialize;
 
@@ -65,13 +65,13 @@ impl Run {
     }
 
     /// The collective timed, from the header or the file name.
-    pub fn kind(&self) -> Result<CollectiveKind, MeasureError> {
+    pub fn kind(&self) -> Result<CollectiveKind, MeasurementError> {
         let c = self.collective.as_deref().unwrap_or_default();
         COLLECTIVES
             .iter()
             .find(|(name, _)| *name == c)
             .map(|x| x.1)
-            .ok_or_else(|| MeasureError::File {
+            .ok_or_else(|| MeasurementError::Read {
                 file: self.file.clone(),
                 msg: "no '# Collective test starting:' line and no collective in the file name"
                     .into(),
@@ -98,7 +98,7 @@ impl Run {
 }
 
 /// Reads nccl-tests output; `file` names it in errors.
-pub fn parse(text: &str, file: &str) -> Result<Run, MeasureError> {
+pub fn parse(text: &str, file: &str) -> Result<Run, MeasurementError> {
     let mut run = Run {
         file: file.to_string(),
         ..Default::default()
@@ -122,7 +122,7 @@ pub fn parse(text: &str, file: &str) -> Result<Run, MeasureError> {
         run.rows.push(row(file, n, &f, cut_at == Some(n))?);
     }
     if run.rows.is_empty() {
-        return Err(MeasureError::File {
+        return Err(MeasurementError::Read {
             file: file.into(),
             msg:
                 "no nccl-tests result rows (size count type redop root time algbw busbw #wrong ...)"
@@ -140,7 +140,7 @@ pub fn parse(text: &str, file: &str) -> Result<Run, MeasureError> {
     Ok(run)
 }
 
-fn header(run: &mut Run, h: &str, n: usize) -> Result<(), MeasureError> {
+fn header(run: &mut Run, h: &str, n: usize) -> Result<(), MeasurementError> {
     if let Some(c) = h.strip_prefix("Collective test starting:") {
         // all_reduce_perf, broadcast_perf_mpi.
         let c = c.trim().trim_end_matches("_mpi").trim_end_matches("_perf");
@@ -149,7 +149,7 @@ fn header(run: &mut Run, h: &str, n: usize) -> Result<(), MeasureError> {
         run.nranks += 1;
     } else if let Some(v) = h.strip_prefix("Avg bus bandwidth") {
         let v = v.trim_start_matches([' ', ':']).trim();
-        let x = v.parse::<f64>().map_err(|_| MeasureError::Line {
+        let x = v.parse::<f64>().map_err(|_| MeasurementError::Line {
             file: run.file.clone(),
             line: n,
             msg: "\"Avg bus bandwidth\" without a number".into(),
@@ -159,8 +159,8 @@ fn header(run: &mut Run, h: &str, n: usize) -> Result<(), MeasureError> {
     Ok(())
 }
 
-fn row(file: &str, n: usize, f: &[&str], cut: bool) -> Result<Row, MeasureError> {
-    let bad = |what: &str| MeasureError::Line {
+fn row(file: &str, n: usize, f: &[&str], cut: bool) -> Result<Row, MeasurementError> {
+    let bad = |what: &str| MeasurementError::Line {
         file: file.into(),
         line: n,
         msg: format!(
@@ -178,7 +178,7 @@ fn row(file: &str, n: usize, f: &[&str], cut: bool) -> Result<Row, MeasureError>
         12 => 4,
         k => return Err(bad(&format!("has {k} fields, expected 12 or 13"))),
     };
-    let num = |i: usize, what: &str, positive: bool| -> Result<f64, MeasureError> {
+    let num = |i: usize, what: &str, positive: bool| -> Result<f64, MeasurementError> {
         let x = f[i].parse::<f64>().ok().filter(|x| x.is_finite());
         match x {
             Some(x) if x > 0.0 || (!positive && x == 0.0) => Ok(x),
@@ -199,7 +199,7 @@ fn row(file: &str, n: usize, f: &[&str], cut: bool) -> Result<Row, MeasureError>
             ))),
         }
     };
-    let wrong = |i: usize| -> Result<Option<u64>, MeasureError> {
+    let wrong = |i: usize| -> Result<Option<u64>, MeasurementError> {
         if f[i] == "N/A" {
             return Ok(None);
         }
@@ -207,7 +207,7 @@ fn row(file: &str, n: usize, f: &[&str], cut: bool) -> Result<Row, MeasureError>
             .map(Some)
             .map_err(|_| bad(&format!("field {} (#wrong) is \"{}\"", i + 1, f[i])))
     };
-    let half = |k: usize| -> Result<Half, MeasureError> {
+    let half = |k: usize| -> Result<Half, MeasurementError> {
         Ok(Half {
             time_us: num(k, "time", true)?,
             algbw: num(k + 1, "algbw", false)?,

@@ -8,283 +8,48 @@
 
 use super::super::error::CliError;
 use gpubench::harness::{Cell, Row};
-use serde::{Deserialize, Serialize};
+pub use sim::measurements::bench::{Point, Report, ReportRow, Table};
 use std::path::Path;
 
-/// Tag of the JSON format (`docs/bench-json-format.md`); bumped when a field changes meaning.
-pub const FORMAT: &str = sim::measurements::BENCH_FORMAT;
-
-/// Everything one `topoplan bench` invocation measured.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Report {
-    pub format: String,
-    /// The command line (or, for a converted log, the log's `+` command lines).
-    pub command: String,
-    /// One table per (collective, type, operator) configuration, in run order.
-    pub tables: Vec<Table>,
-}
-
-/// One configuration's rows, as one table of the text output.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Table {
-    pub collective: String,
-    pub ngpus: usize,
-    /// One process per GPU (`--procs`).
-    pub procs: bool,
-    pub dtype: String,
-    pub op: String,
-    /// The algorithm asked for (`auto` lets the runtime pick per size: see each row's `algo`).
-    pub algo: String,
-    pub cuda_graph: bool,
-    pub rows: Vec<ReportRow>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct ReportRow {
-    /// nccl-tests' size: bytes per rank (all-gather, reduce-scatter: the whole gathered buffer).
-    pub bytes: u64,
-    pub count: u64,
-    /// What ran at this size (`one-shot-ll`, `one-shot-pull`, `one-shot`, `one-shot+ce`, ...).
-    pub algo: String,
-    pub out_of_place: Point,
-    pub in_place: Point,
-}
-
-/// One call's measurement: ours, and NCCL's on the same buffers when `--vs-nccl` ran.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Point {
-    pub time_us: f64,
-    pub algbw: f64,
-    pub busbw: f64,
-    /// Wrong elements; -1 when not checked.
-    pub wrong: i64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nccl_time_us: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nccl_busbw: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nccl_wrong: Option<i64>,
-}
-
-impl From<&Cell> for Point {
-    fn from(c: &Cell) -> Self {
-        Point {
-            time_us: c.time_us,
-            algbw: c.algbw,
-            busbw: c.busbw,
-            wrong: c.wrong,
-            nccl_time_us: c.nccl_time_us,
-            nccl_busbw: c.nccl_busbw,
-            nccl_wrong: c.nccl_wrong,
-        }
+/// One measured call as the report holds it.
+pub fn point(c: &Cell) -> Point {
+    Point {
+        time_us: c.time_us,
+        algbw: c.algbw,
+        busbw: c.busbw,
+        wrong: c.wrong,
+        nccl_time_us: c.nccl_time_us,
+        nccl_busbw: c.nccl_busbw,
+        nccl_wrong: c.nccl_wrong,
     }
 }
 
-impl From<&Row> for ReportRow {
-    fn from(r: &Row) -> Self {
-        ReportRow {
-            bytes: r.size,
-            count: r.count,
-            algo: r.algo.clone(),
-            out_of_place: (&r.oop).into(),
-            in_place: (&r.ip).into(),
-        }
+/// One measured size as the report holds it.
+pub fn report_row(r: &Row) -> ReportRow {
+    ReportRow {
+        bytes: r.size,
+        count: r.count,
+        algo: r.algo.clone(),
+        out_of_place: point(&r.oop),
+        in_place: point(&r.ip),
     }
 }
 
-impl Report {
-    pub fn new(command: String) -> Self {
-        Report {
-            format: FORMAT.into(),
-            command,
-            tables: Vec::new(),
-        }
-    }
-
-    /// Reads a report written by `--json`, naming the file, line and column of a bad field.
-    pub fn load(path: &Path) -> Result<Report, CliError> {
-        let text = crate::cli::common::read_text(path)?;
-        let r: Report = serde_json::from_str(&text)
-            .map_err(|e| CliError::input(format!("{}: {e}", path.display())))?;
-        if r.format != FORMAT {
-            return Err(CliError::input(format!(
-                "{}: field `format` is {:?}, expected {FORMAT:?}",
-                path.display(),
-                r.format
-            )));
-        }
-        Ok(r)
-    }
-
-    pub fn save(&self, path: &Path) -> Result<(), CliError> {
-        let text = serde_json::to_string_pretty(self).map_err(CliError::failure)?;
-        crate::cli::common::write_output(path, text + "\n")
-    }
-
-    /// Joins the tables of one configuration (a log that times small and large sizes with
-    /// different counts holds two), rows by size; drops empty tables. Checked tables (`-c 1`)
-    /// and timing tables (`-c 0`) of a configuration stay apart: a log often checks odd counts
-    /// before it times the usual sizes.
-    pub fn merge_same_configs(&mut self) {
-        let mut out: Vec<Table> = Vec::new();
-        for t in self.tables.drain(..) {
-            let same = |o: &&mut Table| {
-                let key = |x: &Table| {
-                    (
-                        x.collective.clone(),
-                        x.ngpus,
-                        x.procs,
-                        x.dtype.clone(),
-                        x.op.clone(),
-                    )
-                };
-                let checked = |x: &Table| x.rows.iter().any(|r| r.out_of_place.wrong >= 0);
-                key(o) == key(&t)
-                    && o.algo == t.algo
-                    && o.cuda_graph == t.cuda_graph
-                    && checked(o) == checked(&t)
-            };
-            match out.iter_mut().find(|o| same(o)) {
-                Some(o) => o.rows.extend(t.rows),
-                None => out.push(t),
-            }
-        }
-        out.retain(|t| !t.rows.is_empty());
-        for t in &mut out {
-            t.rows.sort_by_key(|r| r.bytes);
-        }
-        self.tables = out;
-    }
-
-    /// Converts the text output of `topoplan bench` (with or without `--vs-nccl`) into a report.
-    /// A table starts at its `# topoplan bench: ...` line; its rows are the lines that start
-    /// with a size. Lines of other tools in the same log are skipped.
-    pub fn from_log(path: &Path) -> Result<Report, CliError> {
-        let text = crate::cli::common::read_text(path)?;
-        let at =
-            |line: usize, m: String| CliError::input(format!("{}:{line}: {m}", path.display()));
-        let mut commands = Vec::new();
-        let mut r = Report::new(String::new());
-        let mut open = false;
-        for (i, l) in text.lines().enumerate() {
-            let line = i + 1;
-            if let Some(c) = l.strip_prefix('+') {
-                commands.push(c.trim().to_string());
-                open = false;
-            } else if let Some(h) = l.strip_prefix("# topoplan bench: ") {
-                r.tables.push(parse_header(h).map_err(|m| at(line, m))?);
-                open = true;
-            } else if l.starts_with('#') || l.trim().is_empty() {
-                continue;
-            } else if open && l.trim_start().starts_with(|c: char| c.is_ascii_digit()) {
-                let row = parse_row(l).map_err(|m| at(line, m))?;
-                r.tables.last_mut().expect("open table").rows.push(row);
-            } else {
-                open = false;
-            }
-        }
-        r.merge_same_configs();
-        if r.tables.is_empty() {
-            return Err(CliError::input(format!(
-                "{}: no `topoplan bench` table found",
-                path.display()
-            )));
-        }
-        r.command = commands.join(" ; ");
-        Ok(r)
-    }
+/// Reads a report written by `--json` (the one strict reader, `sim::measurements::bench`).
+pub fn load(path: &Path) -> Result<Report, CliError> {
+    let text = crate::cli::common::read_text(path)?;
+    Report::parse(&text, &path.display().to_string()).map_err(CliError::input)
 }
 
-/// `all-reduce on 2 GPU(s), float sum, algo auto, warmup 5 iters 50 runs 5 (median)`, or the
-/// `--procs` form `all-reduce on 2 GPU(s) in 2 processes (...), float sum, algo auto, ...`.
-fn parse_header(h: &str) -> Result<Table, String> {
-    let bad = || format!("unreadable table header `{h}`");
-    let (collective, rest) = h.split_once(" on ").ok_or_else(bad)?;
-    let (n, rest) = rest.split_once(" GPU(s)").ok_or_else(bad)?;
-    let ngpus = n.trim().parse().map_err(|_| bad())?;
-    let (before, after) = rest.split_once(", algo ").ok_or_else(bad)?;
-    let (dtype, op) = before
-        .rsplit(", ")
-        .next()
-        .and_then(|s| s.split_once(' '))
-        .ok_or_else(bad)?;
-    let algo = after.split([',', ' ']).next().ok_or_else(bad)?;
-    Ok(Table {
-        collective: collective.trim().into(),
-        ngpus,
-        procs: rest.contains(" processes"),
-        dtype: dtype.into(),
-        op: op.into(),
-        algo: algo.into(),
-        cuda_graph: h.contains("CUDA graph"),
-        rows: Vec::new(),
-    })
+/// Writes a report as `--json` does.
+pub fn save(r: &Report, path: &Path) -> Result<(), CliError> {
+    crate::cli::common::write_output(path, r.to_json())
 }
 
-/// `size count type redop root algo` then 4 cells per call (time algbw busbw #wrong), 8 with
-/// NCCL's (nccl_us nccl_bus #nwrong speedup), out of place then in place.
-fn parse_row(l: &str) -> Result<ReportRow, String> {
-    let f: Vec<&str> = l.split_whitespace().collect();
-    let cell = match f.len() {
-        14 => 4,
-        22 => 8,
-        n => {
-            return Err(format!(
-                "a row has 14 or 22 columns, this one {n}: `{}`",
-                l.trim()
-            ))
-        }
-    };
-    let num = |i: usize| -> Result<f64, String> {
-        f[i].trim_end_matches('x')
-            .parse::<f64>()
-            .map_err(|_| format!("column {} is not a number: `{}`", i + 1, f[i]))
-    };
-    let int = |i: usize| -> Result<i64, String> {
-        if f[i] == "N/A" {
-            Ok(-1)
-        } else {
-            f[i].parse()
-                .map_err(|_| format!("column {} is not a count: `{}`", i + 1, f[i]))
-        }
-    };
-    let point = |o: usize| -> Result<Point, String> {
-        let nccl = cell == 8;
-        Ok(Point {
-            time_us: num(o)?,
-            algbw: num(o + 1)?,
-            busbw: num(o + 2)?,
-            wrong: int(o + 3)?,
-            nccl_time_us: if nccl { Some(num(o + 4)?) } else { None },
-            nccl_busbw: if nccl { Some(num(o + 5)?) } else { None },
-            nccl_wrong: if nccl { Some(int(o + 6)?) } else { None },
-        })
-    };
-    Ok(ReportRow {
-        bytes: int(0)?.max(0) as u64,
-        count: int(1)?.max(0) as u64,
-        algo: f[5].into(),
-        out_of_place: point(6)?,
-        in_place: point(6 + cell)?,
-    })
-}
-
-impl Table {
-    pub fn title(&self) -> String {
-        format!(
-            "{} {} {}, {} GPUs{}{}",
-            self.collective,
-            self.dtype,
-            self.op,
-            self.ngpus,
-            if self.procs {
-                ", one process per GPU"
-            } else {
-                ""
-            },
-            if self.cuda_graph { ", CUDA graph" } else { "" }
-        )
-    }
+/// Reads the text a `topoplan bench` run printed (`--from-log`).
+pub fn from_log(path: &Path) -> Result<Report, CliError> {
+    let text = crate::cli::common::read_text(path)?;
+    Report::from_log(&text, &path.display().to_string()).map_err(CliError::input)
 }
 
 /// One drawn line: its label and (bytes, value) points.
@@ -417,6 +182,7 @@ fn human(x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sim::measurements::bench::{parse_header, parse_row};
 
     #[test]
     fn headers_of_both_modes_parse() {
