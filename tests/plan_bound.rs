@@ -139,3 +139,31 @@ fn gpus_plans_a_subset_and_refuses_bad_lists() {
         assert!(String::from_utf8_lossy(&out.stdout).contains("2 ranks") || cmd == "verify");
     }
 }
+
+#[test]
+fn verify_proves_the_packed_schedules_of_every_shipped_topology() {
+    for f in shipped() {
+        let out = Command::new(env!("CARGO_BIN_EXE_topoplan"))
+            .args(["verify", &f, "-c", "all-reduce,all-gather,reduce-scatter"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{f}: {text}");
+        let packed: Vec<&str> = text.lines().filter(|l| l.contains(" packed ")).collect();
+        assert!(
+            packed.iter().all(|l| l.starts_with("ok")),
+            "{f}: {packed:?}"
+        );
+        // Packed trees are planned on one host of 3 to 8 GPUs: 3 collectives x 3 protocols.
+        let (code, plan_out, _) = plan(&[&f, "-c", "all-gather", "-b", "1K", "-e", "1K"]);
+        assert_eq!(code, 0);
+        let ranks: u32 = plan_out
+            .split("# all-gather on ")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .and_then(|x| x.parse().ok())
+            .unwrap();
+        let want = if (3..=8).contains(&ranks) { 9 } else { 0 };
+        assert_eq!(packed.len(), want, "{f}: {ranks} ranks: {packed:?}");
+    }
+}

@@ -322,8 +322,95 @@ fn explain(
         if c.is_empty() {
             println!("  (no candidate: --algo/--proto exclude them all)");
         }
+        // The choice as plan makes it: the engine's price where it has one.
+        let cfg = super::common::profile_config(planner.profile())?;
+        let cache = sim::price::Schedules::default();
+        let pricer = sim::price::EnginePricer::with_cache(t, planner, &cfg, &cache);
+        if let (Some(b), Some(pc)) = (b.as_ref(), planner.choose_priced(&coll, size, &f, &pricer)) {
+            let ch = &pc.choice;
+            if let Some(best) = c
+                .iter()
+                .find(|e| e.algorithm == ch.algorithm && e.protocol == ch.protocol)
+            {
+                print_below_bound(planner, k, size, best, (ch.est_us, pc.by_pricer), b);
+            }
+        }
     }
     Ok(())
+}
+
+/// Why the fastest candidate stays under 95% of the bound at `size`: its bandwidth term (what
+/// limits it), its latency term, or both.
+fn print_below_bound(
+    p: &Planner,
+    k: CollectiveKind,
+    size: u64,
+    best: &planner::plan::Candidate,
+    (time_us, simulated): (f64, bool),
+    b: &Bound,
+) {
+    let busf = k.busbw_factor(p.nranks());
+    let busbw = size as f64 / 1000.0 / time_us * busf;
+    if busbw >= 0.95 * b.busbw_gbps {
+        return;
+    }
+    let peak = best.peak_algbw_gbps * busf;
+    println!(
+        "# plan's choice, {} {}, reaches {:.1}% of the bound at this size ({}):",
+        best.algorithm.name(),
+        best.protocol.name(),
+        100.0 * busbw / b.busbw_gbps,
+        if simulated {
+            "priced by the simulator"
+        } else {
+            "the tuner's estimate"
+        }
+    );
+    if simulated && time_us > best.time_us * 1.02 {
+        println!(
+            "#   the simulator prices it {:.1}% slower than the tuner: protocol steps (per-step costs, slots), per-channel rate caps and pipeline fill (docs/sim.md)",
+            100.0 * (time_us / best.time_us - 1.0)
+        );
+    }
+    if peak < 0.95 * b.busbw_gbps {
+        let ch = p.channels();
+        let why = match best.algorithm {
+            Algorithm::Ring => format!(
+                "the ring channels the search found ({} x {:.1} GB/s, run as {}) and {}'s efficiency",
+                ch.ring.count,
+                ch.ring.bw_gbps,
+                ch.rings.len(),
+                best.protocol.name()
+            ),
+            Algorithm::Tree => format!(
+                "the tree channels ({} x {:.1} GB/s) and {}'s efficiency",
+                ch.tree.count,
+                ch.tree.bw_gbps,
+                best.protocol.name()
+            ),
+            Algorithm::Packed => format!(
+                "the packed trees' link loads (each root's share split over equal trees) and {}'s efficiency",
+                best.protocol.name()
+            ),
+            _ => format!(
+                "the pattern's measured rates (profile) and {}'s efficiency",
+                best.protocol.name()
+            ),
+        };
+        println!(
+            "#   bandwidth: at most {peak:.1} GB/s busbw ({:.1}% of the bound), set by {why}",
+            100.0 * peak / b.busbw_gbps
+        );
+    }
+    let lat = best.lat_us / time_us;
+    if lat > 0.02 {
+        println!(
+            "#   latency: {:.2} of {:.2} us ({:.1}%) is the latency term (launch and per-hop costs)",
+            best.lat_us,
+            time_us,
+            100.0 * lat
+        );
+    }
 }
 
 /// A collective, its bound and the tuner's choice per size.

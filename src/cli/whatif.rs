@@ -33,8 +33,9 @@ KEYS (each --vary adds one scenario per value; the baseline is the file as given
   fail-gpu=R,...          GPU of rank R fails; ranks above it shift down by one
 Every scenario is planned from scratch, so failures are routed around when the topology allows.
 
-The table gives per scenario and size the simulated time, busbw (nccl-tests definition) and
-busbw relative to the baseline. Runs in parallel (rayon); --serial gives identical results.")]
+The table gives per scenario and size the simulated time, busbw (nccl-tests definition),
+busbw relative to the baseline, and the scenario topology's throughput bound (max-flow/min-cut,
+docs/planner.md) with busbw as a percentage of it. Runs in parallel (rayon); --serial gives identical results.")]
 pub struct Args {
     /// Topology file: NCCL XML or topoplan JSON (single node or cluster).
     pub file: PathBuf,
@@ -271,6 +272,8 @@ struct ScenarioOut {
     profile: String,
     /// Error building or planning the scenario (e.g. a failure that disconnects a GPU).
     error: Option<String>,
+    /// The scenario topology's throughput bound (busbw, GB/s; planner::bound).
+    bound_gbps: Option<f64>,
     cells: Vec<Result<Cell, String>>,
 }
 
@@ -398,11 +401,18 @@ pub fn run(a: Args) -> CliResult {
             Ok((_, p)) => (p.nranks(), None, p.profile().note()),
             Err(e) => (0, Some(e.clone()), String::new()),
         };
+        let bound_gbps = planned[i].as_ref().ok().and_then(|(t, _)| {
+            planner::bound::bound(t, kind, 0)
+                .ok()
+                .flatten()
+                .map(|b| b.busbw_gbps)
+        });
         out.push(ScenarioOut {
             scenario: c.label(),
             nranks,
             profile,
             error,
+            bound_gbps,
             cells: cells[i * sizes.len()..(i + 1) * sizes.len()].to_vec(),
         });
     }
@@ -428,8 +438,18 @@ fn print_table(kind: planner::schedule::CollectiveKind, out: &[ScenarioOut]) {
         kind.name()
     );
     println!(
-        "#{:>22} {:>6} {:>12} {:>10} {:>6} {:>3} {:>12} {:>9} {:>8}",
-        "scenario", "ranks", "size(B)", "algo", "proto", "ch", "time(us)", "busbw", "vs base"
+        "#{:>22} {:>6} {:>12} {:>10} {:>6} {:>3} {:>12} {:>9} {:>8} {:>8} {:>7}",
+        "scenario",
+        "ranks",
+        "size(B)",
+        "algo",
+        "proto",
+        "ch",
+        "time(us)",
+        "busbw",
+        "vs base",
+        "bound",
+        "%bound"
     );
     let mut notes: Vec<(&str, &str)> = Vec::new();
     for s in out {
@@ -455,8 +475,15 @@ fn print_table(kind: planner::schedule::CollectiveKind, out: &[ScenarioOut]) {
                         }
                         _ => "-".into(),
                     };
+                    let (bound, pct) = match s.bound_gbps {
+                        Some(b) => (
+                            format!("{b:.1}"),
+                            format!("{:.1}", 100.0 * c.busbw_gbps / b),
+                        ),
+                        None => ("-".into(), "-".into()),
+                    };
                     println!(
-                        " {:>22} {:>6} {:>12} {:>10} {:>6} {:>3} {:>12.2} {:>9.2} {:>8}",
+                        " {:>22} {:>6} {:>12} {:>10} {:>6} {:>3} {:>12.2} {:>9.2} {:>8} {:>8} {:>7}",
                         s.scenario,
                         s.nranks,
                         c.bytes,
@@ -465,7 +492,9 @@ fn print_table(kind: planner::schedule::CollectiveKind, out: &[ScenarioOut]) {
                         c.channels,
                         c.time_us,
                         c.busbw_gbps,
-                        ratio
+                        ratio,
+                        bound,
+                        pct
                     );
                 }
                 Err(e) => println!(" {:>22} {:>6}  error: {e}", s.scenario, s.nranks),
