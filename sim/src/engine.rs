@@ -205,6 +205,41 @@ impl<'a> Engine<'a> {
         elems * self.cfg.elem_bytes as u64
     }
 
+    /// Shares bandwidth anew: with many concurrent flows at most once per quantum (flows started
+    /// meanwhile wait for it; the error is below one quantum per step), with few exactly at
+    /// every change.
+    fn reshare(&mut self) {
+        if self.quantum_ps > 0 && self.active.len() >= self.cfg.quantum_min_flows {
+            if !self.recompute_pending {
+                self.recompute_pending = true;
+                let q = self.quantum_dyn.max(1);
+                let t = (self.now / q + 1) * q;
+                self.push(t, Ev::Recompute);
+            }
+        } else {
+            self.recompute();
+        }
+    }
+
+    /// Finishes every active flow with less than a picosecond of transfer left.
+    fn flow_tick(&mut self) {
+        let now = self.now;
+        let done: Vec<u32> = self
+            .active
+            .iter()
+            .copied()
+            .filter(|&id| {
+                let f = self.flows[id as usize].as_ref().expect("active flow");
+                let left = f.remaining - f.rate * (now - f.since) as f64 / PS_PER_US;
+                left <= f.rate / PS_PER_US + 1e-9
+            })
+            .collect();
+        for id in done {
+            self.finish_flow(id);
+        }
+        self.dirty = true;
+    }
+
     fn run(mut self) -> Result<SimResult, SimError> {
         let launch_us = match (self.exec, self.exec_ce) {
             (Some(x), _) if self.hybrid => x.hybrid_launch_us,
@@ -224,19 +259,7 @@ impl<'a> Engine<'a> {
         }
         loop {
             if self.dirty {
-                // With many concurrent flows, share bandwidth anew at most once per quantum
-                // (flows started meanwhile wait for it; the error is below one quantum per
-                // step). Few flows: exactly at every change.
-                if self.quantum_ps > 0 && self.active.len() >= self.cfg.quantum_min_flows {
-                    if !self.recompute_pending {
-                        self.recompute_pending = true;
-                        let q = self.quantum_dyn.max(1);
-                        let t = (self.now / q + 1) * q;
-                        self.push(t, Ev::Recompute);
-                    }
-                } else {
-                    self.recompute();
-                }
+                self.reshare();
             }
             let Some(Reverse((t, _, ev))) = self.heap.pop() else {
                 break;
@@ -250,24 +273,7 @@ impl<'a> Engine<'a> {
             self.advance(t);
             match ev {
                 Ev::FlowDone(id, _) => self.finish_flow(id),
-                Ev::FlowTick(_) => {
-                    let now = self.now;
-                    let done: Vec<u32> = self
-                        .active
-                        .iter()
-                        .copied()
-                        .filter(|&id| {
-                            let f = self.flows[id as usize].as_ref().expect("active flow");
-                            let left = f.remaining - f.rate * (now - f.since) as f64 / PS_PER_US;
-                            // Finished when less than a picosecond of transfer remains.
-                            left <= f.rate / PS_PER_US + 1e-9
-                        })
-                        .collect();
-                    for id in done {
-                        self.finish_flow(id);
-                    }
-                    self.dirty = true;
-                }
+                Ev::FlowTick(_) => self.flow_tick(),
                 Ev::Recompute => {
                     self.recompute_pending = false;
                     if self.dirty {

@@ -4,6 +4,87 @@
 use super::*;
 use std::collections::HashMap;
 
+/// Most channels of one rank that send. The executor's grid is shared by the channels that move
+/// data (a channel that only receives costs its rank no SM time: the sender's CTAs store into its
+/// buffer).
+fn send_channels(s: &Schedule) -> u32 {
+    let nch = s.channels;
+    (0..s.nranks)
+        .map(|r| {
+            (0..nch)
+                .filter(|&c| {
+                    s.ranks[r as usize].channels[c as usize]
+                        .ops
+                        .iter()
+                        .any(|o| o.kind.sends())
+                })
+                .count() as u32
+        })
+        .max()
+        .unwrap_or(nch)
+        .max(1)
+}
+
+/// The connections and routes the programs use, each made once.
+#[derive(Default)]
+struct Wiring {
+    conn_ids: HashMap<(u32, u32, u32), u32>,
+    conns: Vec<Conn>,
+    route_ids: HashMap<(u32, u32), u32>,
+    routes: Vec<RouteInfo>,
+}
+
+impl Wiring {
+    /// The connection `(channel, from, to)`, made on first use, with program `me` as its sender
+    /// or receiver.
+    fn conn(
+        &mut self,
+        net: &mut Net,
+        key: (u32, u32, u32),
+        me: u32,
+        sender: bool,
+    ) -> Result<u32, SimError> {
+        let (_, from, to) = key;
+        let id = match self.conn_ids.get(&key) {
+            Some(&id) => id,
+            None => {
+                let rid = match self.route_ids.get(&(from, to)) {
+                    Some(&x) => x,
+                    None => {
+                        let rt = net.route(from, to)?;
+                        self.routes.push(RouteInfo {
+                            res: rt.res.clone(),
+                            lat_us: rt.lat_us,
+                            network: rt.network,
+                        });
+                        self.route_ids
+                            .insert((from, to), self.routes.len() as u32 - 1);
+                        self.routes.len() as u32 - 1
+                    }
+                };
+                self.conns.push(Conn {
+                    route: rid,
+                    from_prog: u32::MAX,
+                    to_prog: u32::MAX,
+                    arrived: 0,
+                    recv_next: 0,
+                    msgs_started: 0,
+                    credits: 0,
+                });
+                self.conn_ids.insert(key, self.conns.len() as u32 - 1);
+                self.conns.len() as u32 - 1
+            }
+        };
+        let cn = &mut self.conns[id as usize];
+        if sender {
+            cn.from_prog = me;
+        } else {
+            cn.to_prog = me;
+        }
+        Ok(id)
+    }
+}
+
 impl<'a> Engine<'a> {
     pub(super) fn new(
         topo: &planner::topology::Topology,
@@ -22,26 +103,8 @@ impl<'a> Engine<'a> {
         let pull = !hybrid && exec.is_some_and(|x| x.pulls(s, rank_bytes));
         let mut net = Net::new(topo, s.nranks, cfg.sm_link_efficiency)?;
         let nch = s.channels;
-        // The executor's grid is shared by the channels that move data (a channel that only
-        // receives costs its rank no SM time: the sender's CTAs store into its buffer).
-        let send_channels = (0..s.nranks)
-            .map(|r| {
-                (0..nch)
-                    .filter(|&c| {
-                        s.ranks[r as usize].channels[c as usize]
-                            .ops
-                            .iter()
-                            .any(|o| o.kind.sends())
-                    })
-                    .count() as u32
-            })
-            .max()
-            .unwrap_or(nch)
-            .max(1);
-        let mut conn_ids: HashMap<(u32, u32, u32), u32> = HashMap::new();
-        let mut conns: Vec<Conn> = Vec::new();
-        let mut route_ids: HashMap<(u32, u32), u32> = HashMap::new();
-        let mut routes: Vec<RouteInfo> = Vec::new();
+        let send_channels = send_channels(s);
+        let mut w = Wiring::default();
         let mut progs = Vec::with_capacity((s.nranks * nch) as usize);
         for r in 0..s.nranks {
             for c in 0..nch {
@@ -56,51 +119,12 @@ impl<'a> Engine<'a> {
                 let me = progs.len() as u32;
                 let mut pc = Vec::with_capacity(ops.len());
                 for op in &ops {
-                    let mut conn = |from: u32, to: u32, sender: bool| -> Result<u32, SimError> {
-                        let key = (c, from, to);
-                        let id = match conn_ids.get(&key) {
-                            Some(&id) => id,
-                            None => {
-                                let rid = match route_ids.get(&(from, to)) {
-                                    Some(&x) => x,
-                                    None => {
-                                        let rt = net.route(from, to)?;
-                                        routes.push(RouteInfo {
-                                            res: rt.res.clone(),
-                                            lat_us: rt.lat_us,
-                                            network: rt.network,
-                                        });
-                                        route_ids.insert((from, to), routes.len() as u32 - 1);
-                                        routes.len() as u32 - 1
-                                    }
-                                };
-                                conns.push(Conn {
-                                    route: rid,
-                                    from_prog: u32::MAX,
-                                    to_prog: u32::MAX,
-                                    arrived: 0,
-                                    recv_next: 0,
-                                    msgs_started: 0,
-                                    credits: 0,
-                                });
-                                conn_ids.insert(key, conns.len() as u32 - 1);
-                                conns.len() as u32 - 1
-                            }
-                        };
-                        let cn = &mut conns[id as usize];
-                        if sender {
-                            cn.from_prog = me;
-                        } else {
-                            cn.to_prog = me;
-                        }
-                        Ok(id)
-                    };
                     let i = match op.recv_from {
-                        Some(f) => Some(conn(f, r, false)?),
+                        Some(f) => Some(w.conn(&mut net, (c, f, r), me, false)?),
                         None => None,
                     };
                     let o = match op.send_to {
-                        Some(t) => Some(conn(r, t, true)?),
+                        Some(t) => Some(w.conn(&mut net, (c, r, t), me, true)?),
                         None => None,
                     };
                     pc.push((i, o));
@@ -142,9 +166,9 @@ impl<'a> Engine<'a> {
             res_names,
             mem: net.mem.clone(),
             ce: net.ce.clone(),
-            routes,
+            routes: w.routes,
             progs,
-            conns,
+            conns: w.conns,
             flows: Vec::new(),
             free_flows: Vec::new(),
             active: Vec::new(),
