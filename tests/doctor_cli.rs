@@ -97,7 +97,8 @@ fn healthy_log_env_sysfs_and_nccl_tests_produce_no_finding() {
     assert!(
         m.contains("% of the")
             && m.contains("predicted (planner on")
-            && m.contains("GB/s ceiling (NVLink per GPU"),
+            && m.contains("GB/s ceiling (the topology's bound")
+            && m.contains("smallest cut between two GPUs"),
         "{m}"
     );
     // And without a topology (costs from the log's own tuning table) it stays quiet.

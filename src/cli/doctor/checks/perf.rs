@@ -94,7 +94,14 @@ pub fn verdicts(i: &Inputs) -> Vec<Verdict<'_>> {
                 if let Some(p) = m.nccl_busbw(k, row.size, &Filter::default()) {
                     predicted = Some((p, format!("planner on {}", m.source)));
                 }
-                if m.has_nvlink() {
+                // The topology's bound (max-flow/min-cut; nccl-tests roots at rank 0), else
+                // the NVLink per GPU.
+                if let Ok(Some(b)) = planner::bound::bound(&m.topo, k, 0) {
+                    ceiling = Some((
+                        b.busbw_gbps,
+                        format!("the topology's bound, {}; {}", m.source, b.explain(2)),
+                    ));
+                } else if m.has_nvlink() {
                     ceiling = Some((m.nvlink_gbps(), format!("NVLink per GPU, {}", m.source)));
                 }
             }
