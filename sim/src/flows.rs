@@ -49,6 +49,67 @@ impl Ord for Level {
 pub const UNBOUNDED: f64 = 1e12;
 
 impl Allocator {
+    /// Fast path: every flow capped and all caps fit together; then every flow runs at its cap.
+    fn all_caps_fit<'a, I>(&mut self, caps: &[f64], flows: &I, n: usize, rates: &mut [f64]) -> bool
+    where
+        I: Fn(usize) -> &'a Demand,
+    {
+        let mut fits = true;
+        for i in 0..n {
+            if !flows(i).cap.is_finite() {
+                fits = false;
+                break;
+            }
+        }
+        if fits {
+            for &r in &self.touched {
+                self.rem[r as usize] = 0.0;
+            }
+            for i in 0..n {
+                let f = flows(i);
+                for &(r, w) in &f.res {
+                    self.rem[r as usize] += w * f.cap;
+                }
+            }
+            fits = self
+                .touched
+                .iter()
+                .all(|&r| self.rem[r as usize] <= caps[r as usize]);
+            if fits {
+                for (i, rate) in rates.iter_mut().enumerate() {
+                    *rate = flows(i).cap;
+                }
+                return true;
+            }
+            for &r in &self.touched {
+                self.rem[r as usize] = caps[r as usize];
+            }
+        }
+        false
+    }
+
+    /// The flows crossing each resource, by resource (CSR: `start`, `adj`).
+    fn build_csr<'a, I>(&mut self, flows: &I, n: usize, nr: usize)
+    where
+        I: Fn(usize) -> &'a Demand,
+    {
+        for k in 1..=nr {
+            self.start[k] += self.start[k - 1];
+        }
+        self.adj.clear();
+        self.adj.resize(self.start[nr] as usize, (0, 0.0));
+        {
+            let mut fill = self.start.clone();
+            for i in 0..n {
+                for &(r, w) in &flows(i).res {
+                    let at = &mut fill[r as usize];
+                    self.adj[*at as usize] = (i as u32, w);
+                    *at += 1;
+                }
+            }
+        }
+    }
+
     /// Fills `rates` (bytes/µs) for `flows` given resource capacities `caps` (bytes/µs): the
     /// weighted max-min fair allocation, by bottleneck order. All unfrozen flows share one level
     /// `L`; resource `r` saturates at `L_r = (cap_r − frozen use_r) / Σ unfrozen weights_r`; the
@@ -82,53 +143,10 @@ impl Allocator {
                 self.wsum[r as usize] += w;
             }
         }
-        // Fast path: every flow capped and all caps fit.
-        let mut fits = true;
-        for i in 0..n {
-            if !flows(i).cap.is_finite() {
-                fits = false;
-                break;
-            }
+        if self.all_caps_fit(caps, &flows, n, rates) {
+            return;
         }
-        if fits {
-            for &r in &self.touched {
-                self.rem[r as usize] = 0.0;
-            }
-            for i in 0..n {
-                let f = flows(i);
-                for &(r, w) in &f.res {
-                    self.rem[r as usize] += w * f.cap;
-                }
-            }
-            fits = self
-                .touched
-                .iter()
-                .all(|&r| self.rem[r as usize] <= caps[r as usize]);
-            if fits {
-                for (i, rate) in rates.iter_mut().enumerate() {
-                    *rate = flows(i).cap;
-                }
-                return;
-            }
-            for &r in &self.touched {
-                self.rem[r as usize] = caps[r as usize];
-            }
-        }
-        for k in 1..=nr {
-            self.start[k] += self.start[k - 1];
-        }
-        self.adj.clear();
-        self.adj.resize(self.start[nr] as usize, (0, 0.0));
-        {
-            let mut fill = self.start.clone();
-            for i in 0..n {
-                for &(r, w) in &flows(i).res {
-                    let at = &mut fill[r as usize];
-                    self.adj[*at as usize] = (i as u32, w);
-                    *at += 1;
-                }
-            }
-        }
+        self.build_csr(&flows, n, nr);
         self.frozen.clear();
         self.frozen.resize(n, false);
         // Flows by cap, ascending (ties by index: deterministic).
@@ -199,28 +217,65 @@ impl Allocator {
                 self.wsum[r as usize] = 0.0;
             }
             for f in to_freeze {
-                if self.frozen[f as usize] {
-                    continue;
-                }
-                self.frozen[f as usize] = true;
-                live -= 1;
-                rates[f as usize] = level;
-                for &(r, w) in &flows(f as usize).res {
-                    let ri = r as usize;
-                    self.rem[ri] -= level * w;
-                    if self.wsum[ri] > 0.0 {
-                        self.wsum[ri] -= w;
-                        self.version[ri] += 1;
-                        if self.wsum[ri] > 1e-12 {
-                            let l = (self.rem[ri].max(0.0) / self.wsum[ri]).max(level);
-                            heap.push(Level(l, r, self.version[ri]));
-                        } else {
-                            self.wsum[ri] = 0.0;
-                        }
-                    }
+                if !self.frozen[f as usize] {
+                    live -= 1;
+                    self.freeze(f, level, &flows, rates, &mut heap);
                 }
             }
         }
+    }
+
+    /// Freezes flow `f` at `level`: what it uses leaves its resources, whose levels rise.
+    fn freeze<'a, I>(
+        &mut self,
+        f: u32,
+        level: f64,
+        flows: &I,
+        rates: &mut [f64],
+        heap: &mut std::collections::BinaryHeap<Level>,
+    ) where
+        I: Fn(usize) -> &'a Demand,
+    {
+        self.frozen[f as usize] = true;
+        rates[f as usize] = level;
+        for &(r, w) in &flows(f as usize).res {
+            let ri = r as usize;
+            self.rem[ri] -= level * w;
+            if self.wsum[ri] > 0.0 {
+                self.wsum[ri] -= w;
+                self.version[ri] += 1;
+                if self.wsum[ri] > 1e-12 {
+                    let l = (self.rem[ri].max(0.0) / self.wsum[ri]).max(level);
+                    heap.push(Level(l, r, self.version[ri]));
+                } else {
+                    self.wsum[ri] = 0.0;
+                }
+            }
+        }
+    }
+
+    /// Freezes every live flow at its cap or crossing a full resource; how many it froze.
+    fn freeze_full<'a, I>(&mut self, caps: &[f64], flows: &I, n: usize, rates: &[f64]) -> usize
+    where
+        I: Fn(usize) -> &'a Demand,
+    {
+        let mut frozen = 0;
+        for i in 0..n {
+            if self.frozen[i] {
+                continue;
+            }
+            let f = flows(i);
+            let at_cap = rates[i] >= f.cap * (1.0 - 1e-12);
+            let saturated = f
+                .res
+                .iter()
+                .any(|&(r, w)| w > 0.0 && self.rem[r as usize] <= caps[r as usize] * 1e-12);
+            if at_cap || saturated {
+                self.frozen[i] = true;
+                frozen += 1;
+            }
+        }
+        frozen
     }
 
     /// Progressive filling in rounds over all flows (each round freezes one bottleneck level);
@@ -318,21 +373,7 @@ impl Allocator {
                     }
                 }
             }
-            for i in 0..n {
-                if self.frozen[i] {
-                    continue;
-                }
-                let f = flows(i);
-                let at_cap = rates[i] >= f.cap * (1.0 - 1e-12);
-                let saturated = f
-                    .res
-                    .iter()
-                    .any(|&(r, w)| w > 0.0 && self.rem[r as usize] <= caps[r as usize] * 1e-12);
-                if at_cap || saturated {
-                    self.frozen[i] = true;
-                    live -= 1;
-                }
-            }
+            live -= self.freeze_full(caps, &flows, n, rates);
         }
         for &r in &self.touched {
             self.wsum[r as usize] = 0.0;
