@@ -177,6 +177,20 @@ pub fn run(a: Args) -> CliResult {
         );
         return Ok(());
     }
+    print_table(&a, &planner, &cfg, kind, &rows, &skipped);
+    Ok(())
+}
+
+/// The nccl-tests style table of topoplan's rows.
+fn print_table(
+    a: &Args,
+    planner: &Planner,
+    cfg: &SimConfig,
+    kind: CollectiveKind,
+    rows: &[super::common::SimRow],
+    skipped: &[String],
+) {
+    let n = planner.nranks();
     println!(
         "# topoplan sim {}: {} on {n} ranks, simulated ({} model; docs/sim.md)",
         a.file.display(),
@@ -203,7 +217,7 @@ pub fn run(a: Args) -> CliResult {
         "#{:>12} {:>12} {:>6} {:>6} {:>5}  {:>10} {:>6} {:>3}  {:>10} {:>8} {:>8}  {:>10}",
         "(B)", "(elements)", "", "", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", "(us)"
     );
-    for m in &skipped {
+    for m in skipped {
         println!("# skipped {m}");
     }
     let redop = if kind.reduces() { "sum" } else { "none" };
@@ -211,7 +225,7 @@ pub fn run(a: Args) -> CliResult {
         CollectiveKind::Broadcast | CollectiveKind::Reduce => a.root as i64,
         _ => -1,
     };
-    for r in &rows {
+    for r in rows {
         println!(
             " {:>12} {:>12} {:>6} {:>6} {:>5}  {:>10} {:>6} {:>3}  {:>10.2} {:>8.2} {:>8.2}  {:>10.2}",
             r.bytes,
@@ -228,7 +242,6 @@ pub fn run(a: Args) -> CliResult {
             r.tuner_us
         );
     }
-    Ok(())
 }
 
 /// A table whose every size was too large for the engine is no answer: exit 2 with the reason,
@@ -345,36 +358,47 @@ fn run_nccl(
         println!("# skipped {m}");
     }
     if who == As::Nccl {
-        println!(
-            "#{:>12}  {:>6} {:>6} {:>3} {:>4}  {:>10} {:>8} {:>8}  {:>10}",
-            "size", "algo", "proto", "ch", "thr", "time", "algbw", "busbw", "nccl-model"
-        );
-        println!(
-            "#{:>12}  {:>6} {:>6} {:>3} {:>4}  {:>10} {:>8} {:>8}  {:>10}",
-            "(B)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", "(us)"
-        );
-        for r in &nccl_rows {
-            // NCCL's tuner does not price point-to-point: no estimate to show.
-            let model = if r.algorithm == "p2p" {
-                "-".to_string()
-            } else {
-                format!("{:.2}", r.nccl_model_us)
-            };
-            println!(
-                " {:>12}  {:>6} {:>6} {:>3} {:>4}  {:>10.2} {:>8.2} {:>8.2}  {:>10}",
-                r.bytes,
-                r.algorithm,
-                r.protocol,
-                r.channels,
-                r.threads,
-                r.time_us,
-                r.algbw_gbps,
-                r.busbw_gbps,
-                model
-            );
-        }
-        return Ok(());
+        print_nccl_rows(&nccl_rows);
+    } else {
+        print_both_rows(&ours, &nccl_rows);
     }
+    Ok(())
+}
+
+/// `--as nccl`: NCCL's choice and time per size.
+fn print_nccl_rows(nccl_rows: &[super::common::NcclRow]) {
+    println!(
+        "#{:>12}  {:>6} {:>6} {:>3} {:>4}  {:>10} {:>8} {:>8}  {:>10}",
+        "size", "algo", "proto", "ch", "thr", "time", "algbw", "busbw", "nccl-model"
+    );
+    println!(
+        "#{:>12}  {:>6} {:>6} {:>3} {:>4}  {:>10} {:>8} {:>8}  {:>10}",
+        "(B)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", "(us)"
+    );
+    for r in nccl_rows {
+        // NCCL's tuner does not price point-to-point: no estimate to show.
+        let model = if r.algorithm == "p2p" {
+            "-".to_string()
+        } else {
+            format!("{:.2}", r.nccl_model_us)
+        };
+        println!(
+            " {:>12}  {:>6} {:>6} {:>3} {:>4}  {:>10.2} {:>8.2} {:>8.2}  {:>10}",
+            r.bytes,
+            r.algorithm,
+            r.protocol,
+            r.channels,
+            r.threads,
+            r.time_us,
+            r.algbw_gbps,
+            r.busbw_gbps,
+            model
+        );
+    }
+}
+
+/// `--as both`: topoplan's and NCCL's side by side.
+fn print_both_rows(ours: &[super::common::SimRow], nccl_rows: &[super::common::NcclRow]) {
     println!(
         "#{:>12}  {:>10} {:>6} {:>3} {:>10} {:>8}  | {:>6} {:>6} {:>3} {:>10} {:>8}  | {:>7}",
         "size",
@@ -394,7 +418,7 @@ fn run_nccl(
         "#{:>12}  {:>10} {:>6} {:>3} {:>10} {:>8}  | {:>6} {:>6} {:>3} {:>10} {:>8}  | {:>7}",
         "(B)", "", "", "", "(us)", "(GB/s)", "", "", "", "(us)", "(GB/s)", "nccl/tp"
     );
-    for (o, r) in ours.iter().zip(&nccl_rows) {
+    for (o, r) in ours.iter().zip(nccl_rows) {
         println!(
             " {:>12}  {:>10} {:>6} {:>3} {:>10.2} {:>8.2}  | {:>6} {:>6} {:>3} {:>10.2} {:>8.2}  | {:>7.3}",
             r.bytes,
@@ -411,5 +435,4 @@ fn run_nccl(
             r.time_us / o.time_us
         );
     }
-    Ok(())
 }
