@@ -595,18 +595,8 @@ fn ms(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-fn print_text(a: &Args, p: &Planner, topo: &str, plans: &[CollPlan]) {
-    let ch = p.channels();
-    let n = p.nranks();
-    println!("# topoplan plan: {}", a.file.display());
-    println!("# Topology: {topo}");
-    if let Some(g) = &a.gpus {
-        println!(
-            "# Communicator: GPUs {g} of the topology as ranks 0..{}, in that order",
-            n - 1
-        );
-    }
-    println!("# {}", p.profile().note());
+/// The searched rings and their distinct orders (at most 8 shown).
+fn print_rings(ch: &planner::search::Channels) {
     let nh = ch.hosts.len();
     println!(
         "# Rings: {} channels x {:.1} GB/s = {:.1} GB/s per GPU searched, run as {} channels (NCCL runs each searched ring {}x), hops over {:?}{}",
@@ -655,6 +645,22 @@ fn print_text(a: &Args, p: &Planner, topo: &str, plans: &[CollPlan]) {
     if shown.len() > 8 {
         println!("#   ... {} more distinct orders", shown.len() - 8);
     }
+}
+
+fn print_text(a: &Args, p: &Planner, topo: &str, plans: &[CollPlan]) {
+    let ch = p.channels();
+    let n = p.nranks();
+    println!("# topoplan plan: {}", a.file.display());
+    println!("# Topology: {topo}");
+    if let Some(g) = &a.gpus {
+        println!(
+            "# Communicator: GPUs {g} of the topology as ranks 0..{}, in that order",
+            n - 1
+        );
+    }
+    println!("# {}", p.profile().note());
+    let nh = ch.hosts.len();
+    print_rings(ch);
     println!(
         "# Trees: {} channels x {:.1} GB/s ({}), hops over {:?}",
         ch.tree.count,

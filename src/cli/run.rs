@@ -163,6 +163,18 @@ fn plan(a: &Args) -> Result<Plan, CliError> {
         sizes.push(next);
     }
     check_memory(a, &sizes)?;
+    let cfg = config(a)?;
+    Ok(Plan {
+        kind,
+        dtype,
+        op,
+        sizes,
+        cfg,
+    })
+}
+
+/// The runtime's configuration: the environment's, then the flags that override it.
+fn config(a: &Args) -> Result<Config, CliError> {
     let mut cfg = Config::from_env().map_err(|e| CliError::input(e.to_string()))?;
     if let Some(t) = &a.timeout {
         cfg.timeout = runtime::config::parse_duration(t)
@@ -204,13 +216,7 @@ fn plan(a: &Args) -> Result<Plan, CliError> {
             }
         };
     }
-    Ok(Plan {
-        kind,
-        dtype,
-        op,
-        sizes,
-        cfg,
-    })
+    Ok(cfg)
 }
 
 /// Bytes a run of `sizes` holds at its peak, roughly and from above: every rank's input, output
