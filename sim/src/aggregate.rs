@@ -111,25 +111,19 @@ struct OpRates {
     res: Vec<Vec<(u32, f64)>>,
 }
 
-pub(crate) fn run(
-    topo: &planner::topology::Topology,
+/// The flows' rates of every compact op, by pattern: ops with the same kind, transport and peers
+/// share one evaluation. Returns (patterns, each op's pattern, evaluations).
+fn op_patterns(
     s: &Schedule,
-    bytes: u64,
     cfg: &SimConfig,
-) -> Result<SimResult, SimError> {
-    check(s)?;
-    if let Some(why) = asymmetry(s) {
-        return Err(SimError::NotSymmetric(why));
-    }
-    let count = crate::count_for_bytes(s, bytes, cfg.elem_bytes);
-    let mut net = Net::new(topo, s.nranks, cfg.sm_link_efficiency)?;
-    let proto = cfg.proto(s.protocol);
+    net: &mut Net,
+    paced_ll: bool,
+) -> Result<(Vec<OpRates>, Vec<usize>, u64), SimError> {
     let nprog = (s.nranks * s.channels) as usize;
     let shape = &s.ranks[0].channels[0].ops;
     let mut alloc = Allocator::default();
     let mut rates = Vec::new();
     let mut evaluations: u64 = 0;
-    // Rates depend only on the op's kind and peers; rings reuse one pattern for most ops.
     let mut cache: HashMap<(OpKind, Transport, Vec<u32>), usize> = HashMap::new();
     let mut patterns: Vec<OpRates> = Vec::new();
     let mut op_pattern = Vec::with_capacity(shape.len());
@@ -151,43 +145,12 @@ pub(crate) fn run(
         }
         demands.clear();
         let mut meta = Vec::with_capacity(nprog);
-        let touches = cfg.local_touches(op0.kind);
         for rp in &s.ranks {
             for _ in 0..s.channels {
-                let mem = net.mem[rp.rank as usize];
-                let idx = demands.len();
-                let peer = key.2[idx];
-                if peer != u32::MAX {
-                    let ce = op0.transport == Transport::CopyEngine;
-                    let route = net.route(rp.rank, peer)?.clone();
-                    let wire = proto.wire_factor;
-                    let lw = if ce {
-                        cfg.sm_link_efficiency / cfg.ce_link_efficiency
-                    } else {
-                        1.0
-                    };
-                    let mut res: Vec<(u32, f64)> = route.res.iter().map(|&r| (r, lw)).collect();
-                    res.push((mem, touches as f64 / wire));
-                    res.push((net.mem[peer as usize], 1.0 / wire));
-                    if ce {
-                        res.push((net.ce[rp.rank as usize], 1.0));
-                    }
-                    demands.push(Demand {
-                        res,
-                        cap: if ce {
-                            f64::INFINITY
-                        } else {
-                            cfg.channel_caps(s).0
-                        },
-                    });
-                    meta.push((route.lat_us, route.network));
-                } else {
-                    demands.push(Demand {
-                        res: vec![(mem, touches as f64)],
-                        cap: cfg.channel_caps(s).1,
-                    });
-                    meta.push((0.0, false));
-                }
+                let peer = key.2[demands.len()];
+                let (d, m) = demand(s, cfg, net, op0, rp.rank, peer, paced_ll)?;
+                demands.push(d);
+                meta.push(m);
             }
         }
         let caps: Vec<f64> = net.res.iter().map(|r| r.cap).collect();
@@ -203,7 +166,113 @@ pub(crate) fn run(
         cache.insert(key, patterns.len() - 1);
         op_pattern.push(patterns.len() - 1);
     }
-    // Iteration classes: all full iterations are alike, the last may be partial.
+    Ok((patterns, op_pattern, evaluations))
+}
+
+/// The flow of one program running `op0` (sending to `peer`, or `u32::MAX` for local work) and
+/// its route's (latency, network) — as the detailed engine would start it. LL sends are paced at
+/// `ll_steady_gbps` when `paced_ll` (the connection carries more messages than it has slots).
+fn demand(
+    s: &Schedule,
+    cfg: &SimConfig,
+    net: &mut Net,
+    op0: &Op,
+    rank: u32,
+    peer: u32,
+    paced_ll: bool,
+) -> Result<(Demand, (f64, bool)), SimError> {
+    let touches = cfg.local_touches(op0.kind);
+    let mem = net.mem[rank as usize];
+    if peer == u32::MAX {
+        let d = Demand {
+            res: vec![(mem, touches as f64)],
+            cap: cfg.channel_caps(s).1,
+        };
+        return Ok((d, (0.0, false)));
+    }
+    let proto = cfg.proto(s.protocol);
+    let ce = op0.transport == Transport::CopyEngine;
+    let route = net.route(rank, peer)?.clone();
+    let wire = proto.wire_factor;
+    let lw = if ce {
+        cfg.sm_link_efficiency / cfg.ce_link_efficiency
+    } else {
+        1.0
+    };
+    let mut res: Vec<(u32, f64)> = route.res.iter().map(|&r| (r, lw)).collect();
+    res.push((mem, touches as f64 / wire));
+    res.push((net.mem[peer as usize], 1.0 / wire));
+    if ce {
+        res.push((net.ce[rank as usize], 1.0));
+    }
+    let mut cap = if ce {
+        f64::INFINITY
+    } else {
+        cfg.channel_caps(s).0
+    };
+    if let (true, Protocol::LL, Some(st)) = (paced_ll, s.protocol, cfg.ll_steady_gbps) {
+        cap = cap.min(st * 1e3);
+    }
+    Ok((Demand { res, cap }, (route.lat_us, route.network)))
+}
+
+pub(crate) fn run(
+    topo: &planner::topology::Topology,
+    s: &Schedule,
+    bytes: u64,
+    cfg: &SimConfig,
+) -> Result<SimResult, SimError> {
+    check(s)?;
+    if let Some(why) = asymmetry(s) {
+        return Err(SimError::NotSymmetric(why));
+    }
+    let count = crate::count_for_bytes(s, bytes, cfg.elem_bytes);
+    let mut net = Net::new(topo, s.nranks, cfg.sm_link_efficiency)?;
+    let iters = s.loop_iterations(count);
+    // A connection carries one message per op repeat and iteration: past its slots, LL steps
+    // wait for the receiver (the detailed engine's `ll_steady_gbps`); lockstep takes the steady
+    // state for the whole call.
+    let messages = s.ranks[0].channels[0]
+        .ops
+        .iter()
+        .filter(|o| o.kind.sends())
+        .map(|o| o.repeat.max(1) as u64)
+        .sum::<u64>()
+        * iters;
+    let paced_ll = messages > s.slots as u64;
+    let (patterns, op_pattern, evaluations) = op_patterns(s, cfg, &mut net, paced_ll)?;
+    let caps: Vec<f64> = net.res.iter().map(|r| r.cap).collect();
+    let mut load = vec![0.0; caps.len()];
+    let (total_us, represented) = lockstep_time(s, cfg, count, &patterns, &op_pattern, &mut load);
+    let time_ps = (total_us * 1e6).round() as u64;
+    let names: Vec<String> = net.res.iter().map(|r| r.name.clone()).collect();
+    let links: Vec<LinkLoad> = crate::link_loads(&names, &caps, &load, total_us);
+    Ok(SimResult {
+        time_us: time_ps as f64 / 1e6,
+        time_ps,
+        events: evaluations,
+        represented_steps: 0,
+        mode: Mode::Aggregated,
+        links,
+        trace: None,
+    }
+    .with_represented(represented))
+}
+
+/// Launch plus every op's lockstep time over the iterations (all full iterations alike, the
+/// last possibly partial), adding the bytes each resource carries to `load`; also the protocol
+/// steps represented.
+fn lockstep_time(
+    s: &Schedule,
+    cfg: &SimConfig,
+    count: u64,
+    patterns: &[OpRates],
+    op_pattern: &[usize],
+    load: &mut [f64],
+) -> (f64, u64) {
+    let proto = cfg.proto(s.protocol);
+    let nprog = (s.nranks * s.channels) as u64;
+    let shape = &s.ranks[0].channels[0].ops;
     let iters = s.loop_iterations(count);
     let slice = |it: u64| -> u64 {
         match s.loop_elems {
@@ -211,12 +280,9 @@ pub(crate) fn run(
             _ => count,
         }
     };
-    let mut classes = vec![(iters - 1, slice(0))];
-    classes.push((1, slice(iters - 1)));
+    let classes = [(iters - 1, slice(0)), (1, slice(iters - 1))];
     let mut total_us = cfg.launch_us;
     let mut represented: u64 = 0;
-    let caps: Vec<f64> = net.res.iter().map(|r| r.cap).collect();
-    let mut load = vec![0.0; caps.len()];
     for &(times, len) in &classes {
         if times == 0 {
             continue;
@@ -233,57 +299,63 @@ pub(crate) fn run(
             } else {
                 1
             };
-            let sub = payload as f64 / m as f64;
             let pat = &patterns[op_pattern[i]];
-            let mut worst: f64 = 0.0;
-            for (k, &(rate, lat, netw)) in pat.per_prog.iter().enumerate() {
-                let sends = op.kind.sends();
-                let wire = if sends { proto.wire_factor } else { 1.0 };
-                let mut over = 0.0;
-                if sends {
-                    over += if op.transport == Transport::CopyEngine {
-                        cfg.ce_setup_us
-                    } else {
-                        proto.step_us
-                    };
-                    if netw {
-                        over += cfg.net_step_us;
-                    }
-                } else if op.kind.receives() {
-                    over += proto.step_us;
-                }
-                let moves = sends || cfg.local_touches(op.kind) > 0;
-                let t_step = if sub > 0.0 && moves {
-                    sub * wire / rate
-                } else {
-                    0.0
-                } + over;
-                let t = if sends {
-                    (m as f64 * t_step).max(t_step + lat + proto.hop_us)
-                } else {
-                    m as f64 * t_step
-                };
-                worst = worst.max(t);
-                let moved = payload as f64 * wire * (op.repeat as f64) * times as f64;
-                for &(r, w) in &pat.res[k] {
-                    load[r as usize] += moved * w;
-                }
-            }
+            let worst = op_time(s, cfg, op, pat, payload, m, times, load);
             total_us += worst * op.repeat as f64 * times as f64;
-            represented += m * op.repeat as u64 * times * nprog as u64;
+            represented += m * op.repeat as u64 * times * nprog;
         }
     }
-    let time_ps = (total_us * 1e6).round() as u64;
-    let names: Vec<String> = net.res.iter().map(|r| r.name.clone()).collect();
-    let links: Vec<LinkLoad> = crate::link_loads(&names, &caps, &load, total_us);
-    Ok(SimResult {
-        time_us: time_ps as f64 / 1e6,
-        time_ps,
-        events: evaluations,
-        represented_steps: 0,
-        mode: Mode::Aggregated,
-        links,
-        trace: None,
+    (total_us, represented)
+}
+
+/// The slowest program's time for one op of `payload` bytes in `m` steps, adding what each
+/// program moves (over `times` iterations) to `load`.
+#[allow(clippy::too_many_arguments)]
+fn op_time(
+    s: &Schedule,
+    cfg: &SimConfig,
+    op: &Op,
+    pat: &OpRates,
+    payload: u64,
+    m: u64,
+    times: u64,
+    load: &mut [f64],
+) -> f64 {
+    let proto = cfg.proto(s.protocol);
+    let sub = payload as f64 / m as f64;
+    let mut worst: f64 = 0.0;
+    for (k, &(rate, lat, netw)) in pat.per_prog.iter().enumerate() {
+        let sends = op.kind.sends();
+        let wire = if sends { proto.wire_factor } else { 1.0 };
+        let mut over = 0.0;
+        if sends {
+            over += if op.transport == Transport::CopyEngine {
+                cfg.ce_setup_us
+            } else {
+                proto.step_us
+            };
+            if netw {
+                over += cfg.net_step_us;
+            }
+        } else if op.kind.receives() {
+            over += proto.step_us;
+        }
+        let moves = sends || cfg.local_touches(op.kind) > 0;
+        let t_step = if sub > 0.0 && moves {
+            sub * wire / rate
+        } else {
+            0.0
+        } + over;
+        let t = if sends {
+            (m as f64 * t_step).max(t_step + lat + proto.hop_us)
+        } else {
+            m as f64 * t_step
+        };
+        worst = worst.max(t);
+        let moved = payload as f64 * wire * (op.repeat as f64) * times as f64;
+        for &(r, w) in &pat.res[k] {
+            load[r as usize] += moved * w;
+        }
     }
-    .with_represented(represented))
+    worst
 }
