@@ -167,3 +167,31 @@ fn verify_proves_the_packed_schedules_of_every_shipped_topology() {
         assert_eq!(packed.len(), want, "{f}: {ranks} ranks: {packed:?}");
     }
 }
+
+#[test]
+fn explain_names_what_keeps_the_choice_under_the_bound() {
+    // 16 L20s on PCIe switches: the rings the search finds stay under the bound.
+    let f = "tests/data/topologies/github-yccl-16xl20-pcie-topo.xml";
+    let (code, out, err) = plan(&[f, "-c", "all-reduce", "--explain", "1G"]);
+    assert_eq!(code, 0, "{err}");
+    let why: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("# plan's choice"))
+        .take_while(|l| l.starts_with('#'))
+        .collect();
+    assert!(why.len() >= 2, "{out}");
+    assert!(
+        why.iter()
+            .any(|l| l.contains("bandwidth: at most") && l.contains("ring channels")),
+        "{why:?}"
+    );
+    // A choice within 95% of the bound gets no such lines.
+    let (_, out, _) = plan(&[
+        "examples/h200x2-topo.json",
+        "-c",
+        "all-reduce",
+        "--explain",
+        "1G",
+    ]);
+    assert!(!out.contains("# plan's choice"), "{out}");
+}

@@ -402,6 +402,14 @@ fn print_below_bound(
             100.0 * peak / b.busbw_gbps
         );
     }
+    // The tuner's time is latency + size / (peak x ramp): what the ramp leaves of the peak.
+    let ramp = size as f64 / 1000.0 / (best.time_us - best.lat_us).max(1e-9) / best.peak_algbw_gbps;
+    if ramp < 0.97 {
+        println!(
+            "#   size ramp: at {size} B the profile's ramp runs it at {:.1}% of its peak rate (protocol and pipeline efficiency fitted on measured runs, docs/tuner.md)",
+            100.0 * ramp
+        );
+    }
     let lat = best.lat_us / time_us;
     if lat > 0.02 {
         println!(
