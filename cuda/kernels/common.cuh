@@ -126,3 +126,57 @@ __device__ __forceinline__ void st_relaxed_sys(u64* p, u64 v) {
 __device__ __forceinline__ void st_release_gpu(u64* p, u64 v) {
   asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+
+// ---------------------------------------------------------------- aborts
+// Every wait on a peer can stop (`cuda::abort`): the host sets the abort word, or the wait lasts
+// longer than the timeout. The first wait of a rank to stop records why in the rank's status
+// word (reason TP_STOP_*, what TP_WAIT_*, peer, call); later waits of the rank then stop at
+// their next check, and the CTAs leave their call at the next barrier (each barrier after a
+// wait ORs the threads' stops, so every thread of a CTA takes the same way out).
+struct TpAbort {
+  u64 abort;       // the host-mapped abort word (0: none)
+  u64 status;      // this rank's status word in device memory: 0 until a wait stops
+  u64 timeout_ns;  // a wait longer than this stops the call (0: never)
+  u32 seq;         // this call's sequence number on the rank
+  u32 pad;
+};
+
+__device__ __forceinline__ u64 tp_now() {
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Whether an unsatisfied wait must give up: the rank already stopped, the host set the abort
+// word, or the wait began (`start`, 0 until its first check) more than the timeout ago.
+__device__ __noinline__ bool tp_stop(const TpAbort& ab, u64& start, u32 what, u32 peer) {
+  if (ab.status != 0 && *(const volatile u64*)ab.status != 0) return true;
+  u64 code = 0;
+  if (ab.abort != 0 && *(const volatile u32*)ab.abort != 0) {
+    code = TP_STOP_ABORTED;
+  } else {
+    const u64 now = tp_now();
+    if (start == 0) start = now;
+    else if (ab.timeout_ns != 0 && now - start > ab.timeout_ns) code = TP_STOP_TIMEOUT;
+  }
+  if (code == 0) return false;
+  const u64 word = code | ((u64)what << 8) | ((u64)(peer & 255) << 16) | ((u64)ab.seq << 32);
+  if (ab.status != 0) atomicCAS((unsigned long long*)ab.status, 0ull, (unsigned long long)word);
+  return true;
+}
+
+// Spins until `ready()`; false when the call stops instead. The abort word and the clock are
+// checked every TP_CHECK_EVERY misses: a satisfied wait pays nothing, a long one a read of
+// host memory now and then.
+template <class Ready>
+__device__ __forceinline__ bool tp_spin(const TpAbort& ab, u32 what, u32 peer, Ready ready) {
+  u64 start = 0;
+  for (u32 n = 1; !ready(); n++)
+    if (n % TP_CHECK_EVERY == 0 && tp_stop(ab, start, what, peer)) return false;
+  return true;
+}
+
+// Spins until *w >= v (acquire); false when the call stops instead.
+__device__ __forceinline__ bool tp_wait_geq(const TpAbort& ab, const u64* w, u64 v, u32 what, u32 peer) {
+  return tp_spin(ab, what, peer, [&] { return ld_acquire(w) >= v; });
+}

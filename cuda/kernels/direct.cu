@@ -44,7 +44,7 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
       for (u32 p = 0; p < a.nranks; p++) {
         if (!((a.send_mask >> p) & 1)) continue;
         u64 q = s_sent[p] + sent + 1;
-        td_credit(a, s_credit, TD_PROTO_LL, p, b, q);
+        if (!td_credit(a, s_credit, TD_PROTO_LL, p, b, q)) return;
         const T* src = (const T*)a.in + p * a.send_stride + off;
         uint4* lines = (uint4*)td_slot(a, p, a.rank, b, q);
         u64 nl = (cnt + TD_PER - 1) / TD_PER;
@@ -59,6 +59,7 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
     u64 off = lo + j * a.seg, cnt = min(a.seg, hi - off);
     __syncthreads();  // in place: every push of this segment read `in` before `out` is written
     u64 nl = (cnt + TD_PER - 1) / TD_PER;
+    bool stop = false;
     for (u64 ln = t; ln < nl; ln += blockDim.x) {
       if (a.mode == 0) {
         U8B own;
@@ -75,7 +76,7 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
             x = own;
           } else if ((a.recv_mask >> s) & 1) {
             u64 q = s_recvd[s] + j + 1;
-            x.u = td_ll_wait((const uint4*)td_slot(a, a.rank, s, b, q) + ln, td_ll_flag(q));
+            x.u = td_ll_wait(a.ab, s, (const uint4*)td_slot(a, a.rank, s, b, q) + ln, td_ll_flag(q), stop);
           } else {
             continue;
           }
@@ -95,7 +96,7 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
         for (u32 s = 0; s < a.nranks; s++) {
           if (!((a.recv_mask >> s) & 1)) continue;
           u64 q = s_recvd[s] + j + 1;
-          unsigned long long v = td_ll_wait((const uint4*)td_slot(a, a.rank, s, b, q) + ln, td_ll_flag(q));
+          unsigned long long v = td_ll_wait(a.ab, s, (const uint4*)td_slot(a, a.rank, s, b, q) + ln, td_ll_flag(q), stop);
           td_unpack((T*)a.out + s * a.gather_stride + off, ln, cnt, v);
         }
       }
@@ -104,7 +105,7 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
     // that this CTA sent it before this call: the credit implied by TD_LL_IMPLIED.
     if (t < a.nranks && ((a.recv_mask >> t) & 1) && ((a.send_mask >> t) & 1) && s_credit[t] < s_sent[t])
       s_credit[t] = s_sent[t];
-    __syncthreads();
+    if (__syncthreads_or(stop)) return;
     // The slots of segment j are read: hand them back with a relaxed store, as NCCL's LL
     // head updates: every load of those slots has returned before the barrier (each value was
     // waited on and stored), so the peer's next write cannot reach them; the system fence of a

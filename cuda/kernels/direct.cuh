@@ -49,6 +49,7 @@ struct TdArgs {
   u32 opts;                 // TD_AVG | TD_COPY | TD_INPLACE | TD_LL_IMPLIED
   u32 senders;              // Simple: sender CTAs S (streams); the other CTAs receive
   u32 pad;
+  TpAbort ab;               // the abort word, status word, timeout and call (common.cuh)
 };
 // Simple and LL128 run S sender CTAs [0, S) and R receiver CTAs [S, S + R): sender CTA b pushes stream b,
 // receiver CTA r consumes streams r, r + R, ... (R <= S <= 4R), so NVLink stores never pause
@@ -108,12 +109,18 @@ __device__ __forceinline__ void td_unpack(T* dst, u64 ln, u64 cnt, unsigned long
 // (zeroed at allocation) cannot pass for data when the count wraps (`direct::protocol::ll_flag`).
 __device__ __forceinline__ u32 td_ll_flag(u64 q) { return (u32)(q % 0xffffffffull) + 1; }
 
-__device__ __forceinline__ unsigned long long td_ll_wait(const uint4* line, u32 q) {
+// The data of LL line `line` once it carries flag q (from `peer`); once `stop` is set (this
+// thread's earlier wait stopped) it waits no more and returns what is there.
+__device__ __forceinline__ unsigned long long td_ll_wait(const TpAbort& ab, u32 peer, const uint4* line, u32 q,
+                                                         bool& stop) {
   uint4 v;
-  do {
+  auto ready = [&] {
     asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(line) : "memory");
-  } while (v.y != q || v.w != q);
+    return v.y == q && v.w == q;
+  };
+  if (stop) ready();
+  else stop = !tp_spin(ab, TP_WAIT_LL, peer, ready);
   return ((unsigned long long)v.z << 32) | v.x;
 }
 
@@ -127,18 +134,21 @@ __device__ __forceinline__ void td_share(const TdArgs& a, u32 b, u32 G, u64& lo,
   if (lo > a.n) lo = a.n;
 }
 
-// Waits (thread 0) until the peer's credit lets sequence number q into its slot.
-__device__ __forceinline__ void td_credit(const TdArgs& a, u64* s_credit, u32 proto, u32 p, u32 b, u64 q) {
+// Waits (thread 0) until the peer's credit lets sequence number q into its slot; false, on
+// every thread of the CTA, when the call stops instead.
+__device__ __forceinline__ bool td_credit(const TdArgs& a, u64* s_credit, u32 proto, u32 p, u32 b, u64 q) {
   if (s_credit[p] + a.nslots < q) {  // uniform: every thread reads it before the barrier
     __syncthreads();
+    bool stop = false;
     if (threadIdx.x == 0) {
-      u64 c;
+      u64 c = 0;
       const u64* w = ((const u64*)a.flags[a.rank]) + TD_FLAG(proto, TD_CREDIT, p, b);
-      while ((c = ld_acquire(w)) + a.nslots < q) {}
+      stop = !tp_spin(a.ab, TP_WAIT_CREDIT, p, [&] { c = ld_acquire(w); return c + a.nslots >= q; });
       s_credit[p] = c;
     }
-    __syncthreads();
+    if (__syncthreads_or(stop)) return false;
   }
+  return true;
 }
 
 // Whether every peer's credit already lets segment `seg` (of this call) into its slot, reloading

@@ -89,25 +89,29 @@ struct TdLl128 {
 
   // Lines carry their sequence number, so only an in-place receiver waits up front (for the
   // sender's progress); the data is awaited line by line in consume.
-  static __device__ __forceinline__ void wait(const TdArgs& a, u32 b, u64 j, const u64* recvd, u64 call) {
+  static __device__ __forceinline__ bool wait(const TdArgs& a, u32 b, u64 j, const u64* recvd, u64 call) {
     if (a.opts & TD_INPLACE) {
+      bool stop = false;
       if (threadIdx.x == 0) {
         u64 want = (call << 32) | (j + 1);
         const u64* my = (const u64*)a.flags[a.rank];
-        while (ld_acquire(my + TD_PROGRESS + b) < want) {}
+        stop = !tp_wait_geq(a.ab, my + TD_PROGRESS + b, want, TP_WAIT_PROGRESS, a.rank);
       }
-      __syncthreads();
+      return !__syncthreads_or(stop);
     }
+    return true;
   }
 
   // Lines are handed out per warp (4 lines of 8 lanes) so the warp-wide reload vote is uniform.
+  // False on a thread whose wait for a line stopped (it waits for no later line).
   template <typename OP>
-  static __device__ __forceinline__ void consume(const TdArgs& a, u32 b, u64 off, u64 cnt, const u64* recvd,
+  static __device__ __forceinline__ bool consume(const TdArgs& a, u32 b, u64 off, u64 cnt, const u64* recvd,
                                                  u64 j, bool avg) {
     const u32 t = threadIdx.x, lane = t & 7;
     const u32 nb = lane < 7 ? 16 : 8;
     const u32 nwarps = blockDim.x / 32, warp = t / 32, sub = (t & 31) / 8;
     u64 nl = (cnt + TD_L128_E - 1) / TD_L128_E;
+    bool stop = false;
     for (u64 base = (u64)warp * 4; base < nl; base += (u64)nwarps * 4) {
       u64 ln = base + sub;
       bool valid = ln < nl;
@@ -126,12 +130,17 @@ struct TdLl128 {
         if (!((a.recv_mask >> s) & 1)) continue;
         u64 q = recvd[s] + j + 1;
         const char* line = td_slot(a, a.rank, s, b, q) + ln * TD_L128_LINE + lane * 16;
-        u64 v0 = 0, v1 = 0;
+        u64 v0 = 0, v1 = 0, start = 0;
         bool again;
+        u32 n = 0;
         do {
           if (valid)
             asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(v0), "=l"(v1) : "l"(line) : "memory");
-          again = valid && lane == 7 && v1 != q;
+          again = valid && lane == 7 && v1 != q && !stop;
+          if (again && ++n % TP_CHECK_EVERY == 0 && tp_stop(a.ab, start, TP_WAIT_LL128, s)) {
+            stop = true;
+            again = false;
+          }
         } while (__any_sync(0xffffffffu, again));
         if (!valid) continue;
         if (a.mode == 0 && first) {
@@ -150,6 +159,7 @@ struct TdLl128 {
         td_l128_store((T*)a.out + off, e, cnt, nb, acc0, acc1);
       }
     }
+    return !stop;
   }
 
   static __device__ __forceinline__ void credit(u64* w, u64 v) { st_release(w, v); }

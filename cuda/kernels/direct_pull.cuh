@@ -33,10 +33,11 @@ __device__ __forceinline__ void td_pull_combine(V16& acc, const V16& x, bool avg
 }
 
 // Reduce, 16-byte aligned: passes of TD_PULL_U vectors per thread; in place, a pass's results
-// wait for every reader's done word of that pass. `all` holds the `n` contributions in rank
+// wait for every reader's done word of that pass (false, on every thread, when the call
+// stops). `all` holds the `n` contributions in rank
 // order, this rank's own at its place, so every rank sums in the same order (the same bits).
 template <typename OP>
-__device__ void td_pull_reduce(const TdArgs& a, u32 b, u64 call, const T* const* all, u32 n, T* out,
+__device__ bool td_pull_reduce(const TdArgs& a, u32 b, u64 call, const T* const* all, u32 n, T* out,
                                u64 lo, u64 hi, bool inplace) {
   u64* my = (u64*)a.flags[a.rank];
   const u32 t = threadIdx.x, st = blockDim.x;
@@ -90,17 +91,19 @@ __device__ void td_pull_reduce(const TdArgs& a, u32 b, u64 call, const T* const*
       const u64 mark = (call << 24) | (p + 1);
       if (t < a.nranks && ((a.recv_mask >> t) & 1))
         st_relaxed_sys(((u64*)a.flags[t]) + TD_PULL_DONE(a.rank, b), mark);
+      bool stop = false;
       if (t < a.nranks && ((a.send_mask >> t) & 1)) {
         const u64* w = my + TD_PULL_DONE(t, b);
-        while (ld_acquire(w) < mark) {}
+        stop = !tp_wait_geq(a.ab, w, mark, TP_WAIT_DONE, t);
       }
-      __syncthreads();
+      if (__syncthreads_or(stop)) return false;
     }
 #pragma unroll
     for (int u = 0; u < TD_PULL_U; u++)
       if (base + u * st < vend) __stcg(((int4*)out) + base + u * st, acc[u].v);
     if (has_tail) out[tail + t] = tstore(tv);
   }
+  return true;
 }
 
 template <typename OP>
@@ -117,11 +120,12 @@ __device__ void td_pull(const TdArgs& a, u32 b, u32 G) {
   // 1.9 µs more per call at 1 MiB on 2×H200 and changed nothing else.
   if (t < a.nranks && ((a.send_mask >> t) & 1))
     st_relaxed_sys(((u64*)a.flags[t]) + TD_PULL_ARRIVE(a.rank, b), call);
+  bool stop = false;
   if (t < a.nranks && ((a.recv_mask >> t) & 1)) {
     const u64* w = my + TD_PULL_ARRIVE(t, b);
-    while (ld_acquire(w) < call) {}
+    stop = !tp_wait_geq(a.ab, w, call, TP_WAIT_ARRIVE, t);
   }
-  __syncthreads();
+  if (__syncthreads_or(stop)) return;
   u64 lo, hi;
   td_share(a, b, G, lo, hi);
   const bool inplace = (a.opts & TD_INPLACE) != 0;
@@ -143,7 +147,7 @@ __device__ void td_pull(const TdArgs& a, u32 b, u32 G) {
       bool al = td_aligned(out);
       for (u32 k = 0; k < n; k++) al &= td_aligned(all[k]);
       if (al) {
-        td_pull_reduce<OP>(a, b, call, all, n, out, lo, hi, inplace);
+        if (!td_pull_reduce<OP>(a, b, call, all, n, out, lo, hi, inplace)) return;
       } else {
         // The host never asks for an unaligned in-place pull (it pushes instead).
         const T* s_lo[TP_MAXR];
@@ -166,9 +170,10 @@ __device__ void td_pull(const TdArgs& a, u32 b, u32 G) {
     st_relaxed_sys(((u64*)a.flags[t]) + TD_PULL_DONE(a.rank, b), (call << 24) | TD_PULL_ALL);
   // Out of place, the caller may overwrite the input once the call ends: wait for its readers.
   // In place, every pass already waited for them.
+  // (A stop here leaves the call with its status recorded: nothing follows but the count.)
   if (!inplace && t < a.nranks && ((a.send_mask >> t) & 1)) {
     const u64* w = my + TD_PULL_DONE(t, b);
-    while (ld_acquire(w) < ((call << 24) | TD_PULL_ALL)) {}
+    tp_wait_geq(a.ab, w, (call << 24) | TD_PULL_ALL, TP_WAIT_DONE, t);
   }
   if (t == 0) my[TD_PULL_CALLS(b)] = call;
 }

@@ -29,23 +29,25 @@ struct TdSimple {
   // Each peer's push already ended at a barrier.
   static __device__ __forceinline__ void pushed() {}
 
-  static __device__ __forceinline__ void wait(const TdArgs& a, u32 b, u64 j, const u64* recvd, u64 call) {
+  static __device__ __forceinline__ bool wait(const TdArgs& a, u32 b, u64 j, const u64* recvd, u64 call) {
     u32 t = threadIdx.x;
     u64* my = (u64*)a.flags[a.rank];
+    bool stop = false;
     if (t < a.nranks && ((a.recv_mask >> t) & 1)) {
       const u64* rf = my + TD_FLAG(PROTO, TD_READY, t, b);
       u64 q = recvd[t] + j + 1;
-      while (ld_acquire(rf) < q) {}
+      stop = !tp_wait_geq(a.ab, rf, q, TP_WAIT_READY, t);
     }
     if ((a.opts & TD_INPLACE) && t == TP_MAXR) {
       u64 want = (call << 32) | (j + 1);
-      while (ld_acquire(my + TD_PROGRESS + b) < want) {}
+      stop = !tp_wait_geq(a.ab, my + TD_PROGRESS + b, want, TP_WAIT_PROGRESS, a.rank);
     }
-    __syncthreads();
+    return !__syncthreads_or(stop);
   }
 
+  // Waits for nothing (wait did): always true.
   template <typename OP>
-  static __device__ __forceinline__ void consume(const TdArgs& a, u32 b, u64 off, u64 cnt, const u64* recvd,
+  static __device__ __forceinline__ bool consume(const TdArgs& a, u32 b, u64 off, u64 cnt, const u64* recvd,
                                                  u64 j, bool avg) {
     if (a.mode == 0) {
       // Every contribution in rank order, this rank's own at its place: every rank sums in the
@@ -62,6 +64,7 @@ struct TdSimple {
         if ((a.recv_mask >> s) & 1)
           td_copy((T*)a.out + s * a.gather_stride + off, (const T*)td_slot(a, a.rank, s, b, recvd[s] + j + 1), cnt);
     }
+    return true;
   }
 
   // Every thread's slot loads returned before the barrier (their values were stored), so a

@@ -9,6 +9,8 @@
 //   P::pushed()                   after every peer's push of a segment
 //   P::wait(a, b, j, recvd, call) until the peers' segment j of stream b may be read
 //   P::consume<OP>(a, b, off, cnt, recvd, j, avg)  reduce or gather segment j from the slots
+// Waits return false when the call stops (common.cuh); the CTA then leaves uniformly, without
+// writing a slot or a word the peers have not allowed.
 //   P::credit(word, v)            hand the slot back
 #pragma once
 #include "direct.cuh"
@@ -31,7 +33,7 @@ __device__ void td_stream_send(const TdArgs& a, u32 b, u32 S) {
     for (u32 p = 0; p < a.nranks; p++) {
       if (!((a.send_mask >> p) & 1)) continue;
       u64 q = s_sent[p] + j + 1;
-      td_credit(a, s_credit, P::PROTO, p, b, q);
+      if (!td_credit(a, s_credit, P::PROTO, p, b, q)) return;
       P::push(a, td_slot(a, p, a.rank, b, q), (const T*)a.in + p * a.send_stride + off, cnt, q, p, b);
     }
     P::pushed();
@@ -81,9 +83,9 @@ __device__ void td_stream_recv(const TdArgs& a, u32 r, u32 R, u32 S) {
       u64 nseg = (hi - lo + a.seg - 1) / a.seg;
       if (j >= nseg) continue;
       u64 off = lo + j * a.seg, cnt = min(a.seg, hi - off);
-      P::wait(a, b, j, s_recvd[i], s_call[i]);
-      P::template consume<OP>(a, b, off, cnt, s_recvd[i], j, avg);
-      __syncthreads();
+      if (!P::wait(a, b, j, s_recvd[i], s_call[i])) return;
+      bool ok = P::template consume<OP>(a, b, off, cnt, s_recvd[i], j, avg);
+      if (__syncthreads_or(!ok)) return;
       if (t < a.nranks && ((a.recv_mask >> t) & 1))
         P::credit(((u64*)a.flags[t]) + TD_FLAG(P::PROTO, TD_CREDIT, a.rank, b), s_recvd[i][t] + j + 1);
     }

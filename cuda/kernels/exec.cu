@@ -50,6 +50,7 @@ struct TpCtx {
   u32 nranks;
   u32 ll;                 // nonzero: this plan uses LL buffers (advance the epoch)
   u32 pad;
+  TpAbort ab;             // the abort word, status word, timeout and call (common.cuh)
 };
 
 __device__ __forceinline__ T* tp_ptr(const TpCtx& c, u64 ref) {
@@ -69,9 +70,11 @@ __device__ __forceinline__ uint4* tp_ll_line(const TpCtx& c, u64 ref, u64 epoch)
   return (uint4*)(b + (off * sizeof(T) / 8) * 16);
 }
 
-// LL path of one CTA's share [lo, hi) of an item: one 8-byte group per thread step.
+// LL path of one CTA's share [lo, hi) of an item: one 8-byte group per thread step. False on a
+// thread whose wait for a line stopped (it waits for no later line).
 template <typename OP>
-__device__ void tp_item_ll(const TpCtx& c, const TpItem& it, u64 lo, u64 hi, u64 epoch) {
+__device__ bool tp_item_ll(const TpCtx& c, const TpItem& it, u64 lo, u64 hi, u64 epoch) {
+  bool stop = false;
   const u32 PER = 8 / sizeof(T);
   u64 first = lo / PER, last = (hi + PER - 1) / PER;  // line indexes, relative to the item
   for (u64 ln = first + threadIdx.x; ln < last; ln += blockDim.x) {
@@ -83,9 +86,12 @@ __device__ void tp_item_ll(const TpCtx& c, const TpItem& it, u64 lo, u64 hi, u64
       if (tp_is_ll(it.src[k])) {
         const uint4* l = tp_ll_line(c, it.src[k], epoch) + ln;
         uint4 v;
-        do {
+        auto ready = [&] {
           asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(l) : "memory");
-        } while (v.y != (u32)epoch || v.w != (u32)epoch);
+          return v.y == (u32)epoch && v.w == (u32)epoch;
+        };
+        if (stop) ready();
+        else stop = !tp_spin(c.ab, TP_WAIT_EXEC_LL, (u32)(it.src[k] >> 60), ready);
         x.u = ((unsigned long long)v.z << 32) | v.x;
       } else {
         volatile T* p = tp_ptr(c, it.src[k]) + e0;
@@ -105,6 +111,7 @@ __device__ void tp_item_ll(const TpCtx& c, const TpItem& it, u64 lo, u64 hi, u64
       }
     }
   }
+  return !stop;
 }
 
 // One CTA's share of one item: elements [lo, hi) of the item.
@@ -161,24 +168,27 @@ __device__ void tp_item(const TpCtx& c, const TpItem& it, u64 lo, u64 hi) {
   }
 }
 
-__device__ void tp_barrier_cta(const TpCtx& c, u64& cnt) {
+// The barriers return false, on every thread, when the call stops.
+__device__ bool tp_barrier_cta(const TpCtx& c, u64& cnt) {
   __syncthreads();
   cnt++;
+  bool stop = false;
   if (threadIdx.x == 0) {
     __threadfence_system();
     for (u32 p = 0; p < c.nranks; p++)
       if (p != c.rank) st_release(((u64*)c.flags[p]) + TP_PC_FLAGS + blockIdx.x * TP_MAXR + c.rank, cnt);
     const u64* mine = ((const u64*)c.flags[c.rank]) + TP_PC_FLAGS + blockIdx.x * TP_MAXR;
     for (u32 p = 0; p < c.nranks; p++)
-      if (p != c.rank) while (ld_acquire(mine + p) < cnt) {}
+      if (p != c.rank && !stop) stop = !tp_wait_geq(c.ab, mine + p, cnt, TP_WAIT_BARRIER, p);
     __threadfence_system();
   }
-  __syncthreads();
+  return !__syncthreads_or(stop);
 }
 
-__device__ void tp_barrier_full(const TpCtx& c, u64& cnt) {
+__device__ bool tp_barrier_full(const TpCtx& c, u64& cnt) {
   __syncthreads();
   cnt++;
+  bool stop = false;
   if (threadIdx.x == 0) {
     u64* f = (u64*)c.flags[c.rank];
     u64 gen = ld_acquire(f + TP_RELEASE);
@@ -191,15 +201,17 @@ __device__ void tp_barrier_full(const TpCtx& c, u64& cnt) {
       for (u32 p = 0; p < c.nranks; p++)
         if (p != c.rank) st_release(((u64*)c.flags[p]) + TP_FULL_FLAGS + c.rank, cnt);
       for (u32 p = 0; p < c.nranks; p++)
-        if (p != c.rank) while (ld_acquire(f + TP_FULL_FLAGS + p) < cnt) {}
+        if (p != c.rank && !stop) stop = !tp_wait_geq(c.ab, f + TP_FULL_FLAGS + p, cnt, TP_WAIT_FULL_BARRIER, p);
       __threadfence_system();
-      st_release(f + TP_RELEASE, gen + 1);
+      // Stopped: no release, so no local CTA goes on to touch peers' memory; they stop at
+      // their next check, on the status this wait recorded.
+      if (!stop) st_release(f + TP_RELEASE, gen + 1);
     } else {
-      while (ld_acquire(f + TP_RELEASE) == gen) {}
+      stop = !tp_spin(c.ab, TP_WAIT_GRID, c.rank, [&] { return ld_acquire(f + TP_RELEASE) != gen; });
     }
     __threadfence_system();
   }
-  __syncthreads();
+  return !__syncthreads_or(stop);
 }
 
 template <typename OP>
@@ -217,8 +229,8 @@ __device__ void tp_exec(const TpPhase* phases, u32 nphases, const TpItem* items,
   u64 my_pc = pc, my_fc = fc, epoch = lle;
   for (u32 p = 0; p < nphases; p++) {
     TpPhase ph = phases[p];
-    if (ph.barrier == 1) tp_barrier_cta(c, my_pc);
-    else if (ph.barrier == 2) tp_barrier_full(c, my_fc);
+    if (ph.barrier == 1 && !tp_barrier_cta(c, my_pc)) return;
+    if (ph.barrier == 2 && !tp_barrier_full(c, my_fc)) return;
     for (u32 k = 0; k < ph.count; k++) {
       if (threadIdx.x == 0) sh = items[ph.first + k];
       __syncthreads();
@@ -231,9 +243,10 @@ __device__ void tp_exec(const TpPhase* phases, u32 nphases, const TpItem* items,
       bool ll = false;
       for (u32 k = 0; k < sh.nsrc; k++) ll |= tp_is_ll(sh.src[k]);
       for (u32 k = 0; k < sh.ndst; k++) ll |= tp_is_ll(sh.dst[k]);
-      if (ll) tp_item_ll<OP>(c, sh, lo, hi, epoch);
+      bool ok = true;
+      if (ll) ok = tp_item_ll<OP>(c, sh, lo, hi, epoch);
       else tp_item<OP>(c, sh, lo, hi);
-      __syncthreads();
+      if (__syncthreads_or(!ok)) return;
     }
   }
   if (threadIdx.x == 0) {
@@ -260,7 +273,8 @@ extern "C" __global__ void tp_signal(u64* addr, u64 v) {
   __threadfence_system();
   st_release(addr, v);
 }
-extern "C" __global__ void tp_wait(const u64* addr, u64 v) {
-  while (ld_acquire(addr) < v) {}
+// The wait gives up when the call stops (`peer`: the rank whose signal it awaits).
+extern "C" __global__ void tp_wait(const u64* addr, u64 v, TpAbort ab, u32 peer) {
+  tp_wait_geq(ab, addr, v, TP_WAIT_SIGNAL, peer);
   __threadfence_system();
 }

@@ -11,6 +11,7 @@
 //! Unlike the SM path this one keeps host-side counters, so it must not be captured into a CUDA
 //! graph that is replayed (the SM path can be).
 
+use crate::abort::TpAbort;
 use crate::device::{drv, ExecModule};
 use crate::group::plan::{launch_exec, upload_local_plan};
 use crate::group::CudaGroup;
@@ -227,7 +228,41 @@ pub(crate) fn launch_small(
         &mut a as *mut u64 as *mut c_void,
         &mut val as *mut u64 as *mut c_void,
     ];
-    // SAFETY: (u64*, u64) matches tp_signal / tp_wait.
+    // SAFETY: (u64*, u64) matches tp_signal.
+    unsafe {
+        cudarc::driver::result::launch_kernel(
+            f.cu_function(),
+            (1, 1, 1),
+            (1, 1, 1),
+            0,
+            stream,
+            &mut params,
+        )
+    }
+    .map_err(drv)
+}
+
+/// Enqueues the wait kernel `f` (`tp_wait`): the stream's later work waits until `*addr >= v`,
+/// the counter `peer` bumps, or until the call stops (`ab`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch_wait(
+    ctx: &Arc<CudaContext>,
+    f: &CudaFunction,
+    addr: u64,
+    v: u64,
+    ab: TpAbort,
+    peer: u32,
+    stream: sys::CUstream,
+) -> Result<(), CudaError> {
+    ctx.bind_to_thread().map_err(drv)?;
+    let (mut a, mut val, mut ab, mut peer) = (addr, v, ab, peer);
+    let mut params: [*mut c_void; 4] = [
+        &mut a as *mut u64 as *mut c_void,
+        &mut val as *mut u64 as *mut c_void,
+        &mut ab as *mut TpAbort as *mut c_void,
+        &mut peer as *mut u32 as *mut c_void,
+    ];
+    // SAFETY: (u64*, u64, TpAbort, u32) matches tp_wait; the values outlive the call.
     unsafe {
         cudarc::driver::result::launch_kernel(
             f.cu_function(),
@@ -248,6 +283,7 @@ pub(crate) fn enqueue(
     l: &Arc<Lowered>,
     m: &ExecModule,
     stream: sys::CUstream,
+    ab: TpAbort,
 ) -> Result<(), CudaError> {
     let st = &g.ranks[rank];
     let ctx = &st.ctx;
@@ -262,7 +298,10 @@ pub(crate) fn enqueue(
     let calls = ce.calls + 1;
     let (sent0, recvd0) = (ce.sent.clone(), ce.recvd.clone());
     let plan = &ce.plans[&key].1;
-    let tctx = g.tp_ctx(rank, req);
+    let tctx = g.tp_ctx(rank, req, ab);
+    let wait = |addr: u64, v: u64, peer: usize, s: sys::CUstream| {
+        launch_wait(ctx, &m.wait, addr, v, ab, peer as u32, s)
+    };
     let peer_flag =
         |to: usize, slot: usize| g.ranks[to].flags.ptr + ((CE_FLAGS + slot + rank) * 8) as u64;
     let my_flag = |from: usize, slot: usize| st.flags.ptr + ((CE_FLAGS + slot + from) * 8) as u64;
@@ -284,8 +323,8 @@ pub(crate) fn enqueue(
     }
     let _ = start_ev;
     for p in (0..n).filter(|&p| p != rank) {
-        launch_small(ctx, &m.wait, my_flag(p, START), calls, stream)?;
-        launch_small(ctx, &m.wait, my_flag(p, START), calls, copy)?;
+        wait(my_flag(p, START), calls, p, stream)?;
+        wait(my_flag(p, START), calls, p, copy)?;
     }
     let resolve = |o: &Operand| tctx_ptr(&tctx, o, elem);
     for step in &plan.steps {
@@ -339,11 +378,10 @@ pub(crate) fn enqueue(
                 seq,
             } => {
                 let base = recvd0[*from as usize][*pstream as usize];
-                launch_small(
-                    ctx,
-                    &m.wait,
+                wait(
                     my_flag(*from as usize, data_slot(*pstream)),
                     base + seq,
+                    *from as usize,
                     sref(*s),
                 )?;
             }
@@ -365,7 +403,7 @@ pub(crate) fn enqueue(
         launch_small(ctx, &m.signal, peer_flag(p, END), calls, stream)?;
     }
     for p in (0..n).filter(|&p| p != rank) {
-        launch_small(ctx, &m.wait, my_flag(p, END), calls, stream)?;
+        wait(my_flag(p, END), calls, p, stream)?;
     }
     let (ps, pr) = (plan.sent.clone(), plan.recvd.clone());
     ce.calls = calls;

@@ -31,6 +31,7 @@
 //! The counters live on the host between calls, so a CUDA graph replay would repeat stale
 //! values: under stream capture `CudaGroup` runs the one-shot schedule instead.
 
+use crate::abort::TpAbort;
 use crate::device::{drv, DevBuf, ExecModule};
 use crate::group::CudaGroup;
 use crate::request::Request;
@@ -157,6 +158,9 @@ struct Signals<'a> {
     ctx: &'a Arc<CudaContext>,
     m: &'a ExecModule,
     kernels: bool,
+    /// The wait kernel's abort argument and the rank whose counters it awaits.
+    ab: TpAbort,
+    peer: u32,
 }
 
 impl Signals<'_> {
@@ -176,7 +180,7 @@ impl Signals<'_> {
     /// The stream's later work waits until `*addr >= v` (counters only grow).
     fn wait(&self, s: sys::CUstream, addr: u64, v: u64) -> Result<(), CudaError> {
         if self.kernels {
-            return crate::ce::launch_small(self.ctx, &self.m.wait, addr, v, s);
+            return crate::ce::launch_wait(self.ctx, &self.m.wait, addr, v, self.ab, self.peer, s);
         }
         let geq = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32;
         // SAFETY: `addr` is a flag word in this context's device memory.
@@ -201,6 +205,8 @@ pub(crate) struct PairSide<'a> {
     /// The reduces run beside the register-capped direct kernels (the in-place hybrid): CTAs of
     /// [`SHARED_BLOCK`] threads, which fit on an SM beside one of theirs.
     pub shares_sms: bool,
+    /// The call's abort argument, for the wait kernels (`TOPOPLAN_CE_SIGNAL=kernel`).
+    pub ab: TpAbort,
 }
 
 /// Reduce CTA threads beside a register-capped direct CTA (512 threads at 96 registers leave
@@ -224,6 +230,7 @@ pub(crate) fn enqueue(
     m: &ExecModule,
     shares_sms: bool,
     stream: sys::CUstream,
+    ab: TpAbort,
 ) -> Result<(), CudaError> {
     let scratch = scratch_ptrs(g, ring_bytes())?;
     let me = &g.ranks[rank];
@@ -236,6 +243,7 @@ pub(crate) fn enqueue(
         flags: [flags(0), flags(1)],
         state: &me.ce_pair,
         shares_sms,
+        ab,
     };
     enqueue_on(
         &side,
@@ -273,6 +281,8 @@ pub(crate) fn enqueue_on(
         ctx,
         m,
         kernels: k.kernel_signals,
+        ab: side.ab,
+        peer: peer as u32,
     };
     let list = chunks(count, elem, k.chunk, k.min_chunk);
     let f = &m.pair[crate::device::op_index(op)];

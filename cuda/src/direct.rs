@@ -7,6 +7,7 @@
 //! against `runtime::reference`); [`enqueue`] turns it into one kernel launch, with programmatic
 //! dependent launch (PDL) so the next call's grid is resident before this one ends.
 
+use crate::abort::TpAbort;
 use crate::device::{DevBuf, ExecModule};
 use crate::CudaError;
 use cudarc::driver::{sys, CudaContext};
@@ -200,6 +201,7 @@ struct TdArgs {
     opts: u32,
     senders: u32,
     pad: u32,
+    ab: TpAbort,
 }
 
 /// What a direct launch needs to know about the ranks: every rank's slot regions and flag
@@ -368,6 +370,7 @@ fn plan_launch(peers: &DirectPeers, rank: u32, call: &DirectCall) -> Result<Laun
             },
         senders: grid,
         pad: 0,
+        ab: call.ab,
     };
     let block = match proto {
         PROTO_LL => k.ll_block,

@@ -8,6 +8,7 @@
 //! rank's kernels are resident at once (`crate::residency`); a path whose least grid does not
 //! fit is refused with [`crate::residency::ResidencyError`], never left to hang.
 
+use crate::abort::{AbortWord, RankAbort, TpAbort};
 use crate::ce::state::CeState;
 use crate::ce_pair::state::{PairScratch, PairState};
 use crate::device::{drv, open_devices, DevBuf, ExecModule, ModuleCache};
@@ -27,7 +28,10 @@ pub(crate) mod plan;
 pub use crate::request::Request;
 use plan::DevPlan;
 
-use crate::layout::{GROUP_FLAG_WORDS as FLAG_WORDS, LL_HALF_BYTES, MAX_RANKS};
+use crate::ce_pair::PAIR_WORDS;
+use crate::layout::{
+    CE_FLAGS, GROUP_FLAG_WORDS as FLAG_WORDS, LL_HALF_BYTES, MAX_RANKS, PAIR_FLAGS,
+};
 pub(crate) struct RankState {
     pub(crate) ctx: Arc<CudaContext>,
     /// The SMs this rank's spinning CTAs may fill: the GPU's SM count, or on a GPU that ranks
@@ -54,6 +58,8 @@ pub(crate) struct RankState {
     pub(crate) hybrid: Mutex<HybridState>,
     /// Slots and flags of the direct-push path (`crate::direct`).
     pub(crate) direct: DirectBufs,
+    /// This rank's status word and call count (`crate::abort`).
+    pub(crate) abort: RankAbort,
 }
 
 impl RankState {
@@ -87,6 +93,8 @@ pub struct CudaGroup {
     shared: bool,
     /// Both ranks' scratch rings of the copy-engine pair all-reduce, allocated on first use.
     pub(crate) pair_scratch: PairScratch,
+    /// The group's abort word: [`Self::abort`] sets it for every rank.
+    pub(crate) abort_word: AbortWord,
 }
 
 impl std::fmt::Debug for CudaGroup {
@@ -115,6 +123,7 @@ impl CudaGroup {
             residency::check_queues(ordinal, ranks_on_device, queues.as_deref())?;
         }
         let ctxs = open_devices(ordinals)?;
+        let abort_word = AbortWord::new(&ctxs[0])?;
         let mut ranks = Vec::new();
         for (ctx, (ordinal, ranks_on_device)) in ctxs.into_iter().zip(per_device) {
             let device_sms = ctx
@@ -130,7 +139,9 @@ impl CudaGroup {
             let direct = DirectBufs::new(&ctx, ordinals.len())?;
             let ce_pair = Mutex::new(PairState::new(&ctx)?);
             let hybrid = Mutex::new(HybridState::new(&ctx)?);
+            let abort = RankAbort::new(&ctx, &abort_word)?;
             ranks.push(RankState {
+                abort,
                 ctx,
                 sm_count,
                 device_sms,
@@ -159,6 +170,7 @@ impl CudaGroup {
             scratch_elems_cap_bytes: scratch_bytes,
             shared,
             pair_scratch: Mutex::new(None),
+            abort_word,
         })
     }
 
@@ -300,7 +312,7 @@ impl CudaGroup {
         Ok(l)
     }
 
-    pub(crate) fn tp_ctx(&self, rank: usize, req: &Request) -> TpCtx {
+    pub(crate) fn tp_ctx(&self, rank: usize, req: &Request, ab: TpAbort) -> TpCtx {
         let mut base = [0u64; 4 * MAX_RANKS];
         let mut flags = [0u64; MAX_RANKS];
         for (r, st) in self.ranks.iter().enumerate() {
@@ -317,6 +329,7 @@ impl CudaGroup {
             nranks: self.ranks.len() as u32,
             ll: 0,
             pad: 0,
+            ab,
         }
     }
 
@@ -368,5 +381,47 @@ impl CudaGroup {
         let p = Arc::new(DevPlan::upload(&st.ctx, l, rank, grid)?);
         plans.insert(key, p.clone());
         Ok(p)
+    }
+
+    /// Aborts every rank's GPU waits: kernels waiting on a peer leave their call (recording
+    /// which wait, see [`Self::check`]), the copy-engine paths' stream waits are released, and
+    /// every later call fails with [`CudaError::Aborted`]. Returns at once; the caller then
+    /// synchronises its streams, which complete, and drops the group. A new group on the same
+    /// GPUs works.
+    pub fn abort(&self) -> Result<(), CudaError> {
+        self.abort_word.set();
+        for st in &self.ranks {
+            let word = |i: usize| st.flags.ptr + (i * 8) as u64;
+            let ce = (CE_FLAGS..CE_FLAGS + 32).map(word);
+            let pair = (PAIR_FLAGS..PAIR_FLAGS + PAIR_WORDS).map(word);
+            crate::abort::release(&st.ctx, ce.chain(pair))?;
+        }
+        Ok(())
+    }
+
+    /// Whether [`Self::abort`] ran.
+    pub fn aborted(&self) -> bool {
+        self.abort_word.is_set()
+    }
+
+    /// The wait of `rank` that stopped (aborted or timed out), as an error naming it; `Ok` when
+    /// none did. Read it after the rank's stream completed.
+    pub fn check(&self, rank: usize) -> Result<(), CudaError> {
+        let st = self
+            .ranks
+            .get(rank)
+            .ok_or_else(|| CudaError::Input(format!("rank {rank} out of range")))?;
+        match st.abort.read()? {
+            Some(stop) => Err(stop.error(rank as u32)),
+            None => Ok(()),
+        }
+    }
+
+    /// The abort argument of `rank`'s next call, or [`CudaError::Aborted`] after an abort.
+    pub(crate) fn next_call(&self, rank: usize) -> Result<TpAbort, CudaError> {
+        if self.aborted() {
+            return Err(CudaError::Aborted);
+        }
+        Ok(self.ranks[rank].abort.next_call())
     }
 }

@@ -21,6 +21,7 @@
 //! CUDA graph capture the call runs on the direct path alone (the copy-engine counters live on
 //! the host).
 
+use crate::abort::TpAbort;
 use crate::device::{drv, ExecModule};
 use crate::group::CudaGroup;
 use crate::request::Request;
@@ -94,6 +95,7 @@ pub(crate) fn shares_sms(in_place: bool) -> bool {
 }
 
 /// Enqueues rank `rank`'s part of `req` with about the last `ce` elements on the side stream.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn enqueue(
     g: &CudaGroup,
     rank: usize,
@@ -102,11 +104,12 @@ pub(crate) fn enqueue(
     module: &ExecModule,
     stream: sys::CUstream,
     ce: u64,
+    ab: TpAbort,
 ) -> Result<(), CudaError> {
     let elem = req.dtype.size() as u64;
     let sm = req.count - ce;
     if sm >= req.count {
-        return crate::direct::local::enqueue(g, rank, req, in_place, false, module, stream);
+        return crate::direct::local::enqueue(g, rank, req, in_place, false, module, stream, ab);
     }
     let shift = |v: &[u64]| v.iter().map(|p| p + sm * elem).collect::<Vec<u64>>();
     let (ce_in, ce_out) = (shift(req.inputs), shift(req.outputs));
@@ -126,8 +129,8 @@ pub(crate) fn enqueue(
         &g.ranks[rank].ctx,
         &st,
         stream,
-        |s| crate::direct::local::enqueue(g, rank, &sm_req, in_place, share, module, s),
-        |side| crate::ce_pair::enqueue(g, rank, &ce_req, module, share, side),
+        |s| crate::direct::local::enqueue(g, rank, &sm_req, in_place, share, module, s, ab),
+        |side| crate::ce_pair::enqueue(g, rank, &ce_req, module, share, side, ab),
     )
 }
 

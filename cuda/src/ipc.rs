@@ -19,6 +19,7 @@
 use super::device::{driver_present, drv, open_devices, ExecModule, ModuleCache};
 use super::direct::{self, DirectBufs, DirectCall, DirectPeers};
 use super::CudaError;
+use crate::abort::{AbortWord, RankAbort};
 use cudarc::driver::{sys, CudaContext};
 use planner::schedule::Schedule;
 use runtime::types::{DataType, ReduceOp};
@@ -54,6 +55,47 @@ pub fn check_direct(s: &Schedule) -> Result<(), CudaError> {
         s.collective.kind.name(),
         s.nranks
     )))
+}
+
+/// Opens every peer's buffers (`recs`, in rank order) in `ctx`, keeping the mappings in
+/// `mapped`; this rank's own come from `bufs`.
+fn map_peers(
+    ctx: &Arc<CudaContext>,
+    rank: u32,
+    recs: &[PeerRecord],
+    bufs: &DirectBufs,
+    mapped: &mut Vec<IpcMapping>,
+) -> Result<DirectPeers, CudaError> {
+    let mut peers = DirectPeers {
+        nranks: recs.len() as u32,
+        min_sm: recs.iter().map(|p| p.sm_count).min().unwrap_or(1),
+        simple: [0; 8],
+        ll: [0; 8],
+        flags: [0; 8],
+    };
+    for p in recs {
+        let r = p.rank as usize;
+        let ptrs = if p.rank == rank {
+            let (s, l, f) = bufs.ptrs();
+            [s, l, f]
+        } else {
+            let mut v = [0; 3];
+            for (i, h) in p.handles.iter().enumerate() {
+                let m = IpcMapping::open(ctx, h).map_err(at(
+                    rank,
+                    &format!(
+                        "opening rank {}'s {} (GPU {}, cuIpcOpenMemHandle)",
+                        p.rank, BUF_NAMES[i], p.ordinal
+                    ),
+                ))?;
+                v[i] = m.ptr;
+                mapped.push(m);
+            }
+            v
+        };
+        (peers.simple[r], peers.ll[r], peers.flags[r]) = (ptrs[0], ptrs[1], ptrs[2]);
+    }
+    Ok(peers)
 }
 
 /// One rank's call in the multi-process mode (this rank's buffers only).
@@ -92,6 +134,9 @@ pub struct CudaProcComm {
     /// merely kept alive here.
     _bufs: DirectBufs,
     modules: ModuleCache,
+    /// The abort word ([`Self::abort`]) and this rank's status word (`crate::abort`).
+    abort_word: AbortWord,
+    stops: RankAbort,
 }
 
 impl std::fmt::Debug for CudaProcComm {
@@ -158,39 +203,12 @@ impl CudaProcComm {
         let recs = check_table(&table, &me)?;
         // Map the peers; whatever happens, tell the others before launching anything.
         let mut mapped = Vec::new();
-        let mut peers = DirectPeers {
-            nranks,
-            min_sm: recs.iter().map(|p| p.sm_count).min().unwrap_or(1),
-            simple: [0; 8],
-            ll: [0; 8],
-            flags: [0; 8],
-        };
-        let mut opened = || -> Result<(), CudaError> {
-            for p in &recs {
-                let r = p.rank as usize;
-                let ptrs = if p.rank == rank {
-                    let (s, l, f) = bufs.ptrs();
-                    [s, l, f]
-                } else {
-                    let mut v = [0; 3];
-                    for (i, h) in p.handles.iter().enumerate() {
-                        let m = IpcMapping::open(&ctx, h).map_err(at(
-                            rank,
-                            &format!(
-                                "opening rank {}'s {} (GPU {}, cuIpcOpenMemHandle)",
-                                p.rank, BUF_NAMES[i], p.ordinal
-                            ),
-                        ))?;
-                        v[i] = m.ptr;
-                        mapped.push(m);
-                    }
-                    v
-                };
-                (peers.simple[r], peers.ll[r], peers.flags[r]) = (ptrs[0], ptrs[1], ptrs[2]);
-            }
-            Ok(())
-        };
-        agree(rank, exchange, opened(), "map its peers")?;
+        let mut peers = None;
+        let opened = map_peers(&ctx, rank, &recs, &bufs, &mut mapped).map(|p| peers = Some(p));
+        agree(rank, exchange, opened, "map its peers")?;
+        let peers = peers.ok_or_else(|| rank_err(rank, "no peers mapped"))?;
+        let abort_word = AbortWord::new(&ctx)?;
+        let stops = RankAbort::new(&ctx, &abort_word)?;
         Ok(Self {
             rank,
             nranks,
@@ -201,6 +219,8 @@ impl CudaProcComm {
             mapped,
             _bufs: bufs,
             modules: ModuleCache::default(),
+            abort_word,
+            stops,
         })
     }
 
@@ -245,6 +265,9 @@ impl CudaProcComm {
         if req.count == 0 {
             return Ok(());
         }
+        if self.aborted() {
+            return Err(CudaError::Aborted);
+        }
         let module = self.module(req.dtype)?;
         let in_place = direct::is_in_place(
             s.collective.kind,
@@ -253,94 +276,142 @@ impl CudaProcComm {
             req.input,
             req.output,
         );
-        let inputs = match req.registered_input {
-            None => None,
-            Some(RegisteredBuffer(i)) => {
-                let reg = self.registry.lock().unwrap_or_else(|p| p.into_inner());
-                let r = reg
-                    .get(i as usize)
-                    .and_then(Option::as_ref)
-                    .ok_or_else(|| {
-                        rank_err(
-                            self.rank,
-                            format!("registered buffer {i} is not registered here (deregistered?)"),
-                        )
-                    })?;
-                let (in_len, _) =
-                    runtime::reference::buffer_lens(&s.collective, self.nranks, req.count as usize);
-                let in_bytes = in_len as u64 * req.dtype.size() as u64;
-                // In place, an all-gather's input is block `rank` of the output (NCCL's rule),
-                // so the ranks' inputs sit at different offsets.
-                let gather_in_place =
-                    in_place && s.collective.kind == planner::schedule::CollectiveKind::AllGather;
-                Some(peer_inputs(
-                    &r.starts,
-                    r.bytes,
-                    self.nranks,
-                    self.rank,
-                    req.input,
-                    in_bytes,
-                    if gather_in_place { in_bytes } else { 0 },
-                )?)
-            }
-        };
         let call = DirectCall {
-            inputs,
+            inputs: self.peer_inputs_of(req, in_place)?,
+            ab: self.stops.next_call(),
             ..DirectCall::of(
                 s, req.count, req.dtype, req.op, req.input, req.output, in_place,
             )
         };
-        // From 512 MiB (2 ranks, copy engines enabled): the hybrid, as in one process. Not
-        // under graph capture (the counters' bases live on the host), as in one process.
-        let elem = req.dtype.size() as u64;
-        let ce = super::hybrid::share(s, req.count, elem);
-        let pair = (ce > 0).then(|| self.pair.lock().unwrap_or_else(|p| p.into_inner()));
-        if let Some(p) = pair.as_ref().and_then(|g| g.as_ref()) {
-            self.ctx.bind_to_thread().map_err(drv)?;
-            if !super::ce_pair::capturing(stream)? {
-                let sm = req.count - ce;
-                // In place the two halves share SMs (`DirectCall::shares_sms`).
-                let share = super::hybrid::shares_sms(in_place);
-                let sm_call = DirectCall {
-                    count: sm,
-                    shares_sms: share,
-                    ..call
-                };
-                let hy = p.hybrid.lock().unwrap_or_else(|p| p.into_inner());
-                let side = p.side(&self.ctx, self.rank, self.peers.min_sm, share);
-                return super::hybrid::fork_join(
-                    &self.ctx,
-                    &hy,
-                    stream,
-                    |st| {
-                        direct::launch_call(
-                            &self.ctx,
-                            &module,
-                            &self.peers,
-                            self.rank,
-                            &sm_call,
-                            st,
-                        )
-                    },
-                    |side_stream| {
-                        super::ce_pair::enqueue_on(
-                            &side,
-                            req.input + sm * elem,
-                            req.output + sm * elem,
-                            ce,
-                            req.dtype,
-                            req.op,
-                            &module,
-                            side_stream,
-                        )
-                    },
-                )
-                .map_err(at(self.rank, "launching a hybrid call"));
-            }
+        if let Some(done) = self.enqueue_hybrid(req, &call, &module, stream) {
+            return done.map_err(at(self.rank, "launching a hybrid call"));
         }
-        drop(pair);
         direct::launch_call(&self.ctx, &module, &self.peers, self.rank, &call, stream)
             .map_err(at(self.rank, "launching a direct call"))
+    }
+
+    /// Every rank's input of `req` when it names a registered buffer (pull mode may read them).
+    fn peer_inputs_of(
+        &self,
+        req: &ProcRequest,
+        in_place: bool,
+    ) -> Result<Option<[u64; 8]>, CudaError> {
+        let Some(RegisteredBuffer(i)) = req.registered_input else {
+            return Ok(None);
+        };
+        let s = req.schedule;
+        let reg = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+        let r = reg
+            .get(i as usize)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| {
+                rank_err(
+                    self.rank,
+                    format!("registered buffer {i} is not registered here (deregistered?)"),
+                )
+            })?;
+        let (in_len, _) =
+            runtime::reference::buffer_lens(&s.collective, self.nranks, req.count as usize);
+        let in_bytes = in_len as u64 * req.dtype.size() as u64;
+        // In place, an all-gather's input is block `rank` of the output (NCCL's rule), so the
+        // ranks' inputs sit at different offsets.
+        let gather_in_place =
+            in_place && s.collective.kind == planner::schedule::CollectiveKind::AllGather;
+        peer_inputs(
+            &r.starts,
+            r.bytes,
+            self.nranks,
+            self.rank,
+            req.input,
+            in_bytes,
+            if gather_in_place { in_bytes } else { 0 },
+        )
+        .map(Some)
+    }
+
+    /// From 512 MiB (2 ranks, copy engines enabled): the hybrid, as in one process; `None`
+    /// where it does not run. Not under graph capture (the counters' bases live on the host),
+    /// as in one process.
+    fn enqueue_hybrid(
+        &self,
+        req: &ProcRequest,
+        call: &DirectCall,
+        module: &ExecModule,
+        stream: sys::CUstream,
+    ) -> Option<Result<(), CudaError>> {
+        let elem = req.dtype.size() as u64;
+        let ce = super::hybrid::share(req.schedule, req.count, elem);
+        if ce == 0 {
+            return None;
+        }
+        let pair = self.pair.lock().unwrap_or_else(|p| p.into_inner());
+        let p = pair.as_ref()?;
+        let capturing = self
+            .ctx
+            .bind_to_thread()
+            .map_err(drv)
+            .and_then(|()| super::ce_pair::capturing(stream));
+        match capturing {
+            Ok(false) => {}
+            Ok(true) => return None,
+            Err(e) => return Some(Err(e)),
+        }
+        let sm = req.count - ce;
+        // In place the two halves share SMs (`DirectCall::shares_sms`).
+        let share = super::hybrid::shares_sms(call.in_place);
+        let sm_call = DirectCall {
+            count: sm,
+            shares_sms: share,
+            ..*call
+        };
+        let hy = p.hybrid.lock().unwrap_or_else(|p| p.into_inner());
+        let side = p.side(&self.ctx, self.rank, self.peers.min_sm, share, call.ab);
+        Some(super::hybrid::fork_join(
+            &self.ctx,
+            &hy,
+            stream,
+            |st| direct::launch_call(&self.ctx, module, &self.peers, self.rank, &sm_call, st),
+            |side_stream| {
+                super::ce_pair::enqueue_on(
+                    &side,
+                    req.input + sm * elem,
+                    req.output + sm * elem,
+                    ce,
+                    req.dtype,
+                    req.op,
+                    module,
+                    side_stream,
+                )
+            },
+        ))
+    }
+
+    /// Aborts this rank's GPU waits: kernels waiting on a peer leave their call (recording
+    /// which wait, see [`Self::check`]), the copy engines' stream waits are released, and every
+    /// later call fails with [`CudaError::Aborted`]. Returns at once; the caller then
+    /// synchronises its streams, which complete, and drops the communicator. A new
+    /// communicator on the same GPU works.
+    pub fn abort(&self) -> Result<(), CudaError> {
+        self.abort_word.set();
+        let pair = self.pair.lock().unwrap_or_else(|p| p.into_inner());
+        match pair.as_ref() {
+            Some(p) => crate::abort::release(&self.ctx, p.counter_words()),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether [`Self::abort`] ran.
+    pub fn aborted(&self) -> bool {
+        self.abort_word.is_set()
+    }
+
+    /// The wait of this rank that stopped (aborted or timed out), as an error naming the wait,
+    /// the peer and the call; `Ok` when none did. Read it after the stream completed.
+    pub fn check(&self) -> Result<(), CudaError> {
+        match self.stops.read()? {
+            Some(stop) => Err(stop.error(self.rank)),
+            None => Ok(()),
+        }
     }
 }
 

@@ -87,10 +87,69 @@ pub const OPT_LL_IMPLIED: u32 = 256;
 /// `TOPOPLAN_SHARED_MAXREG` says otherwise.
 pub const SHARED_NREG: u32 = 96;
 
+// ---------------------------------------------------------------- aborts (common.cuh)
+
+/// Why a wait stopped, in a rank's status word (`TP_STOP_*`): the abort word was set, or the
+/// wait lasted longer than `TOPOPLAN_TIMEOUT`.
+pub const STOP_ABORTED: u64 = 1;
+pub const STOP_TIMEOUT: u64 = 2;
+/// Misses between two checks of the abort word and the clock in a spinning wait
+/// (`TP_CHECK_EVERY`): a satisfied wait never checks; a long one reads host memory about once
+/// a millisecond.
+pub const CHECK_EVERY: u32 = 1024;
+/// What a wait was for (`TP_WAIT_*`), as a stop reports it.
+pub const WAIT_CREDIT: u64 = 1;
+pub const WAIT_READY: u64 = 2;
+pub const WAIT_LL: u64 = 3;
+pub const WAIT_LL128: u64 = 4;
+pub const WAIT_PROGRESS: u64 = 5;
+pub const WAIT_ARRIVE: u64 = 6;
+pub const WAIT_DONE: u64 = 7;
+pub const WAIT_BARRIER: u64 = 8;
+pub const WAIT_FULL_BARRIER: u64 = 9;
+pub const WAIT_GRID: u64 = 10;
+pub const WAIT_EXEC_LL: u64 = 11;
+pub const WAIT_SIGNAL: u64 = 12;
+/// Each wait's code, its name in the kernels and what an error calls it.
+pub const WAITS: &[(u64, &str, &str)] = &[
+    (
+        WAIT_CREDIT,
+        "TP_WAIT_CREDIT",
+        "a slot's credit (direct push)",
+    ),
+    (WAIT_READY, "TP_WAIT_READY", "a Simple segment's ready word"),
+    (WAIT_LL, "TP_WAIT_LL", "an LL line"),
+    (WAIT_LL128, "TP_WAIT_LL128", "an LL128 line"),
+    (
+        WAIT_PROGRESS,
+        "TP_WAIT_PROGRESS",
+        "its own sender's progress (in place)",
+    ),
+    (WAIT_ARRIVE, "TP_WAIT_ARRIVE", "a pull-mode arrival"),
+    (WAIT_DONE, "TP_WAIT_DONE", "a pull-mode reader's done word"),
+    (
+        WAIT_BARRIER,
+        "TP_WAIT_BARRIER",
+        "an executor per-CTA barrier",
+    ),
+    (
+        WAIT_FULL_BARRIER,
+        "TP_WAIT_FULL_BARRIER",
+        "an executor full barrier",
+    ),
+    (
+        WAIT_GRID,
+        "TP_WAIT_GRID",
+        "the executor's local grid barrier",
+    ),
+    (WAIT_EXEC_LL, "TP_WAIT_EXEC_LL", "an executor LL line"),
+    (WAIT_SIGNAL, "TP_WAIT_SIGNAL", "a copy-engine signal"),
+];
+
 /// Every constant the kernels read, by its name there.
 pub fn constants() -> Vec<(&'static str, u64)> {
     let u = |v: usize| v as u64;
-    vec![
+    [
         ("TP_MAXR", u(MAX_RANKS)),
         ("TP_MAXSRC", u(MAX_SRCS)),
         ("TP_LL_HALF", LL_HALF_BYTES),
@@ -119,7 +178,13 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("TD_COPY", OPT_COPY.into()),
         ("TD_INPLACE", OPT_INPLACE.into()),
         ("TD_LL_IMPLIED", OPT_LL_IMPLIED.into()),
+        ("TP_STOP_ABORTED", STOP_ABORTED),
+        ("TP_STOP_TIMEOUT", STOP_TIMEOUT),
+        ("TP_CHECK_EVERY", CHECK_EVERY.into()),
     ]
+    .into_iter()
+    .chain(WAITS.iter().map(|&(code, name, _)| (name, code)))
+    .collect()
 }
 
 /// [`constants`] as NVRTC options: plain decimal literals, typed as C types them (every value

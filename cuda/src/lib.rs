@@ -16,6 +16,7 @@
 //! Everything that touches the driver first checks [`device::driver_present`], so machines
 //! without a GPU get an error (or a test skip), never a panic.
 
+pub mod abort;
 pub mod ce;
 pub mod ce_pair;
 pub mod device;
@@ -63,6 +64,18 @@ pub enum CudaError {
     /// A step of the multi-process (CUDA IPC) mode failed on this rank.
     #[error("rank {rank}: {what}")]
     Rank { rank: u32, what: String },
+    /// A GPU wait of this rank stopped (`abort::WaitStop`): the call's results are undefined.
+    #[error("rank {rank}: {reason} waiting for {what} from rank {peer} (call {seq} of this rank)")]
+    Stopped {
+        rank: u32,
+        reason: &'static str,
+        what: &'static str,
+        peer: u32,
+        seq: u32,
+    },
+    /// A call on a communicator after its `abort()`.
+    #[error("the communicator was aborted")]
+    Aborted,
     #[error("bootstrap: {0}")]
     Bootstrap(#[from] runtime::bootstrap::BootstrapError),
 }

@@ -3,6 +3,7 @@
 //! ([`PlanKey`]). A leaf, so the paths and the group can all name them without importing each
 //! other.
 
+use crate::abort::TpAbort;
 use crate::layout::MAX_RANKS;
 use cudarc::driver::DeviceRepr;
 use planner::schedule::Schedule;
@@ -31,6 +32,7 @@ pub(crate) struct TpCtx {
     pub(crate) nranks: u32,
     pub(crate) ll: u32,
     pub(crate) pad: u32,
+    pub(crate) ab: TpAbort,
 }
 // SAFETY: plain-old-data with the C layout the kernel declares.
 unsafe impl DeviceRepr for TpCtx {}
@@ -49,4 +51,14 @@ pub(crate) struct PlanKey {
     pub(crate) in_place: bool,
     pub(crate) average: bool,
     pub(crate) elem: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_executor_context_has_the_c_layout() {
+        // 32 + 8 pointers, 4 u32, then the 32-byte TpAbort (exec.cu's TpCtx).
+        assert_eq!(std::mem::size_of::<super::TpCtx>(), 40 * 8 + 4 * 4 + 32);
+        assert_eq!(std::mem::offset_of!(super::TpCtx, ab), 40 * 8 + 4 * 4);
+    }
 }

@@ -7,11 +7,16 @@
 //! one rule each and show the checks can fail. The hand-backs are release stores here; the kernel
 //! stores them relaxed after a CTA barrier (see `direct::protocol`'s module doc).
 //!
-//! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p runtime --test loom_direct --release`
+//! The abort models at the end run a flow whose waits may stop (`protocol::spin_step`): an abort
+//! releases a sender whose receiver died and a receiver whose sender died, and an abort at any
+//! point of a live flow never lets a stale or unwritten slot be read.
+//!
+//! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p cuda --test loom_direct --release`
 #![cfg(loom)]
 
 use cuda::direct::protocol::{
-    implied_credit, ll_flag, ll_line, ll_ready, may_read, may_write, progress, slot,
+    implied_credit, ll_flag, ll_line, ll_ready, may_read, may_write, progress, slot, spin_step,
+    Spin,
 };
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::AtomicU64;
@@ -477,4 +482,92 @@ fn implied_credits_over_two_segments_deadlock() {
 fn implied_credits_with_fewer_segments_than_slots() {
     static CALLS: [[LlCall; 2]; 3] = [sym(2, true), sym(2, true), sym(1, false)];
     ll_ranks(&CALLS, 3, LlBugs::default());
+}
+
+/// A wait that may stop (the kernels' `tp_spin`, `direct::protocol::spin_step`): true once `ok`,
+/// false once the abort word is set first.
+fn abortable(abort: &AtomicU64, mut ok: impl FnMut() -> bool) -> bool {
+    loop {
+        match spin_step(ok(), abort.load(Relaxed) != 0) {
+            Spin::Proceed => return true,
+            Spin::Stop => return false,
+            Spin::Again => loom::thread::yield_now(),
+        }
+    }
+}
+
+/// A Simple sender that leaves the call when a wait stops; returns the segments it wrote.
+fn abortable_sender(f: &Simple, nslots: u32, abort: &AtomicU64) -> u64 {
+    for seg in 0..SEGS {
+        let q = seg + 1;
+        if !abortable(abort, || may_write(f.credit.load(Acquire), q, nslots)) {
+            return seg;
+        }
+        let s = slot(q, nslots) as usize;
+        // SAFETY: loom checks that no access to this cell is concurrent.
+        f.slots[s].with_mut(|p| unsafe { *p = payload(1, seg) });
+        f.ready.store(q, Release);
+    }
+    SEGS
+}
+
+/// A Simple receiver that leaves the call when a wait stops; returns the segments it read.
+fn abortable_receiver(f: &Simple, nslots: u32, abort: &AtomicU64) -> u64 {
+    for seg in 0..SEGS {
+        let q = seg + 1;
+        if !abortable(abort, || may_read(f.ready.load(Acquire), q)) {
+            return seg;
+        }
+        let s = slot(q, nslots) as usize;
+        // SAFETY: as above.
+        let v = f.slots[s].with(|p| unsafe { *p });
+        assert_eq!(v, payload(1, seg), "stale or lost segment {q}");
+        f.credit.store(q, Release);
+    }
+    SEGS
+}
+
+#[test]
+fn an_abort_releases_a_sender_whose_receiver_died() {
+    // One slot, two segments, a receiver that never reads: the second push waits for a credit
+    // that never comes, until the abort; the unread first segment is never overwritten.
+    model(|| {
+        let f = simple(1);
+        let abort = Arc::new(AtomicU64::new(0));
+        let (f2, a2) = (f.clone(), abort.clone());
+        let s = loom::thread::spawn(move || abortable_sender(&f2, 1, &a2));
+        abort.store(1, Relaxed);
+        assert_eq!(s.join().unwrap(), 1);
+        // SAFETY: every thread has joined.
+        assert_eq!(f.slots[0].with(|p| unsafe { *p }), payload(1, 0));
+    });
+}
+
+#[test]
+fn an_abort_releases_a_receiver_whose_sender_died() {
+    model(|| {
+        let f = simple(2);
+        let abort = Arc::new(AtomicU64::new(0));
+        let (f2, a2) = (f.clone(), abort.clone());
+        let r = loom::thread::spawn(move || abortable_receiver(&f2, 2, &a2));
+        abort.store(1, Relaxed);
+        assert_eq!(r.join().unwrap(), 0);
+    });
+}
+
+#[test]
+fn an_abort_at_any_point_of_a_live_flow_never_reads_a_stale_slot() {
+    // Both ranks alive, the abort lands anywhere: each side either finishes or stops, every
+    // segment read is the one written, and none is read that was not written.
+    model(|| {
+        let f = simple(1);
+        let abort = Arc::new(AtomicU64::new(0));
+        let (fs, as_) = (f.clone(), abort.clone());
+        let s = loom::thread::spawn(move || abortable_sender(&fs, 1, &as_));
+        let (fr, ar) = (f.clone(), abort.clone());
+        let r = loom::thread::spawn(move || abortable_receiver(&fr, 1, &ar));
+        abort.store(1, Relaxed);
+        let (sent, read) = (s.join().unwrap(), r.join().unwrap());
+        assert!(read <= sent, "read {read} of {sent} written");
+    });
 }

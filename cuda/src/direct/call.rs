@@ -1,6 +1,7 @@
 //! One rank's call of the direct path: collective, buffers, element type. A leaf, so the
 //! direct path's modules share it without importing each other.
 
+use crate::abort::TpAbort;
 use planner::schedule::{CollectiveKind, Protocol, Schedule};
 use runtime::types::ReduceOp;
 
@@ -21,6 +22,9 @@ pub struct DirectCall {
     /// Another kernel of this call runs beside it (the hybrid's copy-engine reduces): launch the
     /// register-capped kernels, whose CTAs leave room on their SMs.
     pub shares_sms: bool,
+    /// Where the kernel polls for an abort and records a stop (`crate::abort`); the default
+    /// polls nothing but the timeout and records nothing.
+    pub(crate) ab: TpAbort,
 }
 
 impl DirectCall {
@@ -47,6 +51,10 @@ impl DirectCall {
             in_place,
             inputs: None,
             shares_sms: false,
+            ab: TpAbort {
+                timeout_ns: crate::abort::timeout_ns(),
+                ..TpAbort::default()
+            },
         }
     }
 }

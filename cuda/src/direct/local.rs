@@ -3,6 +3,7 @@
 //! (across processes `ipc` calls `launch_call` with no peer inputs: the push path).
 
 use super::{launch_call_pdl, pull, DirectCall, DirectPeers};
+use crate::abort::TpAbort;
 use crate::device::{drv, ExecModule};
 use crate::group::CudaGroup;
 use crate::request::Request;
@@ -13,6 +14,7 @@ use cudarc::driver::sys;
 /// Enqueues rank `rank`'s part of a one-shot collective on `stream` (one process, all ranks):
 /// pull mode where the knobs ask for it and every GPU may read every input, else the push path.
 /// `shares_sms`: see [`DirectCall::shares_sms`].
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn enqueue(
     g: &CudaGroup,
     rank: usize,
@@ -21,6 +23,7 @@ pub(crate) fn enqueue(
     shares_sms: bool,
     module: &ExecModule,
     stream: sys::CUstream,
+    ab: TpAbort,
 ) -> Result<(), CudaError> {
     // Pull mode reads the peers' inputs: only where every GPU may read every input (the same
     // answer on every rank, so all ranks of the call pull or all push).
@@ -46,6 +49,7 @@ pub(crate) fn enqueue(
     }
     let call = DirectCall {
         shares_sms,
+        ab,
         ..call_of(req, rank, in_place, pullable)
     };
     // No programmatic dependent launch on a shared GPU (`residency`).

@@ -14,7 +14,8 @@
 //!   cached credit likewise once it consumed the peer's first segment of the call. Segments
 //!   past the one being consumed are pushed only on credits already there (never waited for);
 //! - in place, the receiver may overwrite input the sender pushes only after the sender's
-//!   progress word (call number, segments pushed: [`progress`]) reached the segment.
+//!   progress word (call number, segments pushed: [`progress`]) reached the segment;
+//! - every wait may stop instead ([`spin_step`]): the CTA then leaves the call at once.
 //!
 //! `runtime/tests/loom_direct.rs` model-checks these rules under every interleaving, with the
 //! hand-backs (`ready`, `credit`) as release stores. The kernels publish them as relaxed
@@ -148,6 +149,28 @@ pub fn pull_may_overwrite(done: u64, call: u64, pass: u64) -> bool {
 /// once a reader's `done` word is `done`: the reader finished every load of the call.
 pub fn pull_may_end(done: u64, call: u64) -> bool {
     done >= pull_done_all(call)
+}
+
+/// What a waiting thread does next, in every wait on a peer (`tp_spin` in
+/// `cuda/kernels/common.cuh`): go on once its condition holds, whatever else happened; else give
+/// up once the call stopped (aborted, or past its deadline); else spin. A stopped wait leaves
+/// its CTA's call without writing a slot, word or output the peers have not allowed, so a peer
+/// that is only slow never sees data overwritten under it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spin {
+    Proceed,
+    Stop,
+    Again,
+}
+
+pub fn spin_step(ready: bool, stopped: bool) -> Spin {
+    if ready {
+        Spin::Proceed
+    } else if stopped {
+        Spin::Stop
+    } else {
+        Spin::Again
+    }
 }
 
 #[cfg(test)]

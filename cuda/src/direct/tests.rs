@@ -242,10 +242,10 @@ fn only_in_place_all_reduce_overwrites_what_it_pushes() {
 
 #[test]
 fn kernel_arguments_have_the_c_layout() {
-    // 2 pointers, 2 × 8 pointers, 7 u64, 8 u32 (direct.cu's TdArgs).
+    // 2 pointers, 2 × 8 pointers, 7 u64, 10 u32, then the 32-byte TpAbort (direct.cuh).
     assert_eq!(
         std::mem::size_of::<TdArgs>(),
-        2 * 8 + 2 * 64 + 7 * 8 + 10 * 4
+        2 * 8 + 2 * 64 + 7 * 8 + 10 * 4 + 32
     );
     assert_eq!(std::mem::align_of::<TdArgs>(), 8);
 }
@@ -321,6 +321,7 @@ fn pull_runs_only_where_its_reads_are_sound() {
         in_place,
         inputs,
         shares_sms: false,
+        ab: Default::default(),
     };
     let ar = CollectiveKind::AllReduce;
     let role_of = |kind, in_place| role(kind, 0, 0, 2, 1 << 20, in_place, false).unwrap();

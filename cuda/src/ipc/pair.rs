@@ -59,7 +59,7 @@ impl CudaProcComm {
             flags: starts(reg_flags),
             state: Mutex::new(PairState::new(&self.ctx)?),
             hybrid: Mutex::new(HybridState::new(&self.ctx)?),
-            _bufs: [ring, flags],
+            bufs: [ring, flags],
         });
         Ok(())
     }

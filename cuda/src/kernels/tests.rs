@@ -118,3 +118,28 @@ fn the_kernels_define_no_constant_the_host_passes() {
     assert!(defines("#define TD_FLAG(p) x", "TD_FLAG"));
     assert!(!defines("#define TD_FLAG_WORDS 3", "TD_FLAG"));
 }
+
+#[test]
+fn every_wait_on_a_peer_can_stop() {
+    for (name, src) in all_sources() {
+        // A bare spin on a flag word would wait forever on a dead peer.
+        assert!(
+            !src.contains("while (ld_acquire"),
+            "{name}: a spin without tp_spin"
+        );
+        // The one hand-written loop (LL128's warp-wide vote) checks tp_stop itself.
+        if src.contains("} while (") {
+            assert!(
+                src.contains("tp_stop("),
+                "{name}: a do-while spin without tp_stop"
+            );
+        }
+    }
+    for (_, name, _) in crate::layout::WAITS {
+        let used = all_sources()
+            .iter()
+            .filter(|(f, _)| *f != "common.cuh")
+            .any(|(_, s)| s.contains(name));
+        assert!(used, "{name} is reported by no wait");
+    }
+}

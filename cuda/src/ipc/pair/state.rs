@@ -2,6 +2,7 @@
 //! this process addresses them, the pair and hybrid streams. A leaf, so the communicator holds
 //! it without importing the setup.
 
+use crate::abort::TpAbort;
 use crate::ce_pair::state::PairState;
 use crate::ce_pair::PairSide;
 use crate::device::DevBuf;
@@ -17,10 +18,16 @@ pub(crate) struct ProcPair {
     pub(super) state: Mutex<PairState>,
     pub(crate) hybrid: Mutex<HybridState>,
     /// This rank's own ring and counters (the peer maps them): kept alive here.
-    pub(super) _bufs: [DevBuf; 2],
+    pub(super) bufs: [DevBuf; 2],
 }
 
 impl ProcPair {
+    /// This rank's own counter words, which its streams wait on (released on abort).
+    pub(crate) fn counter_words(&self) -> impl Iterator<Item = u64> + '_ {
+        let base = self.bufs[1].ptr;
+        (0..crate::ce_pair::PAIR_WORDS).map(move |i| base + (i * 8) as u64)
+    }
+
     /// The pair path's view for this rank.
     pub(crate) fn side<'a>(
         &'a self,
@@ -28,6 +35,7 @@ impl ProcPair {
         rank: u32,
         sm_count: u32,
         shares_sms: bool,
+        ab: TpAbort,
     ) -> PairSide<'a> {
         PairSide {
             ctx,
@@ -37,6 +45,7 @@ impl ProcPair {
             flags: self.flags,
             state: &self.state,
             shares_sms,
+            ab,
         }
     }
 }
