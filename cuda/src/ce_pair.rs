@@ -219,8 +219,7 @@ pub(crate) fn ring_bytes() -> u64 {
     slot_bytes(k) * k.slots
 }
 
-/// Words of pair counters a rank needs (FREED, then LANDED and PUSHED per copy stream).
-pub(crate) const PAIR_WORDS: usize = 1 + 2 * MAX_COPY_STREAMS;
+pub(crate) use crate::layout::PAIR_WORDS;
 
 /// Enqueues rank `rank`'s part of the pair all-reduce on `stream` (the caller's).
 pub(crate) fn enqueue(

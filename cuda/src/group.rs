@@ -28,9 +28,8 @@ pub(crate) mod plan;
 pub use crate::request::Request;
 use plan::DevPlan;
 
-use crate::ce_pair::PAIR_WORDS;
 use crate::layout::{
-    CE_FLAGS, GROUP_FLAG_WORDS as FLAG_WORDS, LL_HALF_BYTES, MAX_RANKS, PAIR_FLAGS,
+    CE_FLAGS, GROUP_FLAG_WORDS as FLAG_WORDS, LL_HALF_BYTES, MAX_RANKS, PAIR_FLAGS, PAIR_WORDS,
 };
 pub(crate) struct RankState {
     pub(crate) ctx: Arc<CudaContext>,

@@ -35,10 +35,17 @@ pub const EXEC_WORDS: usize = EXEC_LL_COUNT + EXEC_MAX_CTAS as usize;
 pub const CE_FLAGS: usize = 3072;
 /// Where the copy-engine pair path keeps its counters.
 pub const PAIR_FLAGS: usize = 3200;
+/// Copy streams per rank of the copy-engine pair path at most (`TOPOPLAN_CE_STREAMS`, default 1). Chunk c goes to stream c
+/// mod the stream count; meant to overlap one stream's signals with the next chunk's copy, but
+/// on 2×H200 two streams measured no faster than one and three or four slower
+/// (`docs/benchmarks-gpu.md`).
+pub const PAIR_COPY_STREAMS: usize = 4;
+/// Words of the pair path's counters: FREED, then LANDED and PUSHED per copy stream.
+pub const PAIR_WORDS: usize = 1 + 2 * PAIR_COPY_STREAMS;
 /// Words in a rank's flag region of a `CudaGroup`.
 pub const GROUP_FLAG_WORDS: usize = 4096;
 const _: () = assert!(EXEC_WORDS <= CE_FLAGS && CE_FLAGS + 64 <= PAIR_FLAGS);
-const _: () = assert!(PAIR_FLAGS + 64 <= GROUP_FLAG_WORDS);
+const _: () = assert!(PAIR_FLAGS + PAIR_WORDS <= GROUP_FLAG_WORDS);
 const _: () = assert!(EXEC_LL_COUNT > EXEC_RELEASE);
 
 // ---------------------------------------------------------------- the direct path (direct.cu)

@@ -6,11 +6,7 @@ use crate::CudaError;
 use cudarc::driver::CudaContext;
 use std::sync::Arc;
 
-/// Copy streams per rank at most (`TOPOPLAN_CE_STREAMS`, default 1). Chunk c goes to stream c
-/// mod the stream count; meant to overlap one stream's signals with the next chunk's copy, but
-/// on 2×H200 two streams measured no faster than one and three or four slower
-/// (`docs/benchmarks-gpu.md`).
-pub(crate) const MAX_COPY_STREAMS: usize = 4;
+pub(crate) use crate::layout::PAIR_COPY_STREAMS as MAX_COPY_STREAMS;
 
 /// Per-rank state: the copy streams, the event that forks them from the caller's stream, and how
 /// many chunks this rank has enqueued so far (the base of this call's counter values).

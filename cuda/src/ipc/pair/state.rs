@@ -25,7 +25,7 @@ impl ProcPair {
     /// This rank's own counter words, which its streams wait on (released on abort).
     pub(crate) fn counter_words(&self) -> impl Iterator<Item = u64> + '_ {
         let base = self.bufs[1].ptr;
-        (0..crate::ce_pair::PAIR_WORDS).map(move |i| base + (i * 8) as u64)
+        (0..crate::layout::PAIR_WORDS).map(move |i| base + (i * 8) as u64)
     }
 
     /// The pair path's view for this rank.
