@@ -90,7 +90,8 @@ fn compile_all(test: &str, tys: &[&'static str]) {
 
 /// Assembles `ptx` with `ptxas` for sm_90, panicking with its log on failure.
 fn assemble(ptxas: &std::path::Path, what: &str, ptx: &str) {
-    let dir = std::env::temp_dir().join(format!("topoplan-ptxas-{}", std::process::id()));
+    // A folder per unit and type: the tests run at once and each removes its own.
+    let dir = std::env::temp_dir().join(format!("topoplan-ptxas-{}-{what}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let src = dir.join(format!("{what}.ptx"));
     std::fs::write(&src, ptx).unwrap();
