@@ -11,6 +11,7 @@ pub mod detect;
 pub mod doctor;
 pub mod env;
 pub mod plan;
+pub mod plan_bound;
 pub mod run;
 pub mod sim;
 pub mod topo;
