@@ -289,10 +289,75 @@ fn plan_launch(peers: &DirectPeers, rank: u32, call: &DirectCall) -> Result<Laun
     let min_sm = peers.min_sm;
     let bytes = role.n * elem;
     let grid = grid(bytes, ll, min_sm, if ll { k.ll_ctas } else { k.ctas });
-    let peers_n = n as u64 - 1;
+    let t = transport(peers, call, &role, bytes, grid);
+    let (proto, scratch, slot_bytes, seg, ctas) = (t.proto, t.scratch, t.slot_bytes, t.seg, t.ctas);
+    let args = TdArgs {
+        input: call.input,
+        output: call.output,
+        scratch,
+        flags: peers.flags,
+        n: role.n,
+        seg,
+        slot_bytes,
+        send_stride: role.send_stride,
+        local_off: role.local_off,
+        gather_stride: role.gather_stride,
+        copy_dst: role.copy_dst.unwrap_or(0),
+        rank,
+        nranks: n,
+        send_mask: role.send_mask,
+        recv_mask: role.recv_mask,
+        mode: u32::from(!role.reduce),
+        ll: proto,
+        nslots: k.nslots,
+        opts: if role.avg { OPT_AVG } else { 0 }
+            | if role.copy_dst.is_some() { OPT_COPY } else { 0 }
+            | if call.in_place && role.overwrites_what_it_pushes() {
+                OPT_INPLACE
+            } else {
+                0
+            }
+            | if proto == PROTO_LL && ll_credit_implied(&role, elem, ctas, k.nslots) {
+                OPT_LL_IMPLIED
+            } else {
+                0
+            },
+        senders: grid,
+        pad: 0,
+        ab: call.ab,
+    };
+    let block = match proto {
+        PROTO_LL => k.ll_block,
+        PROTO_PULL => pull::block(),
+        _ => BLOCK,
+    };
+    Ok(LaunchPlan { args, ctas, block })
+}
+
+/// How a call's data travels: protocol code, the scratch bases (pull: the peers' inputs),
+/// slot bytes, segment elements and CTAs.
+struct Transport {
+    proto: u32,
+    scratch: [u64; MAX_RANKS],
+    slot_bytes: u64,
+    seg: u64,
+    ctas: u32,
+}
+
+fn transport(
+    peers: &DirectPeers,
+    call: &DirectCall,
+    role: &DirectRole,
+    bytes: u64,
+    grid: u32,
+) -> Transport {
+    let k = knobs();
+    let min_sm = peers.min_sm;
+    let elem = call.dtype.size() as u64;
+    let peers_n = peers.nranks as u64 - 1;
     let simple_slot = simple_slot_bytes(peers_n, k.slot_bytes);
     // (protocol code, scratch bases, slot bytes, segment elements, CTAs)
-    let pulls = pull::chosen(call, &role, bytes);
+    let pulls = pull::chosen(call, role, bytes);
     let (proto, scratch, slot_bytes, seg, ctas) = match call.protocol {
         // Pull mode reads the peers' inputs: their pointers take the scratch bases' place.
         _ if pulls => (
@@ -337,47 +402,13 @@ fn plan_launch(peers: &DirectPeers, rank: u32, call: &DirectCall) -> Result<Laun
             )
         }
     };
-    let args = TdArgs {
-        input: call.input,
-        output: call.output,
+    Transport {
+        proto,
         scratch,
-        flags: peers.flags,
-        n: role.n,
-        seg,
         slot_bytes,
-        send_stride: role.send_stride,
-        local_off: role.local_off,
-        gather_stride: role.gather_stride,
-        copy_dst: role.copy_dst.unwrap_or(0),
-        rank,
-        nranks: n,
-        send_mask: role.send_mask,
-        recv_mask: role.recv_mask,
-        mode: u32::from(!role.reduce),
-        ll: proto,
-        nslots: k.nslots,
-        opts: if role.avg { OPT_AVG } else { 0 }
-            | if role.copy_dst.is_some() { OPT_COPY } else { 0 }
-            | if call.in_place && role.overwrites_what_it_pushes() {
-                OPT_INPLACE
-            } else {
-                0
-            }
-            | if proto == PROTO_LL && ll_credit_implied(&role, elem, ctas, k.nslots) {
-                OPT_LL_IMPLIED
-            } else {
-                0
-            },
-        senders: grid,
-        pad: 0,
-        ab: call.ab,
-    };
-    let block = match proto {
-        PROTO_LL => k.ll_block,
-        PROTO_PULL => pull::block(),
-        _ => BLOCK,
-    };
-    Ok(LaunchPlan { args, ctas, block })
+        seg,
+        ctas,
+    }
 }
 
 /// Whether an LL call may leave its credits implied (`TD_LL_IMPLIED`): every peer this rank
