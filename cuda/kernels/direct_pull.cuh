@@ -12,7 +12,7 @@
 // pass by pass for the peers' done word; out of place, a rank stores at once and waits only
 // at the end. Words only grow (arrive: the call; done: call << 24 | passes read, or
 // TD_PULL_ALL), so a captured graph replays correctly. The rules are `direct::protocol`'s
-// pull functions, model-checked by `runtime/tests/loom_pull.rs`.
+// pull functions, model-checked by `cuda/tests/loom_pull.rs`.
 
 #pragma once
 #include "direct.cuh"

@@ -372,7 +372,7 @@ pub(crate) fn capturing(stream: sys::CUstream) -> Result<bool, CudaError> {
 }
 
 /// The pair path's counter rules as pure decisions (`enqueue` makes them; the loom model
-/// `runtime/tests/loom_ce_pair.rs` checks them). Chunks are numbered across calls from 0.
+/// `cuda/tests/loom_ce_pair.rs` checks them). Chunks are numbered across calls from 0.
 pub mod protocol {
     /// Scratch slot of chunk `c` in a ring of `slots`.
     pub fn slot(c: u64, slots: u64) -> u64 {

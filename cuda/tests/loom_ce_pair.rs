@@ -13,7 +13,7 @@
 //! catch lost or stale data; a run where no thread can progress fails. The `should_panic` models
 //! each drop one wait and show the checks can fail.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p runtime --test loom_ce_pair --release`
+//! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p cuda --test loom_ce_pair --release`
 #![cfg(loom)]
 
 use cuda::ce_pair::protocol::{may_refill, slot, stream_of};

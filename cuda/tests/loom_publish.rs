@@ -14,7 +14,7 @@
 //! `should_panic` models move the fence before the barrier, or drop the release, and loom
 //! catches the receiver reading (or overwriting) a cell concurrently with a thread's access.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p runtime --test loom_publish --release`
+//! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p cuda --test loom_publish --release`
 #![cfg(loom)]
 
 use loom::cell::UnsafeCell;

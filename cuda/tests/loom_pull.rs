@@ -14,7 +14,7 @@
 //! (in place, through the barrier's predicate, which depends on every loaded value) or of the
 //! call precedes (see `direct::protocol`'s module doc). loom cannot model those hand-offs.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p runtime --test loom_pull --release`
+//! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p cuda --test loom_pull --release`
 #![cfg(loom)]
 
 use cuda::direct::protocol::{

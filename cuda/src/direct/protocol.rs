@@ -17,11 +17,11 @@
 //!   progress word (call number, segments pushed: [`progress`]) reached the segment;
 //! - every wait may stop instead ([`spin_step`]): the CTA then leaves the call at once.
 //!
-//! `runtime/tests/loom_direct.rs` model-checks these rules under every interleaving, with the
+//! `cuda/tests/loom_direct.rs` model-checks these rules under every interleaving, with the
 //! hand-backs (`ready`, `credit`) as release stores. The kernels publish them as relaxed
 //! system-scope stores after a CTA barrier (and, for `ready`, after thread 0's system fence
 //! that follows the barrier): what orders them there is the barrier and fences, not the
-//! store's own semantics (`docs/cuda.md`, "Relaxed hand-backs"). `runtime/tests/loom_publish.rs`
+//! store's own semantics (`docs/cuda.md`, "Relaxed hand-backs"). `cuda/tests/loom_publish.rs`
 //! checks the `ready` pattern (and the in-place progress word's release) with the CTA's
 //! threads modelled; the relaxed credit after loads rests on the hardware argument there.
 //!
@@ -38,7 +38,7 @@
 //!   pass `p`'s results once every reader's `done` satisfies [`pull_may_overwrite`], after
 //!   publishing its own mark for `p`, and skips the end wait.
 //!
-//! `runtime/tests/loom_pull.rs` model-checks these rules with `arrive` and `done` as release
+//! `cuda/tests/loom_pull.rs` model-checks these rules with `arrive` and `done` as release
 //! stores; the kernel stores them relaxed (the input was written by work that finished before
 //! the kernel passed `griddepcontrol.wait`; `done` follows a CTA barrier that every peer load of
 //! the pass or call precedes), which again is an argument outside loom.
@@ -80,7 +80,7 @@ pub fn implied_credit(credit: u64, sent_at_start: u64) -> u64 {
 /// `S - nseg + nslots >= S + 1`, i.e. `nseg < nslots`, and it is pushed before anything of the
 /// call is consumed (later segments follow on the credit raised by the peer's first one).
 /// Otherwise both ranks wait for a credit nobody stores: with one slot, or with more segments
-/// per call than slots allow (`runtime/tests/loom_direct.rs` shows both deadlocks).
+/// per call than slots allow (`cuda/tests/loom_direct.rs` shows both deadlocks).
 pub fn credit_implied_ok(symmetric: bool, nseg_max: u64, nslots: u32) -> bool {
     symmetric && nseg_max <= 1 && nslots >= 2
 }
