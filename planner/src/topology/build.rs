@@ -157,30 +157,7 @@ impl<'a> Builder<'a> {
                     format!("numaid {numa_id} already used by {prev}"),
                 ));
             }
-            let arch = match cpu.arch.as_deref() {
-                Some(a) if a.starts_with("x86_64") => CpuArch::X86_64,
-                Some(a) if a.starts_with("arm64") => CpuArch::Arm64,
-                Some(a) if a.starts_with("ppc64") => CpuArch::Ppc64,
-                _ => CpuArch::Unknown,
-            };
-            let vendor = match cpu.vendor.as_deref() {
-                Some(v) if v.starts_with("GenuineIntel") => CpuVendor::Intel,
-                Some(v) if v.starts_with("AuthenticAMD") => CpuVendor::Amd,
-                Some(v) if v.starts_with("CentaurHauls") || v.starts_with("  Shanghai  ") => {
-                    CpuVendor::Zhaoxin
-                }
-                _ => CpuVendor::Other,
-            };
-            let id = self.topo.add_node(
-                Some(self.host),
-                NodeKind::Cpu(Cpu {
-                    numa_id: numa_id.clamp(i32::MIN as i64, i32::MAX as i64) as i32,
-                    arch,
-                    vendor,
-                    family_id: cpu.familyid.unwrap_or(0).max(0) as u32,
-                    model_id: cpu.modelid.unwrap_or(0).max(0) as u32,
-                }),
-            );
+            let id = self.cpu_node(cpu, numa_id);
             cpus.push(id);
             for (pi, p) in cpu.pci.iter().enumerate() {
                 self.pci(p, id, id, &format!("{path}.pci[{pi}]"))?;
@@ -352,38 +329,7 @@ impl<'a> Builder<'a> {
             }
         };
         match kind {
-            PciClass::Bridge => {
-                let up = self.pci_link(p, &name)?;
-                let id = self.topo.add_node(
-                    Some(self.host),
-                    NodeKind::PciSwitch(PciSwitch {
-                        busid: p.busid.to_ascii_lowercase(),
-                    }),
-                );
-                self.topo.add_duplex(parent, id, up);
-                self.switch_by_bus.insert(p.busid.to_ascii_lowercase(), id);
-                for l in &p.pcilinks {
-                    self.pcilinks.push((id, l, name.clone()));
-                }
-                for (i, c) in p.pci.iter().enumerate() {
-                    self.pci(c, id, cpu, &format!("{path}.pci[{i}]"))?;
-                }
-                // Skeletons that list no GPU at all (AWS p5): one GPU behind every PCIe switch
-                // whose children are all leaves, as the vendor's file comment describes.
-                if self.gpu_per_switch
-                    && !p.pci.is_empty()
-                    && p.pci.iter().all(|c| c.pci.is_empty())
-                {
-                    let busid = self.synth_busid(&p.busid);
-                    let gl = match p.pci.first() {
-                        Some(c) => self.pci_link(c, &name)?,
-                        None => link(LinkKind::Pcie, gpus::pci_bw("", 16), 1),
-                    };
-                    self.synth_gpu(&busid, id, gl);
-                    self.synthesized_bus.push(busid);
-                }
-                Ok(())
-            }
+            PciClass::Bridge => self.bridge(p, parent, cpu, &name, path),
             PciClass::Gpu => {
                 if self.skeleton.is_some() {
                     let up = self.pci_link(p, &name)?;
@@ -561,6 +507,72 @@ impl<'a> Builder<'a> {
             self.topo.add_duplex(parent, id, up.clone());
         }
         Ok(())
+    }
+
+    /// A PCI switch and everything below it.
+    fn bridge(
+        &mut self,
+        p: &'a PciDoc,
+        parent: NodeId,
+        cpu: NodeId,
+        name: &str,
+        path: &str,
+    ) -> Result<(), TopoError> {
+        let up = self.pci_link(p, name)?;
+        let id = self.topo.add_node(
+            Some(self.host),
+            NodeKind::PciSwitch(PciSwitch {
+                busid: p.busid.to_ascii_lowercase(),
+            }),
+        );
+        self.topo.add_duplex(parent, id, up);
+        self.switch_by_bus.insert(p.busid.to_ascii_lowercase(), id);
+        for l in &p.pcilinks {
+            self.pcilinks.push((id, l, name.to_string()));
+        }
+        for (i, c) in p.pci.iter().enumerate() {
+            self.pci(c, id, cpu, &format!("{path}.pci[{i}]"))?;
+        }
+        // Skeletons that list no GPU at all (AWS p5): one GPU behind every PCIe switch
+        // whose children are all leaves, as the vendor's file comment describes.
+        if self.gpu_per_switch && !p.pci.is_empty() && p.pci.iter().all(|c| c.pci.is_empty()) {
+            let busid = self.synth_busid(&p.busid);
+            let gl = match p.pci.first() {
+                Some(c) => self.pci_link(c, name)?,
+                None => link(LinkKind::Pcie, gpus::pci_bw("", 16), 1),
+            };
+            self.synth_gpu(&busid, id, gl);
+            self.synthesized_bus.push(busid);
+        }
+        Ok(())
+    }
+
+    /// The CPU (NUMA domain) node of a `<cpu>`: NCCL's arch and vendor by prefix.
+    fn cpu_node(&mut self, cpu: &CpuDoc, numa_id: i64) -> NodeId {
+        let arch = match cpu.arch.as_deref() {
+            Some(a) if a.starts_with("x86_64") => CpuArch::X86_64,
+            Some(a) if a.starts_with("arm64") => CpuArch::Arm64,
+            Some(a) if a.starts_with("ppc64") => CpuArch::Ppc64,
+            _ => CpuArch::Unknown,
+        };
+        let vendor = match cpu.vendor.as_deref() {
+            Some(v) if v.starts_with("GenuineIntel") => CpuVendor::Intel,
+            Some(v) if v.starts_with("AuthenticAMD") => CpuVendor::Amd,
+            Some(v) if v.starts_with("CentaurHauls") || v.starts_with("  Shanghai  ") => {
+                CpuVendor::Zhaoxin
+            }
+            _ => CpuVendor::Other,
+        };
+        self.topo.add_node(
+            Some(self.host),
+            NodeKind::Cpu(Cpu {
+                numa_id: numa_id.clamp(i32::MIN as i64, i32::MAX as i64) as i32,
+                arch,
+                vendor,
+                family_id: cpu.familyid.unwrap_or(0).max(0) as u32,
+                model_id: cpu.modelid.unwrap_or(0).max(0) as u32,
+            }),
+        )
     }
 
     /// What one `<gpu>` may not be: of an unknown generation, a CUDA device index already
