@@ -395,6 +395,31 @@ pub fn run(a: Args) -> CliResult {
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
+    let out = outcomes(&changes, &planned, &cells, sizes.len(), kind);
+    if let Some(path) = &a.plot {
+        plot(path, kind, &out)
+            .map_err(|e| CliError::failure(format!("{}: {e}", path.display())))?;
+    }
+    if a.json {
+        let v = serde_json::json!({"collective": kind.name(), "scenarios": out});
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(CliError::failure)?
+        );
+        return Ok(());
+    }
+    print_table(kind, &out);
+    Ok(())
+}
+
+/// Each scenario's row: its ranks, profile, bound and cells (or why it has none).
+fn outcomes(
+    changes: &[Change],
+    planned: &[Result<(Topology, Planner), String>],
+    cells: &[Result<Cell, String>],
+    nsizes: usize,
+    kind: planner::schedule::CollectiveKind,
+) -> Vec<ScenarioOut> {
     let mut out: Vec<ScenarioOut> = Vec::new();
     for (i, c) in changes.iter().enumerate() {
         let (nranks, error, profile) = match &planned[i] {
@@ -413,23 +438,10 @@ pub fn run(a: Args) -> CliResult {
             profile,
             error,
             bound_gbps,
-            cells: cells[i * sizes.len()..(i + 1) * sizes.len()].to_vec(),
+            cells: cells[i * nsizes..(i + 1) * nsizes].to_vec(),
         });
     }
-    if let Some(path) = &a.plot {
-        plot(path, kind, &out)
-            .map_err(|e| CliError::failure(format!("{}: {e}", path.display())))?;
-    }
-    if a.json {
-        let v = serde_json::json!({"collective": kind.name(), "scenarios": out});
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&v).map_err(CliError::failure)?
-        );
-        return Ok(());
-    }
-    print_table(kind, &out);
-    Ok(())
+    out
 }
 
 fn print_table(kind: planner::schedule::CollectiveKind, out: &[ScenarioOut]) {
