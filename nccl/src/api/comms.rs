@@ -239,6 +239,7 @@ pub extern "C" fn ncclCommFinalize(comm: CommHandle) -> NcclResult {
 fn teardown(c: Arc<Comm>, abort: bool) {
     c.hang.close();
     if abort {
+        crate::gpu::abort(&c);
         c.abort();
     }
     crate::premul::forget(c.handle);

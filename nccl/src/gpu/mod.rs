@@ -49,13 +49,34 @@ pub fn refusal(comm: &Comm, op: &Op) -> Option<String> {
     refusal_for(enabled(), op, comm.nranks)
 }
 
+/// `ncclCommAbort`: stops every kernel of this rank that waits on a peer (they poll an abort
+/// word) and releases the copy engines' waits, so the stream drains and the GPU stays usable.
+pub fn abort(comm: &Comm) {
+    if let Some(GpuRank::Procs { proc, .. }) = lock(&comm.gpu).as_ref() {
+        if let Err(e) = proc.abort() {
+            crate::knobs::log(
+                crate::knobs::Level::Warn,
+                &format!("ncclCommAbort: stopping the GPU waits: {e}"),
+            );
+        }
+    }
+}
+
 /// For `ncclCommGetAsyncError`: a dead peer while device calls may be in flight. Kernels waiting
 /// on it spin where the runtime cannot see them, so a framework's watchdog learns of it here:
 /// the communicator becomes unusable and the error names the rank. Skipped while another
 /// thread holds the runtime communicator (its own waits check liveness).
 pub fn check_peers(comm: &Comm) -> Result<(), ApiError> {
-    if !matches!(lock(&comm.gpu).as_ref(), Some(GpuRank::Procs { .. })) {
-        return Ok(());
+    match lock(&comm.gpu).as_ref() {
+        Some(GpuRank::Procs { proc, .. }) => {
+            // A kernel that gave up waiting (TOPOPLAN_TIMEOUT, or an abort) left why.
+            if let Err(e) = proc.check() {
+                let e = ApiError::Remote(e.to_string());
+                comm.poison(&e);
+                return Err(e);
+            }
+        }
+        _ => return Ok(()),
     }
     let Ok(guard) = comm.cpu.try_lock() else {
         return Ok(());
