@@ -113,22 +113,10 @@ fn numa_of(t: &Topology, n: NodeId, cpus: &[(NodeId, i32)]) -> Option<i32> {
         .map(|x| x.1)
 }
 
-pub fn report(t: &Topology) -> Report {
+/// One row per GPU of host 0: its links, NUMA domain and nearest NIC.
+fn gpu_rows(t: &Topology, gpu_nodes: &[NodeId], cpus: &[(NodeId, i32)]) -> Vec<GpuRow> {
     let g = &t.graph;
-    let count = |f: &dyn Fn(&NodeKind) -> bool| g.node_weights().filter(|n| f(&n.kind)).count();
-    let host0 = |n: NodeId| g[n].host.unwrap_or(0) == 0;
-    let cpus: Vec<(NodeId, i32)> = g
-        .node_indices()
-        .filter(|n| host0(*n))
-        .filter_map(|n| match &g[n].kind {
-            NodeKind::Cpu(c) => Some((n, c.numa_id)),
-            _ => None,
-        })
-        .collect();
-    let ranks = t.gpus_of_host(0);
-    let gpu_nodes: Vec<NodeId> = ranks.iter().filter_map(|r| t.gpu_of_rank(*r)).collect();
-    let nics = t.nics_of_host(0);
-    let gpu_list = gpu_nodes
+    gpu_nodes
         .iter()
         .map(|&n| {
             let gpu = t.gpu(n).expect("gpu node");
@@ -148,7 +136,7 @@ pub fn report(t: &Topology) -> Report {
                 mem_bw_gbps: gpu.mem_bw_gbps,
                 nvlinks: links,
                 nvlink_gbps: bw,
-                numa: numa_of(t, n, &cpus),
+                numa: numa_of(t, n, cpus),
                 gdr: gpu.gdr,
                 nic: t.local_nic(n).and_then(|x| match &g[x].kind {
                     NodeKind::Nic(nic) => Some(nic.name.clone()),
@@ -156,9 +144,13 @@ pub fn report(t: &Topology) -> Report {
                 }),
             }
         })
-        .collect();
-    let cpu_list = cpus
-        .iter()
+        .collect()
+}
+
+/// One row per NUMA domain of host 0.
+fn cpu_rows(t: &Topology, cpus: &[(NodeId, i32)]) -> Vec<CpuRow> {
+    let g = &t.graph;
+    cpus.iter()
         .map(|&(n, _)| {
             let NodeKind::Cpu(c) = &g[n].kind else {
                 unreachable!("filtered to CPUs")
@@ -177,9 +169,13 @@ pub fn report(t: &Topology) -> Report {
                 inter_cpu_gbps: inter,
             }
         })
-        .collect();
-    let nic_list = nics
-        .iter()
+        .collect()
+}
+
+/// One row per NIC port of host 0.
+fn nic_rows(t: &Topology, nics: &[NodeId], cpus: &[(NodeId, i32)]) -> Vec<NicRow> {
+    let g = &t.graph;
+    nics.iter()
         .map(|&n| {
             let NodeKind::Nic(nic) = &g[n].kind else {
                 unreachable!("nics_of_host returns NICs")
@@ -191,10 +187,15 @@ pub fn report(t: &Topology) -> Report {
                 speed_gbps: nic.speed_gbps,
                 gdr: nic.gdr,
                 coll: nic.coll,
-                numa: numa_of(t, n, &cpus),
+                numa: numa_of(t, n, cpus),
             }
         })
-        .collect();
+        .collect()
+}
+
+/// Links by kind: how many, and their bandwidth range.
+fn link_summaries(t: &Topology) -> Vec<LinkSummary> {
+    let g = &t.graph;
     let mut links: Vec<LinkSummary> = Vec::new();
     for l in g.edge_weights() {
         let kind = format!("{:?}", l.kind);
@@ -212,6 +213,28 @@ pub fn report(t: &Topology) -> Report {
             }),
         }
     }
+    links
+}
+
+pub fn report(t: &Topology) -> Report {
+    let g = &t.graph;
+    let count = |f: &dyn Fn(&NodeKind) -> bool| g.node_weights().filter(|n| f(&n.kind)).count();
+    let host0 = |n: NodeId| g[n].host.unwrap_or(0) == 0;
+    let cpus: Vec<(NodeId, i32)> = g
+        .node_indices()
+        .filter(|n| host0(*n))
+        .filter_map(|n| match &g[n].kind {
+            NodeKind::Cpu(c) => Some((n, c.numa_id)),
+            _ => None,
+        })
+        .collect();
+    let ranks = t.gpus_of_host(0);
+    let gpu_nodes: Vec<NodeId> = ranks.iter().filter_map(|r| t.gpu_of_rank(*r)).collect();
+    let nics = t.nics_of_host(0);
+    let gpu_list = gpu_rows(t, &gpu_nodes, &cpus);
+    let cpu_list = cpu_rows(t, &cpus);
+    let nic_list = nic_rows(t, &nics, &cpus);
+    let links = link_summaries(t);
     let gpu_gpu = gpu_nodes
         .iter()
         .map(|&a| gpu_nodes.iter().map(|&b| cell(t, a, b)).collect())
@@ -311,36 +334,8 @@ fn matrix(out: &mut String, rows: &[String], cols: &[String], cells: &[Vec<Cell>
 }
 
 /// The human-readable form.
-pub fn render(r: &Report, name: &str) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{name}: {} host{}, {} GPU{}, {} NUMA domain{}, {} PCIe switch{}, {} NVSwitch node{}, {} NIC port{}",
-        r.hosts,
-        if r.hosts == 1 { "" } else { "s" },
-        r.gpus,
-        if r.gpus == 1 { "" } else { "s" },
-        r.numa_domains,
-        if r.numa_domains == 1 { "" } else { "s" },
-        r.pci_switches,
-        if r.pci_switches == 1 { "" } else { "es" },
-        r.nvswitches,
-        if r.nvswitches == 1 { "" } else { "s" },
-        r.nics,
-        if r.nics == 1 { "" } else { "s" },
-    );
-    if let Some(f) = &r.fabric {
-        let _ = writeln!(
-            s,
-            "fabric: {}, {} switches, NIC ports {} GB/s ({} Gb/s), {} µs per switch hop",
-            f.kind,
-            f.switches,
-            fmt_bw(f.port_gbps),
-            f.port_gbps * 8.0,
-            f.switch_lat_us
-        );
-    }
-    let host = if r.hosts > 1 { " (host 0)" } else { "" };
+/// The GPU, NUMA domain and NIC tables of `render`.
+fn render_devices(s: &mut String, r: &Report, host: &str) {
     let _ = writeln!(s, "\nGPUs{host}:");
     let _ = writeln!(
         s,
@@ -399,6 +394,39 @@ pub fn render(r: &Report, name: &str) -> String {
             );
         }
     }
+}
+
+pub fn render(r: &Report, name: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{name}: {} host{}, {} GPU{}, {} NUMA domain{}, {} PCIe switch{}, {} NVSwitch node{}, {} NIC port{}",
+        r.hosts,
+        if r.hosts == 1 { "" } else { "s" },
+        r.gpus,
+        if r.gpus == 1 { "" } else { "s" },
+        r.numa_domains,
+        if r.numa_domains == 1 { "" } else { "s" },
+        r.pci_switches,
+        if r.pci_switches == 1 { "" } else { "es" },
+        r.nvswitches,
+        if r.nvswitches == 1 { "" } else { "s" },
+        r.nics,
+        if r.nics == 1 { "" } else { "s" },
+    );
+    if let Some(f) = &r.fabric {
+        let _ = writeln!(
+            s,
+            "fabric: {}, {} switches, NIC ports {} GB/s ({} Gb/s), {} µs per switch hop",
+            f.kind,
+            f.switches,
+            fmt_bw(f.port_gbps),
+            f.port_gbps * 8.0,
+            f.switch_lat_us
+        );
+    }
+    let host = if r.hosts > 1 { " (host 0)" } else { "" };
+    render_devices(&mut s, r, host);
     let _ = writeln!(s, "\nLinks (directional):");
     for l in &r.links {
         let bw = if (l.max_gbps - l.min_gbps).abs() < 1e-9 {
