@@ -107,6 +107,81 @@ pub fn scale_doc(doc: &TopoDoc, cluster: ClusterDoc) -> Result<TopoDoc, TopoErro
     Ok(out)
 }
 
+/// Joins every host's NICs (`host_nics`, each host's in the same order) with the fabric's
+/// switches and links.
+fn wire_fabric(t: &mut Topology, fabric: &Fabric, host_nics: &[Vec<NodeId>], nodes: u32) {
+    let net_link = |bw: f64| Link {
+        kind: LinkKind::Network,
+        bw_gbps: bw,
+        lat_us: fabric.switch_lat_us,
+        count: 1,
+    };
+    let k = host_nics.first().map_or(0, Vec::len);
+    let port = fabric.port_gbps;
+    let switch = |t: &mut Topology, level: u32, index: u32| {
+        t.graph.add_node(Node {
+            host: None,
+            kind: NodeKind::NetSwitch { level, index },
+        })
+    };
+    match &fabric.kind {
+        FabricKind::SingleSwitch => {
+            let s = switch(t, 0, 0);
+            for hn in host_nics {
+                for &nic in hn {
+                    t.graph.add_edge(nic, s, net_link(port));
+                    t.graph.add_edge(s, nic, net_link(port));
+                }
+            }
+        }
+        FabricKind::RailOptimized => {
+            let leaves: Vec<NodeId> = (0..k).map(|i| switch(t, 0, i as u32)).collect();
+            for hn in host_nics {
+                for (i, &nic) in hn.iter().enumerate() {
+                    t.graph.add_edge(nic, leaves[i], net_link(port));
+                    t.graph.add_edge(leaves[i], nic, net_link(port));
+                }
+            }
+            if k > 1 {
+                let spines: Vec<NodeId> = (0..k).map(|i| switch(t, 1, i as u32)).collect();
+                let up = nodes as f64 * port / k as f64;
+                for &l in &leaves {
+                    for &s in &spines {
+                        t.graph.add_edge(l, s, net_link(up));
+                        t.graph.add_edge(s, l, net_link(up));
+                    }
+                }
+            }
+        }
+        FabricKind::FatTree {
+            hosts_per_leaf,
+            oversubscription,
+        } => {
+            let hpl = (*hosts_per_leaf).max(1);
+            let n_leaves = nodes.div_ceil(hpl);
+            let leaves: Vec<NodeId> = (0..n_leaves).map(|i| switch(t, 0, i)).collect();
+            for (h, hn) in host_nics.iter().enumerate() {
+                let l = leaves[h / hpl as usize];
+                for &nic in hn {
+                    t.graph.add_edge(nic, l, net_link(port));
+                    t.graph.add_edge(l, nic, net_link(port));
+                }
+            }
+            if n_leaves > 1 {
+                let n_spines = k as u32;
+                let spines: Vec<NodeId> = (0..n_spines).map(|i| switch(t, 1, i)).collect();
+                let up = hpl as f64 * k as f64 * port / (oversubscription * n_spines as f64);
+                for &l in &leaves {
+                    for &s in &spines {
+                        t.graph.add_edge(l, s, net_link(up));
+                        t.graph.add_edge(s, l, net_link(up));
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Replicates a single-machine topology `nodes` times and joins the hosts' NICs with `fabric`.
 /// Rank r of host h becomes rank h × (GPUs per host) + r; every NIC runs at the fabric's port
 /// speed.
@@ -140,12 +215,6 @@ pub fn scale(node: &Topology, nodes: u32, fabric: Fabric) -> Result<Topology, To
         .reserve_nodes(node.graph.node_count() * nodes as usize + 64);
     t.graph
         .reserve_edges(node.graph.edge_count() * nodes as usize + 4 * nics.len() * nodes as usize);
-    let net_link = |bw: f64| Link {
-        kind: LinkKind::Network,
-        bw_gbps: bw,
-        lat_us: fabric.switch_lat_us,
-        count: 1,
-    };
     // host → its NIC node ids in the new graph, in `nics` order.
     let mut host_nics: Vec<Vec<NodeId>> = Vec::with_capacity(nodes as usize);
     let base_of_nic: Vec<usize> = nics.iter().map(|n| n.index()).collect();
@@ -173,70 +242,7 @@ pub fn scale(node: &Topology, nodes: u32, fabric: Fabric) -> Result<Topology, To
         }
         host_nics.push(base_of_nic.iter().map(|i| NodeId::new(first + i)).collect());
     }
-    let k = nics.len();
-    let port = fabric.port_gbps;
-    let switch = |t: &mut Topology, level: u32, index: u32| {
-        t.graph.add_node(Node {
-            host: None,
-            kind: NodeKind::NetSwitch { level, index },
-        })
-    };
-    match &fabric.kind {
-        FabricKind::SingleSwitch => {
-            let s = switch(&mut t, 0, 0);
-            for hn in &host_nics {
-                for &nic in hn {
-                    t.graph.add_edge(nic, s, net_link(port));
-                    t.graph.add_edge(s, nic, net_link(port));
-                }
-            }
-        }
-        FabricKind::RailOptimized => {
-            let leaves: Vec<NodeId> = (0..k).map(|i| switch(&mut t, 0, i as u32)).collect();
-            for hn in &host_nics {
-                for (i, &nic) in hn.iter().enumerate() {
-                    t.graph.add_edge(nic, leaves[i], net_link(port));
-                    t.graph.add_edge(leaves[i], nic, net_link(port));
-                }
-            }
-            if k > 1 {
-                let spines: Vec<NodeId> = (0..k).map(|i| switch(&mut t, 1, i as u32)).collect();
-                let up = nodes as f64 * port / k as f64;
-                for &l in &leaves {
-                    for &s in &spines {
-                        t.graph.add_edge(l, s, net_link(up));
-                        t.graph.add_edge(s, l, net_link(up));
-                    }
-                }
-            }
-        }
-        FabricKind::FatTree {
-            hosts_per_leaf,
-            oversubscription,
-        } => {
-            let hpl = (*hosts_per_leaf).max(1);
-            let n_leaves = nodes.div_ceil(hpl);
-            let leaves: Vec<NodeId> = (0..n_leaves).map(|i| switch(&mut t, 0, i)).collect();
-            for (h, hn) in host_nics.iter().enumerate() {
-                let l = leaves[h / hpl as usize];
-                for &nic in hn {
-                    t.graph.add_edge(nic, l, net_link(port));
-                    t.graph.add_edge(l, nic, net_link(port));
-                }
-            }
-            if n_leaves > 1 {
-                let n_spines = k as u32;
-                let spines: Vec<NodeId> = (0..n_spines).map(|i| switch(&mut t, 1, i)).collect();
-                let up = hpl as f64 * k as f64 * port / (oversubscription * n_spines as f64);
-                for &l in &leaves {
-                    for &s in &spines {
-                        t.graph.add_edge(l, s, net_link(up));
-                        t.graph.add_edge(s, l, net_link(up));
-                    }
-                }
-            }
-        }
-    }
+    wire_fabric(&mut t, &fabric, &host_nics, nodes);
     t.n_hosts = nodes;
     t.fabric = Some(fabric);
     t.validate()
