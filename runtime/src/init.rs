@@ -1,7 +1,7 @@
 //! Communicators for ranks in separate processes: bootstrap, then shared memory with the peers
 //! on this host and TCP with the others.
 
-use crate::bootstrap::{self, BootstrapError, PeerInfo, RootListener, UniqueId};
+use crate::bootstrap::{self, BootstrapError, PeerInfo, Rendezvous, RootListener, UniqueId};
 use crate::comm::Communicator;
 use crate::config::{Config, TransportChoice};
 use crate::error::CommError;
@@ -188,29 +188,8 @@ impl Communicator {
         cfg: Config,
     ) -> Result<Communicator, CommError> {
         let start = Instant::now();
-        let listener = TcpListener::bind("0.0.0.0:0")
-            .map_err(|e| CommError::Transport(format!("data listener: {e}")))?;
-        let port = listener
-            .local_addr()
-            .map_err(|e| CommError::Transport(e.to_string()))?
-            .port();
-        let info = PeerInfo {
-            rank,
-            host: bootstrap::hostname(),
-            pid: std::process::id(),
-            listen: format!("{}:{port}", local_ip_towards(&id.addr)),
-        };
-        let mut rv = match root {
-            Some(root) if rank == 0 => {
-                bootstrap::rendezvous_root(root, nranks, cfg.fingerprint(), info, cfg.timeout)?
-            }
-            _ => bootstrap::rendezvous(id, rank, nranks, cfg.fingerprint(), info, cfg.timeout)?,
-        };
-        let me = rv.peers[rank as usize].clone();
-        let slot = cfg.slot_bytes + SLOT_HEADER;
-        let local = |p: &PeerInfo| {
-            p.rank != rank && p.host == me.host && cfg.transport != TransportChoice::Tcp
-        };
+        let (listener, mut rv) = meet(root, id, nranks, rank, &cfg)?;
+        let me = &rv.peers[rank as usize];
         if cfg.transport == TransportChoice::Shm {
             if let Some(p) = rv.peers.iter().find(|p| p.host != me.host) {
                 return Err(CommError::Config(format!(
@@ -219,70 +198,27 @@ impl Communicator {
                 )));
             }
         }
-        // Shared memory: every rank maps its pair files, then a barrier, then the inboxes go.
-        let shm_peers: Vec<(u32, u32)> = rv
-            .peers
-            .iter()
-            .filter(|p| local(p))
-            .map(|p| (p.rank, p.pid))
-            .collect();
+        let (shm_peers, remote) = split_peers(&rv.peers, rank, cfg.transport);
+        let job = format!("{}-{}", id.job_tag(), rv.session);
+        let slot = cfg.slot_bytes + SLOT_HEADER;
+        // Shared memory: every rank maps its pair files here; `seal_shm` checks and unlinks them.
         let shm = if shm_peers.is_empty() {
             None
         } else {
             Some(ShmLinks::open(
                 &cfg.shm_dir,
-                &format!("{}-{}", id.job_tag(), rv.session),
+                &job,
                 rank,
                 &shm_peers,
                 cfg.slots,
                 slot,
             )?)
         };
-        // TCP: connect to lower ranks, accept higher ones.
-        let mut tcp = TcpLinks::default();
-        let remote: Vec<PeerInfo> = rv
-            .peers
-            .iter()
-            .filter(|p| p.rank != rank && !local(p))
-            .cloned()
-            .collect();
         let deadline = start
             .checked_add(cfg.timeout)
             .unwrap_or_else(|| bootstrap::deadline_after(cfg.timeout));
-        for p in remote.iter().filter(|p| p.rank < rank) {
-            let mut s = connect_retry(&p.listen, deadline).map_err(|e| {
-                CommError::Transport(format!(
-                    "connecting to rank {} at {}: {e}",
-                    p.rank, p.listen
-                ))
-            })?;
-            bootstrap::link_greet(&mut s, id, rank)
-                .map_err(|e| CommError::Transport(format!("greeting rank {}: {e}", p.rank)))?;
-            tcp.add(p.rank, s, cfg.slots, slot)?;
-        }
-        let expect: Vec<u32> = remote
-            .iter()
-            .filter(|p| p.rank > rank)
-            .map(|p| p.rank)
-            .collect();
-        if !expect.is_empty() {
-            for (r, s) in bootstrap::accept_links(&listener, id, &expect, deadline, cfg.timeout)? {
-                tcp.add(r, s, cfg.slots, slot)?;
-            }
-        }
-        let job = format!("{}-{}", id.job_tag(), rv.session);
-        if let Some(s) = &shm {
-            s.stamp(&job);
-        }
-        rv.barrier()?;
-        if let Some(s) = &shm {
-            s.verify(&job)?;
-        }
-        // Everyone has verified (so has mapped) every file before anyone unlinks one.
-        rv.barrier()?;
-        if let Some(s) = &shm {
-            s.unlink();
-        }
+        let tcp = tcp_links(&listener, id, rank, &remote, &cfg, deadline)?;
+        seal_shm(shm.as_ref(), &mut rv, &job)?;
         let name = match (shm.is_some(), !remote.is_empty()) {
             (true, true) => "shm+tcp",
             (true, false) => "shm",
@@ -309,6 +245,113 @@ impl Communicator {
         let env = EnvRank::from_lookup(|k| std::env::var(k).ok())?;
         Communicator::from_env_rank(&env, cfg)
     }
+}
+
+/// Binds this rank's data listener, then meets the other ranks through rank 0: the
+/// rendezvous tells every rank each one's host, pid and data address.
+fn meet(
+    root: Option<RootListener>,
+    id: &UniqueId,
+    nranks: u32,
+    rank: u32,
+    cfg: &Config,
+) -> Result<(TcpListener, Rendezvous), CommError> {
+    let listener = TcpListener::bind("0.0.0.0:0")
+        .map_err(|e| CommError::Transport(format!("data listener: {e}")))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| CommError::Transport(e.to_string()))?
+        .port();
+    let info = PeerInfo {
+        rank,
+        host: bootstrap::hostname(),
+        pid: std::process::id(),
+        listen: format!("{}:{port}", local_ip_towards(&id.addr)),
+    };
+    let rv = match root {
+        Some(root) if rank == 0 => {
+            bootstrap::rendezvous_root(root, nranks, cfg.fingerprint(), info, cfg.timeout)?
+        }
+        _ => bootstrap::rendezvous(id, rank, nranks, cfg.fingerprint(), info, cfg.timeout)?,
+    };
+    Ok((listener, rv))
+}
+
+/// Splits the other ranks into those on this host, reached through shared memory unless TCP
+/// is forced (as (rank, pid)), and the rest, reached through TCP.
+fn split_peers(
+    peers: &[PeerInfo],
+    rank: u32,
+    transport: TransportChoice,
+) -> (Vec<(u32, u32)>, Vec<PeerInfo>) {
+    let me = &peers[rank as usize];
+    let local =
+        |p: &PeerInfo| p.rank != rank && p.host == me.host && transport != TransportChoice::Tcp;
+    let shm_peers = peers
+        .iter()
+        .filter(|p| local(p))
+        .map(|p| (p.rank, p.pid))
+        .collect();
+    let remote = peers
+        .iter()
+        .filter(|p| p.rank != rank && !local(p))
+        .cloned()
+        .collect();
+    (shm_peers, remote)
+}
+
+/// TCP links to the `remote` ranks: this rank connects to the lower ones and accepts the
+/// higher ones, so each pair makes one connection.
+fn tcp_links(
+    listener: &TcpListener,
+    id: &UniqueId,
+    rank: u32,
+    remote: &[PeerInfo],
+    cfg: &Config,
+    deadline: Instant,
+) -> Result<TcpLinks, CommError> {
+    let slot = cfg.slot_bytes + SLOT_HEADER;
+    let mut tcp = TcpLinks::default();
+    for p in remote.iter().filter(|p| p.rank < rank) {
+        let mut s = connect_retry(&p.listen, deadline).map_err(|e| {
+            CommError::Transport(format!(
+                "connecting to rank {} at {}: {e}",
+                p.rank, p.listen
+            ))
+        })?;
+        bootstrap::link_greet(&mut s, id, rank)
+            .map_err(|e| CommError::Transport(format!("greeting rank {}: {e}", p.rank)))?;
+        tcp.add(p.rank, s, cfg.slots, slot)?;
+    }
+    let expect: Vec<u32> = remote
+        .iter()
+        .filter(|p| p.rank > rank)
+        .map(|p| p.rank)
+        .collect();
+    if !expect.is_empty() {
+        for (r, s) in bootstrap::accept_links(listener, id, &expect, deadline, cfg.timeout)? {
+            tcp.add(r, s, cfg.slots, slot)?;
+        }
+    }
+    Ok(tcp)
+}
+
+/// Checks that this rank shares its shared-memory files with its peers, then unlinks them.
+/// Every rank takes part in both barriers, whether it has shared memory or not.
+fn seal_shm(shm: Option<&ShmLinks>, rv: &mut Rendezvous, job: &str) -> Result<(), CommError> {
+    if let Some(s) = shm {
+        s.stamp(job);
+    }
+    rv.barrier()?;
+    if let Some(s) = shm {
+        s.verify(job)?;
+    }
+    // Everyone has verified (so has mapped) every file before anyone unlinks one.
+    rv.barrier()?;
+    if let Some(s) = shm {
+        s.unlink();
+    }
+    Ok(())
 }
 
 fn connect_retry(addr: &str, deadline: Instant) -> std::io::Result<std::net::TcpStream> {

@@ -225,6 +225,7 @@ impl<'a> CollTask<'a> {
         Ok(true)
     }
 
+    /// Runs one op of loop iteration `iter` (its message arrived and its slot is free).
     fn run_op(
         &mut self,
         op: &Op,
@@ -245,8 +246,6 @@ impl<'a> CollTask<'a> {
                 self.ctx.what, self.ctx.rank
             )));
         }
-        // Resolve operands. A src in the same buffer as dst is gathered into `tmp` first, so
-        // that the source can be read while the destination is written.
         let CollTask {
             input,
             output,
@@ -258,119 +257,184 @@ impl<'a> CollTask<'a> {
             op: rop,
             ..
         } = self;
-        let (tag, dtype, rop) = (*tag, *dtype, *rop);
         let mut src_pieces = sp_pieces.unwrap_or_default();
-        let same = matches!((op.src, op.dst), (Some(s), Some(d)) if s.buffer == d.buffer);
-        if same {
-            let b: &[u8] = match op.src.map(|s| s.buffer) {
-                Some(BufferKind::Input) => input,
-                Some(BufferKind::Scratch) => scratch,
-                _ => output,
-            };
-            tmp.clear();
-            for r in &src_pieces {
-                tmp.extend_from_slice(&b[r.clone()]);
-            }
-            src_pieces = vec![0..tmp.len()];
-        }
-        let dst_pieces = dp_pieces.unwrap_or_default();
-        let (src, dst): (&[u8], &mut [u8]) =
-            match (op.src.map(|s| s.buffer), op.dst.map(|d| d.buffer)) {
-                _ if same => (
-                    tmp.as_slice(),
-                    match op.dst.map(|d| d.buffer) {
-                        Some(BufferKind::Scratch) => scratch.as_mut_slice(),
-                        _ => &mut **output,
-                    },
-                ),
-                (Some(BufferKind::Input), Some(BufferKind::Scratch)) => {
-                    (input, scratch.as_mut_slice())
-                }
-                (Some(BufferKind::Input), _) => (input, &mut **output),
-                (Some(BufferKind::Output), Some(BufferKind::Scratch)) => {
-                    (&**output, scratch.as_mut_slice())
-                }
-                (Some(BufferKind::Output), _) => (&**output, &mut []),
-                (Some(BufferKind::Scratch), Some(BufferKind::Output)) => {
-                    (scratch.as_slice(), &mut **output)
-                }
-                (Some(BufferKind::Scratch), _) => (scratch.as_slice(), &mut []),
-                (None, Some(BufferKind::Scratch)) => (&[], scratch.as_mut_slice()),
-                (None, _) => (&[], &mut **output),
-            };
-        let whole = [0..len];
-        let gather = |slot: &mut [u8], from: &[u8], pieces: &[Range<usize>]| {
-            zip2(pieces, &whole, |a, b| slot[b].copy_from_slice(&from[a]))
+        let (src, dst) = operands(op, input, output, scratch, tmp, &mut src_pieces);
+        let mut io = Operands {
+            src,
+            src_pieces,
+            dst,
+            dst_pieces: dp_pieces.unwrap_or_default(),
+            whole: [0..len],
         };
-        let check = |h: Header, peer: Option<u32>| -> Result<(), CommError> {
-            if h.tag != tag || h.len as usize != len {
-                return Err(ctx.mismatch(
-                    peer.unwrap_or(u32::MAX),
-                    format!(
-                        "expected a {len}-byte message of collective #{} (schedule {:08x}), got {} bytes of #{} (schedule {:08x})",
-                        tag & 0xFFFF_FFFF,
-                        tag >> 32,
-                        h.len,
-                        h.tag & 0xFFFF_FFFF,
-                        h.tag >> 32),
-                ));
-            }
-            Ok(())
+        let wire = Wire {
+            ctx,
+            tag: *tag,
+            len,
         };
-        let post_err = |e| ctx.gone(op.send_to.unwrap_or(u32::MAX), e);
+        let (dtype, rop) = (*dtype, *rop);
         match op.kind {
             OpKind::Send => {
                 let sp = sp.expect("ports resolved for sends");
-                sp.post(tag, len, &mut |slot| gather(slot, src, &src_pieces))
-                    .map_err(post_err)?;
+                wire.post(sp, op.send_to, &mut |slot| io.gather_src(slot))?;
             }
-            OpKind::Copy => zip2(&src_pieces, &dst_pieces, |a, b| {
-                dst[b].copy_from_slice(&src[a])
+            OpKind::Copy => zip2(&io.src_pieces, &io.dst_pieces, |a, b| {
+                io.dst[b].copy_from_slice(&io.src[a])
             }),
-            OpKind::Reduce => zip2(&src_pieces, &dst_pieces, |a, b| {
-                crate::element::reduce_into(dtype, rop, &mut dst[b], &src[a])
+            OpKind::Reduce => zip2(&io.src_pieces, &io.dst_pieces, |a, b| {
+                crate::element::reduce_into(dtype, rop, &mut io.dst[b], &io.src[a])
             }),
-            kind => {
-                let rp = rp.expect("ports resolved for receives");
-                rp.consume(&mut |h, data| {
-                    check(h, op.recv_from)?;
-                    match kind {
-                        OpKind::Recv => {
-                            zip2(&whole, &dst_pieces, |a, b| dst[b].copy_from_slice(&data[a]))
-                        }
-                        OpKind::RecvCopySend => {
-                            zip2(&whole, &dst_pieces, |a, b| dst[b].copy_from_slice(&data[a]));
-                            let sp = sp.expect("ports resolved for sends");
-                            sp.post(tag, len, &mut |slot| slot.copy_from_slice(data))
-                                .map_err(post_err)?;
-                        }
-                        OpKind::RecvReduceSend => {
-                            let sp = sp.expect("ports resolved for sends");
-                            sp.post(tag, len, &mut |slot| {
-                                zip3(&whole, &src_pieces, &whole, |a, b, o| {
-                                    reduce_to(dtype, rop, &mut slot[o], &data[a], &src[b])
-                                })
-                            })
-                            .map_err(post_err)?;
-                        }
-                        OpKind::RecvReduceCopy | OpKind::RecvReduceCopySend => {
-                            zip3(&whole, &src_pieces, &dst_pieces, |a, b, o| {
-                                reduce_to(dtype, rop, &mut dst[o], &data[a], &src[b])
-                            });
-                            if kind == OpKind::RecvReduceCopySend {
-                                let sp = sp.expect("ports resolved for sends");
-                                sp.post(tag, len, &mut |slot| gather(slot, dst, &dst_pieces))
-                                    .map_err(post_err)?;
-                            }
-                        }
-                        _ => unreachable!("sending/local kinds handled above"),
-                    }
-                    Ok(())
-                })?;
-            }
+            _ => run_receive(op, wire, (dtype, rop), &mut io, sp, rp)?,
         }
         Ok(())
     }
+}
+
+/// The byte slices an op reads (`src`) and writes (`dst`), taken apart from the task's
+/// buffers. A src in the same buffer as dst is gathered into `tmp` first (and `src_pieces`
+/// rewritten to match), so that the source can be read while the destination is written.
+fn operands<'b>(
+    op: &Op,
+    input: &'b [u8],
+    output: &'b mut [u8],
+    scratch: &'b mut [u8],
+    tmp: &'b mut Vec<u8>,
+    src_pieces: &mut Vec<Range<usize>>,
+) -> (&'b [u8], &'b mut [u8]) {
+    let (src, dst) = (op.src.map(|s| s.buffer), op.dst.map(|d| d.buffer));
+    if matches!((src, dst), (Some(s), Some(d)) if s == d) {
+        let b: &[u8] = match src {
+            Some(BufferKind::Input) => input,
+            Some(BufferKind::Scratch) => scratch,
+            _ => output,
+        };
+        tmp.clear();
+        for r in src_pieces.iter() {
+            tmp.extend_from_slice(&b[r.clone()]);
+        }
+        *src_pieces = vec![0..tmp.len()];
+        return match dst {
+            Some(BufferKind::Scratch) => (tmp, scratch),
+            _ => (tmp, output),
+        };
+    }
+    match (src, dst) {
+        (Some(BufferKind::Input), Some(BufferKind::Scratch)) => (input, scratch),
+        (Some(BufferKind::Input), _) => (input, output),
+        (Some(BufferKind::Output), Some(BufferKind::Scratch)) => (output, scratch),
+        (Some(BufferKind::Output), _) => (output, &mut []),
+        (Some(BufferKind::Scratch), Some(BufferKind::Output)) => (scratch, output),
+        (Some(BufferKind::Scratch), _) => (scratch, &mut []),
+        (None, Some(BufferKind::Scratch)) => (&[], scratch),
+        (None, _) => (&[], output),
+    }
+}
+
+/// One op's operands in one loop iteration: byte pieces of the slices it reads and writes.
+struct Operands<'b> {
+    src: &'b [u8],
+    src_pieces: Vec<Range<usize>>,
+    dst: &'b mut [u8],
+    dst_pieces: Vec<Range<usize>>,
+    /// The message as one piece.
+    whole: [Range<usize>; 1],
+}
+
+impl Operands<'_> {
+    /// Copies the source pieces into an outgoing slot.
+    fn gather_src(&self, slot: &mut [u8]) {
+        zip2(&self.src_pieces, &self.whole, |a, b| {
+            slot[b].copy_from_slice(&self.src[a])
+        });
+    }
+}
+
+/// What the messages of one op carry: the collective's tag and the op's length.
+#[derive(Clone, Copy)]
+struct Wire<'c> {
+    ctx: &'c Ctx,
+    tag: u64,
+    len: usize,
+}
+
+impl Wire<'_> {
+    /// Posts a message that `fill` writes to peer `to`.
+    fn post(
+        self,
+        sp: &dyn SendPort,
+        to: Option<u32>,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<(), CommError> {
+        sp.post(self.tag, self.len, fill)
+            .map_err(|e| self.ctx.gone(to.unwrap_or(u32::MAX), e))
+    }
+
+    /// Checks that a message from `peer` is the one this op expects.
+    fn check(self, h: Header, peer: Option<u32>) -> Result<(), CommError> {
+        let (tag, len) = (self.tag, self.len);
+        if h.tag != tag || h.len as usize != len {
+            return Err(self.ctx.mismatch(
+                peer.unwrap_or(u32::MAX),
+                format!(
+                    "expected a {len}-byte message of collective #{} (schedule {:08x}), got {} bytes of #{} (schedule {:08x})",
+                    tag & 0xFFFF_FFFF,
+                    tag >> 32,
+                    h.len,
+                    h.tag & 0xFFFF_FFFF,
+                    h.tag >> 32),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Runs an op that receives: takes its message, checks it, and copies or reduces it into the
+/// destination, forwarding it (or the reduction) where the op also sends.
+fn run_receive(
+    op: &Op,
+    wire: Wire,
+    (dtype, rop): (DataType, ReduceOp),
+    io: &mut Operands,
+    sp: Option<&dyn SendPort>,
+    rp: Option<&dyn RecvPort>,
+) -> Result<(), CommError> {
+    let Operands {
+        src,
+        src_pieces,
+        dst,
+        dst_pieces,
+        whole,
+    } = io;
+    let post = |fill: &mut dyn FnMut(&mut [u8])| {
+        wire.post(sp.expect("ports resolved for sends"), op.send_to, fill)
+    };
+    let rp = rp.expect("ports resolved for receives");
+    rp.consume(&mut |h, data| {
+        wire.check(h, op.recv_from)?;
+        match op.kind {
+            OpKind::Recv => zip2(whole, dst_pieces, |a, b| dst[b].copy_from_slice(&data[a])),
+            OpKind::RecvCopySend => {
+                zip2(whole, dst_pieces, |a, b| dst[b].copy_from_slice(&data[a]));
+                post(&mut |slot| slot.copy_from_slice(data))?;
+            }
+            OpKind::RecvReduceSend => post(&mut |slot| {
+                zip3(whole, src_pieces, whole, |a, b, o| {
+                    reduce_to(dtype, rop, &mut slot[o], &data[a], &src[b])
+                })
+            })?,
+            OpKind::RecvReduceCopy | OpKind::RecvReduceCopySend => {
+                zip3(whole, src_pieces, dst_pieces, |a, b, o| {
+                    reduce_to(dtype, rop, &mut dst[o], &data[a], &src[b])
+                });
+                if op.kind == OpKind::RecvReduceCopySend {
+                    post(&mut |slot| {
+                        zip2(dst_pieces, whole, |a, b| slot[b].copy_from_slice(&dst[a]))
+                    })?;
+                }
+            }
+            _ => unreachable!("sending/local kinds handled above"),
+        }
+        Ok(())
+    })
 }
 
 impl Task for CollTask<'_> {
