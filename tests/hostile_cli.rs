@@ -258,6 +258,15 @@ fn scale_limits_are_usage_errors_not_results() {
         2,
         &["whatif takes at most 16384"],
     );
+    // Schedules past the verifier's state limit are a limit (exit 2), not counter-examples.
+    let c4k = data("tests/data/hostile/cluster-4096-ranks.json");
+    let (rc, out, err) = run(&["verify", &c4k, "-c", "all-reduce"]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(
+        err.contains("too large to verify") && err.contains(" verify."),
+        "{err}"
+    );
+    assert!(out.contains("LIMIT ") && !out.contains("FAIL "), "{out}");
     // A scenario past the limit is that scenario's error; the others are answered.
     let topo = data("examples/h200x2-topo.xml");
     let (rc, out, err) = run(&[

@@ -436,3 +436,25 @@ fn print_both_rows(ours: &[super::common::SimRow], nccl_rows: &[super::common::N
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_of_only_skipped_sizes_is_bad_input() {
+        let skipped = vec!["1048576 B: too large: about 38399744 events".to_string()];
+        let e = all_skipped(true, &skipped).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            e.to_string()
+                .contains("every size is too large to simulate (1048576 B"),
+            "{e}"
+        );
+        assert!(
+            all_skipped(false, &skipped).is_ok(),
+            "answered sizes keep the table"
+        );
+        assert!(all_skipped(true, &[]).is_ok());
+    }
+}
