@@ -260,7 +260,8 @@ def killed():
         procs[0].wait()
     reader.join(timeout=10)
     exited = time.monotonic() - killed_at
-    raised = next((t - killed_at for t, l in lines if "rank 1" in l and "gone" in l), None)
+    named = ("gone", "exited", "timed out")
+    raised = next((t - killed_at for t, l in lines if "rank 1" in l and any(w in l for w in named)), None)
     for t, l in lines[-40:]:
         print(f"{t - killed_at:+7.1f}s {l[:300]}")
     ok = procs[0].returncode != 0 and raised is not None and raised <= limit
