@@ -398,75 +398,11 @@ fn run_one(
     rep: &mut report::Report,
 ) -> Result<i64, CliError> {
     let algo = effective_algo(a);
-    if !schedules::ALGOS.contains(&algo.as_str()) {
-        return Err(CliError::input(format!(
-            "unknown algorithm `{algo}` (one of {})",
-            schedules::ALGOS.join(", ")
-        )));
-    }
-    if a.factor < 2 || a.min_bytes == 0 || a.min_bytes > a.max_bytes || a.ngpus == 0 {
-        return Err(CliError::input("need -f >= 2, 0 < -b <= -e and -g >= 1"));
-    }
-    if !device::driver_present() {
-        return Err(CliError::failure(
-            "no CUDA driver on this machine (libcuda.so not found): `topoplan bench` needs GPUs",
-        ));
-    }
-    let mut sizes = Vec::new();
-    let mut s = a.min_bytes;
-    while s <= a.max_bytes {
-        sizes.push(s);
-        s = s.saturating_mul(a.factor);
-    }
+    check_run_args(a, &algo)?;
     let mut total_wrong = 0i64;
     {
-        let elem = dtype.size() as u64;
-        let grain = elem
-            * if matches!(
-                kind,
-                CollectiveKind::AllGather | CollectiveKind::ReduceScatter
-            ) {
-                nranks(a) as u64
-            } else {
-                1
-            };
-        let ksizes: Vec<u64> = if a.counts.is_empty() {
-            sizes
-                .iter()
-                .map(|s| (s / grain) * grain)
-                .filter(|&s| s > 0)
-                .collect()
-        } else {
-            a.counts
-                .iter()
-                .map(|c| (c * elem / grain) * grain)
-                .collect()
-        };
-        let cfg = BenchConfig {
-            // Rank r on GPU r / K.
-            ordinals: (0..nranks(a)).map(|r| r / a.ranks_per_gpu.max(1)).collect(),
-            kind,
-            root: a.root,
-            dtype,
-            op,
-            algo: algo.clone(),
-            sizes: ksizes,
-            warmup: a.warmup,
-            iters: a.iters,
-            check: a.check != 0,
-            vs_nccl: a.vs_nccl,
-            cuda_graph: a.cuda_graph,
-            runs: a.runs,
-            seed: a.seed,
-        };
-        match mode {
-            Mode::Single if a.ranks_per_gpu > 1 => {
-                println!("# NOTE: {} ranks on {} GPU(s), {} per GPU: {SHARED_NOTE}", nranks(a), a.ngpus, a.ranks_per_gpu);
-                println!("# topoplan bench: {} on {} GPU(s) x {} ranks each ({SHARED_NOTE}), {} {}, algo {}, {}, warmup {} iters {} runs {} (median){}", kind.name(), a.ngpus, a.ranks_per_gpu, dtype.nccl_name(), op.name(), algo, priced.label, a.warmup, a.iters, a.runs, if a.cuda_graph { ", calls replayed from a CUDA graph" } else { "" })
-            }
-            Mode::Single => println!("# topoplan bench: {} on {} GPU(s), {} {}, algo {}, {}, warmup {} iters {} runs {} (median){}", kind.name(), a.ngpus, dtype.nccl_name(), op.name(), algo, priced.label, a.warmup, a.iters, a.runs, if a.cuda_graph { ", calls replayed from a CUDA graph" } else { "" }),
-            Mode::Procs { .. } => println!("# topoplan bench: {} on {} GPU(s) in {} processes (CUDA IPC, one-shot schedules{}), {} {}, algo {}, {}, warmup {} iters {} runs {} (median of the slowest rank){}", kind.name(), a.ngpus, a.ngpus, if a.vs_nccl { "; NCCL: one communicator per process" } else { "" }, dtype.nccl_name(), op.name(), algo, priced.label, a.warmup, a.iters, a.runs, if a.cuda_graph { ", calls replayed from a CUDA graph" } else { "" }),
-        }
+        let cfg = bench_config(a, kind, dtype, op, &algo);
+        print_title(a, kind, dtype, op, &algo, priced, mode);
         print_header(a.vs_nccl);
         let root = if matches!(kind, CollectiveKind::Broadcast | CollectiveKind::Reduce) {
             a.root as i64
@@ -525,6 +461,102 @@ fn run_one(
         );
     }
     Ok(total_wrong)
+}
+
+/// Refuses an unknown algorithm, impossible sizes or GPU count, and a machine without a CUDA
+/// driver.
+fn check_run_args(a: &Args, algo: &str) -> Result<(), CliError> {
+    if !schedules::ALGOS.contains(&algo) {
+        return Err(CliError::input(format!(
+            "unknown algorithm `{algo}` (one of {})",
+            schedules::ALGOS.join(", ")
+        )));
+    }
+    if a.factor < 2 || a.min_bytes == 0 || a.min_bytes > a.max_bytes || a.ngpus == 0 {
+        return Err(CliError::input("need -f >= 2, 0 < -b <= -e and -g >= 1"));
+    }
+    if !device::driver_present() {
+        return Err(CliError::failure(
+            "no CUDA driver on this machine (libcuda.so not found): `topoplan bench` needs GPUs",
+        ));
+    }
+    Ok(())
+}
+
+/// The harness's configuration: the sizes from -b to -e by -f (or the given counts), rounded
+/// down to whole elements for every rank, and the run's settings.
+fn bench_config(
+    a: &Args,
+    kind: CollectiveKind,
+    dtype: DataType,
+    op: ReduceOp,
+    algo: &str,
+) -> BenchConfig {
+    let mut sizes = Vec::new();
+    let mut s = a.min_bytes;
+    while s <= a.max_bytes {
+        sizes.push(s);
+        s = s.saturating_mul(a.factor);
+    }
+    let elem = dtype.size() as u64;
+    let grain = elem
+        * if matches!(
+            kind,
+            CollectiveKind::AllGather | CollectiveKind::ReduceScatter
+        ) {
+            nranks(a) as u64
+        } else {
+            1
+        };
+    let ksizes: Vec<u64> = if a.counts.is_empty() {
+        sizes
+            .iter()
+            .map(|s| (s / grain) * grain)
+            .filter(|&s| s > 0)
+            .collect()
+    } else {
+        a.counts
+            .iter()
+            .map(|c| (c * elem / grain) * grain)
+            .collect()
+    };
+    BenchConfig {
+        // Rank r on GPU r / K.
+        ordinals: (0..nranks(a)).map(|r| r / a.ranks_per_gpu.max(1)).collect(),
+        kind,
+        root: a.root,
+        dtype,
+        op,
+        algo: algo.to_string(),
+        sizes: ksizes,
+        warmup: a.warmup,
+        iters: a.iters,
+        check: a.check != 0,
+        vs_nccl: a.vs_nccl,
+        cuda_graph: a.cuda_graph,
+        runs: a.runs,
+        seed: a.seed,
+    }
+}
+
+/// The "# topoplan bench:" title line (after a note when ranks share GPUs).
+fn print_title(
+    a: &Args,
+    kind: CollectiveKind,
+    dtype: DataType,
+    op: ReduceOp,
+    algo: &str,
+    priced: &Priced,
+    mode: &Mode,
+) {
+    match mode {
+        Mode::Single if a.ranks_per_gpu > 1 => {
+            println!("# NOTE: {} ranks on {} GPU(s), {} per GPU: {SHARED_NOTE}", nranks(a), a.ngpus, a.ranks_per_gpu);
+            println!("# topoplan bench: {} on {} GPU(s) x {} ranks each ({SHARED_NOTE}), {} {}, algo {}, {}, warmup {} iters {} runs {} (median){}", kind.name(), a.ngpus, a.ranks_per_gpu, dtype.nccl_name(), op.name(), algo, priced.label, a.warmup, a.iters, a.runs, if a.cuda_graph { ", calls replayed from a CUDA graph" } else { "" })
+        }
+        Mode::Single => println!("# topoplan bench: {} on {} GPU(s), {} {}, algo {}, {}, warmup {} iters {} runs {} (median){}", kind.name(), a.ngpus, dtype.nccl_name(), op.name(), algo, priced.label, a.warmup, a.iters, a.runs, if a.cuda_graph { ", calls replayed from a CUDA graph" } else { "" }),
+        Mode::Procs { .. } => println!("# topoplan bench: {} on {} GPU(s) in {} processes (CUDA IPC, one-shot schedules{}), {} {}, algo {}, {}, warmup {} iters {} runs {} (median of the slowest rank){}", kind.name(), a.ngpus, a.ngpus, if a.vs_nccl { "; NCCL: one communicator per process" } else { "" }, dtype.nccl_name(), op.name(), algo, priced.label, a.warmup, a.iters, a.runs, if a.cuda_graph { ", calls replayed from a CUDA graph" } else { "" }),
+    }
 }
 
 fn print_memory(rows: &[Row], mem: &harness::MemReport) {

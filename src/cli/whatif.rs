@@ -294,18 +294,7 @@ pub fn run(a: Args) -> CliResult {
     for v in &a.vary {
         changes.extend(parse_vary(v)?);
     }
-    // The baseline must build: a bad file or flag is bad input, not a scenario result.
-    let base = build(&a, &Change::Baseline).map_err(CliError::input)?;
-    let base = super::common::communicator(base, a.gpus.as_deref())?;
-    super::common::check_ranks(base.n_ranks(), super::common::MAX_SIM_RANKS, "whatif")?;
-    drop(base);
-    if let Some(fab) = &a.fabric {
-        if planner::topology::FabricChoice::parse(fab).is_none() {
-            return Err(CliError::input(format!(
-                "--fabric \"{fab}\" is not rail, fat-tree or switch"
-            )));
-        }
-    }
+    check_baseline_and_fabric(&a)?;
 
     // Phase 1: topologies and planners, one per scenario.
     let plan_one = |c: &Change| -> Result<(Topology, Planner), String> {
@@ -317,15 +306,7 @@ pub fn run(a: Args) -> CliResult {
         let p = Planner::with_profile(&t, given.clone()).map_err(|e| e.to_string())?;
         Ok((t, p))
     };
-    let bar = (!a.json && std::io::stderr().is_terminal()).then(|| {
-        let pb = indicatif::ProgressBar::new((changes.len() * (1 + sizes.len())) as u64);
-        pb.set_style(
-            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed}]")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        pb.set_message("scenarios");
-        pb
-    });
+    let bar = progress_bar(&a, changes.len() * (1 + sizes.len()));
     let tick = || {
         if let Some(b) = &bar {
             b.inc(1)
@@ -396,9 +377,43 @@ pub fn run(a: Args) -> CliResult {
         b.finish_and_clear();
     }
     let out = outcomes(&changes, &planned, &cells, sizes.len(), kind);
+    report(&a, kind, &out)
+}
+
+/// The baseline must build: a bad file or flag is bad input, not a scenario result. So must
+/// `--fabric` name a fabric.
+fn check_baseline_and_fabric(a: &Args) -> CliResult {
+    let base = build(a, &Change::Baseline).map_err(CliError::input)?;
+    let base = super::common::communicator(base, a.gpus.as_deref())?;
+    super::common::check_ranks(base.n_ranks(), super::common::MAX_SIM_RANKS, "whatif")?;
+    drop(base);
+    if let Some(fab) = &a.fabric {
+        if planner::topology::FabricChoice::parse(fab).is_none() {
+            return Err(CliError::input(format!(
+                "--fabric \"{fab}\" is not rail, fat-tree or switch"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A progress bar of `steps` on a terminal, none for `--json` or when stderr is not one.
+fn progress_bar(a: &Args, steps: usize) -> Option<indicatif::ProgressBar> {
+    (!a.json && std::io::stderr().is_terminal()).then(|| {
+        let pb = indicatif::ProgressBar::new(steps as u64);
+        pb.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed}]")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        pb.set_message("scenarios");
+        pb
+    })
+}
+
+/// Writes the plot if asked, then prints the scenarios as JSON or as a table.
+fn report(a: &Args, kind: planner::schedule::CollectiveKind, out: &[ScenarioOut]) -> CliResult {
     if let Some(path) = &a.plot {
-        plot(path, kind, &out)
-            .map_err(|e| CliError::failure(format!("{}: {e}", path.display())))?;
+        plot(path, kind, out).map_err(|e| CliError::failure(format!("{}: {e}", path.display())))?;
     }
     if a.json {
         let v = serde_json::json!({"collective": kind.name(), "scenarios": out});
@@ -408,7 +423,7 @@ pub fn run(a: Args) -> CliResult {
         );
         return Ok(());
     }
-    print_table(kind, &out);
+    print_table(kind, out);
     Ok(())
 }
 

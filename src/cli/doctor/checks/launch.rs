@@ -2,7 +2,9 @@
 //! the ranks that joined NCCL.
 
 use super::Inputs;
+use crate::cli::doctor::env::Env;
 use crate::cli::doctor::finding::{Finding, Severity};
+use crate::cli::doctor::nccl_log::NcclLog;
 use std::collections::BTreeMap;
 
 const DEVICE_FIX: &str = "give every process its own GPU: call torch.cuda.set_device(int(os.environ[\"LOCAL_RANK\"])) (or pass device_id to init_process_group) before the first collective, and do not pin every rank to one CUDA_VISIBLE_DEVICES";
@@ -73,14 +75,31 @@ pub fn duplicate_gpu(i: &Inputs) -> Vec<Finding> {
 /// RANK / LOCAL_RANK / WORLD_SIZE inconsistent with each other, with the launcher (Slurm, Open
 /// MPI) or with the ranks NCCL saw.
 pub fn rank_world(i: &Inputs) -> Vec<Finding> {
-    let e = &i.env;
+    let mut out = rank_vars_among_themselves(&i.env);
+    out.extend(rank_vars_against_launcher(&i.env));
+    if let Some(log) = &i.log {
+        out.extend(rank_vars_against_nccl(&i.env, log));
+    }
+    out
+}
+
+const LAUNCH_FIX: &str = "let one launcher set the rank variables (torchrun or srun, not both by hand); with torchrun under Slurm use one task per node";
+
+/// One rank-world finding: its title, evidence, severity and fix.
+fn rank_world_finding(title: String, ev: Vec<String>, sev: Severity, fix: &str) -> Finding {
+    let mut f = Finding::new("rank-world", sev, title);
+    for x in ev {
+        f = f.evidence(x);
+    }
+    f.fix(fix)
+}
+
+/// RANK / LOCAL_RANK / WORLD_SIZE / LOCAL_WORLD_SIZE: integers, ranks inside their sizes, the
+/// world a multiple of the node.
+fn rank_vars_among_themselves(e: &Env) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut bad = |title: String, ev: Vec<String>, sev: Severity, fix: &str| {
-        let mut f = Finding::new("rank-world", sev, title);
-        for x in ev {
-            f = f.evidence(x);
-        }
-        out.push(f.fix(fix));
+        out.push(rank_world_finding(title, ev, sev, fix));
     };
     let int = |k: &str| e.int(k);
     for k in ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"] {
@@ -94,7 +113,6 @@ pub fn rank_world(i: &Inputs) -> Vec<Finding> {
         }
     }
     let ok = |k: &str| int(k).and_then(Result::ok);
-    const LAUNCH_FIX: &str = "let one launcher set the rank variables (torchrun or srun, not both by hand); with torchrun under Slurm use one task per node";
     if let (Some(r), Some(w)) = (ok("RANK"), ok("WORLD_SIZE")) {
         if r < 0 || r >= w {
             bad(
@@ -120,6 +138,17 @@ pub fn rank_world(i: &Inputs) -> Vec<Finding> {
             bad(format!("WORLD_SIZE={w} is not a multiple of LOCAL_WORLD_SIZE={l}: nodes run different numbers of ranks"), vec![e.cite("WORLD_SIZE"), e.cite("LOCAL_WORLD_SIZE")], Severity::Warning, "run the same number of ranks on every node (--nproc-per-node)");
         }
     }
+    out
+}
+
+/// The rank variables against those of the launcher that started each rank (Open MPI, srun),
+/// and torchrun's node count against Slurm's.
+fn rank_vars_against_launcher(e: &Env) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut bad = |title: String, ev: Vec<String>, sev: Severity, fix: &str| {
+        out.push(rank_world_finding(title, ev, sev, fix));
+    };
+    let ok = |k: &str| e.int(k).and_then(Result::ok);
     let torchrun =
         e.vars.keys().any(|k| k.starts_with("TORCHELASTIC_")) || e.get("GROUP_RANK").is_some();
     // The launcher that started each rank must agree with the rank variables.
@@ -154,69 +183,75 @@ pub fn rank_world(i: &Inputs) -> Vec<Finding> {
             }
         }
     }
-    // Against NCCL: the communicator's size and ranks claimed twice.
-    if let Some(log) = &i.log {
-        if let (Some(w), Some(first)) = (ok("WORLD_SIZE"), log.inits.first()) {
-            let max = log.inits.iter().map(|x| x.nranks).max().unwrap_or(0);
-            if max as i64 != w && log.inits.iter().all(|x| x.nranks == max) {
-                bad(
-                    format!("WORLD_SIZE={w} but NCCL's communicator has nranks {max}"),
-                    vec![
-                        e.cite("WORLD_SIZE"),
-                        format!(
-                            "{}: rank {} nranks {max}",
-                            log.cite(first.at.line),
-                            first.rank
-                        ),
-                    ],
-                    Severity::Error,
-                    LAUNCH_FIX,
-                );
-            }
-        }
-        let mut claimed: BTreeMap<(String, u32), (String, String, usize)> = BTreeMap::new();
-        for x in &log.inits {
-            let key = (x.comm_id.clone().unwrap_or_default(), x.rank);
-            let who = (x.at.host.clone(), x.at.pid.clone(), x.at.line);
-            match claimed.get(&key) {
-                Some(p) if (p.0.as_str(), p.1.as_str()) != (who.0.as_str(), who.1.as_str()) => {
-                    bad(format!("rank {} joined twice (processes {}:{} and {}:{}): two launchers numbered ranks independently", x.rank, p.0, p.1, who.0, who.1), vec![format!("{}: rank {} joined", log.cite(p.2), x.rank), format!("{}: rank {} joined again", log.cite(who.2), x.rank)], Severity::Error, LAUNCH_FIX);
-                }
-                _ => {
-                    claimed.insert(key, who);
-                }
-            }
-        }
-        let mut sizes: Vec<(u32, usize)> =
-            log.inits.iter().map(|x| (x.nranks, x.at.line)).collect();
-        sizes.sort();
-        sizes.dedup_by_key(|s| s.0);
-        if sizes.len() > 1
-            && log
-                .inits
-                .iter()
-                .filter_map(|x| x.comm_id.as_ref())
-                .collect::<std::collections::BTreeSet<_>>()
-                .len()
-                <= 1
-        {
+    out
+}
+
+/// Against NCCL: the communicator's size and ranks claimed twice.
+fn rank_vars_against_nccl(e: &Env, log: &NcclLog) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut bad = |title: String, ev: Vec<String>, sev: Severity, fix: &str| {
+        out.push(rank_world_finding(title, ev, sev, fix));
+    };
+    let ok = |k: &str| e.int(k).and_then(Result::ok);
+    if let (Some(w), Some(first)) = (ok("WORLD_SIZE"), log.inits.first()) {
+        let max = log.inits.iter().map(|x| x.nranks).max().unwrap_or(0);
+        if max as i64 != w && log.inits.iter().all(|x| x.nranks == max) {
             bad(
-                format!(
-                    "ranks of one communicator disagree on its size ({})",
-                    sizes
-                        .iter()
-                        .map(|s| s.0.to_string())
-                        .collect::<Vec<_>>()
-                        .join(" vs ")
-                ),
-                sizes
-                    .iter()
-                    .map(|s| format!("{}: nranks {}", log.cite(s.1), s.0))
-                    .collect(),
+                format!("WORLD_SIZE={w} but NCCL's communicator has nranks {max}"),
+                vec![
+                    e.cite("WORLD_SIZE"),
+                    format!(
+                        "{}: rank {} nranks {max}",
+                        log.cite(first.at.line),
+                        first.rank
+                    ),
+                ],
                 Severity::Error,
                 LAUNCH_FIX,
             );
         }
+    }
+    let mut claimed: BTreeMap<(String, u32), (String, String, usize)> = BTreeMap::new();
+    for x in &log.inits {
+        let key = (x.comm_id.clone().unwrap_or_default(), x.rank);
+        let who = (x.at.host.clone(), x.at.pid.clone(), x.at.line);
+        match claimed.get(&key) {
+            Some(p) if (p.0.as_str(), p.1.as_str()) != (who.0.as_str(), who.1.as_str()) => {
+                bad(format!("rank {} joined twice (processes {}:{} and {}:{}): two launchers numbered ranks independently", x.rank, p.0, p.1, who.0, who.1), vec![format!("{}: rank {} joined", log.cite(p.2), x.rank), format!("{}: rank {} joined again", log.cite(who.2), x.rank)], Severity::Error, LAUNCH_FIX);
+            }
+            _ => {
+                claimed.insert(key, who);
+            }
+        }
+    }
+    let mut sizes: Vec<(u32, usize)> = log.inits.iter().map(|x| (x.nranks, x.at.line)).collect();
+    sizes.sort();
+    sizes.dedup_by_key(|s| s.0);
+    if sizes.len() > 1
+        && log
+            .inits
+            .iter()
+            .filter_map(|x| x.comm_id.as_ref())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            <= 1
+    {
+        bad(
+            format!(
+                "ranks of one communicator disagree on its size ({})",
+                sizes
+                    .iter()
+                    .map(|s| s.0.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" vs ")
+            ),
+            sizes
+                .iter()
+                .map(|s| format!("{}: nranks {}", log.cite(s.1), s.0))
+                .collect(),
+            Severity::Error,
+            LAUNCH_FIX,
+        );
     }
     out
 }

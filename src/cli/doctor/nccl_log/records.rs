@@ -55,11 +55,24 @@ pub(super) fn record(log: &mut NcclLog, algos: &mut Vec<String>, at: Origin, m: 
         Some((r, rest)) if r.parse::<u32>().is_ok() => rest,
         _ => m,
     };
+    if let Some(understood) = setup_record(log, at, m) {
+        return understood;
+    }
+    if let Some(understood) = tuning_record(log, algos, n, m) {
+        return understood;
+    }
+    INFORMATIONAL.iter().any(|p| m.starts_with(p))
+}
+
+/// The messages of a communicator's setup: version, environment, network, channels, graphs,
+/// init and summary lines. `None` when `m` is none of them; else whether it was understood.
+fn setup_record(log: &mut NcclLog, at: Origin, m: &str) -> Option<bool> {
+    let n = at.line;
     if let Some(v) = m.strip_prefix("NCCL version ") {
         if log.version.is_none() {
             log.version = Some(noted(n, v));
         }
-        return true;
+        return Some(true);
     }
     if let Some((k, v)) = m.split_once(" set by environment to ") {
         if k.starts_with("NCCL_") && !k.contains(' ') {
@@ -67,26 +80,26 @@ pub(super) fn record(log: &mut NcclLog, algos: &mut Vec<String>, at: Origin, m: 
             let v = v.trim();
             let v = v.strip_suffix('.').unwrap_or(v);
             log.env.push((k.to_string(), v.to_string(), n));
-            return true;
+            return Some(true);
         }
     }
     if let Some(rest) = m.strip_prefix("Channel ") {
-        return channel(log, at, rest);
+        return Some(channel(log, at, rest));
     }
     if m.starts_with("NET/IB : No device found") {
         log.ib_no_device = Some(n);
-        return true;
+        return Some(true);
     }
     if let Some(rest) = m.strip_prefix("NET/IB : Using ") {
         let devs = rest.split(';').next().unwrap_or("");
         if devs.contains("]") && devs.split_whitespace().any(|w| w.contains(':')) {
             log.ib_devices.push(noted(n, devs));
         }
-        return true;
+        return Some(true);
     }
     if let Some(rest) = m.strip_prefix("Using network ") {
         log.network.push(noted(n, rest));
-        return true;
+        return Some(true);
     }
     for (p, boot) in [
         ("NET/Socket : Using ", false),
@@ -97,18 +110,18 @@ pub(super) fn record(log: &mut NcclLog, algos: &mut Vec<String>, at: Origin, m: 
         if let Some(rest) = m.strip_prefix(p) {
             let v = ifaces(n, rest);
             if v.is_empty() {
-                return false;
+                return Some(false);
             }
             if boot {
                 log.bootstrap_ifaces.extend(v);
             } else {
                 log.socket_ifaces.extend(v);
             }
-            return true;
+            return Some(true);
         }
     }
     if m.starts_with("NET/Socket :") {
-        return true;
+        return Some(true);
     }
     if let Some(k) = m.find(" coll channels") {
         let coll = m[..k].trim().parse::<u32>();
@@ -118,19 +131,19 @@ pub(super) fn record(log: &mut NcclLog, algos: &mut Vec<String>, at: Origin, m: 
             .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok());
         if let (Ok(c), Some(p)) = (coll, p2p) {
             log.coll_channels.push((c, p, n));
-            return true;
+            return Some(true);
         }
-        return false;
+        return Some(false);
     }
     if m.starts_with("Pattern ") {
-        return graph(log, n, m);
+        return Some(graph(log, n, m));
     }
     if m.contains("Duplicate GPU detected") {
         log.duplicate_gpu.push(noted(n, m));
-        return true;
+        return Some(true);
     }
     if (m.starts_with("ncclCommInitRank") || m.starts_with("comm 0x")) && m.contains(" - Init ") {
-        return init(log, at, m);
+        return Some(init(log, at, m));
     }
     if m.starts_with("comm 0x") && m.contains(" nNodes ") {
         let f = |k: &str| kv(m, k);
@@ -144,20 +157,26 @@ pub(super) fn record(log: &mut NcclLog, algos: &mut Vec<String>, at: Origin, m: 
                 nnodes,
                 local_ranks: lr,
             });
-            return true;
+            return Some(true);
         }
-        return false;
+        return Some(false);
     }
     if m.starts_with("comm 0x") && m.contains("Destroy COMPLETE") {
-        return true;
+        return Some(true);
     }
+    None
+}
+
+/// The tuner's table and choices, rings and trees, paths, links, timings and the lines known
+/// to carry nothing. `None` when `m` is none of them; else whether it was understood.
+fn tuning_record(log: &mut NcclLog, algos: &mut Vec<String>, n: usize, m: &str) -> Option<bool> {
     if let Some(rest) = m.strip_prefix("Algorithm   |") {
         *algos = rest
             .split('|')
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty())
             .collect();
-        return !algos.is_empty();
+        return Some(!algos.is_empty());
     }
     if let Some((func, cells)) = m.split_once(" |") {
         const FUNCS: [&str; 5] = [
@@ -168,25 +187,25 @@ pub(super) fn record(log: &mut NcclLog, algos: &mut Vec<String>, at: Origin, m: 
             "AllReduce",
         ];
         if FUNCS.contains(&func.trim()) && !algos.is_empty() {
-            return tuner_row(log, algos, n, func.trim(), cells);
+            return Some(tuner_row(log, algos, n, func.trim(), cells));
         }
     }
     if m.contains(" Bytes -> Algo ") {
-        return choice(log, n, m);
+        return Some(choice(log, n, m));
     }
     if m.starts_with("Ring ") {
         log.rings += 1;
-        return true;
+        return Some(true);
     }
     if m.starts_with("Tree ") || m.starts_with("Trees ") {
         log.trees += 1;
-        return true;
+        return Some(true);
     }
     if m.starts_with("GPU/") {
-        return paths(log, n, m);
+        return Some(paths(log, n, m));
     }
     if m.starts_with("Check P2P Type") {
-        return match kv(m, "isAllCudaP2p") {
+        return Some(match kv(m, "isAllCudaP2p") {
             Some(v) => {
                 log.all_cuda_p2p.get_or_insert((v, n));
                 if v == 0 {
@@ -195,22 +214,22 @@ pub(super) fn record(log: &mut NcclLog, algos: &mut Vec<String>, at: Origin, m: 
                 true
             }
             None => false,
-        };
+        });
     }
     if let Some(rest) = m.strip_prefix("+ NVL[") {
         if let Some(bw) = rest.split(']').next().and_then(|b| b.parse::<f64>().ok()) {
             log.nvl_links.push((bw, n));
-            return true;
+            return Some(true);
         }
-        return false;
+        return Some(false);
     }
     if m.starts_with("=== System") {
         let f = |k: &str| word_after(m, k).and_then(|v| v.parse::<f64>().ok());
         if let (Some(a), Some(b)) = (f("maxBw"), f("totalBw")) {
             log.system_bw = Some((a, b, n));
-            return true;
+            return Some(true);
         }
-        return false;
+        return Some(false);
     }
     if let Some(rest) = m.strip_prefix("Init timings - ") {
         let rank = kv(rest, "rank");
@@ -221,21 +240,21 @@ pub(super) fn record(log: &mut NcclLog, algos: &mut Vec<String>, at: Origin, m: 
             .and_then(|w| w.parse::<f64>().ok());
         if let (Some(r), Some(t)) = (rank, total) {
             log.init_timings.push((r, t, n));
-            return true;
+            return Some(true);
         }
-        return false;
+        return Some(false);
     }
     // " 0 : GPU/0-60 GPU/0-70": a graph's channel.
     if let Some((a, b)) = m.split_once(" : ") {
         if a.trim().parse::<u32>().is_ok() && b.trim_start().starts_with("GPU/") {
-            return true;
+            return Some(true);
         }
     }
     // Error trace "init.cc:867 -> 5" and opCount lines of older versions.
     if m.contains(".cc:") && m.contains(" -> ") {
-        return true;
+        return Some(true);
     }
-    INFORMATIONAL.iter().any(|p| m.starts_with(p))
+    None
 }
 
 /// The integer after the word `key` ("rank 0 nranks 2" → kv(_, "nranks") = 2).
