@@ -57,6 +57,12 @@ struct Access {
     reads: Vec<(u32, u32, OpSite)>,
 }
 
+/// One rank's [input, output, scratch] chunk values.
+type RankBuffers = [Vec<Option<Val>>; 3];
+
+/// One rank's [input, output, scratch] chunk access histories.
+type RankAccesses = [Vec<Access>; 3];
+
 struct Msg {
     vals: Vec<Val>,
     /// The sender's vector clock (race check only).
@@ -86,8 +92,8 @@ struct Verifier<'a> {
     last_copy: Vec<Vec<Vec<u32>>>,
     pc: Vec<Vec<u64>>,
     /// buffer state per rank: [input, output, scratch] chunks × iterations
-    bufs: Vec<[Vec<Option<Val>>; 3]>,
-    access: Vec<[Vec<Access>; 3]>,
+    bufs: Vec<RankBuffers>,
+    access: Vec<RankAccesses>,
     /// Race check on (several channels, at most RACE_CHECK_LIMIT programs).
     races: bool,
     /// Vector clock per program (rank·channels + channel) over all programs; messages carry
@@ -110,31 +116,39 @@ fn bidx(b: BufferKind) -> usize {
     }
 }
 
-impl<'a> Verifier<'a> {
-    fn new(s: &'a Schedule) -> Result<Self, VerifyError> {
+/// Refuse schedules whose expanded ops or symbolic chunk states exceed [`MAX_STATES`].
+fn check_state_budget(s: &Schedule, chunks: &[u32; 3], iters: u32) -> Result<(), VerifyError> {
+    let n = s.nranks;
+    let expanded: u64 = s
+        .ranks
+        .iter()
+        .flat_map(|r| r.channels.iter())
+        .flat_map(|c| c.ops.iter())
+        .map(|o| o.repeat.max(1) as u64)
+        .sum();
+    if expanded > MAX_STATES {
+        return Err(VerifyError::TooLarge(expanded, MAX_STATES));
+    }
+    let states = n as u64 * chunks.iter().map(|&c| c as u64).sum::<u64>() * iters as u64;
+    let words = (n as u64).div_ceil(64).max(1);
+    if states.saturating_mul(words) > MAX_STATES {
+        return Err(VerifyError::TooLarge(states * words, MAX_STATES));
+    }
+    Ok(())
+}
+
+/// Every program's ops with repeats expanded, and the maps back to the compact op lists.
+struct ExpandedPrograms {
+    ops: Vec<Vec<Vec<Op>>>,
+    origin: Vec<Vec<Vec<(u32, u32)>>>,
+    last_copy: Vec<Vec<Vec<u32>>>,
+    dep_targets: HashSet<(u32, u32, u32)>,
+}
+
+impl ExpandedPrograms {
+    fn of(s: &Schedule) -> Self {
         let n = s.nranks;
         let nch = s.channels;
-        let iters = if s.loop_elems.is_some() { 2 } else { 1 };
-        let chunks: [u32; 3] = [
-            s.buffer_chunks(BufferKind::Input),
-            s.buffer_chunks(BufferKind::Output),
-            s.buffer_chunks(BufferKind::Scratch),
-        ];
-        let expanded: u64 = s
-            .ranks
-            .iter()
-            .flat_map(|r| r.channels.iter())
-            .flat_map(|c| c.ops.iter())
-            .map(|o| o.repeat.max(1) as u64)
-            .sum();
-        if expanded > MAX_STATES {
-            return Err(VerifyError::TooLarge(expanded, MAX_STATES));
-        }
-        let states = n as u64 * chunks.iter().map(|&c| c as u64).sum::<u64>() * iters as u64;
-        let words = (n as u64).div_ceil(64).max(1);
-        if states.saturating_mul(words) > MAX_STATES {
-            return Err(VerifyError::TooLarge(states * words, MAX_STATES));
-        }
         let mut ops = Vec::with_capacity(n as usize);
         let mut origin = Vec::with_capacity(n as usize);
         let mut last_copy = Vec::with_capacity(n as usize);
@@ -164,64 +178,104 @@ impl<'a> Verifier<'a> {
             origin.push(rorig);
             last_copy.push(rlast);
         }
-        // Initial buffers.
-        let cpb = s.chunks_per_block;
-        // Races need a chunk that two channels of one rank touch; rings and trees keep channels
-        // on disjoint chunks, so the (costly) vector clocks are skipped for them.
-        let races = nch > 1 && n.saturating_mul(nch) <= RACE_CHECK_LIMIT && {
-            let mut owner: HashMap<(u32, BufferKind, u32), u32> = HashMap::new();
-            let mut shared = false;
-            'scan: for (r, ro) in ops.iter().enumerate() {
-                for (c, co) in ro.iter().enumerate() {
-                    for op in co {
-                        for cr in [op.src, op.dst].into_iter().flatten() {
-                            for k in 0..cr.count {
-                                let o = *owner
-                                    .entry((r as u32, cr.buffer, cr.chunk + k))
-                                    .or_insert(c as u32);
-                                if o != c as u32 {
-                                    shared = true;
-                                    break 'scan;
-                                }
-                            }
+        Self {
+            ops,
+            origin,
+            last_copy,
+            dep_targets,
+        }
+    }
+}
+
+/// Whether some chunk of some rank is touched by two of that rank's channels.
+fn channels_share_chunks(ops: &[Vec<Vec<Op>>]) -> bool {
+    let mut owner: HashMap<(u32, BufferKind, u32), u32> = HashMap::new();
+    for (r, ro) in ops.iter().enumerate() {
+        for (c, co) in ro.iter().enumerate() {
+            for op in co {
+                for cr in [op.src, op.dst].into_iter().flatten() {
+                    for k in 0..cr.count {
+                        let o = *owner
+                            .entry((r as u32, cr.buffer, cr.chunk + k))
+                            .or_insert(c as u32);
+                        if o != c as u32 {
+                            return true;
                         }
                     }
                 }
             }
-            shared
-        };
-        let mut bufs = Vec::with_capacity(n as usize);
-        let mut access = Vec::with_capacity(n as usize);
-        for r in 0..n {
-            let mut input = Vec::with_capacity((chunks[0] * iters) as usize);
-            for _ in 0..iters {
-                for c in 0..chunks[0] {
-                    let pos = match s.collective.kind {
-                        CollectiveKind::AllGather => r as u64 * cpb as u64 + c as u64,
-                        CollectiveKind::AllToAll => r as u64 * chunks[0] as u64 + c as u64,
-                        _ => c as u64,
-                    };
-                    input.push(Some(Val {
-                        pos,
-                        set: RankSet::single(n, r),
-                    }));
-                }
-            }
-            bufs.push([
-                input,
-                vec![None; (chunks[1] * iters) as usize],
-                vec![None; (chunks[2] * iters) as usize],
-            ]);
-            if races {
-                access.push([
-                    vec![Access::default(); (chunks[0] * iters) as usize],
-                    vec![Access::default(); (chunks[1] * iters) as usize],
-                    vec![Access::default(); (chunks[2] * iters) as usize],
-                ]);
-            } else {
-                access.push([Vec::new(), Vec::new(), Vec::new()]);
+        }
+    }
+    false
+}
+
+/// Initial buffers (inputs hold each rank's own pieces; outputs and scratch are empty) and, when
+/// races are checked, their empty access histories.
+fn initial_buffers(
+    s: &Schedule,
+    chunks: &[u32; 3],
+    iters: u32,
+    races: bool,
+) -> (Vec<RankBuffers>, Vec<RankAccesses>) {
+    let n = s.nranks;
+    let cpb = s.chunks_per_block;
+    let mut bufs = Vec::with_capacity(n as usize);
+    let mut access = Vec::with_capacity(n as usize);
+    for r in 0..n {
+        let mut input = Vec::with_capacity((chunks[0] * iters) as usize);
+        for _ in 0..iters {
+            for c in 0..chunks[0] {
+                let pos = match s.collective.kind {
+                    CollectiveKind::AllGather => r as u64 * cpb as u64 + c as u64,
+                    CollectiveKind::AllToAll => r as u64 * chunks[0] as u64 + c as u64,
+                    _ => c as u64,
+                };
+                input.push(Some(Val {
+                    pos,
+                    set: RankSet::single(n, r),
+                }));
             }
         }
+        bufs.push([
+            input,
+            vec![None; (chunks[1] * iters) as usize],
+            vec![None; (chunks[2] * iters) as usize],
+        ]);
+        if races {
+            access.push([
+                vec![Access::default(); (chunks[0] * iters) as usize],
+                vec![Access::default(); (chunks[1] * iters) as usize],
+                vec![Access::default(); (chunks[2] * iters) as usize],
+            ]);
+        } else {
+            access.push([Vec::new(), Vec::new(), Vec::new()]);
+        }
+    }
+    (bufs, access)
+}
+
+impl<'a> Verifier<'a> {
+    fn new(s: &'a Schedule) -> Result<Self, VerifyError> {
+        let n = s.nranks;
+        let nch = s.channels;
+        let iters = if s.loop_elems.is_some() { 2 } else { 1 };
+        let chunks: [u32; 3] = [
+            s.buffer_chunks(BufferKind::Input),
+            s.buffer_chunks(BufferKind::Output),
+            s.buffer_chunks(BufferKind::Scratch),
+        ];
+        check_state_budget(s, &chunks, iters)?;
+        let ExpandedPrograms {
+            ops,
+            origin,
+            last_copy,
+            dep_targets,
+        } = ExpandedPrograms::of(s);
+        // Races need a chunk that two channels of one rank touch; rings and trees keep channels
+        // on disjoint chunks, so the (costly) vector clocks are skipped for them.
+        let races =
+            nch > 1 && n.saturating_mul(nch) <= RACE_CHECK_LIMIT && channels_share_chunks(&ops);
+        let (bufs, access) = initial_buffers(s, &chunks, iters, races);
         Ok(Self {
             s,
             n,

@@ -112,6 +112,186 @@ pub(super) fn bfs_to(
     paths
 }
 
+/// One host as the post-processing passes see it: the topology, the local index of every node,
+/// and the host's GPUs and CPUs.
+struct HostNodes<'a> {
+    t: &'a Topology,
+    local: &'a [(u32, u32)],
+    gpus: Vec<NodeId>,
+    cpus: Vec<NodeId>,
+}
+
+impl HostNodes<'_> {
+    fn get(&self, hp: &HostPaths, a: NodeId, b: NodeId) -> Option<Path> {
+        hp.get(a, b, self.local).cloned()
+    }
+
+    fn set(&self, hp: &mut HostPaths, a: NodeId, b: NodeId, p: Path) {
+        let bi = hp.base_idx[&b];
+        hp.paths[bi * hp.n_local + self.local[a.index()].1 as usize] = Some(p);
+    }
+
+    /// The CPU with the fewest hops from a node (NCCL's local CPU).
+    fn local_cpu(&self, hp: &HostPaths, n: NodeId) -> Option<NodeId> {
+        self.cpus
+            .iter()
+            .copied()
+            .filter_map(|c| self.get(hp, n, c).map(|p| (p.hops(), c)))
+            .min_by_key(|(h, c)| (*h, c.index()))
+            .map(|(_, c)| c)
+    }
+
+    /// Step 1: GPU pairs beyond the P2P level go through the destination's CPU.
+    fn route_distant_gpu_pairs_via_cpu(&self, hp: &mut HostPaths) {
+        let g = &self.t.graph;
+        let gpus = &self.gpus;
+        let amd = self.cpus.iter().any(|c| {
+            matches!(&g[*c].kind, NodeKind::Cpu(cpu) if cpu.arch == CpuArch::X86_64 && cpu.vendor == CpuVendor::Amd)
+        });
+        let p2p_level = if amd && gpus.len() <= 2 {
+            PathType::Sys
+        } else {
+            PathType::Pxb
+        };
+        for &a in gpus {
+            for &b in gpus {
+                if a == b {
+                    continue;
+                }
+                let Some(p) = self.get(hp, a, b) else {
+                    continue;
+                };
+                if p.kind <= p2p_level {
+                    continue;
+                }
+                if let Some(c) = self.local_cpu(hp, b) {
+                    if let (Some(p1), Some(p2)) = (self.get(hp, a, c), self.get(hp, c, b)) {
+                        let kind = merge_via_cpu(p1.kind, p2.kind);
+                        self.set(hp, a, b, p1.join(&p2, kind));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Step 2: Grace-style machines: GPU –C2C– CPU –PCIe– NIC is P2C.
+    fn mark_c2c_nic_paths_p2c(&self, hp: &mut HostPaths) {
+        for &gp in &self.gpus {
+            let Some(c) = self.local_cpu(hp, gp) else {
+                continue;
+            };
+            let gc = self.get(hp, gp, c).map(|p| p.kind);
+            for &n in &hp.nics.clone() {
+                let nc = self.get(hp, n, c).map(|p| p.kind);
+                if gc == Some(PathType::C2c) && nc == Some(PathType::Phb) {
+                    for (x, y) in [(gp, n), (n, gp)] {
+                        if let Some(mut p) = self.get(hp, x, y) {
+                            p.kind = p.kind.min(PathType::P2c);
+                            self.set(hp, x, y, p);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Step 3, PXN: reach a NIC through the NVLink peer that sits next to it. Returns the proxy GPU
+    /// of every (GPU, NIC) pair rerouted this way.
+    fn route_nics_via_nvlink_peers(&self, hp: &mut HostPaths) -> HashMap<(NodeId, NodeId), NodeId> {
+        let gpus = &self.gpus;
+        let get = |hp: &HostPaths, a: NodeId, b: NodeId| self.get(hp, a, b);
+        let mut proxy: HashMap<(NodeId, NodeId), NodeId> = HashMap::new();
+        for &n in &hp.nics.clone() {
+            let Some(p) = local_gpu(hp, gpus, n, &get) else {
+                continue;
+            };
+            let Some(pn) = self.get(hp, p, n) else {
+                continue;
+            };
+            if pn.kind > PathType::Pxb {
+                continue;
+            }
+            for &gp in gpus {
+                if gp == p {
+                    continue;
+                }
+                let (Some(gpp), Some(gn)) = (self.get(hp, gp, p), self.get(hp, gp, n)) else {
+                    continue;
+                };
+                if gpp.kind <= PathType::Nvl && (pn.bw_gbps > gn.bw_gbps || gn.kind > PathType::Pxn)
+                {
+                    self.set(hp, gp, n, gpp.join(&pn, PathType::Pxn));
+                    proxy.insert((gp, n), p);
+                }
+            }
+        }
+        proxy
+    }
+
+    /// Step 4: without GPUDirect RDMA, GPU ↔ NIC traffic bounces through the GPU's CPU.
+    fn route_non_gdr_nic_paths_via_cpu(
+        &self,
+        hp: &mut HostPaths,
+        proxy: &HashMap<(NodeId, NodeId), NodeId>,
+    ) {
+        let t = self.t;
+        let g = &t.graph;
+        for &gp in &self.gpus {
+            for &n in &hp.nics.clone() {
+                let Some(p) = self.get(hp, gp, n) else {
+                    continue;
+                };
+                if p.kind >= PathType::Phb {
+                    continue;
+                }
+                let via = proxy.get(&(gp, n)).copied().unwrap_or(gp);
+                let dist = if via == gp {
+                    p.kind
+                } else {
+                    self.get(hp, via, n)
+                        .map(|q| q.kind)
+                        .unwrap_or(PathType::Sys)
+                };
+                let gdr_gpu = t.gpu(via).is_some_and(|x| x.gdr);
+                let gdr_nic = matches!(&g[n].kind, NodeKind::Nic(x) if x.gdr);
+                if gdr_gpu && gdr_nic && dist <= PathType::Pxb {
+                    continue;
+                }
+                let Some(c) = self.local_cpu(hp, gp) else {
+                    continue;
+                };
+                for (x, y) in [(gp, n), (n, gp)] {
+                    if let (Some(p1), Some(p2)) = (self.get(hp, x, c), self.get(hp, c, y)) {
+                        let kind = merge_via_cpu(p1.kind, p2.kind);
+                        self.set(hp, x, y, p1.join(&p2, kind));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The NIC each GPU sends through: best bandwidth, then best type; ties are spread by
+    /// device index so GPUs sharing a switch use different NICs.
+    fn choose_local_nics(&self, hp: &mut HostPaths) {
+        for &gp in &self.gpus {
+            let mut best: Vec<(NodeId, f64, PathType)> = Vec::new();
+            for &n in &hp.nics {
+                if let Some(p) = self.get(hp, gp, n) {
+                    best.push((n, p.bw_gbps, p.kind));
+                }
+            }
+            let Some(max_bw) = best.iter().map(|b| b.1).reduce(f64::max) else {
+                continue;
+            };
+            best.retain(|b| b.1 >= max_bw - 1e-9);
+            let min_ty = best.iter().map(|b| b.2).min().expect("non-empty");
+            best.retain(|b| b.2 == min_ty);
+            let dev = self.t.gpu(gp).map(|x| x.dev).unwrap_or(0) as usize;
+            hp.local_nic.insert(gp, best[dev % best.len()].0);
+        }
+    }
+}
+
 impl HostPaths {
     pub(super) fn compute(t: &Topology, nodes: &[NodeId], local: &[(u32, u32)]) -> HostPaths {
         let g = &t.graph;
@@ -131,154 +311,25 @@ impl HostPaths {
         for &b in &bases {
             hp.paths.extend(bfs_to(t, b, nodes, local));
         }
-        let li = |n: NodeId| local[n.index()].1 as usize;
-        let gpus: Vec<NodeId> = bases
-            .iter()
-            .copied()
-            .filter(|n| matches!(g[*n].kind, NodeKind::Gpu(_)))
-            .collect();
-        let cpus: Vec<NodeId> = bases
-            .iter()
-            .copied()
-            .filter(|n| matches!(g[*n].kind, NodeKind::Cpu(_)))
-            .collect();
-        hp.nics = bases
-            .iter()
-            .copied()
-            .filter(|n| matches!(g[*n].kind, NodeKind::Nic(_)))
-            .collect();
-        let get = |hp: &HostPaths, a: NodeId, b: NodeId| -> Option<Path> {
-            let bi = *hp.base_idx.get(&b)?;
-            hp.paths[bi * n_local + li(a)].clone()
-        };
-        let set = |hp: &mut HostPaths, a: NodeId, b: NodeId, p: Path| {
-            let bi = hp.base_idx[&b];
-            hp.paths[bi * n_local + li(a)] = Some(p);
-        };
-        // The CPU with the fewest hops from a node (NCCL's local CPU).
-        let local_cpu = |hp: &HostPaths, n: NodeId| -> Option<NodeId> {
-            cpus.iter()
+        let of_kind = |want: fn(&NodeKind) -> bool| -> Vec<NodeId> {
+            bases
+                .iter()
                 .copied()
-                .filter_map(|c| get(hp, n, c).map(|p| (p.hops(), c)))
-                .min_by_key(|(h, c)| (*h, c.index()))
-                .map(|(_, c)| c)
+                .filter(|n| want(&g[*n].kind))
+                .collect()
         };
-
-        // 1. GPU pairs beyond the P2P level go through the destination's CPU.
-        let amd = cpus.iter().any(|c| {
-            matches!(&g[*c].kind, NodeKind::Cpu(cpu) if cpu.arch == CpuArch::X86_64 && cpu.vendor == CpuVendor::Amd)
-        });
-        let p2p_level = if amd && gpus.len() <= 2 {
-            PathType::Sys
-        } else {
-            PathType::Pxb
+        let host = HostNodes {
+            t,
+            local,
+            gpus: of_kind(|k| matches!(k, NodeKind::Gpu(_))),
+            cpus: of_kind(|k| matches!(k, NodeKind::Cpu(_))),
         };
-        for &a in &gpus {
-            for &b in &gpus {
-                if a == b {
-                    continue;
-                }
-                let Some(p) = get(&hp, a, b) else { continue };
-                if p.kind <= p2p_level {
-                    continue;
-                }
-                if let Some(c) = local_cpu(&hp, b) {
-                    if let (Some(p1), Some(p2)) = (get(&hp, a, c), get(&hp, c, b)) {
-                        let kind = merge_via_cpu(p1.kind, p2.kind);
-                        set(&mut hp, a, b, p1.join(&p2, kind));
-                    }
-                }
-            }
-        }
-        // 2. Grace-style machines: GPU –C2C– CPU –PCIe– NIC is P2C.
-        for &gp in &gpus {
-            let Some(c) = local_cpu(&hp, gp) else {
-                continue;
-            };
-            let gc = get(&hp, gp, c).map(|p| p.kind);
-            for &n in &hp.nics.clone() {
-                let nc = get(&hp, n, c).map(|p| p.kind);
-                if gc == Some(PathType::C2c) && nc == Some(PathType::Phb) {
-                    for (x, y) in [(gp, n), (n, gp)] {
-                        if let Some(mut p) = get(&hp, x, y) {
-                            p.kind = p.kind.min(PathType::P2c);
-                            set(&mut hp, x, y, p);
-                        }
-                    }
-                }
-            }
-        }
-        // 3. PXN: reach a NIC through the NVLink peer that sits next to it.
-        let mut proxy: HashMap<(NodeId, NodeId), NodeId> = HashMap::new();
-        for &n in &hp.nics.clone() {
-            let Some(p) = local_gpu(&hp, &gpus, n, &get) else {
-                continue;
-            };
-            let Some(pn) = get(&hp, p, n) else { continue };
-            if pn.kind > PathType::Pxb {
-                continue;
-            }
-            for &gp in &gpus {
-                if gp == p {
-                    continue;
-                }
-                let (Some(gpp), Some(gn)) = (get(&hp, gp, p), get(&hp, gp, n)) else {
-                    continue;
-                };
-                if gpp.kind <= PathType::Nvl && (pn.bw_gbps > gn.bw_gbps || gn.kind > PathType::Pxn)
-                {
-                    set(&mut hp, gp, n, gpp.join(&pn, PathType::Pxn));
-                    proxy.insert((gp, n), p);
-                }
-            }
-        }
-        // 4. Without GPUDirect RDMA, GPU ↔ NIC traffic bounces through the GPU's CPU.
-        for &gp in &gpus {
-            for &n in &hp.nics.clone() {
-                let Some(p) = get(&hp, gp, n) else { continue };
-                if p.kind >= PathType::Phb {
-                    continue;
-                }
-                let via = proxy.get(&(gp, n)).copied().unwrap_or(gp);
-                let dist = if via == gp {
-                    p.kind
-                } else {
-                    get(&hp, via, n).map(|q| q.kind).unwrap_or(PathType::Sys)
-                };
-                let gdr_gpu = t.gpu(via).is_some_and(|x| x.gdr);
-                let gdr_nic = matches!(&g[n].kind, NodeKind::Nic(x) if x.gdr);
-                if gdr_gpu && gdr_nic && dist <= PathType::Pxb {
-                    continue;
-                }
-                let Some(c) = local_cpu(&hp, gp) else {
-                    continue;
-                };
-                for (x, y) in [(gp, n), (n, gp)] {
-                    if let (Some(p1), Some(p2)) = (get(&hp, x, c), get(&hp, c, y)) {
-                        let kind = merge_via_cpu(p1.kind, p2.kind);
-                        set(&mut hp, x, y, p1.join(&p2, kind));
-                    }
-                }
-            }
-        }
-        // The NIC each GPU sends through: best bandwidth, then best type; ties are spread by
-        // device index so GPUs sharing a switch use different NICs.
-        for &gp in &gpus {
-            let mut best: Vec<(NodeId, f64, PathType)> = Vec::new();
-            for &n in &hp.nics {
-                if let Some(p) = get(&hp, gp, n) {
-                    best.push((n, p.bw_gbps, p.kind));
-                }
-            }
-            let Some(max_bw) = best.iter().map(|b| b.1).reduce(f64::max) else {
-                continue;
-            };
-            best.retain(|b| b.1 >= max_bw - 1e-9);
-            let min_ty = best.iter().map(|b| b.2).min().expect("non-empty");
-            best.retain(|b| b.2 == min_ty);
-            let dev = t.gpu(gp).map(|x| x.dev).unwrap_or(0) as usize;
-            hp.local_nic.insert(gp, best[dev % best.len()].0);
-        }
+        hp.nics = of_kind(|k| matches!(k, NodeKind::Nic(_)));
+        host.route_distant_gpu_pairs_via_cpu(&mut hp);
+        host.mark_c2c_nic_paths_p2c(&mut hp);
+        let proxy = host.route_nics_via_nvlink_peers(&mut hp);
+        host.route_non_gdr_nic_paths_via_cpu(&mut hp, &proxy);
+        host.choose_local_nics(&mut hp);
         hp
     }
 

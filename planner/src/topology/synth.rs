@@ -123,6 +123,39 @@ pub fn random(seed: u64) -> Topology {
         .unwrap_or_else(|e| panic!("synth::random({seed}) built an invalid topology: {e}"))
 }
 
+/// Link speeds a synthetic PCI device reports, in the spellings seen in real topology files.
+const PCI_SPEEDS: [&str; 7] = [
+    "8 GT/s",
+    "16 GT/s",
+    "16.0 GT/s PCIe",
+    "32.0 GT/s PCIe",
+    "32 GT/s PCIe/s",
+    "64.0 GT/s PCIe",
+    "",
+];
+
+/// Link widths a synthetic GPU reports (0: unknown).
+const PCI_WIDTHS: [i64; 4] = [0, 4, 8, 16];
+
+/// Hands out consecutive PCI bus ids, one per synthetic device.
+struct BusIds(u32);
+
+impl BusIds {
+    fn next(&mut self) -> String {
+        self.0 += 1;
+        format!("0000:{:02x}:00.0", self.0)
+    }
+}
+
+/// What every GPU of a synthetic host shares.
+struct GpuShape {
+    gpus_per_host: usize,
+    n_cpus: usize,
+    sm: i64,
+    arch: &'static str,
+    nvlink: &'static str,
+}
+
 /// The document behind [`random`]: what the JSON/XML round-trip property tests start from.
 pub fn random_doc(seed: u64) -> TopoDoc {
     let mut r = Rng::new(seed);
@@ -130,16 +163,6 @@ pub fn random_doc(seed: u64) -> TopoDoc {
     let min_gpus = if hosts == 1 { 2 } else { 1 };
     let gpus_per_host = r.range(min_gpus, 8) as usize;
     let n_cpus = r.range(1, 2) as usize;
-    let speeds = [
-        "8 GT/s",
-        "16 GT/s",
-        "16.0 GT/s PCIe",
-        "32.0 GT/s PCIe",
-        "32 GT/s PCIe/s",
-        "64.0 GT/s PCIe",
-        "",
-    ];
-    let widths = [0i64, 4, 8, 16];
     let sm = *r.pick(&[70i64, 80, 86, 89, 90, 100]);
     let (arch, vendor, family, model) = *r.pick(&[
         ("x86_64", "GenuineIntel", 6i64, 143i64),
@@ -147,11 +170,7 @@ pub fn random_doc(seed: u64) -> TopoDoc {
         ("x86_64", "AuthenticAMD", 175, 1),
         ("arm64", "", 0, 0),
     ]);
-    let mut bus = 0x10u32;
-    let mut next_bus = || {
-        bus += 1;
-        format!("0000:{:02x}:00.0", bus)
-    };
+    let mut bus = BusIds(0x10);
     let mut cpus: Vec<CpuDoc> = (0..n_cpus)
         .map(|i| CpuDoc {
             numaid: Some(i as i64),
@@ -164,20 +183,42 @@ pub fn random_doc(seed: u64) -> TopoDoc {
         })
         .collect();
     let nvlink = *r.pick(&["none", "nvswitch", "pairs"]);
+    let shape = GpuShape {
+        gpus_per_host,
+        n_cpus,
+        sm,
+        arch,
+        nvlink,
+    };
+    let mut pcis = random_gpu_leaves(&mut r, &shape, &mut bus);
+    add_random_nics(&mut r, hosts, &mut cpus, &mut pcis, &mut bus);
+    place_leaves_under_switches(&mut r, &mut cpus, pcis, &mut bus);
+    let mut doc = TopoDoc::new(SystemDoc {
+        cpus,
+        ..Default::default()
+    });
+    if hosts > 1 {
+        doc.cluster = Some(random_cluster(&mut r, hosts));
+    }
+    doc
+}
+
+/// One PCI leaf per GPU, each with the CPU it hangs under, NVLinks as `shape.nvlink` says.
+fn random_gpu_leaves(r: &mut Rng, shape: &GpuShape, bus: &mut BusIds) -> Vec<(usize, PciDoc)> {
     let mut gpu_bus = Vec::new();
     // Place GPUs under random switches (possibly nested) or directly under a CPU.
     let mut pcis: Vec<(usize, PciDoc)> = Vec::new();
-    for g in 0..gpus_per_host {
-        let gb = next_bus();
+    for g in 0..shape.gpus_per_host {
+        let gb = bus.next();
         gpu_bus.push(gb.clone());
         let mut gpu = GpuDoc {
             dev: Some(g as i64),
-            sm: Some(sm),
+            sm: Some(shape.sm),
             rank: Some(g as i64),
             gdr: Some(r.range(0, 1) as i64),
             ..Default::default()
         };
-        if nvlink == "nvswitch" {
+        if shape.nvlink == "nvswitch" {
             gpu.nvlinks.push(NvLinkDoc {
                 target: "fffffff:ff:ff.0".into(),
                 count: r.range(1, 18) as i64,
@@ -185,7 +226,7 @@ pub fn random_doc(seed: u64) -> TopoDoc {
                 ..Default::default()
             });
         }
-        if sm >= 90 && arch == "arm64" && r.chance(50) {
+        if shape.sm >= 90 && shape.arch == "arm64" && r.chance(50) {
             gpu.c2c.push(C2cDoc {
                 bw: 22500,
                 count: r.range(1, 10) as i64,
@@ -197,35 +238,51 @@ pub fn random_doc(seed: u64) -> TopoDoc {
             class: Some("0x030200".into()),
             device: r.chance(50).then(|| "0x2335".to_string()),
             vendor: Some("0x10de".into()),
-            link_speed: Some(r.pick(&speeds).to_string()),
-            link_width: Some(*r.pick(&widths)),
+            link_speed: Some(r.pick(&PCI_SPEEDS).to_string()),
+            link_width: Some(*r.pick(&PCI_WIDTHS)),
             gpu: Some(gpu),
             ..Default::default()
         };
-        pcis.push((r.range(0, n_cpus as u64 - 1) as usize, leaf));
+        pcis.push((r.range(0, shape.n_cpus as u64 - 1) as usize, leaf));
     }
-    if nvlink == "pairs" {
-        // Symmetric links between neighbours 2i, 2i+1.
-        for i in (0..gpus_per_host.saturating_sub(1)).step_by(2) {
-            let c = r.range(1, 12) as i64;
-            for (a, b) in [(i, i + 1), (i + 1, i)] {
-                let target = gpu_bus[b].clone();
-                pcis[a]
-                    .1
-                    .gpu
-                    .as_mut()
-                    .expect("gpu leaf")
-                    .nvlinks
-                    .push(NvLinkDoc {
-                        target,
-                        count: c,
-                        tclass: Some("0x030200".into()),
-                        ..Default::default()
-                    });
-            }
+    if shape.nvlink == "pairs" {
+        link_gpu_pairs(r, &mut pcis, &gpu_bus);
+    }
+    pcis
+}
+
+/// Symmetric NVLinks between neighbours 2i, 2i+1 of the GPU leaves.
+fn link_gpu_pairs(r: &mut Rng, pcis: &mut [(usize, PciDoc)], gpu_bus: &[String]) {
+    for i in (0..gpu_bus.len().saturating_sub(1)).step_by(2) {
+        let c = r.range(1, 12) as i64;
+        for (a, b) in [(i, i + 1), (i + 1, i)] {
+            let target = gpu_bus[b].clone();
+            pcis[a]
+                .1
+                .gpu
+                .as_mut()
+                .expect("gpu leaf")
+                .nvlinks
+                .push(NvLinkDoc {
+                    target,
+                    count: c,
+                    tclass: Some("0x030200".into()),
+                    ..Default::default()
+                });
         }
     }
-    // NICs: at least one when there are several hosts.
+}
+
+/// NICs, at least one when there are several hosts: some straight on a CPU, the rest as PCI
+/// leaves.
+fn add_random_nics(
+    r: &mut Rng,
+    hosts: u32,
+    cpus: &mut [CpuDoc],
+    pcis: &mut Vec<(usize, PciDoc)>,
+    bus: &mut BusIds,
+) {
+    let n_cpus = cpus.len();
     let n_nics = r.range(if hosts > 1 { 1 } else { 0 }, 4) as usize;
     for k in 0..n_nics {
         let nets = (0..r.range(1, 2))
@@ -253,9 +310,9 @@ pub fn random_doc(seed: u64) -> TopoDoc {
             pcis.push((
                 cpu,
                 PciDoc {
-                    busid: next_bus(),
+                    busid: bus.next(),
                     class: Some("0x020700".into()),
-                    link_speed: Some(r.pick(&speeds).to_string()),
+                    link_speed: Some(r.pick(&PCI_SPEEDS).to_string()),
                     link_width: Some(16),
                     nic: Some(nic),
                     ..Default::default()
@@ -263,9 +320,17 @@ pub fn random_doc(seed: u64) -> TopoDoc {
             ));
         }
     }
-    // Group leaves under switches: each leaf goes under a new switch, the previous switch of
-    // its CPU, or straight under the CPU.
-    let mut open: Vec<Option<PciDoc>> = vec![None; n_cpus];
+}
+
+/// Group leaves under switches: each leaf goes under a new switch, the previous switch of its
+/// CPU, or straight under the CPU.
+fn place_leaves_under_switches(
+    r: &mut Rng,
+    cpus: &mut [CpuDoc],
+    pcis: Vec<(usize, PciDoc)>,
+    bus: &mut BusIds,
+) {
+    let mut open: Vec<Option<PciDoc>> = vec![None; cpus.len()];
     for (cpu, leaf) in pcis {
         match r.range(0, 2) {
             0 => cpus[cpu].pci.push(leaf),
@@ -274,16 +339,16 @@ pub fn random_doc(seed: u64) -> TopoDoc {
                     cpus[cpu].pci.push(sw);
                 }
                 let mut sw = PciDoc {
-                    busid: next_bus(),
+                    busid: bus.next(),
                     class: Some("0x060400".into()),
-                    link_speed: Some(r.pick(&speeds).to_string()),
+                    link_speed: Some(r.pick(&PCI_SPEEDS).to_string()),
                     link_width: Some(16),
                     ..Default::default()
                 };
                 if r.chance(30) {
                     // A nested switch level.
                     let inner = PciDoc {
-                        busid: next_bus(),
+                        busid: bus.next(),
                         class: Some("0x060400".into()),
                         link_speed: Some("32.0 GT/s PCIe".into()),
                         link_width: Some(16),
@@ -307,21 +372,18 @@ pub fn random_doc(seed: u64) -> TopoDoc {
             cpus[cpu].pci.push(sw);
         }
     }
-    let mut doc = TopoDoc::new(SystemDoc {
-        cpus,
-        ..Default::default()
-    });
-    if hosts > 1 {
-        let fabric = r.pick(&["switch", "rail", "fat-tree"]).to_string();
-        let fat = fabric == "fat-tree";
-        doc.cluster = Some(ClusterDoc {
-            nodes: hosts,
-            fabric,
-            nic_gbps: *r.pick(&[100.0, 200.0, 400.0]),
-            oversubscription: if fat { *r.pick(&[1.0, 2.0, 3.0]) } else { 1.0 },
-            hosts_per_leaf: fat.then(|| r.range(1, 4) as u32),
-            switch_lat_us: DEFAULT_SWITCH_LAT_US,
-        });
+}
+
+/// The fabric joining several hosts.
+fn random_cluster(r: &mut Rng, hosts: u32) -> ClusterDoc {
+    let fabric = r.pick(&["switch", "rail", "fat-tree"]).to_string();
+    let fat = fabric == "fat-tree";
+    ClusterDoc {
+        nodes: hosts,
+        fabric,
+        nic_gbps: *r.pick(&[100.0, 200.0, 400.0]),
+        oversubscription: if fat { *r.pick(&[1.0, 2.0, 3.0]) } else { 1.0 },
+        hosts_per_leaf: fat.then(|| r.range(1, 4) as u32),
+        switch_lat_us: DEFAULT_SWITCH_LAT_US,
     }
-    doc
 }
