@@ -2,13 +2,11 @@
 //! (`cuda::lower::emulate`) against `runtime::reference`: what the GPU would compute, checked
 //! without a GPU, on exact integer data.
 
-use cuda::lower::{emulate, lower, Buf, LowerParams};
+use cuda::lower::{check_against_reference, lower, LowerParams};
 use planner::plan::Planner;
 use planner::schedule::{Algorithm, Collective, CollectiveKind, Protocol, Schedule};
 use planner::topology::{synth, LinkKind};
-use runtime::reference::{buffer_lens, expected, random_input};
 use runtime::types::ReduceOp;
-use runtime::Element;
 
 fn run(
     s: &Schedule,
@@ -17,69 +15,8 @@ fn run(
     op: ReduceOp,
     p: LowerParams,
 ) -> Result<(), String> {
-    let n = s.nranks as usize;
-    let coll = &s.collective;
     let l = lower(s, p).map_err(|e| format!("lower: {e}"))?;
-    let (il, ol) = buffer_lens(coll, n as u32, count as usize);
-    let inputs: Vec<Vec<i64>> = (0..n)
-        .map(|r| random_input::<i64>(count, r as u32, il, op))
-        .collect();
-    let poison = i64::MIN + 12345;
-    let ll_len = l
-        .items
-        .iter()
-        .flat_map(|i| {
-            i.srcs
-                .iter()
-                .chain(&i.dsts)
-                .filter(|o| o.buf == Buf::Ll)
-                .map(move |o| (o.off + i.n) as usize)
-        })
-        .max()
-        .unwrap_or(1);
-    let c = count as usize;
-    let mut mem: Vec<[Vec<i64>; 4]> = (0..n)
-        .map(|r| {
-            let mut inp = inputs[r].clone();
-            let mut out = vec![poison; ol];
-            if in_place {
-                match coll.kind {
-                    CollectiveKind::AllGather => {
-                        out[r * c..(r + 1) * c].copy_from_slice(&inputs[r])
-                    }
-                    CollectiveKind::ReduceScatter => {}
-                    _ => {
-                        out = inputs[r].clone();
-                        inp = vec![poison; il];
-                    }
-                }
-            }
-            let scratch = vec![poison; l.scratch_elems.max(1) as usize];
-            [inp, out, scratch, vec![poison; ll_len]]
-        })
-        .collect();
-    emulate(
-        &l,
-        &mut mem,
-        |a, b| a.combine(b, op),
-        |a| a.div_ranks(n as u32),
-    );
-    let want = expected(coll, op, c, &inputs);
-    for r in 0..n {
-        let Some(w) = &want[r] else { continue };
-        let got: &[i64] = if in_place && coll.kind == CollectiveKind::ReduceScatter {
-            &mem[r][0][r * c..(r + 1) * c]
-        } else {
-            &mem[r][1][..w.len()]
-        };
-        if let Some(i) = got.iter().zip(w).position(|(a, b)| a != b) {
-            return Err(format!(
-                "rank {r} element {i}: got {} want {}",
-                got[i], w[i]
-            ));
-        }
-    }
-    Ok(())
+    check_against_reference(s, &l, count, in_place, op, count).map_err(|m| m.to_string())
 }
 
 #[test]

@@ -478,9 +478,7 @@ impl MatrixCase<'_> {
     /// Lowers the schedule with the group's parameters, emulates it on random data and asserts
     /// every rank's output is the reference's; false where the lowering refuses the case.
     fn emulate_and_check(&self, in_place: bool, op: ReduceOp) -> bool {
-        use cuda::lower::{emulate, lower, LowerError, LowerParams};
-        use runtime::reference::{buffer_lens, expected, random_input};
-        use runtime::Element;
+        use cuda::lower::{lower, LowerError, LowerParams};
         let (c, n, algo, count) = (self.coll, self.n, self.algo, self.count);
         let kind = c.kind;
         let what = format!(
@@ -505,71 +503,9 @@ impl MatrixCase<'_> {
             Err(LowerError::Unsupported(_)) if algo == "one-shot-ll" => return false,
             r => r.unwrap_or_else(|e| panic!("{what}: {e}")),
         };
-        let (il, ol) = buffer_lens(c, n, count as usize);
-        let inputs: Vec<Vec<i64>> = (0..n)
-            .map(|r| random_input::<i64>(9 + count, r, il, op))
-            .collect();
-        let k = count as usize;
-        let mut mem = self.emulated_memory(&l, in_place, &inputs, (il, ol));
-        emulate(&l, &mut mem, |x, y| x.combine(y, op), |x| x.div_ranks(n));
-        let want = expected(c, op, k, &inputs);
-        for r in 0..n as usize {
-            let Some(w) = &want[r] else { continue };
-            let got: &[i64] = if in_place && kind == CollectiveKind::ReduceScatter {
-                &mem[r][0][r * k..(r + 1) * k]
-            } else {
-                &mem[r][1][..w.len()]
-            };
-            let wrong = got.iter().zip(w).filter(|(g, w)| g != w).count();
-            assert_eq!(wrong, 0, "{what}: rank {r}, {wrong} wrong elements");
-        }
+        let checked =
+            cuda::lower::check_against_reference(self.sched, &l, count, in_place, op, 9 + count);
+        assert_eq!(checked, Ok(()), "{what}");
         true
-    }
-
-    /// Every rank's emulated buffers (input, output, scratch, LL) with its inputs where the call
-    /// finds them (in place as NCCL places them) and a poison everywhere else.
-    fn emulated_memory(
-        &self,
-        l: &cuda::lower::Lowered,
-        in_place: bool,
-        inputs: &[Vec<i64>],
-        (il, ol): (usize, usize),
-    ) -> Vec<[Vec<i64>; 4]> {
-        let kind = self.coll.kind;
-        use cuda::lower::Buf;
-        let poison = i64::MIN + 777;
-        let ll_len = l
-            .items
-            .iter()
-            .flat_map(|i| {
-                i.srcs
-                    .iter()
-                    .chain(&i.dsts)
-                    .filter(|o| o.buf == Buf::Ll)
-                    .map(move |o| (o.off + i.n) as usize)
-            })
-            .max()
-            .unwrap_or(1);
-        let k = self.count as usize;
-        (0..self.n as usize)
-            .map(|r| {
-                let mut inp = inputs[r].clone();
-                let mut out = vec![poison; ol];
-                if in_place {
-                    match kind {
-                        CollectiveKind::AllGather => {
-                            out[r * k..(r + 1) * k].copy_from_slice(&inputs[r])
-                        }
-                        CollectiveKind::ReduceScatter => {}
-                        _ => {
-                            out = inputs[r].clone();
-                            inp = vec![poison; il];
-                        }
-                    }
-                }
-                let scratch = vec![poison; l.scratch_elems.max(1) as usize];
-                [inp, out, scratch, vec![poison; ll_len]]
-            })
-            .collect()
     }
 }

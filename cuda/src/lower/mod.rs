@@ -27,9 +27,11 @@
 //! - `place`: phase placement, barrier strength and copy elision;
 //! - `snapshot`: copies taken so an op may overwrite memory that is still needed;
 //! - `ll`: the LL protocol (pushes into LL buffers, and what the kernel needs of them);
-//! - `emulate`: the CPU emulator the tests run lowered plans on;
+//! - `emulate`: the CPU emulator the tests run lowered plans on, and `check` the comparison of
+//!   its result with `runtime::reference` that every lowering test makes;
 //! - `item`: the lowered form (work items, phases, barriers), a leaf every part imports.
 
+mod check;
 mod emulate;
 mod item;
 mod ll;
@@ -39,6 +41,7 @@ mod place;
 mod program;
 mod snapshot;
 
+pub use check::{check_against_reference, Mismatch};
 pub use emulate::emulate;
 pub use program::lower;
 

@@ -3,9 +3,7 @@
 
 use super::*;
 use planner::schedule::{build, Collective, Protocol};
-use runtime::reference::{expected, random_input};
 use runtime::types::ReduceOp;
-use runtime::Element;
 
 fn run_case(
     s: &Schedule,
@@ -78,74 +76,9 @@ fn run_case_with(
     seed: u64,
     params: LowerParams,
 ) -> Result<(), String> {
-    let n = s.nranks as usize;
-    let coll = &s.collective;
     let l = lower(s, params).map_err(|e| format!("lower: {e}"))?;
-    let (il, ol) = runtime::reference::buffer_lens(coll, n as u32, count as usize);
-    let inputs: Vec<Vec<i64>> = (0..n)
-        .map(|r| random_input::<i64>(seed, r as u32, il, op))
-        .collect();
-    let poison = i64::MIN + 12345;
-    let ll_len = l
-        .items
-        .iter()
-        .flat_map(|i| {
-            i.srcs
-                .iter()
-                .chain(&i.dsts)
-                .filter(|o| o.buf == Buf::Ll)
-                .map(move |o| (o.off + i.n) as usize)
-        })
-        .max()
-        .unwrap_or(1);
-    let mut mem: Vec<[Vec<i64>; 4]> = (0..n)
-        .map(|r| {
-            let mut inp = inputs[r].clone();
-            let mut out = vec![poison; ol];
-            if in_place {
-                match coll.kind {
-                    CollectiveKind::AllGather => out[r * count as usize..(r + 1) * count as usize]
-                        .copy_from_slice(&inputs[r]),
-                    CollectiveKind::ReduceScatter => {}
-                    _ => {
-                        out = inputs[r].clone();
-                        inp = vec![poison; il];
-                    }
-                }
-            }
-            [
-                inp,
-                out,
-                vec![poison; l.scratch_elems.max(1) as usize],
-                vec![poison; ll_len],
-            ]
-        })
-        .collect();
-    emulate(
-        &l,
-        &mut mem,
-        |a, b| a.combine(b, op),
-        |a| a.div_ranks(n as u32),
-    );
-    let want = expected(coll, op, count as usize, &inputs);
-    for r in 0..n {
-        let Some(w) = &want[r] else { continue };
-        let got: &[i64] = if in_place && coll.kind == CollectiveKind::ReduceScatter {
-            &mem[r][0][r * count as usize..(r + 1) * count as usize]
-        } else {
-            &mem[r][1][..w.len()]
-        };
-        if got != w.as_slice() {
-            let i = got.iter().zip(w).position(|(a, b)| a != b).unwrap_or(0);
-            return Err(format!(
-                "rank {r} element {i}: got {} want {} ({} phases, seed {seed})",
-                got[i],
-                w[i],
-                l.nphases()
-            ));
-        }
-    }
-    Ok(())
+    check_against_reference(s, &l, count, in_place, op, seed)
+        .map_err(|m| format!("{m} ({} phases, seed {seed})", l.nphases()))
 }
 
 fn builders(kind: CollectiveKind, n: u32) -> Vec<(String, Schedule)> {
