@@ -31,7 +31,7 @@ __device__ void td_ll(const TdArgs& a, u32 b, u32 G) {
   if (pre_ok && (u64)t * TD_PER < cnt0) pre = td_pack((const T*)a.in + lo, t, cnt0);
   td_load_seq(a, TD_PROTO_LL, b, s_sent, s_recvd, s_credit);
   bool avg = (a.opts & TD_AVG) != 0;
-  if (a.opts & TD_COPY) td_copy((T*)a.out + a.copy_dst + lo, (const T*)a.in + lo, len);
+  if (a.opts & TD_COPY) td_copy((T*)a.out + a.copy_dst + lo, (const T*)a.in + a.copy_src + lo, len);
   u64 sent = 0;
   for (u64 j = 0; j < nseg || sent < nseg; j++) {
     for (; sent < nseg && sent < j + a.nslots; sent++) {

@@ -40,7 +40,8 @@ struct TdArgs {
   u64 send_stride;          // the message for peer p starts at in + p * send_stride
   u64 local_off;            // reduce mode: own contribution at in + local_off
   u64 gather_stride;        // gather mode: sender s's message goes to out + s * gather_stride
-  u64 copy_dst;             // local copy in[0, n) -> out + copy_dst (when TD_COPY)
+  u64 copy_dst;             // local copy in + copy_src [0, n) -> out + copy_dst (when TD_COPY)
+  u64 copy_src;
   u32 rank, nranks;
   u32 send_mask, recv_mask; // peers this rank pushes to / receives from
   u32 mode;                 // 0 reduce: out = own (op) received; 1 gather: out slot = received

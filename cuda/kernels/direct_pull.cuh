@@ -155,13 +155,13 @@ __device__ void td_pull(const TdArgs& a, u32 b, u32 G) {
         td_reduce<OP>(out + lo, s_lo[0], s_lo + 1, n - 1, hi - lo, (a.opts & TD_AVG) != 0, a.nranks);
       }
     } else {
-      if (a.opts & TD_COPY) td_copy(out + a.copy_dst + lo, (const T*)a.in + lo, hi - lo);
+      if (a.opts & TD_COPY) td_copy(out + a.copy_dst + lo, (const T*)a.in + a.copy_src + lo, hi - lo);
       u32 k = 0;
       for (u32 s = 0; s < a.nranks; s++)
         if ((a.recv_mask >> s) & 1) td_copy(out + s * a.gather_stride + lo, srcs[k++] + lo, hi - lo);
     }
   } else if ((a.opts & TD_COPY) && lo < hi) {
-    td_copy((T*)a.out + a.copy_dst + lo, (const T*)a.in + lo, hi - lo);
+    td_copy((T*)a.out + a.copy_dst + lo, (const T*)a.in + a.copy_src + lo, hi - lo);
   }
   // Every load of a peer's input returned before the barrier (its value was stored), so a
   // relaxed done word is enough, as with the push path's credits.

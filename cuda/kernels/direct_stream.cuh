@@ -72,7 +72,7 @@ __device__ void td_stream_recv(const TdArgs& a, u32 r, u32 R, u32 S) {
     u64 nseg = (hi - lo + a.seg - 1) / a.seg;
     if (nseg > maxseg) maxseg = nseg;
     // The local part of all-gather / broadcast: here, off the senders' critical path.
-    if (a.opts & TD_COPY) td_copy((T*)a.out + a.copy_dst + lo, (const T*)a.in + lo, hi - lo);
+    if (a.opts & TD_COPY) td_copy((T*)a.out + a.copy_dst + lo, (const T*)a.in + a.copy_src + lo, hi - lo);
   }
   __syncthreads();
   for (u64 j = 0; j < maxseg && a.recv_mask; j++) {

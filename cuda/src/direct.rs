@@ -43,18 +43,22 @@ const BLOCK: u32 = 512;
 
 /// Whether the direct path runs `s` (a one-shot schedule of a collective it knows).
 pub fn applies(s: &Schedule) -> bool {
-    s.algorithm == Algorithm::OneShot
-        && s.nranks >= 2
-        && s.nranks <= 8
-        && matches!(
-            s.collective.kind,
-            CollectiveKind::AllReduce
-                | CollectiveKind::AllGather
-                | CollectiveKind::ReduceScatter
-                | CollectiveKind::Broadcast
-                | CollectiveKind::Reduce
-        )
-        && enabled()
+    runs(s) && s.nranks >= 2 && s.nranks <= 8 && enabled()
+}
+
+/// Whether the direct path has a kernel role for `s`: the one-shot schedules of the five
+/// collectives, and the direct all-to-all (`Algorithm::Direct`, every rank pushes block q of
+/// its input to rank q).
+fn runs(s: &Schedule) -> bool {
+    match s.collective.kind {
+        CollectiveKind::AllReduce
+        | CollectiveKind::AllGather
+        | CollectiveKind::ReduceScatter
+        | CollectiveKind::Broadcast
+        | CollectiveKind::Reduce => s.algorithm == Algorithm::OneShot,
+        CollectiveKind::AllToAll => s.algorithm == Algorithm::Direct,
+        CollectiveKind::SendRecv => false,
+    }
 }
 
 /// `TOPOPLAN_DIRECT=0` sends one-shot schedules through the generic lowering instead.
@@ -191,6 +195,7 @@ struct TdArgs {
     local_off: u64,
     gather_stride: u64,
     copy_dst: u64,
+    copy_src: u64,
     rank: u32,
     nranks: u32,
     send_mask: u32,
@@ -303,6 +308,7 @@ fn plan_launch(peers: &DirectPeers, rank: u32, call: &DirectCall) -> Result<Laun
         local_off: role.local_off,
         gather_stride: role.gather_stride,
         copy_dst: role.copy_dst.unwrap_or(0),
+        copy_src: role.copy_src,
         rank,
         nranks: n,
         send_mask: role.send_mask,

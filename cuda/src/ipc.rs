@@ -49,8 +49,8 @@ pub fn check_direct(s: &Schedule) -> Result<(), CudaError> {
     }
     Err(CudaError::Input(format!(
         "the multi-process (CUDA IPC) mode runs the one-shot (direct) schedules only \
-         (all-reduce, all-gather, reduce-scatter, broadcast, reduce on 2 to 8 ranks, \
-         TOPOPLAN_DIRECT not 0); algorithm `{}` for {} on {} ranks is not one",
+         (all-reduce, all-gather, reduce-scatter, broadcast, reduce, and the direct \
+         all-to-all, on 2 to 8 ranks, TOPOPLAN_DIRECT not 0); algorithm `{}` for {} on {} ranks is not one",
         s.algorithm.name(),
         s.collective.kind.name(),
         s.nranks

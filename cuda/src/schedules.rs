@@ -10,7 +10,7 @@ use planner::schedule::build;
 use planner::schedule::{Collective, CollectiveKind, Protocol, Schedule, Transport};
 
 /// Algorithms `topoplan bench --algo` and `TOPOPLAN_ALGO` accept.
-pub const ALGOS: [&str; 8] = [
+pub const ALGOS: [&str; 10] = [
     "auto",
     "one-shot",
     "one-shot-ll",
@@ -19,6 +19,8 @@ pub const ALGOS: [&str; 8] = [
     "ring",
     "tree",
     "ce",
+    "direct",
+    "direct-ll",
 ];
 
 use planner::tuner::{self, ChannelSet, Filter, Hw, Profile, SystemModel};
@@ -99,7 +101,7 @@ const CE_FROM_BYTES: u64 = 256 << 20;
 #[derive(Debug, thiserror::Error)]
 pub enum PickError {
     #[error(
-        "unknown algorithm `{0}` (one of: auto, one-shot, one-shot-ll, one-shot-ll128, two-shot, ring, tree, ce)"
+        "unknown algorithm `{0}` (one of: auto, one-shot, one-shot-ll, one-shot-ll128, two-shot, ring, tree, ce, direct, direct-ll)"
     )]
     Unknown(String),
     #[error("{0}")]
@@ -109,6 +111,9 @@ pub enum PickError {
 /// The name `auto` resolves to for this collective, rank count and per-rank byte size, priced
 /// with `profile` (its tuner section above two ranks, its `runtime` section for pairs).
 pub fn auto_algo(profile: &Profile, kind: CollectiveKind, nranks: u32, bytes: u64) -> &'static str {
+    if kind == CollectiveKind::AllToAll {
+        return auto_direct_algo(profile, kind, bytes, false);
+    }
     if nranks > 2
         && matches!(
             kind,
@@ -169,12 +174,14 @@ pub fn auto_direct_algo(
     bytes: u64,
     pull: bool,
 ) -> &'static str {
-    if bytes <= ll_up_to(profile)
-        && !(pull && super::direct::pull::wanted(kind, Protocol::Simple, bytes))
-    {
-        "one-shot-ll"
-    } else {
-        "one-shot"
+    let ll = bytes <= ll_up_to(profile)
+        && !(pull && super::direct::pull::wanted(kind, Protocol::Simple, bytes));
+    // All-to-all is the direct pattern (block q to rank q); `bytes` is one block.
+    match (kind == CollectiveKind::AllToAll, ll) {
+        (true, true) => "direct-ll",
+        (true, false) => "direct",
+        (false, true) => "one-shot-ll",
+        (false, false) => "one-shot",
     }
 }
 
@@ -213,6 +220,19 @@ pub fn pick(
             let mut s = build::tree(coll, &[t], Protocol::Simple).map_err(err)?;
             set_transport(&mut s, Transport::P2pLoad);
             s
+        }
+        "direct" => build::direct(coll, nranks).map_err(err)?,
+        // The direct all-to-all through LL lines: its small blocks then cost one NVLink
+        // latency, as the one-shot's do.
+        "direct-ll" if coll.kind == CollectiveKind::AllToAll => {
+            let mut s = build::direct(coll, nranks).map_err(err)?;
+            s.protocol = Protocol::LL;
+            s
+        }
+        "direct-ll" => {
+            return Err(PickError::Build(
+                "direct-ll: the LL direct schedule is an all-to-all".into(),
+            ))
         }
         "ce" => {
             let chunks = bytes.div_ceil(CE_CHUNK_BYTES).clamp(1, 1024) as u32;

@@ -134,7 +134,10 @@ fn max_drop(before: &[u64], after: &[u64]) -> i64 {
 pub fn geometry(kind: CollectiveKind, nranks: u32, size: u64, elem: u64) -> (u64, u64, u64) {
     let total = size / elem;
     let count = match kind {
-        CollectiveKind::AllGather | CollectiveKind::ReduceScatter => total / nranks as u64,
+        // nccl-tests' size is the whole gathered, scattered or exchanged buffer.
+        CollectiveKind::AllGather | CollectiveKind::ReduceScatter | CollectiveKind::AllToAll => {
+            total / nranks as u64
+        }
         _ => total,
     };
     let (i, o) = buffer_lens(&coll_of(kind, 0), nranks, count as usize);

@@ -16,12 +16,13 @@ use gpubench::harness::{check_on, BenchConfig, Row};
 use planner::schedule::{Collective, CollectiveKind};
 use runtime::{DataType, ReduceOp};
 
-const KINDS: [CollectiveKind; 5] = [
+const KINDS: [CollectiveKind; 6] = [
     CollectiveKind::AllReduce,
     CollectiveKind::AllGather,
     CollectiveKind::ReduceScatter,
     CollectiveKind::Broadcast,
     CollectiveKind::Reduce,
+    CollectiveKind::AllToAll,
 ];
 
 /// Held by every GPU test while it runs: each group's grids assume its ranks are alone on the
@@ -96,11 +97,13 @@ fn coll(kind: CollectiveKind, n: u32) -> Collective {
     }
 }
 
-/// nccl-tests sizes in bytes for per-rank element `counts` (all-gather, reduce-scatter: the
-/// whole gathered buffer).
+/// nccl-tests sizes in bytes for per-rank element `counts` (all-gather, reduce-scatter,
+/// all-to-all: the whole gathered, scattered or exchanged buffer).
 fn sizes(kind: CollectiveKind, n: u32, dtype: DataType, counts: &[u64]) -> Vec<u64> {
     let per = match kind {
-        CollectiveKind::AllGather | CollectiveKind::ReduceScatter => n as u64,
+        CollectiveKind::AllGather | CollectiveKind::ReduceScatter | CollectiveKind::AllToAll => {
+            n as u64
+        }
         _ => 1,
     };
     counts

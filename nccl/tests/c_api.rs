@@ -379,18 +379,22 @@ fn device_buffer_gather_and_scatter_are_forwarded_when_asked() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// By default, device-buffer calls topoplan's CUDA path has no kernel for (all-to-all, grouped
-/// send/recv to peers and to itself, gather, scatter) run on topoplan through host copies, on 3
-/// ranks, with every byte of random data checked; there is no real NCCL to fall back on.
+/// Device-buffer calls topoplan's CUDA path runs no kernel for (grouped send/recv to peers and
+/// to itself, gather, scatter; all-to-all with the direct kernels off) run on topoplan through
+/// host copies, on 3 ranks, with every byte of random data checked; there is no real NCCL to
+/// fall back on.
 #[test]
 fn device_buffers_without_a_cuda_kernel_run_on_topoplan_through_host_copies() {
     let dir = std::env::temp_dir().join(format!("topoplan-fake-staged-{}", std::process::id()));
     let cuda = fake_cuda(&dir);
+    // The stand-in driver runs no kernel: with the direct kernels off, all-to-all takes the
+    // host-copy path too, as gather, scatter and point-to-point always do.
     let out = run(
         "devstaged",
         &[
             ("LD_LIBRARY_PATH", cuda.to_str().unwrap()),
             ("TOPOPLAN_NCCL_LIB", "/nonexistent/libnccl.so.2"),
+            ("TOPOPLAN_DIRECT", "0"),
         ],
     );
     assert!(out.contains("devstaged: all checks passed"), "{out}");

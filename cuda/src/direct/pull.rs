@@ -96,7 +96,11 @@ pub(crate) fn runnable(call: &DirectCall, role: &DirectRole) -> bool {
         return false;
     };
     let aligned = |p: u64| p.is_multiple_of(16);
+    // Pull mode guards an in-place result only where it is a reduction (its gather copies would
+    // overwrite blocks the peers still read).
+    let in_place_gather = call.in_place && !role.reduce && role.overwrites_what_it_pushes();
     call.protocol == Protocol::Simple
+        && !in_place_gather
         && (!(call.in_place && role.overwrites_what_it_pushes())
             || (inputs.iter().all(|&p| aligned(p)) && aligned(call.output)))
 }

@@ -19,21 +19,25 @@ pub struct DirectRole {
     /// Reduce: own contribution at `input + local_off`.
     pub local_off: u64,
     pub gather_stride: u64,
-    /// Copy `input[0, n)` to `output + copy_dst` (all-gather / broadcast root, out of place).
+    /// Copy `input + copy_src [0, n)` to `output + copy_dst` (all-gather / broadcast root /
+    /// all-to-all's own block, out of place).
     pub copy_dst: Option<u64>,
+    pub copy_src: u64,
     /// Divide the reduction by the rank count (average).
     pub avg: bool,
 }
 
 impl DirectRole {
-    /// In place, whether this rank's received result lands on input it still pushes (all-reduce):
-    /// its receiver then waits for its own sender, segment by segment.
+    /// In place, whether this rank's received result lands on input it still pushes: the
+    /// all-reduce's sum over the whole input, or the all-to-all's block s, which is also what
+    /// goes to rank s. Its receiver then waits for its own sender, segment by segment (the
+    /// sender pushes segment j of every block before it publishes j).
     pub fn overwrites_what_it_pushes(&self) -> bool {
-        self.reduce
-            && self.send_mask != 0
-            && self.recv_mask != 0
-            && self.send_stride == 0
-            && self.local_off == 0
+        let both = self.send_mask != 0 && self.recv_mask != 0;
+        let sum_over_input = self.reduce && self.send_stride == 0 && self.local_off == 0;
+        let block_to_block =
+            !self.reduce && self.send_stride != 0 && self.send_stride == self.gather_stride;
+        both && (sum_over_input || block_to_block)
     }
 }
 
@@ -58,6 +62,7 @@ pub fn role(
         local_off: 0,
         gather_stride: 0,
         copy_dst: None,
+        copy_src: 0,
         avg: false,
     };
     match kind {
@@ -97,13 +102,22 @@ pub fn role(
                 r.send_mask = 1 << root;
             }
         }
-        _ => return None,
+        CollectiveKind::AllToAll => {
+            // Block q of the input goes to rank q, which stores it as block `rank`; in place
+            // the own block is already where it belongs.
+            r.send_mask = others;
+            r.recv_mask = others;
+            r.reduce = false;
+            r.send_stride = count;
+            r.gather_stride = count;
+            r.copy_src = rank as u64 * count;
+            r.copy_dst = (!in_place).then_some(rank as u64 * count);
+        }
+        CollectiveKind::SendRecv => return None,
     }
     Some(r)
 }
 
-/// NCCL's in-place convention for rank `rank` with `block` bytes per rank block: the input is
-/// this rank's block of the output (all-gather), the output this rank's block of the input
 /// This rank's (input, output) pointers, in place or not (NCCL's aliasing conventions): the
 /// inverse of [`is_in_place`].
 pub fn rank_ptrs(
@@ -124,6 +138,8 @@ pub fn rank_ptrs(
     }
 }
 
+/// NCCL's in-place convention for rank `rank` with `block` bytes per rank block: the input is
+/// this rank's block of the output (all-gather), the output this rank's block of the input
 /// (reduce-scatter), or they coincide.
 pub fn is_in_place(kind: CollectiveKind, rank: u32, block: u64, input: u64, output: u64) -> bool {
     let at = rank as u64 * block;

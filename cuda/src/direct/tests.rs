@@ -6,12 +6,13 @@ use planner::schedule::Collective;
 use runtime::reference::{buffer_lens, expected, random_input};
 use runtime::Element;
 
-const KINDS: [CollectiveKind; 5] = [
+const KINDS: [CollectiveKind; 6] = [
     CollectiveKind::AllReduce,
     CollectiveKind::ReduceScatter,
     CollectiveKind::AllGather,
     CollectiveKind::Broadcast,
     CollectiveKind::Reduce,
+    CollectiveKind::AllToAll,
 ];
 
 /// Runs the roles of every rank on one flat memory per rank laid out as the caller's buffers
@@ -86,7 +87,8 @@ fn emulate(
         let ro = &roles[r];
         let (_, i0, o0) = mem[r];
         if let Some(d) = ro.copy_dst {
-            let src = snap[r][i0..i0 + count].to_vec();
+            let c0 = i0 + ro.copy_src as usize;
+            let src = snap[r][c0..c0 + count].to_vec();
             out_mem[r][o0 + d as usize..o0 + d as usize + count].copy_from_slice(&src);
         }
         if ro.recv_mask == 0 {
@@ -161,13 +163,13 @@ fn roles_compute_every_collective_in_and_out_of_place() {
             }
         }
     }
-    assert_eq!(cases, 5 * 7 * 3 * 2 * 3);
+    assert_eq!(cases, 6 * 7 * 3 * 2 * 3);
 }
 
 #[test]
-fn only_one_shot_schedules_of_known_collectives_take_the_path() {
+fn only_one_shot_schedules_and_the_direct_all_to_all_take_the_path() {
     use planner::schedule::build;
-    for kind in KINDS {
+    for kind in KINDS.into_iter().filter(|&k| k != CollectiveKind::AllToAll) {
         let coll = Collective {
             root: Some(0),
             ..Collective::new(kind)
@@ -177,7 +179,12 @@ fn only_one_shot_schedules_of_known_collectives_take_the_path() {
         let r = build::ring(&coll, &[vec![0, 1]], Protocol::Simple).unwrap();
         assert!(!applies(&r), "{kind:?} ring");
     }
-    assert!(role(CollectiveKind::AllToAll, 0, 0, 2, 8, false, false).is_none());
+    let a2a = Collective::new(CollectiveKind::AllToAll);
+    assert!(applies(&build::direct(&a2a, 4).unwrap()));
+    assert!(!applies(&build::direct(&a2a, 9).unwrap()), "9 ranks");
+    let sr = Collective::as_nccl_tests(CollectiveKind::SendRecv, 2, 0);
+    assert!(!applies(&build::direct(&sr, 2).unwrap()));
+    assert!(role(CollectiveKind::SendRecv, 0, 0, 2, 8, false, false).is_none());
 }
 
 #[test]
@@ -227,13 +234,13 @@ fn grids_fit_the_gpu_and_the_kernel_layout() {
 }
 
 #[test]
-fn only_in_place_all_reduce_overwrites_what_it_pushes() {
+fn only_in_place_all_reduce_and_all_to_all_overwrite_what_they_push() {
     for kind in KINDS {
         for rank in 0..3 {
             let r = role(kind, 1, rank, 3, 64, true, false).unwrap();
             assert_eq!(
                 r.overwrites_what_it_pushes(),
-                kind == CollectiveKind::AllReduce,
+                matches!(kind, CollectiveKind::AllReduce | CollectiveKind::AllToAll),
                 "{kind:?} rank {rank}"
             );
         }
@@ -242,10 +249,10 @@ fn only_in_place_all_reduce_overwrites_what_it_pushes() {
 
 #[test]
 fn kernel_arguments_have_the_c_layout() {
-    // 2 pointers, 2 × 8 pointers, 7 u64, 10 u32, then the 32-byte TpAbort (direct.cuh).
+    // 2 pointers, 2 × 8 pointers, 8 u64, 10 u32, then the 32-byte TpAbort (direct.cuh).
     assert_eq!(
         std::mem::size_of::<TdArgs>(),
-        2 * 8 + 2 * 64 + 7 * 8 + 10 * 4 + 32
+        2 * 8 + 2 * 64 + 8 * 8 + 10 * 4 + 32
     );
     assert_eq!(std::mem::align_of::<TdArgs>(), 8);
 }

@@ -34,8 +34,9 @@ fn kind(k: Kind) -> Option<CollectiveKind> {
         Kind::ReduceScatter => CollectiveKind::ReduceScatter,
         Kind::Broadcast => CollectiveKind::Broadcast,
         Kind::Reduce => CollectiveKind::Reduce,
-        // The direct path has no all-to-all, gather, scatter or point-to-point yet.
-        Kind::AllToAll | Kind::Gather | Kind::Scatter | Kind::Send | Kind::Recv => return None,
+        Kind::AllToAll => CollectiveKind::AllToAll,
+        // Gather, scatter and point-to-point run through host copies (`crate::staged`).
+        Kind::Gather | Kind::Scatter | Kind::Send | Kind::Recv => return None,
     })
 }
 
@@ -46,7 +47,7 @@ pub fn refusal(comm: &Comm, op: &Op) -> Option<String> {
     if let Some(GpuRank::Unavailable(why)) = lock(&comm.gpu).as_ref() {
         return Some(why.clone());
     }
-    refusal_for(enabled(), op, comm.nranks)
+    refusal_for(enabled(), cuda::direct::enabled(), op, comm.nranks)
 }
 
 /// `ncclCommAbort`: stops every kernel of this rank that waits on a peer (they poll an abort
@@ -126,13 +127,18 @@ fn shared_process(comm: &Comm) -> Result<Option<(usize, usize)>, ApiError> {
         .find(|(a, b)| pids[*a] == pids[*b]))
 }
 
-fn refusal_for(enabled: bool, op: &Op, nranks: u32) -> Option<String> {
+/// [`refusal`] from the knobs (`TOPOPLAN_NCCL_CUDA`, `TOPOPLAN_DIRECT`), the call and the rank
+/// count.
+fn refusal_for(enabled: bool, direct: bool, op: &Op, nranks: u32) -> Option<String> {
     if !enabled {
         return Some("TOPOPLAN_NCCL_CUDA=0 forwards device buffers to NCCL".into());
     }
     if nranks == 1 {
         // Every collective of one rank is a copy, a send to itself the matching receive.
         return None;
+    }
+    if !direct {
+        return Some("TOPOPLAN_DIRECT=0 turns the CUDA direct kernels off".into());
     }
     if kind(op.kind).is_none() {
         return Some(format!(
@@ -332,24 +338,31 @@ mod tests {
     #[test]
     fn device_calls_run_on_topoplan_only_when_enabled_and_supported() {
         let ar = op(Kind::AllReduce, NcclType::Bf16);
-        assert!(refusal_for(false, &ar, 2)
+        assert!(refusal_for(false, true, &ar, 2)
             .unwrap()
             .contains("TOPOPLAN_NCCL_CUDA"));
-        assert_eq!(refusal_for(true, &ar, 2), None);
+        assert_eq!(refusal_for(true, true, &ar, 2), None);
         // One rank runs everything as copies, point to point included.
-        assert_eq!(refusal_for(true, &ar, 1), None);
+        assert_eq!(refusal_for(true, true, &ar, 1), None);
         assert_eq!(
-            refusal_for(true, &op(Kind::Send, NcclType::F8E4M3), 1),
+            refusal_for(true, true, &op(Kind::Send, NcclType::F8E4M3), 1),
             None
         );
-        assert!(refusal_for(true, &ar, 9).is_some());
-        assert!(refusal_for(true, &op(Kind::AllToAll, NcclType::F32), 4).is_some());
+        assert!(refusal_for(true, true, &ar, 9).is_some());
+        assert!(refusal_for(true, false, &ar, 2)
+            .unwrap()
+            .contains("TOPOPLAN_DIRECT=0"));
+        assert_eq!(refusal_for(true, false, &ar, 1), None);
+        assert_eq!(
+            refusal_for(true, true, &op(Kind::AllToAll, NcclType::F32), 4),
+            None
+        );
         // Gather and scatter go to NCCL like all-to-all, except on one rank (a copy).
         for k in [Kind::Gather, Kind::Scatter] {
-            assert!(refusal_for(true, &op(k, NcclType::Bf16), 2)
+            assert!(refusal_for(true, true, &op(k, NcclType::Bf16), 2)
                 .unwrap()
                 .contains("no such collective"));
-            assert_eq!(refusal_for(true, &op(k, NcclType::Bf16), 1), None);
+            assert_eq!(refusal_for(true, true, &op(k, NcclType::Bf16), 1), None);
             assert_eq!(
                 runtime_type(&op(k, NcclType::Bf16), ReduceOp::Sum),
                 Some((DataType::U8, 20))
@@ -357,7 +370,7 @@ mod tests {
         }
         let mut red = op(Kind::Reduce, NcclType::F32);
         red.recv = 0;
-        assert!(refusal_for(true, &red, 4).is_some());
+        assert!(refusal_for(true, true, &red, 4).is_some());
         assert_eq!(
             runtime_type(&op(Kind::AllGather, NcclType::F8E5M2), ReduceOp::Sum),
             Some((DataType::U8, 10))
