@@ -26,7 +26,7 @@ use std::sync::{Arc, Barrier};
 mod correctness;
 mod data;
 mod measure;
-pub use correctness::check_on;
+pub use correctness::{check_on, check_schedule_on};
 pub use cuda::direct::rank_ptrs;
 use measure::{largest_bufs, Bench};
 

@@ -11,8 +11,11 @@
 // Unsafe: the tests make device buffers and copies through the driver's raw API.
 #![allow(unsafe_code)]
 
+mod common;
+
+use common::{assert_right, check_only, gpu, ops, GPU};
 use cuda::{device, schedules, CudaGroup};
-use gpubench::harness::{check_on, BenchConfig, Row};
+use gpubench::harness::{check_on, BenchConfig};
 use planner::schedule::{Collective, CollectiveKind};
 use runtime::{DataType, ReduceOp};
 
@@ -24,45 +27,6 @@ const KINDS: [CollectiveKind; 6] = [
     CollectiveKind::Reduce,
     CollectiveKind::AllToAll,
 ];
-
-/// Held by every GPU test while it runs: each group's grids assume its ranks are alone on the
-/// GPU, so two groups of this process must not run at once (`cargo test` runs tests on
-/// several threads).
-static GPU: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// The GPU, held until the guard drops, when it is present (see [`one_gpu`]).
-fn gpu(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
-    one_gpu(test).then(|| GPU.lock().unwrap_or_else(|p| p.into_inner()))
-}
-
-/// Whether a GPU, its driver and NVRTC are present; otherwise prints why `test` skips. Before
-/// the first CUDA call it gives the process every hardware queue, which ranks sharing a GPU
-/// need (`cuda::residency::check_queues`).
-fn one_gpu(test: &str) -> bool {
-    static QUEUES: std::sync::Once = std::sync::Once::new();
-    QUEUES.call_once(|| {
-        if std::env::var_os("CUDA_DEVICE_MAX_CONNECTIONS").is_none() {
-            std::env::set_var("CUDA_DEVICE_MAX_CONNECTIONS", "32");
-        }
-    });
-    let gpus = if device::driver_present() {
-        cudarc::driver::CudaContext::device_count().unwrap_or(0)
-    } else {
-        0
-    };
-    let ok = gpus >= 1 && device::nvrtc_present();
-    if !ok {
-        eprintln!(
-            "SKIP {test}: needs a GPU, its CUDA driver and NVRTC (found {gpus} GPU(s), NVRTC {})",
-            if device::nvrtc_present() {
-                "present"
-            } else {
-                "missing"
-            }
-        );
-    }
-    ok
-}
 
 fn root(kind: CollectiveKind, n: u32) -> u32 {
     // A root other than 0 exercises the roles' offsets.
@@ -97,42 +61,6 @@ fn coll(kind: CollectiveKind, n: u32) -> Collective {
     }
 }
 
-/// nccl-tests sizes in bytes for per-rank element `counts` (all-gather, reduce-scatter,
-/// all-to-all: the whole gathered, scattered or exchanged buffer).
-fn sizes(kind: CollectiveKind, n: u32, dtype: DataType, counts: &[u64]) -> Vec<u64> {
-    let per = match kind {
-        CollectiveKind::AllGather | CollectiveKind::ReduceScatter | CollectiveKind::AllToAll => {
-            n as u64
-        }
-        _ => 1,
-    };
-    counts
-        .iter()
-        .map(|c| c * per * dtype.size() as u64)
-        .collect()
-}
-
-fn ops(kind: CollectiveKind) -> Vec<ReduceOp> {
-    if kind.reduces() {
-        ReduceOp::ALL.to_vec()
-    } else {
-        vec![ReduceOp::Sum]
-    }
-}
-
-/// Checks every row of one configuration: zero wrong elements in place and out of place.
-fn assert_right(what: &str, rows: &[Row]) {
-    for r in rows {
-        assert_eq!(
-            (r.oop.wrong, r.ip.wrong),
-            (0, 0),
-            "{what} size {} B ({}): wrong elements (out of place, in place)",
-            r.size,
-            r.algo
-        );
-    }
-}
-
 /// The check-only configuration of one collective, algorithm, type and operator of `c`.
 fn config(
     ordinals: &[usize],
@@ -144,19 +72,10 @@ fn config(
 ) -> BenchConfig {
     BenchConfig {
         ordinals: ordinals.to_vec(),
-        kind,
         root: root(kind, c.n),
-        dtype,
-        op,
         algo: algo.into(),
-        sizes: sizes(kind, c.n, dtype, c.counts),
-        warmup: 0,
-        iters: 1,
-        check: true,
-        vs_nccl: false,
         cuda_graph: c.cuda_graph,
-        runs: 1,
-        seed: c.seed,
+        ..check_only(kind, c.n, dtype, op, c.counts, c.seed)
     }
 }
 

@@ -3,7 +3,7 @@
 # (runtime::reference) on fresh random data, outputs poisoned first; with NCCL beside ours on the
 # same inputs (both checked) where NCCL loads.
 #
-# Usage: bash .devbin/check.sh [quick|full|shared] (default: quick, about 3 minutes on 2×H200)
+# Usage: bash .devbin/check.sh [quick|full|shared|packed] (default: quick, about 3 minutes on 2×H200)
 #   quick: every collective × type × operator at 1 … 1,048,579 elements (odd counts), in and out
 #          of place, the runtime's own pick per size (LL, pull, push); one-way collectives between
 #          symmetric ones and multi-segment LL with 2 CTAs (calls that change state between
@@ -33,6 +33,15 @@
 #          then SHARED_PARTS="bench sanitize".
 #          Outputs: $OUT/shared-tests.log, $OUT/shared.log, $OUT/shared-K.json,
 #          $OUT/shared-sanitize.log; prints SHARED PASS / FAIL.
+#   packed: the planner's packed spanning-tree schedules (docs/planner.md, "Packed trees") on 3 … 8
+#          ranks sharing GPU 0 through the generic lowering (one GPU is enough, GPUS is ignored):
+#          .devbin/cuda_packed (the packings of azure-ndv2 as V100s, the 8-GPU NVSwitch machine,
+#          Azure NCv4 and 4×A6000 and their subsets; all-reduce, all-gather, reduce-scatter: every
+#          type × operator at 0 … 65,537 elements, odd counts to 4,194,307, LL where the lowering
+#          takes it, CUDA graphs; build it with `cargo test -p gpubench --release --test
+#          cuda_packed --no-run`), each test alone under PACKED_TEST_T seconds (default 300);
+#          PACKED_FILTER (a regex, e.g. "^n[345]_") runs some of them.
+#          Outputs: $OUT/packed-tests.log; prints PACKED PASS / FAIL.
 # Environment: GPUS (default 2), CHECK_T (seconds per command, default 150).
 # Outputs: $OUT/check.log (commands and tables), $OUT/check-K.json (each bench call's tables),
 #   $OUT/gpu-tests.log, $OUT/info.txt, $OUT/leak.log (full). Prints a CHECK PASS / FAIL line and
@@ -42,8 +51,33 @@ set -u
 LEVEL=${1:-quick}
 G=${GPUS:-2}
 T=${CHECK_T:-150}
-case $LEVEL in quick|full|shared) ;; *) echo "usage: check.sh [quick|full|shared]" >&2; exit 2 ;; esac
+case $LEVEL in quick|full|shared|packed) ;; *) echo "usage: check.sh [quick|full|shared|packed]" >&2; exit 2 ;; esac
 machine_info > "$OUT/info.txt" 2>&1
+# each_test BIN FILTER LIMIT LOG: every test of the GPU test binary BIN whose name matches the
+# regex FILTER, one process each under LIMIT seconds (a hang, rc=124, names its test), appended
+# to $OUT/LOG; fails when one failed or a GPU test skipped (no GPU found).
+each_test() {
+  local t=$1 filter=$2 limit=$3 log="$OUT/$4" name
+  if [ ! -x "$t" ]; then
+    echo "check.sh $LEVEL: $t missing (cargo test -p gpubench --release --test ${t##*/} --no-run)" >&2
+    return 1
+  fi
+  for name in $("$t" --list 2>/dev/null | sed -n 's/: test$//p' | grep -E -- "$filter"); do
+    { echo "+ $t --exact $name --nocapture"; timeout "$limit" "$t" --exact "$name" --nocapture; echo "rc=$?"; } >> "$log" 2>&1
+  done
+  grep -E '^\+|^test result|^rc=|SKIP|configurations|refuses|panicked' "$log"
+  ! grep -q '^rc=[^0]' "$log" && ! grep -q '^SKIP n[0-9]' "$log"
+}
+if [ "$LEVEL" = packed ]; then
+  # Ranks sharing a GPU need every hardware queue.
+  export CUDA_DEVICE_MAX_CONNECTIONS=32
+  if each_test .devbin/cuda_packed "${PACKED_FILTER:-.}" "${PACKED_TEST_T:-300}" packed-tests.log; then
+    echo "PACKED PASS"
+  else
+    echo "PACKED FAIL"; exit 1
+  fi
+  exit 0
+fi
 if [ "$LEVEL" = shared ]; then
   ok=1
   # Ranks sharing a GPU need every hardware queue (topoplan bench sets it too).
@@ -51,18 +85,7 @@ if [ "$LEVEL" = shared ]; then
   for part in ${SHARED_PARTS:-tests bench sanitize}; do
     case $part in
       tests)
-        t=.devbin/cuda_shared_device
-        if [ -x "$t" ]; then
-          # One test at a time, each under its own timeout: a hang (rc=124) names its test.
-          for name in $("$t" --list 2>/dev/null | sed -n 's/: test$//p' | grep -E -- "${SHARED_FILTER:-.}"); do
-            { echo "+ $t --exact $name --nocapture"; timeout "${SHARED_TEST_T:-300}" "$t" --exact "$name" --nocapture; echo "rc=$?"; } >> "$OUT/shared-tests.log" 2>&1
-          done
-          grep -E '^\+|^test result|^rc=|SKIP|configurations|panicked' "$OUT/shared-tests.log"
-          grep -q '^rc=[^0]' "$OUT/shared-tests.log" && ok=0
-          grep -q '^SKIP n[0-9]' "$OUT/shared-tests.log" && ok=0
-        else
-          echo "check.sh shared: $t missing (cargo test -p gpubench --release --test cuda_shared_device --no-run)" >&2; ok=0
-        fi ;;
+        each_test .devbin/cuda_shared_device "${SHARED_FILTER:-.}" "${SHARED_TEST_T:-300}" shared-tests.log || ok=0 ;;
       bench)
       # The CLI path: the runtime's pick per size, CUDA graphs, explicit algorithms, push and pull
       # forced, and one-shot through the generic lowering (TOPOPLAN_DIRECT=0).
@@ -137,7 +160,7 @@ tests_ok=1
 : > "$OUT/gpu-tests.log"
 for t in .devbin/cuda_*; do
   [ -x "$t" ] || continue
-  case $t in *cuda_shared_device*) continue ;; esac # its own level: `check.sh shared`
+  case $t in *cuda_shared_device*|*cuda_packed*) continue ;; esac # their own levels: `check.sh shared`, `packed`
   { echo "+ $t --test-threads 1"; timeout 300 "$t" --test-threads 1; echo "rc=$?"; } >> "$OUT/gpu-tests.log" 2>&1
 done
 grep -E '^\+|^test result' "$OUT/gpu-tests.log"
