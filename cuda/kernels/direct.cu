@@ -2,11 +2,12 @@
 // straight to each receiver) without barriers. One NVRTC unit per element type and build
 // (TD_SHARED_BUILD: the register-capped kernels); the slot and credit protocol is described in
 // direct.cuh, Simple and LL128 share the stream skeleton of direct_stream.cuh, pull mode is
-// direct_pull.cuh, LL is td_ll below.
+// direct_pull.cuh, grouped point-to-point direct_p2p.cuh, LL is td_ll below.
 
 #include "common.cuh"
 #include "direct.cuh"
 #include "direct_ll128.cuh"
+#include "direct_p2p.cuh"
 #include "direct_pull.cuh"
 #include "direct_simple.cuh"
 #include "direct_stream.cuh"

@@ -264,6 +264,8 @@ pub struct ExecModule {
     pub funcs: [CudaFunction; 4],
     /// Direct-push kernels (`direct.cu`): sum, prod, min, max.
     pub direct: [CudaFunction; 4],
+    /// The grouped point-to-point kernel (`direct_p2p.cuh`).
+    pub p2p: CudaFunction,
     /// Two-buffer reduce kernels (`pair.cu`): sum, prod, min, max.
     pub pair: [CudaFunction; 4],
     pub signal: CudaFunction,
@@ -423,6 +425,7 @@ pub fn load_exec(ctx: &Arc<CudaContext>, dtype: DataType) -> Result<ExecModule, 
     let funcs = four(&exec, kernels::EXEC_KERNELS)?;
     let direct_funcs = four(&direct, kernels::DIRECT_KERNELS)?;
     let pair_funcs = four(&pair, kernels::PAIR_KERNELS)?;
+    let p2p = direct.load_function(kernels::P2P_KERNEL).map_err(drv)?;
     let signal = exec
         .load_function(kernels::SIGNAL_KERNELS[0])
         .map_err(drv)?;
@@ -433,6 +436,7 @@ pub fn load_exec(ctx: &Arc<CudaContext>, dtype: DataType) -> Result<ExecModule, 
         _modules: [exec, direct, pair],
         funcs,
         direct: direct_funcs,
+        p2p,
         pair: pair_funcs,
         signal,
         wait,

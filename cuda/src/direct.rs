@@ -436,6 +436,7 @@ pub fn ll_credit_implied(role: &DirectRole, elem: u64, grid: u32, nslots: u32) -
 mod call;
 mod launch;
 pub(crate) mod local;
+pub mod p2p;
 pub use call::DirectCall;
 pub use launch::take_launch_ns;
 pub mod protocol;

@@ -17,7 +17,7 @@
 //! only in a one-process [`super::CudaGroup`].
 
 use super::device::{driver_present, drv, open_devices, ExecModule, ModuleCache};
-use super::direct::{self, DirectBufs, DirectCall, DirectPeers};
+use super::direct::{self, p2p, DirectBufs, DirectCall, DirectPeers};
 use super::CudaError;
 use crate::abort::{AbortWord, RankAbort};
 use cudarc::driver::{sys, CudaContext};
@@ -288,6 +288,50 @@ impl CudaProcComm {
         }
         direct::launch_call(&self.ctx, &module, &self.peers, self.rank, &call, stream)
             .map_err(at(self.rank, "launching a direct call"))
+    }
+
+    /// Enqueues this rank's sends and receives of one group (in issue order; `bytes` each) on
+    /// `stream`: the copies to itself, then one point-to-point launch per round
+    /// (`direct::p2p`). Every rank of the group calls it with its own part.
+    pub fn enqueue_p2p(
+        &self,
+        sends: &[p2p::Transfer],
+        recvs: &[p2p::Transfer],
+        stream: sys::CUstream,
+    ) -> Result<(), CudaError> {
+        if self.aborted() {
+            return Err(CudaError::Aborted);
+        }
+        let plan = p2p::plan(self.rank, self.nranks, sends, recvs)?;
+        let module = self.module(DataType::U8)?;
+        self.ctx.bind_to_thread().map_err(drv)?;
+        for &(dst, src, bytes) in &plan.copies {
+            if dst == src || bytes == 0 {
+                continue;
+            }
+            // SAFETY: device ranges of the caller's group, on the caller's stream.
+            let r = unsafe { sys::cuMemcpyDtoDAsync_v2(dst, src, bytes as usize, stream) };
+            if r != sys::CUresult::CUDA_SUCCESS {
+                return Err(rank_err(
+                    self.rank,
+                    format!("copying a {bytes}-byte send to itself: {r:?}"),
+                ));
+            }
+        }
+        for round in &plan.rounds {
+            let ab = self.stops.next_call();
+            p2p::launch_round(
+                &self.ctx,
+                &module,
+                &self.peers,
+                self.rank,
+                round,
+                ab,
+                stream,
+            )
+            .map_err(at(self.rank, "launching a point-to-point round"))?;
+        }
+        Ok(())
     }
 
     /// Every rank's input of `req` when it names a registered buffer (pull mode may read them).

@@ -38,7 +38,7 @@ pub const PAIR: Unit = Unit {
 pub const UNITS: [Unit; 3] = [EXEC, DIRECT, PAIR];
 
 /// The headers the units include, by the name they include them by.
-pub const HEADERS: [(&str, &str); 7] = [
+pub const HEADERS: [(&str, &str); 8] = [
     ("common.cuh", include_str!("../kernels/common.cuh")),
     ("reduce.cuh", include_str!("../kernels/reduce.cuh")),
     ("direct.cuh", include_str!("../kernels/direct.cuh")),
@@ -58,10 +58,14 @@ pub const HEADERS: [(&str, &str); 7] = [
         "direct_pull.cuh",
         include_str!("../kernels/direct_pull.cuh"),
     ),
+    ("direct_p2p.cuh", include_str!("../kernels/direct_p2p.cuh")),
 ];
 
 /// Two-buffer reduce kernels of [`PAIR`], indexed like [`EXEC_KERNELS`].
 pub const PAIR_KERNELS: [&str; 4] = ["td_pair_sum", "td_pair_prod", "td_pair_min", "td_pair_max"];
+
+/// The grouped point-to-point kernel of [`DIRECT`] (`direct_p2p.cuh`).
+pub const P2P_KERNEL: &str = "td_p2p";
 
 /// Direct kernels of [`DIRECT`], indexed like [`EXEC_KERNELS`].
 pub const DIRECT_KERNELS: [&str; 4] = [

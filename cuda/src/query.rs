@@ -1,6 +1,6 @@
 //! The CUDA driver queries the NCCL-compatible library needs, each answering "no GPU" when the driver is
-//! absent (CI, CPU-only hosts): the current device, whether a pointer is device memory, and a
-//! stream wait before host buffers are touched.
+//! absent (CI, CPU-only hosts): the current device, whether a pointer is device memory, a
+//! stream wait before host buffers are touched, and one stream waiting for another.
 
 use cudarc::driver::sys;
 use std::sync::OnceLock;
@@ -54,6 +54,34 @@ pub fn wait_stream(stream: usize) -> Result<(), String> {
     match unsafe { sys::cuStreamSynchronize(stream as sys::CUstream) } {
         sys::CUresult::CUDA_SUCCESS => Ok(()),
         e => Err(format!("cuStreamSynchronize: {e:?}")),
+    }
+}
+
+/// Makes `waiter` wait (on the GPU, capturable) for the work already on `on`: an event recorded
+/// on `on` and waited for on `waiter`. A group's point-to-point calls on several streams run on
+/// one of them, joined to the others before and after.
+pub fn stream_waits_for(waiter: usize, on: usize) -> Result<(), String> {
+    if waiter == on || !driver() {
+        return Ok(());
+    }
+    let mut ev: sys::CUevent = std::ptr::null_mut();
+    let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+    // SAFETY: creates one event, records it on the caller's stream `on`, makes the caller's
+    // stream `waiter` wait for it, and releases it (the driver keeps it until it completes).
+    unsafe {
+        let ok = |r: sys::CUresult, what: &str| match r {
+            sys::CUresult::CUDA_SUCCESS => Ok(()),
+            e => Err(format!("{what}: {e:?}")),
+        };
+        ok(sys::cuEventCreate(&mut ev, flags), "cuEventCreate")?;
+        let r = ok(sys::cuEventRecord(ev, on as sys::CUstream), "cuEventRecord").and_then(|_| {
+            ok(
+                sys::cuStreamWaitEvent(waiter as sys::CUstream, ev, 0),
+                "cuStreamWaitEvent",
+            )
+        });
+        let _ = sys::cuEventDestroy_v2(ev);
+        r
     }
 }
 

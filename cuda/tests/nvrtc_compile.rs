@@ -29,7 +29,9 @@ fn builds(tys: &[&'static str]) -> Vec<(Unit, &'static str, Option<Option<u32>>)
 fn entries(unit: Unit, shared: bool) -> Vec<&'static str> {
     match (unit.name, shared) {
         ("exec.cu", _) => [kernels::EXEC_KERNELS.as_slice(), &kernels::SIGNAL_KERNELS].concat(),
-        ("direct.cu", false) => kernels::DIRECT_KERNELS.to_vec(),
+        ("direct.cu", false) => {
+            [kernels::DIRECT_KERNELS.as_slice(), &[kernels::P2P_KERNEL]].concat()
+        }
         ("direct.cu", true) => kernels::DIRECT_SHARED_KERNELS.to_vec(),
         _ => kernels::PAIR_KERNELS.to_vec(),
     }
@@ -62,6 +64,7 @@ fn compile_all(test: &str, tys: &[&'static str]) {
         .chain(&kernels::DIRECT_KERNELS)
         .chain(&kernels::DIRECT_SHARED_KERNELS)
         .chain(&kernels::PAIR_KERNELS)
+        .chain(&[kernels::P2P_KERNEL])
         .copied()
         .collect();
     for (unit, ty, shared) in builds(tys) {

@@ -341,7 +341,8 @@ fn shared_groups_are_refused_without_every_hardware_queue() {
 /// on 3, 4, 6 and 8 ranks, lowered with the group's parameters and emulated (all reads of a
 /// phase before its writes) against `runtime::reference`, in place and out of place. The
 /// lowering's own tests stop at 4 ranks; a wrong phase boundary at 6 or 8 would otherwise only
-/// show on the GPU. Every collective must have the direct path's algorithms and the ring.
+/// show on the GPU. Every collective must have the direct path's algorithms and the ring (the
+/// all-to-all: its direct schedules).
 #[test]
 fn the_matrix_lowerings_match_the_reference_on_3_to_8_ranks() {
     let mut cases = 0;
@@ -349,7 +350,12 @@ fn the_matrix_lowerings_match_the_reference_on_3_to_8_ranks() {
         for kind in KINDS {
             let a = algos(kind, n);
             eprintln!("{} on {n} ranks: {}", kind.name(), a.join(" "));
-            for want in ["auto", "one-shot", "one-shot-ll", "one-shot-ll128", "ring"] {
+            let wanted: &[&str] = if kind == CollectiveKind::AllToAll {
+                &["auto", "direct", "direct-ll"]
+            } else {
+                &["auto", "one-shot", "one-shot-ll", "one-shot-ll128", "ring"]
+            };
+            for &want in wanted {
                 assert!(
                     a.contains(&want),
                     "{} on {n} ranks lacks {want}: {a:?}",

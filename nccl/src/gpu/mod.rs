@@ -18,6 +18,7 @@ use planner::tuner::Profile;
 use runtime::{DataType, ReduceOp};
 use std::collections::HashMap;
 
+mod p2p;
 pub mod rank;
 use rank::GpuRank;
 use std::sync::Arc;
@@ -35,7 +36,7 @@ fn kind(k: Kind) -> Option<CollectiveKind> {
         Kind::Broadcast => CollectiveKind::Broadcast,
         Kind::Reduce => CollectiveKind::Reduce,
         Kind::AllToAll => CollectiveKind::AllToAll,
-        // Gather, scatter and point-to-point run through host copies (`crate::staged`).
+        // Messages between pairs: the direct path's point-to-point kernel (`p2p`).
         Kind::Gather | Kind::Scatter | Kind::Send | Kind::Recv => return None,
     })
 }
@@ -139,12 +140,6 @@ fn refusal_for(enabled: bool, direct: bool, op: &Op, nranks: u32) -> Option<Stri
     }
     if !direct {
         return Some("TOPOPLAN_DIRECT=0 turns the CUDA direct kernels off".into());
-    }
-    if kind(op.kind).is_none() {
-        return Some(format!(
-            "{}: topoplan's CUDA direct path has no such collective",
-            op.call
-        ));
     }
     if !(2..=8).contains(&nranks) {
         return Some(format!(
@@ -268,29 +263,14 @@ fn run_procs(
     schedules: &mut HashMap<(CollectiveKind, u32, u64), Arc<Schedule>>,
     ops: &[(Op, DataType, ReduceOp, usize)],
 ) -> Result<(), ApiError> {
+    let mut group = p2p::Group::default();
     for (op, dtype, rop, count) in ops {
-        let k = kind(op.kind).expect("refusal() accepted it");
-        let bytes = (*count * dtype.size()) as u64;
-        let key = (k, op.peer, bytes);
-        let sched = match schedules.get(&key) {
-            Some(s) => s.clone(),
-            None => {
-                let coll = match k {
-                    CollectiveKind::Broadcast | CollectiveKind::Reduce => {
-                        Collective::rooted(k, op.peer)
-                    }
-                    _ => Collective::new(k),
-                };
-                // Priced with the bundled profile: the library takes no profile file.
-                let algo = schedules::auto_direct_algo(Profile::bundled(), k, bytes, false);
-                let (_, s) = schedules::pick(&coll, comm.nranks, bytes, algo, Profile::bundled())
-                    .map_err(|e| ApiError::Internal(e.to_string()))?;
-                check_direct(&s).map_err(|e| ApiError::Internal(e.to_string()))?;
-                let s = Arc::new(s);
-                schedules.insert(key, s.clone());
-                s
-            }
+        let Some(k) = kind(op.kind) else {
+            group.add(op, comm.rank, comm.nranks, (*count * dtype.size()) as u64);
+            continue;
         };
+        let bytes = (*count * dtype.size()) as u64;
+        let sched = schedule(comm, schedules, k, op.peer, bytes)?;
         let req = ProcRequest {
             schedule: &sched,
             count: *count as u64,
@@ -303,7 +283,32 @@ fn run_procs(
         proc.enqueue(&req, op.stream as cudarc::driver::sys::CUstream)
             .map_err(|e| ApiError::Cuda(format!("{}: {e}", op.call)))?;
     }
-    Ok(())
+    group.run(proc)
+}
+
+/// The schedule of collective `k` (root `root`) for `bytes` per rank, built once per shape.
+fn schedule(
+    comm: &Comm,
+    schedules: &mut HashMap<(CollectiveKind, u32, u64), Arc<Schedule>>,
+    k: CollectiveKind,
+    root: u32,
+    bytes: u64,
+) -> Result<Arc<Schedule>, ApiError> {
+    if let Some(s) = schedules.get(&(k, root, bytes)) {
+        return Ok(s.clone());
+    }
+    let coll = match k {
+        CollectiveKind::Broadcast | CollectiveKind::Reduce => Collective::rooted(k, root),
+        _ => Collective::new(k),
+    };
+    // Priced with the bundled profile: the library takes no profile file.
+    let algo = schedules::auto_direct_algo(Profile::bundled(), k, bytes, false);
+    let (_, s) = schedules::pick(&coll, comm.nranks, bytes, algo, Profile::bundled())
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    check_direct(&s).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let s = Arc::new(s);
+    schedules.insert((k, root, bytes), s.clone());
+    Ok(s)
 }
 
 /// The runtime type a device call runs as: data movement as bytes, reductions exactly.
@@ -357,11 +362,9 @@ mod tests {
             refusal_for(true, true, &op(Kind::AllToAll, NcclType::F32), 4),
             None
         );
-        // Gather and scatter go to NCCL like all-to-all, except on one rank (a copy).
-        for k in [Kind::Gather, Kind::Scatter] {
-            assert!(refusal_for(true, true, &op(k, NcclType::Bf16), 2)
-                .unwrap()
-                .contains("no such collective"));
+        // Gather, scatter and point-to-point run on the point-to-point kernel.
+        for k in [Kind::Gather, Kind::Scatter, Kind::Send, Kind::Recv] {
+            assert_eq!(refusal_for(true, true, &op(k, NcclType::Bf16), 2), None);
             assert_eq!(refusal_for(true, true, &op(k, NcclType::Bf16), 1), None);
             assert_eq!(
                 runtime_type(&op(k, NcclType::Bf16), ReduceOp::Sum),

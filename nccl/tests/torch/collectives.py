@@ -20,6 +20,15 @@ import torch
 import torch.distributed as dist
 
 
+# Elements per block of the large exchanges (odd: partial vectors and segments).
+BIG = 300007
+
+
+def uneven(i, j, n):
+    """Elements rank i sends to rank j in the uneven all-to-all."""
+    return 50021 + 7919 * (i * n + j)
+
+
 def run(out):
     dist.init_process_group("nccl")
     rank, n = dist.get_rank(), dist.get_world_size()
@@ -84,6 +93,22 @@ def run(out):
     for w in dist.batch_isend_irecv(ops):
         w.wait()
     res["sendrecv"], res["sendrecv_self"] = rv.cpu(), rv2.cpu()
+    # Large and uneven exchanges: several segments, slots and CTAs per message.
+    big_in, big_out = rnd(n * BIG), torch.empty(n * BIG, device=dev)
+    res["in/a2a_big"] = big_in.cpu()
+    dist.all_to_all_single(big_out, big_in)
+    res["a2a_big"] = big_out.cpu()
+    vin = [rnd(uneven(rank, j, n)) for j in range(n)]
+    res["in/a2a_uneven"] = torch.cat(vin).cpu()
+    vout = [torch.empty(uneven(j, rank, n), device=dev) for j in range(n)]
+    dist.all_to_all(vout, vin)
+    res["a2a_uneven"] = torch.cat(vout).cpu()
+    bs, br = rnd(BIG + 1), torch.empty(BIG + 1, device=dev)
+    res["in/sendrecv_big"] = bs.cpu()
+    ops = [dist.P2POp(dist.irecv, br, (rank + 1) % n), dist.P2POp(dist.isend, bs, (rank - 1) % n)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    res["sendrecv_big"] = br.cpu()
     sub = dist.new_group(list(range(0, n, 2)))
     if rank % 2 == 0:
         t = rnd(100)
@@ -103,6 +128,19 @@ def run(out):
         graph.replay()
     torch.cuda.synchronize()
     res["graph_all_reduce"] = static.cpu()
+    # An all-to-all captured the same way (point-to-point kernels, no host work).
+    ga_in, ga_out = rnd(n * 4099), torch.empty(n * 4099, device=dev)
+    res["in/graph_a2a"] = ga_in.cpu()
+    with torch.cuda.stream(side):
+        dist.all_to_all_single(ga_out, ga_in)
+    torch.cuda.current_stream().wait_stream(side)
+    ga_out.zero_()
+    graph2 = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph2):
+        dist.all_to_all_single(ga_out, ga_in)
+    graph2.replay()
+    torch.cuda.synchronize()
+    res["graph_a2a"] = ga_out.cpu()
     res.update(ddp_run(dev, rnd))
     torch.save(res, f"{out}.rank{rank}")
     dist.destroy_process_group()
@@ -175,6 +213,14 @@ def verify(out):
         expect(k, "all_to_all", torch.stack([r["in/all_to_all"][k] for r in rs]))
         expect(k, "scatter", rs[0]["in/scatter"][k])
         expect(k, "sendrecv", rs[(k - 1) % n]["in/sendrecv"])
+        expect(k, "a2a_big", torch.cat([r["in/a2a_big"].view(n, BIG)[k] for r in rs]))
+        blocks = []
+        for j in range(n):
+            at = sum(uneven(j, m, n) for m in range(k))
+            blocks.append(rs[j]["in/a2a_uneven"][at:at + uneven(j, k, n)])
+        expect(k, "a2a_uneven", torch.cat(blocks))
+        expect(k, "sendrecv_big", rs[(k + 1) % n]["in/sendrecv_big"])
+        expect(k, "graph_a2a", torch.cat([r["in/graph_a2a"].view(n, 4099)[k] for r in rs]))
         expect(k, "sendrecv_self", rs[k]["in/sendrecv_self"])
         for step in range(20):
             expect(k, f"ddp_params/{step}", rs[0][f"ddp_params/{step}"])
