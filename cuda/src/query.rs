@@ -85,6 +85,68 @@ pub fn stream_waits_for(waiter: usize, on: usize) -> Result<(), String> {
     }
 }
 
+/// Whether `stream` is being captured into a CUDA graph (false without a driver).
+pub fn capturing(stream: usize) -> bool {
+    if !driver() {
+        return false;
+    }
+    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    // SAFETY: queries the caller's stream.
+    let r = unsafe { sys::cuStreamIsCapturing(stream as sys::CUstream, &mut status) };
+    r == sys::CUresult::CUDA_SUCCESS
+        && status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
+}
+
+/// A reusable mark of a stream's progress: an event without timing, recorded after a call's
+/// work and queried later without waiting (the hang report learns so that a device call has
+/// finished).
+#[derive(Debug)]
+pub struct StreamMark(sys::CUevent);
+
+// SAFETY: a CUevent is a driver handle, usable from any thread of the process.
+unsafe impl Send for StreamMark {}
+unsafe impl Sync for StreamMark {}
+
+impl StreamMark {
+    /// A new mark, or why not (no driver, or the driver refused).
+    pub fn new() -> Result<StreamMark, String> {
+        if !driver() {
+            return Err("no CUDA driver".into());
+        }
+        let mut ev: sys::CUevent = std::ptr::null_mut();
+        let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+        // SAFETY: creates one event, released in Drop.
+        match unsafe { sys::cuEventCreate(&mut ev, flags) } {
+            sys::CUresult::CUDA_SUCCESS => Ok(StreamMark(ev)),
+            e => Err(format!("cuEventCreate: {e:?}")),
+        }
+    }
+
+    /// Marks the work now on `stream` (the caller's stream, not being captured).
+    pub fn record(&self, stream: usize) -> Result<(), String> {
+        // SAFETY: our event, the caller's stream.
+        match unsafe { sys::cuEventRecord(self.0, stream as sys::CUstream) } {
+            sys::CUresult::CUDA_SUCCESS => Ok(()),
+            e => Err(format!("cuEventRecord: {e:?}")),
+        }
+    }
+
+    /// Whether the marked work has finished; an error counts as finished (never waits).
+    pub fn done(&self) -> bool {
+        // SAFETY: our event; the query does not block.
+        unsafe { sys::cuEventQuery(self.0) != sys::CUresult::CUDA_ERROR_NOT_READY }
+    }
+}
+
+impl Drop for StreamMark {
+    fn drop(&mut self) {
+        // SAFETY: created in `new`, destroyed once; the driver defers it past pending work.
+        unsafe {
+            let _ = sys::cuEventDestroy_v2(self.0);
+        }
+    }
+}
+
 /// `cuMemAlloc` where no real NCCL is loaded to make `ncclMemAlloc`'s allocation.
 pub fn mem_alloc(bytes: usize) -> Result<usize, String> {
     if !driver() {

@@ -140,8 +140,9 @@ fn one_rank_no_op(comm: &Comm, op: &Op) -> bool {
 /// Runs `ops` (one communicator's calls of one group, in order).
 pub fn run_batch(comm: &Comm, ops: &[Op]) -> Result<(), ApiError> {
     comm.wait_ready()?;
-    // Rank 0's hang report reads this until the batch returns, however it returns.
-    let _in_call = comm.hang.begin(ops);
+    // Rank 0's hang report reads this until the batch returns, however it returns, or until
+    // its GPU work finishes.
+    let in_call = comm.hang.begin(ops);
     if ops.iter().all(|op| one_rank_no_op(comm, op)) {
         return Ok(());
     }
@@ -155,6 +156,7 @@ pub fn run_batch(comm: &Comm, ops: &[Op]) -> Result<(), ApiError> {
         explain(comm, op, &r);
         r
     };
+    let mut gpu_stream = None;
     let out = if let [op] = ops {
         // One call outside a group, the common case: no batch to build.
         match routed(op) {
@@ -167,7 +169,10 @@ pub fn run_batch(comm: &Comm, ops: &[Op]) -> Result<(), ApiError> {
                 dtype,
                 op: rop,
                 count,
-            } => crate::gpu::run(comm, &[(*op, dtype, rop, count)]),
+            } => {
+                gpu_stream = Some(op.stream);
+                crate::gpu::run(comm, &[(*op, dtype, rop, count)])
+            }
             Route::Staged {
                 dtype,
                 op: rop,
@@ -200,6 +205,7 @@ pub fn run_batch(comm: &Comm, ops: &[Op]) -> Result<(), ApiError> {
                 Route::Nccl(why) => forwarded.push((*op, why)),
             }
         }
+        gpu_stream = gpu.last().map(|g| g.0.stream);
         run_staged(comm, &ours, &staged)
             .and_then(|_| {
                 if gpu.is_empty() {
@@ -210,8 +216,14 @@ pub fn run_batch(comm: &Comm, ops: &[Op]) -> Result<(), ApiError> {
             })
             .and_then(|_| crate::forward::run(comm, &forwarded))
     };
-    if let Err(e) = &out {
-        comm.poison(e);
+    match (&out, gpu_stream) {
+        (Err(e), _) => comm.poison(e),
+        (Ok(()), Some(s)) => {
+            if let Some(finished) = crate::gpu::finished_after(comm, s) {
+                in_call.until(finished);
+            }
+        }
+        _ => {}
     }
     out
 }

@@ -55,17 +55,44 @@ pub struct Hang {
     /// Calls started on this rank: the next call's sequence number.
     next: AtomicU64,
     watchdog: Mutex<Option<Arc<Stop>>>,
+    /// The last batch enqueued on the GPU, until it is seen finished ([`Hang::settle`]).
+    pending: Mutex<Option<Pending>>,
 }
 
-/// Ends the current call's record when dropped (every return path of the call).
+/// A batch whose record stays "in the call" until its device work finishes: `done` ends the
+/// record with this sequence number once `finished` says so.
+struct Pending {
+    done: u64,
+    finished: Box<dyn Fn() -> bool + Send>,
+}
+
+/// Ends the current call's record when dropped (every return path of the call), unless the
+/// call's work went to the GPU ([`InCall::until`]).
 pub struct InCall<'a> {
     hang: &'a Hang,
     done: u64,
+    kept: bool,
+}
+
+impl InCall<'_> {
+    /// The call's work was enqueued on the GPU: the record stays "in the call" until
+    /// `finished` says the work is done, as [`Hang::settle`] (called from
+    /// `ncclCommGetAsyncError`, which frameworks poll) or the next call finds. A rank whose
+    /// kernels wait for a peer that skipped the call is then reported as stuck in it.
+    pub fn until(mut self, finished: impl Fn() -> bool + Send + 'static) {
+        if self.hang.record.is_some() {
+            *lock(&self.hang.pending) = Some(Pending {
+                done: self.done,
+                finished: Box::new(finished),
+            });
+            self.kept = true;
+        }
+    }
 }
 
 impl Drop for InCall<'_> {
     fn drop(&mut self) {
-        if let Some(r) = &self.hang.record {
+        if let (Some(r), false) = (&self.hang.record, self.kept) {
             r.end(self.done);
         }
     }
@@ -94,6 +121,7 @@ impl Hang {
             record,
             next: AtomicU64::new(0),
             watchdog: Mutex::new(watchdog.flatten()),
+            pending: Mutex::new(None),
         }
     }
 
@@ -102,12 +130,32 @@ impl Hang {
             record: None,
             next: AtomicU64::new(0),
             watchdog: Mutex::new(None),
+            pending: Mutex::new(None),
+        }
+    }
+
+    /// Ends the record of the last GPU batch if its work has finished. Never blocks: another
+    /// thread settling or beginning a call wins.
+    pub fn settle(&self) {
+        let Ok(mut p) = self.pending.try_lock() else {
+            return;
+        };
+        if let (Some(r), Some(pend)) = (&self.record, p.as_ref()) {
+            if (pend.finished)() {
+                r.end(pend.done);
+                *p = None;
+            }
         }
     }
 
     /// This rank enters `ops` (one batch; a group's calls are one batch, recorded by its
     /// first call and its size); the record says so until the returned guard drops.
     pub fn begin(&self, ops: &[Op]) -> InCall<'_> {
+        // The new record replaces whatever the last GPU batch left (only a rank with a record
+        // keeps one: a communicator without the report takes no lock here).
+        if self.record.is_some() {
+            *lock(&self.pending) = None;
+        }
         let n = ops.len() as u64;
         let seq = self.next.fetch_add(n, Ordering::Relaxed);
         if let (Some(r), Some(op)) = (&self.record, ops.first()) {
@@ -124,6 +172,7 @@ impl Hang {
         InCall {
             hang: self,
             done: seq + n,
+            kept: false,
         }
     }
 
@@ -213,6 +262,48 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A batch enqueued on the GPU stays "in the call" until its work is seen finished; a
+    /// batch that returned on the host ends at once; a new call replaces a pending one.
+    #[test]
+    fn a_gpu_batch_stays_in_the_call_until_its_work_finishes() {
+        use crate::abi::{NcclOp, NcclType};
+        use crate::op::Kind;
+        use std::sync::atomic::AtomicBool;
+        use table::State;
+        let dir = std::env::temp_dir();
+        let key = format!("gpuhang{}", std::process::id());
+        let mut hang = Hang::off();
+        hang.record = Some(Published::create(&dir, &key, 0).unwrap());
+        let mut reader = Reader::new(&dir, &key, 1);
+        let op = Op {
+            call: "t",
+            kind: Kind::AllReduce,
+            send: 8,
+            recv: 8,
+            count: 4,
+            dtype: NcclType::F32,
+            op: NcclOp::Builtin(runtime::ReduceOp::Sum),
+            peer: 0,
+            stream: 0,
+        };
+        drop(hang.begin(&[op]));
+        assert_eq!(reader.read()[0].state, State::Idle { done: 1 });
+        let done = Arc::new(AtomicBool::new(false));
+        let d = done.clone();
+        hang.begin(&[op]).until(move || d.load(Ordering::Relaxed));
+        hang.settle();
+        assert!(matches!(reader.read()[0].state, State::InCall { call, .. } if call.seq == 1));
+        done.store(true, Ordering::Relaxed);
+        hang.settle();
+        assert_eq!(reader.read()[0].state, State::Idle { done: 2 });
+        // Pending work never finishes, and the next call replaces its record.
+        hang.begin(&[op]).until(|| false);
+        drop(hang.begin(&[op, op]));
+        hang.settle();
+        assert_eq!(reader.read()[0].state, State::Idle { done: 5 });
+        hang.close();
+    }
 
     #[test]
     fn a_stopped_watchdog_wakes_at_once_and_polls_within_bounds() {

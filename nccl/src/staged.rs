@@ -106,15 +106,6 @@ fn upload(dev: usize, host: &[u8], stream: usize) -> Result<(), ApiError> {
     check(s, "cuStreamSynchronize")
 }
 
-/// Whether the caller's stream is being captured into a CUDA graph (host copies cannot be).
-fn capturing(stream: usize) -> bool {
-    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-    // SAFETY: queries the caller's stream.
-    let r = unsafe { sys::cuStreamIsCapturing(stream as sys::CUstream, &mut status) };
-    r == sys::CUresult::CUDA_SUCCESS
-        && status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
-}
-
 impl Staged {
     /// Mirrors every device range of `ops` in host memory and returns the calls rewritten to
     /// use the host copies. `layout` gives each call's (input, output) byte counts on this rank.
@@ -128,7 +119,7 @@ impl Staged {
         let mut staged = Staged { spans: Vec::new() };
         let mut out = Vec::with_capacity(ops.len());
         for (op, dt, rop, count) in ops {
-            if capturing(op.stream) {
+            if cuda::query::capturing(op.stream) {
                 return Err(usage(format!(
                     "{}: topoplan runs this call through host copies, which a CUDA graph cannot capture",
                     op.call

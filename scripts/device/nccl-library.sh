@@ -19,17 +19,19 @@
 #   3. (killed) world 2 sharing the GPU, a rank SIGKILLed inside a loop of all-reduces: the
 #      survivor exits naming it within TOPOPLAN_TIMEOUT + 5 s, and the next job runs:
 #      $OUT/killed.log;
-#   4. (bench) one-rank all-reduce, 8 B to 256 MiB, in and out of place, ours against stock
+#   4. (hang) world 2 sharing the GPU, rank 1 skipping one all-reduce of ten: rank 0's hang
+#      report names rank 1 as behind within TOPOPLAN_HANG_REPORT: $OUT/hang.log;
+#   5. (bench) one-rank all-reduce, 8 B to 256 MiB, in and out of place, ours against stock
 #      NCCL alternating ROUNDS (default 3) times: $OUT/one-rank.log (BENCHMARKS.md).
 #
-# Usage: bash .devbin/nccl-library.sh [tests|torch|killed|bench|all]       (default all)
+# Usage: bash .devbin/nccl-library.sh [tests|torch|killed|hang|bench|all]  (default all)
 # Needs (carry .devbin): .devbin/nccl/lib/libnccl.so.2 and .devbin/nccl/include/nccl.h
 #   (scripts/install-nccl.sh .devbin/nccl), .devbin/nccl-tests-2.19.6.tar.gz
 #   (from shared/peers/), and this repository's nccl/tests/torch/collectives.py.
 # Environment: WORLDS (torch world sizes, default "1 2 4"), NT_MAX (largest nccl-tests size,
 #   default 64M), NT_T (seconds per binary, default 120), STOCK_NCCL (default
 #   /usr/lib/x86_64-linux-gnu/libnccl.so.2).
-# Outputs: $OUT/nccl-tests.log, $OUT/torch.log, $OUT/killed.log, $OUT/one-rank.log,
+# Outputs: $OUT/nccl-tests.log, $OUT/torch.log, $OUT/killed.log, $OUT/hang.log, $OUT/one-rank.log,
 #   $OUT/info.txt; prints
 #   NCCL-LIBRARY PASS or FAIL.
 set -u
@@ -120,6 +122,21 @@ if [ "$WHAT" = killed ] || [ "$WHAT" = all ]; then
   echo "+ the next job on the GPU" >> "$log"
   LD_PRELOAD=$OURS/lib/libnccl.so.2 timeout 300 torchrun --standalone --nproc-per-node 2 $py ddp /tmp/after >> "$log" 2>&1 \
     && echo "NEXT JOB PASS" >> "$log" || { echo "NEXT JOB FAIL" >> "$log"; fail=1; }
+fi
+
+if [ "$WHAT" = hang ] || [ "$WHAT" = all ]; then
+  # World 2 sharing the GPU, rank 1 skips one all-reduce of ten: rank 0's last all-reduce waits
+  # on the GPU for a call that never comes, and rank 0's hang report must name rank 1 as behind
+  # within TOPOPLAN_HANG_REPORT (5 s), long before TOPOPLAN_TIMEOUT (30 s) ends the wait.
+  py=nccl/tests/torch/collectives.py
+  log="$OUT/hang.log"
+  ( ulimit -c 0; TOPOPLAN_HANG_REPORT=5s TOPOPLAN_TIMEOUT=30s LD_PRELOAD=$OURS/lib/libnccl.so.2 \
+      timeout 120 torchrun --standalone --nproc-per-node 2 $py skip ) > "$log" 2>&1
+  if grep -q "hang report:" "$log" && grep -A1 "hang report:" "$log" | grep -q "behind: rank 1;"; then
+    echo "HANG REPORT PASS" >> "$log"
+  else
+    echo "HANG REPORT FAIL" >> "$log"; fail=1
+  fi
 fi
 
 if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then

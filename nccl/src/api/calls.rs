@@ -89,8 +89,13 @@ fn check_sizes(
     };
     let what = |side: &str| format!("{count} x {} per rank on {n} ranks, {side}", t.name());
     let limit = |e: runtime::limits::LimitError| arg(e.to_string());
-    let inb = runtime::limits::check_buffer(what("the send buffer"), inb).map_err(limit)?;
-    let outb = runtime::limits::check_buffer(what("the receive buffer"), outb).map_err(limit)?;
+    // The description is formatted only for an error: a call must not pay for it.
+    let buffer = |side: &str, bytes: Option<u64>| match bytes {
+        Some(b) if b <= isize::MAX as u64 => Ok(b),
+        _ => runtime::limits::check_buffer(what(side), bytes).map_err(limit),
+    };
+    let inb = buffer("the send buffer", inb)?;
+    let outb = buffer("the receive buffer", outb)?;
     let collective = !matches!(kind, Kind::Send | Kind::Recv | Kind::Gather | Kind::Scatter);
     let staged = send == recv || (kind == Kind::Reduce && recv == 0 && root != c.rank);
     // A one-rank in-place call stages nothing (it does nothing), and a staging copy of up to

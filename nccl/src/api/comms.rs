@@ -286,6 +286,8 @@ pub extern "C" fn ncclCommGetAsyncError(comm: CommHandle, result: *mut NcclResul
     entry("ncclCommGetAsyncError", comm as usize, || {
         let slot = out(result, "asyncError")?;
         let c = comm::lookup(comm as usize)?;
+        // Frameworks poll this: the hang report learns here that device work has finished.
+        c.hang.settle();
         if let Err(e) = crate::gpu::check_peers(&c) {
             // The code goes into `*result`; the message is what ncclGetLastError says.
             record("ncclCommGetAsyncError", comm as usize, &e);

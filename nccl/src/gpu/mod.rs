@@ -178,6 +178,7 @@ fn open(comm: &Comm) -> Result<GpuRank, ApiError> {
     Ok(GpuRank::Procs {
         proc: Box::new(proc),
         schedules: HashMap::new(),
+        mark: cuda::query::StreamMark::new().ok().map(Arc::new),
     })
 }
 
@@ -189,12 +190,29 @@ pub fn run(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), A
     }
     match slot.as_mut().expect("opened above") {
         GpuRank::Alone(ctx) => run_alone(ctx, ops),
-        GpuRank::Procs { proc, schedules } => run_procs(comm, proc, schedules, ops),
+        GpuRank::Procs {
+            proc, schedules, ..
+        } => run_procs(comm, proc, schedules, ops),
         GpuRank::Separate => Err(ApiError::Internal("the CUDA path did not open".into())),
         GpuRank::Unavailable(why) => Err(ApiError::Internal(format!(
             "a call was routed to the CUDA path, which is unavailable: {why}"
         ))),
     }
+}
+
+/// For the hang report: marks the work now on `stream` (the last batch's, enqueued by the
+/// direct path) and returns whether it has finished, asked later without waiting. `None` where
+/// there is nothing to wait for (one rank, a stream being captured: its work runs at replay).
+pub fn finished_after(comm: &Comm, stream: usize) -> Option<impl Fn() -> bool + Send + 'static> {
+    let slot = lock(&comm.gpu);
+    let Some(GpuRank::Procs { mark: Some(m), .. }) = slot.as_ref() else {
+        return None;
+    };
+    if cuda::query::capturing(stream) || m.record(stream).is_err() {
+        return None;
+    }
+    let m = m.clone();
+    Some(move || m.done())
 }
 
 fn copy(dst: usize, src: usize, bytes: usize, stream: usize) -> Result<(), ApiError> {

@@ -16,6 +16,8 @@ pub enum GpuRank {
     Procs {
         proc: Box<CudaProcComm>,
         schedules: HashMap<(CollectiveKind, u32, u64), Arc<Schedule>>,
+        /// Marks the last batch's work for the hang report (`None`: the driver refused one).
+        mark: Option<Arc<cuda::query::StreamMark>>,
     },
     /// No direct path for these ranks (why): their device calls run through host copies.
     Unavailable(String),

@@ -267,6 +267,32 @@ def killed_worker():
     print(f"rank {rank}: the loop ended without an error", flush=True)
 
 
+def skip_worker():
+    """A rank of the hang-report check (torchrun world 2 sharing GPU 0): ten all-reduces, of
+    which rank 1 skips the fifth, so rank 0's last one waits for a call rank 1 never makes;
+    rank 1 then idles, as a rank lost in other work would. Rank 0's report must name rank 1
+    as behind within TOPOPLAN_HANG_REPORT."""
+    import time
+
+    dist.init_process_group("nccl")
+    rank = dist.get_rank()
+    torch.cuda.set_device(0)
+    t = torch.ones(1 << 16, device="cuda")
+    for i in range(10):
+        if rank == 1 and i == 4:
+            continue
+        dist.all_reduce(t)
+    print(f"rank {rank}: all-reduces enqueued at {time.time():.1f}", flush=True)
+    if rank == 1:
+        torch.cuda.synchronize()
+        time.sleep(45)
+        os._exit(0)
+    start = time.time()
+    torch.cuda.synchronize()
+    # The GPU wait ends only at TOPOPLAN_TIMEOUT; PyTorch's watchdog then reports the error.
+    print(f"rank 0: the stream drained after {time.time() - start:.1f} s", flush=True)
+
+
 def killed():
     """World 2 sharing GPU 0, started without torchrun (which would stop the survivor itself):
     rank 1 dies inside a loop of all-reduces; rank 0 must raise an error naming rank 1 within
@@ -325,6 +351,8 @@ if __name__ == "__main__":
         sys.exit(killed())
     elif sys.argv[1] == "killed-worker":
         killed_worker()
+    elif sys.argv[1] == "skip":
+        skip_worker()
     elif sys.argv[1] == "verify":
         sys.exit(verify(sys.argv[2]))
     else:
