@@ -278,3 +278,15 @@ extern "C" __global__ void tp_wait(const u64* addr, u64 v, TpAbort ab, u32 peer)
   tp_wait_geq(ab, addr, v, TP_WAIT_SIGNAL, peer);
   __threadfence_system();
 }
+
+// The first step of a PreMulSum reduction (ncclRedOpCreatePreMulSum): dst[i] = src[i] * scalar,
+// multiplied in the computation type C and rounded once to T, as NCCL scales each input before
+// summing. The scalar is one T: its bits passed by value (`imm`), or read from device memory at
+// run time (`dev`, when not 0; NCCL's device residence).
+extern "C" __global__ void tp_scale(T* dst, const T* src, u64 n, u64 imm, const T* dev) {
+  union { u64 u; T t; } b;
+  b.u = imm;
+  const C s = tload(dev != 0 ? *dev : b.t);
+  const u64 step = (u64)gridDim.x * blockDim.x;
+  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) dst[i] = tstore(tload(src[i]) * s);
+}

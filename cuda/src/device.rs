@@ -270,6 +270,8 @@ pub struct ExecModule {
     pub pair: [CudaFunction; 4],
     pub signal: CudaFunction,
     pub wait: CudaFunction,
+    /// PreMulSum's scaling kernel (`exec.cu`, `crate::scale`).
+    pub scale: CudaFunction,
     ctx: Arc<CudaContext>,
     dtype: DataType,
     /// [`Self::direct_shared`], once loaded.
@@ -290,11 +292,11 @@ pub(crate) fn op_index(op: runtime::types::ReduceOp) -> usize {
 
 /// The executor modules of one context, loaded once per element type.
 #[derive(Debug, Default)]
-pub(crate) struct ModuleCache(Mutex<HashMap<DataType, Arc<ExecModule>>>);
+pub struct ModuleCache(Mutex<HashMap<DataType, Arc<ExecModule>>>);
 
 impl ModuleCache {
     /// The module for `dtype` in `ctx`, compiling and loading it on first use.
-    pub(crate) fn get(
+    pub fn get(
         &self,
         ctx: &Arc<CudaContext>,
         dtype: DataType,
@@ -432,6 +434,7 @@ pub fn load_exec(ctx: &Arc<CudaContext>, dtype: DataType) -> Result<ExecModule, 
     let wait = exec
         .load_function(kernels::SIGNAL_KERNELS[1])
         .map_err(drv)?;
+    let scale = exec.load_function(kernels::SCALE_KERNEL).map_err(drv)?;
     Ok(ExecModule {
         _modules: [exec, direct, pair],
         funcs,
@@ -440,6 +443,7 @@ pub fn load_exec(ctx: &Arc<CudaContext>, dtype: DataType) -> Result<ExecModule, 
         pair: pair_funcs,
         signal,
         wait,
+        scale,
         ctx: ctx.clone(),
         dtype,
         shared: OnceLock::new(),

@@ -334,6 +334,22 @@ impl CudaProcComm {
         Ok(())
     }
 
+    /// Enqueues PreMulSum's scaling, `dst[0, n) = src[0, n) * scalar` in `dtype`, on `stream`
+    /// (`crate::scale`).
+    pub fn scale(
+        &self,
+        dst: u64,
+        src: u64,
+        n: u64,
+        dtype: DataType,
+        scalar: crate::scale::Scalar,
+        stream: sys::CUstream,
+    ) -> Result<(), CudaError> {
+        let module = self.module(dtype)?;
+        crate::scale::enqueue(&self.ctx, &module, dst, src, n, scalar, stream)
+            .map_err(at(self.rank, "scaling a PreMulSum input"))
+    }
+
     /// Every rank's input of `req` when it names a registered buffer (pull mode may read them).
     fn peer_inputs_of(
         &self,

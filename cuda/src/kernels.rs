@@ -90,6 +90,9 @@ pub const EXEC_KERNELS: [&str; 4] = ["tp_exec_sum", "tp_exec_prod", "tp_exec_min
 /// The copy-engine path's one-thread signal and wait kernels of [`EXEC`].
 pub const SIGNAL_KERNELS: [&str; 2] = ["tp_signal", "tp_wait"];
 
+/// PreMulSum's scaling kernel of [`EXEC`] (`cuda::scale`).
+pub const SCALE_KERNEL: &str = "tp_scale";
+
 /// Element types the kernels are compiled for, by their `TP_TYPE` code: the index in this list.
 /// Names follow `runtime::DataType`'s serde names.
 pub const TYPE_CODES: [&str; 8] = ["f32", "f64", "f16", "bf16", "i32", "i64", "u8", "i8"];

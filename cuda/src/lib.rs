@@ -32,6 +32,7 @@ pub mod lower;
 pub mod query;
 mod request;
 pub mod residency;
+pub mod scale;
 pub mod schedules;
 
 pub use group::CudaGroup;

@@ -28,7 +28,12 @@ fn builds(tys: &[&'static str]) -> Vec<(Unit, &'static str, Option<Option<u32>>)
 /// The entry points a build must have.
 fn entries(unit: Unit, shared: bool) -> Vec<&'static str> {
     match (unit.name, shared) {
-        ("exec.cu", _) => [kernels::EXEC_KERNELS.as_slice(), &kernels::SIGNAL_KERNELS].concat(),
+        ("exec.cu", _) => [
+            kernels::EXEC_KERNELS.as_slice(),
+            &kernels::SIGNAL_KERNELS,
+            &[kernels::SCALE_KERNEL],
+        ]
+        .concat(),
         ("direct.cu", false) => {
             [kernels::DIRECT_KERNELS.as_slice(), &[kernels::P2P_KERNEL]].concat()
         }
@@ -64,7 +69,7 @@ fn compile_all(test: &str, tys: &[&'static str]) {
         .chain(&kernels::DIRECT_KERNELS)
         .chain(&kernels::DIRECT_SHARED_KERNELS)
         .chain(&kernels::PAIR_KERNELS)
-        .chain(&[kernels::P2P_KERNEL])
+        .chain(&[kernels::P2P_KERNEL, kernels::SCALE_KERNEL])
         .copied()
         .collect();
     for (unit, ty, shared) in builds(tys) {

@@ -1,6 +1,7 @@
 //! `ncclRedOpCreatePreMulSum` operations: one table per communicator, dropped with it
-//! ([`forget`] at destroy and abort), and made on the real NCCL's communicator when a call first
-//! uses one (PreMulSum reductions run on NCCL). Values come from a free list, so creating and
+//! ([`forget`] at destroy and abort). On device buffers topoplan's CUDA path runs them (each
+//! input scaled, then summed: [`scalar`]); elsewhere they run on NCCL, where the op is made on
+//! the real NCCL's communicator when a call first uses one. Values come from a free list, so creating and
 //! destroying one is O(log n) however many are alive.
 
 use crate::abi::{NcclType, NUM_OPS, SUCCESS};
@@ -164,4 +165,13 @@ pub fn real_op(comm: &Comm, v: c_int, real: &RealNccl, rc: *mut c_void) -> Resul
     }
     p.real = Some(out);
     Ok(out)
+}
+
+/// Op `v`'s scalar as the CUDA path takes it, and the type it was made for; `None` for an
+/// unknown op.
+pub fn scalar(comm: &Comm, v: c_int) -> Option<(cuda::scale::Scalar, NcclType)> {
+    let ops = ops_of(comm);
+    let p = ops.live.get(&v)?;
+    let s = cuda::scale::Scalar::from_bytes(&p.scalar, p.device).ok()?;
+    Some((s, p.dtype))
 }

@@ -19,6 +19,7 @@ use runtime::{DataType, ReduceOp};
 use std::collections::HashMap;
 
 mod p2p;
+mod premul;
 pub mod rank;
 use rank::GpuRank;
 use std::sync::Arc;
@@ -160,7 +161,7 @@ fn open(comm: &Comm) -> Result<GpuRank, ApiError> {
         let ctx = cuda::device::open_devices(&[ordinal])
             .map_err(|e| ApiError::Cuda(e.to_string()))?
             .remove(0);
-        return Ok(GpuRank::Alone(ctx));
+        return Ok(GpuRank::Alone(ctx, cuda::device::ModuleCache::default()));
     }
     let n = comm.nranks as usize;
     let mut exchange = |mine: &[u8]| -> Result<Vec<Vec<u8>>, CudaError> {
@@ -179,6 +180,7 @@ fn open(comm: &Comm) -> Result<GpuRank, ApiError> {
         proc: Box::new(proc),
         schedules: HashMap::new(),
         mark: cuda::query::StreamMark::new().ok().map(Arc::new),
+        scratch: premul::Scratch::default(),
     })
 }
 
@@ -189,10 +191,13 @@ pub fn run(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), A
         *slot = Some(open(comm)?);
     }
     match slot.as_mut().expect("opened above") {
-        GpuRank::Alone(ctx) => run_alone(ctx, ops),
+        GpuRank::Alone(ctx, modules) => run_alone(comm, ctx, modules, ops),
         GpuRank::Procs {
-            proc, schedules, ..
-        } => run_procs(comm, proc, schedules, ops),
+            proc,
+            schedules,
+            scratch,
+            ..
+        } => run_procs(comm, proc, schedules, scratch, ops),
         GpuRank::Separate => Err(ApiError::Internal("the CUDA path did not open".into())),
         GpuRank::Unavailable(why) => Err(ApiError::Internal(format!(
             "a call was routed to the CUDA path, which is unavailable: {why}"
@@ -239,7 +244,9 @@ fn copy(dst: usize, src: usize, bytes: usize, stream: usize) -> Result<(), ApiEr
 /// One rank: each collective copies its input to its output; the i-th send to itself fills
 /// the i-th receive from itself.
 fn run_alone(
+    comm: &Comm,
     ctx: &Arc<cudarc::driver::CudaContext>,
+    modules: &cuda::device::ModuleCache,
     ops: &[(Op, DataType, ReduceOp, usize)],
 ) -> Result<(), ApiError> {
     ctx.bind_to_thread()
@@ -247,9 +254,19 @@ fn run_alone(
     let (mut sends, mut recvs) = (Vec::new(), Vec::new());
     for (op, dtype, _, count) in ops {
         let bytes = count * dtype.size();
-        match op.kind {
-            Kind::Send => sends.push((op, bytes)),
-            Kind::Recv => recvs.push((op, bytes)),
+        match (op.kind, op.op) {
+            (Kind::Send, _) => sends.push((op, bytes)),
+            (Kind::Recv, _) => recvs.push((op, bytes)),
+            // One rank's PreMulSum is its input scaled.
+            (_, crate::abi::NcclOp::PreMulSum(v)) => {
+                let (scalar, _) = crate::premul::scalar(comm, v)
+                    .ok_or_else(|| crate::error::usage(format!("PreMulSum op {v} is not live")))?;
+                let cuda = |e: CudaError| ApiError::Cuda(format!("{}: {e}", op.call));
+                let module = modules.get(ctx, *dtype).map_err(cuda)?;
+                let stream = op.stream as cudarc::driver::sys::CUstream;
+                let (dst, src, n) = (op.recv as u64, op.send as u64, *count as u64);
+                cuda::scale::enqueue(ctx, &module, dst, src, n, scalar, stream).map_err(cuda)?;
+            }
             _ => copy(op.recv, op.send, bytes, op.stream)?,
         }
     }
@@ -279,6 +296,7 @@ fn run_procs(
     comm: &Comm,
     proc: &CudaProcComm,
     schedules: &mut HashMap<(CollectiveKind, u32, u64), Arc<Schedule>>,
+    scratch: &mut premul::Scratch,
     ops: &[(Op, DataType, ReduceOp, usize)],
 ) -> Result<(), ApiError> {
     let mut group = p2p::Group::default();
@@ -289,13 +307,14 @@ fn run_procs(
         };
         let bytes = (*count * dtype.size()) as u64;
         let sched = schedule(comm, schedules, k, op.peer, bytes)?;
+        let (input, output) = premul::prepare(comm, proc, scratch, op, *dtype, *count)?;
         let req = ProcRequest {
             schedule: &sched,
             count: *count as u64,
             dtype: *dtype,
             op: *rop,
-            input: op.send as u64,
-            output: op.recv as u64,
+            input,
+            output,
             registered_input: None,
         };
         proc.enqueue(&req, op.stream as cudarc::driver::sys::CUstream)

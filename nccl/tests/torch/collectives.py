@@ -93,6 +93,22 @@ def run(out):
     for w in dist.batch_isend_irecv(ops):
         w.wait()
     res["sendrecv"], res["sendrecv_self"] = rv.cpu(), rv2.cpu()
+    # PreMulSum (FSDP's gradient scaling): a host scalar, a device scalar, and a reduce-scatter.
+    for name, factor in (("premul_quarter", 0.25), ("premul_third", 1.0 / 3.0)):
+        t = rnd(4099)
+        res[f"in/{name}"] = t.cpu()
+        dist.all_reduce(t, op=dist._make_nccl_premul_sum(factor))
+        res[name] = t.cpu()
+    t = rnd(4099)
+    res["in/premul_device"] = t.cpu()
+    dist.all_reduce(t, op=dist._make_nccl_premul_sum(torch.tensor([0.75], device=dev)))
+    res["premul_device"] = t.cpu()
+    # float32: PyTorch 2.11 hands a bfloat16 PreMulSum a scalar NCCL reads as 0 (stock NCCL and
+    # this library alike return zeros), so the reduce-scatter is checked in float32.
+    prs_in, prs = rnd(n * 1031), torch.empty(1031, device=dev)
+    res["in/premul_rs"] = prs_in.cpu()
+    dist.reduce_scatter_tensor(prs, prs_in, op=dist._make_nccl_premul_sum(0.5))
+    res["premul_rs"] = prs.cpu()
     # Large and uneven exchanges: several segments, slots and CTAs per message.
     big_in, big_out = rnd(n * BIG), torch.empty(n * BIG, device=dev)
     res["in/a2a_big"] = big_in.cpu()
@@ -213,6 +229,11 @@ def verify(out):
         expect(k, "all_to_all", torch.stack([r["in/all_to_all"][k] for r in rs]))
         expect(k, "scatter", rs[0]["in/scatter"][k])
         expect(k, "sendrecv", rs[(k - 1) % n]["in/sendrecv"])
+        for name, factor in (("premul_quarter", 0.25), ("premul_third", 1.0 / 3.0), ("premul_device", 0.75)):
+            want = torch.stack([r[f"in/{name}"] * factor for r in rs]).sum(0)
+            expect(k, name, want, exact=False)
+        prs = torch.stack([r["in/premul_rs"] * 0.5 for r in rs]).sum(0)[k * 1031:(k + 1) * 1031]
+        expect(k, "premul_rs", prs, exact=False)
         expect(k, "a2a_big", torch.cat([r["in/a2a_big"].view(n, BIG)[k] for r in rs]))
         blocks = []
         for j in range(n):
