@@ -85,6 +85,22 @@ pub fn stream_waits_for(waiter: usize, on: usize) -> Result<(), String> {
     }
 }
 
+/// The UUID of device `ordinal` (as this process numbers its devices), or `None`: the same
+/// GPU has the same UUID in every process, whatever `CUDA_VISIBLE_DEVICES` says.
+pub fn device_uuid(ordinal: i32) -> Option<[u8; 16]> {
+    if ordinal < 0 || !driver() {
+        return None;
+    }
+    let mut dev: sys::CUdevice = 0;
+    let mut uuid = sys::CUuuid { bytes: [0; 16] };
+    // SAFETY: writes one device handle, then 16 bytes of its UUID.
+    let ok = unsafe {
+        sys::cuDeviceGet(&mut dev, ordinal) == sys::CUresult::CUDA_SUCCESS
+            && sys::cuDeviceGetUuid_v2(&mut uuid, dev) == sys::CUresult::CUDA_SUCCESS
+    };
+    ok.then(|| uuid.bytes.map(|b| b as u8))
+}
+
 /// Whether `stream` is being captured into a CUDA graph (false without a driver).
 pub fn capturing(stream: usize) -> bool {
     if !driver() {

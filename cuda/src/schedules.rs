@@ -92,6 +92,29 @@ fn tuner_algo(p: &Profile, kind: CollectiveKind, nranks: u32, bytes: u64) -> Opt
     })
 }
 
+/// For the multi-process path, which runs the direct schedules only: the tuner's price of the
+/// fastest of them (one-shot in LL, LL128 or Simple) against the fastest of NCCL's own
+/// algorithms (ring, tree) for `kind` of `bytes` per rank on `nranks` GPUs of the profile's
+/// machine, as (ours, NCCL's) in µs. `None` for what the tuner does not price.
+pub fn direct_vs_nccl(
+    p: &Profile,
+    kind: CollectiveKind,
+    nranks: u32,
+    bytes: u64,
+) -> Option<(f64, f64)> {
+    use planner::schedule::Algorithm as A;
+    let c = tuner::candidates(&host_model(p, nranks), kind, bytes, &Filter::default());
+    let best = |keep: &dyn Fn(&A) -> bool| {
+        c.iter()
+            .filter(|e| keep(&e.algorithm))
+            .map(|e| e.time_us)
+            .min_by(f64::total_cmp)
+    };
+    let ours = best(&|a| *a == A::OneShot)?;
+    let nccl = best(&|a| matches!(a, A::Ring | A::Tree))?;
+    Some((ours, nccl))
+}
+
 /// Bytes per chunk of the copy-engine pipeline schedule. Only the generic lowering
 /// (`TOPOPLAN_CE_PAIR=0`) follows it; `ce_pair` cuts the message itself (64 MiB chunks).
 const CE_CHUNK_BYTES: u64 = 16 << 20;
@@ -256,6 +279,29 @@ fn set_transport(s: &mut Schedule, t: Transport) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The direct path against NCCL's ring and tree on the bundled H200 profile: ours wins
+    /// every size on two ranks and at small sizes on more; a one-shot all-reduce moves n - 1
+    /// copies of the input, so on 8 ranks from a few MiB the ring wins by far.
+    #[test]
+    fn the_direct_path_loses_to_nccls_ring_only_for_large_many_rank_all_reduce() {
+        let ar = CollectiveKind::AllReduce;
+        for sh in [3u32, 10, 16, 20, 24, 30] {
+            let (ours, nccl) = direct_vs_nccl(b(), ar, 2, 1 << sh).unwrap();
+            assert!(ours < nccl, "2 ranks 2^{sh}: {ours} against {nccl}");
+            let (ours, nccl) = direct_vs_nccl(b(), ar, 8, 1 << sh.min(16)).unwrap();
+            assert!(ours < nccl, "8 ranks small: {ours} against {nccl}");
+        }
+        let (ours, nccl) = direct_vs_nccl(b(), ar, 8, 1 << 30).unwrap();
+        assert!(nccl * 3.0 < ours, "8 ranks 1 GiB: {ours} against {nccl}");
+        let ag = CollectiveKind::AllGather;
+        let (ours, nccl) = direct_vs_nccl(b(), ag, 8, 1 << 30).unwrap();
+        assert!(ours < nccl, "8-rank all-gather: {ours} against {nccl}");
+        assert_eq!(
+            direct_vs_nccl(b(), CollectiveKind::AllToAll, 8, 1 << 20),
+            None
+        );
+    }
 
     fn b() -> &'static Profile {
         Profile::bundled()

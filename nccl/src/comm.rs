@@ -45,6 +45,9 @@ pub struct Comm {
     pub registered: Mutex<Registered>,
     /// This rank's record of its current call, and rank 0's watchdog (`crate::hang`).
     pub hang: crate::hang::Hang,
+    /// Whether device-buffer collectives may go to NCCL at the sizes where it is faster
+    /// (`crate::gpu::by_size`), as the ranks learnt together.
+    pub gpu_by_size: std::sync::atomic::AtomicBool,
 }
 
 /// Registered buffers: handle -> (address, bytes), and the number of the last handle made
@@ -79,6 +82,7 @@ impl Comm {
             logged: Mutex::new(HashSet::new()),
             registered: Mutex::new((HashMap::new(), 0)),
             hang: crate::hang::Hang::new(key, handle, rank, nranks),
+            gpu_by_size: std::sync::atomic::AtomicBool::new(false),
         });
         lock(registry()).insert(handle, c.clone());
         c

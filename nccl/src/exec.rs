@@ -63,6 +63,9 @@ pub fn route_in(comm: &Comm, op: &Op) -> Route {
         ));
     };
     let Some(why) = crate::gpu::refusal(comm, op) else {
+        if let Some(why) = crate::gpu::by_size::reason(comm, op, dtype, count) {
+            return Route::Nccl(why);
+        }
         return Route::Gpu {
             dtype,
             op: r,

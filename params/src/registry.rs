@@ -441,6 +441,13 @@ pub const NCCL_CUDA: Param = Param {
     scope: User,
     doc: "Run the NCCL-compatible library's device-buffer calls on topoplan (its CUDA backend, else its CPU runtime through host copies); 0 forwards every device-buffer call to NCCL.",
 };
+pub const NCCL_BY_SIZE: Param = Param {
+    name: "TOPOPLAN_NCCL_BY_SIZE",
+    kind: Flag,
+    default: Value("1"),
+    scope: User,
+    doc: "Let the NCCL-compatible library send a device-buffer collective to NCCL where the tuner prices NCCL's ring or tree more than 10% faster than topoplan's direct path at that size (every rank on its own GPU, NCCL found by every rank); 0 keeps every size on topoplan.",
+};
 pub const DEBUG: Param = Param {
     name: "TOPOPLAN_DEBUG",
     kind: Choice(&["NONE", "WARN", "INFO"]),
@@ -510,6 +517,7 @@ pub static ALL: &[&Param] = &[
     &PTXAS,
     &NCCL_LIB,
     &NCCL_CUDA,
+    &NCCL_BY_SIZE,
     &DEBUG,
     &HANG_REPORT,
 ];

@@ -18,6 +18,7 @@ use planner::tuner::Profile;
 use runtime::{DataType, ReduceOp};
 use std::collections::HashMap;
 
+pub mod by_size;
 mod p2p;
 mod premul;
 pub mod rank;
@@ -97,36 +98,23 @@ pub fn check_peers(comm: &Comm) -> Result<(), ApiError> {
 
 /// Learns whether the direct path can serve the communicator's ranks (collective: every rank
 /// calls it at its first batch with device buffers, before routing it): not when two of them
-/// share a process, whose own memory CUDA IPC cannot map.
+/// share a process, whose own memory CUDA IPC cannot map; and whether calls may go to NCCL by
+/// size (`by_size`).
 pub fn check_residency(comm: &Comm) -> Result<(), ApiError> {
     let mut slot = lock(&comm.gpu);
     if slot.is_some() {
         return Ok(());
     }
-    *slot = Some(match shared_process(comm)? {
+    let r = by_size::learn(comm)?;
+    comm.gpu_by_size
+        .store(r.by_size, std::sync::atomic::Ordering::Relaxed);
+    *slot = Some(match r.shared_process {
         Some((a, b)) => GpuRank::Unavailable(format!(
             "ranks {a} and {b} share a process, whose own memory CUDA IPC cannot map"
         )),
         None => GpuRank::Separate,
     });
     Ok(())
-}
-
-/// Two ranks of one process, or `None`: the IPC path cannot map a process's own memory.
-fn shared_process(comm: &Comm) -> Result<Option<(usize, usize)>, ApiError> {
-    let n = comm.nranks as usize;
-    let mut all = vec![0u8; 4 * n];
-    {
-        let mut g = lock(&comm.cpu);
-        let cpu = g
-            .as_mut()
-            .ok_or_else(|| crate::error::usage("communicator has not joined"))?;
-        cpu.all_gather(&std::process::id().to_le_bytes(), &mut all)?;
-    }
-    let pids: Vec<&[u8]> = all.chunks(4).collect();
-    Ok((0..n)
-        .flat_map(|a| (a + 1..n).map(move |b| (a, b)))
-        .find(|(a, b)| pids[*a] == pids[*b]))
 }
 
 /// [`refusal`] from the knobs (`TOPOPLAN_NCCL_CUDA`, `TOPOPLAN_DIRECT`), the call and the rank
@@ -180,7 +168,7 @@ fn open(comm: &Comm) -> Result<GpuRank, ApiError> {
         proc: Box::new(proc),
         schedules: HashMap::new(),
         mark: cuda::query::StreamMark::new().ok().map(Arc::new),
-        scratch: premul::Scratch::default(),
+        scratch: rank::Scratch::default(),
     })
 }
 
@@ -296,7 +284,7 @@ fn run_procs(
     comm: &Comm,
     proc: &CudaProcComm,
     schedules: &mut HashMap<(CollectiveKind, u32, u64), Arc<Schedule>>,
-    scratch: &mut premul::Scratch,
+    scratch: &mut rank::Scratch,
     ops: &[(Op, DataType, ReduceOp, usize)],
 ) -> Result<(), ApiError> {
     let mut group = p2p::Group::default();

@@ -2,44 +2,13 @@
 //! sum of the scaled inputs, which is NCCL's definition. All-reduce scales into its output and
 //! sums in place there; reduce-scatter and reduce scale into a per-communicator scratch buffer.
 
+use super::rank::Scratch;
 use crate::abi::NcclOp;
 use crate::comm::Comm;
 use crate::error::{usage, ApiError};
 use crate::op::{Kind, Op};
-use cuda::device::DevBuf;
 use cuda::ipc::CudaProcComm;
 use runtime::DataType;
-
-/// The scaled inputs' buffer, grown on demand, and the stream that last wrote it.
-#[derive(Debug, Default)]
-pub struct Scratch {
-    buf: Option<DevBuf>,
-    stream: usize,
-}
-
-impl Scratch {
-    /// A device buffer of at least `bytes`, ordered after its last use on another stream.
-    fn take(&mut self, proc: &CudaProcComm, bytes: u64, stream: usize) -> Result<u64, ApiError> {
-        let small = self.buf.as_ref().is_none_or(|b| (b.bytes as u64) < bytes);
-        if small {
-            if cuda::query::capturing(stream) {
-                return Err(usage(format!(
-                    "a PreMulSum call needs {bytes} bytes of scratch, which a CUDA graph capture \
-                     cannot allocate: run a call of this size once before capturing"
-                )));
-            }
-            // Dropping the old buffer frees it after the work that uses it (cuMemFree waits).
-            self.buf = None;
-            let b = DevBuf::new(proc.context(), bytes as usize)
-                .map_err(|e| ApiError::Cuda(format!("PreMulSum scratch: {e}")))?;
-            self.buf = Some(b);
-        } else if self.stream != stream {
-            cuda::query::stream_waits_for(stream, self.stream).map_err(ApiError::Cuda)?;
-        }
-        self.stream = stream;
-        Ok(self.buf.as_ref().map_or(0, |b| b.ptr))
-    }
-}
 
 /// For a PreMulSum `op` (`count` elements of `dtype` per rank block): enqueues the scaling and
 /// returns the (input, output) the sum runs on; any other op's own buffers.

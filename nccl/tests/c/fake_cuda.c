@@ -20,6 +20,12 @@ static int nranges;
 CUresult cuInit(unsigned flags) { return FAKE_SUCCESS; }
 CUresult cuDriverGetVersion(int* v) { *v = 13000; return FAKE_SUCCESS; }
 CUresult cuCtxGetDevice(int* dev) { *dev = 0; return FAKE_SUCCESS; }
+/* Every process's device 0 is the same stand-in GPU: one UUID. */
+CUresult cuDeviceGet(int* dev, int ordinal) { *dev = ordinal; return FAKE_SUCCESS; }
+CUresult cuDeviceGetUuid_v2(unsigned char* uuid, int dev) {
+  for (int i = 0; i < 16; i++) uuid[i] = (unsigned char)(0xa0 + i + dev);
+  return FAKE_SUCCESS;
+}
 CUresult cuStreamSynchronize(void* stream) { return FAKE_SUCCESS; }
 
 CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t bytes) {
