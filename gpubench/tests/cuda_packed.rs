@@ -13,6 +13,7 @@
 //! GPU. These tests time nothing.
 //! The device command: `bash scripts/device/check.sh packed` (see its header).
 
+#[macro_use]
 mod common;
 
 use common::{assert_right, check_only, gpu, ops};
@@ -282,17 +283,6 @@ fn graph_replay(test: &str, n: u32) {
         seed: 307 + n as u64,
     };
     run_case(test, n, &c);
-}
-
-macro_rules! per_rank_count {
-    ($($name:ident => $f:ident($n:expr);)*) => {
-        $(
-            #[test]
-            fn $name() {
-                $f(stringify!($name), $n);
-            }
-        )*
-    };
 }
 
 per_rank_count! {

@@ -11,6 +11,7 @@
 // Unsafe: the tests make device buffers and copies through the driver's raw API.
 #![allow(unsafe_code)]
 
+#[macro_use]
 mod common;
 
 use common::{assert_right, check_only, gpu, ops, GPU};
@@ -191,17 +192,6 @@ fn graph_replay(test: &str, n: u32) {
     );
 }
 
-macro_rules! per_rank_count {
-    ($($name:ident => $f:ident($n:expr);)*) => {
-        $(
-            #[test]
-            fn $name() {
-                $f(stringify!($name), $n);
-            }
-        )*
-    };
-}
-
 per_rank_count! {
     n3_every_type_and_op => every_type_and_op(3);
     n4_every_type_and_op => every_type_and_op(4);
@@ -229,20 +219,15 @@ fn n4_all_reduce_of_more_than_2_pow_28_elements() {
     let g = CudaGroup::new(&[0; 4]).unwrap_or_else(|e| panic!("{test}: {e}"));
     for algo in ["auto", "ring"] {
         let cfg = BenchConfig {
-            ordinals: vec![0; 4],
-            kind: CollectiveKind::AllReduce,
-            root: 0,
-            dtype: DataType::F32,
-            op: ReduceOp::Sum,
             algo: algo.into(),
-            sizes: vec![count * 4],
-            warmup: 0,
-            iters: 1,
-            check: true,
-            vs_nccl: false,
-            cuda_graph: false,
-            runs: 1,
-            seed: 5,
+            ..check_only(
+                CollectiveKind::AllReduce,
+                4,
+                DataType::F32,
+                ReduceOp::Sum,
+                &[count],
+                5,
+            )
         };
         let rows = check_on(&g, &cfg).unwrap_or_else(|e| panic!("{test} {algo}: {e}"));
         assert_eq!(rows[0].count, count);

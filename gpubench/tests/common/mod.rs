@@ -5,6 +5,20 @@
 // Every test binary compiles this whole module and uses part of it.
 #![allow(dead_code)]
 
+/// One `#[test]` per line `name => f(n);`, calling `f("name", n)`: the same test at each rank
+/// count, each its own test so a device run can pick and time them one by one.
+#[allow(unused_macros)]
+macro_rules! per_rank_count {
+    ($($name:ident => $f:ident($n:expr);)*) => {
+        $(
+            #[test]
+            fn $name() {
+                $f(stringify!($name), $n);
+            }
+        )*
+    };
+}
+
 use cuda::device;
 use gpubench::harness::{BenchConfig, Row};
 use planner::schedule::CollectiveKind;
