@@ -107,27 +107,77 @@ impl<'a> EnginePricer<'a> {
         s
     }
 
-    /// Whether the engine can price `s` at `bytes` within the budget: up to [`PRICE_RANKS`]
-    /// ranks (building the engine's routes dominates above), asymmetric schedules up to
-    /// `budget_events` events.
-    fn affordable(&self, s: &Schedule, bytes: u64) -> bool {
-        s.nranks <= PRICE_RANKS
-            && (aggregate::asymmetry(s).is_none()
-                || estimate_events(s, bytes, &self.config(s, bytes)) <= self.budget_events)
+    /// The engine's price of `s` (sized for `bytes`) at `bytes`, or `None` past [`PRICE_RANKS`]
+    /// ranks or where the engine cannot run it. Symmetric schedules run the aggregated model
+    /// past the budget (cross-checked against the detailed engine, `docs/sim.md`); asymmetric
+    /// ones (trees, packed trees, broadcast and reduce) past the budget are extrapolated from
+    /// two smaller runs ([`extrapolate`]).
+    pub fn engine_price(&self, s: &Schedule, bytes: u64) -> Option<f64> {
+        if s.nranks > PRICE_RANKS {
+            return None;
+        }
+        let mut cfg = self.config(s, bytes);
+        cfg.detailed_limit = cfg.detailed_limit.min(self.budget_events);
+        let est = estimate_events(s, bytes, &cfg);
+        if aggregate::asymmetry(s).is_none() || est <= self.budget_events {
+            return simulate(self.topo, s, bytes, &cfg).ok().map(|r| r.time_us);
+        }
+        extrapolate(self.topo, s, bytes, &cfg, est, self.budget_events)
     }
+}
+
+/// Prices an asymmetric schedule too large to run whole within `budget` events. A pipelined
+/// schedule's time is affine in the size once its chunks and configuration are fixed: a fill
+/// (launch, the first chunk down the deepest path) plus a steady cost per byte, set by the
+/// busiest link or channel, that the size does not change. So the schedule, cut for `bytes`,
+/// runs at two smaller sizes that together fit the budget, whole loop iterations each, and the
+/// line through them is read at `bytes`. Every mechanism of the engine stays in (link sharing,
+/// slots, per-step costs, the chunk for `bytes`); only the count of identical steady-state
+/// iterations is cut (test `extrapolated_prices_match_whole_runs`).
+pub fn extrapolate(
+    topo: &Topology,
+    s: &Schedule,
+    bytes: u64,
+    cfg: &SimConfig,
+    est_events: u64,
+    budget: u64,
+) -> Option<f64> {
+    // The larger run gets about half the budget, the smaller a quarter; events grow with size.
+    let big = (bytes as u128 * (budget / 2) as u128 / est_events.max(1) as u128) as u64;
+    let whole = || simulate(topo, s, bytes, cfg).ok().map(|r| r.time_us);
+    let Some(l) = loop_bytes(s, cfg) else {
+        return whole();
+    };
+    // Whole iterations, at least `STEADY_ITERS` in the larger run: a schedule of many trees
+    // settles into its steady cost per iteration only after several (packed trees' channels
+    // drift apart first), so a slope read earlier is up to 15% low. Both runs keep the last,
+    // partial iteration, which costs more than its share of bytes.
+    let iters = bytes / l;
+    let i1 = (big / l).max(STEADY_ITERS);
+    if 2 * i1 > iters {
+        return whole();
+    }
+    let (b1, b2) = (bytes % l + i1 * l, bytes % l + i1 / 2 * l);
+    let t1 = simulate(topo, s, b1, cfg).ok()?.time_us;
+    let t2 = simulate(topo, s, b2, cfg).ok()?.time_us;
+    let slope = (t1 - t2) / (b1 - b2) as f64;
+    Some(t1 + slope * (bytes - b1) as f64)
+}
+
+/// Loop iterations the larger of [`extrapolate`]'s runs has at least.
+const STEADY_ITERS: u64 = 16;
+
+/// Bytes (nccl-tests size) one loop iteration of `s` moves, where it loops.
+fn loop_bytes(s: &Schedule, cfg: &SimConfig) -> Option<u64> {
+    let (inb, outb) = s.collective.blocks(s.nranks);
+    let l = s.loop_elems? * cfg.elem_bytes as u64 * u64::from(inb.max(outb).max(1));
+    (l > 0).then_some(l)
 }
 
 impl Pricer for EnginePricer<'_> {
     fn price(&self, coll: &Collective, c: &Candidate, bytes: u64) -> Option<f64> {
         let s = self.sized(&self.schedule(coll, c, None).ok()?, bytes);
-        if !self.affordable(&s, bytes) {
-            return None;
-        }
-        // Symmetric schedules past the budget take the aggregated model (cross-checked against
-        // the detailed engine, `docs/sim.md`).
-        let mut cfg = self.config(&s, bytes);
-        cfg.detailed_limit = cfg.detailed_limit.min(self.budget_events);
-        simulate(self.topo, &s, bytes, &cfg).ok().map(|r| r.time_us)
+        self.engine_price(&s, bytes)
     }
 }
 
