@@ -12,7 +12,10 @@ use std::collections::HashMap;
 /// Schedules by (algorithm, protocol, channels), kept across sizes by the caller.
 pub type Schedules = RefCell<HashMap<(String, Protocol, u32), Schedule>>;
 
-/// Most events of an asymmetric schedule the pricer runs: a few tenths of a second each.
+/// A price's candidate and size: (algorithm, protocol, channels, bytes).
+type PriceKey = (String, Protocol, u32, u64);
+
+/// Most events of an asymmetric schedule the pricer runs whole (past it, [`extrapolate`]).
 pub const PRICE_EVENTS: u64 = 50_000;
 
 /// Most ranks the pricer simulates; larger machines keep the tuner's closed form.
@@ -27,6 +30,9 @@ pub struct EnginePricer<'a> {
     /// aggregated model, whose cost does not grow with the size).
     budget_events: u64,
     schedules: &'a Schedules,
+    /// Prices given so far, by (algorithm, protocol, channels, bytes): choosing and reporting
+    /// the best candidate ask for the same ones.
+    prices: RefCell<HashMap<PriceKey, Option<f64>>>,
 }
 
 impl<'a> EnginePricer<'a> {
@@ -43,6 +49,7 @@ impl<'a> EnginePricer<'a> {
             cfg,
             budget_events: PRICE_EVENTS,
             schedules,
+            prices: RefCell::default(),
         }
     }
 
@@ -130,8 +137,9 @@ impl<'a> EnginePricer<'a> {
 /// schedule's time is affine in the size once its chunks and configuration are fixed: a fill
 /// (launch, the first chunk down the deepest path) plus a steady cost per byte, set by the
 /// busiest link or channel, that the size does not change. So the schedule, cut for `bytes`,
-/// runs at two smaller sizes that together fit the budget, whole loop iterations each, and the
-/// line through them is read at `bytes`. Every mechanism of the engine stays in (link sharing,
+/// runs at two smaller sizes (whole loop iterations, the larger about half the budget and at
+/// least [`STEADY_ITERS`] iterations), and the line through them is read at `bytes`; where that
+/// would not save a third of the run, the whole size runs. Every mechanism of the engine stays in (link sharing,
 /// slots, per-step costs, the chunk for `bytes`); only the count of identical steady-state
 /// iterations is cut (test `extrapolated_prices_match_whole_runs`).
 pub fn extrapolate(
@@ -176,8 +184,16 @@ fn loop_bytes(s: &Schedule, cfg: &SimConfig) -> Option<u64> {
 
 impl Pricer for EnginePricer<'_> {
     fn price(&self, coll: &Collective, c: &Candidate, bytes: u64) -> Option<f64> {
-        let s = self.sized(&self.schedule(coll, c, None).ok()?, bytes);
-        self.engine_price(&s, bytes)
+        let key = (c.algorithm.name(), c.protocol, c.channels, bytes);
+        if let Some(&t) = self.prices.borrow().get(&key) {
+            return t;
+        }
+        let t = self
+            .schedule(coll, c, None)
+            .ok()
+            .and_then(|s| self.engine_price(&self.sized(&s, bytes), bytes));
+        self.prices.borrow_mut().insert(key, t);
+        t
     }
 }
 
