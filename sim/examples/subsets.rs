@@ -85,7 +85,11 @@ fn survey(t: &Topology, gpus: &[u32], verbose: bool) -> Option<Row> {
     let ch = &pick.choice;
     let label = |a: &str, t: f64| (a.to_string(), busbw(n, t));
     Some(Row {
-        gpus: gpus.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+        gpus: gpus
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
         bound,
         nccl: label(nr.choice.algo.name(), nr.time_us),
         ours: label(&ch.algorithm.name(), picked),
@@ -102,7 +106,9 @@ fn main() {
         gpu_model: pos.get(1).map(|s| s.to_string()),
         ..Default::default()
     };
-    let t = load_file(std::path::Path::new(file.as_str()), &opts).expect("topology").topology;
+    let t = load_file(std::path::Path::new(file.as_str()), &opts)
+        .expect("topology")
+        .topology;
     let n = t.n_ranks() as u32;
     let num = |i: usize, d: u32| pos.get(i).map_or(d, |s| s.parse().expect("a number"));
     let (lo, hi) = (num(2, 3), num(3, n));
