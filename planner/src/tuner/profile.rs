@@ -273,15 +273,21 @@ impl Profile {
 
     /// Defaults for a machine no profile matches: NCCL's own tables (in code, by GPU generation
     /// and link kind) do the topology-dependent part. A Simple channel of NCCL's moves what
-    /// NCCL's tuner expects of it (`f.ring_gbps_per_run_channel`), without the size ramp fitted
-    /// on the bundled machine (a property of that machine); every other fitted term is the
-    /// bundled profile's, unscaled. The machine block is `f`'s.
+    /// NCCL's tuner expects of it (`f.ring_gbps_per_run_channel`), without the size ramp and the
+    /// per-collective efficiencies fitted on the bundled machine (properties of that machine),
+    /// in the simulator and in the tuner alike: both then price a ring from the searched
+    /// channels, and the engine's steps, slots and pipeline fill are what remains between them
+    /// (`docs/fidelity.md`, "Agreement"). Every other fitted term is the bundled profile's,
+    /// unscaled. The machine block is `f`'s.
     pub fn derived(f: &MachineFacts) -> Profile {
         let mut p = Profile::bundled().clone();
         if f.ring_gbps_per_run_channel > 0.0 {
             p.sim["simple"]["channel_gbps"] = Value::from(f.ring_gbps_per_run_channel);
             p.sim["nccl_ramp_s0_bytes"] = Value::from(0.0);
             p.sim["nccl_ramp_a"] = Value::from(0.0);
+            // `ramp` is 1 at every size when `ramp_s0` is 0.
+            p.tuner.ramp_s0 = 0.0;
+            p.tuner.coll_eff = [1.0; 7];
         }
         p.name = "derived".into();
         p.description = "defaults derived from the topology; not calibrated on this machine".into();
@@ -558,6 +564,14 @@ mod tests {
         assert!(c.note().contains("derived"), "{}", c.note());
         assert_eq!(c.profile.machine.gpus_per_host, 8);
         assert_eq!(c.profile.sim["simple"]["channel_gbps"], 15.0);
+        // The tuner drops the bundled machine's ramp and efficiencies as the simulator does.
+        assert_eq!(c.profile.sim["nccl_ramp_s0_bytes"], 0.0);
+        let t = &c.profile.tuner;
+        assert_eq!(
+            super::super::ramp(t, crate::schedule::Protocol::Simple, 1 << 20),
+            1.0
+        );
+        assert!(t.coll_eff.iter().all(|&e| e == 1.0), "{:?}", t.coll_eff);
         // What is derived is a valid profile.
         Profile::parse(&c.profile.to_json(), "x.json").unwrap();
     }
