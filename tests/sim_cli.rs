@@ -216,3 +216,37 @@ fn verify_reads_msccl_ir() {
     let (rc, _, err) = topoplan(&["verify", bad.to_str().unwrap()]);
     assert_eq!(rc, 2, "{err}");
 }
+
+/// Losing the double NVLink 0–4 of the DGX-1 cube mesh: topoplan's pick (priced by the engine)
+/// is no slower than NCCL's ring. Before the engine priced trees past its event budget, the
+/// tuner's estimate picked a tree at 50 GB/s where NCCL's ring runs 89.
+#[test]
+fn whatif_a_failed_link_picks_no_slower_than_nccl() {
+    let busbw = |who: &str| -> f64 {
+        let (rc, out, err) = topoplan(&[
+            "whatif",
+            "tests/data/topologies/azure-ndv2-topo.xml",
+            "--gpu-model",
+            "v100-sxm",
+            "--vary",
+            "fail-link=0-4",
+            "-b",
+            "1G",
+            "-e",
+            "1G",
+            "--as",
+            who,
+        ]);
+        assert_eq!(rc, 0, "{err}");
+        let row: Vec<&str> = out
+            .lines()
+            .find(|l| l.trim_start().starts_with("fail-link=0-4"))
+            .unwrap_or_else(|| panic!("{out}"))
+            .split_whitespace()
+            .collect();
+        // scenario ranks size algo proto ch time busbw ...
+        row[7].parse().unwrap()
+    };
+    let (ours, nccl) = (busbw("topoplan"), busbw("nccl"));
+    assert!(ours >= nccl, "topoplan {ours} GB/s, NCCL {nccl} GB/s");
+}
