@@ -7,8 +7,15 @@
 //! - reduce-scatter: the tree run backwards: every rank adds its children's partial sums of
 //!   input block r's chunk j to its own (in scratch block r) and sends the sum to its parent;
 //!   root r ends with the total in its output;
-//! - all-reduce: both at once on two channels per tree, reduce-scatter's half up and
-//!   all-gather's down (the tree builder's split tree, each tree carrying one chunk).
+//! - all-reduce: both at once, reduce-scatter's half up on one channel per tree and
+//!   all-gather's down, each tree carrying one chunk.
+//!
+//! Going down, a GPU forwards each chunk to each child on a channel of its own (the tree's
+//! *lanes*, as many as its widest node has children): on one channel it would send to them one
+//! after another, so a tree would move at its channel's rate over its out-degree, below what the
+//! packing's link loads allow. The child receives on its parent's lane and forwards to its first
+//! child on the same lane; its other children's sends wait for that receive (a cross-channel
+//! dependency).
 
 use super::*;
 
@@ -42,7 +49,7 @@ pub fn packed(
         }
     }
     let mut s = match coll.kind {
-        CollectiveKind::AllReduce => tree(coll, trees, proto)?,
+        CollectiveKind::AllReduce => all_reduce(coll, trees, proto),
         CollectiveKind::AllGather => all_gather(coll, trees, copies, proto),
         CollectiveKind::ReduceScatter => reduce_scatter(coll, trees, copies, proto),
         k => {
@@ -57,28 +64,132 @@ pub fn packed(
     Ok(s)
 }
 
+/// A tree's down lanes: how many (its widest node's out-degree) and, per rank, the lane of the
+/// edge from its parent (`None` at the root). A node's first child keeps the node's own lane,
+/// its other children take the other lanes in order.
+fn lanes(t: &TreeChannel) -> (u32, Vec<Option<u32>>) {
+    let d = t.children.iter().map(Vec::len).max().unwrap_or(0).max(1) as u32;
+    let mut lane = vec![None; t.parent.len()];
+    let mut todo: Vec<usize> = t
+        .parent
+        .iter()
+        .position(Option::is_none)
+        .into_iter()
+        .collect();
+    while let Some(v) = todo.pop() {
+        let own = lane[v];
+        let mut free = (0..d).filter(|&l| Some(l) != own);
+        for (i, &k) in t.children[v].iter().enumerate() {
+            lane[k as usize] = match own {
+                Some(l) if i == 0 => Some(l),
+                _ => free.next(),
+            };
+            todo.push(k as usize);
+        }
+    }
+    (d, lane)
+}
+
+/// The down half at rank `v` of a tree whose lanes start at IR channel `base`: (channel, op)
+/// pairs. The root sends `src` to every child, each send waiting for `root_dep` if any; others
+/// receive into `out` from their parent and pass it on.
+fn down(
+    t: &TreeChannel,
+    lane: &[Option<u32>],
+    base: u32,
+    v: u32,
+    (src, root_dep): (ChunkRef, Option<OpRef>),
+    out: ChunkRef,
+) -> Vec<(u32, Op)> {
+    let kids = &t.children[v as usize];
+    let ch = |k: u32| base + lane[k as usize].expect("every child has a lane");
+    let Some(p) = t.parent[v as usize] else {
+        return kids
+            .iter()
+            .map(|&k| {
+                let mut op = Op::send(src, k);
+                op.deps.extend(root_dep);
+                (ch(k), op)
+            })
+            .collect();
+    };
+    let own = ch(v);
+    let Some((&k0, rest)) = kids.split_first() else {
+        return vec![(own, Op::recv(out, p))];
+    };
+    let mut ops = vec![(own, Op::recv_copy_send(out, p, k0))];
+    for &k in rest {
+        let mut op = Op::send(out, k);
+        op.deps.push(OpRef {
+            channel: own,
+            index: 0,
+        });
+        ops.push((ch(k), op));
+    }
+    ops
+}
+
+/// Per tree, its lanes and the first IR channel of its share (`extra` channels ahead of its
+/// lanes), and the channels in all.
+fn layout(trees: &[TreeChannel], extra: u32) -> (Vec<(u32, Vec<Option<u32>>, u32)>, u32) {
+    let mut next = 0;
+    let out = trees
+        .iter()
+        .map(|t| {
+            let (d, lane) = lanes(t);
+            let base = next;
+            next += extra + d;
+            (d, lane, base)
+        })
+        .collect();
+    (out, next)
+}
+
 fn all_gather(coll: &Collective, trees: &[TreeChannel], copies: u32, proto: Protocol) -> Schedule {
     let n = trees[0].parent.len() as u32;
-    let mut s = empty(coll, Algorithm::Packed, proto, n, n * copies, copies);
-    for (i, t) in trees.iter().enumerate() {
+    let (layout, channels) = layout(trees, 0);
+    let mut s = empty(coll, Algorithm::Packed, proto, n, channels, copies);
+    for (i, (t, (_, lane, base))) in trees.iter().zip(&layout).enumerate() {
         let (c, j) = (i as u32, i as u32 % copies);
         let out = out_ref(c);
         for v in 0..n {
-            let kids = &t.children[v as usize];
-            let mut ops = Vec::new();
-            match (t.parent[v as usize], kids.split_first()) {
-                (None, _) => {
-                    ops.push(Op::copy(in_ref(j), out));
-                    ops.extend(kids.iter().map(|&k| Op::send(in_ref(j), k)));
-                }
-                (Some(p), None) => ops.push(Op::recv(out, p)),
-                (Some(p), Some((k0, rest))) => {
-                    ops.push(Op::recv_copy_send(out, p, *k0));
-                    ops.extend(rest.iter().map(|&k| Op::send(out, k)));
-                }
+            if t.parent[v as usize].is_none() {
+                push(&mut s, v, *base, Op::copy(in_ref(j), out));
             }
-            for op in ops {
-                push(&mut s, v, c, op);
+            for (ch, op) in down(t, lane, *base, v, (in_ref(j), None), out) {
+                push(&mut s, v, ch, op);
+            }
+        }
+    }
+    s
+}
+
+/// Reduce-scatter's half up each tree on its first channel (the tree builder's upward half),
+/// all-gather's half down its lanes, the root's sends after its last reduction.
+fn all_reduce(coll: &Collective, trees: &[TreeChannel], proto: Protocol) -> Schedule {
+    let n = trees[0].parent.len() as u32;
+    let (layout, channels) = layout(trees, 1);
+    let mut s = empty(
+        coll,
+        Algorithm::Packed,
+        proto,
+        n,
+        channels,
+        trees.len() as u32,
+    );
+    for (i, (t, (_, lane, base))) in trees.iter().zip(&layout).enumerate() {
+        let (inp, out) = (in_ref(i as u32), out_ref(i as u32));
+        for v in 0..n {
+            let up = tree_up(t.parent[v as usize], &t.children[v as usize], inp, out);
+            let last = OpRef {
+                channel: *base,
+                index: up.len() as u32 - 1,
+            };
+            for op in up {
+                push(&mut s, v, *base, op);
+            }
+            for (ch, op) in down(t, lane, base + 1, v, (out, Some(last)), out) {
+                push(&mut s, v, ch, op);
             }
         }
     }
