@@ -129,9 +129,15 @@ fn down(
     ops
 }
 
-/// Per tree, its lanes and the first IR channel of its share (`extra` channels ahead of its
-/// lanes), and the channels in all.
-fn layout(trees: &[TreeChannel], extra: u32) -> (Vec<(u32, Vec<Option<u32>>, u32)>, u32) {
+/// A tree's place among the IR channels: the lane of the edge into every rank, and the tree's
+/// first channel.
+struct Placed {
+    lane: Vec<Option<u32>>,
+    base: u32,
+}
+
+/// Every tree placed, `extra` channels ahead of its lanes, and the channels in all.
+fn layout(trees: &[TreeChannel], extra: u32) -> (Vec<Placed>, u32) {
     let mut next = 0;
     let out = trees
         .iter()
@@ -139,7 +145,7 @@ fn layout(trees: &[TreeChannel], extra: u32) -> (Vec<(u32, Vec<Option<u32>>, u32
             let (d, lane) = lanes(t);
             let base = next;
             next += extra + d;
-            (d, lane, base)
+            Placed { lane, base }
         })
         .collect();
     (out, next)
@@ -149,7 +155,7 @@ fn all_gather(coll: &Collective, trees: &[TreeChannel], copies: u32, proto: Prot
     let n = trees[0].parent.len() as u32;
     let (layout, channels) = layout(trees, 0);
     let mut s = empty(coll, Algorithm::Packed, proto, n, channels, copies);
-    for (i, (t, (_, lane, base))) in trees.iter().zip(&layout).enumerate() {
+    for (i, (t, Placed { lane, base })) in trees.iter().zip(&layout).enumerate() {
         let (c, j) = (i as u32, i as u32 % copies);
         let out = out_ref(c);
         for v in 0..n {
@@ -177,7 +183,7 @@ fn all_reduce(coll: &Collective, trees: &[TreeChannel], proto: Protocol) -> Sche
         channels,
         trees.len() as u32,
     );
-    for (i, (t, (_, lane, base))) in trees.iter().zip(&layout).enumerate() {
+    for (i, (t, Placed { lane, base })) in trees.iter().zip(&layout).enumerate() {
         let (inp, out) = (in_ref(i as u32), out_ref(i as u32));
         for v in 0..n {
             let up = tree_up(t.parent[v as usize], &t.children[v as usize], inp, out);
