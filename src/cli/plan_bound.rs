@@ -33,15 +33,8 @@ pub(crate) fn print_below_bound(
         }
     );
     if simulated && time_us > best.time_us * 1.02 {
-        // Packed trees' link loads assume a GPU feeds all its children at once; its channel
-        // sends to them one after another.
-        let packed = if best.algorithm == Algorithm::Packed {
-            "; a tree's interior GPU sends each chunk to its children one after another on its channel, which the link loads do not count"
-        } else {
-            ""
-        };
         println!(
-            "#   the simulator prices it {:.1}% slower than the tuner: protocol steps (per-step costs, slots), per-channel rate caps and pipeline fill{packed} (docs/sim.md)",
+            "#   the simulator prices it {:.1}% slower than the tuner: protocol steps (per-step costs, slots), per-channel rate caps and pipeline fill (docs/sim.md)",
             100.0 * (time_us / best.time_us - 1.0)
         );
     }
