@@ -159,3 +159,32 @@ fn extrapolated_prices_match_whole_runs() {
         );
     }
 }
+
+/// Packed trees run at their link loads: going down a tree a GPU forwards to each child on a
+/// channel of its own, so the engine's all-gather and all-reduce agree with the tuner's estimate
+/// from the packing (on one channel per tree, sends to several children ran one after another
+/// and all-gather on 0,1,3,4 took 2.2x the estimate).
+#[test]
+fn packed_trees_run_at_their_link_loads() {
+    for g in [&[0u32, 1, 3, 4][..], &[0, 2, 3]] {
+        let t = cube_mesh(g);
+        let (p, cfg, _) = setup(&t);
+        for kind in [CollectiveKind::AllGather, CollectiveKind::AllReduce] {
+            let coll = Collective::as_nccl_tests(kind, p.nranks(), 0);
+            let cache = Schedules::default();
+            let pricer = EnginePricer::with_cache(&t, &p, &cfg, &cache);
+            let c = p
+                .candidates(&coll, GIB)
+                .into_iter()
+                .find(|c| c.algorithm == Algorithm::Packed && c.protocol == Protocol::Simple)
+                .unwrap();
+            let e = pricer.price(&coll, &c, GIB).unwrap();
+            assert!(
+                (c.time_us / e - 1.0).abs() <= 0.10,
+                "{g:?} {}: tuner {:.0} us, engine {e:.0} us",
+                kind.name(),
+                c.time_us
+            );
+        }
+    }
+}
