@@ -95,8 +95,7 @@ impl Routes {
 }
 
 /// Packs trees on `t` (one host; at least two ranks), with at most `per_channel_gbps` asked of
-/// any tree at a node that sends to several children (so a tree fits one channel of the
-/// executor). `None` when some rank cannot reach another.
+/// any tree (so each of its channels fits one channel of the executor). `None` when some rank cannot reach another.
 pub fn pack(t: &Topology, per_channel_gbps: f64) -> Option<Packing> {
     let r = Routes::new(t);
     let n = r.n;
@@ -123,30 +122,14 @@ pub fn pack(t: &Topology, per_channel_gbps: f64) -> Option<Packing> {
         .collect();
     let top = all.iter().map(|p| p.ar_busbw_gbps).fold(0.0, f64::max);
     let good = |p: &&Packing| p.ar_busbw_gbps >= top * 0.995;
-    let fits = |p: &&Packing| {
-        p.ag_busbw_gbps / (n - 1) as f64 / p.copies as f64 * max_out_degree(p) as f64
-            <= per_channel_gbps
-    };
+    // A tree's every lane carries its rate (`build::packed` gives each child its own channel).
+    let fits =
+        |p: &&Packing| p.ag_busbw_gbps / (n - 1) as f64 / p.copies as f64 <= per_channel_gbps;
     all.iter()
         .filter(good)
         .find(fits)
         .or_else(|| all.iter().rev().find(good))
         .cloned()
-}
-
-fn max_out_degree(p: &Packing) -> u32 {
-    let n = p.nranks as usize;
-    p.trees
-        .iter()
-        .map(|t| {
-            let mut d = vec![0u32; n];
-            for q in t.iter().flatten() {
-                d[*q as usize] += 1;
-            }
-            d.into_iter().max().unwrap_or(0)
-        })
-        .max()
-        .unwrap_or(0)
 }
 
 /// Garg–Könemann: per root, trees (parent arrays) with their weights.
