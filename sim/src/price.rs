@@ -138,10 +138,11 @@ impl<'a> EnginePricer<'a> {
 /// (launch, the first chunk down the deepest path) plus a steady cost per byte, set by the
 /// busiest link or channel, that the size does not change. So the schedule, cut for `bytes`,
 /// runs at two smaller sizes (whole loop iterations, the larger about half the budget and at
-/// least [`STEADY_ITERS`] iterations), and the line through them is read at `bytes`; where that
-/// would not save a third of the run, the whole size runs. Every mechanism of the engine stays in (link sharing,
-/// slots, per-step costs, the chunk for `bytes`); only the count of identical steady-state
-/// iterations is cut (test `extrapolated_prices_match_whole_runs`).
+/// least [`STEADY_ITERS`] iterations), and the line through them is read at `bytes`; where the
+/// two runs would take more than three quarters of the whole, the whole size runs. Every
+/// mechanism of the engine stays in (link sharing, slots, per-step costs, the chunk for
+/// `bytes`); only the count of identical steady-state iterations is cut (test
+/// `extrapolated_prices_match_whole_runs`).
 pub fn extrapolate(
     topo: &Topology,
     s: &Schedule,

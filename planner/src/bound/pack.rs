@@ -95,7 +95,8 @@ impl Routes {
 }
 
 /// Packs trees on `t` (one host; at least two ranks), with at most `per_channel_gbps` asked of
-/// any tree (so each of its channels fits one channel of the executor). `None` when some rank cannot reach another.
+/// any tree (so each of its channels fits one channel of the executor). `None` when some rank
+/// cannot reach another.
 pub fn pack(t: &Topology, per_channel_gbps: f64) -> Option<Packing> {
     let r = Routes::new(t);
     let n = r.n;
