@@ -6,7 +6,8 @@
 //! 1. a schedule in the plan file (`TOPOPLAN_PLAN`) for the same collective and rank count;
 //! 2. the planner's (`planner::plan::Planner`) fastest choice for this size, among the algorithms
 //!    and protocols the configuration allows (`TOPOPLAN_ALGO`, `TOPOPLAN_PROTO` narrow it to one),
-//!    with `TOPOPLAN_CHANNELS` overriding its channel count.
+//!    with `TOPOPLAN_CHANNELS` overriding its channel count; a choice whose schedule needs more
+//!    channels than the transports carry ([`MAX_CHANNELS`]) gives way to the next algorithm.
 //!
 //! The planner plans on the topology the ranks find themselves on. CPU ranks share memory, which
 //! every rank reaches at the same speed, so the communicator describes them as one host whose
@@ -26,6 +27,10 @@ use planner::topology::{scale, synth, Fabric, FabricKind, LinkKind};
 use planner::tuner::Filter;
 use std::collections::HashMap;
 use std::sync::Arc;
+
+/// The most channels a schedule may use: what every transport carries (shared memory has a
+/// connection region per channel).
+pub const MAX_CHANNELS: u32 = crate::transport::shm::MAX_CHANNELS;
 
 /// Bandwidth of the links of the topology CPU ranks are planned on (GB/s): a memory copy.
 pub const CPU_LINK_GBPS: f64 = 10.0;
@@ -170,11 +175,7 @@ impl Plans {
         }
         let n = self.nranks;
         let planner = self.planner.as_ref().as_ref();
-        let filter = Filter {
-            algorithms: self.algorithm.clone().map(|a| vec![a]),
-            protocols: self.protocol.map(|p| vec![p]),
-        };
-        let choice = planner.and_then(|p| p.choose_filtered(coll, bytes, &filter));
+        let choice = planner.and_then(|p| self.choose_fitting(p, coll, bytes));
         let (alg, proto, ch) = match &choice {
             Some(c) => (
                 c.algorithm.clone(),
@@ -218,6 +219,36 @@ impl Plans {
         let s = self.admit(s, coll)?;
         self.cache.insert(key, s.clone());
         Ok(s)
+    }
+
+    /// The planner's fastest choice whose schedule fits the channels every transport carries
+    /// ([`MAX_CHANNELS`]): a pick built over more (packed trees on a large machine, one channel
+    /// per tree lane) gives way to the next algorithm. A forced algorithm is kept as it is.
+    fn choose_fitting(
+        &self,
+        p: &Planner,
+        coll: &Collective,
+        bytes: u64,
+    ) -> Option<planner::plan::Choice> {
+        let mut allowed: Vec<Algorithm> = match &self.algorithm {
+            Some(a) => vec![a.clone()],
+            None => Algorithm::ALL.to_vec(),
+        };
+        loop {
+            let filter = Filter {
+                algorithms: Some(allowed.clone()),
+                protocols: self.protocol.map(|p| vec![p]),
+            };
+            let c = p.choose_filtered(coll, bytes, &filter)?;
+            let ch = self.channels.or(Some(c.channels));
+            let fits = p
+                .schedule(coll, &c.algorithm, c.protocol, ch)
+                .map_or(true, |s| s.channels <= MAX_CHANNELS);
+            if fits || self.algorithm.is_some() {
+                return Some(c);
+            }
+            allowed.retain(|a| *a != c.algorithm);
+        }
     }
 
     fn admit(&self, s: Schedule, coll: &Collective) -> Result<Arc<Schedule>, CommError> {
@@ -298,6 +329,31 @@ impl Plans {
 
 #[cfg(test)]
 mod tests {
+    /// Whatever the planner picks for CPU ranks (packed trees use one channel per tree lane), the
+    /// schedule fits the transports' channels, at every size and rank count.
+    #[test]
+    fn every_planned_schedule_fits_the_transports_channels() {
+        use super::*;
+        for n in [3u32, 4, 6, 8] {
+            let mut plans = Plans::new(n, &Config::default(), None).unwrap();
+            for kind in [
+                CollectiveKind::AllReduce,
+                CollectiveKind::AllGather,
+                CollectiveKind::ReduceScatter,
+            ] {
+                for sh in (4..=32).step_by(4) {
+                    let s = plans.schedule(&Collective::new(kind), 1 << sh).unwrap();
+                    assert!(
+                        s.channels <= MAX_CHANNELS,
+                        "{kind:?} on {n} ranks at 2^{sh} B: {} {} channels",
+                        s.algorithm.name(),
+                        s.channels
+                    );
+                }
+            }
+        }
+    }
+
     use super::*;
     use crate::check::{collective_for, Case};
     use crate::comm::Communicator;

@@ -11,9 +11,9 @@
  *   mismatch   ranks that disagree (nranks at init, counts, datatypes, ops): an error, never a hang
  *   devforward device-buffer gather and scatter go to the NCCL named by TOPOPLAN_NCCL_LIB (run
  *              with tests/c/fake_cuda.c as libcuda.so.1, whose cuMemAlloc_v2 makes the buffers)
- *   devstaged  device-buffer all-to-all, send/recv, gather and scatter, which topoplan's CUDA
- *              path has no kernel for, run on topoplan through host copies: random data, every
- *              element checked (with tests/c/fake_cuda.c, and no real NCCL to fall back on);
+ *   devstaged  with the CUDA direct kernels off (TOPOPLAN_DIRECT=0), device-buffer all-to-all,
+ *              send/recv, gather and scatter run on topoplan through host copies: random data,
+ *              every element checked (with tests/c/fake_cuda.c, and no real NCCL to fall back on);
  *              then all-reduce and all-gather of ranks in one process (ncclCommInitAll), which
  *              the IPC path cannot serve, the same way
  * Exit status 0 when every check passed; each failure prints what differed. Random data comes
@@ -30,27 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int failures = 0;
-#define CHECK(cond, ...)                                         \
-  do {                                                           \
-    if (!(cond)) {                                               \
-      failures++;                                                \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);       \
-      fprintf(stderr, __VA_ARGS__);                              \
-      fprintf(stderr, "\n");                                     \
-    }                                                            \
-  } while (0)
-#define OK(call)                                                                   \
-  do {                                                                             \
-    ncclResult_t r_ = (call);                                                      \
-    CHECK(r_ == ncclSuccess, "%s -> %d (%s)", #call, r_, ncclGetLastError(NULL));  \
-  } while (0)
-
-static double now(void) {
-  struct timeval t;
-  gettimeofday(&t, NULL);
-  return t.tv_sec + t.tv_usec * 1e-6;
-}
+#include "check.h"
 
 /* ---- abi ---- */
 static const char* symbols[] = {

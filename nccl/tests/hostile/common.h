@@ -17,27 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int failures = 0;
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      failures++;                                          \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fprintf(stderr, "\n");                               \
-    }                                                      \
-  } while (0)
-#define OK(call)                                                                  \
-  do {                                                                            \
-    ncclResult_t r_ = (call);                                                     \
-    CHECK(r_ == ncclSuccess, "%s -> %d (%s)", #call, r_, ncclGetLastError(NULL)); \
-  } while (0)
-
-__attribute__((unused)) static double now(void) {
-  struct timeval t;
-  gettimeofday(&t, NULL);
-  return t.tv_sec + t.tv_usec * 1e-6;
-}
+#include "../c/check.h"
 
 static int has(const char* msg, const char* part) { return msg && strstr(msg, part) != NULL; }
 
