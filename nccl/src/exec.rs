@@ -53,7 +53,9 @@ pub fn route_in(comm: &Comm, op: &Op) -> Route {
     }
     let r = match op.op {
         NcclOp::Builtin(r) => r,
-        NcclOp::PreMulSum(v) => return premul_route(comm, op, v),
+        NcclOp::PreMulSum(v) => {
+            return crate::gpu::premul::route(comm, op, v, crate::gpu::refusal(comm, op))
+        }
     };
     let Some((dtype, count)) = crate::gpu::runtime_type(op, r) else {
         return Route::Nccl(format!(
@@ -80,25 +82,6 @@ pub fn route_in(comm: &Comm, op: &Op) -> Route {
             why,
         },
         Some(no) => Route::Nccl(format!("{why}; {no}")),
-    }
-}
-
-/// A PreMulSum reduction on device buffers: topoplan's CUDA path scales each input and sums
-/// (`gpu::run`), where it takes the call; NCCL otherwise.
-fn premul_route(comm: &Comm, op: &Op, v: std::ffi::c_int) -> Route {
-    let made_for = crate::premul::scalar(comm, v).map(|(_, t)| t);
-    let sum = op.dtype.reducible_as(ReduceOp::Sum);
-    match (made_for == Some(op.dtype), sum, crate::gpu::refusal(comm, op)) {
-        (true, Some(dtype), None) => Route::Gpu {
-            dtype,
-            op: ReduceOp::Sum,
-            count: op.count,
-        },
-        (_, _, Some(why)) => Route::Nccl(format!("PreMulSum reductions run on NCCL here: {why}")),
-        _ => Route::Nccl(format!(
-            "PreMulSum of {} runs on NCCL (topoplan sums no such type, or the op was made for another)",
-            op.dtype.name()
-        )),
     }
 }
 

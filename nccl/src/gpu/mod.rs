@@ -20,7 +20,7 @@ use std::collections::HashMap;
 
 pub mod by_size;
 mod p2p;
-mod premul;
+pub mod premul;
 pub mod rank;
 use rank::GpuRank;
 use std::sync::Arc;

@@ -6,9 +6,10 @@ use super::rank::Scratch;
 use crate::abi::NcclOp;
 use crate::comm::Comm;
 use crate::error::{usage, ApiError};
-use crate::op::{Kind, Op};
+use crate::op::{Kind, Op, Route};
 use cuda::ipc::CudaProcComm;
 use runtime::DataType;
+use runtime::ReduceOp;
 
 /// For a PreMulSum `op` (`count` elements of `dtype` per rank block): enqueues the scaling and
 /// returns the (input, output) the sum runs on; any other op's own buffers.
@@ -42,4 +43,24 @@ pub fn prepare(
     let buf = scratch.take(proc, elems * dtype.size() as u64, op.stream)?;
     scale(buf)?;
     Ok((buf, op.recv as u64))
+}
+
+/// A PreMulSum reduction on device buffers: topoplan's CUDA path scales each input and sums
+/// (`gpu::run`), where it takes the call (`refusal`: why it does not, from `gpu::refusal`);
+/// NCCL otherwise.
+pub fn route(comm: &Comm, op: &Op, v: std::ffi::c_int, refusal: Option<String>) -> Route {
+    let made_for = crate::premul::scalar(comm, v).map(|(_, t)| t);
+    let sum = op.dtype.reducible_as(ReduceOp::Sum);
+    match (made_for == Some(op.dtype), sum, refusal) {
+        (true, Some(dtype), None) => Route::Gpu {
+            dtype,
+            op: ReduceOp::Sum,
+            count: op.count,
+        },
+        (_, _, Some(why)) => Route::Nccl(format!("PreMulSum reductions run on NCCL here: {why}")),
+        _ => Route::Nccl(format!(
+            "PreMulSum of {} runs on NCCL (topoplan sums no such type, or the op was made for another)",
+            op.dtype.name()
+        )),
+    }
 }
