@@ -137,6 +137,9 @@ pub struct CudaProcComm {
     /// The abort word ([`Self::abort`]) and this rank's status word (`crate::abort`).
     abort_word: AbortWord,
     stops: RankAbort,
+    /// The stream of this rank's last call: kernels of one rank share its flag words, so a call
+    /// on another stream waits for it, as NCCL orders a communicator's calls ([`Self::order`]).
+    last_stream: Mutex<Option<usize>>,
 }
 
 impl std::fmt::Debug for CudaProcComm {
@@ -221,7 +224,25 @@ impl CudaProcComm {
             modules: ModuleCache::default(),
             abort_word,
             stops,
+            last_stream: Mutex::new(None),
         })
+    }
+
+    /// Orders a call on `stream` after this rank's previous call, when that one went to another
+    /// stream: two kernels of one rank running at once would race on its sequence words. Under
+    /// graph capture the graph's own order holds, and nothing is joined.
+    fn order(&self, stream: sys::CUstream) -> Result<(), CudaError> {
+        let s = stream as usize;
+        let mut last = self.last_stream.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(prev) = last.filter(|&p| p != s) {
+            if !crate::query::capturing(s) {
+                crate::query::stream_waits_for(s, prev).map_err(|e| {
+                    rank_err(self.rank, format!("ordering after the last call: {e}"))
+                })?;
+            }
+        }
+        *last = Some(s);
+        Ok(())
     }
 
     pub fn rank(&self) -> u32 {
@@ -269,6 +290,7 @@ impl CudaProcComm {
             return Err(CudaError::Aborted);
         }
         let module = self.module(req.dtype)?;
+        self.order(stream)?;
         let in_place = direct::is_in_place(
             s.collective.kind,
             self.rank,
@@ -305,6 +327,7 @@ impl CudaProcComm {
         let plan = p2p::plan(self.rank, self.nranks, sends, recvs)?;
         let module = self.module(DataType::U8)?;
         self.ctx.bind_to_thread().map_err(drv)?;
+        self.order(stream)?;
         for &(dst, src, bytes) in &plan.copies {
             if dst == src || bytes == 0 {
                 continue;
