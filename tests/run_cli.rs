@@ -116,6 +116,15 @@ fn bad_input_exits_2_with_a_clear_message() {
             "--root",
         ),
         (vec!["run", "--algo", "magic"], "--algo"),
+        // An explicit algorithm that cannot run the collective is refused, never replaced.
+        (
+            vec!["run", "-c", "all-to-all", "--algo", "tree"],
+            "all-to-all runs the direct algorithm only",
+        ),
+        (
+            vec!["run", "-c", "all-reduce", "--algo", "direct"],
+            "--algo direct runs all-to-all and sendrecv only",
+        ),
     ] {
         let (code, _, err) = topoplan(&args);
         assert_eq!(code, 2, "{args:?}: {err}");
@@ -186,4 +195,24 @@ fn rank_0_at_port_0_reports_its_id_or_is_refused() {
         "{id}"
     );
     assert_ne!(port.parse::<u16>().expect("a port"), 0, "{id}");
+}
+
+/// `--algo direct` runs all-to-all and sendrecv (the run's own timing and check all-reduces
+/// take the planner's choice), and names `direct` in the header.
+#[test]
+fn forced_direct_runs_all_to_all_and_sendrecv() {
+    for c in ["all-to-all", "sendrecv"] {
+        let args = [
+            "run", "-g", "3", "-c", c, "--algo", "direct", "-b", "1K", "-e", "64K", "-f", "8",
+        ];
+        let (code, out, err) = topoplan(&args);
+        assert_eq!(code, 0, "{c}: {err}\n{out}");
+        assert!(
+            out.lines().next().unwrap_or("").contains("direct /"),
+            "{c}: {out}"
+        );
+        let r = rows(&out);
+        assert_eq!(r.len(), 3, "{c}: {out}");
+        assert!(r.iter().all(|r| r.2 == "0" && r.3 == "0"), "{c}: {out}");
+    }
 }

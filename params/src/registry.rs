@@ -17,7 +17,7 @@ pub const ALGO: Param = Param {
     kind: Text,
     default: Auto("planner's choice"),
     scope: User,
-    doc: "Force an algorithm by name, as `--algo` spells it (ring, tree, one-shot, two-shot, ...).",
+    doc: "Force an algorithm by name, as `--algo` spells it (ring, tree, one-shot, two-shot, ...), for every collective it can run: all-to-all and sendrecv take only `direct`, the others every other name.",
 };
 pub const PROTO: Param = Param {
     name: "TOPOPLAN_PROTO",

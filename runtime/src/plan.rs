@@ -28,6 +28,11 @@ use planner::tuner::Filter;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// Collectives only the direct algorithm runs.
+fn direct_only(kind: CollectiveKind) -> bool {
+    matches!(kind, CollectiveKind::AllToAll | CollectiveKind::SendRecv)
+}
+
 /// The most channels a schedule may use: what every transport carries (shared memory has a
 /// connection region per channel).
 pub const MAX_CHANNELS: u32 = crate::transport::shm::MAX_CHANNELS;
@@ -230,7 +235,8 @@ impl Plans {
         coll: &Collective,
         bytes: u64,
     ) -> Option<planner::plan::Choice> {
-        let mut allowed: Vec<Algorithm> = match &self.algorithm {
+        let forced = self.forced_for(coll.kind);
+        let mut allowed: Vec<Algorithm> = match &forced {
             Some(a) => vec![a.clone()],
             None => Algorithm::ALL.to_vec(),
         };
@@ -244,7 +250,7 @@ impl Plans {
             let fits = p
                 .schedule(coll, &c.algorithm, c.protocol, ch)
                 .map_or(true, |s| s.channels <= MAX_CHANNELS);
-            if fits || self.algorithm.is_some() {
+            if fits || forced.is_some() {
                 return Some(c);
             }
             allowed.retain(|a| *a != c.algorithm);
@@ -274,20 +280,25 @@ impl Plans {
     /// Algorithm, protocol and channel count when the planner has no choice: the forced ones,
     /// else ring (direct for all-to-all and sendrecv).
     fn fallback(&self, coll: &Collective) -> (Algorithm, Protocol, u32) {
-        let direct_only = matches!(
-            coll.kind,
-            CollectiveKind::AllToAll | CollectiveKind::SendRecv
-        );
-        let alg = match &self.algorithm {
-            Some(a) if !direct_only || *a == Algorithm::Direct => a.clone(),
-            _ if direct_only => Algorithm::Direct,
-            _ => Algorithm::Ring,
+        let alg = match self.forced_for(coll.kind) {
+            Some(a) => a,
+            None if direct_only(coll.kind) => Algorithm::Direct,
+            None => Algorithm::Ring,
         };
         (
             alg,
             self.protocol.unwrap_or(Protocol::Simple),
             self.channels.unwrap_or(1),
         )
+    }
+
+    /// The forced algorithm (`TOPOPLAN_ALGO`), where it can run `kind`: it applies to a whole
+    /// job's collectives, so all-to-all and send/recv ignore anything but `direct`, and the
+    /// others ignore `direct` (the runtime's own all-reduces for timing and checks included).
+    fn forced_for(&self, kind: CollectiveKind) -> Option<Algorithm> {
+        self.algorithm
+            .clone()
+            .filter(|a| direct_only(kind) == (*a == Algorithm::Direct))
     }
 
     fn build(

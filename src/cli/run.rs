@@ -163,6 +163,7 @@ fn plan(a: &Args) -> Result<Plan, CliError> {
         sizes.push(next);
     }
     check_memory(a, &sizes)?;
+    check_forced_algo(a, kind)?;
     let cfg = config(a)?;
     Ok(Plan {
         kind,
@@ -171,6 +172,31 @@ fn plan(a: &Args) -> Result<Plan, CliError> {
         sizes,
         cfg,
     })
+}
+
+/// `--algo` names one collective's algorithm here, so an algorithm that cannot run it is an
+/// error, as `plan` answers for the same request. (The runtime ignores a `TOPOPLAN_ALGO` that
+/// cannot run a collective, `direct` for all-to-all and sendrecv and the others otherwise: that
+/// variable applies to a whole job's collectives.)
+fn check_forced_algo(a: &Args, kind: CollectiveKind) -> Result<(), CliError> {
+    let Some(x) = &a.algo else {
+        return Ok(());
+    };
+    let direct_only = matches!(kind, CollectiveKind::AllToAll | CollectiveKind::SendRecv);
+    let is_direct = runtime::plan::parse_algorithm(x) == Some(planner::schedule::Algorithm::Direct);
+    if direct_only && !is_direct {
+        return Err(CliError::input(format!(
+            "--algo {x}: {} runs the direct algorithm only (--algo direct, or no --algo)",
+            kind.name()
+        )));
+    }
+    if is_direct && !direct_only {
+        return Err(CliError::input(format!(
+            "--algo direct runs all-to-all and sendrecv only, not {}",
+            kind.name()
+        )));
+    }
+    Ok(())
 }
 
 /// The runtime's configuration: the environment's, then the flags that override it.
