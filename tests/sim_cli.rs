@@ -184,6 +184,10 @@ fn whatif_bad_keys_exit_2() {
         "fail-link=3",
         "nic-gbps=-1",
         "oversubscription=0.5",
+        // Ranks the machine does not have are bad input, not a scenario's "no plan" row.
+        "fail-link=0-9",
+        "fail-link=1-1",
+        "fail-gpu=4",
     ] {
         let (rc, _, err) = topoplan(&["whatif", H200, "--vary", v]);
         assert_eq!(rc, 2, "{v}: {err}");
