@@ -135,7 +135,9 @@ impl<'a> Cands<'a> {
                     let inter = hw_lat(Hw::Net, 1, p) + m.net_lat_us;
                     let lat = BASE_LAT[1][proto_idx(p)]
                         + (nsteps - ninter) as f64 * intra
-                        + ninter as f64 * inter;
+                        + ninter as f64 * inter
+                        + chain_fill(kind, p, n, bytes, &c.engine, r, nc)
+                        + root_copy(kind, bytes, &c.engine, nc);
                     self.push(
                         Algorithm::Ring,
                         p,
@@ -437,4 +439,45 @@ impl<'a> Cands<'a> {
             );
         }
     }
+}
+
+/// The pipeline fill of a ring broadcast or reduce, µs: the data runs down a chain of n − 1
+/// hops one chunk per step, so the last GPU starts n − 2 steps after the first hop. A fill step
+/// is one chunk (NCCL's, or the channel's whole share when smaller) at the channel's own rate:
+/// the engine's per-protocol channel rate, within the channel's share of the ring's links (LL's
+/// `llMaxBws` pacing only starts once a connection's slots are full). NCCL's tuner leaves the
+/// fill out; on 8 GPUs it is a third of a 128 MiB call. All-reduce, all-gather and
+/// reduce-scatter keep every hop busy from the first step.
+fn chain_fill(
+    kind: CollectiveKind,
+    p: Protocol,
+    n: u32,
+    bytes: u64,
+    e: &EngineTerms,
+    r: &ChannelSet,
+    nc: u32,
+) -> f64 {
+    if !matches!(kind, CollectiveKind::Broadcast | CollectiveKind::Reduce) || n < 3 {
+        return 0.0;
+    }
+    let i = proto_idx(p);
+    let ncf = nc.max(1) as f64;
+    let link = r.bw_gbps * r.count as f64 / ncf;
+    let wire = if e.wire_factor[i] > 0.0 { e.wire_factor[i] } else { 1.0 };
+    let rate = match e.channel_gbps[i] {
+        x if x > 0.0 => x.min(link),
+        _ => link,
+    } / wire;
+    let chunk = (nccl::chunk_bytes(&Algorithm::Ring, kind, p) as f64).min(bytes as f64 / ncf);
+    (n - 2) as f64 * chunk / 1000.0 / rate.max(1e-9)
+}
+
+/// The broadcast root's copy of its input to its output, µs: the ring builder's root copies a
+/// chunk and then sends it, op after op on its channel, at the engine's local copy rate per
+/// channel. (NCCL fuses the two into one pass, `directCopySend`; the IR has no fused copy-send.)
+fn root_copy(kind: CollectiveKind, bytes: u64, e: &EngineTerms, nc: u32) -> f64 {
+    if kind != CollectiveKind::Broadcast || e.local_channel_gbps <= 0.0 {
+        return 0.0;
+    }
+    bytes as f64 / 1000.0 / (nc.max(1) as f64 * e.local_channel_gbps)
 }

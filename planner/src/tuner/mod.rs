@@ -18,7 +18,7 @@ use nccl::{
     PER_CH_RING_LL128, PER_CH_TREE, PER_CH_TREE_LL128, TREE_LL128_INTER, TREE_LL128_INTRA,
     TREE_LL_DIVISOR,
 };
-pub use profile::{Profile, ProfileChoice, ProfileError, ProfileSource, TunerParams};
+pub use profile::{EngineTerms, Profile, ProfileChoice, ProfileError, ProfileSource, TunerParams};
 
 use crate::schedule::{Algorithm, CollectiveKind, Protocol};
 use serde::{Deserialize, Serialize};

@@ -80,6 +80,48 @@ pub struct TunerParams {
     pub direct_peer_us: f64,
     /// Local device copy bandwidth, GB/s.
     pub local_copy_gbps: f64,
+    /// The engine's terms the tuner reads too, taken from the profile's `sim` section when the
+    /// profile is read (not a field of the file's `tuner` section).
+    #[serde(skip)]
+    pub engine: EngineTerms,
+}
+
+/// Terms of the simulator's engine (the profile's `sim` section) that the tuner prices with as
+/// well, so that both read one number: a channel's rate per protocol, the local copy rate, and
+/// topoplan's executor grid.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EngineTerms {
+    /// Wire rate of one NCCL-style channel per protocol [LL, LL128, Simple], GB/s, and wire
+    /// bytes per data byte.
+    pub channel_gbps: [f64; 3],
+    pub wire_factor: [f64; 3],
+    /// Local copy rate of one channel, GB/s.
+    pub local_channel_gbps: f64,
+    /// The executor's grid (`sim.exec`): bytes per CTA (Simple, LL), most CTAs (Simple, LL),
+    /// one CTA's rate and the whole GPU's (Simple, LL), GB/s of wire.
+    pub cta_bytes: [u64; 2],
+    pub max_ctas: [u32; 2],
+    pub cta_gbps: f64,
+    pub gpu_gbps: [f64; 2],
+}
+
+impl EngineTerms {
+    /// The terms of a profile's `sim` section (zero where one is missing).
+    pub fn of(sim: &Value) -> Self {
+        let f = |v: &Value| v.as_f64().unwrap_or(0.0);
+        let u = |v: &Value| v.as_u64().unwrap_or(0);
+        let protos = ["ll", "ll128", "simple"];
+        let x = &sim["exec"];
+        EngineTerms {
+            channel_gbps: protos.map(|p| f(&sim[p]["channel_gbps"])),
+            wire_factor: protos.map(|p| f(&sim[p]["wire_factor"])),
+            local_channel_gbps: f(&sim["local_channel_gbps"]),
+            cta_bytes: [u(&x["cta_bytes"]), u(&x["ll_cta_bytes"])],
+            max_ctas: [u(&x["max_ctas"]) as u32, u(&x["ll_ctas"]) as u32],
+            cta_gbps: f(&x["cta_gbps"]),
+            gpu_gbps: [f(&x["gpu_gbps"]), f(&x["ll_gpu_gbps"])],
+        }
+    }
 }
 
 /// What the CUDA runtime's automatic choice reads besides the tuner.
@@ -236,8 +278,9 @@ impl Profile {
         }
         check_shape(&v, bundled_value(), "").map_err(|(f, m)| field(&f, m))?;
         check_values(&v, "").map_err(|(f, m)| field(&f, m))?;
-        let p: Profile =
+        let mut p: Profile =
             serde_json::from_value(v).map_err(|e| field("(profile)", e.to_string()))?;
+        p.tuner.engine = EngineTerms::of(&p.sim);
         if p.tuner.pull_min_bytes > p.tuner.pull_max_bytes {
             return Err(field(
                 "tuner.pull_min_bytes",
@@ -288,6 +331,7 @@ impl Profile {
             // `ramp` is 1 at every size when `ramp_s0` is 0.
             p.tuner.ramp_s0 = 0.0;
             p.tuner.coll_eff = [1.0; 7];
+            p.tuner.engine = EngineTerms::of(&p.sim);
         }
         p.name = "derived".into();
         p.description = "defaults derived from the topology; not calibrated on this machine".into();
