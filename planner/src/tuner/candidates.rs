@@ -82,6 +82,49 @@ impl<'a> Cands<'a> {
         }
     }
 
+    /// Adds a candidate of topoplan's executor. The fitted two-GPU form (`lat`, `algbw`,
+    /// `ramp`) prices one message to one peer; a rank's further messages go out one after
+    /// another on its channel (program order), each at the executor's grid rate for its size
+    /// (`exec_msg_us`, the engine's terms), except a one-shot reduce's, which come from
+    /// different senders at once and share the root's links.
+    fn push_exec(
+        &mut self,
+        algorithm: Algorithm,
+        protocol: Protocol,
+        lat: f64,
+        algbw: f64,
+        ramp: f64,
+        link_gbps: f64,
+    ) {
+        let (n, b) = (self.m.nranks.max(1) as u64, self.bytes);
+        let (msgs, m) = match (&algorithm, self.kind) {
+            (Algorithm::TwoShot, _) => (2 * (n - 1), b / n),
+            (_, CollectiveKind::SendRecv) => (1, b),
+            (_, CollectiveKind::AllReduce | CollectiveKind::Broadcast) => (n - 1, b),
+            (_, CollectiveKind::Reduce) => (n - 1, b),
+            _ => (n - 1, b / n),
+        };
+        if msgs <= 1 || algbw <= 0.0 {
+            return self.push(algorithm, protocol, 1, lat, algbw, ramp);
+        }
+        let first = b as f64 / 1000.0 / (algbw * ramp) / msgs as f64;
+        let e = &self.m.calib.engine;
+        let next = if self.kind == CollectiveKind::Reduce && algorithm == Algorithm::OneShot {
+            m as f64 / 1000.0 / link_gbps.max(1e-9)
+        } else {
+            exec_msg_us(e, protocol, m, link_gbps)
+        };
+        let transfer = first + (msgs - 1) as f64 * next;
+        self.push(
+            algorithm,
+            protocol,
+            1,
+            lat,
+            b as f64 / 1000.0 / transfer.max(1e-12),
+            1.0,
+        );
+    }
+
     /// Every family in turn.
     pub(super) fn all(&mut self) {
         self.ring();
@@ -328,7 +371,7 @@ impl<'a> Cands<'a> {
                             one_algbw
                         };
                         let lat = c.direct_sync_us + extra + BASE_LAT[1][proto_idx(p)] * 0.5;
-                        self.push(algo.clone(), p, 1, lat, bw, 1.0);
+                        self.push_exec(algo.clone(), p, lat, bw, 1.0, gbw);
                         continue;
                     }
                     if p == Protocol::Simple
@@ -358,7 +401,7 @@ impl<'a> Cands<'a> {
                         one_algbw
                     };
                     let lat = c.direct_lat_us[proto_idx(p)] + extra;
-                    self.push(algo.clone(), p, 1, lat, bw, direct_ramp(c, p, bytes));
+                    self.push_exec(algo.clone(), p, lat, bw, direct_ramp(c, p, bytes), gbw);
                 }
             }
             if kind == CollectiveKind::AllReduce {
@@ -374,13 +417,13 @@ impl<'a> Cands<'a> {
         let nf = n as f64;
         // Two-shot: reduce-scatter then all-gather, each moving (n−1)/n of the data.
         let bw = peer * nf / (2.0 * (nf - 1.0));
-        self.push(
+        self.push_exec(
             Algorithm::TwoShot,
             Protocol::Simple,
-            1,
             2.0 * (c.direct_lat_us[2] + extra),
             bw,
             direct_ramp(c, Protocol::Simple, bytes),
+            gbw,
         );
         if n == 2 {
             // Chunked peer copies as the runtime cuts them: a fixed cost per chunk, the
@@ -480,4 +523,26 @@ fn root_copy(kind: CollectiveKind, bytes: u64, e: &EngineTerms, nc: u32) -> f64 
         return 0.0;
     }
     bytes as f64 / 1000.0 / (nc.max(1) as f64 * e.local_channel_gbps)
+}
+
+/// One message of `m` payload bytes through topoplan's executor, µs: its grid has one CTA per
+/// `cta_bytes` of the message (up to `max_ctas`), each at `cta_gbps`, within the GPU's rate and
+/// the link's; LL carries its flags on the wire (`sim.exec`, the terms the engine reads).
+fn exec_msg_us(e: &EngineTerms, p: Protocol, m: u64, link_gbps: f64) -> f64 {
+    let (i, wire) = match p {
+        Protocol::LL => (1, if e.ll_wire > 0.0 { e.ll_wire } else { 1.0 }),
+        _ => (0, 1.0),
+    };
+    let ctas = match e.cta_bytes[i] {
+        0 => e.max_ctas[i].max(1) as u64,
+        per => m.div_ceil(per).clamp(1, e.max_ctas[i].max(1) as u64),
+    };
+    let mut rate = link_gbps;
+    if e.cta_gbps > 0.0 {
+        rate = rate.min(ctas as f64 * e.cta_gbps);
+    }
+    if e.gpu_gbps[i] > 0.0 {
+        rate = rate.min(e.gpu_gbps[i]);
+    }
+    m as f64 * wire / 1000.0 / rate.max(1e-9)
 }

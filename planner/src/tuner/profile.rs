@@ -103,6 +103,8 @@ pub struct EngineTerms {
     pub max_ctas: [u32; 2],
     pub cta_gbps: f64,
     pub gpu_gbps: [f64; 2],
+    /// The executor's LL wire bytes per payload byte.
+    pub ll_wire: f64,
 }
 
 impl EngineTerms {
@@ -120,6 +122,7 @@ impl EngineTerms {
             max_ctas: [u(&x["max_ctas"]) as u32, u(&x["ll_ctas"]) as u32],
             cta_gbps: f(&x["cta_gbps"]),
             gpu_gbps: [f(&x["gpu_gbps"]), f(&x["ll_gpu_gbps"])],
+            ll_wire: f(&x["ll_wire_factor"]),
         }
     }
 }
