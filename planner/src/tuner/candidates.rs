@@ -104,15 +104,22 @@ impl<'a> Cands<'a> {
             (_, CollectiveKind::Reduce) => (n - 1, b),
             _ => (n - 1, b / n),
         };
-        if msgs <= 1 || algbw <= 0.0 {
+        let e = &self.m.calib.engine;
+        // The generic executor (all-to-all, send/recv) has no fitted two-GPU form: every
+        // message is priced by the grid.
+        let generic = algorithm == Algorithm::Direct && e.cta_gbps > 0.0;
+        if (msgs <= 1 && !generic) || algbw <= 0.0 {
             return self.push(algorithm, protocol, 1, lat, algbw, ramp);
         }
-        let first = b as f64 / 1000.0 / (algbw * ramp) / msgs as f64;
-        let e = &self.m.calib.engine;
         let next = if self.kind == CollectiveKind::Reduce && algorithm == Algorithm::OneShot {
             m as f64 / 1000.0 / link_gbps.max(1e-9)
         } else {
             exec_msg_us(e, protocol, m, link_gbps)
+        };
+        let first = if generic {
+            next
+        } else {
+            b as f64 / 1000.0 / (algbw * ramp) / msgs as f64
         };
         let transfer = first + (msgs - 1) as f64 * next;
         self.push(
@@ -363,15 +370,17 @@ impl<'a> Cands<'a> {
                 };
                 for p in [Protocol::LL, Protocol::Simple] {
                     if algo == Algorithm::Direct {
-                        // All-to-all and send/recv run on the generic executor: probe rates and
-                        // an estimated flag round, not the direct-push fit.
-                        let bw = if p == Protocol::LL {
-                            one_algbw.min(llmax) * 0.5
-                        } else {
-                            one_algbw
-                        };
-                        let lat = c.direct_sync_us + extra + BASE_LAT[1][proto_idx(p)] * 0.5;
-                        self.push_exec(algo.clone(), p, lat, bw, 1.0, gbw);
+                        // All-to-all and send/recv run on the generic executor: probe rates,
+                        // and the executor's fixed cost of a call as the engine reads it (else
+                        // an estimated flag round). Its schedule is built in Simple only
+                        // (`build::direct` takes no protocol), so that is the one candidate.
+                        if p == Protocol::Simple {
+                            let fixed = match c.engine.exec_launch_us {
+                                x if x > 0.0 => x - c.launch_us,
+                                _ => c.direct_sync_us + BASE_LAT[1][2] * 0.5,
+                            };
+                            self.push_exec(algo.clone(), p, fixed + extra, one_algbw, 1.0, gbw);
+                        }
                         continue;
                     }
                     if p == Protocol::Simple

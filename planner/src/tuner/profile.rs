@@ -105,6 +105,8 @@ pub struct EngineTerms {
     pub gpu_gbps: [f64; 2],
     /// The executor's LL wire bytes per payload byte.
     pub ll_wire: f64,
+    /// The executor's fixed cost of one call (Simple), µs.
+    pub exec_launch_us: f64,
 }
 
 impl EngineTerms {
@@ -123,6 +125,7 @@ impl EngineTerms {
             cta_gbps: f(&x["cta_gbps"]),
             gpu_gbps: [f(&x["gpu_gbps"]), f(&x["ll_gpu_gbps"])],
             ll_wire: f(&x["ll_wire_factor"]),
+            exec_launch_us: f(&x["launch_simple_us"]),
         }
     }
 }
