@@ -112,7 +112,11 @@ impl<'a> Cands<'a> {
             return self.push(algorithm, protocol, 1, lat, algbw, ramp);
         }
         let next = if self.kind == CollectiveKind::Reduce && algorithm == Algorithm::OneShot {
-            m as f64 / 1000.0 / link_gbps.max(1e-9)
+            let wire = match protocol {
+                Protocol::LL if e.ll_wire > 0.0 => e.ll_wire,
+                _ => 1.0,
+            };
+            m as f64 * wire / 1000.0 / link_gbps.max(1e-9)
         } else {
             exec_msg_us(e, protocol, m, link_gbps)
         };
