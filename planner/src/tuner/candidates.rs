@@ -519,7 +519,11 @@ fn chain_fill(
     let i = proto_idx(p);
     let ncf = nc.max(1) as f64;
     let link = r.bw_gbps * r.count as f64 / ncf;
-    let wire = if e.wire_factor[i] > 0.0 { e.wire_factor[i] } else { 1.0 };
+    let wire = if e.wire_factor[i] > 0.0 {
+        e.wire_factor[i]
+    } else {
+        1.0
+    };
     let rate = match e.channel_gbps[i] {
         x if x > 0.0 => x.min(link),
         _ => link,

@@ -9,6 +9,7 @@
 
 mod calib;
 mod candidates;
+mod engine_terms;
 pub mod nccl;
 pub mod profile;
 

@@ -1,0 +1,47 @@
+//! The simulator engine's terms that the tuner reads too.
+
+use serde_json::Value;
+
+/// Terms of the simulator's engine (the profile's `sim` section) that the tuner prices with as
+/// well, so that both read one number: a channel's rate per protocol, the local copy rate, and
+/// topoplan's executor grid.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EngineTerms {
+    /// Wire rate of one NCCL-style channel per protocol [LL, LL128, Simple], GB/s, and wire
+    /// bytes per data byte.
+    pub channel_gbps: [f64; 3],
+    pub wire_factor: [f64; 3],
+    /// Local copy rate of one channel, GB/s.
+    pub local_channel_gbps: f64,
+    /// The executor's grid (`sim.exec`): bytes per CTA (Simple, LL), most CTAs (Simple, LL),
+    /// one CTA's rate and the whole GPU's (Simple, LL), GB/s of wire.
+    pub cta_bytes: [u64; 2],
+    pub max_ctas: [u32; 2],
+    pub cta_gbps: f64,
+    pub gpu_gbps: [f64; 2],
+    /// The executor's LL wire bytes per payload byte.
+    pub ll_wire: f64,
+    /// The executor's fixed cost of one call (Simple), µs.
+    pub exec_launch_us: f64,
+}
+
+impl EngineTerms {
+    /// The terms of a profile's `sim` section (zero where one is missing).
+    pub fn of(sim: &Value) -> Self {
+        let f = |v: &Value| v.as_f64().unwrap_or(0.0);
+        let u = |v: &Value| v.as_u64().unwrap_or(0);
+        let protos = ["ll", "ll128", "simple"];
+        let x = &sim["exec"];
+        EngineTerms {
+            channel_gbps: protos.map(|p| f(&sim[p]["channel_gbps"])),
+            wire_factor: protos.map(|p| f(&sim[p]["wire_factor"])),
+            local_channel_gbps: f(&sim["local_channel_gbps"]),
+            cta_bytes: [u(&x["cta_bytes"]), u(&x["ll_cta_bytes"])],
+            max_ctas: [u(&x["max_ctas"]) as u32, u(&x["ll_ctas"]) as u32],
+            cta_gbps: f(&x["cta_gbps"]),
+            gpu_gbps: [f(&x["gpu_gbps"]), f(&x["ll_gpu_gbps"])],
+            ll_wire: f(&x["ll_wire_factor"]),
+            exec_launch_us: f(&x["launch_simple_us"]),
+        }
+    }
+}
