@@ -17,8 +17,16 @@ fn main() {
     files.push("examples/h200x2-topo.json".into());
     files.sort();
     // `-- NAME` keeps the topologies whose file name contains NAME.
-    let only: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
-    files.retain(|f| only.is_empty() || only.iter().any(|o| f.to_string_lossy().contains(o.as_str())));
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    files.retain(|f| {
+        only.is_empty()
+            || only
+                .iter()
+                .any(|o| f.to_string_lossy().contains(o.as_str()))
+    });
     let sizes: Vec<u64> = (0..10).map(|i| 8u64 << (3 * i)).collect();
     println!("| topology | rows | tuner within 10% | worst tuner error | worst pick regret |");
     println!("|---|---:|---:|---:|---:|");

@@ -66,6 +66,9 @@ pub struct Planner {
     profile: ProfileChoice,
     /// Packed spanning trees (one host of 3 to `PACK_MAX_RANKS` GPUs), made at first use.
     packed: Lazy,
+    /// Per-rank rate of an all-to-all (GB/s), its paths' shared links counted
+    /// ([`all_to_all_bw`]); the tuner's `direct_gbps` for that collective.
+    a2a_gbps: f64,
 }
 
 impl Planner {
@@ -157,7 +160,11 @@ impl Planner {
             packed: None,
         };
         let packed = Lazy::new(t, &channels, &profile);
+        let (a2a_gbps, route_lat_us) = all_to_all_bw(t, &channels, model.direct_gbps);
+        let mut model = model;
+        model.calib.engine.route_lat_us = route_lat_us;
         Ok(Planner {
+            a2a_gbps,
             packed,
             channels,
             model,
@@ -206,6 +213,13 @@ impl Planner {
             Some((set, _)) => {
                 let m = SystemModel {
                     packed: Some(set.clone()),
+                    ..self.model.clone()
+                };
+                tuner::candidates(&m, coll.kind, bytes, f)
+            }
+            None if coll.kind == CollectiveKind::AllToAll => {
+                let m = SystemModel {
+                    direct_gbps: self.a2a_gbps,
                     ..self.model.clone()
                 };
                 tuner::candidates(&m, coll.kind, bytes, f)
@@ -431,6 +445,42 @@ fn direct_bw(t: &Topology, ch: &Channels) -> f64 {
     } else {
         1.0
     }
+}
+
+/// Per-rank rate of an all-to-all on a host without all-peer NVLink (GB/s): every GPU of host 0
+/// sends as much to every other over its `gpu_path`, and the paths share links (a PCIe
+/// switch's uplink, the inter-socket link carries (n/2)² of the n(n−1) transfers). The link
+/// most loaded for its capacity paces every rank's n − 1 transfers; never above `direct`, the
+/// slowest single path (with the NIC share across hosts). On all-peer NVLink, `direct`. Also
+/// the slowest of those paths' latencies (µs).
+fn all_to_all_bw(t: &Topology, ch: &Channels, direct: f64) -> (f64, f64) {
+    let h0 = &ch.hosts[0];
+    let mut load: std::collections::HashMap<_, f64> = std::collections::HashMap::new();
+    let mut lat: f64 = 0.0;
+    for &a in h0 {
+        for &b in h0 {
+            if let Some(p) = (a != b).then(|| t.gpu_path(a, b)).flatten() {
+                lat = lat.max(p.lat_us);
+                for &l in &p.links {
+                    *load.entry(l).or_default() += 1.0;
+                }
+            }
+        }
+    }
+    if ch.all_peers_nvlink_gbps.is_some() {
+        return (direct, lat);
+    }
+    let worst = load
+        .iter()
+        .map(|(&l, &flows)| flows / t.graph[l].bw_gbps.max(1e-9))
+        .fold(0.0, f64::max);
+    let n = h0.len() as f64;
+    let bw = if worst > 0.0 {
+        direct.min((n - 1.0) / worst)
+    } else {
+        direct
+    };
+    (bw, lat)
 }
 
 /// nccl-tests' size for a collective given the per-rank element count and element size.

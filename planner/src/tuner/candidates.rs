@@ -380,7 +380,7 @@ impl<'a> Cands<'a> {
                         // (`build::direct` takes no protocol), so that is the one candidate.
                         if p == Protocol::Simple {
                             let fixed = match c.engine.exec_launch_us {
-                                x if x > 0.0 => x - c.launch_us,
+                                x if x > 0.0 => x - c.launch_us + c.engine.route_lat_us,
                                 _ => c.direct_sync_us + BASE_LAT[1][2] * 0.5,
                             };
                             self.push_exec(algo.clone(), p, fixed + extra, one_algbw, 1.0, gbw);
@@ -456,7 +456,9 @@ impl<'a> Cands<'a> {
         }
     }
 
-    /// Point-to-point without all-peer NVLink.
+    /// Point-to-point without all-peer NVLink: the generic executor's messages over the
+    /// slowest path (for all-to-all, the planner's rate with shared links counted), its fixed
+    /// cost of a call as the engine reads it, the network's hop across hosts.
     fn p2p(&mut self) {
         let Vars {
             m,
@@ -466,7 +468,6 @@ impl<'a> Cands<'a> {
             nnodes,
             ..
         } = self.vars();
-        // Point-to-point patterns without all-peer NVLink (PCIe machines, clusters).
         if m.all_peers_nvlink_gbps.is_none()
             && matches!(kind, CollectiveKind::AllToAll | CollectiveKind::SendRecv)
         {
@@ -482,16 +483,18 @@ impl<'a> Cands<'a> {
             } else {
                 0.0
             };
-            self.push(
+            let fixed = match c.engine.exec_launch_us {
+                x if x > 0.0 => x - c.launch_us + c.engine.route_lat_us,
+                _ => c.direct_sync_us + BASE_LAT[1][2] * 0.5,
+            };
+            let extra = c.direct_peer_us * (n as f64 - 2.0).max(0.0);
+            self.push_exec(
                 Algorithm::Direct,
                 Protocol::Simple,
-                1,
-                c.direct_sync_us
-                    + c.direct_peer_us * (n as f64 - 2.0).max(0.0)
-                    + BASE_LAT[1][2] * 0.5
-                    + net,
+                fixed + extra + net,
                 algbw,
                 1.0,
+                m.direct_gbps,
             );
         }
     }
