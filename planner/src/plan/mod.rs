@@ -447,40 +447,38 @@ fn direct_bw(t: &Topology, ch: &Channels) -> f64 {
     }
 }
 
-/// Per-rank rate of an all-to-all on a host without all-peer NVLink (GB/s): every GPU of host 0
-/// sends as much to every other over its `gpu_path`, and the paths share links (a PCIe
-/// switch's uplink, the inter-socket link carries (n/2)² of the n(n−1) transfers). The link
-/// most loaded for its capacity paces every rank's n − 1 transfers; never above `direct`, the
-/// slowest single path (with the NIC share across hosts). On all-peer NVLink, `direct`. Also
-/// the slowest of those paths' latencies (µs).
+/// Per-rank rate of an all-to-all on a host without all-peer NVLink (GB/s), and the slowest
+/// GPU-to-GPU path's latency on the host (µs). Each GPU sends to its peers one after another,
+/// the k-th message to the rank k places on (the direct builder's order), so in step k every
+/// GPU's k-th message is in flight at once over `gpu_path`s that share links (a PCIe switch's
+/// uplink; the inter-socket link, which half the messages of the middle steps cross). The link
+/// most loaded for its capacity paces each step; the rate is the n − 1 messages over the steps'
+/// sum, never above `direct` (the slowest single path, with the NIC share across hosts). On
+/// all-peer NVLink, `direct`.
 fn all_to_all_bw(t: &Topology, ch: &Channels, direct: f64) -> (f64, f64) {
     let h0 = &ch.hosts[0];
-    let mut load: std::collections::HashMap<_, f64> = std::collections::HashMap::new();
+    let n = h0.len();
     let mut lat: f64 = 0.0;
-    for &a in h0 {
-        for &b in h0 {
-            if let Some(p) = (a != b).then(|| t.gpu_path(a, b)).flatten() {
+    let mut steps = 0.0;
+    for k in 1..n {
+        let mut load: std::collections::HashMap<_, f64> = std::collections::HashMap::new();
+        for (i, &a) in h0.iter().enumerate() {
+            if let Some(p) = t.gpu_path(a, h0[(i + k) % n]) {
                 lat = lat.max(p.lat_us);
                 for &l in &p.links {
                     *load.entry(l).or_default() += 1.0;
                 }
             }
         }
+        steps += load
+            .iter()
+            .map(|(&l, &flows)| flows / t.graph[l].bw_gbps.max(1e-9))
+            .fold(0.0, f64::max);
     }
-    if ch.all_peers_nvlink_gbps.is_some() {
+    if ch.all_peers_nvlink_gbps.is_some() || steps <= 0.0 {
         return (direct, lat);
     }
-    let worst = load
-        .iter()
-        .map(|(&l, &flows)| flows / t.graph[l].bw_gbps.max(1e-9))
-        .fold(0.0, f64::max);
-    let n = h0.len() as f64;
-    let bw = if worst > 0.0 {
-        direct.min((n - 1.0) / worst)
-    } else {
-        direct
-    };
-    (bw, lat)
+    (direct.min((n - 1) as f64 / steps), lat)
 }
 
 /// nccl-tests' size for a collective given the per-rank element count and element size.
