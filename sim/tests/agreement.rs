@@ -1,12 +1,15 @@
 //! The planner chooses by the engine's price: on every shipped topology, for every collective
-//! from 8 B to 512 MiB, its pick is within 10% of the fastest candidate the engine prices, and
-//! the tuner's closed form is reported beside it (`docs/fidelity.md`, "Agreement").
+//! from 8 B to 128 MiB, its pick is within 10% of the fastest candidate the engine prices, and the
+//! tuner's closed form agrees with the engine's price of it within 10% on all but the rows whose
+//! causes `docs/fidelity.md` ("Agreement") names (`cargo run --release -p sim --example
+//! agreement` prints the same table).
 
 use planner::plan::Planner;
 use planner::topology::{load_file, LoadOptions};
 use sim::price::{agreement, Agreement};
 use sim::SimConfig;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
@@ -33,15 +36,39 @@ fn rows(f: &Path, sizes: &[u64]) -> Vec<Agreement> {
     agreement(&l.topology, &p, &cfg, sizes)
 }
 
+/// Every other size of the table (8 B to 1 GiB by ×8): 8 B to 128 MiB by ×64, half the
+/// table's rows for half its time.
+fn sizes() -> Vec<u64> {
+    (0..5).map(|i| 8u64 << (6 * i)).collect()
+}
+
+/// Every shipped topology's rows at [`sizes`], computed once for the tests that read them, on
+/// two threads (the suite runs on two cores).
+fn shipped_rows() -> &'static [(PathBuf, Vec<Agreement>)] {
+    static ROWS: OnceLock<Vec<(PathBuf, Vec<Agreement>)>> = OnceLock::new();
+    ROWS.get_or_init(|| {
+        let files = shipped();
+        let (a, b) = files.split_at(files.len() / 2);
+        let run = |fs: &[PathBuf]| -> Vec<(PathBuf, Vec<Agreement>)> {
+            fs.iter().map(|f| (f.clone(), rows(f, &sizes()))).collect()
+        };
+        std::thread::scope(|s| {
+            let h = s.spawn(|| run(b));
+            let mut v = run(a);
+            v.extend(h.join().expect("agreement rows"));
+            v
+        })
+    })
+}
+
 #[test]
 fn the_pick_is_within_ten_percent_of_the_engines_best_on_every_shipped_topology() {
-    let sizes = [8, 2 << 20, 512 << 20];
-    let files = shipped();
-    assert!(files.len() >= 12, "{} topologies", files.len());
+    let all = shipped_rows();
+    assert!(all.len() >= 12, "{} topologies", all.len());
     let mut misses = Vec::new();
     let mut unpriced = Vec::new();
-    for f in &files {
-        for r in rows(f, &sizes) {
+    for (f, rows) in all {
+        for r in rows {
             // Every pick is the engine's: asymmetric schedules past the pricer's event budget
             // (trees, packed trees, a ring broadcast on 16 GPUs at 512 MiB) are extrapolated.
             if !r.by_engine {
@@ -67,6 +94,71 @@ fn the_pick_is_within_ten_percent_of_the_engines_best_on_every_shipped_topology(
         unpriced.is_empty(),
         "priced by the tuner alone:\n{}",
         unpriced.join("\n")
+    );
+}
+
+/// Rows (of 455: 13 topologies × 7 collectives × [`sizes`]) where the tuner's closed form is
+/// within 10% of the engine's price of the pick; the table in `docs/fidelity.md` has all ten
+/// sizes (861 of 910). Every other row must have a cause the docs name ([`named_cause`]). Raise
+/// it (and the docs' table) when a change closes a gap; a change that loses one fails here.
+const TUNER_WITHIN_TEN_PERCENT: usize = 432;
+
+/// The cause `docs/fidelity.md` ("Agreement") gives for a row the tuner misses by more than
+/// 10%, if the row is of one of those kinds.
+fn named_cause(file: &Path, r: &Agreement) -> Option<&'static str> {
+    use planner::schedule::Protocol::{LL, LL128};
+    let name = file.to_string_lossy();
+    // The machines whose GPUs are not all NVLink peers.
+    let pcie = ["16xl20", "4xa6000", "ncv4", "2xrtx4090"]
+        .iter()
+        .any(|m| name.contains(m));
+    let kind = r.kind.name();
+    match (r.algorithm.as_str(), r.protocol) {
+        ("ring" | "tree", LL) if pcie && r.bytes <= 256 << 10 => {
+            Some("ring and tree LL over PCIe: per-hop latency, slots")
+        }
+        ("ring", LL) if kind == "broadcast" && r.bytes == 16 << 20 => {
+            Some("ring LL broadcast where the slots fill")
+        }
+        ("ring" | "tree", LL128) if pcie => Some("LL128 over PCIe: NCCL's per-channel tables"),
+        ("tree", _) => Some("trees: NCCL's tree tables"),
+        ("packed", _) => Some("packed trees: the rings' protocol factors"),
+        ("direct", _) if name.contains("ncv4-topo-2023") => {
+            Some("all-to-all on NCv4 2023: messages slower than their slowest path")
+        }
+        ("ring", _) if name.contains("2xrtx4090") => Some("RTX 4090 ring Simple at 256 KiB"),
+        _ => None,
+    }
+}
+
+#[test]
+fn the_tuner_agrees_with_the_engine_within_ten_percent_on_every_row_but_the_named_ones() {
+    let mut within = 0;
+    let mut unexplained = Vec::new();
+    for (f, rows) in shipped_rows() {
+        for r in rows {
+            if r.tuner_error().abs() <= 0.10 {
+                within += 1;
+            } else if named_cause(f, r).is_none() {
+                unexplained.push(format!(
+                    "{}: {} {} B {} {} x{}: tuner {:.2} us, engine {:.2} us ({:+.1}%)",
+                    f.display(),
+                    r.kind.name(),
+                    r.bytes,
+                    r.algorithm,
+                    r.protocol.name(),
+                    r.channels,
+                    r.tuner_us,
+                    r.picked_us,
+                    100.0 * r.tuner_error()
+                ));
+            }
+        }
+    }
+    assert!(unexplained.is_empty(), "{}", unexplained.join("\n"));
+    assert_eq!(
+        within, TUNER_WITHIN_TEN_PERCENT,
+        "rows within 10% (update docs/fidelity.md's table and the constant)"
     );
 }
 
