@@ -192,11 +192,14 @@ impl<'a> Cands<'a> {
                         + ninter as f64 * inter
                         + chain_fill(kind, p, n, bytes, &c.engine, r, nc)
                         + root_copy(kind, bytes, &c.engine, nc);
-                    let algbw = match p {
-                        Protocol::LL => ll_slots_algbw(bytes, busf, bus, &c.engine, r, nc),
-                        _ => bus / busf.max(1e-9),
-                    };
-                    self.push(Algorithm::Ring, p, nc, lat, algbw, ramp(c, p, bytes));
+                    self.push(
+                        Algorithm::Ring,
+                        p,
+                        nc,
+                        lat,
+                        bus / busf.max(1e-9),
+                        ramp(c, p, bytes),
+                    );
                 }
             }
         }
@@ -562,36 +565,4 @@ fn exec_msg_us(e: &EngineTerms, p: Protocol, m: u64, link_gbps: f64) -> f64 {
         rate = rate.min(e.gpu_gbps[i]);
     }
     m as f64 * wire / 1000.0 / rate.max(1e-9)
-}
-
-/// A ring LL call's algorithm bandwidth, GB/s: a channel's first `STEPS` chunks land in empty
-/// slots at the channel's own LL rate (the engine's, within the channel's share of the ring's
-/// links); only after that does the receiver's flag-polling copy pace it at NCCL's LL bus
-/// bandwidth (`bus`, `llMaxBws`), as the engine runs it. Small calls never fill the slots.
-fn ll_slots_algbw(
-    bytes: u64,
-    busf: f64,
-    bus: f64,
-    e: &EngineTerms,
-    r: &ChannelSet,
-    nc: u32,
-) -> f64 {
-    let i = proto_idx(Protocol::LL);
-    let ncf = nc.max(1) as f64;
-    let paced = bus / ncf;
-    let wire = if e.wire_factor[i] > 0.0 {
-        e.wire_factor[i]
-    } else {
-        1.0
-    };
-    let raw = e.channel_gbps[i].min(r.bw_gbps * r.count as f64 / ncf) / wire;
-    let whole = bus / busf.max(1e-9);
-    if raw <= paced || bytes == 0 {
-        return whole;
-    }
-    // Data each rank sends on one channel, and the part that lands in empty slots.
-    let x = bytes as f64 * busf / ncf;
-    let early = x.min((nccl::STEPS as u64 * nccl::LL_CHUNK_BYTES) as f64);
-    let us = (early / raw + (x - early) / paced) / 1000.0;
-    bytes as f64 / 1000.0 / us.max(1e-12)
 }
