@@ -333,7 +333,14 @@ fn explain(
                 .iter()
                 .find(|e| e.algorithm == ch.algorithm && e.protocol == ch.protocol)
             {
-                print_below_bound(planner, k, size, best, (ch.est_us, pc.by_pricer), b);
+                // What `topoplan sim` reports: the pick's schedule run whole, where that is
+                // cheap (one host); elsewhere the price it was chosen by.
+                let whole = pc
+                    .by_pricer
+                    .then(|| super::plan_bound::run_whole(&pricer, planner, &coll, ch, size))
+                    .flatten();
+                let priced = (whole.unwrap_or(ch.est_us), pc.by_pricer);
+                print_below_bound(planner, k, size, (best, &c), priced, b);
             }
         }
     }

@@ -34,6 +34,7 @@
 
 mod flow;
 pub mod pack;
+mod partition;
 mod reduce;
 
 use crate::schedule::CollectiveKind;
@@ -118,6 +119,9 @@ pub struct Bound {
     /// All-reduce: the most a reduce-scatter followed by an all-gather reaches (GB/s busbw).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rs_ag_busbw_gbps: Option<f64>,
+    /// [`Limit::Partition`]: the groups of ranks whose links limit it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<Vec<u32>>,
 }
 
 /// The argument behind a bound.
@@ -130,19 +134,44 @@ pub enum Limit {
     Cut,
     /// All-reduce: `2(N−1)` one-way transfers per byte over the GPUs' own links.
     Volume,
+    /// All-reduce: `2(k−1)` one-way transfers per byte between `k` groups of GPUs, over the
+    /// links leaving (or entering) the groups (`partition.rs`).
+    Partition,
 }
 
 impl Bound {
     /// One line for people: the argument and the links.
     pub fn explain(&self, max_links: usize) -> String {
         let what = match self.limit {
-            Limit::RatioCut => "limiting cut",
-            Limit::Cut => "smallest cut between two GPUs",
             Limit::Volume => {
                 "the GPUs' own links (every byte of an all-reduce takes 2(N-1) one-way transfers)"
+                    .to_string()
             }
+            Limit::Partition => {
+                let g: Vec<String> = self
+                    .groups
+                    .iter()
+                    .map(|g| {
+                        let r: Vec<String> = g.iter().map(u32::to_string).collect();
+                        format!("{{{}}}", r.join(","))
+                    })
+                    .collect();
+                format!(
+                    "the links between the groups {} (every byte of an all-reduce takes 2(k-1) one-way transfers between k groups, {} here)",
+                    g.join(" "),
+                    2 * (self.groups.len().max(1) - 1)
+                )
+            }
+            Limit::RatioCut | Limit::Cut => what_cut(self.limit).to_string(),
         };
         format!("{what}: {}", self.cut.summary(max_links))
+    }
+}
+
+fn what_cut(l: Limit) -> &'static str {
+    match l {
+        Limit::RatioCut => "limiting cut",
+        _ => "smallest cut between two GPUs",
     }
 }
 
@@ -232,6 +261,7 @@ impl Bounds {
             limit,
             cut,
             rs_ag_busbw_gbps: None,
+            groups: Vec::new(),
         }))
     }
 
@@ -257,13 +287,24 @@ impl Bounds {
         } else {
             (volume, Limit::Volume, own)
         };
-        Bound {
+        let mut b = Bound {
             collective: CollectiveKind::AllReduce,
             busbw_gbps,
             limit,
             cut,
             rs_ag_busbw_gbps: Some(rs_ag),
+            groups: Vec::new(),
+        };
+        // Groups of GPUs can limit it more than the GPUs one by one (`partition.rs`).
+        if let Some(g) = partition::partition_bound(t, &self.links)
+            .filter(|g| g.busbw_gbps < b.busbw_gbps * (1.0 - 1e-9))
+        {
+            b.busbw_gbps = g.busbw_gbps;
+            b.limit = Limit::Partition;
+            b.cut = g.cut;
+            b.groups = g.groups;
         }
+        b
     }
 }
 

@@ -105,12 +105,62 @@ fn brute_pair(t: &Topology) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
+/// The smallest partition bound (`partition.rs`): every labelling of the GPUs with groups and
+/// of the switches with a group or none, `(N−1)/N · C/(k−1)` with `C` the links leaving (or
+/// entering) the groups; NaN where there are too many labellings to try here.
+fn brute_groups(t: &Topology) -> f64 {
+    let (m, g) = (t.graph.node_count(), t.n_ranks());
+    if g < 3 {
+        return f64::INFINITY;
+    }
+    let gpu_at: Vec<Option<usize>> = (0..m)
+        .map(|i| (0..g).find(|&r| t.gpu_of_rank(r as u32).unwrap().index() == i))
+        .collect();
+    let mut best = f64::INFINITY;
+    // GPU labels: every function into 0..g (duplicated groupings give the same value); other
+    // nodes: 0..=g, g meaning in no group.
+    let total = g.pow(g as u32) * (g + 1).pow((m - g) as u32);
+    if total > 100_000 {
+        return f64::NAN;
+    }
+    for code in 0..total {
+        let mut x = code;
+        let mut label = vec![0; m];
+        for i in 0..m {
+            let base = if gpu_at[i].is_some() { g } else { g + 1 };
+            label[i] = x % base;
+            x /= base;
+        }
+        let used: std::collections::BTreeSet<usize> = (0..m)
+            .filter(|&i| gpu_at[i].is_some())
+            .map(|i| label[i])
+            .collect();
+        let k = used.len();
+        if k < 2 || (0..m).any(|i| gpu_at[i].is_none() && label[i] < g && !used.contains(&label[i]))
+        {
+            continue;
+        }
+        let grouped = |i: usize| label[i] < g;
+        let (mut out, mut inn) = (0.0, 0.0);
+        for e in t.graph.edge_references() {
+            let (a, b) = (e.source().index(), e.target().index());
+            if label[a] != label[b] {
+                out += if grouped(a) { e.weight().bw_gbps } else { 0.0 };
+                inn += if grouped(b) { e.weight().bw_gbps } else { 0.0 };
+            }
+        }
+        best = best.min((g - 1) as f64 / g as f64 * f64::min(out, inn) / (k - 1) as f64);
+    }
+    best
+}
+
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
 }
 
 #[test]
 fn bounds_match_every_cut_enumerated() {
+    let (mut grouped, mut checked) = (0, 0);
     for seed in 0..60u64 {
         let g = 2 + (seed % 5) as u32;
         let s = (seed % 4) as u32;
@@ -138,8 +188,27 @@ fn bounds_match_every_cut_enumerated() {
         };
         let volume = own(false).min(own(true)) / gf;
         let pair = 2.0 * nf / gf * brute_pair(&t);
-        assert!(close(z.busbw_gbps, pair.min(volume)), "seed {seed}: {z:?}");
+        let groups = brute_groups(&t);
+        let want = if groups.is_nan() {
+            assert!(z.busbw_gbps <= pair.min(volume) * (1.0 + 1e-9));
+            z.busbw_gbps
+        } else {
+            pair.min(volume).min(groups)
+        };
+        assert!(
+            close(z.busbw_gbps, want),
+            "seed {seed}: {z:?} vs pair {pair} volume {volume} groups {groups}"
+        );
         assert!(z.rs_ag_busbw_gbps.unwrap() <= z.busbw_gbps * (1.0 + 1e-9));
+        checked += usize::from(!groups.is_nan());
+        if z.limit == Limit::Partition {
+            grouped += 1;
+            let k = z.groups.len() as f64;
+            assert!(close(
+                z.busbw_gbps,
+                nf / gf * z.cut.capacity_gbps / (k - 1.0)
+            ));
+        }
         let root = (seed % g as u64) as u32;
         let bc = b.of(&t, CollectiveKind::Broadcast, root).unwrap().unwrap();
         assert!(close(bc.busbw_gbps, brute_rooted(&t, root, false)));
@@ -150,6 +219,36 @@ fn bounds_match_every_cut_enumerated() {
         let rd = b.of(&t, CollectiveKind::Reduce, root).unwrap().unwrap();
         assert!(close(rd.busbw_gbps, brute_rooted(&t, root, true)));
     }
+    // Random graphs are rarely limited by groups (`four_cycle_is_limited_by_groups` is).
+    assert!(checked >= 40, "{grouped} grouped, {checked} checked");
+}
+
+#[test]
+fn four_cycle_is_limited_by_groups_and_packed_trees_reach_it() {
+    // GPUs a, b, d, c in a cycle, a-c a double link (the cube-mesh GPUs 0,2,6,4): the GPUs'
+    // own links allow 200/4 = 50 GB/s, the groups {a,c}, {b}, {d} 3/4 x 120/2 = 45, which
+    // packed trees reach (every spanning tree of the cycle uses two of its single links).
+    let mut t = Topology::new();
+    let g: Vec<_> = (0..4).map(|r| t.add_node(Some(0), gpu(r))).collect();
+    let link = |bw: f64| Link {
+        kind: LinkKind::NvLink,
+        bw_gbps: bw,
+        lat_us: 0.0,
+        count: 1,
+    };
+    for (a, b, bw) in [(0, 1, 20.0), (1, 3, 20.0), (3, 2, 20.0), (2, 0, 40.0)] {
+        t.add_link(g[a], g[b], link(bw));
+        t.add_link(g[b], g[a], link(bw));
+    }
+    t.validate().unwrap();
+    let z = bound(&t, CollectiveKind::AllReduce, 0).unwrap().unwrap();
+    assert_eq!(z.limit, Limit::Partition, "{z:?}");
+    assert!(close(z.busbw_gbps, 45.0), "{z:?}");
+    assert!(close(z.busbw_gbps, brute_groups(&t)));
+    assert_eq!(z.groups, vec![vec![0, 2], vec![1], vec![3]]);
+    assert!(close(z.cut.capacity_gbps, 120.0));
+    let p = pack::pack(&t, 1e9).unwrap();
+    assert!(close(p.ar_busbw_gbps, 45.0), "{p:?}");
 }
 
 #[test]
