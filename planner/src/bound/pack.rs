@@ -142,24 +142,20 @@ pub fn pack(t: &Topology, per_channel_gbps: f64) -> Option<Packing> {
     Some(choose(all, n, per_channel_gbps))
 }
 
-/// Of the rounded packings: those within 0.5% of the best all-reduce, preferring ones that ask
-/// no channel more than `per_channel_gbps`, then the best all-gather plus reduce-scatter (within
-/// 0.5%), then the fewest copies.
+/// Of the rounded packings, the best all-reduce (within 0.5%), then the best all-gather plus
+/// reduce-scatter (within 0.5%), then the fewest copies; each rate capped at what the trees'
+/// channels carry at `per_channel_gbps` each (`build::packed` runs a tree's every lane, and
+/// all-reduce's upward half, on channels of their own, each carrying the tree's rate), since the
+/// executor cannot run a tree faster than a channel.
 fn choose(all: Vec<Packing>, n: usize, per_channel_gbps: f64) -> Packing {
-    let top = all.iter().map(|p| p.ar_busbw_gbps).fold(0.0, f64::max);
-    let good: Vec<Packing> = all
-        .into_iter()
-        .filter(|p| p.ar_busbw_gbps >= top * 0.995)
-        .collect();
-    // A tree's every lane carries its rate (`build::packed` gives each child its own channel).
-    let fits = |p: &Packing| p.ag_busbw_gbps / (n - 1) as f64 / p.copies as f64 <= per_channel_gbps;
-    let pool: Vec<&Packing> = match good.iter().filter(|p| fits(p)).collect::<Vec<_>>() {
-        v if v.is_empty() => good.iter().collect(),
-        v => v,
-    };
-    let halves = |p: &Packing| p.ag_busbw_gbps + p.rs_busbw_gbps;
-    let best = pool.iter().map(|p| halves(p)).fold(0.0, f64::max);
-    pool.into_iter()
+    let nf = (n - 1) as f64;
+    let cap = |p: &Packing, halves: f64| halves * nf * p.copies as f64 * per_channel_gbps;
+    let ar = |p: &Packing| p.ar_busbw_gbps.min(cap(p, 2.0));
+    let halves = |p: &Packing| p.ag_busbw_gbps.min(cap(p, 1.0)) + p.rs_busbw_gbps.min(cap(p, 1.0));
+    let top = all.iter().map(ar).fold(0.0, f64::max);
+    let good: Vec<&Packing> = all.iter().filter(|p| ar(p) >= top * 0.995).collect();
+    let best = good.iter().map(|p| halves(p)).fold(0.0, f64::max);
+    good.into_iter()
         .filter(|p| halves(p) >= best * 0.995)
         .min_by_key(|p| p.copies)
         .cloned()
