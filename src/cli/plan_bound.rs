@@ -36,9 +36,17 @@ pub(crate) fn print_below_bound(
             "the tuner's estimate"
         }
     );
+    // The same schedule under Simple, which carries data only: what its links and channels
+    // allow before a protocol's wire format takes its share.
+    let raw = all
+        .iter()
+        .find(|c| c.algorithm == best.algorithm && c.protocol == Protocol::Simple)
+        .map_or(peak, |c| c.peak_algbw_gbps * busf)
+        .max(peak);
+    print_bandwidth(p, best, raw, b);
     // The engine can move more than the tuner's peak (it runs a protocol at the links' and
-    // channels' rates where the tuner applies NCCL's per-protocol tables): the tuner's limit is
-    // then not what holds the choice back, the protocol's wire format is.
+    // channels' rates where the tuner applies NCCL's per-protocol tables): the tuner's
+    // efficiency is then not what holds the choice back, the protocol's wire format is.
     if simulated && busbw > peak {
         let wire = match best.protocol {
             Protocol::LL => "LL's 8-byte lines carry 4 data bytes: at most 50% of a link",
@@ -51,36 +59,7 @@ pub(crate) fn print_below_bound(
             best.protocol.name()
         );
     } else {
-        // The same schedule under Simple, which carries data only: what its links and
-        // channels allow before a protocol's wire format takes its share.
-        let raw = all
-            .iter()
-            .find(|c| c.algorithm == best.algorithm && c.protocol == Protocol::Simple)
-            .map_or(peak, |c| c.peak_algbw_gbps * busf)
-            .max(peak);
-        print_bandwidth(p, best, raw, b);
-        if peak < raw * 0.995 {
-            println!(
-                "#   protocol overhead: {}'s wire format leaves {:.1}% of it, {peak:.1} GB/s busbw ({:.1}% of the bound)",
-                best.protocol.name(),
-                100.0 * peak / raw,
-                100.0 * peak / b.busbw_gbps
-            );
-        }
-        // time = latency + size / peak + the rest: what the protocol's steps cost beyond the
-        // bandwidth term (simulated), or what the profile's size ramp leaves of the peak.
-        let over = time_us - best.lat_us - size as f64 / 1000.0 / best.peak_algbw_gbps.max(1e-9);
-        if over > 0.01 * time_us {
-            let why = if simulated {
-                "protocol steps (per-step costs, slots), per-channel rate caps and pipeline fill in the simulator (docs/sim.md)"
-            } else {
-                "the profile's size ramp (protocol and pipeline efficiency fitted on measured runs, docs/tuner.md)"
-            };
-            println!(
-                "#   protocol overhead: {over:.2} of {time_us:.2} us ({:.1}%) beyond the bandwidth and latency terms: {why}",
-                100.0 * over / time_us
-            );
-        }
+        print_overhead(best, (peak, raw), (size, time_us, simulated), b);
     }
     let lat = best.lat_us / time_us;
     if lat > 0.01 {
@@ -88,6 +67,37 @@ pub(crate) fn print_below_bound(
             "#   latency: {:.2} of {time_us:.2} us ({:.1}%) is the latency term (launch and per-hop costs)",
             best.lat_us,
             100.0 * lat
+        );
+    }
+}
+
+/// The protocol's share: its wire format's against Simple's `raw` bandwidth, then the time
+/// beyond the bandwidth and latency terms (`time = latency + size / peak + the rest`): what the
+/// protocol's steps cost in the simulator, or what the profile's size ramp leaves of the peak.
+fn print_overhead(
+    best: &planner::plan::Candidate,
+    (peak, raw): (f64, f64),
+    (size, time_us, simulated): (u64, f64, bool),
+    b: &Bound,
+) {
+    if peak < raw * 0.995 {
+        println!(
+            "#   protocol overhead: {}'s wire format leaves {:.1}% of it, {peak:.1} GB/s busbw ({:.1}% of the bound)",
+            best.protocol.name(),
+            100.0 * peak / raw,
+            100.0 * peak / b.busbw_gbps
+        );
+    }
+    let over = time_us - best.lat_us - size as f64 / 1000.0 / best.peak_algbw_gbps.max(1e-9);
+    if over > 0.01 * time_us {
+        let why = if simulated {
+            "protocol steps (per-step costs, slots), per-channel rate caps and pipeline fill in the simulator (docs/sim.md)"
+        } else {
+            "the profile's size ramp (protocol and pipeline efficiency fitted on measured runs, docs/tuner.md)"
+        };
+        println!(
+            "#   protocol overhead: {over:.2} of {time_us:.2} us ({:.1}%) beyond the bandwidth and latency terms: {why}",
+            100.0 * over / time_us
         );
     }
 }
