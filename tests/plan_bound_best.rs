@@ -131,7 +131,7 @@ struct Row {
 
 fn percent_before(line: &str, marker: &str) -> Option<f64> {
     let head = &line[..line.find(marker)?];
-    head.rsplit(|c: char| c == '(' || c == ' ')
+    head.rsplit(['(', ' '])
         .next()?
         .trim_end_matches('%')
         .parse()

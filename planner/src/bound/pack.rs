@@ -282,9 +282,9 @@ fn improve(r: &Routes, mut trees: Vec<Parents>, copies: u32, both: bool) -> Vec<
     };
     for _pass in 0..4 {
         let mut changed = false;
-        for i in 0..trees.len() {
+        for (i, tree) in trees.iter_mut().enumerate() {
             let before = potential(&load);
-            add(&trees[i], -1.0, &mut load);
+            add(tree, -1.0, &mut load);
             let len: Vec<f64> = (0..r.cap.len())
                 .map(|e| (SHARPNESS * load[e] / r.cap[e] / u0).exp() / r.cap[e])
                 .collect();
@@ -300,12 +300,12 @@ fn improve(r: &Routes, mut trees: Vec<Parents>, copies: u32, both: bool) -> Vec<
             let root = i / copies as usize;
             let cand = arborescence(n, root, &cost).expect("every pair has a path");
             add(&cand, 1.0, &mut load);
-            if cand != trees[i] && potential(&load) < before * (1.0 - 1e-9) {
-                trees[i] = cand;
+            if cand != *tree && potential(&load) < before * (1.0 - 1e-9) {
+                *tree = cand;
                 changed = true;
             } else {
                 add(&cand, -1.0, &mut load);
-                add(&trees[i], 1.0, &mut load);
+                add(tree, 1.0, &mut load);
             }
         }
         if !changed {
