@@ -10,31 +10,13 @@ fn run(n: u32, case: Case) -> Result<(), String> {
         algorithm: Some("packed".into()),
         ..Config::default()
     };
-    let want = case.expected(n);
     let mut comms = Communicator::init_all(n, cfg).map_err(|e| e.to_string())?;
     // The runtime must really run packed trees, not fall back.
     let s = comms[0]
         .schedule_for(&case.coll, 1 << 20)
         .map_err(|e| e.to_string())?;
     assert_eq!(s.algorithm, Algorithm::Packed, "{n} ranks");
-    let hs: Vec<_> = comms
-        .into_iter()
-        .map(|mut c| {
-            let (case, want) = (case.clone(), want.clone());
-            std::thread::spawn(move || -> Result<(), String> {
-                let r = c.rank();
-                let (send, mut recv) = case.buffers(n, r);
-                case.run(&mut c, send.as_deref(), &mut recv)
-                    .map_err(|e| format!("rank {r}: {e}"))?;
-                match case.wrong(r, &recv, want[r as usize].as_deref()) {
-                    0 => Ok(()),
-                    w => Err(format!("rank {r}: {w} wrong elements")),
-                }
-            })
-        })
-        .collect();
-    hs.into_iter()
-        .try_for_each(|h| h.join().map_err(|_| "rank panicked".to_string())?)
+    runtime::check::run_on_threads(comms, &case)
 }
 
 #[test]

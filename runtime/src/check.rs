@@ -109,3 +109,29 @@ impl Case {
         }
     }
 }
+
+/// Runs `case` on every communicator of `comms` (ranks of one process), one thread each, and
+/// checks each rank's result against the reference: `Err` names the first rank that failed or
+/// wrote a wrong element.
+pub fn run_on_threads(comms: Vec<Communicator>, case: &Case) -> Result<(), String> {
+    let n = comms.len() as u32;
+    let want = case.expected(n);
+    let hs: Vec<_> = comms
+        .into_iter()
+        .map(|mut c| {
+            let (case, want) = (case.clone(), want.clone());
+            std::thread::spawn(move || -> Result<(), String> {
+                let r = c.rank();
+                let (send, mut recv) = case.buffers(n, r);
+                case.run(&mut c, send.as_deref(), &mut recv)
+                    .map_err(|e| format!("rank {r}: {e}"))?;
+                match case.wrong(r, &recv, want[r as usize].as_deref()) {
+                    0 => Ok(()),
+                    w => Err(format!("rank {r}: {w} wrong elements")),
+                }
+            })
+        })
+        .collect();
+    hs.into_iter()
+        .try_for_each(|h| h.join().map_err(|_| "rank panicked".to_string())?)
+}

@@ -8,26 +8,8 @@ use runtime::check::{collective_for, Case};
 use runtime::{Communicator, Config, DataType, ReduceOp};
 
 fn run(n: u32, cfg: Config, case: Case) -> Result<(), String> {
-    let want = case.expected(n);
     let comms = Communicator::init_all(n, cfg).map_err(|e| e.to_string())?;
-    let hs: Vec<_> = comms
-        .into_iter()
-        .map(|mut c| {
-            let (case, want) = (case.clone(), want.clone());
-            std::thread::spawn(move || -> Result<(), String> {
-                let r = c.rank();
-                let (send, mut recv) = case.buffers(n, r);
-                case.run(&mut c, send.as_deref(), &mut recv)
-                    .map_err(|e| format!("rank {r}: {e}"))?;
-                match case.wrong(r, &recv, want[r as usize].as_deref()) {
-                    0 => Ok(()),
-                    w => Err(format!("rank {r}: {w} wrong elements")),
-                }
-            })
-        })
-        .collect();
-    hs.into_iter()
-        .try_for_each(|h| h.join().map_err(|_| "rank panicked".to_string())?)
+    runtime::check::run_on_threads(comms, &case)
 }
 
 proptest! {

@@ -24,22 +24,7 @@
 #define SKIPPED_CALL 2
 #define COUNT 1024
 
-static int failures = 0;
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      failures++;                                          \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fprintf(stderr, "\n");                               \
-    }                                                      \
-  } while (0)
-
-static double now(void) {
-  struct timeval t;
-  gettimeofday(&t, NULL);
-  return t.tv_sec + t.tv_usec * 1e-6;
-}
+#include "check.h"
 
 /* `done`: the read end of a pipe whose write ends only the waiting ranks hold, so it reads
  * end-of-file once they have all exited. `returned`: shared by every process, the number of
