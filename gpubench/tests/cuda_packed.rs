@@ -131,18 +131,8 @@ fn packings(n: u32) -> Vec<Packing> {
 /// ranks that talk (its flags travel with the data), which some packed trees lack; such
 /// schedules are refused with `LowerError::Unsupported` whatever the count.
 fn lowers(s: &Schedule) -> bool {
-    use cuda::lower::{lower, LowerError, LowerParams};
-    let p = LowerParams {
-        count: 1,
-        in_place: false,
-        average: false,
-        scratch_cap: 1 << 16,
-        flatten_loops: true,
-        elide_copies: true,
-        ce_push: true,
-        elem_bytes: 4,
-    };
-    match lower(s, p) {
+    use cuda::lower::{lower, LowerError};
+    match lower(s, common::check_params(1, false, ReduceOp::Sum, 4)) {
         Ok(_) => true,
         Err(LowerError::Unsupported(_)) if s.protocol == Protocol::LL => false,
         Err(e) => panic!("{} {:?}: {e}", s.collective.kind.name(), s.protocol),
@@ -380,7 +370,7 @@ fn fits_ll(what: &str, s: &Schedule) {
 /// Lowers `s` for `count` elements in place and not, with sum, average and max, emulates each
 /// and asserts every rank's output is the reference's. Returns how many cases ran.
 fn emulate(what: &str, s: &Schedule, count: u64) -> usize {
-    use cuda::lower::{check_against_reference, lower, LowerParams};
+    use cuda::lower::{check_against_reference, lower};
     let cases = [
         (false, ReduceOp::Sum),
         (true, ReduceOp::Sum),
@@ -395,17 +385,8 @@ fn emulate(what: &str, s: &Schedule, count: u64) -> usize {
             s.nranks,
             op.name()
         );
-        let params = LowerParams {
-            count,
-            in_place,
-            average: op == ReduceOp::Avg,
-            scratch_cap: 1 << 16,
-            flatten_loops: true,
-            elide_copies: true,
-            ce_push: true,
-            elem_bytes: 8,
-        };
-        let l = lower(s, params).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let l = lower(s, common::check_params(count, in_place, op, 8))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
         let checked = check_against_reference(s, &l, count, in_place, op, count ^ 0x5eed);
         assert_eq!(checked, Ok(()), "{what}");
     }

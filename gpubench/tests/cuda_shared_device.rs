@@ -391,7 +391,7 @@ impl MatrixCase<'_> {
     /// Lowers the schedule with the group's parameters, emulates it on random data and asserts
     /// every rank's output is the reference's; false where the lowering refuses the case.
     fn emulate_and_check(&self, in_place: bool, op: ReduceOp) -> bool {
-        use cuda::lower::{lower, LowerError, LowerParams};
+        use cuda::lower::{lower, LowerError};
         let (c, n, algo, count) = (self.coll, self.n, self.algo, self.count);
         let kind = c.kind;
         let what = format!(
@@ -399,18 +399,7 @@ impl MatrixCase<'_> {
             kind.name(),
             op.name()
         );
-        let p = LowerParams {
-            count,
-            in_place,
-            average: op == ReduceOp::Avg,
-            // The group's ring is 64 MiB; these counts need far less.
-            scratch_cap: 1 << 16,
-            flatten_loops: true,
-            elide_copies: true,
-            ce_push: true,
-            elem_bytes: 8,
-        };
-        let l = match lower(self.sched, p) {
+        let l = match lower(self.sched, common::check_params(count, in_place, op, 8)) {
             // One-way LL flows (broadcast, reduce) are refused by the lowering;
             // the direct path runs them.
             Err(LowerError::Unsupported(_)) if algo == "one-shot-ll" => return false,

@@ -142,3 +142,23 @@ pub fn assert_right(what: &str, rows: &[Row]) {
         );
     }
 }
+
+/// The lowering parameters the emulated checks use: a 64 Ki-element scratch ring (the group's
+/// is 64 MiB; these counts need far less), loops flattened, copies elided, copy engines pushing.
+pub fn check_params(
+    count: u64,
+    in_place: bool,
+    op: ReduceOp,
+    elem_bytes: u64,
+) -> cuda::lower::LowerParams {
+    cuda::lower::LowerParams {
+        count,
+        in_place,
+        average: op == ReduceOp::Avg,
+        scratch_cap: 1 << 16,
+        flatten_loops: true,
+        elide_copies: true,
+        ce_push: true,
+        elem_bytes,
+    }
+}
