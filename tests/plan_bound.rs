@@ -1,30 +1,12 @@
 //! `topoplan plan` prints the topology's throughput bound (planner::bound) on every shipped
 //! topology, each row's percentage of it, the limiting cut under --explain and in --json.
 
-use std::process::Command;
+mod common;
+use common::shipped;
 
+/// `topoplan plan ARGS`: (exit code, stdout, stderr).
 fn plan(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_topoplan"))
-        .arg("plan")
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn shipped() -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir("tests/data/topologies")
-        .unwrap()
-        .map(|e| e.unwrap().path().display().to_string())
-        .filter(|p| p.ends_with("-topo.xml") || p.ends_with("-topo-2023.xml"))
-        .collect();
-    v.sort();
-    v.push("examples/h200x2-topo.json".into());
-    v
+    common::topoplan(&[&["plan"], args].concat())
 }
 
 #[test]
@@ -122,33 +104,22 @@ fn gpus_plans_a_subset_and_refuses_bad_lists() {
         assert!(err.contains("--gpus") && err.contains(says), "{err}");
     }
     for cmd in ["sim", "verify"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_topoplan"))
-            .args([cmd, f, "--gpus", "1,3", "-c", "all-gather"])
-            .args(if cmd == "sim" {
-                &["-b", "1M", "-e", "1M"][..]
-            } else {
-                &[][..]
-            })
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{cmd}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(String::from_utf8_lossy(&out.stdout).contains("2 ranks") || cmd == "verify");
+        let mut args = vec![cmd, f, "--gpus", "1,3", "-c", "all-gather"];
+        if cmd == "sim" {
+            args.extend(["-b", "1M", "-e", "1M"]);
+        }
+        let (code, out, err) = common::topoplan(&args);
+        assert_eq!(code, 0, "{cmd}: {err}");
+        assert!(out.contains("2 ranks") || cmd == "verify");
     }
 }
 
 #[test]
 fn verify_proves_the_packed_schedules_of_every_shipped_topology() {
     for f in shipped() {
-        let out = Command::new(env!("CARGO_BIN_EXE_topoplan"))
-            .args(["verify", &f, "-c", "all-reduce,all-gather,reduce-scatter"])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{f}: {text}");
+        let (code, text, _) =
+            common::topoplan(&["verify", &f, "-c", "all-reduce,all-gather,reduce-scatter"]);
+        assert_eq!(code, 0, "{f}: {text}");
         let packed: Vec<&str> = text.lines().filter(|l| l.contains(" packed ")).collect();
         assert!(
             packed.iter().all(|l| l.starts_with("ok")),

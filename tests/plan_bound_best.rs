@@ -14,6 +14,9 @@ use planner::schedule::CollectiveKind;
 use planner::topology::{load_file, LoadOptions, Topology};
 use std::process::Command;
 
+mod common;
+use common::shipped;
+
 const TABLE: &str = "tests/data/plan-bound-best.tsv";
 
 /// One `plan --explain` run: a topology file, a GPU model to read it as, a GPU subset.
@@ -43,17 +46,6 @@ impl Case {
             None => t,
         }
     }
-}
-
-fn shipped() -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir("tests/data/topologies")
-        .unwrap()
-        .map(|e| e.unwrap().path().display().to_string())
-        .filter(|p| p.ends_with("-topo.xml") || p.ends_with("-topo-2023.xml"))
-        .collect();
-    v.sort();
-    v.push("examples/h200x2-topo.json".into());
-    v
 }
 
 /// Every `k`-subset of `0..n`, in lexicographic order.

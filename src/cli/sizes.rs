@@ -6,6 +6,18 @@ use super::error::CliError;
 /// The planner and simulator do work that grows with the size, so a bound keeps them fast.
 pub const MAX_SIZE: u64 = 1 << 40;
 
+/// A plot axis's label for `x` bytes: the largest binary suffix (K, M, G) that writes it exactly,
+/// as [`parse_size`] reads it back; plain bytes otherwise.
+pub fn size_label(x: f64) -> String {
+    let x = x.round() as u64;
+    match x {
+        _ if x >= 1 << 30 && (x >> 30) << 30 == x => format!("{}G", x >> 30),
+        _ if x >= 1 << 20 && (x >> 20) << 20 == x => format!("{}M", x >> 20),
+        _ if x >= 1 << 10 && (x >> 10) << 10 == x => format!("{}K", x >> 10),
+        _ => x.to_string(),
+    }
+}
+
 /// Parses "8", "64K", "4M", "1G" (binary multiples), optionally followed by "B" or "iB", up to
 /// [`MAX_SIZE`].
 pub fn parse_size(s: &str) -> Result<u64, String> {
@@ -99,6 +111,26 @@ pub struct SweepArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn size_labels_read_back_as_the_same_size() {
+        for x in [
+            0u64,
+            8,
+            1000,
+            1024,
+            3 << 10,
+            1 << 20,
+            1536 << 10,
+            1 << 30,
+            5 << 30,
+        ] {
+            let l = size_label(x as f64);
+            assert_eq!(parse_size(&l), Ok(x), "{x} -> {l}");
+        }
+        assert_eq!(size_label(1536.0 * 1024.0), "1536K");
+        assert_eq!(size_label(4.0 * (1 << 30) as f64), "4G");
+    }
 
     #[test]
     fn sizes_take_binary_suffixes() {

@@ -38,3 +38,17 @@ pub fn calibrate_rows(out: &str) -> Vec<Vec<String>> {
         .map(|l| l.split_whitespace().map(str::to_string).collect())
         .collect()
 }
+
+/// Every shipped topology the planner reads: the NCCL dumps under `tests/data/topologies`,
+/// sorted, then the bundled example.
+#[allow(dead_code)]
+pub fn shipped() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir("tests/data/topologies")
+        .unwrap()
+        .map(|e| e.unwrap().path().display().to_string())
+        .filter(|p| p.ends_with("-topo.xml") || p.ends_with("-topo-2023.xml"))
+        .collect();
+    v.sort();
+    v.push("examples/h200x2-topo.json".into());
+    v
+}

@@ -138,7 +138,7 @@ fn draw(r: &Report, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
                         .x_desc("size per rank (bytes)")
                         .x_labels(12)
                         .y_desc(what)
-                        .x_label_formatter(&|x| human(*x))
+                        .x_label_formatter(&|x| crate::cli::sizes::size_label(*x))
                         .draw()?;
                     for (i, (name, p)) in lines.iter().enumerate() {
                         let c = colors[i % colors.len()];
@@ -167,16 +167,6 @@ fn draw(r: &Report, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
     }
     root.present()?;
     Ok(())
-}
-
-fn human(x: f64) -> String {
-    let x = x.round() as u64;
-    match x {
-        _ if x >= 1 << 30 && (x >> 30) << 30 == x => format!("{}G", x >> 30),
-        _ if x >= 1 << 20 && (x >> 20) << 20 == x => format!("{}M", x >> 20),
-        _ if x >= 1 << 10 && (x >> 10) << 10 == x => format!("{}K", x >> 10),
-        _ => x.to_string(),
-    }
 }
 
 #[cfg(test)]

@@ -54,7 +54,7 @@ pub(super) fn plot(
         .configure_mesh()
         .x_desc("size (bytes)")
         .y_desc("busbw (GB/s)")
-        .x_label_formatter(&|x| human(*x))
+        .x_label_formatter(&|x| crate::cli::sizes::size_label(*x))
         .draw()?;
     for (i, (name, p)) in pts.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
@@ -73,14 +73,4 @@ pub(super) fn plot(
         .draw()?;
     root.present()?;
     Ok(())
-}
-
-fn human(x: f64) -> String {
-    let x = x.round() as u64;
-    match x {
-        _ if x >= 1 << 30 && (x >> 30) << 30 == x => format!("{}G", x >> 30),
-        _ if x >= 1 << 20 && (x >> 20) << 20 == x => format!("{}M", x >> 20),
-        _ if x >= 1 << 10 && (x >> 10) << 10 == x => format!("{}K", x >> 10),
-        _ => x.to_string(),
-    }
 }
