@@ -121,13 +121,7 @@ pub(crate) fn link_loads(
 pub fn estimate_events(s: &Schedule, bytes: u64, cfg: &SimConfig) -> u64 {
     // topoplan's executor moves each message whole, once (`engine::run`).
     if cfg.exec.is_some() && ExecParams::applies(s) {
-        let ops: u64 = s
-            .ranks
-            .iter()
-            .flat_map(|r| r.channels.iter())
-            .flat_map(|c| c.ops.iter())
-            .map(|o| o.repeat.max(1) as u64)
-            .sum();
+        let ops = s.expanded_op_count();
         return ops.saturating_mul(4);
     }
     let count = count_for_bytes(s, bytes, cfg.elem_bytes);
@@ -180,13 +174,7 @@ pub fn simulate(
     };
     if detailed {
         // Expanded programs live in memory (~100 B per op); refuse what cannot fit.
-        let expanded: u64 = s
-            .ranks
-            .iter()
-            .flat_map(|r| r.channels.iter())
-            .flat_map(|c| c.ops.iter())
-            .map(|o| o.repeat.max(1) as u64)
-            .sum();
+        let expanded = s.expanded_op_count();
         if expanded > MAX_EXPANDED_OPS {
             return Err(SimError::TooLarge(format!(
                 "{expanded} expanded ops (limit {MAX_EXPANDED_OPS})"

@@ -119,13 +119,7 @@ fn bidx(b: BufferKind) -> usize {
 /// Refuse schedules whose expanded ops or symbolic chunk states exceed [`MAX_STATES`].
 fn check_state_budget(s: &Schedule, chunks: &[u32; 3], iters: u32) -> Result<(), VerifyError> {
     let n = s.nranks;
-    let expanded: u64 = s
-        .ranks
-        .iter()
-        .flat_map(|r| r.channels.iter())
-        .flat_map(|c| c.ops.iter())
-        .map(|o| o.repeat.max(1) as u64)
-        .sum();
+    let expanded = s.expanded_op_count();
     if expanded > MAX_STATES {
         return Err(VerifyError::TooLarge(expanded, MAX_STATES));
     }

@@ -78,6 +78,18 @@ impl Schedule {
         }
     }
 
+    /// How many ops every rank's channels hold with `repeat` expanded (what [`Self::expanded_ops`]
+    /// returns, summed over ranks and channels): the size the engine and the verifier refuse
+    /// past their budgets.
+    pub fn expanded_op_count(&self) -> u64 {
+        self.ranks
+            .iter()
+            .flat_map(|r| r.channels.iter())
+            .flat_map(|c| c.ops.iter())
+            .map(|o| o.repeat.max(1) as u64)
+            .sum()
+    }
+
     /// The ops of a rank's channel with `repeat` expanded, in execution order: every returned op
     /// has `repeat == 1` and no strides or walk. Copies after the first carry no deps.
     pub fn expanded_ops(&self, rank: u32, channel: u32) -> Vec<Op> {
