@@ -55,6 +55,19 @@ struct Routes {
 }
 
 impl Routes {
+    /// The length of tree edge u → v under link lengths `len`: its path's, plus the way back's
+    /// when a tree carries both ways (`both`: all-reduce's reduce up and broadcast down);
+    /// `None` where there is no path.
+    fn edge_cost(&self, len: &[f64], u: usize, v: usize, both: bool) -> Option<f64> {
+        let one = |u: usize, v: usize| {
+            self.links[u * self.n + v]
+                .as_ref()
+                .map(|ls| ls.iter().map(|&e| len[e]).sum::<f64>())
+        };
+        let d = one(u, v)?;
+        Some(if both { d + one(v, u)? } else { d })
+    }
+
     fn new(t: &Topology) -> Routes {
         let n = t.n_ranks();
         let mut index: HashMap<LinkId, usize> = HashMap::new();
@@ -182,15 +195,7 @@ fn fractional(r: &Routes, demand_gbps: f64, both: bool) -> Weighted {
                 if dual(&len) >= 1.0 {
                     break 'phases;
                 }
-                let one = |u: usize, v: usize| {
-                    r.links[u * n + v]
-                        .as_ref()
-                        .map(|ls| ls.iter().map(|&e| len[e]).sum::<f64>())
-                };
-                let cost = |u: usize, v: usize| {
-                    let d = one(u, v)?;
-                    Some(if both { d + one(v, u)? } else { d })
-                };
+                let cost = |u, v| r.edge_cost(&len, u, v, both);
                 let parent = arborescence(n, root, &cost)
                     .expect("every pair has a path, so a spanning tree exists");
                 load.iter_mut().for_each(|x| *x = 0.0);
@@ -288,15 +293,7 @@ fn improve(r: &Routes, mut trees: Vec<Parents>, copies: u32, both: bool) -> Vec<
             let len: Vec<f64> = (0..r.cap.len())
                 .map(|e| (SHARPNESS * load[e] / r.cap[e] / u0).exp() / r.cap[e])
                 .collect();
-            let one = |u: usize, v: usize| {
-                r.links[u * n + v]
-                    .as_ref()
-                    .map(|ls| ls.iter().map(|&e| len[e]).sum::<f64>())
-            };
-            let cost = |u: usize, v: usize| {
-                let d = one(u, v)?;
-                Some(if both { d + one(v, u)? } else { d })
-            };
+            let cost = |u, v| r.edge_cost(&len, u, v, both);
             let root = i / copies as usize;
             let cand = arborescence(n, root, &cost).expect("every pair has a path");
             add(&cand, 1.0, &mut load);
