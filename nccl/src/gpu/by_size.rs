@@ -12,6 +12,8 @@ use crate::op::{Kind, Op};
 use planner::schedule::CollectiveKind;
 use planner::tuner::Profile;
 use runtime::DataType;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 
 /// How much faster the tuner must price NCCL before a call leaves topoplan.
 pub const MARGIN: f64 = 1.10;
@@ -98,8 +100,31 @@ pub fn reason(comm: &Comm, op: &Op, dtype: DataType, count: usize) -> Option<Str
         Kind::Reduce => CollectiveKind::Reduce,
         _ => return None,
     };
-    verdict(kind, comm.nranks, (count * dtype.size()) as u64)
+    cached_verdict(kind, comm.nranks, (count * dtype.size()) as u64)
 }
+
+/// [`verdict`], priced once per (collective, ranks, size): the tuner's candidate list is
+/// microseconds of work a call must not pay each time. Bounded: past [`CACHE_MAX`] shapes the
+/// cache starts over.
+fn cached_verdict(kind: CollectiveKind, nranks: u32, bytes: u64) -> Option<String> {
+    type Cache = HashMap<(CollectiveKind, u32, u64), Option<String>>;
+    static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Mutex::default);
+    let key = (kind, nranks, bytes);
+    if let Some(v) = lock(cache).get(&key) {
+        return v.clone();
+    }
+    let v = verdict(kind, nranks, bytes);
+    let mut c = lock(cache);
+    if c.len() >= CACHE_MAX {
+        c.clear();
+    }
+    c.insert(key, v.clone());
+    v
+}
+
+/// Shapes [`cached_verdict`] keeps at most.
+const CACHE_MAX: usize = 4096;
 
 #[cfg(test)]
 mod tests {
@@ -165,5 +190,15 @@ mod tests {
         }
         assert_eq!(verdict(CollectiveKind::AllGather, 8, 1 << 30), None);
         assert_eq!(verdict(CollectiveKind::AllToAll, 8, 1 << 30), None);
+        // The cached answer is the priced one, the first time and the next.
+        for (n, b) in [(8u32, 1u64 << 30), (8, 1 << 10), (2, 1 << 30)] {
+            for _ in 0..2 {
+                assert_eq!(
+                    cached_verdict(ar, n, b),
+                    verdict(ar, n, b),
+                    "{n} ranks {b} B"
+                );
+            }
+        }
     }
 }
