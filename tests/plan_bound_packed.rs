@@ -1,5 +1,6 @@
 //! Packed-tree schedules on the CPU runtime: all-gather, reduce-scatter and all-reduce on 3 to 8
-//! thread ranks, every element checked against the serial reference.
+//! thread ranks and on 16 (the planner packs up to `PACK_MAX_RANKS`), every element checked
+//! against the serial reference.
 
 use planner::schedule::{Algorithm, CollectiveKind};
 use runtime::check::{collective_for, Case};
@@ -20,8 +21,9 @@ fn run(n: u32, case: Case) -> Result<(), String> {
 }
 
 #[test]
-fn packed_schedules_run_with_no_wrong_element_on_3_to_8_ranks() {
-    for n in 3..=8u32 {
+fn packed_schedules_run_with_no_wrong_element_on_3_to_8_and_16_ranks() {
+    assert_eq!(planner::plan::PACK_MAX_RANKS, 16);
+    for n in (3..=8u32).chain([16]) {
         for (i, kind) in [
             CollectiveKind::AllReduce,
             CollectiveKind::AllGather,

@@ -337,10 +337,19 @@ fn explain(
                 // cheap (one host); elsewhere the price it was chosen by.
                 let whole = pc
                     .by_pricer
-                    .then(|| super::plan_bound::run_whole(&pricer, planner, &coll, ch, size))
+                    .then(|| {
+                        let picked = planner::plan::Candidate {
+                            channels: ch.channels,
+                            ..best.clone()
+                        };
+                        super::plan_bound::run_whole(&pricer, planner, &coll, &picked, size)
+                    })
                     .flatten();
                 let priced = (whole.unwrap_or(ch.est_us), pc.by_pricer);
-                print_below_bound(planner, k, size, (best, &c), priced, b);
+                let simulate = |e: &planner::plan::Candidate| {
+                    super::plan_bound::run_whole(&pricer, planner, &coll, e, size)
+                };
+                print_below_bound(planner, k, size, (best, &c), priced, b, &simulate);
             }
         }
     }

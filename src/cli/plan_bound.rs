@@ -18,6 +18,7 @@ pub(crate) fn print_below_bound(
     (best, all): (&planner::plan::Candidate, &[planner::plan::Candidate]),
     (time_us, simulated): (f64, bool),
     b: &Bound,
+    simulate: &dyn Fn(&planner::plan::Candidate) -> Option<f64>,
 ) {
     let busf = k.busbw_factor(p.nranks());
     let busbw = size as f64 / 1000.0 / time_us * busf;
@@ -61,6 +62,9 @@ pub(crate) fn print_below_bound(
     } else {
         print_overhead(best, (peak, raw), (size, time_us, simulated), b);
     }
+    if raw < 0.95 * b.busbw_gbps {
+        print_reaching(k.busbw_factor(p.nranks()), size, all, b, simulate);
+    }
     let lat = best.lat_us / time_us;
     if lat > 0.01 {
         println!(
@@ -69,6 +73,32 @@ pub(crate) fn print_below_bound(
             100.0 * lat
         );
     }
+}
+
+/// Where the choice's own links and channels stay under 95% of the bound: the fastest other
+/// schedule whose links reach it (under Simple), run whole, and the protocol overhead that
+/// keeps it from beating the choice. Nothing is printed where no such schedule exists.
+fn print_reaching(
+    busf: f64,
+    size: u64,
+    all: &[planner::plan::Candidate],
+    b: &Bound,
+    simulate: &dyn Fn(&planner::plan::Candidate) -> Option<f64>,
+) {
+    let reach = all
+        .iter()
+        .filter(|c| c.protocol == Protocol::Simple)
+        .filter(|c| c.peak_algbw_gbps * busf >= 0.95 * b.busbw_gbps)
+        .filter_map(|c| Some((c, simulate(c)?)))
+        .min_by(|x, y| x.1.total_cmp(&y.1));
+    let Some((c, time_us)) = reach else { return };
+    let busbw = size as f64 / 1000.0 / time_us * busf;
+    println!(
+        "#   the bound's schedule: {} Simple's links allow {:.1}% of the bound; run whole it reaches {:.1}%: protocol overhead, its steps (per-step costs, slots) and pipeline fill in the simulator (docs/sim.md)",
+        c.algorithm.name(),
+        100.0 * c.peak_algbw_gbps * busf / b.busbw_gbps,
+        100.0 * busbw / b.busbw_gbps,
+    );
 }
 
 /// The protocol's share: its wire format's against Simple's `raw` bandwidth, then the time
@@ -136,27 +166,19 @@ fn print_bandwidth(p: &Planner, best: &planner::plan::Candidate, raw: f64, b: &B
 /// in a release build).
 const WHOLE_RANKS: u32 = 16;
 
-/// The time of `choice`'s schedule run whole by the engine at `size`, as `topoplan sim` runs it
+/// The time of candidate `c`'s schedule run whole by the engine at `size`, as `topoplan sim` runs it
 /// (`None` past [`WHOLE_RANKS`] ranks or where it cannot be built or run).
 pub(crate) fn run_whole(
     pricer: &sim::price::EnginePricer,
     p: &Planner,
     coll: &planner::schedule::Collective,
-    choice: &planner::plan::Choice,
+    c: &planner::plan::Candidate,
     size: u64,
 ) -> Option<f64> {
     if p.nranks() > WHOLE_RANKS {
         return None;
     }
-    let c = planner::plan::Candidate {
-        algorithm: choice.algorithm.clone(),
-        protocol: choice.protocol,
-        channels: choice.channels,
-        time_us: choice.est_us,
-        lat_us: 0.0,
-        peak_algbw_gbps: 0.0,
-    };
-    let s = pricer.schedule(coll, &c, None).ok()?;
+    let s = pricer.schedule(coll, c, None).ok()?;
     pricer.run(&s, size).ok().map(|r| r.time_us)
 }
 

@@ -7,9 +7,9 @@ use crate::topology::Topology;
 use crate::tuner::profile::ProfileChoice;
 use crate::tuner::PackedSet;
 
-/// Most ranks packed when a planner is made: a packing of 8 GPUs takes about 0.1 s, of 16 about
-/// 2 s, so larger machines keep rings and trees.
-pub const PACK_MAX_RANKS: u32 = 8;
+/// Most ranks packed when a planner is made: a packing of 8 GPUs takes about 0.1 s of CPU, of 16
+/// about 1 s; larger machines keep rings and trees.
+pub const PACK_MAX_RANKS: u32 = 16;
 
 /// The packing of a planner's machine, made at its first use (planners are made often, by
 /// tests and the runtime, and most never ask for packed trees).
