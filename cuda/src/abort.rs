@@ -117,11 +117,15 @@ pub(crate) fn timeout_ns() -> u64 {
     })
 }
 
-/// The abort word: one `u32` of pinned host memory mapped into every context's address space.
+/// The abort word: one `u32` of pinned host memory mapped into every context's address space:
+/// allocated for it, or a word of a shared-memory page registered with CUDA, which other
+/// processes can set (`crate::ipc::calls`).
 #[derive(Debug)]
 pub(crate) struct AbortWord {
     host: *mut u32,
     ctx: Arc<CudaContext>,
+    /// The registered page holding the word (`None`: `host` is our own allocation).
+    page: Option<*mut u8>,
 }
 
 // SAFETY: the word is only read and written through volatile accesses of a pointer that stays
@@ -146,6 +150,36 @@ impl AbortWord {
         Ok(Self {
             host,
             ctx: ctx.clone(),
+            page: None,
+        })
+    }
+
+    /// The word at byte `offset` of `page` (page-aligned, `bytes` long, mapped until this word
+    /// is dropped), which is registered with CUDA so the GPU reads it as it reads an allocated
+    /// word. Whoever maps the page can then stop this rank's kernels.
+    pub(crate) fn on_page(
+        ctx: &Arc<CudaContext>,
+        page: *mut u8,
+        bytes: usize,
+        offset: usize,
+    ) -> Result<Self, CudaError> {
+        if offset + 4 > bytes || !offset.is_multiple_of(4) {
+            return Err(CudaError::Input(format!(
+                "abort word at byte {offset} of a {bytes}-byte page"
+            )));
+        }
+        ctx.bind_to_thread().map_err(drv)?;
+        let flags = sys::CU_MEMHOSTREGISTER_PORTABLE | sys::CU_MEMHOSTREGISTER_DEVICEMAP;
+        // SAFETY: the caller's page is page-aligned, `bytes` long and stays mapped until drop,
+        // where it is unregistered.
+        unsafe { sys::cuMemHostRegister_v2(page.cast(), bytes, flags) }
+            .result()
+            .map_err(drv)?;
+        Ok(Self {
+            // SAFETY: within the page (checked above), aligned for u32.
+            host: unsafe { page.add(offset) }.cast(),
+            ctx: ctx.clone(),
+            page: Some(page),
         })
     }
 
@@ -175,8 +209,16 @@ impl AbortWord {
 impl Drop for AbortWord {
     fn drop(&mut self) {
         if self.ctx.bind_to_thread().is_ok() {
-            // SAFETY: allocated by cuMemHostAlloc in `new`, freed once.
-            let _ = unsafe { sys::cuMemFreeHost(self.host.cast()) };
+            match self.page {
+                // SAFETY: registered in `on_page`, unregistered once, while still mapped.
+                Some(p) => {
+                    let _ = unsafe { sys::cuMemHostUnregister(p.cast()) };
+                }
+                // SAFETY: allocated by cuMemHostAlloc in `new`, freed once.
+                None => {
+                    let _ = unsafe { sys::cuMemFreeHost(self.host.cast()) };
+                }
+            }
         }
     }
 }

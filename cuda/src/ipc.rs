@@ -25,6 +25,7 @@ use planner::schedule::Schedule;
 use runtime::types::{DataType, ReduceOp};
 use std::sync::{Arc, Mutex};
 
+pub mod calls;
 mod pair;
 mod record;
 mod register;
@@ -134,8 +135,11 @@ pub struct CudaProcComm {
     /// merely kept alive here.
     _bufs: DirectBufs,
     modules: ModuleCache,
-    /// The abort word ([`Self::abort`]) and this rank's status word (`crate::abort`).
+    /// The abort word ([`Self::abort`]) and this rank's status word (`crate::abort`). The
+    /// abort word lives on this rank's call board where there is one, so it drops before it.
     abort_word: AbortWord,
+    /// The check that the ranks call the same things (`calls`); `None` without boards.
+    calls: Option<Mutex<calls::Calls>>,
     stops: RankAbort,
     /// The stream of this rank's last call: kernels of one rank share its flag words, so a call
     /// on another stream waits for it, as NCCL orders a communicator's calls ([`Self::order`]).
@@ -210,7 +214,23 @@ impl CudaProcComm {
         let opened = map_peers(&ctx, rank, &recs, &bufs, &mut mapped).map(|p| peers = Some(p));
         agree(rank, exchange, opened, "map its peers")?;
         let peers = peers.ok_or_else(|| rank_err(rank, "no peers mapped"))?;
-        let abort_word = AbortWord::new(&ctx)?;
+        let timeout = match crate::abort::timeout_ns() {
+            0 => std::time::Duration::MAX,
+            t => std::time::Duration::from_nanos(t),
+        };
+        let calls = calls::setup(rank, nranks, &table, timeout, exchange)?;
+        // On the board, any rank can stop this rank's kernels; a private word otherwise (a
+        // verdict then reaches them through `Self::verdict`).
+        let abort_word = match &calls {
+            Some(c) => AbortWord::on_page(
+                &ctx,
+                c.board().header(),
+                calls::Board::HEADER,
+                calls::Board::ABORT_BYTE,
+            )
+            .or_else(|_| AbortWord::new(&ctx))?,
+            None => AbortWord::new(&ctx)?,
+        };
         let stops = RankAbort::new(&ctx, &abort_word)?;
         Ok(Self {
             rank,
@@ -223,6 +243,7 @@ impl CudaProcComm {
             _bufs: bufs,
             modules: ModuleCache::default(),
             abort_word,
+            calls: calls.map(Mutex::new),
             stops,
             last_stream: Mutex::new(None),
         })
@@ -283,6 +304,15 @@ impl CudaProcComm {
             )));
         }
         check_direct(s)?;
+        self.check_call(|c| {
+            c.collective(&calls::Desc::Coll {
+                kind: s.collective.kind,
+                count: req.count,
+                dtype: req.dtype,
+                op: req.op,
+                root: s.collective.root.unwrap_or(0),
+            })
+        })?;
         if req.count == 0 {
             return Ok(());
         }
@@ -321,6 +351,7 @@ impl CudaProcComm {
         recvs: &[p2p::Transfer],
         stream: sys::CUstream,
     ) -> Result<(), CudaError> {
+        self.check_messages(sends, recvs)?;
         if self.aborted() {
             return Err(CudaError::Aborted);
         }
@@ -481,6 +512,66 @@ impl CudaProcComm {
             Some(p) => crate::abort::release(&self.ctx, p.counter_words()),
             None => Ok(()),
         }
+    }
+
+    /// Checks this rank's next call against the peers' (`calls`): a difference is
+    /// [`CudaError::Mismatch`], on this rank now and on the others through their boards.
+    fn check_call(
+        &self,
+        f: impl FnOnce(&mut calls::Calls) -> Result<(), calls::CallsError>,
+    ) -> Result<(), CudaError> {
+        let Some(c) = &self.calls else {
+            return Ok(());
+        };
+        let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut c).map_err(|e| self.stopped(e.into()))
+    }
+
+    /// Checks a group's messages to and from peers (zero-byte ones included: a rank that
+    /// skips one would leave its peer waiting), sends and receives interleaved in issue order
+    /// so that two ranks a ring of messages ahead of each other never wait for each other.
+    fn check_messages(
+        &self,
+        sends: &[p2p::Transfer],
+        recvs: &[p2p::Transfer],
+    ) -> Result<(), CudaError> {
+        let me = self.rank;
+        self.check_call(|c| {
+            for k in 0..sends.len().max(recvs.len()) {
+                if let Some(t) = sends.get(k).filter(|t| t.peer != me) {
+                    c.message(&calls::Desc::Send {
+                        peer: t.peer,
+                        bytes: t.bytes,
+                    })?;
+                }
+                if let Some(t) = recvs.get(k).filter(|t| t.peer != me) {
+                    c.message(&calls::Desc::Recv {
+                        peer: t.peer,
+                        bytes: t.bytes,
+                    })?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// A mismatch also sets this rank's own abort word: its kernels of earlier calls, which
+    /// may wait for a peer that stopped, leave too.
+    fn stopped(&self, e: CudaError) -> CudaError {
+        if matches!(e, CudaError::Mismatch(_)) {
+            self.abort_word.set();
+        }
+        e
+    }
+
+    /// The verdict of a rank that found the ranks calling different things, if one did (never
+    /// blocks: it reads shared memory). It also stops this rank's kernels, which wait for data
+    /// no peer sends.
+    pub fn verdict(&self) -> Option<calls::Mismatch> {
+        let c = self.calls.as_ref()?;
+        let m = c.try_lock().ok()?.verdict()?;
+        self.abort_word.set();
+        Some(m)
     }
 
     /// Whether [`Self::abort`] ran.

@@ -74,6 +74,9 @@ pub enum CudaError {
         peer: u32,
         seq: u32,
     },
+    /// Ranks of a multi-process communicator called different things (`ipc::calls`).
+    #[error(transparent)]
+    Mismatch(#[from] ipc::calls::Mismatch),
     /// A call on a communicator after its `abort()`.
     #[error("the communicator was aborted")]
     Aborted,

@@ -142,6 +142,15 @@ impl Comm {
         }
     }
 
+    /// The ranks were found calling different things on the CUDA path (`gpu::check_peers`):
+    /// the communicator is unusable, whatever the error's code.
+    pub fn fail(&self, e: &ApiError) {
+        let mut s = lock(&self.state);
+        if *s == State::Ready {
+            *s = State::Failed(e.clone());
+        }
+    }
+
     /// A call failed because a peer died or never answered: the communicator is unusable, and
     /// later calls and `ncclCommGetAsyncError` report it. Other failures (bad arguments, a
     /// forwarded call NCCL refused) leave it usable, as NCCL's do.

@@ -21,17 +21,22 @@
 #      $OUT/killed.log;
 #   4. (hang) world 2 sharing the GPU, rank 1 skipping one all-reduce of ten: rank 0's hang
 #      report names rank 1 as behind within TOPOPLAN_HANG_REPORT: $OUT/hang.log;
-#   5. (bench) one-rank all-reduce, 8 B to 256 MiB, in and out of place, ours against stock
+#   5. (mismatch) world 2 sharing the GPU, built from nccl/tests/c/mismatch.c: rank 1 calls
+#      all-reduce with another count, then another type, then receives fewer bytes than rank 0
+#      sends; each case must end on both ranks with ncclInvalidUsage naming the field within
+#      10 s, and an agreeing all-reduce (checked element by element) then runs: $OUT/mismatch.log;
+#   6. (bench) one-rank all-reduce, 8 B to 256 MiB, in and out of place, ours against stock
 #      NCCL alternating ROUNDS (default 3) times: $OUT/one-rank.log (BENCHMARKS.md).
 #
-# Usage: bash .devbin/nccl-library.sh [tests|torch|killed|hang|bench|all]  (default all)
+# Usage: bash .devbin/nccl-library.sh [tests|torch|killed|hang|mismatch|bench|all]  (default all)
 # Needs (carry .devbin): .devbin/nccl/lib/libnccl.so.2 and .devbin/nccl/include/nccl.h
 #   (scripts/install-nccl.sh .devbin/nccl), .devbin/nccl-tests-2.19.6.tar.gz
 #   (from shared/peers/), and this repository's nccl/tests/torch/collectives.py.
 # Environment: WORLDS (torch world sizes, default "1 2 4"), NT_MAX (largest nccl-tests size,
 #   default 64M), NT_T (seconds per binary, default 120), STOCK_NCCL (default
 #   /usr/lib/x86_64-linux-gnu/libnccl.so.2).
-# Outputs: $OUT/nccl-tests.log, $OUT/torch.log, $OUT/killed.log, $OUT/hang.log, $OUT/one-rank.log,
+# Outputs: $OUT/nccl-tests.log, $OUT/torch.log, $OUT/killed.log, $OUT/hang.log, $OUT/mismatch.log,
+#   $OUT/one-rank.log,
 #   $OUT/info.txt; prints
 #   NCCL-LIBRARY PASS or FAIL.
 set -u
@@ -137,6 +142,23 @@ if [ "$WHAT" = hang ] || [ "$WHAT" = all ]; then
   else
     echo "HANG REPORT FAIL" >> "$log"; fail=1
   fi
+fi
+
+if [ "$WHAT" = mismatch ] || [ "$WHAT" = all ]; then
+  # World 2 sharing the GPU: calls that differ in count, type or message size fail on both
+  # ranks with ncclInvalidUsage naming the field, long before TOPOPLAN_TIMEOUT (60 s); then an
+  # agreeing all-reduce on the same GPU succeeds with the right sum.
+  log="$OUT/mismatch.log"
+  bin=/tmp/tp-mismatch
+  cc -O1 -Inccl/tests/c -I"$OURS/include" -I/usr/local/cuda/include nccl/tests/c/mismatch.c -o $bin \
+    -L"$OURS/lib" -lnccl -L/usr/local/cuda/lib64/stubs -lcuda > "$log" 2>&1 || fail=1
+  for c in count dtype sendrecv agree; do
+    echo "+ mismatch $c" >> "$log"
+    ( ulimit -c 0; TOPOPLAN_TIMEOUT=60s LD_LIBRARY_PATH=$OURS/lib:${LD_LIBRARY_PATH:-} timeout 90 $bin $c ) >> "$log" 2>&1 || fail=1
+  done
+  pass=$(grep -c "^mismatch [a-z]*: PASS" "$log")
+  echo "mismatch: $pass of 4 cases passed" | tee -a "$log"
+  [ "$pass" = 4 ] || fail=1
 fi
 
 if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then

@@ -76,8 +76,16 @@ pub fn check_peers(comm: &Comm) -> Result<(), ApiError> {
     let Ok(gpu) = comm.gpu.try_lock() else {
         return Ok(());
     };
-    if !matches!(gpu.as_ref(), Some(GpuRank::Procs { .. })) {
+    let Some(GpuRank::Procs { proc, .. }) = gpu.as_ref() else {
         return Ok(());
+    };
+    // A peer found that the ranks call different things (`cuda::ipc::calls`): this rank's
+    // kernels of that call were stopped, and the communicator is unusable.
+    if let Some(m) = proc.verdict() {
+        drop(gpu);
+        let e = crate::error::usage(format!("device calls in flight: {m}"));
+        comm.fail(&e);
+        return Err(e);
     }
     drop(gpu);
     let Ok(guard) = comm.cpu.try_lock() else {
@@ -185,7 +193,12 @@ pub fn run(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), A
             schedules,
             scratch,
             ..
-        } => run_procs(comm, proc, schedules, scratch, ops),
+        } => run_procs(comm, proc, schedules, scratch, ops).inspect_err(|e| {
+            // Ranks that call different things leave the communicator unusable.
+            if proc.verdict().is_some() {
+                comm.fail(e);
+            }
+        }),
         GpuRank::Separate => Err(ApiError::Internal("the CUDA path did not open".into())),
         GpuRank::Unavailable(why) => Err(ApiError::Internal(format!(
             "a call was routed to the CUDA path, which is unavailable: {why}"
@@ -306,7 +319,7 @@ fn run_procs(
             registered_input: None,
         };
         proc.enqueue(&req, op.stream as cudarc::driver::sys::CUstream)
-            .map_err(|e| ApiError::Cuda(format!("{}: {e}", op.call)))?;
+            .map_err(|e| p2p::cuda_error(op.call, e))?;
     }
     group.run(proc)
 }

@@ -6,6 +6,7 @@ use crate::error::ApiError;
 use crate::op::{Kind, Op};
 use cuda::direct::p2p::Transfer;
 use cuda::ipc::CudaProcComm;
+use cuda::CudaError;
 
 /// The point-to-point part of one group, in issue order, and the streams it was issued on.
 #[derive(Debug, Default)]
@@ -72,11 +73,20 @@ impl Group {
             &self.recvs,
             first as cudarc::driver::sys::CUstream,
         )
-        .map_err(|e| ApiError::Cuda(format!("point-to-point: {e}")))?;
+        .map_err(|e| cuda_error("point-to-point", e))?;
         for &s in &self.streams[1..] {
             join(s, first)?;
         }
         Ok(())
+    }
+}
+
+/// A CUDA-path error of `call`: ranks that call different things are the caller's error
+/// (`ncclInvalidUsage`, as the host-buffer path's agreement); the rest are CUDA's.
+pub(super) fn cuda_error(call: &str, e: CudaError) -> ApiError {
+    match e {
+        CudaError::Mismatch(m) => crate::error::usage(format!("{call}: {m}")),
+        e => ApiError::Cuda(format!("{call}: {e}")),
     }
 }
 
