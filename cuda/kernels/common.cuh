@@ -38,6 +38,63 @@ typedef unsigned char T; typedef unsigned int C;
 #elif TP_TYPE == 7
 typedef signed char T; typedef int C;
 #define TP_SIGNED 1
+#elif TP_TYPE == 8  // OCP FP8 E4M3 (below)
+#define TP_F8_MAN 3
+#define TP_F8_BIAS 7
+#define TP_F8_MAX 0x7E
+#define TP_F8_IEEE 0
+#elif TP_TYPE == 9  // OCP FP8 E5M2
+#define TP_F8_MAN 2
+#define TP_F8_BIAS 15
+#define TP_F8_MAX 0x7B
+#define TP_F8_IEEE 1
+#endif
+#ifdef TP_F8_MAN
+// OCP FP8, E4M3 (8) or E5M2 (9), as `runtime::fp8` defines it: computed in f32, rounded to half
+// and then to FP8 after every operation (NCCL 2.28's arithmetic: each step in half precision,
+// narrowed with CUDA's saturating conversion). Plain bit arithmetic, the host's algorithm, so
+// every architecture gets the host's bits.
+typedef unsigned char T; typedef float C;
+__device__ __forceinline__ C tload(T v) {
+  const u32 emask = (1u << (7 - TP_F8_MAN)) - 1, mmask = (1u << TP_F8_MAN) - 1;
+  const u32 e = (v >> TP_F8_MAN) & emask, m = v & mmask;
+  float mag;
+  if (e == emask && (TP_F8_IEEE || m == mmask)) {
+    mag = __int_as_float((TP_F8_IEEE && m == 0) ? 0x7f800000 : 0x7fffffff);  // inf or NaN
+  } else if (e == 0) {
+    mag = (float)m * __int_as_float((127 + 1 - TP_F8_BIAS - TP_F8_MAN) << 23);  // m x 2^(1-bias-man)
+  } else {
+    mag = __int_as_float(((e + 127 - TP_F8_BIAS) << 23) | (m << (23 - TP_F8_MAN)));
+  }
+  return (v & 0x80) ? -mag : mag;
+}
+// A half value (exact in f32) to FP8: nearest even, saturated to the largest finite value
+// (infinity too), NaN to the canonical 0x7F, a zero result keeping the sign.
+__device__ __forceinline__ T tp_f8_encode(float x) {
+  const u32 b = __float_as_uint(x), a = b & 0x7fffffffu, sign = (b >> 24) & 0x80u;
+  if (a > 0x7f800000u) return 0x7F;
+  if (a == 0) return (T)sign;
+  if (a == 0x7f800000u) return (T)(sign | TP_F8_MAX);
+  const int ea = (int)(a >> 23) - 127;  // a half value is a normal f32
+  const int e = ea < 1 - TP_F8_BIAS ? 1 - TP_F8_BIAS : ea;  // subnormals share the smallest quantum
+  const u32 sig = (a & 0x7fffffu) | 0x800000u;                 // value = sig x 2^(ea - 23)
+  const int sh = 23 + e - TP_F8_MAN - ea;                       // value / quantum = sig >> sh
+  u32 r = 0;
+  if (sh < 32) {
+    const u32 q = sig >> sh, rem = sig & ((1u << sh) - 1), half = 1u << (sh - 1);
+    r = q + ((rem > half || (rem == half && (q & 1))) ? 1u : 0u);
+  }
+  // A carry out of the mantissa lands in the exponent, as it must.
+  int code = ((e + TP_F8_BIAS - 1) << TP_F8_MAN) + (int)r;
+  if (code > TP_F8_MAX) code = TP_F8_MAX;
+  return (T)(sign | (u32)code);
+}
+__device__ __forceinline__ T tstore(C f) {
+  float h;
+  asm("{ .reg .b16 t; cvt.rn.f16.f32 t, %1; cvt.f32.f16 %0, t; }" : "=f"(h) : "f"(f));
+  return tp_f8_encode(h);
+}
+#define TP_FLOAT 1
 #endif
 #ifndef TP_FLOAT
 __device__ __forceinline__ C tload(T v) { return (C)v; }
@@ -103,6 +160,10 @@ __device__ __forceinline__ C tp_div(C a, u32 n) {
   return (C)(a / (C)n);
 #endif
 }
+
+// `v` rounded to T and back: a step of a reduction that keeps its running value in C rounds
+// like one that stores it (f16, bf16 and FP8 round after every operation, as NCCL does).
+__device__ __forceinline__ C tp_round(C v) { return tload(tstore(v)); }
 
 union U8B { unsigned long long u; T e[8 / sizeof(T)]; };
 

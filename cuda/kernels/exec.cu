@@ -161,7 +161,7 @@ __device__ void tp_item(const TpCtx& c, const TpItem& it, u64 lo, u64 hi) {
     if (it.kind == 1) {
       a = tp_div(a, c.nranks);
     } else {
-      for (u32 k = 1; k < ns; k++) { volatile T* sk = s[k]; a = OP::f(a, tload(sk[e])); }
+      for (u32 k = 1; k < ns; k++) { volatile T* sk = s[k]; a = tp_round(OP::f(a, tload(sk[e]))); }
     }
     T v = tstore(a);
     for (u32 j = 0; j < nd; j++) { volatile T* dj = d[j]; dj[e] = v; }

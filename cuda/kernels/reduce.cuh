@@ -70,7 +70,7 @@ __device__ void td_reduce(T* out, const T* own, const T* const* srcs, u32 ns, u6
   for (u64 e = done + threadIdx.x; e < cnt; e += blockDim.x) {
     volatile const T* o = own;
     C v = tload(o[e]);
-    for (u32 k = 0; k < ns; k++) { volatile const T* s = srcs[k]; v = OP::f(v, tload(s[e])); }
+    for (u32 k = 0; k < ns; k++) { volatile const T* s = srcs[k]; v = tp_round(OP::f(v, tload(s[e]))); }
     if (avg) v = tp_div(v, nranks);
     out[e] = tstore(v);
   }

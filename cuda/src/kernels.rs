@@ -95,7 +95,9 @@ pub const SCALE_KERNEL: &str = "tp_scale";
 
 /// Element types the kernels are compiled for, by their `TP_TYPE` code: the index in this list.
 /// Names follow `runtime::DataType`'s serde names.
-pub const TYPE_CODES: [&str; 8] = ["f32", "f64", "f16", "bf16", "i32", "i64", "u8", "i8"];
+pub const TYPE_CODES: [&str; 10] = [
+    "f32", "f64", "f16", "bf16", "i32", "i64", "u8", "i8", "f8e4m3", "f8e5m2",
+];
 
 /// NVRTC options selecting element type `ty` (a name from [`TYPE_CODES`]); `None` if unknown.
 pub fn type_options(ty: &str) -> Option<Vec<String>> {

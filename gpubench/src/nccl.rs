@@ -58,6 +58,8 @@ fn dtype(d: DataType) -> sys::ncclDataType_t {
         DataType::I64 => ncclInt64,
         DataType::U8 => ncclUint8,
         DataType::I8 => ncclInt8,
+        DataType::F8E4M3 => ncclFloat8e4m3,
+        DataType::F8E5M2 => ncclFloat8e5m2,
     }
 }
 

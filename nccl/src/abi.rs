@@ -232,8 +232,23 @@ impl NcclType {
             NcclType::F32 => Some(DataType::F32),
             NcclType::F64 => Some(DataType::F64),
             NcclType::Bf16 => Some(DataType::Bf16),
+            // NCCL's average of FP8 is a PreMulSum by 1/nranks rounded to FP8, not the
+            // runtime's sum-then-divide: `gpu::premul` runs it.
+            NcclType::F8E4M3 if op != ReduceOp::Avg => Some(DataType::F8E4M3),
+            NcclType::F8E5M2 if op != ReduceOp::Avg => Some(DataType::F8E5M2),
             _ => None,
         }
+    }
+
+    /// For `ncclAvg` on an FP8 type: the PreMulSum scalar NCCL 2.28 uses over `nranks` ranks
+    /// (1/nranks in the type), as its bits; `None` for the other types.
+    pub fn fp8_avg_scalar(self, nranks: u32) -> Option<u8> {
+        let f = match self {
+            NcclType::F8E4M3 => runtime::fp8::E4M3,
+            NcclType::F8E5M2 => runtime::fp8::E5M2,
+            _ => return None,
+        };
+        Some(runtime::fp8::avg_scalar(f, nranks))
     }
 }
 
@@ -319,7 +334,15 @@ mod tests {
             Some(DataType::I32)
         );
         assert_eq!(NcclType::U32.reducible_as(ReduceOp::Max), None);
-        assert_eq!(NcclType::F8E4M3.reducible_as(ReduceOp::Sum), None);
+        for op in [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max] {
+            assert_eq!(NcclType::F8E4M3.reducible_as(op), Some(DataType::F8E4M3));
+            assert_eq!(NcclType::F8E5M2.reducible_as(op), Some(DataType::F8E5M2));
+        }
+        // FP8 average is NCCL's PreMulSum by 1/n in FP8: 1/3 is 0x2B (0.34375) in E4M3.
+        assert_eq!(NcclType::F8E4M3.reducible_as(ReduceOp::Avg), None);
+        assert_eq!(NcclType::F8E4M3.fp8_avg_scalar(3), Some(0x2B));
+        assert_eq!(NcclType::F8E5M2.fp8_avg_scalar(2), Some(0x38));
+        assert_eq!(NcclType::F16.fp8_avg_scalar(2), None);
     }
 
     #[test]

@@ -52,6 +52,9 @@ pub fn route_in(comm: &Comm, op: &Op) -> Route {
         return route(op);
     }
     let r = match op.op {
+        NcclOp::Builtin(ReduceOp::Avg) if op.dtype.fp8_avg_scalar(1).is_some() => {
+            return crate::gpu::premul::route_fp8_avg(op, crate::gpu::refusal(comm, op))
+        }
         NcclOp::Builtin(r) => r,
         NcclOp::PreMulSum(v) => {
             return crate::gpu::premul::route(comm, op, v, crate::gpu::refusal(comm, op))
@@ -505,14 +508,21 @@ mod tests {
 
     #[test]
     fn reductions_without_an_exact_topoplan_kernel_go_to_nccl() {
-        let fp8 = route(&op(
-            Kind::AllReduce,
-            NcclType::F8E4M3,
-            NcclOp::Builtin(ReduceOp::Sum),
-        ));
+        // FP8 reduces on the runtime, but its average is NCCL's PreMulSum, run on device
+        // buffers only.
+        let fp8 = |t, r| route(&op(Kind::AllReduce, t, NcclOp::Builtin(r)));
+        assert_eq!(
+            fp8(NcclType::F8E5M2, ReduceOp::Max),
+            Route::Topoplan {
+                dtype: DataType::F8E5M2,
+                op: ReduceOp::Max,
+                count: 10
+            }
+        );
+        let avg = fp8(NcclType::F8E4M3, ReduceOp::Avg);
         assert!(
-            matches!(fp8, Route::Nccl(ref w) if w.contains("float8e4m3")),
-            "{fp8:?}"
+            matches!(avg, Route::Nccl(ref w) if w.contains("float8e4m3 avg")),
+            "{avg:?}"
         );
         assert!(matches!(
             route(&op(Kind::Reduce, NcclType::F32, NcclOp::PreMulSum(5))),

@@ -7,14 +7,17 @@
 //! correct schedule reproduces it exactly on integer-valued data):
 //! - integers wrap (sum and prod are then associative and commutative, so any order agrees);
 //! - f16 and bf16 combine in f32 and round back after every step, as a GPU kernel does;
+//! - FP8 combines in f32, rounds to half and then to FP8 after every step (NCCL's arithmetic:
+//!   [`crate::fp8`]);
 //! - `avg` reduces with sum and divides the final result by the rank count ([`finish_avg`]);
 //!   integer averages truncate toward zero.
 
+use crate::fp8::{F8E4M3, F8E5M2};
 use crate::types::{DataType, ReduceOp};
 use bytemuck::Pod;
 use half::{bf16, f16};
 
-/// A type the runtime can reduce and move. Implemented for the eight [`DataType`]s.
+/// A type the runtime can reduce and move. Implemented for every [`DataType`].
 pub trait Element: Pod + PartialEq + std::fmt::Debug + Send + Sync + 'static {
     const DTYPE: DataType;
     /// `self ⊕ other`; `Avg` combines like `Sum`.
@@ -130,6 +133,31 @@ macro_rules! half_element {
 half_element!(f16, DataType::F16);
 half_element!(bf16, DataType::Bf16);
 
+macro_rules! fp8_element {
+    ($t:ty, $d:expr) => {
+        impl Element for $t {
+            const DTYPE: DataType = $d;
+            const FLOAT: bool = true;
+            #[inline(always)]
+            fn combine(self, o: Self, op: ReduceOp) -> Self {
+                <$t>::combine(self, o, op)
+            }
+            fn div_ranks(self, n: u32) -> Self {
+                Self(<$t>::FORMAT.from_f32_via_half(self.to_f32() / n.max(1) as f32))
+            }
+            fn from_i64(v: i64) -> Self {
+                Self(<$t>::FORMAT.from_f32_via_half(v as f32))
+            }
+            fn to_f64(self) -> f64 {
+                f64::from(self.to_f32())
+            }
+        }
+    };
+}
+
+fp8_element!(F8E4M3, DataType::F8E4M3);
+fp8_element!(F8E5M2, DataType::F8E5M2);
+
 /// `dst[i] = dst[i] ⊕ src[i]` over typed values.
 #[inline]
 fn reduce_into_t<T: Element>(op: ReduceOp, dst: &mut [u8], src: &[u8]) {
@@ -225,6 +253,8 @@ macro_rules! dispatch {
             DataType::I64 => $f::<i64>($($arg),*),
             DataType::U8 => $f::<u8>($($arg),*),
             DataType::I8 => $f::<i8>($($arg),*),
+            DataType::F8E4M3 => $f::<$crate::fp8::F8E4M3>($($arg),*),
+            DataType::F8E5M2 => $f::<$crate::fp8::F8E5M2>($($arg),*),
         }
     };
 }

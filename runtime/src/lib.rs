@@ -5,7 +5,7 @@
 //! Module map: [`comm`] (public API), [`group`] (group calls, argument checks), [`plan`] (where
 //! schedules come from), [`exec`] (runs one rank's schedule), [`protocol`] (the slot-FIFO step
 //! protocol), [`transport`] (threads, shared memory, TCP), [`bootstrap`] (TCP rendezvous),
-//! [`reference`](mod@reference) (serial oracle), [`element`] (types and reduction kernels),
+//! [`reference`](mod@reference) (serial oracle), [`element`] (types and reduction kernels), [`fp8`] (the FP8 formats and NCCL's arithmetic on them),
 //! [`limits`] (sizes and rank counts the machine can hold), [`check`] and [`perf`] (checked runs and timing for tests and `topoplan run`).
 //! Design: `docs/runtime.md`, `docs/protocol.md`.
 
@@ -16,6 +16,7 @@ pub mod config;
 pub mod element;
 pub mod error;
 pub mod exec;
+pub mod fp8;
 pub mod group;
 pub mod init;
 pub mod limits;

@@ -10,8 +10,10 @@
 //! **Order and exactness.** The reference reduces rank 0, 1, 2, ... in order; a schedule may use
 //! any order. Integers wrap, so every order agrees exactly. Floats round differently in different
 //! orders, so [`random_input`] generates *integer-valued* data (small integers for sum/avg/min/max,
-//! ±1 and ±2 for prod) on which every order is exact in all four float types for up to 32 ranks,
-//! and results are compared exactly ([`count_wrong`] with `tol = 0`). For arbitrary float data use
+//! ±1 and ±2 for prod) on which every order is exact in the 16- to 64-bit float types for up to
+//! 32 ranks and in FP8 for up to 8 (its sums and averages draw from ±1, ±2 in E4M3 and ±1 in E5M2,
+//! whose sums of 8 are exact; its products saturate alike in every order), and results are
+//! compared exactly ([`count_wrong`] with `tol = 0`). For arbitrary float data use
 //! [`default_tolerance`]: `|got - want| <= tol * max(1, |want|)` with `tol = nranks * eps(type)`.
 //! Random data never contains zeros, so a missing contribution or an untouched output shows up.
 
@@ -149,7 +151,8 @@ pub fn random_input<T: Element>(seed: u64, rank: u32, len: usize, op: ReduceOp) 
                 }
                 // |v| <= 7: sums of up to 32 ranks stay below 256, exact even in bf16.
                 ReduceOp::Sum | ReduceOp::Avg => {
-                    nonzero(&mut rng, if unsigned { 1 } else { -7 }, 7)
+                    let m = fp8_sum_bound(T::DTYPE).unwrap_or(7);
+                    nonzero(&mut rng, if unsigned { 1 } else { -m }, m)
                 }
                 ReduceOp::Min | ReduceOp::Max => {
                     nonzero(&mut rng, if unsigned { 1 } else { -100 }, 100)
@@ -158,6 +161,16 @@ pub fn random_input<T: Element>(seed: u64, rank: u32, len: usize, op: ReduceOp) 
             T::from_i64(v)
         })
         .collect()
+}
+
+/// FP8's largest summand for exact sums of 8 ranks (integers are exact up to 16 in E4M3, 8 in
+/// E5M2); `None` for the other types.
+fn fp8_sum_bound(t: DataType) -> Option<i64> {
+    match t {
+        DataType::F8E4M3 => Some(2),
+        DataType::F8E5M2 => Some(1),
+        _ => None,
+    }
 }
 
 /// Uniform in `lo..=hi`, skipping zero. Drawn as an offset from `lo`, so the values are the
@@ -222,6 +235,9 @@ pub fn epsilon(dtype: DataType) -> f64 {
         DataType::F64 => f64::EPSILON,
         DataType::F16 => f16::EPSILON.to_f64(),
         DataType::Bf16 => bf16::EPSILON.to_f64(),
+        // 2^-mantissa bits.
+        DataType::F8E4M3 => 0.125,
+        DataType::F8E5M2 => 0.25,
         _ => 0.0,
     }
 }

@@ -13,10 +13,16 @@ pub enum DataType {
     I64,
     U8,
     I8,
+    /// OCP FP8 E4M3 (`ncclFloat8e4m3`): arithmetic in [`crate::fp8`].
+    F8E4M3,
+    /// OCP FP8 E5M2 (`ncclFloat8e5m2`).
+    F8E5M2,
 }
 
 impl DataType {
-    pub const ALL: [DataType; 8] = [
+    /// Every type; a type's position is its code on the wire (`exec::agree`), so new types
+    /// go at the end.
+    pub const ALL: [DataType; 10] = [
         DataType::F32,
         DataType::F64,
         DataType::F16,
@@ -25,6 +31,8 @@ impl DataType {
         DataType::I64,
         DataType::U8,
         DataType::I8,
+        DataType::F8E4M3,
+        DataType::F8E5M2,
     ];
 
     /// Bytes per element.
@@ -33,7 +41,7 @@ impl DataType {
             DataType::F64 | DataType::I64 => 8,
             DataType::F32 | DataType::I32 => 4,
             DataType::F16 | DataType::Bf16 => 2,
-            DataType::U8 | DataType::I8 => 1,
+            DataType::U8 | DataType::I8 | DataType::F8E4M3 | DataType::F8E5M2 => 1,
         }
     }
 
@@ -48,6 +56,8 @@ impl DataType {
             DataType::I64 => "int64",
             DataType::U8 => "uint8",
             DataType::I8 => "int8",
+            DataType::F8E4M3 => "f8e4m3",
+            DataType::F8E5M2 => "f8e5m2",
         }
     }
 

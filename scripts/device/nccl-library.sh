@@ -26,9 +26,14 @@
 #      sends; each case must end on both ranks with ncclInvalidUsage naming the field within
 #      10 s, and an agreeing all-reduce (checked element by element) then runs: $OUT/mismatch.log;
 #   6. (bench) one-rank all-reduce, 8 B to 256 MiB, in and out of place, ours against stock
-#      NCCL alternating ROUNDS (default 3) times: $OUT/one-rank.log (BENCHMARKS.md).
+#      NCCL alternating ROUNDS (default 3) times: $OUT/one-rank.log (BENCHMARKS.md);
+#   7. (fp8) nccl-tests all_reduce, reduce_scatter and reduce with -d f8e4m3 and -d f8e5m2,
+#      -o all (sum prod max min avg mulsum), -g <GPUs>, against ours and stock NCCL, each
+#      expected to print "Out of bounds values : 0 OK", and none of ours sent to NCCL:
+#      $OUT/fp8.log. (The GPU kernels' FP8 arithmetic on ranks sharing a GPU is the
+#      `cuda_fp8` test binary of check.sh.)
 #
-# Usage: bash .devbin/nccl-library.sh [tests|torch|killed|hang|mismatch|bench|all]  (default all)
+# Usage: bash .devbin/nccl-library.sh [tests|torch|killed|hang|mismatch|bench|fp8|all]  (default all)
 # Needs (carry .devbin): .devbin/nccl/lib/libnccl.so.2 and .devbin/nccl/include/nccl.h
 #   (scripts/install-nccl.sh .devbin/nccl), .devbin/nccl-tests-2.19.6.tar.gz
 #   (from shared/peers/), and this repository's nccl/tests/torch/collectives.py.
@@ -36,8 +41,7 @@
 #   default 64M), NT_T (seconds per binary, default 120), STOCK_NCCL (default
 #   /usr/lib/x86_64-linux-gnu/libnccl.so.2).
 # Outputs: $OUT/nccl-tests.log, $OUT/torch.log, $OUT/killed.log, $OUT/hang.log, $OUT/mismatch.log,
-#   $OUT/one-rank.log,
-#   $OUT/info.txt; prints
+#   $OUT/one-rank.log, $OUT/fp8.log, $OUT/info.txt; prints
 #   NCCL-LIBRARY PASS or FAIL.
 set -u
 . "$(dirname "$0")/env.sh"
@@ -173,6 +177,29 @@ if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then
         -g 1 -b 8 -e 256M -f 2 -n 200 -w 20 >> "$OUT/one-rank.log" 2>&1 || fail=1
     done
   done
+fi
+
+if [ "$WHAT" = fp8 ] || [ "$WHAT" = all ]; then
+  # nccl-tests 2.19.6 names the types f8e4m3 and f8e5m2 (-d); -o all runs every operator.
+  build_tests
+  log="$OUT/fp8.log"
+  runs=0
+  for b in all_reduce reduce_scatter reduce; do
+    for d in f8e4m3 f8e5m2; do
+      for lib in stock ours; do
+        ld=$OURS/lib; [ $lib = stock ] && ld=$(dirname "$STOCK")
+        echo "+ [$lib] ${b}_perf -g $G -b 8 -e 16M -f 4 -c 1 -d $d -o all" >> "$log"
+        LD_LIBRARY_PATH=$ld:${LD_LIBRARY_PATH:-} timeout $T $src/build-$lib/${b}_perf -g "$G" -b 8 -e 16M \
+          -f 4 -c 1 -d $d -o all >> "$log" 2>&1
+        rc=$?; echo "rc=$rc" >> "$log"; [ $rc = 0 ] || fail=1
+        runs=$((runs + 1))
+      done
+    done
+  done
+  oob=$(grep -c "Out of bounds values : 0 OK" "$log")
+  nccl=$(grep "float8" "$log" | grep -c ": NCCL (")
+  echo "fp8: $oob of $runs runs printed 'Out of bounds values : 0 OK'; $nccl float8 calls of ours went to NCCL" | tee -a "$log"
+  [ "$oob" = "$runs" ] && [ "$nccl" = 0 ] || fail=1
 fi
 
 if [ $fail = 0 ]; then echo "NCCL-LIBRARY PASS"; else echo "NCCL-LIBRARY FAIL"; exit 1; fi

@@ -416,8 +416,17 @@ mod tests {
             runtime_type(&op(Kind::AllGather, NcclType::F8E5M2), ReduceOp::Sum),
             Some((DataType::U8, 10))
         );
+        // FP8 reduces on topoplan, its average through `premul` (not the runtime's Avg).
         assert_eq!(
             runtime_type(&op(Kind::AllReduce, NcclType::F8E5M2), ReduceOp::Sum),
+            Some((DataType::F8E5M2, 10))
+        );
+        assert_eq!(
+            runtime_type(&op(Kind::ReduceScatter, NcclType::F8E4M3), ReduceOp::Min),
+            Some((DataType::F8E4M3, 10))
+        );
+        assert_eq!(
+            runtime_type(&op(Kind::Reduce, NcclType::F8E4M3), ReduceOp::Avg),
             None
         );
         assert_eq!(

@@ -1,6 +1,8 @@
 //! PreMulSum on the CUDA path: each rank's input times the op's scalar (`cuda::scale`), then a
 //! sum of the scaled inputs, which is NCCL's definition. All-reduce scales into its output and
 //! sums in place there; reduce-scatter and reduce scale into a per-communicator scratch buffer.
+//! NCCL 2.28 runs `ncclAvg` on FP8 the same way, by 1/nranks rounded to FP8
+//! (`runtime::fp8`), so FP8 averages take this path too.
 
 use super::rank::Scratch;
 use crate::abi::NcclOp;
@@ -8,11 +10,13 @@ use crate::comm::Comm;
 use crate::error::{usage, ApiError};
 use crate::op::{Kind, Op, Route};
 use cuda::ipc::CudaProcComm;
+use cuda::scale::Scalar;
 use runtime::DataType;
 use runtime::ReduceOp;
 
-/// For a PreMulSum `op` (`count` elements of `dtype` per rank block): enqueues the scaling and
-/// returns the (input, output) the sum runs on; any other op's own buffers.
+/// For a PreMulSum `op`, or an FP8 average (`count` elements of `dtype` per rank block):
+/// enqueues the scaling and returns the (input, output) the sum runs on; any other op's own
+/// buffers.
 pub fn prepare(
     comm: &Comm,
     proc: &CudaProcComm,
@@ -21,11 +25,18 @@ pub fn prepare(
     dtype: DataType,
     count: usize,
 ) -> Result<(u64, u64), ApiError> {
-    let NcclOp::PreMulSum(v) = op.op else {
-        return Ok((op.send as u64, op.recv as u64));
+    let scalar = match op.op {
+        NcclOp::PreMulSum(v) => {
+            crate::premul::scalar(comm, v)
+                .ok_or_else(|| usage(format!("PreMulSum op {v} is not live on this communicator")))?
+                .0
+        }
+        NcclOp::Builtin(ReduceOp::Avg) => match op.dtype.fp8_avg_scalar(comm.nranks) {
+            Some(bits) => Scalar::Host(u64::from(bits)),
+            None => return Ok((op.send as u64, op.recv as u64)),
+        },
+        NcclOp::Builtin(_) => return Ok((op.send as u64, op.recv as u64)),
     };
-    let (scalar, _) = crate::premul::scalar(comm, v)
-        .ok_or_else(|| usage(format!("PreMulSum op {v} is not live on this communicator")))?;
     let elems = match op.kind {
         Kind::ReduceScatter => count as u64 * comm.nranks as u64,
         _ => count as u64,
@@ -61,6 +72,24 @@ pub fn route(comm: &Comm, op: &Op, v: std::ffi::c_int, refusal: Option<String>) 
         _ => Route::Nccl(format!(
             "PreMulSum of {} runs on NCCL (topoplan sums no such type, or the op was made for another)",
             op.dtype.name()
+        )),
+    }
+}
+
+/// An FP8 `ncclAvg` on device buffers: NCCL's PreMulSum by 1/nranks, on topoplan's CUDA path
+/// where it takes the call ([`prepare`] scales, then a sum); NCCL otherwise (the runtime's
+/// average divides the sum instead).
+pub fn route_fp8_avg(op: &Op, refusal: Option<String>) -> Route {
+    match (op.dtype.reducible_as(ReduceOp::Sum), refusal) {
+        (Some(dtype), None) => Route::Gpu {
+            dtype,
+            op: ReduceOp::Sum,
+            count: op.count,
+        },
+        (_, why) => Route::Nccl(format!(
+            "{} avg is NCCL's PreMulSum by 1/nranks, run on the CUDA path only: {}",
+            op.dtype.name(),
+            why.unwrap_or_else(|| "no FP8 sum".into())
         )),
     }
 }

@@ -6,7 +6,7 @@
  *              gather and scatter of random bytes of every datatype, roots 0 and N-1
  *   onethread  two ranks driven from one thread inside groups (nccl-tests -g 2)
  *   killed     a rank dies while the survivor is inside a call: ncclRemoteError naming it, abort in time
- *   forward    fp8 and PreMulSum reductions go to the NCCL named by TOPOPLAN_NCCL_LIB
+ *   forward    fp8 averages and PreMulSum reductions go to the NCCL named by TOPOPLAN_NCCL_LIB
  *   noforward  the same with no real NCCL: ncclInvalidUsage naming the call and why
  *   mismatch   ranks that disagree (nranks at init, counts, datatypes, ops): an error, never a hang
  *   devforward device-buffer gather and scatter go to the NCCL named by TOPOPLAN_NCCL_LIB (run
@@ -481,11 +481,16 @@ static int killed_main(ncclUniqueId id, int rank, int n) {
 static int forward_main(ncclUniqueId id, int rank, int n) {
   ncclComm_t c;
   OK(ncclCommInitRank(&c, n, id, rank));
-  unsigned char a[16] = {0}, b[16];
-  ncclResult_t r = ncclAllReduce(a, b, 16, ncclFloat8e4m3, ncclSum, c, NULL);
+  /* float8 sums run on topoplan (1.0 + 1.0 = 2.0 in e4m3); its average is NCCL's PreMulSum,
+   * which host buffers forward. */
+  unsigned char a[16], b[16];
+  memset(a, 0x38, sizeof a);
+  OK(ncclAllReduce(a, b, 16, ncclFloat8e4m3, ncclSum, c, NULL));
+  for (int i = 0; i < 16; i++) CHECK(b[i] == 0x40, "fp8 sum [%d] = %#x", i, b[i]);
+  ncclResult_t r = ncclAllReduce(a, b, 16, ncclFloat8e4m3, ncclAvg, c, NULL);
   const char* want = getenv("CHECK_EXPECT_FORWARD");
   if (want && *want == '1') {
-    CHECK(r == ncclSuccess, "forwarded fp8 all-reduce -> %d (%s)", r, ncclGetLastError(c));
+    CHECK(r == ncclSuccess, "forwarded fp8 average -> %d (%s)", r, ncclGetLastError(c));
     float s = 2.0f;
     ncclRedOp_t op;
     OK(ncclRedOpCreatePreMulSum(&op, &s, ncclFloat32, ncclScalarHostImmediate, c));
@@ -499,7 +504,7 @@ static int forward_main(ncclUniqueId id, int rank, int n) {
     /* Data movement of the same type stays on topoplan. */
     OK(ncclAllGather(a, b, 16 / n, ncclFloat8e5m2, c, NULL));
   } else {
-    CHECK(r == ncclInvalidUsage, "fp8 all-reduce without NCCL -> %d", r);
+    CHECK(r == ncclInvalidUsage, "fp8 average without NCCL -> %d", r);
     const char* m = ncclGetLastError(c);
     CHECK(has(m, "ncclAllReduce needs NCCL") && has(m, "float8e4m3") && has(m, "TOPOPLAN_NCCL_LIB"),
           "message \"%s\"", m);

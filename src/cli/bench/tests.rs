@@ -6,7 +6,15 @@ use super::*;
 #[test]
 fn lists_accept_all_and_reject_unknown_names() {
     let all = list("all", &DataType::ALL, DataType::parse, "--datatype").unwrap();
-    assert_eq!(all.len(), 8);
+    assert_eq!(all.len(), 10);
+    let fp8 = list(
+        "f8e4m3,f8e5m2",
+        &DataType::ALL,
+        DataType::parse,
+        "--datatype",
+    )
+    .unwrap();
+    assert_eq!(fp8, vec![DataType::F8E4M3, DataType::F8E5M2]);
     let two = list("float,bf16", &DataType::ALL, DataType::parse, "--datatype").unwrap();
     assert_eq!(two, vec![DataType::F32, DataType::Bf16]);
     let bad = list("float,f128", &DataType::ALL, DataType::parse, "--datatype");
