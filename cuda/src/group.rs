@@ -24,6 +24,7 @@ use runtime::types::{DataType, ReduceOp};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+pub mod own;
 pub(crate) mod plan;
 pub use crate::request::Request;
 use plan::DevPlan;
@@ -59,6 +60,8 @@ pub(crate) struct RankState {
     pub(crate) direct: DirectBufs,
     /// This rank's status word and call count (`crate::abort`).
     pub(crate) abort: RankAbort,
+    /// The stream of this rank's last own call (`own`): a call on another stream waits for it.
+    pub(crate) last_stream: Mutex<Option<usize>>,
 }
 
 impl RankState {
@@ -160,6 +163,7 @@ impl CudaGroup {
                 ce_pair,
                 hybrid,
                 direct,
+                last_stream: Mutex::new(None),
             });
         }
         let shared = ranks.iter().any(|r| r.ranks_on_device > 1);

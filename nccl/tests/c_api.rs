@@ -47,29 +47,34 @@ fn cc(args: &[&str]) {
 /// `check`, compiled once per test binary.
 fn check_binary() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let out = std::env::temp_dir().join(format!("topoplan-nccl-check-{}", std::process::id()));
-        let lib = lib_dir();
-        let src = manifest().join("tests/c/check.c");
-        let inc = format!("-I{}", manifest().join("include").display());
-        let l = format!("-L{}", lib.display());
-        let rpath = format!("-Wl,-rpath,{}", lib.display());
-        cc(&[
-            "-std=c11",
-            "-Wall",
-            "-Werror",
-            "-O1",
-            &inc,
-            src.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            &l,
-            &rpath,
-            "-lnccl",
-            "-ldl",
-        ]);
-        out
-    })
+    BIN.get_or_init(|| c_program("check.c", "check", &["-ldl"]))
+}
+
+/// `tests/c/<src>` built against this crate's header and library, as `<name>` in a temporary
+/// folder.
+fn c_program(src: &str, name: &str, libs: &[&str]) -> PathBuf {
+    let out = std::env::temp_dir().join(format!("topoplan-nccl-{name}-{}", std::process::id()));
+    let lib = lib_dir();
+    let src = manifest().join("tests/c").join(src);
+    let inc = format!("-I{}", manifest().join("include").display());
+    let l = format!("-L{}", lib.display());
+    let rpath = format!("-Wl,-rpath,{}", lib.display());
+    let mut args = vec![
+        "-std=c11",
+        "-Wall",
+        "-Werror",
+        "-O1",
+        &inc,
+        src.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        &l,
+        &rpath,
+        "-lnccl",
+    ];
+    args.extend_from_slice(libs);
+    cc(&args);
+    out
 }
 
 fn run(mode: &str, envs: &[(&str, &str)]) -> String {
@@ -401,4 +406,37 @@ fn device_buffers_without_a_cuda_kernel_run_on_topoplan_through_host_copies() {
     );
     assert!(out.contains("devstaged: all checks passed"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Ranks of one process on a real GPU (`tests/c/inproc.c`): every collective and a send/recv
+/// ring of 2 and 4 ranks sharing GPU 0 (`ncclCommInitAll` with a repeated device), issued from
+/// one thread in a group, from a thread per rank, and captured into CUDA graphs, every element
+/// checked against a CPU reference; `TOPOPLAN_DEBUG=INFO` must say that they ran on the CUDA
+/// direct path in one process, never through host copies. Skipped, saying so, without a GPU.
+#[test]
+fn ranks_of_one_process_run_on_the_cuda_kernels() {
+    let bin = c_program("inproc.c", "inproc", &["-ldl", "-lpthread"]);
+    for devs in [&["0", "0"][..], &["0", "0", "0", "0"]] {
+        let out = Command::new(&bin)
+            .args(devs)
+            .env("TOPOPLAN_DEBUG", "INFO")
+            .env("TOPOPLAN_TIMEOUT", "60s")
+            // Ranks sharing a GPU need a hardware queue each (`cuda::residency::check_queues`).
+            .env("CUDA_DEVICE_MAX_CONNECTIONS", "32")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "inproc {devs:?} failed:\n{text}");
+        if text.contains("inproc: SKIP") {
+            eprintln!("skipped: needs a CUDA GPU ({})", text.trim());
+            return;
+        }
+        assert!(text.contains("all checks passed"), "{text}");
+        assert!(text.contains("direct path in one process"), "{text}");
+        assert!(!text.contains("through host copies"), "{text}");
+    }
 }

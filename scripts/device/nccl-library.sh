@@ -25,23 +25,31 @@
 #      all-reduce with another count, then another type, then receives fewer bytes than rank 0
 #      sends; each case must end on both ranks with ncclInvalidUsage naming the field within
 #      10 s, and an agreeing all-reduce (checked element by element) then runs: $OUT/mismatch.log;
-#   6. (bench) one-rank all-reduce, 8 B to 256 MiB, in and out of place, ours against stock
+#   6. (inproc) ranks of one process (nccl/tests/c/inproc.c, ncclCommInitAll): 2 and 4 ranks
+#      sharing GPU 0 (and one rank per GPU where there are several), every collective and a
+#      send/recv ring, in and out of place, grouped from one thread, a thread per rank, and
+#      captured into CUDA graphs, every element checked; each run must print "all checks passed"
+#      and, under TOPOPLAN_DEBUG=INFO, "direct path in one process" and never "through host
+#      copies": $OUT/inproc.log;
+#   7. (bench) one-rank all-reduce, 8 B to 256 MiB, in and out of place, ours against stock
 #      NCCL alternating ROUNDS (default 3) times: $OUT/one-rank.log (BENCHMARKS.md);
-#   7. (fp8) nccl-tests all_reduce, reduce_scatter and reduce with -d f8e4m3 and -d f8e5m2,
+#   8. (fp8) nccl-tests all_reduce, reduce_scatter and reduce with -d f8e4m3 and -d f8e5m2,
 #      -o all (sum prod max min avg mulsum), -g <GPUs>, against ours and stock NCCL, each
 #      expected to print "Out of bounds values : 0 OK", and none of ours sent to NCCL:
 #      $OUT/fp8.log. (The GPU kernels' FP8 arithmetic on ranks sharing a GPU is the
 #      `cuda_fp8` test binary of check.sh.)
 #
-# Usage: bash .devbin/nccl-library.sh [tests|torch|killed|hang|mismatch|bench|fp8|all]  (default all)
+# Usage: bash .devbin/nccl-library.sh [tests|torch|killed|hang|mismatch|inproc|bench|fp8|all]  (default all)
 # Needs (carry .devbin): .devbin/nccl/lib/libnccl.so.2 and .devbin/nccl/include/nccl.h
 #   (scripts/install-nccl.sh .devbin/nccl), .devbin/nccl-tests-2.19.6.tar.gz
 #   (from shared/peers/), and this repository's nccl/tests/torch/collectives.py.
 # Environment: WORLDS (torch world sizes, default "1 2 4"), NT_MAX (largest nccl-tests size,
-#   default 64M), NT_T (seconds per binary, default 120), STOCK_NCCL (default
+#   default 64M), NT_T (seconds per binary, default 120), NT_G (nccl-tests -g: ranks of one
+#   process, one GPU each, default 1; NT_G=2 on a machine of 2 GPUs runs every binary with
+#   -g 2, NT_G=4 on 4), STOCK_NCCL (default
 #   /usr/lib/x86_64-linux-gnu/libnccl.so.2).
 # Outputs: $OUT/nccl-tests.log, $OUT/torch.log, $OUT/killed.log, $OUT/hang.log, $OUT/mismatch.log,
-#   $OUT/one-rank.log, $OUT/fp8.log, $OUT/info.txt; prints
+#   $OUT/inproc.log, $OUT/one-rank.log, $OUT/fp8.log, $OUT/info.txt; prints
 #   NCCL-LIBRARY PASS or FAIL.
 set -u
 . "$(dirname "$0")/env.sh"
@@ -50,6 +58,7 @@ G=$(nvidia-smi -L | wc -l)
 WORLDS=${WORLDS:-1 2 4}
 MAX=${NT_MAX:-64M}
 T=${NT_T:-120}
+NG=${NT_G:-1}
 STOCK=${STOCK_NCCL:-/usr/lib/x86_64-linux-gnu/libnccl.so.2}
 OURS=$(cd .devbin/nccl && pwd)
 export TOPOPLAN_NCCL_LIB=$STOCK TOPOPLAN_DEBUG=INFO
@@ -80,8 +89,8 @@ if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
     for mode in "-c 1" "-c 1 -G 10" "-c 1 -R 1"; do
       for lib in stock ours; do
         ld=$OURS/lib; [ $lib = stock ] && ld=$(dirname "$STOCK")
-        echo "+ [$lib] ${b}_perf -g 1 -b 8 -e $MAX -f 2 $mode" >> "$OUT/nccl-tests.log"
-        LD_LIBRARY_PATH=$ld:${LD_LIBRARY_PATH:-} timeout $T $src/build-$lib/${b}_perf -g 1 -b 8 -e "$MAX" -f 2 $mode \
+        echo "+ [$lib] ${b}_perf -g $NG -b 8 -e $MAX -f 2 $mode" >> "$OUT/nccl-tests.log"
+        LD_LIBRARY_PATH=$ld:${LD_LIBRARY_PATH:-} timeout $T $src/build-$lib/${b}_perf -g "$NG" -b 8 -e "$MAX" -f 2 $mode \
           >> "$OUT/nccl-tests.log" 2>&1
         rc=$?; echo "rc=$rc" >> "$OUT/nccl-tests.log"; [ $rc = 0 ] || fail=1
       done
@@ -163,6 +172,27 @@ if [ "$WHAT" = mismatch ] || [ "$WHAT" = all ]; then
   pass=$(grep -c "^mismatch [a-z]*: PASS" "$log")
   echo "mismatch: $pass of 4 cases passed" | tee -a "$log"
   [ "$pass" = 4 ] || fail=1
+fi
+
+if [ "$WHAT" = inproc ] || [ "$WHAT" = all ]; then
+  # Ranks of one process (ncclCommInitAll): on the CUDA kernels, never through host copies.
+  log="$OUT/inproc.log"
+  bin=/tmp/inproc
+  cc -std=c11 -Wall -Werror -O1 -I"$OURS/include" nccl/tests/c/inproc.c -o $bin -L"$OURS/lib" \
+    -Wl,-rpath,"$OURS/lib" -lnccl -ldl -lpthread >> "$log" 2>&1 || { echo "build failed" >> "$log"; fail=1; }
+  lists=("0 0" "0 0 0 0")
+  [ "$G" -ge 2 ] && lists+=("$(seq -s ' ' 0 $(( (G < 8 ? G : 8) - 1 )))")
+  for devs in "${lists[@]}"; do
+    echo "+ CUDA_DEVICE_MAX_CONNECTIONS=32 TOPOPLAN_DEBUG=INFO inproc $devs" >> "$log"
+    out=$(CUDA_DEVICE_MAX_CONNECTIONS=32 TOPOPLAN_DEBUG=INFO timeout 300 $bin $devs 2>&1); rc=$?
+    echo "$out" >> "$log"
+    if [ $rc = 0 ] && grep -q "all checks passed" <<<"$out" && grep -q "direct path in one process" <<<"$out" \
+        && ! grep -q "through host copies" <<<"$out"; then
+      echo "INPROC PASS ($devs)" >> "$log"
+    else
+      echo "INPROC FAIL ($devs, rc=$rc)" >> "$log"; fail=1
+    fi
+  done
 fi
 
 if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then

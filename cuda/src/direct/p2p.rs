@@ -183,6 +183,22 @@ pub(crate) fn launch_round(
     ab: TpAbort,
     stream: sys::CUstream,
 ) -> Result<(), CudaError> {
+    launch_round_pdl(ctx, module, peers, rank, round, ab, stream, true)
+}
+
+/// [`launch_round`], with programmatic dependent launch only where `pdl` allows it: not on a
+/// GPU that ranks share (`crate::residency`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch_round_pdl(
+    ctx: &Arc<CudaContext>,
+    module: &ExecModule,
+    peers: &DirectPeers,
+    rank: u32,
+    round: &Round,
+    ab: TpAbort,
+    stream: sys::CUstream,
+    pdl: bool,
+) -> Result<(), CudaError> {
     let a = args(peers, rank, round, ab);
     launch::launch(
         ctx,
@@ -191,7 +207,7 @@ pub(crate) fn launch_round(
         BLOCK,
         &a,
         stream,
-        knobs().pdl,
+        knobs().pdl && pdl,
     )
 }
 

@@ -3,6 +3,7 @@
 //! on first need, set up collectively over topoplan's own communicator, and each call enqueues
 //! the schedule `cuda::schedules` picks for it on the caller's stream. A one-rank
 //! communicator (nccl-tests `-g 1`) runs every call as a device copy on the caller's stream.
+//! Ranks that all live in one process share one `cuda::CudaGroup` instead (`local`).
 //!
 //! On by default; `TOPOPLAN_NCCL_CUDA=0` forwards device buffers to NCCL (`exec::route_in`).
 //! Calls this path has no kernel for run on topoplan's CPU runtime through host copies
@@ -11,18 +12,16 @@
 use crate::comm::{lock, Comm};
 use crate::error::ApiError;
 use crate::op::{Kind, Op};
-use cuda::ipc::{check_direct, CudaProcComm, ProcRequest};
-use cuda::{schedules, CudaError};
-use planner::schedule::{Collective, CollectiveKind, Schedule};
-use planner::tuner::Profile;
+use cuda::ipc::{CudaProcComm, ProcRequest};
+use cuda::CudaError;
 use runtime::{DataType, ReduceOp};
-use std::collections::HashMap;
 
 pub mod by_size;
+mod local;
 mod p2p;
 pub mod premul;
 pub mod rank;
-use rank::GpuRank;
+use rank::{collective_kind, GpuRank, Schedules};
 use std::sync::Arc;
 
 /// Whether device-buffer calls may run on topoplan (`TOPOPLAN_NCCL_CUDA`).
@@ -30,25 +29,12 @@ pub fn enabled() -> bool {
     params::NCCL_CUDA.flag_or_warn()
 }
 
-fn kind(k: Kind) -> Option<CollectiveKind> {
-    Some(match k {
-        Kind::AllReduce => CollectiveKind::AllReduce,
-        Kind::AllGather => CollectiveKind::AllGather,
-        Kind::ReduceScatter => CollectiveKind::ReduceScatter,
-        Kind::Broadcast => CollectiveKind::Broadcast,
-        Kind::Reduce => CollectiveKind::Reduce,
-        Kind::AllToAll => CollectiveKind::AllToAll,
-        // Messages between pairs: the direct path's point-to-point kernel (`p2p`).
-        Kind::Gather | Kind::Scatter | Kind::Send | Kind::Recv => return None,
-    })
-}
-
 /// Why a device-buffer call cannot run here (`None`: it can), from its arguments and the
 /// communicator's CUDA state (the same on every rank: see [`ensure_open`]), so every rank
 /// decides alike.
 pub fn refusal(comm: &Comm, op: &Op) -> Option<String> {
-    if let Some(GpuRank::Unavailable(why)) = lock(&comm.gpu).as_ref() {
-        return Some(why.clone());
+    if let Some(why) = lock(&comm.gpu).as_ref().and_then(|g| g.refuses(op)) {
+        return Some(why);
     }
     refusal_for(enabled(), cuda::direct::enabled(), op, comm.nranks)
 }
@@ -56,8 +42,8 @@ pub fn refusal(comm: &Comm, op: &Op) -> Option<String> {
 /// `ncclCommAbort`: stops every kernel of this rank that waits on a peer (they poll an abort
 /// word) and releases the copy engines' waits, so the stream drains and the GPU stays usable.
 pub fn abort(comm: &Comm) {
-    if let Some(GpuRank::Procs { proc, .. }) = lock(&comm.gpu).as_ref() {
-        if let Err(e) = proc.abort() {
+    if let Some(g) = lock(&comm.gpu).as_ref() {
+        if let Err(e) = g.abort() {
             crate::knobs::log(
                 crate::knobs::Level::Warn,
                 &format!("ncclCommAbort: stopping the GPU waits: {e}"),
@@ -105,9 +91,9 @@ pub fn check_peers(comm: &Comm) -> Result<(), ApiError> {
 }
 
 /// Learns whether the direct path can serve the communicator's ranks (collective: every rank
-/// calls it at its first batch with device buffers, before routing it): not when two of them
-/// share a process, whose own memory CUDA IPC cannot map; and whether calls may go to NCCL by
-/// size (`by_size`).
+/// calls it at its first batch with device buffers, before routing it): through CUDA IPC, or
+/// where ranks share a process, whose own memory CUDA IPC cannot map, through one group in it
+/// (`local::open`); and whether calls may go to NCCL by size (`by_size`).
 pub fn check_residency(comm: &Comm) -> Result<(), ApiError> {
     let mut slot = lock(&comm.gpu);
     if slot.is_some() {
@@ -117,9 +103,7 @@ pub fn check_residency(comm: &Comm) -> Result<(), ApiError> {
     comm.gpu_by_size
         .store(r.by_size, std::sync::atomic::Ordering::Relaxed);
     *slot = Some(match r.shared_process {
-        Some((a, b)) => GpuRank::Unavailable(format!(
-            "ranks {a} and {b} share a process, whose own memory CUDA IPC cannot map"
-        )),
+        Some(pair) => local::open(comm, pair)?,
         None => GpuRank::Separate,
     });
     Ok(())
@@ -174,7 +158,7 @@ fn open(comm: &Comm) -> Result<GpuRank, ApiError> {
         .map_err(|e| ApiError::Cuda(e.to_string()))?;
     Ok(GpuRank::Procs {
         proc: Box::new(proc),
-        schedules: HashMap::new(),
+        schedules: Schedules::default(),
         mark: cuda::query::StreamMark::new().ok().map(Arc::new),
         scratch: rank::Scratch::default(),
     })
@@ -199,6 +183,9 @@ pub fn run(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), A
                 comm.fail(e);
             }
         }),
+        GpuRank::Local {
+            group, schedules, ..
+        } => local::run(comm, group, schedules, ops),
         GpuRank::Separate => Err(ApiError::Internal("the CUDA path did not open".into())),
         GpuRank::Unavailable(why) => Err(ApiError::Internal(format!(
             "a call was routed to the CUDA path, which is unavailable: {why}"
@@ -211,9 +198,7 @@ pub fn run(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), A
 /// there is nothing to wait for (one rank, a stream being captured: its work runs at replay).
 pub fn finished_after(comm: &Comm, stream: usize) -> Option<impl Fn() -> bool + Send + 'static> {
     let slot = lock(&comm.gpu);
-    let Some(GpuRank::Procs { mark: Some(m), .. }) = slot.as_ref() else {
-        return None;
-    };
+    let m = slot.as_ref().and_then(GpuRank::mark)?;
     if cuda::query::capturing(stream) || m.record(stream).is_err() {
         return None;
     }
@@ -296,18 +281,18 @@ fn run_alone(
 fn run_procs(
     comm: &Comm,
     proc: &CudaProcComm,
-    schedules: &mut HashMap<(CollectiveKind, u32, u64), Arc<Schedule>>,
+    schedules: &mut Schedules,
     scratch: &mut rank::Scratch,
     ops: &[(Op, DataType, ReduceOp, usize)],
 ) -> Result<(), ApiError> {
     let mut group = p2p::Group::default();
     for (op, dtype, rop, count) in ops {
-        let Some(k) = kind(op.kind) else {
+        let Some(k) = collective_kind(op.kind) else {
             group.add(op, comm.rank, comm.nranks, (*count * dtype.size()) as u64);
             continue;
         };
         let bytes = (*count * dtype.size()) as u64;
-        let sched = schedule(comm, schedules, k, op.peer, bytes)?;
+        let sched = schedules.get(comm.nranks, k, op.peer, bytes)?;
         let (input, output) = premul::prepare(comm, proc, scratch, op, *dtype, *count)?;
         let req = ProcRequest {
             schedule: &sched,
@@ -322,31 +307,6 @@ fn run_procs(
             .map_err(|e| p2p::cuda_error(op.call, e))?;
     }
     group.run(proc)
-}
-
-/// The schedule of collective `k` (root `root`) for `bytes` per rank, built once per shape.
-fn schedule(
-    comm: &Comm,
-    schedules: &mut HashMap<(CollectiveKind, u32, u64), Arc<Schedule>>,
-    k: CollectiveKind,
-    root: u32,
-    bytes: u64,
-) -> Result<Arc<Schedule>, ApiError> {
-    if let Some(s) = schedules.get(&(k, root, bytes)) {
-        return Ok(s.clone());
-    }
-    let coll = match k {
-        CollectiveKind::Broadcast | CollectiveKind::Reduce => Collective::rooted(k, root),
-        _ => Collective::new(k),
-    };
-    // Priced with the bundled profile: the library takes no profile file.
-    let algo = schedules::auto_direct_algo(Profile::bundled(), k, bytes, false);
-    let (_, s) = schedules::pick(&coll, comm.nranks, bytes, algo, Profile::bundled())
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
-    check_direct(&s).map_err(|e| ApiError::Internal(e.to_string()))?;
-    let s = Arc::new(s);
-    schedules.insert((k, root, bytes), s.clone());
-    Ok(s)
 }
 
 /// The runtime type a device call runs as: data movement as bytes, reductions exactly.

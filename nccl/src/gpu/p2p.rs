@@ -7,6 +7,7 @@ use crate::op::{Kind, Op};
 use cuda::direct::p2p::Transfer;
 use cuda::ipc::CudaProcComm;
 use cuda::CudaError;
+use cudarc::driver::sys::CUstream;
 
 /// The point-to-point part of one group, in issue order, and the streams it was issued on.
 #[derive(Debug, Default)]
@@ -59,6 +60,14 @@ impl Group {
     /// Enqueues the group on its first stream, joined to the others before and after (on the
     /// GPU: capturable).
     pub fn run(self, proc: &CudaProcComm) -> Result<(), ApiError> {
+        self.run_with(|sends, recvs, stream| proc.enqueue_p2p(sends, recvs, stream))
+    }
+
+    /// [`Self::run`], enqueuing this rank's sends and receives on a stream with `enqueue`.
+    pub fn run_with(
+        self,
+        enqueue: impl FnOnce(&[Transfer], &[Transfer], CUstream) -> Result<(), CudaError>,
+    ) -> Result<(), ApiError> {
         let Some(&first) = self.streams.first() else {
             return Ok(());
         };
@@ -68,12 +77,8 @@ impl Group {
         for &s in &self.streams[1..] {
             join(first, s)?;
         }
-        proc.enqueue_p2p(
-            &self.sends,
-            &self.recvs,
-            first as cudarc::driver::sys::CUstream,
-        )
-        .map_err(|e| cuda_error("point-to-point", e))?;
+        enqueue(&self.sends, &self.recvs, first as CUstream)
+            .map_err(|e| cuda_error("point-to-point", e))?;
         for &s in &self.streams[1..] {
             join(s, first)?;
         }

@@ -1,10 +1,15 @@
-//! A communicator's CUDA state: a leaf, so the communicator can hold it without importing the
-//! CUDA path that fills it.
+//! A communicator's CUDA state and the schedules it has run: a leaf, so the communicator can
+//! hold it without importing the CUDA path that fills it.
 
+use crate::abi::NcclOp;
 use crate::error::{usage, ApiError};
+use crate::op::{Kind, Op};
 use cuda::device::DevBuf;
-use cuda::ipc::CudaProcComm;
-use planner::schedule::{CollectiveKind, Schedule};
+use cuda::ipc::{check_direct, CudaProcComm};
+use cuda::query::StreamMark;
+use cuda::{schedules, CudaGroup};
+use planner::schedule::{Collective, CollectiveKind, Schedule};
+use planner::tuner::Profile;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -18,14 +23,101 @@ pub enum GpuRank {
     /// The IPC-mapped direct path, and the schedules it has run.
     Procs {
         proc: Box<CudaProcComm>,
-        schedules: HashMap<(CollectiveKind, u32, u64), Arc<Schedule>>,
+        schedules: Schedules,
         /// Marks the last batch's work for the hang report (`None`: the driver refused one).
-        mark: Option<Arc<cuda::query::StreamMark>>,
+        mark: Option<Arc<StreamMark>>,
         /// PreMulSum's scaled inputs (`super::premul`).
         scratch: Scratch,
     },
+    /// Every rank in this process: the direct path's kernels through the `CudaGroup` the ranks
+    /// share (`super::local`), this rank enqueuing its own part; and the schedules it has run.
+    Local {
+        group: Arc<CudaGroup>,
+        schedules: Schedules,
+        mark: Option<Arc<StreamMark>>,
+    },
     /// No direct path for these ranks (why): their device calls run through host copies.
     Unavailable(String),
+}
+
+impl GpuRank {
+    /// Why this rank's CUDA state refuses `op` (`None`: it does not).
+    pub fn refuses(&self, op: &Op) -> Option<String> {
+        match self {
+            GpuRank::Unavailable(why) => Some(why.clone()),
+            // Its scaled inputs would need a scratch buffer per rank, allocated (and freed)
+            // while peers' kernels wait on the same GPU.
+            GpuRank::Local { .. } if matches!(op.op, NcclOp::PreMulSum(_)) => {
+                Some("PreMulSum on ranks that share a process".into())
+            }
+            _ => None,
+        }
+    }
+
+    /// The mark of the last batch's work, for the hang report.
+    pub fn mark(&self) -> Option<&Arc<StreamMark>> {
+        match self {
+            GpuRank::Procs { mark, .. } | GpuRank::Local { mark, .. } => mark.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// `ncclCommAbort`: stops every kernel of this rank that waits on a peer (they poll an
+    /// abort word) and releases the copy engines' waits. Ranks of one process share one abort
+    /// word: their kernels wait on each other, so they stop together.
+    pub fn abort(&self) -> Result<(), cuda::CudaError> {
+        match self {
+            GpuRank::Procs { proc, .. } => proc.abort(),
+            GpuRank::Local { group, .. } => group.abort(),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The collective the direct path runs for `k`; `None` for messages between pairs (the
+/// point-to-point kernel).
+pub fn collective_kind(k: Kind) -> Option<CollectiveKind> {
+    Some(match k {
+        Kind::AllReduce => CollectiveKind::AllReduce,
+        Kind::AllGather => CollectiveKind::AllGather,
+        Kind::ReduceScatter => CollectiveKind::ReduceScatter,
+        Kind::Broadcast => CollectiveKind::Broadcast,
+        Kind::Reduce => CollectiveKind::Reduce,
+        Kind::AllToAll => CollectiveKind::AllToAll,
+        Kind::Gather | Kind::Scatter | Kind::Send | Kind::Recv => return None,
+    })
+}
+
+/// The schedules a rank has run, by (collective, root, bytes per rank): `cuda::schedules`
+/// picks each shape once.
+#[derive(Debug, Default)]
+pub struct Schedules(HashMap<(CollectiveKind, u32, u64), Arc<Schedule>>);
+
+impl Schedules {
+    /// The schedule of collective `k` (root `root`) for `bytes` per rank on `nranks` ranks.
+    pub fn get(
+        &mut self,
+        nranks: u32,
+        k: CollectiveKind,
+        root: u32,
+        bytes: u64,
+    ) -> Result<Arc<Schedule>, ApiError> {
+        if let Some(s) = self.0.get(&(k, root, bytes)) {
+            return Ok(s.clone());
+        }
+        let coll = match k {
+            CollectiveKind::Broadcast | CollectiveKind::Reduce => Collective::rooted(k, root),
+            _ => Collective::new(k),
+        };
+        // Priced with the bundled profile: the library takes no profile file.
+        let algo = schedules::auto_direct_algo(Profile::bundled(), k, bytes, false);
+        let (_, s) = schedules::pick(&coll, nranks, bytes, algo, Profile::bundled())
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        check_direct(&s).map_err(|e| ApiError::Internal(e.to_string()))?;
+        let s = Arc::new(s);
+        self.0.insert((k, root, bytes), s.clone());
+        Ok(s)
+    }
 }
 
 /// The scaled inputs' buffer, grown on demand, and the stream that last wrote it.

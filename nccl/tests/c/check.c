@@ -14,8 +14,8 @@
  *   devstaged  with the CUDA direct kernels off (TOPOPLAN_DIRECT=0), device-buffer all-to-all,
  *              send/recv, gather and scatter run on topoplan through host copies: random data,
  *              every element checked (with tests/c/fake_cuda.c, and no real NCCL to fall back on);
- *              then all-reduce and all-gather of ranks in one process (ncclCommInitAll), which
- *              the IPC path cannot serve, the same way
+ *              then all-reduce and all-gather of ranks in one process (ncclCommInitAll), the
+ *              same way
  * Exit status 0 when every check passed; each failure prints what differed. Random data comes
  * from CHECK_SEED (else the clock), printed with every failure that involves it.
  */

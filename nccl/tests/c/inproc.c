@@ -1,0 +1,269 @@
+/*
+ * Ranks of one process on a real GPU (nccl/tests/c_api.rs builds and runs it; so does
+ * scripts/device/nccl-library.sh inproc): `inproc DEV...` makes one communicator with
+ * ncclCommInitAll over the device list (a device may repeat: ranks sharing a GPU) and runs
+ * all-reduce (float32 sum, int32 max), all-gather, reduce-scatter, broadcast, reduce, all-to-all
+ * and a ring of send/recv on device buffers, in and out of place, at several sizes, three ways:
+ *   grouped  one thread issues every rank's call inside ncclGroupStart/End (nccl-tests -g N);
+ *   threads  one thread per rank, each issuing its own call, no group;
+ *   graph    every rank's stream captured into a CUDA graph (global mode) around a group,
+ *            the graphs instantiated and launched (nccl-tests -G).
+ * Random integer-valued data from INPROC_SEED (else the clock); every element of every output
+ * is compared with a CPU reference. INPROC_NO_GRAPH=1 skips the graph runs (ranks whose calls
+ * run through host copies cannot be captured). The CUDA driver is loaded with dlopen, so the
+ * program builds without CUDA headers; without a driver or a GPU it prints "SKIP" and exits 0.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <nccl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef void* CUctx;
+typedef void* CUgraph;
+typedef void* CUgraphExec;
+
+static struct {
+  CUresult (*init)(unsigned);
+  CUresult (*count)(int*);
+  CUresult (*device)(int*, int);
+  CUresult (*retain)(CUctx*, int);
+  CUresult (*current)(CUctx);
+  CUresult (*stream)(cudaStream_t*, unsigned);
+  CUresult (*sync)(cudaStream_t);
+  CUresult (*alloc)(CUdeviceptr*, size_t);
+  CUresult (*htod)(CUdeviceptr, const void*, size_t);
+  CUresult (*dtoh)(void*, CUdeviceptr, size_t);
+  CUresult (*begin)(cudaStream_t, int);
+  CUresult (*end)(cudaStream_t, CUgraph*);
+  CUresult (*instantiate)(CUgraphExec*, CUgraph, unsigned long long);
+  CUresult (*launch)(CUgraphExec, cudaStream_t);
+} cu;
+
+#define MAXR 8
+enum { AR, ARMAX, AG, RS, BC, RD, A2A, RING, KINDS };
+static const char* names[KINDS] = {"all-reduce sum", "all-reduce max", "all-gather",
+                                   "reduce-scatter", "broadcast", "reduce", "all-to-all",
+                                   "send/recv ring"};
+enum { GROUPED, THREADS, GRAPH };
+static const char* modes[] = {"grouped", "threads", "graph"};
+
+static int n;
+static ncclComm_t comms[MAXR];
+static CUctx ctxs[MAXR];
+static cudaStream_t streams[MAXR];
+static CUdeviceptr sendb[MAXR], recvb[MAXR];
+static size_t cap; /* elements per buffer */
+static unsigned seed;
+static int failures;
+
+#define CU(x) do { CUresult r_ = (x); if (r_) { printf("inproc: %s: CUDA error %d\n", #x, r_); exit(1); } } while (0)
+#define NC(x) do { ncclResult_t r_ = (x); if (r_) { printf("inproc: %s: %s (%s)\n", #x, ncclGetErrorString(r_), ncclGetLastError(NULL)); exit(1); } } while (0)
+
+static int load(void) {
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (!h) return 0;
+#define SYM(f, s) if (!(*(void**)&cu.f = dlsym(h, s))) return 0
+  SYM(init, "cuInit"); SYM(count, "cuDeviceGetCount"); SYM(device, "cuDeviceGet");
+  SYM(retain, "cuDevicePrimaryCtxRetain"); SYM(current, "cuCtxSetCurrent");
+  SYM(stream, "cuStreamCreate"); SYM(sync, "cuStreamSynchronize"); SYM(alloc, "cuMemAlloc_v2");
+  SYM(htod, "cuMemcpyHtoD_v2"); SYM(dtoh, "cuMemcpyDtoH_v2");
+  SYM(begin, "cuStreamBeginCapture_v2"); SYM(end, "cuStreamEndCapture");
+  SYM(instantiate, "cuGraphInstantiateWithFlags"); SYM(launch, "cuGraphLaunch");
+  return 1;
+}
+
+/* Elements of a rank's input and output for `kind` with NCCL's per-rank count `c`. */
+static size_t in_len(int kind, size_t c) { return (kind == RS || kind == A2A) ? n * c : c; }
+static size_t out_len(int kind, size_t c) { return (kind == AG || kind == A2A) ? n * c : c; }
+static int root_of(int kind) { return kind == BC ? n - 1 : kind == RD ? (n > 1) : 0; }
+
+/* The expected output of rank r from every rank's input (int32 values; float32 kinds hold
+ * the same small integers, whose sums are exact). */
+static int32_t expect(int kind, int32_t** in, int r, size_t c, size_t i) {
+  int32_t acc = 0;
+  switch (kind) {
+  case AR: for (int q = 0; q < n; q++) acc += in[q][i]; return acc;
+  case RD: for (int q = 0; q < n; q++) acc += in[q][i]; return acc;
+  case ARMAX: acc = in[0][i]; for (int q = 1; q < n; q++) if (in[q][i] > acc) acc = in[q][i]; return acc;
+  case AG: return in[i / c][i % c];
+  case RS: for (int q = 0; q < n; q++) acc += in[q][r * c + i]; return acc;
+  case BC: return in[root_of(kind)][i];
+  case A2A: return in[i / c][r * c + i % c];
+  default: return in[(r + n - 1) % n][i]; /* RING */
+  }
+}
+
+static int is_float(int kind) { return kind == AR || kind == RS || kind == RD; }
+
+typedef struct { int kind; size_t c; int in_place; int rank; } Call;
+
+/* Rank r's input and output device addresses for the call. */
+static void bufs(const Call* k, int r, CUdeviceptr* in, CUdeviceptr* out) {
+  size_t es = 4;
+  *out = recvb[r];
+  *in = sendb[r];
+  if (!k->in_place) return;
+  if (k->kind == AG) *in = recvb[r] + r * k->c * es;
+  else if (k->kind == RS) { *in = recvb[r]; *out = recvb[r] + r * k->c * es; }
+  else *in = recvb[r];
+}
+
+static void issue(const Call* k, int r) {
+  CUdeviceptr in, out;
+  bufs(k, r, &in, &out);
+  void *s = (void*)in, *d = (void*)out;
+  ncclDataType_t t = is_float(k->kind) ? ncclFloat32 : ncclInt32;
+  cudaStream_t st = streams[r];
+  CU(cu.current(ctxs[r]));
+  switch (k->kind) {
+  case AR: case ARMAX: NC(ncclAllReduce(s, d, k->c, t, k->kind == AR ? ncclSum : ncclMax, comms[r], st)); break;
+  case AG: NC(ncclAllGather(s, d, k->c, t, comms[r], st)); break;
+  case RS: NC(ncclReduceScatter(s, d, k->c, t, ncclSum, comms[r], st)); break;
+  case BC: NC(ncclBroadcast(s, d, k->c, t, root_of(k->kind), comms[r], st)); break;
+  case RD: NC(ncclReduce(s, d, k->c, t, ncclSum, root_of(k->kind), comms[r], st)); break;
+  case A2A: NC(ncclAlltoAll(s, d, k->c, t, comms[r], st)); break;
+  default:
+    NC(ncclGroupStart());
+    NC(ncclSend(s, k->c, t, (r + 1) % n, comms[r], st));
+    NC(ncclRecv(d, k->c, t, (r + n - 1) % n, comms[r], st));
+    NC(ncclGroupEnd());
+  }
+}
+
+static void* rank_thread(void* p) { issue((const Call*)p, ((const Call*)p)->rank); return NULL; }
+
+static int32_t rnd(void) { return (int32_t)(rand_r(&seed) % 17) - 8; }
+
+/* Fills every rank's input (and the rest of its buffers with a sentinel), returns the inputs. */
+static void fill(const Call* k, int32_t** in) {
+  size_t il = in_len(k->kind, k->c);
+  int32_t* junk = malloc(cap * 4);
+  for (size_t i = 0; i < cap; i++) junk[i] = 0x7eadbeef;
+  for (int r = 0; r < n; r++) {
+    in[r] = malloc(il * 4);
+    for (size_t i = 0; i < il; i++) {
+      int32_t v = rnd();
+      if (is_float(k->kind)) { float f = (float)v; memcpy(&in[r][i], &f, 4); } else in[r][i] = v;
+    }
+    CU(cu.current(ctxs[r]));
+    CU(cu.htod(sendb[r], junk, cap * 4));
+    CU(cu.htod(recvb[r], junk, cap * 4));
+    CUdeviceptr ip, op;
+    bufs(k, r, &ip, &op);
+    CU(cu.htod(ip, in[r], il * 4));
+  }
+  free(junk);
+  /* Compare values as the integers they stand for. */
+  for (int r = 0; r < n; r++)
+    if (is_float(k->kind))
+      for (size_t i = 0; i < il; i++) { float f; memcpy(&f, &in[r][i], 4); in[r][i] = (int32_t)f; }
+}
+
+static void check(const Call* k, int32_t** in, const char* mode) {
+  size_t ol = out_len(k->kind, k->c);
+  int32_t* got = malloc(ol * 4);
+  for (int r = 0; r < n; r++) {
+    if (k->kind == RD && r != root_of(k->kind)) continue; /* NCCL leaves a non-root's output unspecified */
+    CUdeviceptr ip, op;
+    bufs(k, r, &ip, &op);
+    CU(cu.current(ctxs[r]));
+    CU(cu.dtoh(got, op, ol * 4));
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < ol; i++) {
+      int32_t v = got[i];
+      if (is_float(k->kind)) { float f; memcpy(&f, &got[i], 4); v = (int32_t)f; if ((float)v != f) v = INT32_MIN; }
+      if (v != expect(k->kind, in, r, k->c, i) && bad++ == 0) first = i;
+    }
+    if (bad) {
+      failures++;
+      printf("inproc: FAIL %s %s %zu x %s, %s, rank %d: %zu of %zu elements wrong, first at %zu "
+             "(got %d, want %d; INPROC_SEED=%u)\n", mode, names[k->kind], k->c,
+             is_float(k->kind) ? "float32" : "int32", k->in_place ? "in place" : "out of place", r,
+             bad, ol, first, got[first], expect(k->kind, in, r, k->c, first), seed);
+    }
+  }
+  free(got);
+}
+
+static void sync_all(void) { for (int r = 0; r < n; r++) { CU(cu.current(ctxs[r])); CU(cu.sync(streams[r])); } }
+
+static void run(const Call* proto, int mode) {
+  Call k[MAXR];
+  int32_t* in[MAXR];
+  fill(proto, in);
+  for (int r = 0; r < n; r++) { k[r] = *proto; k[r].rank = r; }
+  if (mode == THREADS) {
+    pthread_t t[MAXR];
+    for (int r = 0; r < n; r++) pthread_create(&t[r], NULL, rank_thread, &k[r]);
+    for (int r = 0; r < n; r++) pthread_join(t[r], NULL);
+  } else if (mode == GROUPED) {
+    NC(ncclGroupStart());
+    for (int r = 0; r < n; r++) issue(&k[r], r);
+    NC(ncclGroupEnd());
+  } else {
+    CUgraph g[MAXR];
+    CUgraphExec e[MAXR];
+    for (int r = 0; r < n; r++) { CU(cu.current(ctxs[r])); CU(cu.begin(streams[r], 0 /* global */)); }
+    NC(ncclGroupStart());
+    for (int r = 0; r < n; r++) issue(&k[r], r);
+    NC(ncclGroupEnd());
+    for (int r = 0; r < n; r++) { CU(cu.current(ctxs[r])); CU(cu.end(streams[r], &g[r])); CU(cu.instantiate(&e[r], g[r], 0)); }
+    /* Out of place a replay is idempotent: replay twice, as a training step repeats. */
+    for (int rep = 0; rep < (proto->in_place ? 1 : 2); rep++)
+      for (int r = 0; r < n; r++) { CU(cu.current(ctxs[r])); CU(cu.launch(e[r], streams[r])); }
+  }
+  sync_all();
+  check(proto, in, modes[mode]);
+  for (int r = 0; r < n; r++) free(in[r]);
+}
+
+int main(int argc, char** argv) {
+  n = argc - 1;
+  if (n < 2 || n > MAXR) { printf("usage: inproc DEV DEV [DEV...] (2 to %d ranks)\n", MAXR); return 2; }
+  int devs[MAXR], gpus = 0;
+  if (!load() || cu.init(0) || cu.count(&gpus) || gpus == 0) { printf("inproc: SKIP: no CUDA driver or GPU\n"); return 0; }
+  for (int r = 0; r < n; r++) {
+    devs[r] = atoi(argv[r + 1]);
+    if (devs[r] < 0 || devs[r] >= gpus) { printf("inproc: SKIP: GPU %d asked, %d present\n", devs[r], gpus); return 0; }
+  }
+  const char* s = getenv("INPROC_SEED");
+  struct timeval tv;
+  gettimeofday(&tv, NULL);
+  seed = s ? (unsigned)strtoul(s, NULL, 10) : (unsigned)(tv.tv_usec ^ tv.tv_sec);
+  size_t counts[] = {1, 1000, 70001, 1 << 20};
+  cap = (size_t)n * counts[3];
+  for (int r = 0; r < n; r++) {
+    int d;
+    CU(cu.device(&d, devs[r]));
+    CU(cu.retain(&ctxs[r], d));
+    CU(cu.current(ctxs[r]));
+    CU(cu.stream(&streams[r], 1 /* non-blocking */));
+    CU(cu.alloc(&sendb[r], cap * 4));
+    CU(cu.alloc(&recvb[r], cap * 4));
+  }
+  NC(ncclCommInitAll(comms, n, devs));
+  int graphs = !getenv("INPROC_NO_GRAPH");
+  for (int mode = GROUPED; mode <= (graphs ? GRAPH : THREADS); mode++)
+    for (int kind = 0; kind < KINDS; kind++)
+      for (int ci = 0; ci < 4; ci++)
+        for (int ip = 0; ip < 2; ip++) {
+          /* A ring's sends and receives use separate buffers; one element is not worth a graph. */
+          if (kind == RING && ip) continue;
+          if (mode == GRAPH && ci == 0) continue;
+          Call k = {kind, counts[ci], ip, 0};
+          run(&k, mode);
+        }
+  for (int r = 0; r < n; r++) NC(ncclCommDestroy(comms[r]));
+  if (failures) { printf("inproc: %d checks failed\n", failures); return 1; }
+  printf("inproc: %d ranks on GPUs", n);
+  for (int r = 0; r < n; r++) printf(" %d", devs[r]);
+  printf(": all checks passed\n");
+  return 0;
+}
