@@ -12,8 +12,7 @@
 //! buffers of a call, which a rank does not know without a host rendezvous per call.
 
 use super::p2p::Group;
-use super::rank::{collective_kind, GpuRank, Schedules};
-use crate::abi::NcclOp;
+use super::rank::{collective_kind, scales_first, GpuRank, Schedules};
 use crate::comm::{lock, Comm};
 use crate::error::{usage, ApiError};
 use crate::knobs::{log, Level};
@@ -183,9 +182,10 @@ pub fn run(
             p2p.add(op, comm.rank, comm.nranks, bytes);
             continue;
         };
-        if matches!(op.op, NcclOp::PreMulSum(_)) {
+        if scales_first(op) {
             return Err(ApiError::Internal(format!(
-                "{}: a PreMulSum reached the CUDA path of ranks that share a process",
+                "{}: a call that scales its inputs reached the CUDA path of ranks that share a \
+                 process",
                 op.call
             )));
         }

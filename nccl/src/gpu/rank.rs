@@ -10,6 +10,7 @@ use cuda::query::StreamMark;
 use cuda::{schedules, CudaGroup};
 use planner::schedule::{Collective, CollectiveKind, Schedule};
 use planner::tuner::Profile;
+use runtime::ReduceOp;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -47,9 +48,10 @@ impl GpuRank {
             GpuRank::Unavailable(why) => Some(why.clone()),
             // Its scaled inputs would need a scratch buffer per rank, allocated (and freed)
             // while peers' kernels wait on the same GPU.
-            GpuRank::Local { .. } if matches!(op.op, NcclOp::PreMulSum(_)) => {
-                Some("PreMulSum on ranks that share a process".into())
-            }
+            GpuRank::Local { .. } if scales_first(op) => Some(
+                "PreMulSum (and float8 average, a PreMulSum in NCCL) on ranks that share a process"
+                    .into(),
+            ),
             _ => None,
         }
     }
@@ -71,6 +73,15 @@ impl GpuRank {
             GpuRank::Local { group, .. } => group.abort(),
             _ => Ok(()),
         }
+    }
+}
+
+/// Whether `op` scales its inputs before it sums (`super::premul`): a PreMulSum, or a float8
+/// average, which NCCL runs as a PreMulSum by 1/nranks.
+pub fn scales_first(op: &Op) -> bool {
+    match op.op {
+        NcclOp::PreMulSum(_) => true,
+        NcclOp::Builtin(r) => r == ReduceOp::Avg && op.dtype.fp8_avg_scalar(1).is_some(),
     }
 }
 
@@ -153,5 +164,62 @@ impl Scratch {
         }
         self.stream = stream;
         Ok(self.buf.as_ref().map_or(0, |b| b.ptr))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::NcclType;
+
+    fn op(kind: Kind, dtype: NcclType, op: NcclOp) -> Op {
+        Op {
+            call: "t",
+            kind,
+            send: 8,
+            recv: 16,
+            count: 10,
+            dtype,
+            op,
+            peer: 0,
+            stream: 0,
+        }
+    }
+
+    /// The calls ranks of one process refuse (they have no scratch for scaled inputs): PreMulSum
+    /// and float8 averages; every other reduction sums, averages or compares in the kernels.
+    #[test]
+    fn premulsum_and_float8_averages_scale_first() {
+        let ar = |t, o| op(Kind::AllReduce, t, o);
+        assert!(scales_first(&ar(NcclType::F32, NcclOp::PreMulSum(3))));
+        assert!(scales_first(&ar(
+            NcclType::F8E4M3,
+            NcclOp::Builtin(ReduceOp::Avg)
+        )));
+        assert!(scales_first(&ar(
+            NcclType::F8E5M2,
+            NcclOp::Builtin(ReduceOp::Avg)
+        )));
+        assert!(!scales_first(&ar(
+            NcclType::Bf16,
+            NcclOp::Builtin(ReduceOp::Avg)
+        )));
+        assert!(!scales_first(&ar(
+            NcclType::F8E4M3,
+            NcclOp::Builtin(ReduceOp::Sum)
+        )));
+        let gone = GpuRank::Unavailable("why".into());
+        assert_eq!(
+            gone.refuses(&ar(NcclType::F32, NcclOp::Builtin(ReduceOp::Sum)))
+                .as_deref(),
+            Some("why")
+        );
+        assert!(GpuRank::Separate
+            .refuses(&ar(NcclType::F32, NcclOp::PreMulSum(3)))
+            .is_none());
+        assert_eq!(collective_kind(Kind::Reduce), Some(CollectiveKind::Reduce));
+        for k in [Kind::Gather, Kind::Scatter, Kind::Send, Kind::Recv] {
+            assert_eq!(collective_kind(k), None);
+        }
     }
 }
