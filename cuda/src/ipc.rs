@@ -25,6 +25,7 @@ use planner::schedule::Schedule;
 use runtime::types::{DataType, ReduceOp};
 use std::sync::{Arc, Mutex};
 
+mod agree;
 pub mod calls;
 mod pair;
 mod record;
@@ -320,6 +321,7 @@ impl CudaProcComm {
             return Err(CudaError::Aborted);
         }
         let module = self.module(req.dtype)?;
+        self.flagged_since_check()?;
         self.order(stream)?;
         let in_place = direct::is_in_place(
             s.collective.kind,
@@ -357,6 +359,7 @@ impl CudaProcComm {
         }
         let plan = p2p::plan(self.rank, self.nranks, sends, recvs)?;
         let module = self.module(DataType::U8)?;
+        self.flagged_since_check()?;
         self.ctx.bind_to_thread().map_err(drv)?;
         self.order(stream)?;
         for &(dst, src, bytes) in &plan.copies {
@@ -512,66 +515,6 @@ impl CudaProcComm {
             Some(p) => crate::abort::release(&self.ctx, p.counter_words()),
             None => Ok(()),
         }
-    }
-
-    /// Checks this rank's next call against the peers' (`calls`): a difference is
-    /// [`CudaError::Mismatch`], on this rank now and on the others through their boards.
-    fn check_call(
-        &self,
-        f: impl FnOnce(&mut calls::Calls) -> Result<(), calls::CallsError>,
-    ) -> Result<(), CudaError> {
-        let Some(c) = &self.calls else {
-            return Ok(());
-        };
-        let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut c).map_err(|e| self.stopped(e.into()))
-    }
-
-    /// Checks a group's messages to and from peers (zero-byte ones included: a rank that
-    /// skips one would leave its peer waiting), sends and receives interleaved in issue order
-    /// so that two ranks a ring of messages ahead of each other never wait for each other.
-    fn check_messages(
-        &self,
-        sends: &[p2p::Transfer],
-        recvs: &[p2p::Transfer],
-    ) -> Result<(), CudaError> {
-        let me = self.rank;
-        self.check_call(|c| {
-            for k in 0..sends.len().max(recvs.len()) {
-                if let Some(t) = sends.get(k).filter(|t| t.peer != me) {
-                    c.message(&calls::Desc::Send {
-                        peer: t.peer,
-                        bytes: t.bytes,
-                    })?;
-                }
-                if let Some(t) = recvs.get(k).filter(|t| t.peer != me) {
-                    c.message(&calls::Desc::Recv {
-                        peer: t.peer,
-                        bytes: t.bytes,
-                    })?;
-                }
-            }
-            Ok(())
-        })
-    }
-
-    /// A mismatch also sets this rank's own abort word: its kernels of earlier calls, which
-    /// may wait for a peer that stopped, leave too.
-    fn stopped(&self, e: CudaError) -> CudaError {
-        if matches!(e, CudaError::Mismatch(_)) {
-            self.abort_word.set();
-        }
-        e
-    }
-
-    /// The verdict of a rank that found the ranks calling different things, if one did (never
-    /// blocks: it reads shared memory). It also stops this rank's kernels, which wait for data
-    /// no peer sends.
-    pub fn verdict(&self) -> Option<calls::Mismatch> {
-        let c = self.calls.as_ref()?;
-        let m = c.try_lock().ok()?.verdict()?;
-        self.abort_word.set();
-        Some(m)
     }
 
     /// Whether [`Self::abort`] ran.

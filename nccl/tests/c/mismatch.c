@@ -2,7 +2,8 @@
  * Ranks that disagree on a device-buffer call (docs/nccl-library.md, "Agreement"): run on a GPU
  * by `scripts/device/nccl-library.sh mismatch`, built there against include/nccl.h, the freshly
  * built libnccl.so and the CUDA driver (cuda.h, -lcuda). 2 processes share GPU 0 and make one
- * call each on device buffers (the direct CUDA path), which differ by CASE:
+ * call each on device buffers (the direct CUDA path), after agreeing warm-up calls that compile
+ * the kernels, which differ by CASE:
  *   count     all-reduce of 4096 floats on rank 0, 2048 on rank 1;
  *   dtype     all-reduce of 4096 floats on rank 0, 4096 halves on rank 1;
  *   sendrecv  rank 0 sends 256 bytes to rank 1, which receives 128;
@@ -50,6 +51,19 @@ static ncclResult_t call(ncclComm_t c, int rank, CUdeviceptr a, CUdeviceptr b, C
   return ncclAllReduce((void*)a, (void*)b, n, t, ncclSum, c, s);
 }
 
+/* Agreeing calls of every kind the cases make, before the timed one: a first call compiles
+ * its kernels (seconds), which the limit is not about. */
+static int warm_up(ncclComm_t c, int rank, CUdeviceptr a, CUdeviceptr b, CUstream s) {
+  int ok = ncclAllReduce((void*)a, (void*)b, COUNT, ncclFloat32, ncclSum, c, s) == ncclSuccess &&
+           ncclAllReduce((void*)a, (void*)b, COUNT, ncclFloat16, ncclSum, c, s) == ncclSuccess;
+  ncclGroupStart();
+  if (rank == 0) ncclSend((void*)a, 256, ncclUint8, 1, c, s);
+  else ncclRecv((void*)b, 256, ncclUint8, 0, c, s);
+  ok = ncclGroupEnd() == ncclSuccess && ok;
+  CHECK(ok && cu(cuStreamSynchronize(s), "cuStreamSynchronize"), "rank %d: warm-up failed", rank);
+  return ok;
+}
+
 /* `agree`: the output is the sum of both ranks' inputs, element by element. */
 static void check_sum(int rank, CUdeviceptr b) {
   static float got[COUNT];
@@ -79,6 +93,7 @@ static int rank_main(ncclUniqueId id, int rank) {
   ncclResult_t r = ncclCommInitRank(&c, 2, id, rank);
   CHECK(r == ncclSuccess, "rank %d: init -> %d (%s)", rank, r, ncclGetLastError(NULL));
   if (r != ncclSuccess) return 1;
+  if (!warm_up(c, rank, a, b, s)) return 1;
   double t0 = now();
   r = call(c, rank, a, b, s);
   /* The stream drains: kernels waiting for a peer that stopped are released. */
