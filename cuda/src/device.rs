@@ -305,6 +305,8 @@ impl ModuleCache {
         if let Some(x) = m.get(&dtype) {
             return Ok(x.clone());
         }
+        // A type's first call may come inside a graph capture (loading touches no stream).
+        let _relaxed = crate::capture::RelaxedCapture::enter();
         let x = Arc::new(load_exec(ctx, dtype)?);
         m.insert(dtype, x.clone());
         Ok(x)
@@ -390,6 +392,7 @@ impl ExecModule {
         if let Some(s) = self.shared.get() {
             return Ok(&s.funcs);
         }
+        let _relaxed = crate::capture::RelaxedCapture::enter();
         let module = self
             .ctx
             .load_module(unit_ptx(&self.ctx, self.dtype, kernels::DIRECT, true)?)

@@ -11,12 +11,14 @@
 //! - [`residency`]: the CTAs each rank may launch when several ranks share a GPU;
 //! - [`ipc::CudaProcComm`]: one process per GPU, peers' direct-path buffers mapped through CUDA
 //!   IPC handles exchanged over the bootstrap;
-//! - [`graph`]: capturing a stream's calls into a CUDA graph and replaying it;
+//! - [`graph`]: capturing a stream's calls into a CUDA graph and replaying it; [`capture`]:
+//!   the work a capture forbids, done relaxed (first-use module loads, pointer queries);
 //!
 //! Everything that touches the driver first checks [`device::driver_present`], so machines
 //! without a GPU get an error (or a test skip), never a panic.
 
 pub mod abort;
+pub mod capture;
 pub mod ce;
 pub mod ce_pair;
 pub mod device;

@@ -437,6 +437,13 @@ fn ranks_of_one_process_run_on_the_cuda_kernels() {
         }
         assert!(text.contains("all checks passed"), "{text}");
         assert!(text.contains("direct path in one process"), "{text}");
+        // The int64 all-reduce, first called inside a graph capture, ran on the kernels.
+        assert!(
+            text.lines().any(|l| l.contains("ncclAllReduce")
+                && l.contains(" x int64 ")
+                && l.contains("topoplan CUDA backend")),
+            "{text}"
+        );
         assert!(!text.contains("through host copies"), "{text}");
     }
 }

@@ -28,9 +28,10 @@
 #   6. (inproc) ranks of one process (nccl/tests/c/inproc.c, ncclCommInitAll): 2 and 4 ranks
 #      sharing GPU 0 (and one rank per GPU where there are several), every collective and a
 #      send/recv ring, in and out of place, grouped from one thread, a thread per rank, and
-#      captured into CUDA graphs, every element checked; each run must print "all checks passed"
-#      and, under TOPOPLAN_DEBUG=INFO, "direct path in one process" and never "through host
-#      copies": $OUT/inproc.log;
+#      captured into CUDA graphs (global mode; an int64 all-reduce whose kernels load inside the
+#      capture), every element checked; each run must print "all checks passed" and, under
+#      TOPOPLAN_DEBUG=INFO, "direct path in one process", the int64 all-reduce on "topoplan CUDA
+#      backend" and never "through host copies": $OUT/inproc.log;
 #   7. (bench) one-rank all-reduce, 8 B to 256 MiB, in and out of place, ours against stock
 #      NCCL alternating ROUNDS (default 3) times: $OUT/one-rank.log (BENCHMARKS.md);
 #   8. (fp8) nccl-tests all_reduce, reduce_scatter and reduce with -d f8e4m3 and -d f8e5m2,
@@ -187,6 +188,7 @@ if [ "$WHAT" = inproc ] || [ "$WHAT" = all ]; then
     out=$(CUDA_DEVICE_MAX_CONNECTIONS=32 TOPOPLAN_DEBUG=INFO timeout 300 $bin $devs 2>&1); rc=$?
     echo "$out" >> "$log"
     if [ $rc = 0 ] && grep -q "all checks passed" <<<"$out" && grep -q "direct path in one process" <<<"$out" \
+        && grep -q "ncclAllReduce .* x int64 .*topoplan CUDA backend" <<<"$out" \
         && ! grep -q "through host copies" <<<"$out"; then
       echo "INPROC PASS ($devs)" >> "$log"
     else

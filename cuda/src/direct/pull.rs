@@ -153,38 +153,14 @@ pub fn readable_from(ptr: u64, reader: i32) -> bool {
 /// Whether every rank's input can be loaded by every other rank's GPU (`readers[r]`: rank r's
 /// device ordinal). The same answer on every rank of a call, as pull and push must not mix.
 pub(crate) fn inputs_readable(inputs: &[u64], readers: &[i32]) -> bool {
-    let _relaxed = RelaxedCapture::enter();
+    // Pointer queries touch no stream: a caller's capture must not be lost to them.
+    let _relaxed = crate::capture::RelaxedCapture::enter();
     inputs.iter().enumerate().all(|(s, &p)| {
         readers
             .iter()
             .enumerate()
             .all(|(r, &dev)| r == s || readable_from(p, dev))
     })
-}
-
-/// This thread's stream-capture mode set to relaxed until drop, then restored (the driver's
-/// push-pop idiom). A caller capturing a graph in global or thread-local mode (PyTorch's
-/// default is global) must not have its capture invalidated by the pointer queries above, which
-/// touch no stream. If the exchange fails, nothing is restored, since nothing changed.
-struct RelaxedCapture(Option<cudarc::driver::sys::CUstreamCaptureMode>);
-
-impl RelaxedCapture {
-    fn enter() -> Self {
-        use cudarc::driver::sys;
-        let mut mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
-        // SAFETY: `mode` is a valid in/out value for the call.
-        let ok = unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) }.result();
-        Self(ok.is_ok().then_some(mode))
-    }
-}
-
-impl Drop for RelaxedCapture {
-    fn drop(&mut self) {
-        if let Some(mut mode) = self.0 {
-            // SAFETY: as in `enter`; restores the mode `enter` replaced.
-            let _ = unsafe { cudarc::driver::sys::cuThreadExchangeStreamCaptureMode(&mut mode) };
-        }
-    }
 }
 
 /// Threads per CTA.

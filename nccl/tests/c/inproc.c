@@ -6,8 +6,11 @@
  * and a ring of send/recv on device buffers, in and out of place, at several sizes, three ways:
  *   grouped  one thread issues every rank's call inside ncclGroupStart/End (nccl-tests -g N);
  *   threads  one thread per rank, each issuing its own call, no group;
- *   graph    every rank's stream captured into a CUDA graph (global mode) around a group,
- *            the graphs instantiated and launched (nccl-tests -G).
+ *   graph    every rank's stream captured into a CUDA graph (global mode, PyTorch's default)
+ *            around a group, every capture ended before any graph is instantiated (an
+ *            instantiation is refused while a global capture is under way), the graphs
+ *            launched (nccl-tests -G). An int64 all-reduce runs in this mode only: its type's
+ *            kernels are first needed, and loaded, inside a capture.
  * Random integer-valued data from INPROC_SEED (else the clock); every element of every output
  * is compared with a CPU reference. INPROC_NO_GRAPH=1 skips the graph runs (ranks whose calls
  * run through host copies cannot be captured). The CUDA driver is loaded with dlopen, so the
@@ -44,13 +47,15 @@ static struct {
   CUresult (*end)(cudaStream_t, CUgraph*);
   CUresult (*instantiate)(CUgraphExec*, CUgraph, unsigned long long);
   CUresult (*launch)(CUgraphExec, cudaStream_t);
+  CUresult (*exec_destroy)(CUgraphExec);
+  CUresult (*graph_destroy)(CUgraph);
 } cu;
 
 #define MAXR 8
-enum { AR, ARMAX, AG, RS, BC, RD, A2A, RING, KINDS };
+enum { AR, ARMAX, AG, RS, BC, RD, A2A, RING, AR64, KINDS };
 static const char* names[KINDS] = {"all-reduce sum", "all-reduce max", "all-gather",
                                    "reduce-scatter", "broadcast", "reduce", "all-to-all",
-                                   "send/recv ring"};
+                                   "send/recv ring", "all-reduce sum (first in a graph)"};
 enum { GROUPED, THREADS, GRAPH };
 static const char* modes[] = {"grouped", "threads", "graph"};
 
@@ -59,7 +64,7 @@ static ncclComm_t comms[MAXR];
 static CUctx ctxs[MAXR];
 static cudaStream_t streams[MAXR];
 static CUdeviceptr sendb[MAXR], recvb[MAXR];
-static size_t cap; /* elements per buffer */
+static size_t cap; /* bytes per buffer */
 static unsigned seed;
 static int failures;
 
@@ -76,6 +81,7 @@ static int load(void) {
   SYM(htod, "cuMemcpyHtoD_v2"); SYM(dtoh, "cuMemcpyDtoH_v2");
   SYM(begin, "cuStreamBeginCapture_v2"); SYM(end, "cuStreamEndCapture");
   SYM(instantiate, "cuGraphInstantiateWithFlags"); SYM(launch, "cuGraphLaunch");
+  SYM(exec_destroy, "cuGraphExecDestroy"); SYM(graph_destroy, "cuGraphDestroy");
   return 1;
 }
 
@@ -89,7 +95,7 @@ static int root_of(int kind) { return kind == BC ? n - 1 : kind == RD ? (n > 1) 
 static int32_t expect(int kind, int32_t** in, int r, size_t c, size_t i) {
   int32_t acc = 0;
   switch (kind) {
-  case AR: for (int q = 0; q < n; q++) acc += in[q][i]; return acc;
+  case AR: case AR64: for (int q = 0; q < n; q++) acc += in[q][i]; return acc;
   case RD: for (int q = 0; q < n; q++) acc += in[q][i]; return acc;
   case ARMAX: acc = in[0][i]; for (int q = 1; q < n; q++) if (in[q][i] > acc) acc = in[q][i]; return acc;
   case AG: return in[i / c][i % c];
@@ -101,12 +107,26 @@ static int32_t expect(int kind, int32_t** in, int r, size_t c, size_t i) {
 }
 
 static int is_float(int kind) { return kind == AR || kind == RS || kind == RD; }
+static size_t esize(int kind) { return kind == AR64 ? 8 : 4; }
+static const char* tname(int kind) { return kind == AR64 ? "int64" : is_float(kind) ? "float32" : "int32"; }
+
+/* The i-th element of a device-format array of `kind` as the integer it stands for, and back. */
+static int32_t get_elem(int kind, const void* a, size_t i) {
+  if (kind == AR64) { int64_t v; memcpy(&v, (const char*)a + 8 * i, 8); return v == (int32_t)v ? (int32_t)v : INT32_MIN; }
+  if (is_float(kind)) { float f; memcpy(&f, (const char*)a + 4 * i, 4); return (float)(int32_t)f == f ? (int32_t)f : INT32_MIN; }
+  int32_t v; memcpy(&v, (const char*)a + 4 * i, 4); return v;
+}
+static void put_elem(int kind, void* a, size_t i, int32_t v) {
+  if (kind == AR64) { int64_t w = v; memcpy((char*)a + 8 * i, &w, 8); }
+  else if (is_float(kind)) { float f = (float)v; memcpy((char*)a + 4 * i, &f, 4); }
+  else memcpy((char*)a + 4 * i, &v, 4);
+}
 
 typedef struct { int kind; size_t c; int in_place; int rank; } Call;
 
 /* Rank r's input and output device addresses for the call. */
 static void bufs(const Call* k, int r, CUdeviceptr* in, CUdeviceptr* out) {
-  size_t es = 4;
+  size_t es = esize(k->kind);
   *out = recvb[r];
   *in = sendb[r];
   if (!k->in_place) return;
@@ -119,11 +139,11 @@ static void issue(const Call* k, int r) {
   CUdeviceptr in, out;
   bufs(k, r, &in, &out);
   void *s = (void*)in, *d = (void*)out;
-  ncclDataType_t t = is_float(k->kind) ? ncclFloat32 : ncclInt32;
+  ncclDataType_t t = k->kind == AR64 ? ncclInt64 : is_float(k->kind) ? ncclFloat32 : ncclInt32;
   cudaStream_t st = streams[r];
   CU(cu.current(ctxs[r]));
   switch (k->kind) {
-  case AR: case ARMAX: NC(ncclAllReduce(s, d, k->c, t, k->kind == AR ? ncclSum : ncclMax, comms[r], st)); break;
+  case AR: case AR64: case ARMAX: NC(ncclAllReduce(s, d, k->c, t, k->kind == ARMAX ? ncclMax : ncclSum, comms[r], st)); break;
   case AG: NC(ncclAllGather(s, d, k->c, t, comms[r], st)); break;
   case RS: NC(ncclReduceScatter(s, d, k->c, t, ncclSum, comms[r], st)); break;
   case BC: NC(ncclBroadcast(s, d, k->c, t, root_of(k->kind), comms[r], st)); break;
@@ -141,58 +161,74 @@ static void* rank_thread(void* p) { issue((const Call*)p, ((const Call*)p)->rank
 
 static int32_t rnd(void) { return (int32_t)(rand_r(&seed) % 17) - 8; }
 
-/* Fills every rank's input (and the rest of its buffers with a sentinel), returns the inputs. */
+/* Fills every rank's buffers with a sentinel and its input with random values; `in[r]` gets
+ * rank r's input as the integers its elements stand for. */
 static void fill(const Call* k, int32_t** in) {
-  size_t il = in_len(k->kind, k->c);
-  int32_t* junk = malloc(cap * 4);
-  for (size_t i = 0; i < cap; i++) junk[i] = 0x7eadbeef;
+  size_t il = in_len(k->kind, k->c), es = esize(k->kind);
+  unsigned char* junk = malloc(cap);
+  for (size_t i = 0; i < cap; i += 4) { uint32_t w = 0x7eadbeef; memcpy(junk + i, &w, 4); }
+  void* dev = malloc(il * es);
   for (int r = 0; r < n; r++) {
     in[r] = malloc(il * 4);
-    for (size_t i = 0; i < il; i++) {
-      int32_t v = rnd();
-      if (is_float(k->kind)) { float f = (float)v; memcpy(&in[r][i], &f, 4); } else in[r][i] = v;
-    }
+    for (size_t i = 0; i < il; i++) { in[r][i] = rnd(); put_elem(k->kind, dev, i, in[r][i]); }
     CU(cu.current(ctxs[r]));
-    CU(cu.htod(sendb[r], junk, cap * 4));
-    CU(cu.htod(recvb[r], junk, cap * 4));
+    CU(cu.htod(sendb[r], junk, cap));
+    CU(cu.htod(recvb[r], junk, cap));
     CUdeviceptr ip, op;
     bufs(k, r, &ip, &op);
-    CU(cu.htod(ip, in[r], il * 4));
+    CU(cu.htod(ip, dev, il * es));
   }
+  free(dev);
   free(junk);
-  /* Compare values as the integers they stand for. */
-  for (int r = 0; r < n; r++)
-    if (is_float(k->kind))
-      for (size_t i = 0; i < il; i++) { float f; memcpy(&f, &in[r][i], 4); in[r][i] = (int32_t)f; }
 }
 
 static void check(const Call* k, int32_t** in, const char* mode) {
   size_t ol = out_len(k->kind, k->c);
-  int32_t* got = malloc(ol * 4);
+  void* got = malloc(ol * esize(k->kind));
   for (int r = 0; r < n; r++) {
     if (k->kind == RD && r != root_of(k->kind)) continue; /* NCCL leaves a non-root's output unspecified */
     CUdeviceptr ip, op;
     bufs(k, r, &ip, &op);
     CU(cu.current(ctxs[r]));
-    CU(cu.dtoh(got, op, ol * 4));
+    CU(cu.dtoh(got, op, ol * esize(k->kind)));
     size_t bad = 0, first = 0;
-    for (size_t i = 0; i < ol; i++) {
-      int32_t v = got[i];
-      if (is_float(k->kind)) { float f; memcpy(&f, &got[i], 4); v = (int32_t)f; if ((float)v != f) v = INT32_MIN; }
-      if (v != expect(k->kind, in, r, k->c, i) && bad++ == 0) first = i;
-    }
+    for (size_t i = 0; i < ol; i++)
+      if (get_elem(k->kind, got, i) != expect(k->kind, in, r, k->c, i) && bad++ == 0) first = i;
     if (bad) {
       failures++;
       printf("inproc: FAIL %s %s %zu x %s, %s, rank %d: %zu of %zu elements wrong, first at %zu "
-             "(got %d, want %d; INPROC_SEED=%u)\n", mode, names[k->kind], k->c,
-             is_float(k->kind) ? "float32" : "int32", k->in_place ? "in place" : "out of place", r,
-             bad, ol, first, got[first], expect(k->kind, in, r, k->c, first), seed);
+             "(got %d, want %d; INPROC_SEED=%u)\n", mode, names[k->kind], k->c, tname(k->kind),
+             k->in_place ? "in place" : "out of place", r, bad, ol, first,
+             get_elem(k->kind, got, first), expect(k->kind, in, r, k->c, first), seed);
     }
   }
   free(got);
 }
 
 static void sync_all(void) { for (int r = 0; r < n; r++) { CU(cu.current(ctxs[r])); CU(cu.sync(streams[r])); } }
+
+/* Captures every rank's call (one group) on its stream, then instantiates and replays. */
+static void graph_run(const Call* k) {
+  CUgraph g[MAXR];
+  CUgraphExec e[MAXR];
+  for (int r = 0; r < n; r++) { CU(cu.current(ctxs[r])); CU(cu.begin(streams[r], 0 /* global */)); }
+  NC(ncclGroupStart());
+  for (int r = 0; r < n; r++) issue(&k[r], r);
+  NC(ncclGroupEnd());
+  /* Every capture ends before the first instantiation, which a global capture still under way
+   * on any stream refuses (CUDA error 900), as nccl-tests -G does. */
+  for (int r = 0; r < n; r++) { CU(cu.current(ctxs[r])); CU(cu.end(streams[r], &g[r])); }
+  for (int r = 0; r < n; r++) {
+    CU(cu.current(ctxs[r]));
+    CUresult err = cu.instantiate(&e[r], g[r], 0);
+    if (err) { printf("inproc: graph of rank %d, %s %zu x %s: instantiation: CUDA error %d\n", r, names[k->kind], k->c, tname(k->kind), err); exit(1); }
+  }
+  /* Out of place a replay is idempotent: replay twice, as a training step repeats. */
+  for (int rep = 0; rep < (k->in_place ? 1 : 2); rep++)
+    for (int r = 0; r < n; r++) { CU(cu.current(ctxs[r])); CU(cu.launch(e[r], streams[r])); }
+  sync_all();
+  for (int r = 0; r < n; r++) { CU(cu.exec_destroy(e[r])); CU(cu.graph_destroy(g[r])); }
+}
 
 static void run(const Call* proto, int mode) {
   Call k[MAXR];
@@ -208,16 +244,7 @@ static void run(const Call* proto, int mode) {
     for (int r = 0; r < n; r++) issue(&k[r], r);
     NC(ncclGroupEnd());
   } else {
-    CUgraph g[MAXR];
-    CUgraphExec e[MAXR];
-    for (int r = 0; r < n; r++) { CU(cu.current(ctxs[r])); CU(cu.begin(streams[r], 0 /* global */)); }
-    NC(ncclGroupStart());
-    for (int r = 0; r < n; r++) issue(&k[r], r);
-    NC(ncclGroupEnd());
-    for (int r = 0; r < n; r++) { CU(cu.current(ctxs[r])); CU(cu.end(streams[r], &g[r])); CU(cu.instantiate(&e[r], g[r], 0)); }
-    /* Out of place a replay is idempotent: replay twice, as a training step repeats. */
-    for (int rep = 0; rep < (proto->in_place ? 1 : 2); rep++)
-      for (int r = 0; r < n; r++) { CU(cu.current(ctxs[r])); CU(cu.launch(e[r], streams[r])); }
+    graph_run(k);
   }
   sync_all();
   check(proto, in, modes[mode]);
@@ -238,15 +265,15 @@ int main(int argc, char** argv) {
   gettimeofday(&tv, NULL);
   seed = s ? (unsigned)strtoul(s, NULL, 10) : (unsigned)(tv.tv_usec ^ tv.tv_sec);
   size_t counts[] = {1, 1000, 70001, 1 << 20};
-  cap = (size_t)n * counts[3];
+  cap = (size_t)n * counts[3] * 4; /* the largest call's bytes: n blocks of 2^20 x 4 B, or 2^20 x 8 B */
   for (int r = 0; r < n; r++) {
     int d;
     CU(cu.device(&d, devs[r]));
     CU(cu.retain(&ctxs[r], d));
     CU(cu.current(ctxs[r]));
     CU(cu.stream(&streams[r], 1 /* non-blocking */));
-    CU(cu.alloc(&sendb[r], cap * 4));
-    CU(cu.alloc(&recvb[r], cap * 4));
+    CU(cu.alloc(&sendb[r], cap));
+    CU(cu.alloc(&recvb[r], cap));
   }
   NC(ncclCommInitAll(comms, n, devs));
   int graphs = !getenv("INPROC_NO_GRAPH");
@@ -257,6 +284,7 @@ int main(int argc, char** argv) {
           /* A ring's sends and receives use separate buffers; one element is not worth a graph. */
           if (kind == RING && ip) continue;
           if (mode == GRAPH && ci == 0) continue;
+          if (kind == AR64 && mode != GRAPH) continue;
           Call k = {kind, counts[ci], ip, 0};
           run(&k, mode);
         }
