@@ -147,8 +147,11 @@ impl StreamMark {
         }
     }
 
-    /// Whether the marked work has finished; an error counts as finished (never waits).
+    /// Whether the marked work has finished; an error counts as finished (never waits). Polled
+    /// by a framework's watchdog thread, maybe while another thread captures in global mode,
+    /// which would refuse the query: this thread's mode is relaxed for it.
     pub fn done(&self) -> bool {
+        let _relaxed = crate::capture::RelaxedCapture::enter();
         // SAFETY: our event; the query does not block.
         unsafe { sys::cuEventQuery(self.0) != sys::CUresult::CUDA_ERROR_NOT_READY }
     }
