@@ -215,11 +215,7 @@ impl CudaProcComm {
         let opened = map_peers(&ctx, rank, &recs, &bufs, &mut mapped).map(|p| peers = Some(p));
         agree(rank, exchange, opened, "map its peers")?;
         let peers = peers.ok_or_else(|| rank_err(rank, "no peers mapped"))?;
-        let timeout = match crate::abort::timeout_ns() {
-            0 => std::time::Duration::MAX,
-            t => std::time::Duration::from_nanos(t),
-        };
-        let calls = calls::setup(rank, nranks, &table, timeout, exchange)?;
+        let calls = calls::setup(rank, nranks, &table, calls::wait_timeout(), exchange)?;
         // On the board, any rank can stop this rank's kernels; a private word otherwise (a
         // verdict then reaches them through `Self::verdict`).
         let abort_word = match &calls {

@@ -29,7 +29,8 @@
 #      sharing GPU 0 (and one rank per GPU where there are several), every collective and a
 #      send/recv ring, in and out of place, grouped from one thread, a thread per rank, and
 #      captured into CUDA graphs (global mode; an int64 all-reduce whose kernels load inside the
-#      capture), every element checked; each run must print "all checks passed" and, under
+#      capture), every element checked, then ranks that disagree on a count (ncclInvalidUsage
+#      and every rank's async error within 10 s); each run must print "all checks passed" and, under
 #      TOPOPLAN_DEBUG=INFO, "direct path in one process", the int64 all-reduce on "topoplan CUDA
 #      backend" and never "through host copies": $OUT/inproc.log;
 #   7. (bench) one-rank all-reduce, 8 B to 256 MiB, in and out of place, ours against stock

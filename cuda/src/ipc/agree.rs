@@ -18,32 +18,13 @@ impl CudaProcComm {
         f(&mut c).map_err(|e| self.stopped(e.into()))
     }
 
-    /// Checks a group's messages to and from peers (zero-byte ones included: a rank that
-    /// skips one would leave its peer waiting), sends and receives interleaved in issue order
-    /// so that two ranks a ring of messages ahead of each other never wait for each other.
+    /// Checks a group's messages to and from peers ([`calls::Calls::messages`]).
     pub(super) fn check_messages(
         &self,
         sends: &[p2p::Transfer],
         recvs: &[p2p::Transfer],
     ) -> Result<(), CudaError> {
-        let me = self.rank;
-        self.check_call(|c| {
-            for k in 0..sends.len().max(recvs.len()) {
-                if let Some(t) = sends.get(k).filter(|t| t.peer != me) {
-                    c.message(&calls::Desc::Send {
-                        peer: t.peer,
-                        bytes: t.bytes,
-                    })?;
-                }
-                if let Some(t) = recvs.get(k).filter(|t| t.peer != me) {
-                    c.message(&calls::Desc::Recv {
-                        peer: t.peer,
-                        bytes: t.bytes,
-                    })?;
-                }
-            }
-            Ok(())
-        })
+        self.check_call(|c| c.messages(sends, recvs))
     }
 
     /// A verdict a peer reached after this rank's check passed (its first call's kernels take

@@ -21,6 +21,7 @@
 //! `done` counters), so a rank whose host runs that many calls ahead of a peer's waits for it;
 //! nothing else ever waits. The check costs a few atomic stores and one load per peer.
 
+use crate::direct::p2p::Transfer;
 use crate::ipc::shared::{at, Exchange};
 use crate::CudaError;
 use planner::schedule::CollectiveKind;
@@ -367,6 +368,28 @@ impl Calls {
         Ok(())
     }
 
+    /// Checks a group's messages to and from peers (zero-byte ones included: a rank that
+    /// skips one would leave its peer waiting), sends and receives interleaved in issue order
+    /// so that two ranks a ring of messages ahead of each other never wait for each other.
+    pub fn messages(&mut self, sends: &[Transfer], recvs: &[Transfer]) -> Result<(), CallsError> {
+        let me = self.rank;
+        for k in 0..sends.len().max(recvs.len()) {
+            if let Some(t) = sends.get(k).filter(|t| t.peer != me) {
+                self.message(&Desc::Send {
+                    peer: t.peer,
+                    bytes: t.bytes,
+                })?;
+            }
+            if let Some(t) = recvs.get(k).filter(|t| t.peer != me) {
+                self.message(&Desc::Recv {
+                    peer: t.peer,
+                    bytes: t.bytes,
+                })?;
+            }
+        }
+        Ok(())
+    }
+
     fn flagged(&self) -> Result<(), CallsError> {
         match self.verdict() {
             Some(m) => Err(m.into()),
@@ -437,6 +460,15 @@ impl Calls {
 mod board;
 use board::*;
 pub use board::{board_path, Board, BoardError, COLL_RING, MSG_RING};
+
+/// How long a rank a whole ring of calls ahead of a peer waits for it: `TOPOPLAN_TIMEOUT`
+/// (unbounded where that is off).
+pub fn wait_timeout() -> Duration {
+    match crate::abort::timeout_ns() {
+        0 => Duration::MAX,
+        t => Duration::from_nanos(t),
+    }
+}
 
 /// Sets up the check at the communicator's opening, between the IPC records' exchange (whose
 /// table, the same on every rank, names the boards: `table_key`) and the first launch:

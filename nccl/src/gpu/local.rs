@@ -18,7 +18,8 @@ use crate::error::{usage, ApiError};
 use crate::knobs::{log, Level};
 use crate::op::Typed;
 use cuda::group::own::OwnCall;
-use cuda::CudaGroup;
+use cuda::ipc::calls::{self, Calls, Desc};
+use cuda::{CudaError, CudaGroup};
 use cudarc::driver::sys::CUstream;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -153,6 +154,7 @@ pub fn open(comm: &Comm, pair: (usize, usize)) -> Result<GpuRank, ApiError> {
     }
     Ok(match made {
         Ok((group, _)) => {
+            let calls = open_calls(comm, &all)?;
             // The hang report's event must be of this rank's context, as its streams are.
             let ctx = group.context(comm.rank as usize).bind_to_thread();
             let mark = ctx.ok().and_then(|()| cuda::query::StreamMark::new().ok());
@@ -160,10 +162,32 @@ pub fn open(comm: &Comm, pair: (usize, usize)) -> Result<GpuRank, ApiError> {
                 group,
                 schedules: Schedules::default(),
                 mark: mark.map(Arc::new),
+                calls,
             }
         }
         Err(why) => GpuRank::Unavailable(why),
     })
+}
+
+/// The ranks' call boards (`cuda::ipc::calls`, collective), keyed by the meeting's records
+/// (`all`: process, device and handle of every rank, the same on each), as ranks of separate
+/// processes have them: a rank that finds a peer calling something else stops the group.
+fn open_calls(comm: &Comm, all: &[u8]) -> Result<Option<Calls>, ApiError> {
+    let table: Vec<Vec<u8>> = all.chunks(RECORD).map(<[u8]>::to_vec).collect();
+    let n = comm.nranks as usize;
+    let mut exchange = |mine: &[u8]| -> Result<Vec<Vec<u8>>, CudaError> {
+        let mut g = lock(&comm.cpu);
+        let cpu = g
+            .as_mut()
+            .ok_or_else(|| CudaError::Input("communicator has not joined".into()))?;
+        let mut got = vec![0u8; mine.len() * n];
+        cpu.all_gather(mine, &mut got)
+            .map_err(|e| CudaError::Input(e.to_string()))?;
+        Ok(got.chunks(mine.len().max(1)).map(<[u8]>::to_vec).collect())
+    };
+    let wait = calls::wait_timeout();
+    calls::setup(comm.rank, comm.nranks, &table, wait, &mut exchange)
+        .map_err(|e| ApiError::Cuda(format!("comparing the ranks' calls: {e}")))
 }
 
 /// Enqueues `ops` (device buffers, each accepted by `gpu::refusal`) of this rank on their
@@ -172,6 +196,7 @@ pub fn run(
     comm: &Comm,
     group: &CudaGroup,
     schedules: &mut Schedules,
+    mut calls: Option<&mut Calls>,
     ops: &[Typed],
 ) -> Result<(), ApiError> {
     let rank = comm.rank as usize;
@@ -189,6 +214,16 @@ pub fn run(
                 op.call
             )));
         }
+        if let Some(c) = calls.as_deref_mut() {
+            let d = Desc::Coll {
+                kind: k,
+                count: *count as u64,
+                dtype: *dtype,
+                op: *rop,
+                root: op.peer,
+            };
+            compared(group, op.call, c.collective(&d))?;
+        }
         let schedule = schedules.get(comm.nranks, k, op.peer, bytes)?;
         let call = OwnCall {
             schedule: &schedule,
@@ -202,7 +237,31 @@ pub fn run(
             .enqueue_own(rank, &call, op.stream as CUstream)
             .map_err(|e| ApiError::Cuda(format!("{}: {e}", op.call)))?;
     }
-    p2p.run_with(|sends, recvs, stream| group.enqueue_own_p2p(rank, sends, recvs, stream))
+    p2p.run_with(|sends, recvs, stream| {
+        if let Some(c) = &mut calls {
+            c.messages(sends, recvs).map_err(|e| stop(group, e))?;
+        }
+        group.enqueue_own_p2p(rank, sends, recvs, stream)
+    })
+}
+
+/// A difference found by comparing a call with the peers' stops every rank's kernels in the
+/// group (some may already wait for data of that call), as a mismatch does across processes.
+fn stop(group: &CudaGroup, e: calls::CallsError) -> CudaError {
+    if matches!(e, calls::CallsError::Mismatch(_)) {
+        let _ = group.abort();
+    }
+    e.into()
+}
+
+/// `call`'s comparison with the peers, as the library reports it (`ncclInvalidUsage` for a
+/// difference).
+fn compared(
+    group: &CudaGroup,
+    call: &str,
+    r: Result<(), calls::CallsError>,
+) -> Result<(), ApiError> {
+    r.map_err(|e| super::p2p::cuda_error(call, stop(group, e)))
 }
 
 #[cfg(test)]

@@ -62,18 +62,24 @@ pub fn check_peers(comm: &Comm) -> Result<(), ApiError> {
     let Ok(gpu) = comm.gpu.try_lock() else {
         return Ok(());
     };
-    let Some(GpuRank::Procs { proc, .. }) = gpu.as_ref() else {
-        return Ok(());
-    };
     // A peer found that the ranks call different things (`cuda::ipc::calls`): this rank's
-    // kernels of that call were stopped, and the communicator is unusable.
-    if let Some(m) = proc.verdict() {
+    // kernels of that call were stopped, and the communicator is unusable. Ranks of one
+    // process are alive as long as this one: only separate processes' liveness is checked.
+    let (verdict, procs) = match gpu.as_ref() {
+        Some(GpuRank::Procs { proc, .. }) => (proc.verdict(), true),
+        Some(GpuRank::Local { calls, .. }) => (calls.as_ref().and_then(|c| c.verdict()), false),
+        _ => return Ok(()),
+    };
+    if let Some(m) = verdict {
         drop(gpu);
         let e = crate::error::usage(format!("device calls in flight: {m}"));
         comm.fail(&e);
         return Err(e);
     }
     drop(gpu);
+    if !procs {
+        return Ok(());
+    }
     let Ok(guard) = comm.cpu.try_lock() else {
         return Ok(());
     };
@@ -184,8 +190,15 @@ pub fn run(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), A
             }
         }),
         GpuRank::Local {
-            group, schedules, ..
-        } => local::run(comm, group, schedules, ops),
+            group,
+            schedules,
+            calls,
+            ..
+        } => local::run(comm, group, schedules, calls.as_mut(), ops).inspect_err(|e| {
+            if calls.as_ref().is_some_and(|c| c.verdict().is_some()) {
+                comm.fail(e);
+            }
+        }),
         GpuRank::Separate => Err(ApiError::Internal("the CUDA path did not open".into())),
         GpuRank::Unavailable(why) => Err(ApiError::Internal(format!(
             "a call was routed to the CUDA path, which is unavailable: {why}"

@@ -5,6 +5,7 @@ use crate::abi::NcclOp;
 use crate::error::{usage, ApiError};
 use crate::op::{Kind, Op};
 use cuda::device::DevBuf;
+use cuda::ipc::calls::Calls;
 use cuda::ipc::{check_direct, CudaProcComm};
 use cuda::query::StreamMark;
 use cuda::{schedules, CudaGroup};
@@ -36,6 +37,9 @@ pub enum GpuRank {
         group: Arc<CudaGroup>,
         schedules: Schedules,
         mark: Option<Arc<StreamMark>>,
+        /// The comparison of this rank's calls with its peers' (`cuda::ipc::calls`; `None`
+        /// without a shared-memory directory).
+        calls: Option<Calls>,
     },
     /// No direct path for these ranks (why): their device calls run through host copies.
     Unavailable(String),

@@ -13,7 +13,8 @@
  *            kernels are first needed, and loaded, inside a capture.
  * Random integer-valued data from INPROC_SEED (else the clock); every element of every output
  * is compared with a CPU reference. INPROC_NO_GRAPH=1 skips the graph runs (ranks whose calls
- * run through host copies cannot be captured). The CUDA driver is loaded with dlopen, so the
+ * run through host copies cannot be captured). Last, ranks that disagree on a count must get
+ * ncclInvalidUsage and their async errors within 10 s (`disagree`). The CUDA driver is loaded with dlopen, so the
  * program builds without CUDA headers; without a driver or a GPU it prints "SKIP" and exits 0.
  */
 #define _GNU_SOURCE
@@ -251,6 +252,48 @@ static void run(const Call* proto, int mode) {
   for (int r = 0; r < n; r++) free(in[r]);
 }
 
+/* Ranks that disagree (docs/nccl-library.md, "Agreement on the CUDA path"), on communicators of
+ * their own made after the checks: rank r all-reduces 1000 + r floats inside a group. The group
+ * must end with ncclInvalidUsage naming the difference, every stream must drain, and every rank's
+ * async error must be set within LIMIT_S seconds: never a hang, never success. */
+#define LIMIT_S 10.0
+static double secs(void) { struct timeval t; gettimeofday(&t, NULL); return t.tv_sec + t.tv_usec * 1e-6; }
+
+static void disagree(int* devs) {
+  ncclComm_t c[MAXR];
+  NC(ncclCommInitAll(c, n, devs));
+  /* Agreeing first: the kernels compile, which the limit is not about. */
+  NC(ncclGroupStart());
+  for (int r = 0; r < n; r++)
+    NC(ncclAllReduce((void*)sendb[r], (void*)recvb[r], 1000, ncclFloat32, ncclSum, c[r], streams[r]));
+  NC(ncclGroupEnd());
+  sync_all();
+  double t0 = secs();
+  ncclGroupStart();
+  for (int r = 0; r < n; r++)
+    ncclAllReduce((void*)sendb[r], (void*)recvb[r], 1000 + r, ncclFloat32, ncclSum, c[r], streams[r]);
+  ncclResult_t g = ncclGroupEnd();
+  const char* m = ncclGetLastError(NULL);
+  sync_all();
+  int set = 0;
+  while (set < n && secs() - t0 < LIMIT_S) {
+    set = 0;
+    for (int r = 0; r < n; r++) {
+      ncclResult_t a = ncclSuccess;
+      if (ncclCommGetAsyncError(c[r], &a) == ncclSuccess && a != ncclSuccess && a != ncclInProgress) set++;
+    }
+  }
+  double took = secs() - t0;
+  /* The message: the thread's last error, else a rank's. */
+  for (int r = 0; r < n && !strstr(m, "disagree on"); r++) m = ncclGetLastError(c[r]);
+  printf("inproc: disagreeing ranks: group -> %d, %d of %d async errors set, %.2f s: %s\n", g, set, n, took, m);
+  if (g != ncclInvalidUsage || !strstr(m, "disagree on") || !strstr(m, "count differs") || set != n || took >= LIMIT_S) {
+    printf("inproc: disagreeing ranks: FAIL\n");
+    failures++;
+  }
+  for (int r = 0; r < n; r++) ncclCommAbort(c[r]);
+}
+
 int main(int argc, char** argv) {
   n = argc - 1;
   if (n < 2 || n > MAXR) { printf("usage: inproc DEV DEV [DEV...] (2 to %d ranks)\n", MAXR); return 2; }
@@ -289,6 +332,7 @@ int main(int argc, char** argv) {
           run(&k, mode);
         }
   for (int r = 0; r < n; r++) NC(ncclCommDestroy(comms[r]));
+  disagree(devs);
   if (failures) { printf("inproc: %d checks failed\n", failures); return 1; }
   printf("inproc: %d ranks on GPUs", n);
   for (int r = 0; r < n; r++) printf(" %d", devs[r]);
