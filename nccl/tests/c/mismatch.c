@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
   fflush(NULL);
   for (int rank = 0; rank < 2; rank++) {
     if (fork() == 0) {
-      alarm(60);
+      alarm(300); /* a first call compiles kernels for tens of seconds */
       _exit(rank_main(id, rank) ? 1 : 0);
     }
   }
