@@ -52,10 +52,34 @@ typedef signed char T; typedef int C;
 #ifdef TP_F8_MAN
 // OCP FP8, E4M3 (8) or E5M2 (9), as `runtime::fp8` defines it: computed in f32, rounded to half
 // and then to FP8 after every operation (NCCL 2.28's arithmetic: each step in half precision,
-// narrowed with CUDA's saturating conversion). Plain bit arithmetic, the host's algorithm, so
-// every architecture gets the host's bits.
+// narrowed with CUDA's saturating conversion). FP8 to half is exact, and so is half to f32.
 typedef unsigned char T; typedef float C;
+#if __CUDA_ARCH__ >= 890
+// The hardware conversions NCCL's `__nv_cvt_halfraw_to_fp8(.., __NV_SATFINITE, ..)` compiles to
+// (PTX ISA 7.8, sm_89): nearest even, beyond the largest finite value to it, NaN to NaN. The
+// value rides in the low half of the pair, its result in the low byte.
+#if TP_TYPE == 8
+#define TP_F8X2 "e4m3x2"
+#else
+#define TP_F8X2 "e5m2x2"
+#endif
 __device__ __forceinline__ C tload(T v) {
+  float f;
+  asm("{ .reg .b16 lo, hi; .reg .b32 w; cvt.rn.f16x2." TP_F8X2 " w, %1; mov.b32 {lo, hi}, w; "
+      "cvt.f32.f16 %0, lo; }" : "=f"(f) : "h"((unsigned short)v));
+  return f;
+}
+__device__ __forceinline__ T tstore(C f) {
+  unsigned short v;
+  asm("{ .reg .b16 h, z; .reg .b32 w; cvt.rn.f16.f32 h, %1; mov.b16 z, 0; mov.b32 w, {h, z}; "
+      "cvt.rn.satfinite." TP_F8X2 ".f16x2 %0, w; }" : "=h"(v) : "f"(f));
+  return (T)(v & 0xFF);
+}
+#else
+// Older architectures: the same bits in plain arithmetic (the host's algorithm), each conversion
+// one out-of-line function: inlined into every lane of every unrolled vector loop, they made a
+// unit take minutes to compile and assemble.
+__device__ __noinline__ float tp_f8_decode(u32 v) {
   const u32 emask = (1u << (7 - TP_F8_MAN)) - 1, mmask = (1u << TP_F8_MAN) - 1;
   const u32 e = (v >> TP_F8_MAN) & emask, m = v & mmask;
   float mag;
@@ -68,13 +92,15 @@ __device__ __forceinline__ C tload(T v) {
   }
   return (v & 0x80) ? -mag : mag;
 }
-// A half value (exact in f32) to FP8: nearest even, saturated to the largest finite value
+// `f` rounded to half, then to FP8: nearest even, saturated to the largest finite value
 // (infinity too), NaN to the canonical 0x7F, a zero result keeping the sign.
-__device__ __forceinline__ T tp_f8_encode(float x) {
+__device__ __noinline__ u32 tp_f8_encode(float f) {
+  float x;
+  asm("{ .reg .b16 t; cvt.rn.f16.f32 t, %1; cvt.f32.f16 %0, t; }" : "=f"(x) : "f"(f));
   const u32 b = __float_as_uint(x), a = b & 0x7fffffffu, sign = (b >> 24) & 0x80u;
   if (a > 0x7f800000u) return 0x7F;
-  if (a == 0) return (T)sign;
-  if (a == 0x7f800000u) return (T)(sign | TP_F8_MAX);
+  if (a == 0) return sign;
+  if (a == 0x7f800000u) return sign | TP_F8_MAX;
   const int ea = (int)(a >> 23) - 127;  // a half value is a normal f32
   const int e = ea < 1 - TP_F8_BIAS ? 1 - TP_F8_BIAS : ea;  // subnormals share the smallest quantum
   const u32 sig = (a & 0x7fffffu) | 0x800000u;                 // value = sig x 2^(ea - 23)
@@ -87,13 +113,11 @@ __device__ __forceinline__ T tp_f8_encode(float x) {
   // A carry out of the mantissa lands in the exponent, as it must.
   int code = ((e + TP_F8_BIAS - 1) << TP_F8_MAN) + (int)r;
   if (code > TP_F8_MAX) code = TP_F8_MAX;
-  return (T)(sign | (u32)code);
+  return sign | (u32)code;
 }
-__device__ __forceinline__ T tstore(C f) {
-  float h;
-  asm("{ .reg .b16 t; cvt.rn.f16.f32 t, %1; cvt.f32.f16 %0, t; }" : "=f"(h) : "f"(f));
-  return tp_f8_encode(h);
-}
+__device__ __forceinline__ C tload(T v) { return tp_f8_decode(v); }
+__device__ __forceinline__ T tstore(C f) { return (T)tp_f8_encode(f); }
+#endif
 #define TP_FLOAT 1
 #endif
 #ifndef TP_FLOAT

@@ -77,7 +77,7 @@ __device__ bool td_pull_reduce(const TdArgs& a, u32 b, u64 call, const T* const*
       for (u32 k = 1; k < n; k++) {
         T x = all[k][tail + t];
         dep ^= (u32)tload(x);
-        tv = OP::f(tv, tload(x));
+        tv = tp_round(OP::f(tv, tload(x)));  // each step rounds, as the vector lanes do
       }
       if (avg) tv = tp_div(tv, a.nranks);
     }

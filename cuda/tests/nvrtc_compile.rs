@@ -5,7 +5,9 @@
 //!
 //! NVRTC does not check inline PTX assembly; the driver does, when it loads the module. With
 //! `TOPOPLAN_PTXAS` naming a `ptxas` (the pip wheel `nvidia-cuda-nvcc` has one) the test also
-//! assembles every unit for sm_90, so a bad `asm` fails here instead of on the GPU.
+//! assembles every unit for its architecture, so a bad `asm` fails here instead of on the GPU.
+//! Each build prints how long it took (`-- --nocapture`): NVRTC's time here, the driver's
+//! assembly of the PTX on the GPU at first use on top.
 
 use cuda::kernels::{self, Unit};
 
@@ -56,6 +58,13 @@ fn every_unit_compiles_for_fp8() {
     compile_all("every_unit_compiles_for_fp8", &FP8);
 }
 
+/// Before sm_89 the FP8 conversions are plain arithmetic (no conversion instructions): that
+/// path compiles too, for the oldest architecture the runtime builds for.
+#[test]
+fn every_unit_compiles_for_fp8_before_sm89() {
+    compile_for("every_unit_compiles_for_fp8_before_sm89", "80", &FP8);
+}
+
 #[test]
 fn every_unit_compiles_for_the_other_types() {
     let others: Vec<&str> = kernels::TYPE_CODES
@@ -66,6 +75,27 @@ fn every_unit_compiles_for_the_other_types() {
 }
 
 fn compile_all(test: &str, tys: &[&'static str]) {
+    compile_for(test, "90", tys);
+}
+
+/// FP8 on sm_89 and newer converts with the instructions NCCL's conversions compile to; before,
+/// with none of them.
+fn check_fp8_conversions(what: &str, ty: &str, sm: &str, ptx: &str) {
+    if !FP8.contains(&ty) {
+        return;
+    }
+    let hw = sm.parse::<u32>().unwrap() >= 89;
+    let pair = if ty == "f8e4m3" { "e4m3x2" } else { "e5m2x2" };
+    for ins in [
+        format!("cvt.rn.satfinite.{pair}.f16x2"),
+        format!("cvt.rn.f16x2.{pair}"),
+    ] {
+        assert_eq!(ptx.contains(&ins), hw, "{what} sm_{sm}: {ins}");
+    }
+}
+
+/// Compiles every build of `tys` for `compute_{sm}` and checks its entry points.
+fn compile_for(test: &str, sm: &str, tys: &[&'static str]) {
     // SAFETY: only probes dlopen.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
         eprintln!("SKIP {test}: libnvrtc not found");
@@ -85,34 +115,44 @@ fn compile_all(test: &str, tys: &[&'static str]) {
         if let Some(cap) = shared {
             options.extend(kernels::shared_options(cap));
         }
-        let ptx = kernels::compile(unit, "compute_90", &options)
-            .unwrap_or_else(|e| panic!("{} {ty} {shared:?}: {e}", unit.name));
+        let what = format!("{} {ty} {shared:?}", unit.name);
+        let start = std::time::Instant::now();
+        let ptx = kernels::compile(unit, &format!("compute_{sm}"), &options)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        eprintln!(
+            "{what} compute_{sm}: NVRTC {:.1} s",
+            start.elapsed().as_secs_f64()
+        );
         let text = ptx.to_src();
+        check_fp8_conversions(&what, ty, sm, &text);
         let entry = |k: &str| text.contains(&format!(".entry {k}("));
         let want = entries(unit, shared.is_some());
         for k in &every {
-            assert_eq!(
-                entry(k),
-                want.contains(k),
-                "{} {ty} {shared:?}: entry {k}",
-                unit.name
-            );
+            assert_eq!(entry(k), want.contains(k), "{what}: entry {k}");
         }
         if let Some(ptxas) = params::PTXAS.path().unwrap() {
-            assemble(&ptxas, &format!("{}-{ty}", unit.name), &text);
+            let start = std::time::Instant::now();
+            let name = format!("{}-{ty}-{}", unit.name, shared.is_some());
+            assemble(&ptxas, sm, &name, &text);
+            eprintln!(
+                "{what} sm_{sm}: ptxas {:.1} s",
+                start.elapsed().as_secs_f64()
+            );
         }
     }
 }
 
-/// Assembles `ptx` with `ptxas` for sm_90, panicking with its log on failure.
-fn assemble(ptxas: &std::path::Path, what: &str, ptx: &str) {
+/// Assembles `ptx` with `ptxas` for `sm_{sm}`, panicking with its log on failure.
+fn assemble(ptxas: &std::path::Path, sm: &str, what: &str, ptx: &str) {
     // A folder per unit and type: the tests run at once and each removes its own.
-    let dir = std::env::temp_dir().join(format!("topoplan-ptxas-{}-{what}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("topoplan-ptxas-{}-{sm}-{what}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let src = dir.join(format!("{what}.ptx"));
     std::fs::write(&src, ptx).unwrap();
     let out = std::process::Command::new(ptxas)
-        .args(["-arch=sm_90", "-o"])
+        .arg(format!("-arch=sm_{sm}"))
+        .arg("-o")
         .arg(dir.join(format!("{what}.cubin")))
         .arg(&src)
         .output()
