@@ -232,7 +232,7 @@ if [ "$WHAT" = fp8 ] || [ "$WHAT" = all ]; then
   runs=0 good=0
   for b in all_reduce reduce_scatter reduce; do
     for d in f8e4m3 f8e5m2; do
-      for lib in stock ours; do
+      for lib in $NT_LIBS; do
         ld=$OURS/lib; [ $lib = stock ] && ld=$(dirname "$STOCK")
         echo "+ [$lib] ${b}_perf -g $G -b 8 -e 16M -f 4 -c 1 -d $d -o all" >> "$log"
         LD_LIBRARY_PATH=$ld:${LD_LIBRARY_PATH:-} timeout $T $src/build-$lib/${b}_perf -g "$G" -b 8 -e 16M \
