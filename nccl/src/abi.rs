@@ -275,6 +275,18 @@ impl NcclOp {
         })
     }
 
+    /// NCCL's value of a built-in operation (`ncclRedOp_t`): the inverse of [`Self::from_raw`].
+    /// Never the runtime's own enum order, which lists min before max.
+    pub fn builtin_raw(op: ReduceOp) -> c_int {
+        match op {
+            ReduceOp::Sum => 0,
+            ReduceOp::Prod => 1,
+            ReduceOp::Max => 2,
+            ReduceOp::Min => 3,
+            ReduceOp::Avg => 4,
+        }
+    }
+
     pub fn name(self) -> String {
         match self {
             NcclOp::Builtin(op) => op.name().to_string(),
@@ -319,6 +331,19 @@ mod tests {
         assert_eq!(std::mem::offset_of!(RawConfig, comm_name), 48);
         assert_eq!(std::mem::offset_of!(RawConfig, nvlink_centric_sched), 76);
         assert_eq!(std::mem::size_of::<RawUniqueId>(), 128);
+    }
+
+    #[test]
+    fn builtin_operations_round_trip_through_nccls_values() {
+        for v in 0..NUM_OPS {
+            let Some(NcclOp::Builtin(op)) = NcclOp::from_raw(v) else {
+                panic!("{v} is a built-in operation");
+            };
+            assert_eq!(NcclOp::builtin_raw(op), v, "{op:?}");
+        }
+        // The header's values, not the runtime's enum order (min before max there).
+        assert_eq!(NcclOp::builtin_raw(ReduceOp::Max), 2);
+        assert_eq!(NcclOp::builtin_raw(ReduceOp::Min), 3);
     }
 
     #[test]

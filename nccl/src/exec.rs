@@ -49,7 +49,7 @@ fn on_device(op: &Op) -> bool {
 /// copies where [`staged_refusal`] allows; else on NCCL.
 pub fn route_in(comm: &Comm, op: &Op) -> Route {
     if !on_device(op) {
-        return route(op);
+        return scaled_on_host(comm, op).unwrap_or_else(|| route(op));
     }
     let r = match op.op {
         NcclOp::Builtin(ReduceOp::Avg) if op.dtype.fp8_avg_scalar(1).is_some() => {
@@ -86,6 +86,17 @@ pub fn route_in(comm: &Comm, op: &Op) -> Route {
         },
         Some(no) => Route::Nccl(format!("{why}; {no}")),
     }
+}
+
+/// A host-buffer call that scales its inputs before it sums (PreMulSum with a host scalar, a
+/// float8 average): a sum on topoplan's CPU runtime over scaled copies (`run_ours`).
+fn scaled_on_host(comm: &Comm, op: &Op) -> Option<Route> {
+    crate::premul::host_factor(comm, op)?;
+    Some(Route::Topoplan {
+        dtype: op.dtype.reducible_as(ReduceOp::Sum)?,
+        op: ReduceOp::Sum,
+        count: op.count,
+    })
 }
 
 /// Why a device-buffer call the CUDA path refused cannot run through host copies either
@@ -401,16 +412,41 @@ fn run_ours(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), 
             })
             .collect();
     }
+    // Calls that scale first (`scaled_on_host`) sum scaled copies of their inputs.
+    let scaled: Vec<Option<Vec<u8>>> = ops
+        .iter()
+        .map(|(op, dt, _, count)| {
+            let f = crate::premul::host_factor(comm, op)?;
+            let (inb, ..) = layout(op, n, rank, *count, dt.size());
+            // SAFETY: NCCL's input size for this call on this rank.
+            Some(crate::premul::scaled_copy(
+                unsafe { bytes(op.send, inb) },
+                *dt,
+                &f,
+            ))
+        })
+        .collect();
     let mut guard = lock(&comm.cpu);
     let cpu = guard
         .as_mut()
         .ok_or_else(|| usage("communicator has not joined"))?;
     let mut g = cpu.group();
     let mut spare = scratch.iter_mut();
-    for (op, dt, rop, count) in ops {
+    for ((op, dt, rop, count), input) in ops.iter().zip(&scaled) {
         let scratch = spare.next().filter(|s| !s.is_empty());
         let es = dt.size();
         let (inb, outb, in_place) = layout(op, n, rank, *count, es);
+        if let Some(input) = input {
+            // The copy is the input: out of place, whatever the buffers' layout.
+            let recv = match scratch {
+                Some(s) => s.as_mut_slice(),
+                // SAFETY: NCCL's output size for this call on this rank.
+                None => unsafe { bytes_mut(op.recv, outb) },
+            };
+            let coll = collective(op.kind, op.peer);
+            g.raw(coll, *dt, *rop, *count, Some(input), recv)?;
+            continue;
+        }
         // SAFETY (every slice below): the caller guarantees NCCL's buffer sizes for this call;
         // the in-place forms pass one slice, and other overlaps are refused first.
         match op.kind {
@@ -464,119 +500,5 @@ fn run_ours(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::abi::NcclType;
-
-    fn op(kind: Kind, dtype: NcclType, r: NcclOp) -> Op {
-        Op {
-            call: "t",
-            kind,
-            send: 0,
-            recv: 0,
-            count: 10,
-            dtype,
-            op: r,
-            peer: 0,
-            stream: 0,
-        }
-    }
-
-    #[test]
-    fn data_movement_runs_on_topoplan_as_bytes_for_every_type() {
-        for t in NcclType::ALL {
-            for k in [
-                Kind::AllGather,
-                Kind::Broadcast,
-                Kind::AllToAll,
-                Kind::Gather,
-                Kind::Scatter,
-                Kind::Send,
-                Kind::Recv,
-            ] {
-                assert_eq!(
-                    route(&op(k, t, NcclOp::Builtin(ReduceOp::Max))),
-                    Route::Topoplan {
-                        dtype: DataType::U8,
-                        op: ReduceOp::Sum,
-                        count: 10 * t.size()
-                    }
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn reductions_without_an_exact_topoplan_kernel_go_to_nccl() {
-        // FP8 reduces on the runtime, but its average is NCCL's PreMulSum, run on device
-        // buffers only.
-        let fp8 = |t, r| route(&op(Kind::AllReduce, t, NcclOp::Builtin(r)));
-        assert_eq!(
-            fp8(NcclType::F8E5M2, ReduceOp::Max),
-            Route::Topoplan {
-                dtype: DataType::F8E5M2,
-                op: ReduceOp::Max,
-                count: 10
-            }
-        );
-        let avg = fp8(NcclType::F8E4M3, ReduceOp::Avg);
-        assert!(
-            matches!(avg, Route::Nccl(ref w) if w.contains("float8e4m3 avg")),
-            "{avg:?}"
-        );
-        assert!(matches!(
-            route(&op(Kind::Reduce, NcclType::F32, NcclOp::PreMulSum(5))),
-            Route::Nccl(_)
-        ));
-        assert!(matches!(
-            route(&op(
-                Kind::AllReduce,
-                NcclType::U64,
-                NcclOp::Builtin(ReduceOp::Min)
-            )),
-            Route::Nccl(_)
-        ));
-        assert_eq!(
-            route(&op(
-                Kind::ReduceScatter,
-                NcclType::U32,
-                NcclOp::Builtin(ReduceOp::Sum)
-            )),
-            Route::Topoplan {
-                dtype: DataType::I32,
-                op: ReduceOp::Sum,
-                count: 10
-            }
-        );
-    }
-
-    #[test]
-    fn in_place_layouts_are_nccls() {
-        let mut o = op(
-            Kind::AllGather,
-            NcclType::F32,
-            NcclOp::Builtin(ReduceOp::Sum),
-        );
-        o.recv = 1000;
-        o.send = 1000 + 2 * 40;
-        assert_eq!(layout(&o, 4, 2, 10, 4), (40, 160, true));
-        assert!(!layout(&o, 4, 1, 10, 4).2);
-        o.kind = Kind::ReduceScatter;
-        o.send = 1000;
-        o.recv = 1000 + 3 * 40;
-        assert_eq!(layout(&o, 4, 3, 10, 4), (160, 40, true));
-        assert!(overlaps(0, 10, 9, 1) && !overlaps(0, 10, 10, 5) && !overlaps(0, 0, 0, 5));
-        // Gather and scatter: in place at the root's block, whichever rank asks.
-        o.kind = Kind::Gather;
-        o.peer = 1;
-        o.recv = 1000;
-        o.send = 1000 + 40;
-        assert_eq!(layout(&o, 4, 1, 10, 4), (40, 160, true));
-        o.send = 1000 + 80;
-        assert!(!layout(&o, 4, 2, 10, 4).2);
-        o.kind = Kind::Scatter;
-        o.send = 1000;
-        o.recv = 1000 + 40;
-        assert_eq!(layout(&o, 4, 1, 10, 4), (160, 40, true));
-    }
-}
+#[path = "exec_tests.rs"]
+mod tests;

@@ -167,7 +167,7 @@ pub fn run(comm: &Comm, ops: &[(Op, String)]) -> Result<(), ApiError> {
             let s = op.stream as *mut c_void;
             let (send, recv) = (op.send as *const c_void, op.recv as *mut c_void);
             let rop = match op.op {
-                NcclOp::Builtin(r) => r as i32,
+                NcclOp::Builtin(r) => NcclOp::builtin_raw(r),
                 NcclOp::PreMulSum(v) => crate::premul::real_op(comm, v, real, rc)?,
             };
             let r = match op.kind {

@@ -1,10 +1,12 @@
 //! `ncclRedOpCreatePreMulSum` operations: one table per communicator, dropped with it
 //! ([`forget`] at destroy and abort). On device buffers topoplan's CUDA path runs them (each
-//! input scaled, then summed: [`scalar`]); elsewhere they run on NCCL, where the op is made on
+//! input scaled, then summed: [`scalar`]); on host buffers with a host scalar, topoplan's CPU
+//! runtime sums scaled copies of the inputs ([`host_factor`], [`scaled_copy`]); elsewhere they
+//! run on NCCL, where the op is made on
 //! the real NCCL's communicator when a call first uses one. Values come from a free list, so creating and
 //! destroying one is O(log n) however many are alive.
 
-use crate::abi::{NcclType, NUM_OPS, SUCCESS};
+use crate::abi::{NcclOp, NcclType, NUM_OPS, SUCCESS};
 use crate::comm::{lock, Comm};
 use crate::error::{arg, usage, ApiError};
 use crate::real::RealNccl;
@@ -167,6 +169,34 @@ pub fn real_op(comm: &Comm, v: c_int, real: &RealNccl, rc: *mut c_void) -> Resul
     Ok(out)
 }
 
+/// The factor a host-buffer call scales its inputs by before it sums, where topoplan's CPU
+/// runtime runs it: a PreMulSum op's scalar, or a float8 average's 1/nranks as NCCL rounds it
+/// (`NcclType::fp8_avg_scalar`). `None`: the call does not scale first, or its scalar lives in
+/// device memory, which the host path does not read (NCCL runs that call).
+pub fn host_factor(comm: &Comm, op: &crate::op::Op) -> Option<Vec<u8>> {
+    match op.op {
+        NcclOp::PreMulSum(v) => {
+            let ops = ops_of(comm);
+            let p = ops.live.get(&v)?;
+            (!p.device && p.dtype == op.dtype).then(|| p.scalar.clone())
+        }
+        NcclOp::Builtin(runtime::ReduceOp::Avg) => {
+            Some(vec![op.dtype.fp8_avg_scalar(comm.nranks)?])
+        }
+        NcclOp::Builtin(_) => None,
+    }
+}
+
+/// `input` with every element multiplied by `factor` (one element of `dtype`), as NCCL's
+/// PreMulSum multiplies: the type's own product, rounded once (float8 through half, as its
+/// reductions; `runtime::element`).
+pub fn scaled_copy(input: &[u8], dtype: runtime::DataType, factor: &[u8]) -> Vec<u8> {
+    let mut out = input.to_vec();
+    let factors = factor.repeat(input.len() / factor.len().max(1));
+    runtime::element::reduce_into(dtype, runtime::ReduceOp::Prod, &mut out, &factors);
+    out
+}
+
 /// Op `v`'s scalar as the CUDA path takes it, and the type it was made for; `None` for an
 /// unknown op.
 pub fn scalar(comm: &Comm, v: c_int) -> Option<(cuda::scale::Scalar, NcclType)> {
@@ -174,4 +204,36 @@ pub fn scalar(comm: &Comm, v: c_int) -> Option<(cuda::scale::Scalar, NcclType)> 
     let p = ops.live.get(&v)?;
     let s = cuda::scale::Scalar::from_bytes(&p.scalar, p.device).ok()?;
     Some((s, p.dtype))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use runtime::DataType;
+
+    #[test]
+    fn scaled_copies_multiply_each_element_in_its_own_type() {
+        let f: Vec<u8> = [1.5f32, -2.0, 3.25]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let got = scaled_copy(&f, DataType::F32, &0.5f32.to_le_bytes());
+        let want: Vec<u8> = [0.75f32, -1.0, 1.625]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        assert_eq!(got, want);
+        // Integers wrap, as NCCL's product does.
+        let i = i32::MAX.to_le_bytes();
+        assert_eq!(
+            scaled_copy(&i, DataType::I32, &2i32.to_le_bytes()),
+            (-2i32).to_le_bytes()
+        );
+        // float8 e4m3 saturates: 448 x 2 is 448 (0x7E), 1.0 x 0.5 is 0.5 (0x30).
+        assert_eq!(
+            scaled_copy(&[0x7E, 0x38], DataType::F8E4M3, &[0x40]),
+            [0x7E, 0x40]
+        );
+        assert_eq!(scaled_copy(&[0x38], DataType::F8E4M3, &[0x30]), [0x30]);
+    }
 }

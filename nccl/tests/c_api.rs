@@ -180,16 +180,12 @@ fn unsupported_reductions_are_forwarded_to_the_real_nccl() {
         "both ranks joined NCCL with the same id:\n{calls}"
     );
     assert!(ids[0].starts_with("FAKE-ID-"), "{calls}");
-    // The float8 average is forwarded; its sum ran on topoplan.
-    assert_eq!(count("AllReduce count=16 type=10 op=4"), 2, "{calls}");
-    assert_eq!(count("AllReduce count=16 type=10 op=0"), 0, "{calls}");
-    assert_eq!(
-        count("RedOpCreatePreMulSum type=7 residence=1 scalar=2"),
-        2,
-        "{calls}"
-    );
-    assert_eq!(count("ReduceScatter count=2 type=7 op=17"), 2, "{calls}");
-    assert_eq!(count("RedOpDestroy op=17"), 2, "{calls}");
+    // The uint64 max is forwarded; the float8 sum and average and the PreMulSum with a host
+    // scalar ran on topoplan, so NCCL never saw the op.
+    assert_eq!(count("AllReduce count=16 type=5 op=2"), 2, "{calls}");
+    assert_eq!(count("AllReduce count=16 type=10"), 0, "{calls}");
+    assert_eq!(count("RedOpCreatePreMulSum"), 0, "{calls}");
+    assert_eq!(count("ReduceScatter"), 0, "{calls}");
     assert_eq!(count("WindowRegister size=16 flags=0"), 2, "{calls}");
     assert_eq!(count("WindowDeregister ok=1"), 2, "{calls}");
     assert_eq!(
@@ -259,7 +255,7 @@ fn the_real_nccl_is_found_beside_pytorch() {
     assert_eq!(
         calls
             .lines()
-            .filter(|l| l.contains("AllReduce count=16 type=10"))
+            .filter(|l| l.contains("AllReduce count=16 type=5"))
             .count(),
         2,
         "{calls}"

@@ -6,7 +6,8 @@
  *              gather and scatter of random bytes of every datatype, roots 0 and N-1
  *   onethread  two ranks driven from one thread inside groups (nccl-tests -g 2)
  *   killed     a rank dies while the survivor is inside a call: ncclRemoteError naming it, abort in time
- *   forward    fp8 averages and PreMulSum reductions go to the NCCL named by TOPOPLAN_NCCL_LIB
+ *   forward    uint64 max reductions go to the NCCL named by TOPOPLAN_NCCL_LIB; float8 sums and
+ *              averages and PreMulSum reductions with a host scalar stay on topoplan
  *   noforward  the same with no real NCCL: ncclInvalidUsage naming the call and why
  *   mismatch   ranks that disagree (nranks at init, counts, datatypes, ops): an error, never a hang
  *   devforward device-buffer gather and scatter go to the NCCL named by TOPOPLAN_NCCL_LIB (run
@@ -23,6 +24,7 @@
 #include <dlfcn.h>
 #include <nccl.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -481,22 +483,30 @@ static int killed_main(ncclUniqueId id, int rank, int n) {
 static int forward_main(ncclUniqueId id, int rank, int n) {
   ncclComm_t c;
   OK(ncclCommInitRank(&c, n, id, rank));
-  /* float8 sums run on topoplan (1.0 + 1.0 = 2.0 in e4m3); its average is NCCL's PreMulSum,
-   * which host buffers forward. */
+  /* float8 on topoplan: 1.0 + 1.0 = 2.0 in e4m3; the average is NCCL's PreMulSum by 1/nranks
+   * rounded to e4m3 (0.5 on 2 ranks), then the sum: 1.0. */
   unsigned char a[16], b[16];
   memset(a, 0x38, sizeof a);
   OK(ncclAllReduce(a, b, 16, ncclFloat8e4m3, ncclSum, c, NULL));
   for (int i = 0; i < 16; i++) CHECK(b[i] == 0x40, "fp8 sum [%d] = %#x", i, b[i]);
-  ncclResult_t r = ncclAllReduce(a, b, 16, ncclFloat8e4m3, ncclAvg, c, NULL);
+  OK(ncclAllReduce(a, b, 16, ncclFloat8e4m3, ncclAvg, c, NULL));
+  for (int i = 0; i < 16 && n == 2; i++) CHECK(b[i] == 0x38, "fp8 avg [%d] = %#x", i, b[i]);
+  /* PreMulSum with a host scalar on topoplan: every input times 2, then summed. */
+  float s = 2.0f;
+  ncclRedOp_t op;
+  OK(ncclRedOpCreatePreMulSum(&op, &s, ncclFloat32, ncclScalarHostImmediate, c));
+  float f[4] = {1, 2, 3, 4}, g[4];
+  OK(ncclReduceScatter(f, g, 4 / n, ncclFloat32, op, c, NULL));
+  for (int i = 0; i < 4 / n; i++)
+    CHECK(g[i] == 2.0f * n * f[rank * (4 / n) + i], "PreMulSum reduce-scatter [%d] = %f", i, g[i]);
+  OK(ncclRedOpDestroy(op, c));
+  /* uint64 max has no reduction of topoplan's with NCCL's exact result: NCCL runs it. */
+  uint64_t u[16], v[16];
+  for (int i = 0; i < 16; i++) u[i] = (uint64_t)rank << 40 | (uint64_t)i;
+  ncclResult_t r = ncclAllReduce(u, v, 16, ncclUint64, ncclMax, c, NULL);
   const char* want = getenv("CHECK_EXPECT_FORWARD");
   if (want && *want == '1') {
-    CHECK(r == ncclSuccess, "forwarded fp8 average -> %d (%s)", r, ncclGetLastError(c));
-    float s = 2.0f;
-    ncclRedOp_t op;
-    OK(ncclRedOpCreatePreMulSum(&op, &s, ncclFloat32, ncclScalarHostImmediate, c));
-    float f[4] = {1, 2, 3, 4}, g[4];
-    OK(ncclReduceScatter(f, g, 4 / n, ncclFloat32, op, c, NULL));
-    OK(ncclRedOpDestroy(op, c));
+    CHECK(r == ncclSuccess, "forwarded uint64 max -> %d (%s)", r, ncclGetLastError(c));
     /* Windows are NCCL's: the handle comes from it and goes back to it. */
     ncclWindow_t w = NULL;
     OK(ncclCommWindowRegister(c, a, sizeof a, &w, NCCL_WIN_DEFAULT));
@@ -504,9 +514,9 @@ static int forward_main(ncclUniqueId id, int rank, int n) {
     /* Data movement of the same type stays on topoplan. */
     OK(ncclAllGather(a, b, 16 / n, ncclFloat8e5m2, c, NULL));
   } else {
-    CHECK(r == ncclInvalidUsage, "fp8 average without NCCL -> %d", r);
+    CHECK(r == ncclInvalidUsage, "uint64 max without NCCL -> %d", r);
     const char* m = ncclGetLastError(c);
-    CHECK(has(m, "ncclAllReduce needs NCCL") && has(m, "float8e4m3") && has(m, "TOPOPLAN_NCCL_LIB"),
+    CHECK(has(m, "ncclAllReduce needs NCCL") && has(m, "uint64") && has(m, "TOPOPLAN_NCCL_LIB"),
           "message \"%s\"", m);
   }
   OK(ncclCommDestroy(c));
