@@ -383,38 +383,27 @@ fn run_staged(
     copies.finish()
 }
 
-fn run_ours(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), ApiError> {
-    if ops.is_empty() {
-        return Ok(());
+/// Non-root ranks may pass no receive buffer to reduce: scratch for them, one per call (empty
+/// where a call needs none; nothing is allocated when no call does).
+fn scratch_for(ops: &[(Op, DataType, ReduceOp, usize)], rank: usize) -> Vec<Vec<u8>> {
+    let needs = |op: &Op| op.kind == Kind::Reduce && op.peer as usize != rank && op.recv == 0;
+    if !ops.iter().any(|(op, ..)| needs(op)) {
+        return Vec::new();
     }
-    for (op, ..) in ops {
-        cuda::query::wait_stream(op.stream).map_err(ApiError::Cuda)?;
-    }
-    let n = comm.nranks as usize;
-    let rank = comm.rank as usize;
-    // Non-root ranks may pass no receive buffer to reduce: give them scratch.
-    let needs_scratch =
-        |op: &Op| op.kind == Kind::Reduce && op.peer as usize != rank && op.recv == 0;
-    // Allocated only when some call needs it (empty Vecs do not allocate).
-    let mut scratch: Vec<Vec<u8>> = Vec::new();
-    if ops.iter().any(|(op, ..)| needs_scratch(op)) {
-        scratch = ops
-            .iter()
-            .map(|(op, dt, _, count)| {
-                vec![
-                    0u8;
-                    if needs_scratch(op) {
-                        count * dt.size()
-                    } else {
-                        0
-                    }
-                ]
-            })
-            .collect();
-    }
-    // Calls that scale first (`scaled_on_host`) sum scaled copies of their inputs.
-    let scaled: Vec<Option<Vec<u8>>> = ops
-        .iter()
+    ops.iter()
+        .map(|(op, dt, _, count)| vec![0u8; if needs(op) { count * dt.size() } else { 0 }])
+        .collect()
+}
+
+/// Calls that scale first (`scaled_on_host`) sum scaled copies of their inputs: the copy of
+/// each such call, in order (`None` for the others).
+fn scaled_inputs(
+    comm: &Comm,
+    ops: &[(Op, DataType, ReduceOp, usize)],
+    n: usize,
+    rank: usize,
+) -> Vec<Option<Vec<u8>>> {
+    ops.iter()
         .map(|(op, dt, _, count)| {
             let f = crate::premul::host_factor(comm, op)?;
             let (inb, ..) = layout(op, n, rank, *count, dt.size());
@@ -425,7 +414,20 @@ fn run_ours(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), 
                 &f,
             ))
         })
-        .collect();
+        .collect()
+}
+
+fn run_ours(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), ApiError> {
+    if ops.is_empty() {
+        return Ok(());
+    }
+    for (op, ..) in ops {
+        cuda::query::wait_stream(op.stream).map_err(ApiError::Cuda)?;
+    }
+    let n = comm.nranks as usize;
+    let rank = comm.rank as usize;
+    let mut scratch = scratch_for(ops, rank);
+    let scaled = scaled_inputs(comm, ops, n, rank);
     let mut guard = lock(&comm.cpu);
     let cpu = guard
         .as_mut()
