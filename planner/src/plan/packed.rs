@@ -5,7 +5,7 @@ use crate::schedule::TreeChannel;
 use crate::search::Channels;
 use crate::topology::Topology;
 use crate::tuner::profile::ProfileChoice;
-use crate::tuner::PackedSet;
+use crate::tuner::{PackedPaths, PackedSet};
 
 /// Most ranks packed when a planner is made: a packing of 8 GPUs takes about 0.1 s of CPU, of 16
 /// about 1 s; larger machines keep rings and trees.
@@ -75,6 +75,7 @@ pub fn plan_packed(
         ar_busbw_gbps: p.ar_busbw_gbps,
         depth: p.depth,
         intra: ch.ring.intra,
+        paths: PackedPaths::of(&trees, |a, b| t.gpu_path(a, b).map_or(0.0, |x| x.lat_us)),
     };
     Some((
         set,

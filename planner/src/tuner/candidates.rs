@@ -1,6 +1,7 @@
 //! The tuner's candidates, one family at a time: rings, hierarchical rings, trees, direct
 //! patterns on an all-NVLink host, and point-to-point elsewhere.
 
+use super::packed_paths::packed_lat;
 use super::*;
 
 /// What every family reads.
@@ -301,7 +302,7 @@ impl<'a> Cands<'a> {
     }
 
     /// Packed trees: the busbw their link loads allow, with the protocols' efficiencies as for
-    /// rings; a tree's depth in hops is its latency (twice for all-reduce's two halves).
+    /// rings; the latency is the trees' slowest path as the engine runs it ([`packed_lat`]).
     fn packed(&mut self) {
         let Vars {
             m,
@@ -315,11 +316,11 @@ impl<'a> Cands<'a> {
         let Some(pk) = &m.packed else {
             return;
         };
-        let (bus, halves) = match kind {
-            CollectiveKind::AllGather => (pk.ag_busbw_gbps, 1.0),
-            CollectiveKind::ReduceScatter => (pk.rs_busbw_gbps, 1.0),
-            CollectiveKind::AllReduce => (pk.ar_busbw_gbps, 2.0),
-            _ => (0.0, 1.0),
+        let bus = match kind {
+            CollectiveKind::AllGather => pk.ag_busbw_gbps,
+            CollectiveKind::ReduceScatter => pk.rs_busbw_gbps,
+            CollectiveKind::AllReduce => pk.ar_busbw_gbps,
+            _ => 0.0,
         };
         for p in Protocol::ALL {
             let b = bus * c.coll_eff[coll_idx(kind)];
@@ -328,7 +329,7 @@ impl<'a> Cands<'a> {
                 Protocol::LL128 => b * 0.92,
                 Protocol::Simple => b,
             };
-            let lat = BASE_LAT[0][proto_idx(p)] + halves * pk.depth as f64 * hw_lat(pk.intra, 0, p);
+            let lat = packed_lat(pk, &c.engine, c.launch_us, kind, p);
             self.push(
                 Algorithm::Packed,
                 p,

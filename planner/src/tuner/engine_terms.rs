@@ -11,6 +11,12 @@ pub struct EngineTerms {
     /// bytes per data byte.
     pub channel_gbps: [f64; 3],
     pub wire_factor: [f64; 3],
+    /// Per protocol [LL, LL128, Simple]: the fixed one-way latency of a transfer on top of its
+    /// route's link latencies, and the fixed cost of a step, µs.
+    pub hop_us: [f64; 3],
+    pub step_us: [f64; 3],
+    /// The engine's host launch and kernel start before the first op, µs.
+    pub launch_us: f64,
     /// Local copy rate of one channel, GB/s.
     pub local_channel_gbps: f64,
     /// The executor's grid (`sim.exec`): bytes per CTA (Simple, LL), most CTAs (Simple, LL),
@@ -38,6 +44,9 @@ impl EngineTerms {
         EngineTerms {
             channel_gbps: protos.map(|p| f(&sim[p]["channel_gbps"])),
             wire_factor: protos.map(|p| f(&sim[p]["wire_factor"])),
+            hop_us: protos.map(|p| f(&sim[p]["hop_us"])),
+            step_us: protos.map(|p| f(&sim[p]["step_us"])),
+            launch_us: f(&sim["launch_us"]),
             local_channel_gbps: f(&sim["local_channel_gbps"]),
             cta_bytes: [u(&x["cta_bytes"]), u(&x["ll_cta_bytes"])],
             max_ctas: [u(&x["max_ctas"]) as u32, u(&x["ll_ctas"]) as u32],

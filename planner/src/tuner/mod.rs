@@ -11,6 +11,7 @@ mod calib;
 mod candidates;
 mod engine_terms;
 pub mod nccl;
+mod packed_paths;
 pub mod profile;
 
 pub use calib::*;
@@ -19,6 +20,7 @@ use nccl::{
     PER_CH_RING_LL128, PER_CH_TREE, PER_CH_TREE_LL128, TREE_LL128_INTER, TREE_LL128_INTRA,
     TREE_LL_DIVISOR,
 };
+pub use packed_paths::{PackedPaths, PathCost};
 pub use profile::{EngineTerms, Profile, ProfileChoice, ProfileError, ProfileSource, TunerParams};
 
 use crate::schedule::{Algorithm, CollectiveKind, Protocol};
@@ -82,6 +84,9 @@ pub struct PackedSet {
     /// Deepest tree, in hops.
     pub depth: u32,
     pub intra: Hw,
+    /// The trees' paths that can be slowest at small sizes (empty: not measured).
+    #[serde(default)]
+    pub paths: PackedPaths,
 }
 
 fn bundled_calib() -> TunerParams {
