@@ -174,8 +174,16 @@ pub fn open(comm: &Comm, pair: (usize, usize)) -> Result<GpuRank, ApiError> {
 /// processes have them: a rank that finds a peer calling something else stops the group.
 fn open_calls(comm: &Comm, all: &[u8]) -> Result<Option<Calls>, ApiError> {
     let table: Vec<Vec<u8>> = all.chunks(RECORD).map(<[u8]>::to_vec).collect();
+    let wait = calls::wait_timeout();
+    calls::setup(comm.rank, comm.nranks, &table, wait, &mut exchange(comm))
+        .map_err(|e| ApiError::Cuda(format!("comparing the ranks' calls: {e}")))
+}
+
+/// The exchange the CUDA setups take (`cuda::ipc::Exchange`): an all-gather of one record per
+/// rank over topoplan's own communicator, every rank's record in rank order.
+pub(super) fn exchange(comm: &Comm) -> impl FnMut(&[u8]) -> Result<Vec<Vec<u8>>, CudaError> + '_ {
     let n = comm.nranks as usize;
-    let mut exchange = |mine: &[u8]| -> Result<Vec<Vec<u8>>, CudaError> {
+    move |mine: &[u8]| {
         let mut g = lock(&comm.cpu);
         let cpu = g
             .as_mut()
@@ -184,10 +192,7 @@ fn open_calls(comm: &Comm, all: &[u8]) -> Result<Option<Calls>, ApiError> {
         cpu.all_gather(mine, &mut got)
             .map_err(|e| CudaError::Input(e.to_string()))?;
         Ok(got.chunks(mine.len().max(1)).map(<[u8]>::to_vec).collect())
-    };
-    let wait = calls::wait_timeout();
-    calls::setup(comm.rank, comm.nranks, &table, wait, &mut exchange)
-        .map_err(|e| ApiError::Cuda(format!("comparing the ranks' calls: {e}")))
+    }
 }
 
 /// Enqueues `ops` (device buffers, each accepted by `gpu::refusal`) of this rank on their

@@ -149,18 +149,7 @@ fn open(comm: &Comm) -> Result<GpuRank, ApiError> {
             .remove(0);
         return Ok(GpuRank::Alone(ctx, cuda::device::ModuleCache::default()));
     }
-    let n = comm.nranks as usize;
-    let mut exchange = |mine: &[u8]| -> Result<Vec<Vec<u8>>, CudaError> {
-        let mut g = lock(&comm.cpu);
-        let cpu = g
-            .as_mut()
-            .ok_or_else(|| CudaError::Input("communicator has not joined".into()))?;
-        let mut all = vec![0u8; mine.len() * n];
-        cpu.all_gather(mine, &mut all)
-            .map_err(|e| CudaError::Input(e.to_string()))?;
-        Ok(all.chunks(mine.len().max(1)).map(|c| c.to_vec()).collect())
-    };
-    let proc = CudaProcComm::new(ordinal, comm.rank, comm.nranks, &mut exchange)
+    let proc = CudaProcComm::new(ordinal, comm.rank, comm.nranks, &mut local::exchange(comm))
         .map_err(|e| ApiError::Cuda(e.to_string()))?;
     Ok(GpuRank::Procs {
         proc: Box::new(proc),
