@@ -4,17 +4,7 @@ use super::*;
 use crate::abi::NcclType;
 
 fn op(kind: Kind, dtype: NcclType, r: NcclOp) -> Op {
-    Op {
-        call: "t",
-        kind,
-        send: 0,
-        recv: 0,
-        count: 10,
-        dtype,
-        op: r,
-        peer: 0,
-        stream: 0,
-    }
+    Op::sample(kind, dtype, r)
 }
 
 #[test]

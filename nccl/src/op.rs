@@ -37,6 +37,25 @@ pub struct Op {
     pub stream: usize,
 }
 
+#[cfg(test)]
+impl Op {
+    /// A call of `count` 10 with distinct, non-null buffers, root 0 and the default stream: the
+    /// unit tests' call, whose route depends only on kind, type and operation.
+    pub(crate) fn sample(kind: Kind, dtype: NcclType, op: NcclOp) -> Op {
+        Op {
+            call: "t",
+            kind,
+            send: 8,
+            recv: 16,
+            count: 10,
+            dtype,
+            op,
+            peer: 0,
+            stream: 0,
+        }
+    }
+}
+
 /// Where a call runs, and why.
 #[derive(Debug, PartialEq)]
 pub enum Route {

@@ -117,7 +117,7 @@ impl Desc {
                 },
             ) => {
                 use CollectiveKind::*;
-                let reduces = matches!(kind, AllReduce | ReduceScatter | Reduce);
+                let reduces = kind.reduces();
                 let rooted = matches!(kind, Broadcast | Reduce);
                 [
                     ("collective", kind != k2),
@@ -154,7 +154,7 @@ impl Desc {
             } => {
                 use CollectiveKind::*;
                 let mut s = format!("{} of {count} x {}", kind.name(), dtype.nccl_name());
-                if matches!(kind, AllReduce | ReduceScatter | Reduce) {
+                if kind.reduces() {
                     s += &format!(" {}", op.name());
                 }
                 if matches!(kind, Broadcast | Reduce) {

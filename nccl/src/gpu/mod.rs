@@ -327,17 +327,7 @@ mod tests {
     use crate::abi::{NcclOp, NcclType};
 
     fn op(kind: Kind, dtype: NcclType) -> Op {
-        Op {
-            call: "t",
-            kind,
-            send: 8,
-            recv: 16,
-            count: 10,
-            dtype,
-            op: NcclOp::Builtin(ReduceOp::Sum),
-            peer: 0,
-            stream: 0,
-        }
+        Op::sample(kind, dtype, NcclOp::Builtin(ReduceOp::Sum))
     }
 
     #[test]

@@ -177,17 +177,7 @@ mod tests {
     use crate::abi::NcclType;
 
     fn op(kind: Kind, dtype: NcclType, op: NcclOp) -> Op {
-        Op {
-            call: "t",
-            kind,
-            send: 8,
-            recv: 16,
-            count: 10,
-            dtype,
-            op,
-            peer: 0,
-            stream: 0,
-        }
+        Op::sample(kind, dtype, op)
     }
 
     /// The calls ranks of one process refuse (they have no scratch for scaled inputs): PreMulSum
