@@ -189,3 +189,44 @@ pub fn mem_free(p: usize) -> Result<(), String> {
         e => Err(format!("cuMemFree: {e:?}")),
     }
 }
+
+/// Allocates `bytes` from the device's stream-ordered pool, usable in `stream`'s order (and on
+/// other streams once they wait for it). Unlike `cuMemAlloc`, it never waits for the device.
+pub fn mem_alloc_async(bytes: usize, stream: usize) -> Result<usize, String> {
+    if !driver() {
+        return Err("no CUDA driver on this machine".into());
+    }
+    let mut p: sys::CUdeviceptr = 0;
+    // SAFETY: allocates in the current context, in the caller's stream's order.
+    match unsafe { sys::cuMemAllocAsync(&mut p, bytes.max(1), stream as sys::CUstream) } {
+        sys::CUresult::CUDA_SUCCESS => Ok(p as usize),
+        e => Err(format!("cuMemAllocAsync: {e:?}")),
+    }
+}
+
+/// Frees `p` (from [`mem_alloc_async`]) once the work already on `stream` is done, without
+/// waiting for it.
+pub fn mem_free_async(p: usize, stream: usize) -> Result<(), String> {
+    if !driver() {
+        return Err("no CUDA driver on this machine".into());
+    }
+    // SAFETY: a pointer from mem_alloc_async, no longer used after the work on `stream`.
+    match unsafe { sys::cuMemFreeAsync(p as sys::CUdeviceptr, stream as sys::CUstream) } {
+        sys::CUresult::CUDA_SUCCESS => Ok(()),
+        e => Err(format!("cuMemFreeAsync: {e:?}")),
+    }
+}
+
+/// Reads `len` bytes at device address `p` (synchronous: a PreMulSum's device scalar, read by
+/// the host path after the call's stream has drained).
+pub fn read_device(p: usize, len: usize) -> Result<Vec<u8>, String> {
+    if !driver() {
+        return Err("no CUDA driver on this machine".into());
+    }
+    let mut out = vec![0u8; len];
+    // SAFETY: `len` bytes of the caller's device memory into a host buffer of that size.
+    match unsafe { sys::cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), p as sys::CUdeviceptr, len) } {
+        sys::CUresult::CUDA_SUCCESS => Ok(out),
+        e => Err(format!("cuMemcpyDtoH: {e:?}")),
+    }
+}

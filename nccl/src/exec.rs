@@ -52,13 +52,14 @@ pub fn route_in(comm: &Comm, op: &Op) -> Route {
         return scaled_on_host(comm, op).unwrap_or_else(|| route(op));
     }
     let r = match op.op {
-        NcclOp::Builtin(ReduceOp::Avg) if op.dtype.fp8_avg_scalar(1).is_some() => {
-            return crate::gpu::premul::route_fp8_avg(op, crate::gpu::refusal(comm, op))
-        }
+        // NCCL's float8 average is a PreMulSum by 1/nranks: a sum of scaled inputs, as every
+        // PreMulSum here (`gpu::premul::prepare` on the GPU, `scaled_inputs` on the host).
+        NcclOp::Builtin(ReduceOp::Avg) if op.dtype.fp8_avg_scalar(1).is_some() => ReduceOp::Sum,
         NcclOp::Builtin(r) => r,
-        NcclOp::PreMulSum(v) => {
-            return crate::gpu::premul::route(comm, op, v, crate::gpu::refusal(comm, op))
-        }
+        NcclOp::PreMulSum(v) => match crate::gpu::premul::unsupported(comm, op, v) {
+            Some(why) => return Route::Nccl(why),
+            None => ReduceOp::Sum,
+        },
     };
     let Some((dtype, count)) = crate::gpu::runtime_type(op, r) else {
         return Route::Nccl(format!(
@@ -402,17 +403,20 @@ fn scaled_inputs(
     ops: &[(Op, DataType, ReduceOp, usize)],
     n: usize,
     rank: usize,
-) -> Vec<Option<Vec<u8>>> {
+) -> Result<Vec<Option<Vec<u8>>>, ApiError> {
     ops.iter()
         .map(|(op, dt, _, count)| {
-            let f = crate::premul::host_factor(comm, op)?;
+            let Some(f) = crate::premul::host_factor(comm, op) else {
+                return Ok(None);
+            };
+            let f = f.bytes()?;
             let (inb, ..) = layout(op, n, rank, *count, dt.size());
             // SAFETY: NCCL's input size for this call on this rank.
-            Some(crate::premul::scaled_copy(
+            Ok(Some(crate::premul::scaled_copy(
                 unsafe { bytes(op.send, inb) },
                 *dt,
                 &f,
-            ))
+            )))
         })
         .collect()
 }
@@ -427,7 +431,7 @@ fn run_ours(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), 
     let n = comm.nranks as usize;
     let rank = comm.rank as usize;
     let mut scratch = scratch_for(ops, rank);
-    let scaled = scaled_inputs(comm, ops, n, rank);
+    let scaled = scaled_inputs(comm, ops, n, rank)?;
     let mut guard = lock(&comm.cpu);
     let cpu = guard
         .as_mut()

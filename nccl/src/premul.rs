@@ -1,9 +1,9 @@
 //! `ncclRedOpCreatePreMulSum` operations: one table per communicator, dropped with it
 //! ([`forget`] at destroy and abort). On device buffers topoplan's CUDA path runs them (each
-//! input scaled, then summed: [`scalar`]); on host buffers with a host scalar, topoplan's CPU
-//! runtime sums scaled copies of the inputs ([`host_factor`], [`scaled_copy`]); elsewhere they
-//! run on NCCL, where the op is made on
-//! the real NCCL's communicator when a call first uses one. Values come from a free list, so creating and
+//! input scaled, then summed: [`scalar`]); on host buffers topoplan's CPU runtime sums scaled
+//! copies of the inputs ([`host_factor`], [`scaled_copy`]), a device scalar read once the call's
+//! streams have drained; elsewhere (NCCL's network, `TOPOPLAN_NCCL_CUDA=0`) they run on NCCL,
+//! where the op is made on the real NCCL's communicator when a call first uses one. Values come from a free list, so creating and
 //! destroying one is O(log n) however many are alive.
 
 use crate::abi::{NcclOp, NcclType, NUM_OPS, SUCCESS};
@@ -171,19 +171,45 @@ pub fn real_op(comm: &Comm, v: c_int, real: &RealNccl, rc: *mut c_void) -> Resul
 
 /// The factor a host-buffer call scales its inputs by before it sums, where topoplan's CPU
 /// runtime runs it: a PreMulSum op's scalar, or a float8 average's 1/nranks as NCCL rounds it
-/// (`NcclType::fp8_avg_scalar`). `None`: the call does not scale first, or its scalar lives in
-/// device memory, which the host path does not read (NCCL runs that call).
-pub fn host_factor(comm: &Comm, op: &crate::op::Op) -> Option<Vec<u8>> {
+/// (`NcclType::fp8_avg_scalar`). `None`: the call does not scale first.
+pub fn host_factor(comm: &Comm, op: &crate::op::Op) -> Option<Factor> {
     match op.op {
         NcclOp::PreMulSum(v) => {
             let ops = ops_of(comm);
-            let p = ops.live.get(&v)?;
-            (!p.device && p.dtype == op.dtype).then(|| p.scalar.clone())
+            let p = ops.live.get(&v).filter(|p| p.dtype == op.dtype)?;
+            Some(if p.device {
+                // `create` keeps a device scalar's address as its native bytes.
+                let at = usize::from_ne_bytes(p.scalar.as_slice().try_into().ok()?);
+                Factor::Device(at, op.dtype.size())
+            } else {
+                Factor::Host(p.scalar.clone())
+            })
         }
         NcclOp::Builtin(runtime::ReduceOp::Avg) => {
-            Some(vec![op.dtype.fp8_avg_scalar(comm.nranks)?])
+            Some(Factor::Host(vec![op.dtype.fp8_avg_scalar(comm.nranks)?]))
         }
         NcclOp::Builtin(_) => None,
+    }
+}
+
+/// A scaling factor: one element's bytes, or the device address of one element of the given
+/// size, read when the call runs (`ncclScalarDevice`: NCCL reads it when its kernel runs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Factor {
+    Host(Vec<u8>),
+    Device(usize, usize),
+}
+
+impl Factor {
+    /// The element's bytes, read from the device where it lives there (the call's streams
+    /// have drained: the host path reads its inputs after them, and the scalar with them).
+    pub fn bytes(&self) -> Result<Vec<u8>, ApiError> {
+        match self {
+            Factor::Host(b) => Ok(b.clone()),
+            Factor::Device(p, len) => cuda::query::read_device(*p, *len).map_err(|e| {
+                ApiError::Cuda(format!("reading the PreMulSum scalar at {p:#x}: {e}"))
+            }),
+        }
     }
 }
 

@@ -366,6 +366,12 @@ fn device_buffer_gather_and_scatter_are_forwarded_when_asked() {
         );
         assert_eq!(count(&log, "Send") + count(&log, "Recv"), 0, "{log}");
         assert_eq!(count(&log, "GroupStart"), count(&log, "GroupEnd"), "{log}");
+        // A PreMulSum with a device scalar on host buffers stays on topoplan too.
+        assert_eq!(
+            count(&log, "RedOpCreatePreMulSum") + count(&log, "AllReduce"),
+            0,
+            "{log}"
+        );
     }
     let log = calls(&old, "old.log", &[]);
     assert_eq!(count(&log, "Gather") + count(&log, "Scatter"), 0, "{log}");
@@ -383,9 +389,9 @@ fn device_buffer_gather_and_scatter_are_forwarded_when_asked() {
 }
 
 /// Device-buffer calls topoplan's CUDA path runs no kernel for (grouped send/recv to peers and
-/// to itself, gather, scatter; all-to-all with the direct kernels off) run on topoplan through
-/// host copies, on 3 ranks, with every byte of random data checked; there is no real NCCL to
-/// fall back on.
+/// to itself, gather, scatter; all-to-all, PreMulSum with a device scalar and float8 average
+/// with the direct kernels off) run on topoplan through host copies, on 3 ranks, with every
+/// byte of random data checked; there is no real NCCL to fall back on.
 #[test]
 fn device_buffers_without_a_cuda_kernel_run_on_topoplan_through_host_copies() {
     let dir = std::env::temp_dir().join(format!("topoplan-fake-staged-{}", std::process::id()));
@@ -404,8 +410,8 @@ fn device_buffers_without_a_cuda_kernel_run_on_topoplan_through_host_copies() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Ranks of one process on a real GPU (`tests/c/inproc.c`): every collective and a send/recv
-/// ring of 2 and 4 ranks sharing GPU 0 (`ncclCommInitAll` with a repeated device), issued from
+/// Ranks of one process on a real GPU (`tests/c/inproc.c`): every collective, a send/recv
+/// ring and PreMulSum (host and device scalar) of 2 and 4 ranks sharing GPU 0 (`ncclCommInitAll` with a repeated device), issued from
 /// one thread in a group, from a thread per rank, and captured into CUDA graphs, every element
 /// checked against a CPU reference; `TOPOPLAN_DEBUG=INFO` must say that they ran on the CUDA
 /// direct path in one process, never through host copies. Skipped, saying so, without a GPU.

@@ -26,8 +26,8 @@
 #      sends; each case must end on both ranks with ncclInvalidUsage naming the field within
 #      10 s, and an agreeing all-reduce (checked element by element) then runs: $OUT/mismatch.log;
 #   6. (inproc) ranks of one process (nccl/tests/c/inproc.c, ncclCommInitAll): 2 and 4 ranks
-#      sharing GPU 0 (and one rank per GPU where there are several), every collective and a
-#      send/recv ring, in and out of place, grouped from one thread, a thread per rank, and
+#      sharing GPU 0 (and one rank per GPU where there are several), every collective, a
+#      send/recv ring and PreMulSum (host and device scalar), in and out of place, grouped from one thread, a thread per rank, and
 #      captured into CUDA graphs (global mode; an int64 all-reduce whose kernels load inside the
 #      capture), every element checked, then ranks that disagree on a count (ncclInvalidUsage
 #      and every rank's async error within 10 s); each run must print "all checks passed" and, under

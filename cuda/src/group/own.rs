@@ -135,6 +135,24 @@ impl CudaGroup {
         Ok(())
     }
 
+    /// Enqueues `dst[0, n) = src[0, n) * scalar` (elements of `dtype`) on rank `rank`'s
+    /// `stream`: a PreMulSum's first step (`crate::scale`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn scale_own(
+        &self,
+        rank: usize,
+        dst: u64,
+        src: u64,
+        n: u64,
+        dtype: DataType,
+        scalar: crate::scale::Scalar,
+        stream: sys::CUstream,
+    ) -> Result<(), CudaError> {
+        self.check_own(rank, self.nranks() as u32)?;
+        let module = self.module(rank, dtype)?;
+        crate::scale::enqueue(&self.ranks[rank].ctx, &module, dst, src, n, scalar, stream)
+    }
+
     fn check_own(&self, rank: usize, nranks: u32) -> Result<(), CudaError> {
         if rank >= self.ranks.len() {
             return Err(CudaError::Input(format!("rank {rank} out of range")));

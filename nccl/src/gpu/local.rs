@@ -12,7 +12,8 @@
 //! buffers of a call, which a rank does not know without a host rendezvous per call.
 
 use super::p2p::Group;
-use super::rank::{collective_kind, scales_first, GpuRank, Schedules};
+use super::premul::{self, Scaler};
+use super::rank::{collective_kind, GpuRank, Schedules, Scratch};
 use crate::comm::{lock, Comm};
 use crate::error::{usage, ApiError};
 use crate::knobs::{log, Level};
@@ -163,6 +164,7 @@ pub fn open(comm: &Comm, pair: (usize, usize)) -> Result<GpuRank, ApiError> {
                 schedules: Schedules::default(),
                 mark: mark.map(Arc::new),
                 calls,
+                scratch: Scratch::default(),
             }
         }
         Err(why) => GpuRank::Unavailable(why),
@@ -201,6 +203,7 @@ pub fn run(
     comm: &Comm,
     group: &CudaGroup,
     schedules: &mut Schedules,
+    scratch: &mut Scratch,
     mut calls: Option<&mut Calls>,
     ops: &[Typed],
 ) -> Result<(), ApiError> {
@@ -212,13 +215,6 @@ pub fn run(
             p2p.add(op, comm.rank, comm.nranks, bytes);
             continue;
         };
-        if scales_first(op) {
-            return Err(ApiError::Internal(format!(
-                "{}: a call that scales its inputs reached the CUDA path of ranks that share a \
-                 process",
-                op.call
-            )));
-        }
         if let Some(c) = calls.as_deref_mut() {
             let d = Desc::Coll {
                 kind: k,
@@ -230,13 +226,16 @@ pub fn run(
             compared(group, op.call, c.collective(&d))?;
         }
         let schedule = schedules.get(comm.nranks, k, op.peer, bytes)?;
+        // A PreMulSum (or float8 average) scales this rank's input first, then sums.
+        let on = Scaler::Own(group, rank);
+        let (input, output) = premul::prepare(comm, on, scratch, op, *dtype, *count)?;
         let call = OwnCall {
             schedule: &schedule,
             count: *count as u64,
             dtype: *dtype,
             op: *rop,
-            input: op.send as u64,
-            output: op.recv as u64,
+            input,
+            output,
         };
         group
             .enqueue_own(rank, &call, op.stream as CUstream)

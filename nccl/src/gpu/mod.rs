@@ -33,7 +33,7 @@ pub fn enabled() -> bool {
 /// communicator's CUDA state (the same on every rank: see [`ensure_open`]), so every rank
 /// decides alike.
 pub fn refusal(comm: &Comm, op: &Op) -> Option<String> {
-    if let Some(why) = lock(&comm.gpu).as_ref().and_then(|g| g.refuses(op)) {
+    if let Some(why) = lock(&comm.gpu).as_ref().and_then(GpuRank::refuses) {
         return Some(why);
     }
     refusal_for(enabled(), cuda::direct::enabled(), op, comm.nranks)
@@ -182,8 +182,9 @@ pub fn run(comm: &Comm, ops: &[(Op, DataType, ReduceOp, usize)]) -> Result<(), A
             group,
             schedules,
             calls,
+            scratch,
             ..
-        } => local::run(comm, group, schedules, calls.as_mut(), ops).inspect_err(|e| {
+        } => local::run(comm, group, schedules, scratch, calls.as_mut(), ops).inspect_err(|e| {
             if calls.as_ref().is_some_and(|c| c.verdict().is_some()) {
                 comm.fail(e);
             }
@@ -295,7 +296,8 @@ fn run_procs(
         };
         let bytes = (*count * dtype.size()) as u64;
         let sched = schedules.get(comm.nranks, k, op.peer, bytes)?;
-        let (input, output) = premul::prepare(comm, proc, scratch, op, *dtype, *count)?;
+        let on = premul::Scaler::Proc(proc);
+        let (input, output) = premul::prepare(comm, on, scratch, op, *dtype, *count)?;
         let req = ProcRequest {
             schedule: &sched,
             count: *count as u64,

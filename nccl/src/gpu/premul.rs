@@ -8,18 +8,53 @@ use super::rank::Scratch;
 use crate::abi::NcclOp;
 use crate::comm::Comm;
 use crate::error::{usage, ApiError};
-use crate::op::{Kind, Op, Route};
+use crate::op::{Kind, Op};
 use cuda::ipc::CudaProcComm;
 use cuda::scale::Scalar;
+use cuda::{CudaError, CudaGroup};
+use cudarc::driver::CudaContext;
 use runtime::DataType;
 use runtime::ReduceOp;
+use std::sync::Arc;
+
+/// What scales a rank's input on its GPU: the communicator of ranks in separate processes, or
+/// one rank of the group of ranks in this process (`super::local`).
+pub enum Scaler<'a> {
+    Proc(&'a CudaProcComm),
+    Own(&'a CudaGroup, usize),
+}
+
+impl Scaler<'_> {
+    fn context(&self) -> &Arc<CudaContext> {
+        match self {
+            Scaler::Proc(p) => p.context(),
+            Scaler::Own(g, rank) => g.context(*rank),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn scale(
+        &self,
+        dst: u64,
+        src: u64,
+        n: u64,
+        dtype: DataType,
+        scalar: Scalar,
+        stream: cudarc::driver::sys::CUstream,
+    ) -> Result<(), CudaError> {
+        match self {
+            Scaler::Proc(p) => p.scale(dst, src, n, dtype, scalar, stream),
+            Scaler::Own(g, rank) => g.scale_own(*rank, dst, src, n, dtype, scalar, stream),
+        }
+    }
+}
 
 /// For a PreMulSum `op`, or an FP8 average (`count` elements of `dtype` per rank block):
 /// enqueues the scaling and returns the (input, output) the sum runs on; any other op's own
 /// buffers.
 pub fn prepare(
     comm: &Comm,
-    proc: &CudaProcComm,
+    on: Scaler,
     scratch: &mut Scratch,
     op: &Op,
     dtype: DataType,
@@ -43,7 +78,7 @@ pub fn prepare(
     };
     let stream = op.stream as cudarc::driver::sys::CUstream;
     let scale = |dst: u64| {
-        proc.scale(dst, op.send as u64, elems, dtype, scalar, stream)
+        on.scale(dst, op.send as u64, elems, dtype, scalar, stream)
             .map_err(|e| ApiError::Cuda(format!("{}: {e}", op.call)))
     };
     if op.kind == Kind::AllReduce {
@@ -51,45 +86,21 @@ pub fn prepare(
         scale(op.recv as u64)?;
         return Ok((op.recv as u64, op.recv as u64));
     }
-    let buf = scratch.take(proc, elems * dtype.size() as u64, op.stream)?;
+    let buf = scratch.take(on.context(), elems * dtype.size() as u64, op.stream)?;
     scale(buf)?;
     Ok((buf, op.recv as u64))
 }
 
-/// A PreMulSum reduction on device buffers: topoplan's CUDA path scales each input and sums
-/// (`gpu::run`), where it takes the call (`refusal`: why it does not, from `gpu::refusal`);
-/// NCCL otherwise.
-pub fn route(comm: &Comm, op: &Op, v: std::ffi::c_int, refusal: Option<String>) -> Route {
+/// Why topoplan cannot run PreMulSum op `v` for `op` (`None`: it can, as a sum of scaled
+/// inputs, on the GPU or through host copies): an op it does not know, or made for another
+/// type, or a type it sums in no way NCCL does.
+pub fn unsupported(comm: &Comm, op: &Op, v: std::ffi::c_int) -> Option<String> {
     let made_for = crate::premul::scalar(comm, v).map(|(_, t)| t);
-    let sum = op.dtype.reducible_as(ReduceOp::Sum);
-    match (made_for == Some(op.dtype), sum, refusal) {
-        (true, Some(dtype), None) => Route::Gpu {
-            dtype,
-            op: ReduceOp::Sum,
-            count: op.count,
-        },
-        (_, _, Some(why)) => Route::Nccl(format!("PreMulSum reductions run on NCCL here: {why}")),
-        _ => Route::Nccl(format!(
+    let sums = op.dtype.reducible_as(ReduceOp::Sum).is_some();
+    (made_for != Some(op.dtype) || !sums).then(|| {
+        format!(
             "PreMulSum of {} runs on NCCL (topoplan sums no such type, or the op was made for another)",
             op.dtype.name()
-        )),
-    }
-}
-
-/// An FP8 `ncclAvg` on device buffers: NCCL's PreMulSum by 1/nranks, on topoplan's CUDA path
-/// where it takes the call ([`prepare`] scales, then a sum); NCCL otherwise (the runtime's
-/// average divides the sum instead).
-pub fn route_fp8_avg(op: &Op, refusal: Option<String>) -> Route {
-    match (op.dtype.reducible_as(ReduceOp::Sum), refusal) {
-        (Some(dtype), None) => Route::Gpu {
-            dtype,
-            op: ReduceOp::Sum,
-            count: op.count,
-        },
-        (_, why) => Route::Nccl(format!(
-            "{} avg is NCCL's PreMulSum by 1/nranks, run on the CUDA path only: {}",
-            op.dtype.name(),
-            why.unwrap_or_else(|| "no FP8 sum".into())
-        )),
-    }
+        )
+    })
 }

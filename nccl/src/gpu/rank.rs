@@ -1,17 +1,14 @@
 //! A communicator's CUDA state and the schedules it has run: a leaf, so the communicator can
 //! hold it without importing the CUDA path that fills it.
 
-use crate::abi::NcclOp;
 use crate::error::{usage, ApiError};
-use crate::op::{Kind, Op};
-use cuda::device::DevBuf;
+use crate::op::Kind;
 use cuda::ipc::calls::Calls;
 use cuda::ipc::{check_direct, CudaProcComm};
 use cuda::query::StreamMark;
 use cuda::{schedules, CudaGroup};
 use planner::schedule::{Collective, CollectiveKind, Schedule};
 use planner::tuner::Profile;
-use runtime::ReduceOp;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -40,22 +37,18 @@ pub enum GpuRank {
         /// The comparison of this rank's calls with its peers' (`cuda::ipc::calls`; `None`
         /// without a shared-memory directory).
         calls: Option<Calls>,
+        /// PreMulSum's scaled inputs (`super::premul`).
+        scratch: Scratch,
     },
     /// No direct path for these ranks (why): their device calls run through host copies.
     Unavailable(String),
 }
 
 impl GpuRank {
-    /// Why this rank's CUDA state refuses `op` (`None`: it does not).
-    pub fn refuses(&self, op: &Op) -> Option<String> {
+    /// Why this rank's CUDA state refuses device calls (`None`: it does not).
+    pub fn refuses(&self) -> Option<String> {
         match self {
             GpuRank::Unavailable(why) => Some(why.clone()),
-            // Its scaled inputs would need a scratch buffer per rank, allocated (and freed)
-            // while peers' kernels wait on the same GPU.
-            GpuRank::Local { .. } if scales_first(op) => Some(
-                "PreMulSum (and float8 average, a PreMulSum in NCCL) on ranks that share a process"
-                    .into(),
-            ),
             _ => None,
         }
     }
@@ -77,15 +70,6 @@ impl GpuRank {
             GpuRank::Local { group, .. } => group.abort(),
             _ => Ok(()),
         }
-    }
-}
-
-/// Whether `op` scales its inputs before it sums (`super::premul`): a PreMulSum, or a float8
-/// average, which NCCL runs as a PreMulSum by 1/nranks.
-pub fn scales_first(op: &Op) -> bool {
-    match op.op {
-        NcclOp::PreMulSum(_) => true,
-        NcclOp::Builtin(r) => r == ReduceOp::Avg && op.dtype.fp8_avg_scalar(1).is_some(),
     }
 }
 
@@ -135,82 +119,87 @@ impl Schedules {
     }
 }
 
-/// The scaled inputs' buffer, grown on demand, and the stream that last wrote it.
+/// The scaled inputs' buffer, grown on demand, and the stream that last used it. Taken from
+/// the stream-ordered allocator (`cuMemAllocAsync`, freed with `cuMemFreeAsync`): growing it
+/// never waits for the device, as `cuMemFree` does, which would deadlock ranks of one process
+/// whose kernels wait on the GPU for a peer this thread has yet to enqueue.
 #[derive(Debug, Default)]
 pub struct Scratch {
-    buf: Option<DevBuf>,
+    /// Address, bytes, and the context it was allocated in.
+    buf: Option<(u64, u64, Arc<cudarc::driver::CudaContext>)>,
     stream: usize,
+    /// Whether a CUDA graph captured a call on `buf`: its replays read it, so growing keeps the
+    /// old buffer (in `kept`) until the communicator goes.
+    captured: bool,
+    kept: Vec<u64>,
 }
 
 impl Scratch {
-    /// A device buffer of at least `bytes`, ordered after its last use on another stream.
+    /// A device buffer of at least `bytes` in `ctx`, for work on `stream`, ordered after its
+    /// last use on another stream.
     pub(super) fn take(
         &mut self,
-        proc: &CudaProcComm,
+        ctx: &Arc<cudarc::driver::CudaContext>,
         bytes: u64,
         stream: usize,
     ) -> Result<u64, ApiError> {
-        let small = self.buf.as_ref().is_none_or(|b| (b.bytes as u64) < bytes);
-        if small {
-            if cuda::query::capturing(stream) {
-                return Err(usage(format!(
-                    "a PreMulSum call needs {bytes} bytes of scratch, which a CUDA graph capture \
-                     cannot allocate: run a call of this size once before capturing"
-                )));
-            }
-            // Dropping the old buffer frees it after the work that uses it (cuMemFree waits).
-            self.buf = None;
-            let b = DevBuf::new(proc.context(), bytes as usize)
-                .map_err(|e| ApiError::Cuda(format!("PreMulSum scratch: {e}")))?;
-            self.buf = Some(b);
-        } else if self.stream != stream {
+        let small = self.buf.as_ref().is_none_or(|b| b.1 < bytes);
+        if self.buf.is_some() && self.stream != stream {
             cuda::query::stream_waits_for(stream, self.stream).map_err(ApiError::Cuda)?;
         }
         self.stream = stream;
-        Ok(self.buf.as_ref().map_or(0, |b| b.ptr))
+        let capturing = cuda::query::capturing(stream);
+        if !small {
+            self.captured |= capturing;
+            return Ok(self.buf.as_ref().map_or(0, |b| b.0));
+        }
+        if capturing {
+            return Err(usage(format!(
+                "a PreMulSum call needs {bytes} bytes of scratch, which a CUDA graph capture \
+                 cannot allocate: run a call of this size once before capturing"
+            )));
+        }
+        let grow = |e: String| ApiError::Cuda(format!("PreMulSum scratch of {bytes} bytes: {e}"));
+        ctx.bind_to_thread().map_err(|e| grow(e.to_string()))?;
+        // The old buffer is freed in `stream`'s order, which now follows its last use.
+        match self.buf.take() {
+            Some((p, ..)) if std::mem::take(&mut self.captured) => self.kept.push(p),
+            Some((p, ..)) => cuda::query::mem_free_async(p as usize, stream).map_err(grow)?,
+            None => {}
+        }
+        let p = cuda::query::mem_alloc_async(bytes as usize, stream).map_err(grow)?;
+        self.buf = Some((p as u64, bytes, ctx.clone()));
+        Ok(p as u64)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let Some((p, _, ctx)) = self.buf.take() else {
+            return;
+        };
+        // In the order of its last use; where that stream is gone, its work was done before
+        // it was destroyed, and a plain free waits for whatever else runs.
+        let _ = ctx.bind_to_thread();
+        for p in std::iter::once(p).chain(self.kept.drain(..)) {
+            if cuda::query::mem_free_async(p as usize, self.stream).is_err() {
+                let _ = cuda::query::mem_free(p as usize);
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::abi::NcclType;
 
-    fn op(kind: Kind, dtype: NcclType, op: NcclOp) -> Op {
-        Op::sample(kind, dtype, op)
-    }
-
-    /// The calls ranks of one process refuse (they have no scratch for scaled inputs): PreMulSum
-    /// and float8 averages; every other reduction sums, averages or compares in the kernels.
+    /// Only a communicator without a direct path refuses device calls: PreMulSum and float8
+    /// averages scale first on every path that has one (`super::premul`).
     #[test]
-    fn premulsum_and_float8_averages_scale_first() {
-        let ar = |t, o| op(Kind::AllReduce, t, o);
-        assert!(scales_first(&ar(NcclType::F32, NcclOp::PreMulSum(3))));
-        assert!(scales_first(&ar(
-            NcclType::F8E4M3,
-            NcclOp::Builtin(ReduceOp::Avg)
-        )));
-        assert!(scales_first(&ar(
-            NcclType::F8E5M2,
-            NcclOp::Builtin(ReduceOp::Avg)
-        )));
-        assert!(!scales_first(&ar(
-            NcclType::Bf16,
-            NcclOp::Builtin(ReduceOp::Avg)
-        )));
-        assert!(!scales_first(&ar(
-            NcclType::F8E4M3,
-            NcclOp::Builtin(ReduceOp::Sum)
-        )));
+    fn only_ranks_without_a_direct_path_refuse_device_calls() {
         let gone = GpuRank::Unavailable("why".into());
-        assert_eq!(
-            gone.refuses(&ar(NcclType::F32, NcclOp::Builtin(ReduceOp::Sum)))
-                .as_deref(),
-            Some("why")
-        );
-        assert!(GpuRank::Separate
-            .refuses(&ar(NcclType::F32, NcclOp::PreMulSum(3)))
-            .is_none());
+        assert_eq!(gone.refuses().as_deref(), Some("why"));
+        assert!(GpuRank::Separate.refuses().is_none());
         assert_eq!(collective_kind(Kind::Reduce), Some(CollectiveKind::Reduce));
         for k in [Kind::Gather, Kind::Scatter, Kind::Send, Kind::Recv] {
             assert_eq!(collective_kind(k), None);

@@ -548,7 +548,26 @@ static int devforward_main(ncclUniqueId id, int rank, int n) {
     for (int i = 0; i < 16; i++) CHECK(hr[i] == (float)i, "host gather [%d] = %f", i, hr[i]);
   OK(ncclScatter(hr, hs, 8, ncclFloat32, 0, c, NULL));
   for (int i = 0; i < 8; i++) CHECK(hs[i] == (float)(rank * 8 + i), "host scatter [%d] = %f", i, hs[i]);
+  /* A PreMulSum whose scalar lives in device memory, on host buffers, stays on topoplan: the
+   * scalar is read when the call runs (the stand-in's device memory is host memory). */
+  unsigned long long dscalar = 0;
+  CHECK(alloc(&dscalar, sizeof(float)) == 0, "cuMemAlloc_v2");
+  *(float*)dscalar = 3.0f;
+  ncclRedOp_t pm;
+  OK(ncclRedOpCreatePreMulSum(&pm, (void*)dscalar, ncclFloat32, ncclScalarDevice, c));
+  for (int round = 0; round < 2; round++) {
+    OK(ncclAllReduce(hs, hr, 8, ncclFloat32, pm, c, NULL));
+    float k = round ? 0.5f : 3.0f;
+    for (int i = 0; i < 8; i++) {
+      float want = 0;
+      for (int r = 0; r < n; r++) want += k * (float)(r * 8 + i);
+      CHECK(hr[i] == want, "device-scalar PreMulSum round %d [%d] = %f, want %f", round, i, hr[i], want);
+    }
+    *(float*)dscalar = 0.5f;
+  }
+  OK(ncclRedOpDestroy(pm, c));
   OK(ncclCommDestroy(c));
+  release(dscalar);
   release(dsend);
   release(drecv);
   return failures;
@@ -566,6 +585,37 @@ static int staged_all_to_all(ncclComm_t c, unsigned long long d, int rank, int n
     for (size_t i = 0; i < per; i++)
       CHECK(recv[b * per + i] == rnd(100 + rank, b, i), "all-to-all inplace %d: block %d byte %zu", inplace, b, i);
   return failures;
+}
+
+/* PreMulSum (its scalar in device memory) and float8 average on device buffers run through host
+ * copies as sums of scaled inputs: exact values for the first, the host-buffer call's bytes for
+ * the second. */
+static void devstaged_scaled(ncclComm_t c, int rank, int n, cu_alloc_t alloc, cu_free_t release) {
+  unsigned long long ds = 0, dx = 0;
+  CHECK(alloc(&ds, 4) == 0 && alloc(&dx, 2 * n * 64 * 4) == 0, "cuMemAlloc_v2");
+  if (!ds || !dx) return;
+  *(float*)ds = 0.75f;
+  ncclRedOp_t pm;
+  OK(ncclRedOpCreatePreMulSum(&pm, (void*)ds, ncclFloat32, ncclScalarDevice, c));
+  float* xin = (float*)dx;
+  float* xout = xin + n * 64;
+  for (int i = 0; i < n * 64; i++) xin[i] = (float)((rank + 1) * (i + 1));
+  OK(ncclReduceScatter(xin, xout, 64, ncclFloat32, pm, c, NULL));
+  for (int i = 0; i < 64; i++) {
+    float want = 0;
+    for (int r = 0; r < n; r++) want += 0.75f * (float)((r + 1) * (rank * 64 + i + 1));
+    CHECK(xout[i] == want, "device PreMulSum reduce-scatter [%d] = %f, want %f", i, xout[i], want);
+  }
+  OK(ncclRedOpDestroy(pm, c));
+  unsigned char* e8 = (unsigned char*)dx;
+  unsigned char h8[256], o8[256];
+  for (int i = 0; i < 256; i++) e8[i] = h8[i] = rnd(500, rank, i);
+  OK(ncclAllReduce(e8, e8 + 256, 256, ncclFloat8e4m3, ncclAvg, c, NULL));
+  OK(ncclAllReduce(h8, o8, 256, ncclFloat8e4m3, ncclAvg, c, NULL));
+  for (int i = 0; i < 256; i++)
+    CHECK(e8[256 + i] == o8[i], "float8 average [%d]: device %#x, host %#x", i, e8[256 + i], o8[i]);
+  release(ds);
+  release(dx);
 }
 
 static int devstaged_main(ncclUniqueId id, int rank, int n) {
@@ -610,6 +660,7 @@ static int devstaged_main(ncclUniqueId id, int rank, int n) {
   OK(ncclScatter(s, s + rank * sc * 8, sc, ncclInt64, 0, c, NULL));
   for (size_t i = 0; i < sc * 8; i++)
     CHECK(s[rank * sc * 8 + i] == rnd(400 + rank, 0, i), "scatter byte %zu on rank %d", i, rank);
+  devstaged_scaled(c, rank, n, alloc, release);
   OK(ncclCommDestroy(c));
   release(d);
   release(e);

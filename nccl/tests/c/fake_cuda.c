@@ -64,6 +64,11 @@ CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, void* stream
   return FAKE_SUCCESS;
 }
 
+CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) {
+  memcpy(dst, (const void*)src, n);
+  return FAKE_SUCCESS;
+}
+
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, void* stream) {
   memcpy((void*)dst, src, n);
   return FAKE_SUCCESS;

@@ -2,8 +2,9 @@
  * Ranks of one process on a real GPU (nccl/tests/c_api.rs builds and runs it; so does
  * scripts/device/nccl-library.sh inproc): `inproc DEV...` makes one communicator with
  * ncclCommInitAll over the device list (a device may repeat: ranks sharing a GPU) and runs
- * all-reduce (float32 sum, int32 max), all-gather, reduce-scatter, broadcast, reduce, all-to-all
- * and a ring of send/recv on device buffers, in and out of place, at several sizes, three ways:
+ * all-reduce (float32 sum, int32 max), all-gather, reduce-scatter, broadcast, reduce, all-to-all,
+ * a ring of send/recv, and PreMulSum all-reduce (host scalar) and reduce-scatter (device scalar,
+ * whose scaled inputs need a scratch buffer) on device buffers, in and out of place, at several sizes, three ways:
  *   grouped  one thread issues every rank's call inside ncclGroupStart/End (nccl-tests -g N);
  *   threads  one thread per rank, each issuing its own call, no group;
  *   graph    every rank's stream captured into a CUDA graph (global mode, PyTorch's default)
@@ -53,10 +54,12 @@ static struct {
 } cu;
 
 #define MAXR 8
-enum { AR, ARMAX, AG, RS, BC, RD, A2A, RING, AR64, KINDS };
+enum { AR, ARMAX, AG, RS, BC, RD, A2A, RING, PMAR, PMRS, AR64, KINDS };
 static const char* names[KINDS] = {"all-reduce sum", "all-reduce max", "all-gather",
                                    "reduce-scatter", "broadcast", "reduce", "all-to-all",
-                                   "send/recv ring", "all-reduce sum (first in a graph)"};
+                                   "send/recv ring", "all-reduce PreMulSum x2 (host scalar)",
+                                   "reduce-scatter PreMulSum x3 (device scalar)",
+                                   "all-reduce sum (first in a graph)"};
 enum { GROUPED, THREADS, GRAPH };
 static const char* modes[] = {"grouped", "threads", "graph"};
 
@@ -65,6 +68,7 @@ static ncclComm_t comms[MAXR];
 static CUctx ctxs[MAXR];
 static cudaStream_t streams[MAXR];
 static CUdeviceptr sendb[MAXR], recvb[MAXR];
+static ncclRedOp_t twice[MAXR], thrice[MAXR]; /* PreMulSum by 2 (host scalar), by 3 (device) */
 static size_t cap; /* bytes per buffer */
 static unsigned seed;
 static int failures;
@@ -87,7 +91,7 @@ static int load(void) {
 }
 
 /* Elements of a rank's input and output for `kind` with NCCL's per-rank count `c`. */
-static size_t in_len(int kind, size_t c) { return (kind == RS || kind == A2A) ? n * c : c; }
+static size_t in_len(int kind, size_t c) { return (kind == RS || kind == PMRS || kind == A2A) ? n * c : c; }
 static size_t out_len(int kind, size_t c) { return (kind == AG || kind == A2A) ? n * c : c; }
 static int root_of(int kind) { return kind == BC ? n - 1 : kind == RD ? (n > 1) : 0; }
 
@@ -101,13 +105,15 @@ static int32_t expect(int kind, int32_t** in, int r, size_t c, size_t i) {
   case ARMAX: acc = in[0][i]; for (int q = 1; q < n; q++) if (in[q][i] > acc) acc = in[q][i]; return acc;
   case AG: return in[i / c][i % c];
   case RS: for (int q = 0; q < n; q++) acc += in[q][r * c + i]; return acc;
+  case PMAR: for (int q = 0; q < n; q++) acc += 2 * in[q][i]; return acc;
+  case PMRS: for (int q = 0; q < n; q++) acc += 3 * in[q][r * c + i]; return acc;
   case BC: return in[root_of(kind)][i];
   case A2A: return in[i / c][r * c + i % c];
   default: return in[(r + n - 1) % n][i]; /* RING */
   }
 }
 
-static int is_float(int kind) { return kind == AR || kind == RS || kind == RD; }
+static int is_float(int kind) { return kind == AR || kind == RS || kind == RD || kind == PMAR || kind == PMRS; }
 static size_t esize(int kind) { return kind == AR64 ? 8 : 4; }
 static const char* tname(int kind) { return kind == AR64 ? "int64" : is_float(kind) ? "float32" : "int32"; }
 
@@ -132,7 +138,7 @@ static void bufs(const Call* k, int r, CUdeviceptr* in, CUdeviceptr* out) {
   *in = sendb[r];
   if (!k->in_place) return;
   if (k->kind == AG) *in = recvb[r] + r * k->c * es;
-  else if (k->kind == RS) { *in = recvb[r]; *out = recvb[r] + r * k->c * es; }
+  else if (k->kind == RS || k->kind == PMRS) { *in = recvb[r]; *out = recvb[r] + r * k->c * es; }
   else *in = recvb[r];
 }
 
@@ -147,6 +153,8 @@ static void issue(const Call* k, int r) {
   case AR: case AR64: case ARMAX: NC(ncclAllReduce(s, d, k->c, t, k->kind == ARMAX ? ncclMax : ncclSum, comms[r], st)); break;
   case AG: NC(ncclAllGather(s, d, k->c, t, comms[r], st)); break;
   case RS: NC(ncclReduceScatter(s, d, k->c, t, ncclSum, comms[r], st)); break;
+  case PMAR: NC(ncclAllReduce(s, d, k->c, t, twice[r], comms[r], st)); break;
+  case PMRS: NC(ncclReduceScatter(s, d, k->c, t, thrice[r], comms[r], st)); break;
   case BC: NC(ncclBroadcast(s, d, k->c, t, root_of(k->kind), comms[r], st)); break;
   case RD: NC(ncclReduce(s, d, k->c, t, ncclSum, root_of(k->kind), comms[r], st)); break;
   case A2A: NC(ncclAlltoAll(s, d, k->c, t, comms[r], st)); break;
@@ -319,6 +327,15 @@ int main(int argc, char** argv) {
     CU(cu.alloc(&recvb[r], cap));
   }
   NC(ncclCommInitAll(comms, n, devs));
+  for (int r = 0; r < n; r++) {
+    float two = 2.0f, three = 3.0f;
+    CUdeviceptr dev3;
+    CU(cu.current(ctxs[r]));
+    CU(cu.alloc(&dev3, sizeof three));
+    CU(cu.htod(dev3, &three, sizeof three));
+    NC(ncclRedOpCreatePreMulSum(&twice[r], &two, ncclFloat32, ncclScalarHostImmediate, comms[r]));
+    NC(ncclRedOpCreatePreMulSum(&thrice[r], (void*)dev3, ncclFloat32, ncclScalarDevice, comms[r]));
+  }
   int graphs = !getenv("INPROC_NO_GRAPH");
   for (int mode = GROUPED; mode <= (graphs ? GRAPH : THREADS); mode++)
     for (int kind = 0; kind < KINDS; kind++)
