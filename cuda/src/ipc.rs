@@ -20,9 +20,10 @@ use super::device::{driver_present, drv, open_devices, ExecModule, ModuleCache};
 use super::direct::{self, p2p, DirectBufs, DirectCall, DirectPeers};
 use super::CudaError;
 use crate::abort::{AbortWord, RankAbort};
+use crate::request::RankCall;
 use cudarc::driver::{sys, CudaContext};
 use planner::schedule::Schedule;
-use runtime::types::{DataType, ReduceOp};
+use runtime::types::DataType;
 use std::sync::{Arc, Mutex};
 
 mod agree;
@@ -103,13 +104,7 @@ fn map_peers(
 /// One rank's call in the multi-process mode (this rank's buffers only).
 #[derive(Clone, Copy, Debug)]
 pub struct ProcRequest<'a> {
-    pub schedule: &'a Schedule,
-    /// Per-rank element count (nccl-tests' `count`).
-    pub count: u64,
-    pub dtype: DataType,
-    pub op: ReduceOp,
-    pub input: u64,
-    pub output: u64,
+    pub call: RankCall<'a>,
     /// The registered buffer `input` lies in ([`CudaProcComm::register`]), the same on every
     /// rank, with every rank's input at the same offset into its buffer: then pull mode may run
     /// (the peers' inputs are mapped). `None`: the push path, which reads no peer's buffer.
@@ -293,7 +288,7 @@ impl CudaProcComm {
 
     /// Enqueues this rank's part of `req` on `stream` (a stream of [`Self::context`]).
     pub fn enqueue(&self, req: &ProcRequest, stream: sys::CUstream) -> Result<(), CudaError> {
-        let s = req.schedule;
+        let s = req.call.schedule;
         if s.nranks != self.nranks {
             return Err(CudaError::Input(format!(
                 "a schedule for {} ranks on a {}-rank communicator",
@@ -304,33 +299,39 @@ impl CudaProcComm {
         self.check_call(|c| {
             c.collective(&calls::Desc::Coll {
                 kind: s.collective.kind,
-                count: req.count,
-                dtype: req.dtype,
-                op: req.op,
+                count: req.call.count,
+                dtype: req.call.dtype,
+                op: req.call.op,
                 root: s.collective.root.unwrap_or(0),
             })
         })?;
-        if req.count == 0 {
+        if req.call.count == 0 {
             return Ok(());
         }
         if self.aborted() {
             return Err(CudaError::Aborted);
         }
-        let module = self.module(req.dtype)?;
+        let module = self.module(req.call.dtype)?;
         self.flagged_since_check()?;
         self.order(stream)?;
         let in_place = direct::is_in_place(
             s.collective.kind,
             self.rank,
-            req.count * req.dtype.size() as u64,
-            req.input,
-            req.output,
+            req.call.count * req.call.dtype.size() as u64,
+            req.call.input,
+            req.call.output,
         );
         let call = DirectCall {
             inputs: self.peer_inputs_of(req, in_place)?,
             ab: self.stops.next_call(),
             ..DirectCall::of(
-                s, req.count, req.dtype, req.op, req.input, req.output, in_place,
+                s,
+                req.call.count,
+                req.call.dtype,
+                req.call.op,
+                req.call.input,
+                req.call.output,
+                in_place,
             )
         };
         if let Some(done) = self.enqueue_hybrid(req, &call, &module, stream) {
@@ -412,7 +413,7 @@ impl CudaProcComm {
         let Some(RegisteredBuffer(i)) = req.registered_input else {
             return Ok(None);
         };
-        let s = req.schedule;
+        let s = req.call.schedule;
         let reg = self.registry.lock().unwrap_or_else(|p| p.into_inner());
         let r = reg
             .get(i as usize)
@@ -424,8 +425,8 @@ impl CudaProcComm {
                 )
             })?;
         let (in_len, _) =
-            runtime::reference::buffer_lens(&s.collective, self.nranks, req.count as usize);
-        let in_bytes = in_len as u64 * req.dtype.size() as u64;
+            runtime::reference::buffer_lens(&s.collective, self.nranks, req.call.count as usize);
+        let in_bytes = in_len as u64 * req.call.dtype.size() as u64;
         // In place, an all-gather's input is block `rank` of the output (NCCL's rule), so the
         // ranks' inputs sit at different offsets.
         let gather_in_place =
@@ -435,7 +436,7 @@ impl CudaProcComm {
             r.bytes,
             self.nranks,
             self.rank,
-            req.input,
+            req.call.input,
             in_bytes,
             if gather_in_place { in_bytes } else { 0 },
         )
@@ -452,8 +453,8 @@ impl CudaProcComm {
         module: &ExecModule,
         stream: sys::CUstream,
     ) -> Option<Result<(), CudaError>> {
-        let elem = req.dtype.size() as u64;
-        let ce = super::hybrid::share(req.schedule, req.count, elem);
+        let elem = req.call.dtype.size() as u64;
+        let ce = super::hybrid::share(req.call.schedule, req.call.count, elem);
         if ce == 0 {
             return None;
         }
@@ -469,7 +470,7 @@ impl CudaProcComm {
             Ok(true) => return None,
             Err(e) => return Some(Err(e)),
         }
-        let sm = req.count - ce;
+        let sm = req.call.count - ce;
         // In place the two halves share SMs (`DirectCall::shares_sms`).
         let share = super::hybrid::shares_sms(call.in_place);
         let sm_call = DirectCall {
@@ -487,11 +488,11 @@ impl CudaProcComm {
             |side_stream| {
                 super::ce_pair::enqueue_on(
                     &side,
-                    req.input + sm * elem,
-                    req.output + sm * elem,
+                    req.call.input + sm * elem,
+                    req.call.output + sm * elem,
                     ce,
-                    req.dtype,
-                    req.op,
+                    req.call.dtype,
+                    req.call.op,
                     module,
                     side_stream,
                 )

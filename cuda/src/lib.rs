@@ -38,7 +38,7 @@ pub mod scale;
 pub mod schedules;
 
 pub use group::CudaGroup;
-pub use request::Request;
+pub use request::{RankCall, Request};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CudaError {

@@ -1,5 +1,5 @@
 //! The call types every path of a [`crate::CudaGroup`] shares: a collective call
-//! ([`Request`]), the executor's by-value context ([`TpCtx`]) and the key of a lowered plan
+//! ([`Request`]), one rank's part of it ([`RankCall`]), the executor's by-value context ([`TpCtx`]) and the key of a lowered plan
 //! ([`PlanKey`]). A leaf, so the paths and the group can all name them without importing each
 //! other.
 
@@ -20,6 +20,22 @@ pub struct Request<'a> {
     pub op: ReduceOp,
     pub inputs: &'a [u64],
     pub outputs: &'a [u64],
+}
+
+/// One rank's part of a collective call, with that rank's buffers only: what a rank driven on
+/// its own enqueues, across processes (`crate::ipc::ProcRequest`) or in a group of this
+/// process (`CudaGroup::enqueue_own`).
+#[derive(Clone, Copy, Debug)]
+pub struct RankCall<'a> {
+    /// A schedule the direct path runs (`crate::direct::applies`): a one-shot, or the direct
+    /// all-to-all.
+    pub schedule: &'a Schedule,
+    /// Per-rank element count (nccl-tests' `count`).
+    pub count: u64,
+    pub dtype: DataType,
+    pub op: ReduceOp,
+    pub input: u64,
+    pub output: u64,
 }
 
 /// `TpCtx` of `cuda/kernels/exec.cu`: every rank's buffer bases and flag regions.

@@ -20,6 +20,7 @@ use cuda::graph::{begin_capture, end_capture, Graph};
 use cuda::ipc::{check_direct, CudaProcComm, ProcRequest, RegisteredBuffer};
 use cuda::schedules;
 use cuda::CudaError;
+use cuda::RankCall;
 use cudarc::driver::{sys, CudaContext};
 use planner::schedule::{Collective, Schedule};
 use runtime::bootstrap::Rendezvous;
@@ -137,12 +138,14 @@ impl Ctx<'_> {
         match self.lib {
             Lib::Ours => self.comm.enqueue(
                 &ProcRequest {
-                    schedule: self.sched,
-                    count: self.count,
-                    dtype: self.cfg.dtype,
-                    op: self.cfg.op,
-                    input: self.input,
-                    output: self.output,
+                    call: RankCall {
+                        schedule: self.sched,
+                        count: self.count,
+                        dtype: self.cfg.dtype,
+                        op: self.cfg.op,
+                        input: self.input,
+                        output: self.output,
+                    },
                     registered_input: Some(self.registered),
                 },
                 self.stream.s,

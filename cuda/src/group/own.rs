@@ -11,25 +11,12 @@
 use super::CudaGroup;
 use crate::device::drv;
 use crate::direct::{self, p2p, DirectCall, DirectPeers};
+use crate::request::RankCall;
 use crate::residency::Path;
 use crate::CudaError;
 use cudarc::driver::sys;
-use planner::schedule::{Protocol, Schedule};
-use runtime::types::{DataType, ReduceOp};
-
-/// One rank's collective call, with that rank's buffers only.
-#[derive(Clone, Copy, Debug)]
-pub struct OwnCall<'a> {
-    /// A schedule the direct path runs (`direct::applies`): a one-shot, or the direct
-    /// all-to-all.
-    pub schedule: &'a Schedule,
-    /// Per-rank element count (nccl-tests' `count`).
-    pub count: u64,
-    pub dtype: DataType,
-    pub op: ReduceOp,
-    pub input: u64,
-    pub output: u64,
-}
+use planner::schedule::Protocol;
+use runtime::types::DataType;
 
 impl CudaGroup {
     /// Enqueues rank `rank`'s part of `call` on `stream` (a stream of that rank's context),
@@ -38,7 +25,7 @@ impl CudaGroup {
     pub fn enqueue_own(
         &self,
         rank: usize,
-        call: &OwnCall,
+        call: &RankCall,
         stream: sys::CUstream,
     ) -> Result<(), CudaError> {
         let s = call.schedule;

@@ -18,8 +18,8 @@ use crate::comm::{lock, Comm};
 use crate::error::{usage, ApiError};
 use crate::knobs::{log, Level};
 use crate::op::Typed;
-use cuda::group::own::OwnCall;
 use cuda::ipc::calls::{self, Calls, Desc};
+use cuda::RankCall;
 use cuda::{CudaError, CudaGroup};
 use cudarc::driver::sys::CUstream;
 use std::collections::HashMap;
@@ -229,7 +229,7 @@ pub fn run(
         // A PreMulSum (or float8 average) scales this rank's input first, then sums.
         let on = Scaler::Own(group, rank);
         let (input, output) = premul::prepare(comm, on, scratch, op, *dtype, *count)?;
-        let call = OwnCall {
+        let call = RankCall {
             schedule: &schedule,
             count: *count as u64,
             dtype: *dtype,

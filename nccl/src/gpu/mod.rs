@@ -14,6 +14,7 @@ use crate::error::ApiError;
 use crate::op::{Kind, Op};
 use cuda::ipc::{CudaProcComm, ProcRequest};
 use cuda::CudaError;
+use cuda::RankCall;
 use runtime::{DataType, ReduceOp};
 
 pub mod by_size;
@@ -299,12 +300,14 @@ fn run_procs(
         let on = premul::Scaler::Proc(proc);
         let (input, output) = premul::prepare(comm, on, scratch, op, *dtype, *count)?;
         let req = ProcRequest {
-            schedule: &sched,
-            count: *count as u64,
-            dtype: *dtype,
-            op: *rop,
-            input,
-            output,
+            call: RankCall {
+                schedule: &sched,
+                count: *count as u64,
+                dtype: *dtype,
+                op: *rop,
+                input,
+                output,
+            },
             registered_input: None,
         };
         proc.enqueue(&req, op.stream as cudarc::driver::sys::CUstream)
