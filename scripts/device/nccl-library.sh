@@ -24,7 +24,9 @@
 #   5. (mismatch) world 2 sharing the GPU, built from nccl/tests/c/mismatch.c: rank 1 calls
 #      all-reduce with another count, then another type, then receives fewer bytes than rank 0
 #      sends; each case must end on both ranks with ncclInvalidUsage naming the field within
-#      10 s, and an agreeing all-reduce (checked element by element) then runs: $OUT/mismatch.log;
+#      10 s, and an agreeing all-reduce (checked element by element) then runs; then rank 1
+#      skips a call and rank 0's ncclCommAbort must stop its waiting kernel within 1 s, after
+#      which a new communicator on the GPU all-reduces right: $OUT/mismatch.log;
 #   6. (inproc) ranks of one process (nccl/tests/c/inproc.c, ncclCommInitAll): 2 and 4 ranks
 #      sharing GPU 0 (and one rank per GPU where there are several), every collective, a
 #      send/recv ring and PreMulSum (host and device scalar), in and out of place, grouped from one thread, a thread per rank, and
@@ -165,18 +167,19 @@ fi
 if [ "$WHAT" = mismatch ] || [ "$WHAT" = all ]; then
   # World 2 sharing the GPU: calls that differ in count, type or message size fail on both
   # ranks with ncclInvalidUsage naming the field, long before TOPOPLAN_TIMEOUT (60 s); then an
-  # agreeing all-reduce on the same GPU succeeds with the right sum.
+  # agreeing all-reduce on the same GPU succeeds with the right sum; last, ncclCommAbort stops a
+  # kernel waiting for a peer that skipped the call within 1 s, and a new communicator runs.
   log="$OUT/mismatch.log"
   bin=/tmp/tp-mismatch
   cc -O1 -Inccl/tests/c -I"$OURS/include" -I/usr/local/cuda/include nccl/tests/c/mismatch.c -o $bin \
     -L"$OURS/lib" -lnccl -L/usr/local/cuda/lib64/stubs -lcuda > "$log" 2>&1 || fail=1
-  for c in count dtype sendrecv agree; do
+  for c in count dtype sendrecv agree abort; do
     echo "+ mismatch $c" >> "$log"
     ( ulimit -c 0; TOPOPLAN_TIMEOUT=60s LD_LIBRARY_PATH=$OURS/lib:${LD_LIBRARY_PATH:-} timeout 300 $bin $c ) >> "$log" 2>&1 || fail=1
   done
   pass=$(grep -c "^mismatch [a-z]*: PASS" "$log")
-  echo "mismatch: $pass of 4 cases passed" | tee -a "$log"
-  [ "$pass" = 4 ] || fail=1
+  echo "mismatch: $pass of 5 cases passed" | tee -a "$log"
+  [ "$pass" = 5 ] || fail=1
 fi
 
 if [ "$WHAT" = inproc ] || [ "$WHAT" = all ]; then

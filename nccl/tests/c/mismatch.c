@@ -7,7 +7,10 @@
  *   count     all-reduce of 4096 floats on rank 0, 2048 on rank 1;
  *   dtype     all-reduce of 4096 floats on rank 0, 4096 halves on rank 1;
  *   sendrecv  rank 0 sends 256 bytes to rank 1, which receives 128;
- *   agree     both all-reduce 4096 floats: success, every element checked against the sum.
+ *   agree     both all-reduce 4096 floats: success, every element checked against the sum;
+ *   abort     rank 1 skips the call, so rank 0's kernel waits for it on the GPU; rank 0's
+ *             ncclCommAbort must return, and its stream drain, within 1 s, and a new
+ *             communicator of both ranks on the GPU then all-reduces right.
  * Every disagreeing rank must end with ncclInvalidUsage, from the call or from
  * ncclCommGetAsyncError after its stream drained, within LIMIT seconds, and ncclGetLastError
  * must name the disagreement ("disagree on") and the field; no rank may see success from both.
@@ -30,6 +33,7 @@
 #define LIMIT 10.0
 
 static const char* CASE;
+static ncclUniqueId again; /* the communicator made after `abort` */
 
 static int cu(CUresult r, const char* what) {
   CHECK(r == CUDA_SUCCESS, "%s -> %d", what, (int)r);
@@ -76,6 +80,37 @@ static void check_sum(int rank, CUdeviceptr b) {
   CHECK(bad == 0, "rank %d: %d elements wrong", rank, bad);
 }
 
+/* `abort`, after the warm-up: see the file's comment. */
+static int abort_case(ncclComm_t c, int rank, CUdeviceptr a, CUdeviceptr b, CUstream s) {
+  if (rank == 0) {
+    ncclResult_t r = ncclAllReduce((void*)a, (void*)b, COUNT, ncclFloat32, ncclSum, c, s);
+    CHECK(r == ncclSuccess, "rank 0: the call -> %d", r);
+    usleep(1000000);
+    CHECK(cuStreamQuery(s) == CUDA_ERROR_NOT_READY, "rank 0: the call ended without its peer");
+    double t0 = now();
+    CHECK(ncclCommAbort(c) == ncclSuccess, "rank 0: abort");
+    double took = now() - t0;
+    cu(cuStreamSynchronize(s), "cuStreamSynchronize");
+    double drained = now() - t0;
+    printf("rank 0: ncclCommAbort returned after %.3f s, the stream drained after %.3f s\n", took, drained);
+    CHECK(took < 1.0 && drained < 1.0, "rank 0: abort took %.3f s, draining %.3f s", took, drained);
+  } else {
+    usleep(3000000); /* past rank 0's abort */
+    CHECK(ncclCommAbort(c) == ncclSuccess, "rank 1: abort");
+  }
+  ncclComm_t c2;
+  ncclResult_t r = ncclCommInitRank(&c2, 2, again, rank);
+  CHECK(r == ncclSuccess, "rank %d: a new communicator -> %d (%s)", rank, r, ncclGetLastError(NULL));
+  if (r != ncclSuccess) return failures;
+  r = ncclAllReduce((void*)a, (void*)b, COUNT, ncclFloat32, ncclSum, c2, s);
+  CHECK(r == ncclSuccess, "rank %d: all-reduce on the new communicator -> %d", rank, r);
+  cu(cuStreamSynchronize(s), "cuStreamSynchronize");
+  check_sum(rank, b);
+  printf("rank %d: the new communicator's all-reduce -> %d\n", rank, r);
+  CHECK(ncclCommDestroy(c2) == ncclSuccess, "rank %d: destroy", rank);
+  return failures;
+}
+
 static int rank_main(ncclUniqueId id, int rank) {
   CUdevice d;
   CUcontext ctx;
@@ -94,6 +129,7 @@ static int rank_main(ncclUniqueId id, int rank) {
   CHECK(r == ncclSuccess, "rank %d: init -> %d (%s)", rank, r, ncclGetLastError(NULL));
   if (r != ncclSuccess) return 1;
   if (!warm_up(c, rank, a, b, s)) return 1;
+  if (!strcmp(CASE, "abort")) return abort_case(c, rank, a, b, s);
   double t0 = now();
   r = call(c, rank, a, b, s);
   /* The stream drains: kernels waiting for a peer that stopped are released. */
@@ -122,7 +158,7 @@ static int rank_main(ncclUniqueId id, int rank) {
 int main(int argc, char** argv) {
   CASE = argc > 1 ? argv[1] : "count";
   ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) {
+  if (ncclGetUniqueId(&id) != ncclSuccess || ncclGetUniqueId(&again) != ncclSuccess) {
     fprintf(stderr, "ncclGetUniqueId: %s\n", ncclGetLastError(NULL));
     return 1;
   }
