@@ -190,27 +190,43 @@ pub fn mem_free(p: usize) -> Result<(), String> {
     }
 }
 
-/// Allocates `bytes` from the device's stream-ordered pool, usable in `stream`'s order (and on
-/// other streams once they wait for it). Unlike `cuMemAlloc`, it never waits for the device.
-pub fn mem_alloc_async(bytes: usize, stream: usize) -> Result<usize, String> {
+/// Allocates `bytes` in the current context from the device's stream-ordered pool, on a
+/// private stream this call waits for, so the memory is ready for any stream. Unlike
+/// `cuMemAlloc` it never waits for the device's other work, and it works while another stream
+/// of this thread is captured into a CUDA graph (the thread's capture mode relaxed meanwhile).
+pub fn mem_alloc_now(bytes: usize) -> Result<usize, String> {
     if !driver() {
         return Err("no CUDA driver on this machine".into());
     }
-    let mut p: sys::CUdeviceptr = 0;
-    // SAFETY: allocates in the current context, in the caller's stream's order.
-    match unsafe { sys::cuMemAllocAsync(&mut p, bytes.max(1), stream as sys::CUstream) } {
-        sys::CUresult::CUDA_SUCCESS => Ok(p as usize),
-        e => Err(format!("cuMemAllocAsync: {e:?}")),
+    let _relaxed = crate::capture::RelaxedCapture::enter();
+    let ok = |r: sys::CUresult, what: &str| match r {
+        sys::CUresult::CUDA_SUCCESS => Ok(()),
+        e => Err(format!("{what}: {e:?}")),
+    };
+    let mut s: sys::CUstream = std::ptr::null_mut();
+    let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
+    // SAFETY: a stream of the current context, used for this allocation only and destroyed
+    // once it has completed.
+    unsafe {
+        ok(sys::cuStreamCreate(&mut s, flags), "cuStreamCreate")?;
+        let mut p: sys::CUdeviceptr = 0;
+        let r = ok(
+            sys::cuMemAllocAsync(&mut p, bytes.max(1), s),
+            "cuMemAllocAsync",
+        )
+        .and_then(|()| ok(sys::cuStreamSynchronize(s), "cuStreamSynchronize"));
+        let _ = sys::cuStreamDestroy_v2(s);
+        r.map(|()| p as usize)
     }
 }
 
-/// Frees `p` (from [`mem_alloc_async`]) once the work already on `stream` is done, without
+/// Frees `p` (from [`mem_alloc_now`]) once the work already on `stream` is done, without
 /// waiting for it.
 pub fn mem_free_async(p: usize, stream: usize) -> Result<(), String> {
     if !driver() {
         return Err("no CUDA driver on this machine".into());
     }
-    // SAFETY: a pointer from mem_alloc_async, no longer used after the work on `stream`.
+    // SAFETY: a pointer from mem_alloc_now, no longer used after the work on `stream`.
     match unsafe { sys::cuMemFreeAsync(p as sys::CUdeviceptr, stream as sys::CUstream) } {
         sys::CUresult::CUDA_SUCCESS => Ok(()),
         e => Err(format!("cuMemFreeAsync: {e:?}")),

@@ -1,7 +1,7 @@
 //! A communicator's CUDA state and the schedules it has run: a leaf, so the communicator can
 //! hold it without importing the CUDA path that fills it.
 
-use crate::error::{usage, ApiError};
+use crate::error::ApiError;
 use crate::op::Kind;
 use cuda::ipc::calls::Calls;
 use cuda::ipc::{check_direct, CudaProcComm};
@@ -119,10 +119,11 @@ impl Schedules {
     }
 }
 
-/// The scaled inputs' buffer, grown on demand, and the stream that last used it. Taken from
-/// the stream-ordered allocator (`cuMemAllocAsync`, freed with `cuMemFreeAsync`): growing it
-/// never waits for the device, as `cuMemFree` does, which would deadlock ranks of one process
-/// whose kernels wait on the GPU for a peer this thread has yet to enqueue.
+/// The scaled inputs' buffer, grown on demand, and the stream that last used it. Allocated
+/// from the stream-ordered pool (`cuda::query::mem_alloc_now`): growing it never waits for the
+/// device, as `cuMemAlloc`/`cuMemFree` may, which would deadlock ranks of one process whose
+/// kernels wait on the GPU for a peer this thread has yet to enqueue; and it may grow while the
+/// call is being captured into a CUDA graph.
 #[derive(Debug, Default)]
 pub struct Scratch {
     /// Address, bytes, and the context it was allocated in.
@@ -136,40 +137,39 @@ pub struct Scratch {
 
 impl Scratch {
     /// A device buffer of at least `bytes` in `ctx`, for work on `stream`, ordered after its
-    /// last use on another stream.
+    /// last use on another stream (unless `stream` is being captured).
     pub(super) fn take(
         &mut self,
         ctx: &Arc<cudarc::driver::CudaContext>,
         bytes: u64,
         stream: usize,
     ) -> Result<u64, ApiError> {
-        let small = self.buf.as_ref().is_none_or(|b| b.1 < bytes);
-        if self.buf.is_some() && self.stream != stream {
+        let capturing = cuda::query::capturing(stream);
+        // A captured stream waits for nothing outside its graph, whose own order holds.
+        if self.buf.is_some() && self.stream != stream && !capturing {
             cuda::query::stream_waits_for(stream, self.stream).map_err(ApiError::Cuda)?;
         }
         self.stream = stream;
-        let capturing = cuda::query::capturing(stream);
-        if !small {
-            self.captured |= capturing;
-            return Ok(self.buf.as_ref().map_or(0, |b| b.0));
-        }
-        if capturing {
-            return Err(usage(format!(
-                "a PreMulSum call needs {bytes} bytes of scratch, which a CUDA graph capture \
-                 cannot allocate: run a call of this size once before capturing"
-            )));
+        let captured = std::mem::replace(&mut self.captured, false) || capturing;
+        match &self.buf {
+            Some(b) if b.1 >= bytes => {
+                self.captured = captured;
+                return Ok(b.0);
+            }
+            _ => {}
         }
         let grow = |e: String| ApiError::Cuda(format!("PreMulSum scratch of {bytes} bytes: {e}"));
         ctx.bind_to_thread().map_err(|e| grow(e.to_string()))?;
-        // The old buffer is freed in `stream`'s order, which now follows its last use.
-        match self.buf.take() {
-            Some((p, ..)) if std::mem::take(&mut self.captured) => self.kept.push(p),
-            Some((p, ..)) => cuda::query::mem_free_async(p as usize, stream).map_err(grow)?,
+        let p = cuda::query::mem_alloc_now(bytes as usize).map_err(grow)? as u64;
+        // The old buffer goes in `stream`'s order, which now follows its last use; one a graph
+        // captured stays (a captured stream takes no free of memory the graph did not allocate).
+        match self.buf.replace((p, bytes, ctx.clone())) {
+            Some((old, ..)) if captured => self.kept.push(old),
+            Some((old, ..)) => cuda::query::mem_free_async(old as usize, stream).map_err(grow)?,
             None => {}
         }
-        let p = cuda::query::mem_alloc_async(bytes as usize, stream).map_err(grow)?;
-        self.buf = Some((p as u64, bytes, ctx.clone()));
-        Ok(p as u64)
+        self.captured = capturing;
+        Ok(p)
     }
 }
 

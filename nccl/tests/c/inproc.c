@@ -4,7 +4,8 @@
  * ncclCommInitAll over the device list (a device may repeat: ranks sharing a GPU) and runs
  * all-reduce (float32 sum, int32 max), all-gather, reduce-scatter, broadcast, reduce, all-to-all,
  * a ring of send/recv, and PreMulSum all-reduce (host scalar) and reduce-scatter (device scalar,
- * whose scaled inputs need a scratch buffer) on device buffers, in and out of place, at several sizes, three ways:
+ * whose scaled inputs need a scratch buffer, also first grown inside a capture) on device
+ * buffers, in and out of place, at several sizes, three ways:
  *   grouped  one thread issues every rank's call inside ncclGroupStart/End (nccl-tests -g N);
  *   threads  one thread per rank, each issuing its own call, no group;
  *   graph    every rank's stream captured into a CUDA graph (global mode, PyTorch's default)
@@ -260,6 +261,31 @@ static void run(const Call* proto, int mode) {
   for (int r = 0; r < n; r++) free(in[r]);
 }
 
+/* Every rank's PreMulSum ops of `comms`: by 2 with a host scalar, by 3 with a device one. */
+static void make_ops(void) {
+  for (int r = 0; r < n; r++) {
+    float two = 2.0f, three = 3.0f;
+    CUdeviceptr dev3;
+    CU(cu.current(ctxs[r]));
+    CU(cu.alloc(&dev3, sizeof three));
+    CU(cu.htod(dev3, &three, sizeof three));
+    NC(ncclRedOpCreatePreMulSum(&twice[r], &two, ncclFloat32, ncclScalarHostImmediate, comms[r]));
+    NC(ncclRedOpCreatePreMulSum(&thrice[r], (void*)dev3, ncclFloat32, ncclScalarDevice, comms[r]));
+  }
+}
+
+/* A PreMulSum reduce-scatter whose scaled inputs' buffer is first allocated inside a capture:
+ * on communicators of their own, after one plain all-reduce opens their CUDA path. */
+static void premul_first_in_graph(int* devs) {
+  NC(ncclCommInitAll(comms, n, devs));
+  make_ops();
+  Call warm = {AR, 1, 0, 0};
+  run(&warm, GROUPED);
+  Call k = {PMRS, 70001, 0, 0};
+  run(&k, GRAPH);
+  for (int r = 0; r < n; r++) NC(ncclCommDestroy(comms[r]));
+}
+
 /* Ranks that disagree (docs/nccl-library.md, "Agreement on the CUDA path"), on communicators of
  * their own made after the checks: rank r all-reduces 1000 + r floats inside a group. The group
  * must end with ncclInvalidUsage naming the difference, every stream must drain, and every rank's
@@ -327,15 +353,7 @@ int main(int argc, char** argv) {
     CU(cu.alloc(&recvb[r], cap));
   }
   NC(ncclCommInitAll(comms, n, devs));
-  for (int r = 0; r < n; r++) {
-    float two = 2.0f, three = 3.0f;
-    CUdeviceptr dev3;
-    CU(cu.current(ctxs[r]));
-    CU(cu.alloc(&dev3, sizeof three));
-    CU(cu.htod(dev3, &three, sizeof three));
-    NC(ncclRedOpCreatePreMulSum(&twice[r], &two, ncclFloat32, ncclScalarHostImmediate, comms[r]));
-    NC(ncclRedOpCreatePreMulSum(&thrice[r], (void*)dev3, ncclFloat32, ncclScalarDevice, comms[r]));
-  }
+  make_ops();
   int graphs = !getenv("INPROC_NO_GRAPH");
   for (int mode = GROUPED; mode <= (graphs ? GRAPH : THREADS); mode++)
     for (int kind = 0; kind < KINDS; kind++)
@@ -349,6 +367,7 @@ int main(int argc, char** argv) {
           run(&k, mode);
         }
   for (int r = 0; r < n; r++) NC(ncclCommDestroy(comms[r]));
+  if (graphs) premul_first_in_graph(devs);
   disagree(devs);
   if (failures) { printf("inproc: %d checks failed\n", failures); return 1; }
   printf("inproc: %d ranks on GPUs", n);
