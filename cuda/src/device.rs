@@ -318,6 +318,12 @@ fn ptx_cache() -> &'static Mutex<HashMap<(DataType, String), Ptx>> {
     C.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
+/// The compiled units kept across processes (`TOPOPLAN_KERNEL_CACHE`), behind [`ptx_cache`].
+fn disk_cache() -> &'static kernels::cache::DiskCache {
+    static C: OnceLock<kernels::cache::DiskCache> = OnceLock::new();
+    C.get_or_init(kernels::cache::DiskCache::from_env)
+}
+
 fn arch_name(major: i32, minor: i32) -> &'static str {
     // NVRTC takes a 'static str; map the capabilities we expect, fall back to the oldest we need.
     match (major, minor) {
@@ -339,7 +345,8 @@ fn shared_maxreg() -> Option<u32> {
 }
 
 /// The PTX of `unit` for `dtype` on `ctx`'s GPU, compiled once per process, unit, type, arch
-/// and build (`shared`: the register-capped direct kernels, `TD_SHARED_BUILD`).
+/// and build (`shared`: the register-capped direct kernels, `TD_SHARED_BUILD`), or read from
+/// the disk cache where an earlier process compiled it.
 fn unit_ptx(
     ctx: &Arc<CudaContext>,
     dtype: DataType,
@@ -372,7 +379,7 @@ fn unit_ptx(
     if shared {
         options.extend(kernels::shared_options(shared_maxreg()));
     }
-    let p = kernels::compile(unit, arch, &options)?;
+    let p = kernels::compile_cached(disk_cache(), unit, arch, &options)?;
     cache.insert(key, p.clone());
     Ok(p)
 }

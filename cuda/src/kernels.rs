@@ -4,9 +4,13 @@
 //! Each `.cu` file of `cuda/kernels/` is one compilation unit ([`Unit`]) that `#include`s the
 //! headers it uses (`.cuh`, handed to NVRTC by name: [`HEADERS`]). The element type and every
 //! layout constant reach the units as `-D` options ([`options`], from [`crate::layout`]): no
-//! kernel file defines them.
+//! kernel file defines them. [`compile_cached`] keeps the PTX on disk ([`cache`]) for the next
+//! process.
+
+pub mod cache;
 
 use crate::CudaError;
+use cache::{DiskCache, Key};
 use cudarc::nvrtc::{result, sys, Ptx};
 use std::ffi::{c_char, CString};
 
@@ -136,10 +140,50 @@ pub fn exec_kernel(op: &str) -> Option<&'static str> {
     }
 }
 
+/// [`compile`] through `cache`: the stored PTX of this unit, options, architecture and NVRTC
+/// version if a process compiled it before, else compiled and stored. Needs libnvrtc, as
+/// [`compile`] does.
+pub fn compile_cached(
+    cache: &DiskCache,
+    unit: Unit,
+    arch: &str,
+    options: &[String],
+) -> Result<Ptx, CudaError> {
+    let Some(key) = cache_key(unit, arch, options) else {
+        return compile(unit, arch, options);
+    };
+    cache
+        .get_or_compile(&key, || compile_text(unit, arch, options))
+        .map(Ptx::from_src)
+}
+
+/// The cache key of `unit` built for `arch` with `options` by the loaded NVRTC; `None` if NVRTC
+/// does not say its version (nothing is cached then). Needs libnvrtc.
+pub fn cache_key(unit: Unit, arch: &str, options: &[String]) -> Option<Key> {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: two out-parameters that outlive the call.
+    unsafe { sys::nvrtcVersion(&mut major, &mut minor) }
+        .result()
+        .ok()?;
+    let nvrtc = format!("{major}.{minor}");
+    Some(Key::new(
+        (unit.name, unit.source),
+        &HEADERS,
+        arch,
+        options,
+        &nvrtc,
+    ))
+}
+
 /// Compiles `unit` for `arch` (e.g. `compute_90`) with `options`, the [`HEADERS`] available to
 /// its `#include`s. Needs libnvrtc (check `device::nvrtc_present` first: cudarc panics
 /// without it).
 pub fn compile(unit: Unit, arch: &str, options: &[String]) -> Result<Ptx, CudaError> {
+    compile_text(unit, arch, options).map(Ptx::from_src)
+}
+
+/// [`compile`]'s PTX as text.
+fn compile_text(unit: Unit, arch: &str, options: &[String]) -> Result<String, CudaError> {
     let c = |s: &str| CString::new(s).map_err(|e| CudaError::Compile(e.to_string()));
     let src = c(unit.source)?;
     let name = c(unit.name)?;
@@ -175,7 +219,7 @@ pub fn compile(unit: Unit, arch: &str, options: &[String]) -> Result<Ptx, CudaEr
     let out = match compiled {
         // SAFETY: as above; the program compiled.
         Ok(()) => unsafe { result::get_ptx(prog) }
-            .map(|p| Ptx::from_src(text(&p)))
+            .map(|p| text(&p))
             .map_err(|e| CudaError::Compile(format!("{}: {e:?}", unit.name))),
         Err(e) => {
             // SAFETY: as above.

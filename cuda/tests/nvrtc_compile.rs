@@ -7,8 +7,10 @@
 //! `TOPOPLAN_PTXAS` naming a `ptxas` (the pip wheel `nvidia-cuda-nvcc` has one) the test also
 //! assembles every unit for its architecture, so a bad `asm` fails here instead of on the GPU.
 //! Each build prints how long it took (`-- --nocapture`): NVRTC's time here, the driver's
-//! assembly of the PTX on the GPU at first use on top.
+//! assembly of the PTX on the GPU at first use on top. `a_second_compile_reads_the_disk_cache`
+//! compiles the f32 units through the kernel cache and reads them back, printing both times.
 
+use cuda::kernels::cache::DiskCache;
 use cuda::kernels::{self, Unit};
 
 /// Every build the runtime makes for the types `tys`: each unit, and the register-capped direct
@@ -162,5 +164,44 @@ fn assemble(ptxas: &std::path::Path, sm: &str, what: &str, ptx: &str) {
         "{what}: ptxas failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A unit compiled once through the disk cache is read back by a new cache over the same folder
+/// (a new process) without NVRTC, the PTX byte for byte the same. Prints both times.
+#[test]
+fn a_second_compile_reads_the_disk_cache() {
+    let test = "a_second_compile_reads_the_disk_cache";
+    // SAFETY: only probes dlopen.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        eprintln!("SKIP {test}: libnvrtc not found");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("topoplan-kcache-nvrtc-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    let options = kernels::options("f32").unwrap();
+    for unit in kernels::UNITS {
+        let arch = "compute_90";
+        let timed = |cache: &DiskCache| {
+            let start = std::time::Instant::now();
+            let ptx = kernels::compile_cached(cache, unit, arch, &options)
+                .unwrap_or_else(|e| panic!("{}: {e}", unit.name));
+            (ptx.to_src(), start.elapsed().as_secs_f64())
+        };
+        let (first, compiled) = timed(&DiskCache::at(&dir));
+        let (second, cached) = timed(&DiskCache::at(&dir));
+        eprintln!(
+            "{} f32 {arch}: first call {compiled:.2} s, from the disk cache {cached:.3} s",
+            unit.name
+        );
+        assert_eq!(first, second, "{}", unit.name);
+        // The stored entry answers without compiling.
+        let key = kernels::cache_key(unit, arch, &options).expect("NVRTC's version");
+        let stored: Result<String, &str> =
+            DiskCache::at(&dir).get_or_compile(&key, || Err("compiled again"));
+        assert_eq!(stored.as_deref(), Ok(first.as_str()), "{}", unit.name);
+    }
+    let entries = std::fs::read_dir(&dir).unwrap().count();
+    assert_eq!(entries, kernels::UNITS.len());
     std::fs::remove_dir_all(&dir).ok();
 }

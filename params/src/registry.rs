@@ -163,6 +163,13 @@ pub const LL_BLOCK: Param = Param {
     scope: Tuning,
     doc: "Threads per LL CTA of the direct path (rounded down to a multiple of 32).",
 };
+pub const KERNEL_CACHE: Param = Param {
+    name: "TOPOPLAN_KERNEL_CACHE",
+    kind: Path,
+    default: Auto("$XDG_CACHE_HOME/topoplan/kernels, else $HOME/.cache/topoplan/kernels, else none"),
+    scope: User,
+    doc: "Directory of the NVRTC-compiled kernels kept across processes, so only a machine's first process per element type compiles them; off or 0 compiles in every process.",
+};
 pub const SHARED_MAXREG: Param = Param {
     name: "TOPOPLAN_SHARED_MAXREG",
     kind: UInt { min: 32, max: 255 },
@@ -485,6 +492,7 @@ pub static ALL: &[&Param] = &[
     &DIRECT_SEG_KB,
     &DIRECT_SLOTS,
     &LL_BLOCK,
+    &KERNEL_CACHE,
     &SHARED_MAXREG,
     &BENCH_HOST,
     &PULL,
