@@ -93,6 +93,7 @@ static int abort_case(ncclComm_t c, int rank, CUdeviceptr a, CUdeviceptr b, CUst
     cu(cuStreamSynchronize(s), "cuStreamSynchronize");
     double drained = now() - t0;
     printf("rank 0: ncclCommAbort returned after %.3f s, the stream drained after %.3f s\n", took, drained);
+    fflush(stdout);
     CHECK(took < 1.0 && drained < 1.0, "rank 0: abort took %.3f s, draining %.3f s", took, drained);
   } else {
     usleep(3000000); /* past rank 0's abort */
@@ -107,6 +108,7 @@ static int abort_case(ncclComm_t c, int rank, CUdeviceptr a, CUdeviceptr b, CUst
   cu(cuStreamSynchronize(s), "cuStreamSynchronize");
   check_sum(rank, b);
   printf("rank %d: the new communicator's all-reduce -> %d\n", rank, r);
+  fflush(stdout);
   CHECK(ncclCommDestroy(c2) == ncclSuccess, "rank %d: destroy", rank);
   return failures;
 }
