@@ -37,14 +37,15 @@
 #      backend" and never "through host copies": $OUT/inproc.log;
 #   7. (bench) one-rank all-reduce, 8 B to 256 MiB, in and out of place, ours against stock
 #      NCCL alternating ROUNDS (default 3) times: $OUT/one-rank.log (BENCHMARKS.md);
-#   8. (fp8) nccl-tests all_reduce, reduce_scatter and reduce with -d f8e4m3 and -d f8e5m2,
-#      -o all (sum prod max min avg mulsum), -g <GPUs>, against ours and stock NCCL: ours
-#      expected to print "Out of bounds values : 0 OK" with none of its calls sent to NCCL;
-#      stock too on several GPUs, while on one GPU stock NCCL 2.28 refuses float8 avg
-#      ("invalid argument") after checking sum, prod, max and min: $OUT/fp8.log. (The GPU kernels' FP8 arithmetic on ranks sharing a GPU is the
+#   8. (types) nccl-tests all_reduce, reduce_scatter and reduce with every type of TYPES
+#      (default float8 e4m3 and e5m2, uint32, uint64) and -o all (sum prod max min avg mulsum),
+#      -g <GPUs>, against ours and stock NCCL: ours expected to print "Out of bounds values :
+#      0 OK" with none of its calls of those types sent to NCCL; stock too, except that on one
+#      GPU stock NCCL 2.28 refuses float8 avg ("invalid argument") after checking sum, prod, max
+#      and min: $OUT/types.log. (The GPU kernels' FP8 arithmetic on ranks sharing a GPU is the
 #      `cuda_fp8` test binary of check.sh.)
 #
-# Usage: bash .devbin/nccl-library.sh [tests|torch|killed|hang|mismatch|inproc|bench|fp8|all]  (default all)
+# Usage: bash .devbin/nccl-library.sh [tests|torch|killed|hang|mismatch|inproc|bench|types|all]  (default all)
 # Needs (carry .devbin): .devbin/nccl/lib/libnccl.so.2 and .devbin/nccl/include/nccl.h
 #   (scripts/install-nccl.sh .devbin/nccl), .devbin/nccl-tests-2.19.6.tar.gz
 #   (from shared/peers/), and this repository's nccl/tests/torch/collectives.py.
@@ -52,10 +53,10 @@
 #   default 64M), NT_T (seconds per binary, default 120), NT_LIBS (the libraries nccl-tests
 #   runs against, default "stock ours"; "ours" alone halves the time), NT_G (nccl-tests -g: ranks of one
 #   process, one GPU each, default 1; NT_G=2 on a machine of 2 GPUs runs every binary with
-#   -g 2, NT_G=4 on 4), STOCK_NCCL (default
+#   -g 2, NT_G=4 on 4), TYPES (nccl-tests -d names of the types mode), STOCK_NCCL (default
 #   /usr/lib/x86_64-linux-gnu/libnccl.so.2).
 # Outputs: $OUT/nccl-tests.log, $OUT/torch.log, $OUT/killed.log, $OUT/hang.log, $OUT/mismatch.log,
-#   $OUT/inproc.log, $OUT/one-rank.log, $OUT/fp8.log, $OUT/info.txt; prints
+#   $OUT/inproc.log, $OUT/one-rank.log, $OUT/types.log, $OUT/info.txt; prints
 #   NCCL-LIBRARY PASS or FAIL.
 set -u
 . "$(dirname "$0")/env.sh"
@@ -228,31 +229,32 @@ stock_fp8_one_rank() {
                  n["min"] == n["sum"]) }' "$1"
 }
 
-if [ "$WHAT" = fp8 ] || [ "$WHAT" = all ]; then
-  # nccl-tests 2.19.6 names the types f8e4m3 and f8e5m2 (-d); -o all runs every operator.
+if [ "$WHAT" = types ] || [ "$WHAT" = all ]; then
+  # nccl-tests 2.19.6 names the types f8e4m3, f8e5m2, uint32, uint64 (-d); -o all runs every
+  # operator.
   build_tests
-  log="$OUT/fp8.log"
+  log="$OUT/types.log"
   runs=0 good=0
   for b in all_reduce reduce_scatter reduce; do
-    for d in f8e4m3 f8e5m2; do
+    for d in ${TYPES:-f8e4m3 f8e5m2 uint32 uint64}; do
       for lib in $NT_LIBS; do
         ld=$OURS/lib; [ $lib = stock ] && ld=$(dirname "$STOCK")
         echo "+ [$lib] ${b}_perf -g $G -b 8 -e 16M -f 4 -c 1 -d $d -o all" >> "$log"
         LD_LIBRARY_PATH=$ld:${LD_LIBRARY_PATH:-} timeout $T $src/build-$lib/${b}_perf -g "$G" -b 8 -e 16M \
-          -f 4 -c 1 -d $d -o all > "$OUT/fp8-run.log" 2>&1
-        rc=$?; cat "$OUT/fp8-run.log" >> "$log"; echo "rc=$rc" >> "$log"
+          -f 4 -c 1 -d $d -o all > "$OUT/types-run.log" 2>&1
+        rc=$?; cat "$OUT/types-run.log" >> "$log"; echo "rc=$rc" >> "$log"
         runs=$((runs + 1))
-        if [ $lib = stock ] && [ "$G" = 1 ]; then
-          [ $rc != 0 ] && stock_fp8_one_rank "$OUT/fp8-run.log" && good=$((good + 1))
+        if [ $lib = stock ] && [ "$G" = 1 ] && [ "${d#f8}" != "$d" ]; then
+          [ $rc != 0 ] && stock_fp8_one_rank "$OUT/types-run.log" && good=$((good + 1))
         else
-          [ $rc = 0 ] && grep -q "Out of bounds values : 0 OK" "$OUT/fp8-run.log" && good=$((good + 1))
+          [ $rc = 0 ] && grep -q "Out of bounds values : 0 OK" "$OUT/types-run.log" && good=$((good + 1))
         fi
       done
     done
   done
-  rm -f "$OUT/fp8-run.log"
-  nccl=$(grep "float8" "$log" | grep -c ": NCCL (")
-  echo "fp8: $good of $runs runs as expected (ours: every operator checked, 'Out of bounds values : 0 OK'; stock on one GPU: sum prod max min checked, avg refused with 'invalid argument'); $nccl float8 calls of ours went to NCCL" | tee -a "$log"
+  rm -f "$OUT/types-run.log"
+  nccl=$(grep -E " x (float8e4m3|float8e5m2|uint32|uint64) " "$log" | grep -c ": NCCL (")
+  echo "types: $good of $runs runs as expected (ours: every operator checked, 'Out of bounds values : 0 OK'; stock on one GPU: float8 sum prod max min checked, avg refused with 'invalid argument'); $nccl calls of ours of these types went to NCCL" | tee -a "$log"
   [ "$good" = "$runs" ] && [ "$nccl" = 0 ] || fail=1
 fi
 
