@@ -233,6 +233,10 @@ def verify(out):
             want = torch.stack([r[f"in/{name}"] * factor for r in rs]).sum(0)
             expect(k, name, want, exact=False)
         prs = torch.stack([r["in/premul_rs"] * 0.5 for r in rs]).sum(0)[k * 1031:(k + 1) * 1031]
+        if n == 1:
+            # PyTorch 2.11 runs a one-rank reduce-scatter as a copy and never calls NCCL, so
+            # the factor is not applied (stock NCCL's result is the same, compared bit for bit).
+            prs = rs[0]["in/premul_rs"]
         expect(k, "premul_rs", prs, exact=False)
         expect(k, "a2a_big", torch.cat([r["in/a2a_big"].view(n, BIG)[k] for r in rs]))
         blocks = []
