@@ -48,6 +48,10 @@ typedef signed char T; typedef int C;
 #define TP_F8_BIAS 15
 #define TP_F8_MAX 0x7B
 #define TP_F8_IEEE 1
+#elif TP_TYPE == 10
+typedef unsigned int T; typedef unsigned int C;
+#elif TP_TYPE == 11
+typedef unsigned long long T; typedef unsigned long long C;
 #endif
 #ifdef TP_F8_MAN
 // OCP FP8, E4M3 (8) or E5M2 (9), as `runtime::fp8` defines it: computed in f32, rounded to half

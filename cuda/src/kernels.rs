@@ -99,8 +99,8 @@ pub const SCALE_KERNEL: &str = "tp_scale";
 
 /// Element types the kernels are compiled for, by their `TP_TYPE` code: the index in this list.
 /// Names follow `runtime::DataType`'s serde names.
-pub const TYPE_CODES: [&str; 10] = [
-    "f32", "f64", "f16", "bf16", "i32", "i64", "u8", "i8", "f8e4m3", "f8e5m2",
+pub const TYPE_CODES: [&str; 12] = [
+    "f32", "f64", "f16", "bf16", "i32", "i64", "u8", "i8", "f8e4m3", "f8e5m2", "u32", "u64",
 ];
 
 /// NVRTC options selecting element type `ty` (a name from [`TYPE_CODES`]); `None` if unknown.

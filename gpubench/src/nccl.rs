@@ -60,6 +60,8 @@ fn dtype(d: DataType) -> sys::ncclDataType_t {
         DataType::I8 => ncclInt8,
         DataType::F8E4M3 => ncclFloat8e4m3,
         DataType::F8E5M2 => ncclFloat8e5m2,
+        DataType::U32 => ncclUint32,
+        DataType::U64 => ncclUint64,
     }
 }
 

@@ -10,7 +10,8 @@
 //! - FP8 combines in f32, rounds to half and then to FP8 after every step (NCCL's arithmetic:
 //!   [`crate::fp8`]);
 //! - `avg` reduces with sum and divides the final result by the rank count ([`finish_avg`]);
-//!   integer averages truncate toward zero.
+//!   integer averages truncate toward zero, unsigned ones divide unsigned (NCCL's `ncclAvg` on
+//!   integers: a wrapping sum, then one integer division).
 
 use crate::fp8::{F8E4M3, F8E5M2};
 use crate::types::{DataType, ReduceOp};
@@ -64,6 +65,8 @@ int_element!(i32, DataType::I32);
 int_element!(i64, DataType::I64);
 int_element!(u8, DataType::U8);
 int_element!(i8, DataType::I8);
+int_element!(u32, DataType::U32);
+int_element!(u64, DataType::U64);
 
 macro_rules! float_element {
     ($t:ty, $d:expr) => {
@@ -255,6 +258,8 @@ macro_rules! dispatch {
             DataType::I8 => $f::<i8>($($arg),*),
             DataType::F8E4M3 => $f::<$crate::fp8::F8E4M3>($($arg),*),
             DataType::F8E5M2 => $f::<$crate::fp8::F8E5M2>($($arg),*),
+            DataType::U32 => $f::<u32>($($arg),*),
+            DataType::U64 => $f::<u64>($($arg),*),
         }
     };
 }
@@ -280,6 +285,8 @@ pub fn finish_avg(dtype: DataType, buf: &mut [u8], n: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reference::from_bytes;
+    use planner::topology::synth::Rng;
 
     #[test]
     fn unaligned_and_aligned_paths_agree() {
@@ -304,6 +311,73 @@ mod tests {
             let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x.combine(*y, op)).collect();
             assert_eq!(d1, bytemuck::cast_slice::<f32, u8>(&want));
         }
+    }
+
+    /// `reduce_into`, `reduce_to` and `finish_avg` on `T` against `want` (plain Rust
+    /// arithmetic) over random values of every magnitude, so half of them have the top bit set.
+    fn unsigned_matches<T: Element + Copy>(
+        random: impl Fn(&mut Rng) -> T,
+        want: impl Fn(ReduceOp, T, T) -> T,
+        div: impl Fn(T, u32) -> T,
+    ) {
+        let mut rng = Rng::new(0x5EED);
+        let nranks = [1u32, 2, 3, 7, 8];
+        for op in ReduceOp::ALL {
+            for n in nranks {
+                let ranks: Vec<Vec<T>> = (0..n)
+                    .map(|_| (0..67).map(|_| random(&mut rng)).collect())
+                    .collect();
+                let mut acc: Vec<u8> = bytemuck::cast_slice(&ranks[0]).to_vec();
+                let mut expect = ranks[0].clone();
+                for r in &ranks[1..] {
+                    let mut out = vec![0u8; acc.len()];
+                    reduce_to(T::DTYPE, op, &mut out, &acc, bytemuck::cast_slice(r));
+                    reduce_into(T::DTYPE, op, &mut acc, bytemuck::cast_slice(r));
+                    assert_eq!(out, acc, "{op:?}");
+                    for (e, v) in expect.iter_mut().zip(r) {
+                        *e = want(op, *e, *v);
+                    }
+                }
+                if op == ReduceOp::Avg {
+                    finish_avg(T::DTYPE, &mut acc, n);
+                    expect.iter_mut().for_each(|e| *e = div(*e, n));
+                }
+                assert_eq!(from_bytes::<T>(&acc), expect, "{:?} {op:?} n={n}", T::DTYPE);
+            }
+        }
+    }
+
+    #[test]
+    fn unsigned_32_and_64_bit_reduce_as_rust_does() {
+        unsigned_matches(
+            |r| (r.next_u64() >> (r.next_u64() % 32)) as u32,
+            |op, a: u32, b| match op {
+                ReduceOp::Sum | ReduceOp::Avg => a.wrapping_add(b),
+                ReduceOp::Prod => a.wrapping_mul(b),
+                ReduceOp::Min => a.min(b),
+                ReduceOp::Max => a.max(b),
+            },
+            |a, n| a / n,
+        );
+        unsigned_matches(
+            |r| r.next_u64() >> (r.next_u64() % 64),
+            |op, a: u64, b| match op {
+                ReduceOp::Sum | ReduceOp::Avg => a.wrapping_add(b),
+                ReduceOp::Prod => a.wrapping_mul(b),
+                ReduceOp::Min => a.min(b),
+                ReduceOp::Max => a.max(b),
+            },
+            |a, n| a / u64::from(n),
+        );
+        // Where a signed reading differs: above i64::MAX is larger, and divides unsigned.
+        let big = u64::MAX - 1;
+        assert_eq!(big.combine(1, ReduceOp::Max), big);
+        assert_eq!(big.combine(1, ReduceOp::Min), 1);
+        assert_eq!(big.div_ranks(2), u64::MAX / 2);
+        assert_eq!(0x8000_0001u32.combine(7, ReduceOp::Max), 0x8000_0001);
+        assert_eq!(0xFFFF_FFFEu32.div_ranks(3), 0x5555_5554);
+        assert_eq!(DataType::parse("uint64"), Some(DataType::U64));
+        assert_eq!(DataType::parse("u32"), Some(DataType::U32));
     }
 
     #[test]

@@ -136,6 +136,8 @@ pub fn from_bytes<T: Element>(b: &[u8]) -> Vec<T> {
 /// Integer-valued, never-zero random input for rank `rank` (see the module docs for why).
 pub fn random_input<T: Element>(seed: u64, rank: u32, len: usize, op: ReduceOp) -> Vec<T> {
     let mut rng = Rng::new(seed ^ (rank as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
+    // u32 and u64 draw from the signed ranges too: a negative draw becomes a value above
+    // i32::MAX or i64::MAX, where unsigned order and division differ from the signed ones.
     let unsigned = matches!(T::DTYPE, DataType::U8);
     (0..len)
         .map(|_| {

@@ -17,12 +17,14 @@ pub enum DataType {
     F8E4M3,
     /// OCP FP8 E5M2 (`ncclFloat8e5m2`).
     F8E5M2,
+    U32,
+    U64,
 }
 
 impl DataType {
     /// Every type; a type's position is its code on the wire (`exec::agree`), so new types
     /// go at the end.
-    pub const ALL: [DataType; 10] = [
+    pub const ALL: [DataType; 12] = [
         DataType::F32,
         DataType::F64,
         DataType::F16,
@@ -33,13 +35,15 @@ impl DataType {
         DataType::I8,
         DataType::F8E4M3,
         DataType::F8E5M2,
+        DataType::U32,
+        DataType::U64,
     ];
 
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
-            DataType::F64 | DataType::I64 => 8,
-            DataType::F32 | DataType::I32 => 4,
+            DataType::F64 | DataType::I64 | DataType::U64 => 8,
+            DataType::F32 | DataType::I32 | DataType::U32 => 4,
             DataType::F16 | DataType::Bf16 => 2,
             DataType::U8 | DataType::I8 | DataType::F8E4M3 | DataType::F8E5M2 => 1,
         }
@@ -58,19 +62,35 @@ impl DataType {
             DataType::I8 => "int8",
             DataType::F8E4M3 => "f8e4m3",
             DataType::F8E5M2 => "f8e5m2",
+            DataType::U32 => "uint32",
+            DataType::U64 => "uint64",
+        }
+    }
+
+    /// Our name, as serde writes it (`f32`, `bf16`, `u64`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            DataType::F32 => "f32",
+            DataType::F64 => "f64",
+            DataType::F16 => "f16",
+            DataType::Bf16 => "bf16",
+            DataType::I32 => "i32",
+            DataType::I64 => "i64",
+            DataType::U8 => "u8",
+            DataType::I8 => "i8",
+            DataType::F8E4M3 => "f8e4m3",
+            DataType::F8E5M2 => "f8e5m2",
+            DataType::U32 => "u32",
+            DataType::U64 => "u64",
         }
     }
 
     /// Accepts our names (`f32`) and nccl-tests' (`float`).
     pub fn parse(s: &str) -> Option<Self> {
         let s = s.to_ascii_lowercase();
-        Self::ALL.into_iter().find(|d| {
-            d.nccl_name() == s
-                || serde_json::to_value(d)
-                    .ok()
-                    .and_then(|v| v.as_str().map(|x| x == s))
-                    .unwrap_or(false)
-        })
+        Self::ALL
+            .into_iter()
+            .find(|d| d.nccl_name() == s || d.name() == s)
     }
 }
 
@@ -108,5 +128,21 @@ impl ReduceOp {
         Self::ALL
             .into_iter()
             .find(|o| o.name().eq_ignore_ascii_case(s))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_serdes_and_parse_back() {
+        for d in DataType::ALL {
+            assert_eq!(serde_json::to_value(d).unwrap(), d.name(), "{d:?}");
+            assert_eq!(DataType::parse(d.name()), Some(d));
+            assert_eq!(DataType::parse(d.nccl_name()), Some(d));
+        }
+        assert_eq!(DataType::parse("UINT32"), Some(DataType::U32));
+        assert_eq!(DataType::parse("f128"), None);
     }
 }

@@ -123,8 +123,9 @@ fn plan(a: &Args) -> Result<Plan, CliError> {
     })?;
     let dtype = DataType::parse(&a.datatype).ok_or_else(|| {
         CliError::input(format!(
-            "--datatype {:?}: expected f32 f64 f16 bf16 i32 i64 u8 i8",
-            a.datatype
+            "--datatype {:?}: expected one of {}",
+            a.datatype,
+            DataType::ALL.map(|d| d.name()).join(", ")
         ))
     })?;
     let op = ReduceOp::parse(&a.op).ok_or_else(|| {

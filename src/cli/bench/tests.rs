@@ -6,7 +6,7 @@ use super::*;
 #[test]
 fn lists_accept_all_and_reject_unknown_names() {
     let all = list("all", &DataType::ALL, DataType::parse, "--datatype").unwrap();
-    assert_eq!(all.len(), 10);
+    assert_eq!(all.len(), 12);
     let fp8 = list(
         "f8e4m3,f8e5m2",
         &DataType::ALL,
@@ -15,6 +15,8 @@ fn lists_accept_all_and_reject_unknown_names() {
     )
     .unwrap();
     assert_eq!(fp8, vec![DataType::F8E4M3, DataType::F8E5M2]);
+    let unsigned = list("uint32,u64", &DataType::ALL, DataType::parse, "--datatype").unwrap();
+    assert_eq!(unsigned, vec![DataType::U32, DataType::U64]);
     let two = list("float,bf16", &DataType::ALL, DataType::parse, "--datatype").unwrap();
     assert_eq!(two, vec![DataType::F32, DataType::Bf16]);
     let bad = list("float,f128", &DataType::ALL, DataType::parse, "--datatype");
