@@ -217,17 +217,14 @@ impl NcclType {
     }
 
     /// The runtime type that reduces `self` under `op` with exactly NCCL's result, if any.
-    /// Unsigned 32/64-bit sums and products are the signed ones bit for bit (both wrap);
-    /// their max, min and average are not.
     pub fn reducible_as(self, op: ReduceOp) -> Option<DataType> {
-        let wraps = matches!(op, ReduceOp::Sum | ReduceOp::Prod);
         match self {
             NcclType::I8 => Some(DataType::I8),
             NcclType::U8 => Some(DataType::U8),
             NcclType::I32 => Some(DataType::I32),
             NcclType::I64 => Some(DataType::I64),
-            NcclType::U32 if wraps => Some(DataType::I32),
-            NcclType::U64 if wraps => Some(DataType::I64),
+            NcclType::U32 => Some(DataType::U32),
+            NcclType::U64 => Some(DataType::U64),
             NcclType::F16 => Some(DataType::F16),
             NcclType::F32 => Some(DataType::F32),
             NcclType::F64 => Some(DataType::F64),
@@ -347,18 +344,25 @@ mod tests {
     }
 
     #[test]
-    fn types_round_trip_and_unsigned_reductions_are_exact_only_when_they_wrap() {
+    fn types_round_trip_and_every_builtin_reduction_but_fp8_avg_is_the_runtimes() {
         for (i, t) in NcclType::ALL.iter().enumerate() {
             assert_eq!(NcclType::from_raw(i as c_int), Some(*t));
             assert_eq!(t.raw(), i as c_int);
         }
         assert_eq!(NcclType::from_raw(12), None);
         assert_eq!(NcclType::from_raw(-1), None);
-        assert_eq!(
-            NcclType::U32.reducible_as(ReduceOp::Sum),
-            Some(DataType::I32)
-        );
-        assert_eq!(NcclType::U32.reducible_as(ReduceOp::Max), None);
+        for op in ReduceOp::ALL {
+            assert_eq!(NcclType::U32.reducible_as(op), Some(DataType::U32));
+            assert_eq!(NcclType::U64.reducible_as(op), Some(DataType::U64));
+            for t in NcclType::ALL {
+                let fp8_avg = t.fp8_avg_scalar(1).is_some() && op == ReduceOp::Avg;
+                assert_eq!(t.reducible_as(op).is_none(), fp8_avg, "{t:?} {op:?}");
+                // Same width: a buffer's byte count is the runtime's.
+                if let Some(d) = t.reducible_as(op) {
+                    assert_eq!(d.size(), t.size(), "{t:?}");
+                }
+            }
+        }
         for op in [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max] {
             assert_eq!(NcclType::F8E4M3.reducible_as(op), Some(DataType::F8E4M3));
             assert_eq!(NcclType::F8E5M2.reducible_as(op), Some(DataType::F8E5M2));

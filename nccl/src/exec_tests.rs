@@ -53,26 +53,21 @@ fn reductions_without_an_exact_topoplan_kernel_go_to_nccl() {
         route(&op(Kind::Reduce, NcclType::F32, NcclOp::PreMulSum(5))),
         Route::Nccl(_)
     ));
-    assert!(matches!(
-        route(&op(
-            Kind::AllReduce,
-            NcclType::U64,
-            NcclOp::Builtin(ReduceOp::Min)
-        )),
-        Route::Nccl(_)
-    ));
-    assert_eq!(
-        route(&op(
-            Kind::ReduceScatter,
-            NcclType::U32,
-            NcclOp::Builtin(ReduceOp::Sum)
-        )),
-        Route::Topoplan {
-            dtype: DataType::I32,
-            op: ReduceOp::Sum,
-            count: 10
+    for (t, d) in [
+        (NcclType::U32, DataType::U32),
+        (NcclType::U64, DataType::U64),
+    ] {
+        for r in ReduceOp::ALL {
+            assert_eq!(
+                route(&op(Kind::ReduceScatter, t, NcclOp::Builtin(r))),
+                Route::Topoplan {
+                    dtype: d,
+                    op: r,
+                    count: 10
+                }
+            );
         }
-    );
+    }
 }
 
 #[test]

@@ -141,7 +141,7 @@ fn without_a_real_nccl_unsupported_calls_say_why() {
 }
 
 #[test]
-fn unsupported_reductions_are_forwarded_to_the_real_nccl() {
+fn windows_are_forwarded_to_the_real_nccl_and_host_reductions_are_not() {
     let dir = std::env::temp_dir().join(format!("topoplan-fake-nccl-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let so = dir.join("libfakenccl.so");
@@ -180,10 +180,9 @@ fn unsupported_reductions_are_forwarded_to_the_real_nccl() {
         "both ranks joined NCCL with the same id:\n{calls}"
     );
     assert!(ids[0].starts_with("FAKE-ID-"), "{calls}");
-    // The uint64 max is forwarded; the float8 sum and average and the PreMulSum with a host
-    // scalar ran on topoplan, so NCCL never saw the op.
-    assert_eq!(count("AllReduce count=16 type=5 op=2"), 2, "{calls}");
-    assert_eq!(count("AllReduce count=16 type=10"), 0, "{calls}");
+    // The float8 sum and average, the PreMulSum with a host scalar and the uint64 max, min
+    // and average ran on topoplan, so NCCL never saw the op.
+    assert_eq!(count("AllReduce"), 0, "{calls}");
     assert_eq!(count("RedOpCreatePreMulSum"), 0, "{calls}");
     assert_eq!(count("ReduceScatter"), 0, "{calls}");
     assert_eq!(count("WindowRegister size=16 flags=0"), 2, "{calls}");
@@ -199,7 +198,8 @@ fn unsupported_reductions_are_forwarded_to_the_real_nccl() {
 
 /// With no `TOPOPLAN_NCCL_LIB`, the real NCCL is the one beside a loaded PyTorch: a fake
 /// `site-packages` holds `torch/lib/libtorch_cuda.so` (loaded first) and
-/// `nvidia/nccl/lib/libnccl.so.2` (the stand-in NCCL), and the forwarded calls reach it.
+/// `nvidia/nccl/lib/libnccl.so.2` (the stand-in NCCL), and the forwarded calls reach it: the
+/// device-buffer calls of `check devforward`, with the stand-in CUDA driver.
 ///
 /// The stand-in libtorch loads that NCCL itself, by absolute path and globally, before the
 /// first NCCL call, as `import torch` does; and the stand-in's all-reduce calls its own
@@ -235,14 +235,16 @@ fn the_real_nccl_is_found_beside_pytorch() {
         "-ldl",
     ]);
     let log = site.join("calls.log");
+    let cuda = fake_cuda(&site);
     let mut c = Command::new(check_binary());
-    c.arg("forward")
+    c.arg("devforward")
         .env_remove("TOPOPLAN_NCCL_LIB")
         .env("TOPOPLAN_TIMEOUT", "20s")
         .env("TOPOPLAN_DEBUG", "NONE")
+        .env("TOPOPLAN_NCCL_CUDA", "0")
+        .env("LD_LIBRARY_PATH", &cuda)
         .env("CHECK_LOAD_FIRST", &torch_so)
-        .env("FAKE_NCCL_LOG", &log)
-        .env("CHECK_EXPECT_FORWARD", "1");
+        .env("FAKE_NCCL_LOG", &log);
     let out = c.output().unwrap();
     let text = format!(
         "{}{}",
@@ -255,7 +257,7 @@ fn the_real_nccl_is_found_beside_pytorch() {
     assert_eq!(
         calls
             .lines()
-            .filter(|l| l.contains("AllReduce count=16 type=5"))
+            .filter(|l| l.contains("AllReduce count=16 type=2 op=2"))
             .count(),
         2,
         "{calls}"
@@ -322,13 +324,13 @@ fn fake_cuda(dir: &Path) -> PathBuf {
     cuda
 }
 
-/// With `TOPOPLAN_NCCL_CUDA=0`, device-buffer gather and scatter go to the real NCCL: to its
-/// `ncclGather`/`ncclScatter` where it has them, else (NCCL before 2.28) as the sends and
-/// receives they are made of, in one NCCL group. The "device" buffers come from a stand-in
-/// driver (`tests/c/fake_cuda.c`), and the same calls on host buffers still run on topoplan
-/// (checked by `check devforward`).
+/// With `TOPOPLAN_NCCL_CUDA=0`, device-buffer calls go to the real NCCL: an all-reduce with
+/// NCCL's op value, gather and scatter to its `ncclGather`/`ncclScatter` where it has them,
+/// else (NCCL before 2.28) as the sends and receives they are made of, in one NCCL group. The
+/// "device" buffers come from a stand-in driver (`tests/c/fake_cuda.c`), and the same calls on
+/// host buffers still run on topoplan (checked by `check devforward`).
 #[test]
-fn device_buffer_gather_and_scatter_are_forwarded_when_asked() {
+fn device_buffer_calls_are_forwarded_when_asked() {
     let dir = std::env::temp_dir().join(format!("topoplan-fake-dev-{}", std::process::id()));
     let cuda = fake_cuda(&dir);
     let new = dir.join("libfakenccl.so");
@@ -366,12 +368,12 @@ fn device_buffer_gather_and_scatter_are_forwarded_when_asked() {
         );
         assert_eq!(count(&log, "Send") + count(&log, "Recv"), 0, "{log}");
         assert_eq!(count(&log, "GroupStart"), count(&log, "GroupEnd"), "{log}");
-        // A PreMulSum with a device scalar on host buffers stays on topoplan too.
-        assert_eq!(
-            count(&log, "RedOpCreatePreMulSum") + count(&log, "AllReduce"),
-            0,
-            "{log}"
-        );
+        // The device-buffer int32 max reaches NCCL with NCCL's value of ncclMax (2, never
+        // the runtime's enum order: `NcclOp::builtin_raw`); a PreMulSum with a device scalar
+        // on host buffers stays on topoplan.
+        assert_eq!(count(&log, "AllReduce count=16 type=2 op=2"), 2, "{log}");
+        assert_eq!(count(&log, "AllReduce"), 2, "{log}");
+        assert_eq!(count(&log, "RedOpCreatePreMulSum"), 0, "{log}");
     }
     let log = calls(&old, "old.log", &[]);
     assert_eq!(count(&log, "Gather") + count(&log, "Scatter"), 0, "{log}");

@@ -6,12 +6,14 @@
  *              gather and scatter of random bytes of every datatype, roots 0 and N-1
  *   onethread  two ranks driven from one thread inside groups (nccl-tests -g 2)
  *   killed     a rank dies while the survivor is inside a call: ncclRemoteError naming it, abort in time
- *   forward    uint64 max reductions go to the NCCL named by TOPOPLAN_NCCL_LIB; float8 sums and
- *              averages and PreMulSum reductions with a host scalar stay on topoplan
+ *   forward    windows go to the NCCL named by TOPOPLAN_NCCL_LIB; reductions of host buffers stay
+ *              on topoplan: float8 sums and averages, PreMulSum with a host scalar, uint64 max,
+ *              min and average with values above 2^63
  *   noforward  the same with no real NCCL: ncclInvalidUsage naming the call and why
  *   mismatch   ranks that disagree (nranks at init, counts, datatypes, ops): an error, never a hang
- *   devforward device-buffer gather and scatter go to the NCCL named by TOPOPLAN_NCCL_LIB (run
- *              with tests/c/fake_cuda.c as libcuda.so.1, whose cuMemAlloc_v2 makes the buffers)
+ *   devforward device-buffer gather, scatter and an int32 max all-reduce go to the NCCL named by
+ *              TOPOPLAN_NCCL_LIB (run with tests/c/fake_cuda.c as libcuda.so.1, whose
+ *              cuMemAlloc_v2 makes the buffers)
  *   devstaged  with the CUDA direct kernels off (TOPOPLAN_DIRECT=0), device-buffer all-to-all,
  *              send/recv, gather and scatter run on topoplan through host copies: random data,
  *              every element checked (with tests/c/fake_cuda.c, and no real NCCL to fall back on);
@@ -480,6 +482,34 @@ static int killed_main(ncclUniqueId id, int rank, int n) {
 }
 
 /* ---- forward / noforward ---- */
+/* Element i of rank r's uint64 input: odd ranks above 2^63, where a signed reading would order
+ * and divide differently. */
+static uint64_t u64_at(int r, int i) {
+  return r % 2 ? UINT64_MAX - (uint64_t)(r * 16 + i) : (uint64_t)(r * 16 + i + 1);
+}
+
+/* uint64 max, min and average (NCCL's: the wrapping sum divided by n, unsigned) on topoplan. */
+static void check_uint64(ncclComm_t c, int rank, int n) {
+  uint64_t u[16], v[16];
+  for (int i = 0; i < 16; i++) u[i] = u64_at(rank, i);
+  const ncclRedOp_t ops[3] = {ncclMax, ncclMin, ncclAvg};
+  for (int k = 0; k < 3; k++) {
+    OK(ncclAllReduce(u, v, 16, ncclUint64, ops[k], c, NULL));
+    for (int i = 0; i < 16; i++) {
+      uint64_t hi = 0, lo = UINT64_MAX, sum = 0;
+      for (int r = 0; r < n; r++) {
+        const uint64_t x = u64_at(r, i);
+        hi = x > hi ? x : hi;
+        lo = x < lo ? x : lo;
+        sum += x;
+      }
+      const uint64_t want = k == 0 ? hi : k == 1 ? lo : sum / (uint64_t)n;
+      CHECK(v[i] == want, "uint64 op %d [%d] = %llu, want %llu", (int)ops[k], i, (unsigned long long)v[i],
+            (unsigned long long)want);
+    }
+  }
+}
+
 static int forward_main(ncclUniqueId id, int rank, int n) {
   ncclComm_t c;
   OK(ncclCommInitRank(&c, n, id, rank));
@@ -500,23 +530,21 @@ static int forward_main(ncclUniqueId id, int rank, int n) {
   for (int i = 0; i < 4 / n; i++)
     CHECK(g[i] == 2.0f * n * f[rank * (4 / n) + i], "PreMulSum reduce-scatter [%d] = %f", i, g[i]);
   OK(ncclRedOpDestroy(op, c));
-  /* uint64 max has no reduction of topoplan's with NCCL's exact result: NCCL runs it. */
-  uint64_t u[16], v[16];
-  for (int i = 0; i < 16; i++) u[i] = (uint64_t)rank << 40 | (uint64_t)i;
-  ncclResult_t r = ncclAllReduce(u, v, 16, ncclUint64, ncclMax, c, NULL);
+  check_uint64(c, rank, n);
+  /* Windows are NCCL's: the handle comes from it and goes back to it. */
+  ncclWindow_t w = NULL;
+  ncclResult_t r = ncclCommWindowRegister(c, a, sizeof a, &w, NCCL_WIN_DEFAULT);
   const char* want = getenv("CHECK_EXPECT_FORWARD");
   if (want && *want == '1') {
-    CHECK(r == ncclSuccess, "forwarded uint64 max -> %d (%s)", r, ncclGetLastError(c));
-    /* Windows are NCCL's: the handle comes from it and goes back to it. */
-    ncclWindow_t w = NULL;
-    OK(ncclCommWindowRegister(c, a, sizeof a, &w, NCCL_WIN_DEFAULT));
+    CHECK(r == ncclSuccess, "forwarded window registration -> %d (%s)", r, ncclGetLastError(c));
     OK(ncclCommWindowDeregister(c, w));
     /* Data movement of the same type stays on topoplan. */
     OK(ncclAllGather(a, b, 16 / n, ncclFloat8e5m2, c, NULL));
   } else {
-    CHECK(r == ncclInvalidUsage, "uint64 max without NCCL -> %d", r);
+    CHECK(r == ncclInvalidUsage, "window registration without NCCL -> %d", r);
     const char* m = ncclGetLastError(c);
-    CHECK(has(m, "ncclAllReduce needs NCCL") && has(m, "uint64") && has(m, "TOPOPLAN_NCCL_LIB"),
+    CHECK(has(m, "ncclCommWindowRegister needs NCCL") && has(m, "windows are NCCL's") &&
+              has(m, "TOPOPLAN_NCCL_LIB"),
           "message \"%s\"", m);
   }
   OK(ncclCommDestroy(c));
@@ -540,6 +568,8 @@ static int devforward_main(ncclUniqueId id, int rank, int n) {
   /* 24 bfloat16 gathered to rank 1, out of place; 40 int32 scattered from rank 0, in place. */
   OK(ncclGather((void*)dsend, (void*)drecv, 24, ncclBfloat16, 1, c, NULL));
   OK(ncclScatter((void*)dsend, (void*)(dsend + rank * 40 * 4), 40, ncclInt32, 0, c, NULL));
+  /* A reduction too: NCCL gets its own value of the op (ncclMax is 2), never topoplan's. */
+  OK(ncclAllReduce((void*)dsend, (void*)drecv, 16, ncclInt32, ncclMax, c, NULL));
   /* The same calls on host buffers stay on topoplan. */
   float hs[8], hr[16];
   for (int i = 0; i < 8; i++) hs[i] = (float)(rank * 8 + i);
