@@ -163,6 +163,16 @@ impl Planner {
         let (a2a_gbps, route_lat_us) = all_to_all_bw(t, &channels, model.direct_gbps);
         let mut model = model;
         model.calib.engine.route_lat_us = route_lat_us;
+        if nnodes == 1 {
+            let route = |a: u32, b: u32| {
+                t.gpu_path(a, b).map_or((0.0, Vec::new()), |p| {
+                    let links = p.links.iter().map(|&l| (l.index(), t.graph[l].bw_gbps));
+                    (p.lat_us, links.collect())
+                })
+            };
+            model.calib.engine.paths =
+                tuner::ChainPaths::of(&channels.rings, &channels.trees, route);
+        }
         Ok(Planner {
             a2a_gbps,
             packed,
@@ -203,6 +213,7 @@ impl Planner {
     }
 
     pub fn candidates_filtered(&self, coll: &Collective, bytes: u64, f: &Filter) -> Vec<Candidate> {
+        let root = coll.root.unwrap_or(0);
         let packs = matches!(
             coll.kind,
             CollectiveKind::AllReduce | CollectiveKind::AllGather | CollectiveKind::ReduceScatter
@@ -215,16 +226,16 @@ impl Planner {
                     packed: Some(set.clone()),
                     ..self.model.clone()
                 };
-                tuner::candidates(&m, coll.kind, bytes, f)
+                tuner::candidates_rooted(&m, coll.kind, root, bytes, f)
             }
             None if coll.kind == CollectiveKind::AllToAll => {
                 let m = SystemModel {
                     direct_gbps: self.a2a_gbps,
                     ..self.model.clone()
                 };
-                tuner::candidates(&m, coll.kind, bytes, f)
+                tuner::candidates_rooted(&m, coll.kind, root, bytes, f)
             }
-            None => tuner::candidates(&self.model, coll.kind, bytes, f),
+            None => tuner::candidates_rooted(&self.model, coll.kind, root, bytes, f),
         };
         v.sort_by(|a, b| a.time_us.total_cmp(&b.time_us));
         v

@@ -1,6 +1,7 @@
 //! The tuner's candidates, one family at a time: rings, hierarchical rings, trees, direct
 //! patterns on an all-NVLink host, and point-to-point elsewhere.
 
+use super::chain_costs::{chain_fill, engine_path, ll_channel, ring_share, root_copy, set_share};
 use super::packed_paths::packed_lat;
 use super::*;
 
@@ -24,16 +25,25 @@ struct Vars<'a> {
 pub(super) struct Cands<'a> {
     m: &'a SystemModel,
     kind: CollectiveKind,
+    /// Broadcast's and reduce's root.
+    root: u32,
     bytes: u64,
     f: &'a Filter,
     pub(super) out: Vec<Estimate>,
 }
 
 impl<'a> Cands<'a> {
-    pub(super) fn new(m: &'a SystemModel, kind: CollectiveKind, bytes: u64, f: &'a Filter) -> Self {
+    pub(super) fn new(
+        m: &'a SystemModel,
+        kind: CollectiveKind,
+        root: u32,
+        bytes: u64,
+        f: &'a Filter,
+    ) -> Self {
         Cands {
             m,
             kind,
+            root,
             bytes,
             f,
             out: Vec::new(),
@@ -178,20 +188,31 @@ impl<'a> Cands<'a> {
                 };
                 for p in Protocol::ALL {
                     let nc = channels_for(m, &Algorithm::Ring, r, p, bytes);
-                    let mut bus = nc as f64 * r.bw_gbps * c.coll_eff[coll_idx(kind)];
+                    let eff = c.coll_eff[coll_idx(kind)];
+                    let mut bus = nc as f64 * r.bw_gbps * eff;
                     bus = match p {
-                        Protocol::LL => llmax.min(bus * LL_BW_FACTOR),
+                        Protocol::LL => {
+                            llmax.min(match ll_channel(&c.engine, ring_share(&c.engine, r, nc)) {
+                                Some(x) => nc as f64 * x * eff,
+                                None => bus * LL_BW_FACTOR,
+                            })
+                        }
                         Protocol::LL128 => {
                             (bus * LL128_BW_FACTOR).min(nc as f64 * PER_CH_RING_LL128[cc][ni])
                         }
                         Protocol::Simple => bus,
                     };
-                    let intra = hw_lat(r.intra, 1, p);
-                    let inter = hw_lat(Hw::Net, 1, p) + m.net_lat_us;
-                    let lat = BASE_LAT[1][proto_idx(p)]
-                        + (nsteps - ninter) as f64 * intra
-                        + ninter as f64 * inter
-                        + chain_fill(kind, p, n, bytes, &c.engine, r, nc)
+                    let path = m.calib.engine.paths.ring(kind, self.root, nc);
+                    let lat = match engine_path(c, path.map(|x| x.us_for(&c.engine, p))) {
+                        Some(x) => x,
+                        None => {
+                            let intra = hw_lat(r.intra, 1, p);
+                            let inter = hw_lat(Hw::Net, 1, p) + m.net_lat_us;
+                            BASE_LAT[1][proto_idx(p)]
+                                + (nsteps - ninter) as f64 * intra
+                                + ninter as f64 * inter
+                        }
+                    } + chain_fill(m, kind, self.root, p, bytes, r, nc)
                         + root_copy(kind, bytes, &c.engine, nc);
                     self.push(
                         Algorithm::Ring,
@@ -281,7 +302,11 @@ impl<'a> Cands<'a> {
                     let mut bw = nc as f64 * t.bw_gbps * LL128_BW_FACTOR * fanout;
                     bw = bw.min(nc as f64 * PER_CH_TREE[cc][ni]);
                     bw = match p {
-                        Protocol::LL => (bw / TREE_LL_DIVISOR).min(llmax),
+                        Protocol::LL => match ll_channel(&c.engine, set_share(t, nc)) {
+                            Some(x) => nc as f64 * x * fanout,
+                            None => bw / TREE_LL_DIVISOR,
+                        }
+                        .min(llmax),
                         Protocol::LL128 => (bw
                             * if nnodes == 1 {
                                 TREE_LL128_INTRA
@@ -291,10 +316,15 @@ impl<'a> Cands<'a> {
                         .min(nc as f64 * PER_CH_TREE_LL128[cc][ni]),
                         Protocol::Simple => bw,
                     };
-                    let intra = hw_lat(t.intra, 0, p);
-                    let inter = hw_lat(Hw::Net, 0, p) + m.net_lat_us;
-                    let lat = BASE_LAT[0][proto_idx(p)]
-                        + 2.0 * ((ppn - 1) as f64 * intra + log2i(nnodes) as f64 * inter);
+                    let e = &c.engine;
+                    let pi = proto_idx(p);
+                    let path = e.paths.tree(nc, e.hop_us[pi], e.step_us[pi]);
+                    let lat = engine_path(c, path).unwrap_or_else(|| {
+                        let intra = hw_lat(t.intra, 0, p);
+                        let inter = hw_lat(Hw::Net, 0, p) + m.net_lat_us;
+                        BASE_LAT[0][pi]
+                            + 2.0 * ((ppn - 1) as f64 * intra + log2i(nnodes) as f64 * inter)
+                    });
                     self.push(Algorithm::Tree, p, nc, lat, bw, ramp(c, p, bytes));
                 }
             }
@@ -499,51 +529,6 @@ impl<'a> Cands<'a> {
             );
         }
     }
-}
-
-/// The pipeline fill of a ring broadcast or reduce, µs: the data runs down a chain of n − 1
-/// hops one chunk per step, so the last GPU starts n − 2 steps after the first hop. A fill step
-/// is one chunk (NCCL's, or the channel's whole share when smaller) at the channel's own rate:
-/// the engine's per-protocol channel rate, within the channel's share of the ring's links (LL's
-/// `llMaxBws` pacing only starts once a connection's slots are full). NCCL's tuner leaves the
-/// fill out; on 8 GPUs it is a third of a 128 MiB call. All-reduce, all-gather and
-/// reduce-scatter keep every hop busy from the first step.
-fn chain_fill(
-    kind: CollectiveKind,
-    p: Protocol,
-    n: u32,
-    bytes: u64,
-    e: &EngineTerms,
-    r: &ChannelSet,
-    nc: u32,
-) -> f64 {
-    if !matches!(kind, CollectiveKind::Broadcast | CollectiveKind::Reduce) || n < 3 {
-        return 0.0;
-    }
-    let i = proto_idx(p);
-    let ncf = nc.max(1) as f64;
-    let link = r.bw_gbps * r.count as f64 / ncf;
-    let wire = if e.wire_factor[i] > 0.0 {
-        e.wire_factor[i]
-    } else {
-        1.0
-    };
-    let rate = match e.channel_gbps[i] {
-        x if x > 0.0 => x.min(link),
-        _ => link,
-    } / wire;
-    let chunk = (nccl::chunk_bytes(&Algorithm::Ring, kind, p) as f64).min(bytes as f64 / ncf);
-    (n - 2) as f64 * chunk / 1000.0 / rate.max(1e-9)
-}
-
-/// The broadcast root's copy of its input to its output, µs: the ring builder's root copies a
-/// chunk and then sends it, op after op on its channel, at the engine's local copy rate per
-/// channel. (NCCL fuses the two into one pass, `directCopySend`; the IR has no fused copy-send.)
-fn root_copy(kind: CollectiveKind, bytes: u64, e: &EngineTerms, nc: u32) -> f64 {
-    if kind != CollectiveKind::Broadcast || e.local_channel_gbps <= 0.0 {
-        return 0.0;
-    }
-    bytes as f64 / 1000.0 / (nc.max(1) as f64 * e.local_channel_gbps)
 }
 
 /// One message of `m` payload bytes through topoplan's executor, µs: its grid has one CTA per

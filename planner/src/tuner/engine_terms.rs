@@ -1,5 +1,6 @@
 //! The simulator engine's terms that the tuner reads too.
 
+use super::chain_paths::ChainPaths;
 use serde_json::Value;
 
 /// Terms of the simulator's engine (the profile's `sim` section) that the tuner prices with as
@@ -17,6 +18,8 @@ pub struct EngineTerms {
     pub step_us: [f64; 3],
     /// The engine's host launch and kernel start before the first op, µs.
     pub launch_us: f64,
+    /// The fraction of a link's rate SM traffic reaches (`sim.sm_link_efficiency`).
+    pub link_eff: f64,
     /// Local copy rate of one channel, GB/s.
     pub local_channel_gbps: f64,
     /// The executor's grid (`sim.exec`): bytes per CTA (Simple, LL), most CTAs (Simple, LL),
@@ -32,6 +35,9 @@ pub struct EngineTerms {
     /// The slowest GPU-to-GPU route's latency on the first host, µs: a topology term, which the
     /// planner sets in its model from the paths the engine's messages take (0 from a profile).
     pub route_lat_us: f64,
+    /// The rings' and trees' paths on one host, which the planner measures from the topology
+    /// as it does `route_lat_us` (empty from a profile, and across hosts).
+    pub paths: ChainPaths,
 }
 
 impl EngineTerms {
@@ -47,6 +53,7 @@ impl EngineTerms {
             hop_us: protos.map(|p| f(&sim[p]["hop_us"])),
             step_us: protos.map(|p| f(&sim[p]["step_us"])),
             launch_us: f(&sim["launch_us"]),
+            link_eff: f(&sim["sm_link_efficiency"]),
             local_channel_gbps: f(&sim["local_channel_gbps"]),
             cta_bytes: [u(&x["cta_bytes"]), u(&x["ll_cta_bytes"])],
             max_ctas: [u(&x["max_ctas"]) as u32, u(&x["ll_ctas"]) as u32],
@@ -55,6 +62,7 @@ impl EngineTerms {
             ll_wire: f(&x["ll_wire_factor"]),
             exec_launch_us: f(&x["launch_simple_us"]),
             route_lat_us: 0.0,
+            paths: ChainPaths::default(),
         }
     }
 }

@@ -9,12 +9,15 @@
 
 mod calib;
 mod candidates;
+mod chain_costs;
+mod chain_paths;
 mod engine_terms;
 pub mod nccl;
 mod packed_paths;
 pub mod profile;
 
 pub use calib::*;
+pub use chain_paths::ChainPaths;
 use nccl::{
     cc_idx, hw_lat, ll_max_bw, nodes_idx, proto_idx, BASE_LAT, LL128_BW_FACTOR, LL_BW_FACTOR,
     PER_CH_RING_LL128, PER_CH_TREE, PER_CH_TREE_LL128, TREE_LL128_INTER, TREE_LL128_INTRA,
@@ -137,8 +140,20 @@ pub fn channels_for(
     nccl::channels_for(algorithm, proto, bytes, set.count, m.nranks, graph).0
 }
 
-/// Every feasible candidate for `kind` at `bytes` (nccl-tests size), unsorted.
+/// Every feasible candidate for `kind` at `bytes` (nccl-tests size), unsorted; a broadcast or
+/// reduce is rooted at rank 0.
 pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter) -> Vec<Estimate> {
+    candidates_rooted(m, kind, 0, bytes, f)
+}
+
+/// [`candidates`] of a broadcast or reduce rooted at `root` (the other collectives ignore it).
+pub fn candidates_rooted(
+    m: &SystemModel,
+    kind: CollectiveKind,
+    root: u32,
+    bytes: u64,
+    f: &Filter,
+) -> Vec<Estimate> {
     let c = &m.calib;
     if m.nranks <= 1 {
         // A local copy.
@@ -152,7 +167,7 @@ pub fn candidates(m: &SystemModel, kind: CollectiveKind, bytes: u64, f: &Filter)
             peak_algbw_gbps: algbw,
         }];
     }
-    let mut cands = candidates::Cands::new(m, kind, bytes, f);
+    let mut cands = candidates::Cands::new(m, kind, root, bytes, f);
     cands.all();
     cands.out
 }

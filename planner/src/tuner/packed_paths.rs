@@ -32,6 +32,12 @@ impl PathCost {
         self.hops as f64 * hop_us + self.steps as f64 * step_us + self.route_lat_us
     }
 
+    /// The path's time for protocol `p`'s one-way hop and step cost in the engine, µs.
+    pub fn us_for(&self, e: &EngineTerms, p: Protocol) -> f64 {
+        let i = proto_idx(p);
+        self.us(e.hop_us[i], e.step_us[i])
+    }
+
     fn plus(self, o: PathCost) -> PathCost {
         PathCost {
             hops: self.hops + o.hops,

@@ -1,0 +1,193 @@
+//! The paths a small ring or tree call takes on one host, op by op as `schedule::build::{ring,
+//! tree}` lay them out: what it costs beyond its launch in the engine, whose every transfer pays
+//! its route's link latencies and the protocol's one-way hop, and every step its fixed cost.
+//!
+//! - A ring call of k steps (all-reduce 2(n − 1), the others n − 1) is a chain of k hops: a
+//!   rank's op of step i waits for its predecessor's op of step i − 1, so the slowest chain is
+//!   the k consecutive hops of the ring with the largest latency (broadcast's starts at the
+//!   root, reduce's ends there). Each hop is a sending op's step; the last rank's receive is one
+//!   step more.
+//! - A tree all-reduce on one host runs NCCL's chains up and down (`PackedPaths`: the layouts
+//!   coincide for chains).
+//! - A ring hop moves at its links' capacity shared among the call's channels that cross them
+//!   (every channel of a ring call is in the same phase, so the engine's max-min sharing gives
+//!   each its equal share of the most loaded link).
+
+use super::packed_paths::{slowest, PackedPaths, PathCost};
+use crate::schedule::build::TreeChannel;
+use crate::schedule::CollectiveKind;
+
+/// One hop of a ring: its sender, the route's latency (µs) and links (index, GB/s).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RingHop {
+    pub rank: u32,
+    pub lat_us: f64,
+    pub links: Vec<(usize, f64)>,
+}
+
+/// The rings' and trees' paths on one host (empty: not measured, or across hosts).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ChainPaths {
+    /// Per ring channel, in the order calls use them: its hops in ring order.
+    pub rings: Vec<Vec<RingHop>>,
+    /// Per tree channel, in the order calls use them: an all-reduce's paths up and down.
+    pub trees: Vec<Vec<PathCost>>,
+}
+
+impl ChainPaths {
+    /// The paths of `rings` and `trees`; `route(a, b)` is the route from rank a to rank b: its
+    /// latency (µs) and links (index, GB/s).
+    pub fn of(
+        rings: &[Vec<u32>],
+        trees: &[TreeChannel],
+        route: impl Fn(u32, u32) -> (f64, Vec<(usize, f64)>),
+    ) -> Self {
+        let rings = rings
+            .iter()
+            .map(|r| {
+                (0..r.len())
+                    .map(|i| {
+                        let (lat_us, links) = route(r[i], r[(i + 1) % r.len()]);
+                        RingHop {
+                            rank: r[i],
+                            lat_us,
+                            links,
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let lat = |a, b| route(a, b).0;
+        let trees = trees
+            .iter()
+            .map(|t| PackedPaths::of(std::slice::from_ref(t), lat).all_reduce)
+            .collect();
+        ChainPaths { rings, trees }
+    }
+
+    /// The first `nc` rings (those a call of `nc` channels runs).
+    fn used(&self, nc: u32) -> &[Vec<RingHop>] {
+        &self.rings[..(nc.max(1) as usize).min(self.rings.len())]
+    }
+
+    /// Per hop of each of the first `nc` rings, its rate (GB/s of wire): its most loaded link's
+    /// capacity shared by the hops of those rings that cross it. `None`: not measured.
+    pub fn hop_gbps(&self, nc: u32) -> Option<Vec<Vec<f64>>> {
+        let rings = self.used(nc);
+        rings.first()?;
+        let mut load = std::collections::HashMap::<usize, u32>::new();
+        for h in rings.iter().flatten() {
+            for &(l, _) in &h.links {
+                *load.entry(l).or_default() += 1;
+            }
+        }
+        let rate = |h: &RingHop| {
+            h.links
+                .iter()
+                .map(|&(l, cap)| cap / load[&l].max(1) as f64)
+                .fold(f64::INFINITY, f64::min)
+        };
+        Some(rings.iter().map(|r| r.iter().map(rate).collect()).collect())
+    }
+
+    /// The hops (ring, first position) of a ring call of `kind`'s chain: broadcast's starts at
+    /// the root, reduce's after it (it ends there).
+    fn chain_start(&self, r: &[RingHop], kind: CollectiveKind, root: u32) -> usize {
+        let at = r.iter().position(|h| h.rank == root).unwrap_or(0);
+        match kind {
+            CollectiveKind::Reduce => at + 1,
+            _ => at,
+        }
+    }
+
+    /// A rooted chain's fill on the first `nc` rings: the chunk's time over each of its n − 1
+    /// hops but the slowest (which the call's bandwidth term pays for every chunk), µs, where
+    /// `us(gbps)` is a chunk's time at a hop's rate. `None`: not measured.
+    pub fn fill(
+        &self,
+        kind: CollectiveKind,
+        root: u32,
+        nc: u32,
+        us: impl Fn(f64) -> f64,
+    ) -> Option<f64> {
+        let rates = self.hop_gbps(nc)?;
+        let rings = self.used(nc);
+        let n = rings[0].len();
+        let fill = rings.iter().zip(&rates).map(|(r, g)| {
+            let s = self.chain_start(r, kind, root);
+            let t: Vec<f64> = (s..s + n - 1).map(|i| us(g[i % n])).collect();
+            t.iter().sum::<f64>() - t.iter().copied().fold(0.0, f64::max)
+        });
+        Some(fill.fold(0.0, f64::max))
+    }
+
+    /// The slowest chain of a ring call of `kind` on the first `nc` rings (`root`: broadcast's
+    /// and reduce's), `None` where the rings were not measured.
+    pub fn ring(&self, kind: CollectiveKind, root: u32, nc: u32) -> Option<PathCost> {
+        let rings = self.used(nc);
+        let n = rings.first()?.len();
+        let k = match kind {
+            CollectiveKind::AllReduce => 2 * (n - 1),
+            _ => n - 1,
+        };
+        let window = |r: &[RingHop], s: usize| (s..s + k).map(|i| r[i % n].lat_us).sum::<f64>();
+        let lat = rings
+            .iter()
+            .map(|r| match kind {
+                CollectiveKind::Broadcast | CollectiveKind::Reduce => {
+                    window(r, self.chain_start(r, kind, root))
+                }
+                _ => (0..n).map(|s| window(r, s)).fold(0.0, f64::max),
+            })
+            .fold(0.0, f64::max);
+        Some(PathCost {
+            hops: k as u32,
+            steps: k as u32 + 1,
+            route_lat_us: lat,
+        })
+    }
+
+    /// The slowest path of a tree all-reduce on the first `nc` trees for a protocol's one-way hop
+    /// and step cost (µs), `None` where the trees were not measured.
+    pub fn tree(&self, nc: u32, hop_us: f64, step_us: f64) -> Option<f64> {
+        let trees = &self.trees[..(nc.max(1) as usize).min(self.trees.len())];
+        trees
+            .iter()
+            .filter_map(|t| slowest(t, hop_us, step_us))
+            .reduce(f64::max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ring_call_takes_its_slowest_window_of_hops() {
+        // 0 -> 1 -> 2 -> 3 -> 0 with latencies 1, 2, 3, 4.
+        let route = |a: u32, _b: u32| ((a + 1) as f64, vec![(a as usize, 10.0 * (a + 1) as f64)]);
+        let p = ChainPaths::of(&[vec![0, 1, 2, 3]], &[], route);
+        let at = |k, root| {
+            p.ring(k, root, 1)
+                .map(|c| (c.hops, c.steps, c.route_lat_us))
+        };
+        // All-gather: three hops, the slowest window 2 + 3 + 4.
+        assert_eq!(at(CollectiveKind::AllGather, 0), Some((3, 4, 9.0)));
+        // All-reduce: six hops, the window missing the two fastest (1, 2): 3+4+1+2+3+4.
+        assert_eq!(at(CollectiveKind::AllReduce, 0), Some((6, 7, 17.0)));
+        // Broadcast from 2 runs 2 -> 3 -> 0 -> 1; reduce to 2 runs 3 -> 0 -> 1 -> 2.
+        assert_eq!(at(CollectiveKind::Broadcast, 2), Some((3, 4, 8.0)));
+        assert_eq!(at(CollectiveKind::Reduce, 2), Some((3, 4, 7.0)));
+        // Two channels on the ring share every link; broadcast from 2 fills over its hops at 30
+        // and 40 GB/s but the slowest (10, from 0).
+        assert_eq!(p.hop_gbps(1), Some(vec![vec![10.0, 20.0, 30.0, 40.0]]));
+        let q = ChainPaths::of(&[vec![0, 1, 2, 3], vec![0, 1, 2, 3]], &[], route);
+        assert_eq!(q.hop_gbps(2).unwrap()[1], [5.0, 10.0, 15.0, 20.0]);
+        let fill = q.fill(CollectiveKind::Broadcast, 2, 2, |g| 60.0 / g);
+        assert_eq!(fill, Some(60.0 / 15.0 + 60.0 / 20.0));
+        assert_eq!(
+            ChainPaths::default().ring(CollectiveKind::AllGather, 0, 1),
+            None
+        );
+    }
+}
