@@ -1,7 +1,9 @@
 //! The tuner's candidates, one family at a time: rings, hierarchical rings, trees, direct
 //! patterns on an all-NVLink host, and point-to-point elsewhere.
 
-use super::chain_costs::{chain_fill, engine_path, ll_channel, ring_share, root_copy, set_share};
+use super::chain_costs::{
+    chain_fill, engine_path, ll128_channel, ll_channel, ring_share, root_copy, set_share,
+};
 use super::packed_paths::packed_lat;
 use super::*;
 
@@ -190,6 +192,7 @@ impl<'a> Cands<'a> {
                     let nc = channels_for(m, &Algorithm::Ring, r, p, bytes);
                     let eff = c.coll_eff[coll_idx(kind)];
                     let mut bus = nc as f64 * r.bw_gbps * eff;
+                    let mut rmp = ramp(c, p, bytes);
                     bus = match p {
                         Protocol::LL => {
                             llmax.min(match ll_channel(&c.engine, ring_share(&c.engine, r, nc)) {
@@ -198,7 +201,14 @@ impl<'a> Cands<'a> {
                             })
                         }
                         Protocol::LL128 => {
-                            (bus * LL128_BW_FACTOR).min(nc as f64 * PER_CH_RING_LL128[cc][ni])
+                            match ll128_channel(&c.engine, ring_share(&c.engine, r, nc), bytes) {
+                                Some(x) => {
+                                    rmp = 1.0;
+                                    nc as f64 * x * eff
+                                }
+                                None => (bus * LL128_BW_FACTOR)
+                                    .min(nc as f64 * PER_CH_RING_LL128[cc][ni]),
+                            }
                         }
                         Protocol::Simple => bus,
                     };
@@ -214,14 +224,7 @@ impl<'a> Cands<'a> {
                         }
                     } + chain_fill(m, kind, self.root, p, bytes, r, nc)
                         + root_copy(kind, bytes, &c.engine, nc);
-                    self.push(
-                        Algorithm::Ring,
-                        p,
-                        nc,
-                        lat,
-                        bus / busf.max(1e-9),
-                        ramp(c, p, bytes),
-                    );
+                    self.push(Algorithm::Ring, p, nc, lat, bus / busf.max(1e-9), rmp);
                 }
             }
         }

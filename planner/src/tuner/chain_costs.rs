@@ -25,6 +25,23 @@ pub(super) fn ll_channel(e: &EngineTerms, link_gbps: f64) -> Option<f64> {
     Some(rate.min(link_gbps) / wire)
 }
 
+/// The payload rate of one LL128 channel of `nc` at `bytes` as the engine runs it, GB/s: the
+/// engine's LL128 channel rate, ramped with the size as NCCL's channels are, within `link_gbps`
+/// (`None` without the engine's terms: NCCL's form prices it then).
+pub(super) fn ll128_channel(e: &EngineTerms, link_gbps: f64, bytes: u64) -> Option<f64> {
+    let (rate, wire) = (e.channel_gbps[1], e.wire_factor[1]);
+    if rate <= 0.0 || wire <= 0.0 {
+        return None;
+    }
+    let [s0, a] = e.nccl_ramp;
+    let f = if s0 > 0.0 && a > 0.0 {
+        1.0 / (1.0 + (s0 / bytes.max(1) as f64).powf(a))
+    } else {
+        1.0
+    };
+    Some((rate * f).min(link_gbps) / wire)
+}
+
 /// The channels' share of a set's links, GB/s: the search's bandwidth split among the `nc`
 /// channels a call runs.
 pub(super) fn set_share(set: &ChannelSet, nc: u32) -> f64 {

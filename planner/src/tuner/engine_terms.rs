@@ -18,6 +18,9 @@ pub struct EngineTerms {
     pub step_us: [f64; 3],
     /// The engine's host launch and kernel start before the first op, µs.
     pub launch_us: f64,
+    /// NCCL's channels' size ramp in the engine (`sim.nccl_ramp_s0_bytes`, `sim.nccl_ramp_a`): a
+    /// Simple or LL128 channel reaches `1 / (1 + (s0 / bytes)^a)` of its rate.
+    pub nccl_ramp: [f64; 2],
     /// The fraction of a link's rate SM traffic reaches (`sim.sm_link_efficiency`).
     pub link_eff: f64,
     /// Local copy rate of one channel, GB/s.
@@ -53,6 +56,7 @@ impl EngineTerms {
             hop_us: protos.map(|p| f(&sim[p]["hop_us"])),
             step_us: protos.map(|p| f(&sim[p]["step_us"])),
             launch_us: f(&sim["launch_us"]),
+            nccl_ramp: [f(&sim["nccl_ramp_s0_bytes"]), f(&sim["nccl_ramp_a"])],
             link_eff: f(&sim["sm_link_efficiency"]),
             local_channel_gbps: f(&sim["local_channel_gbps"]),
             cta_bytes: [u(&x["cta_bytes"]), u(&x["ll_cta_bytes"])],
