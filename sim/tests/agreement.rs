@@ -99,19 +99,20 @@ fn the_pick_is_within_ten_percent_of_the_engines_best_on_every_shipped_topology(
 
 /// Rows (of 455: 13 topologies × 7 collectives × [`sizes`]) where the tuner's closed form is
 /// within 10% of the engine's price of the pick; the table in `docs/fidelity.md` has all ten
-/// sizes (899 of 910). Every other row must have a cause the docs name ([`named_cause`]). Raise
+/// sizes (904 of 910). Every other row must have a cause the docs name ([`named_cause`]). Raise
 /// it (and the docs' table) when a change closes a gap; a change that loses one fails here.
-const TUNER_WITHIN_TEN_PERCENT: usize = 450;
+const TUNER_WITHIN_TEN_PERCENT: usize = 452;
 
 /// The cause `docs/fidelity.md` ("Agreement") gives for a row the tuner misses by more than
 /// 10%, if the row is of one of those kinds.
 fn named_cause(file: &Path, r: &Agreement) -> Option<&'static str> {
     let name = file.to_string_lossy();
+    // The PCIe hosts whose packed trees share links on the way down.
+    let pcie = ["16xl20", "4xa6000", "ncv4-topo-2023"]
+        .iter()
+        .any(|m| name.contains(m));
     match r.algorithm.as_str() {
-        "packed" => Some("packed trees: the pipeline's fill over the trees' depth"),
-        "direct" if name.contains("ncv4-topo-2023") => {
-            Some("all-to-all on NCv4 2023: messages slower than their slowest path")
-        }
+        "packed" if pcie => Some("packed trees: the pipeline's fill over the trees' depth"),
         _ => None,
     }
 }

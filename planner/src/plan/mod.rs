@@ -160,19 +160,8 @@ impl Planner {
             packed: None,
         };
         let packed = Lazy::new(t, &channels, &profile);
-        let (a2a_gbps, route_lat_us) = all_to_all_bw(t, &channels, model.direct_gbps);
         let mut model = model;
-        model.calib.engine.route_lat_us = route_lat_us;
-        if nnodes == 1 {
-            let route = |a: u32, b: u32| {
-                t.gpu_path(a, b).map_or((0.0, Vec::new()), |p| {
-                    let links = p.links.iter().map(|&l| (l.index(), t.graph[l].bw_gbps));
-                    (p.lat_us, links.collect())
-                })
-            };
-            model.calib.engine.paths =
-                tuner::ChainPaths::of(&channels.rings, &channels.trees, route);
-        }
+        let a2a_gbps = measure_paths(t, &channels, &mut model);
         Ok(Planner {
             a2a_gbps,
             packed,
@@ -458,38 +447,64 @@ fn direct_bw(t: &Topology, ch: &Channels) -> f64 {
     }
 }
 
+/// Sets the topology's terms the tuner reads beside the engine's (`EngineTerms`): the slowest
+/// route's latency and, on one host, the rings' and trees' paths. Returns all-to-all's per-rank
+/// rate ([`all_to_all_bw`], flows capped at the executor's rate).
+fn measure_paths(t: &Topology, channels: &Channels, model: &mut SystemModel) -> f64 {
+    let flow_cap = match model.calib.engine.gpu_gbps[0] {
+        x if x > 0.0 => x,
+        _ => f64::INFINITY,
+    };
+    let (a2a_gbps, route_lat_us) = all_to_all_bw(t, channels, model.direct_gbps, flow_cap);
+    model.calib.engine.route_lat_us = route_lat_us;
+    if model.nnodes == 1 {
+        let route = |a: u32, b: u32| {
+            t.gpu_path(a, b).map_or((0.0, Vec::new()), |p| {
+                let links = p.links.iter().map(|&l| (l.index(), t.graph[l].bw_gbps));
+                (p.lat_us, links.collect())
+            })
+        };
+        model.calib.engine.paths = tuner::ChainPaths::of(&channels.rings, &channels.trees, route);
+    }
+    a2a_gbps
+}
+
 /// Per-rank rate of an all-to-all on a host without all-peer NVLink (GB/s), and the slowest
 /// GPU-to-GPU path's latency on the host (µs). Each GPU sends to its peers one after another,
-/// the k-th message to the rank k places on (the direct builder's order), so in step k every
-/// GPU's k-th message is in flight at once over `gpu_path`s that share links (a PCIe switch's
-/// uplink; the inter-socket link, which half the messages of the middle steps cross). The link
-/// most loaded for its capacity paces each step; the rate is the n − 1 messages over the steps'
-/// sum, never above `direct` (the slowest single path, with the NIC share across hosts). On
-/// all-peer NVLink, `direct`.
-fn all_to_all_bw(t: &Topology, ch: &Channels, direct: f64) -> (f64, f64) {
+/// the k-th message to the rank k places on (the direct builder's order), over `gpu_path`s that
+/// share links (a PCIe switch's uplink, the link into a GPU, the inter-socket link), as the
+/// engine runs them: no GPU waits for the others' k-th message before its next, and flows share
+/// links max-min fairly, none above `flow_cap` (the executor's rate;
+/// `tuner::sequential_sends_time`). The rate is the n − 1 messages over that time, never above
+/// `direct` (the slowest single path, with the NIC share across hosts). On all-peer NVLink,
+/// `direct`.
+fn all_to_all_bw(t: &Topology, ch: &Channels, direct: f64, flow_cap: f64) -> (f64, f64) {
     let h0 = &ch.hosts[0];
     let n = h0.len();
     let mut lat: f64 = 0.0;
-    let mut steps = 0.0;
-    for k in 1..n {
-        let mut load: std::collections::HashMap<_, f64> = std::collections::HashMap::new();
-        for (i, &a) in h0.iter().enumerate() {
-            if let Some(p) = t.gpu_path(a, h0[(i + k) % n]) {
-                lat = lat.max(p.lat_us);
-                for &l in &p.links {
-                    *load.entry(l).or_default() += 1.0;
-                }
-            }
+    let mut index = std::collections::HashMap::new();
+    let mut caps = Vec::new();
+    let mut msgs = vec![Vec::new(); n];
+    for (i, &a) in h0.iter().enumerate() {
+        for k in 1..n {
+            let Some(p) = t.gpu_path(a, h0[(i + k) % n]) else {
+                continue;
+            };
+            lat = lat.max(p.lat_us);
+            let links = p.links.iter().map(|&l| {
+                *index.entry(l).or_insert_with(|| {
+                    caps.push(t.graph[l].bw_gbps.max(1e-9));
+                    caps.len() - 1
+                })
+            });
+            msgs[i].push(links.collect());
         }
-        steps += load
-            .iter()
-            .map(|(&l, &flows)| flows / t.graph[l].bw_gbps.max(1e-9))
-            .fold(0.0, f64::max);
     }
-    if ch.all_peers_nvlink_gbps.is_some() || steps <= 0.0 {
+    let time = tuner::sequential_sends_time(&msgs, &caps, flow_cap);
+    if ch.all_peers_nvlink_gbps.is_some() || time <= 0.0 {
         return (direct, lat);
     }
-    (direct.min((n - 1) as f64 / steps), lat)
+    (direct.min((n - 1) as f64 / time), lat)
 }
 
 /// nccl-tests' size for a collective given the per-rank element count and element size.

@@ -11,6 +11,7 @@ mod calib;
 mod candidates;
 mod chain_costs;
 mod chain_paths;
+mod drift;
 mod engine_terms;
 pub mod nccl;
 mod packed_paths;
@@ -18,6 +19,7 @@ pub mod profile;
 
 pub use calib::*;
 pub use chain_paths::ChainPaths;
+pub use drift::sequential_sends_time;
 use nccl::{
     cc_idx, hw_lat, ll_max_bw, nodes_idx, proto_idx, BASE_LAT, LL128_BW_FACTOR, LL_BW_FACTOR,
     PER_CH_RING_LL128, PER_CH_TREE, PER_CH_TREE_LL128, TREE_LL128_INTER, TREE_LL128_INTRA,
