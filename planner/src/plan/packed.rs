@@ -5,7 +5,7 @@ use crate::schedule::TreeChannel;
 use crate::search::Channels;
 use crate::topology::Topology;
 use crate::tuner::profile::ProfileChoice;
-use crate::tuner::{PackedPaths, PackedSet};
+use crate::tuner::{self, EngineTerms, PackedPaths, PackedSet, PackedWave};
 
 /// Most ranks packed when a planner is made: a packing of 8 GPUs takes about 0.1 s of CPU, of 16
 /// about 1 s; larger machines keep rings and trees.
@@ -76,6 +76,7 @@ pub fn plan_packed(
         depth: p.depth,
         intra: ch.ring.intra,
         paths: PackedPaths::of(&trees, |a, b| t.gpu_path(a, b).map_or(0.0, |x| x.lat_us)),
+        wave: wave(t, &trees, &profile.profile.tuner.engine),
     };
     Some((
         set,
@@ -84,4 +85,26 @@ pub fn plan_packed(
             trees,
         },
     ))
+}
+
+/// [`PackedSet::wave`]: the trees' transfers over the topology's routes, the links at SM
+/// traffic's efficiency.
+fn wave(t: &Topology, trees: &[TreeChannel], e: &EngineTerms) -> PackedWave {
+    let mut index = std::collections::HashMap::new();
+    let mut caps = Vec::new();
+    let eff = if e.link_eff > 0.0 { e.link_eff } else { 1.0 };
+    let route = |a: u32, b: u32| -> (Vec<usize>, f64) {
+        let Some(p) = t.gpu_path(a, b) else {
+            return (Vec::new(), 0.0);
+        };
+        let links = p.links.iter().map(|&l| {
+            *index.entry(l).or_insert_with(|| {
+                caps.push(t.graph[l].bw_gbps * eff);
+                caps.len() - 1
+            })
+        });
+        (links.collect(), p.lat_us)
+    };
+    let flows = tuner::wave_flows(trees, route);
+    PackedWave { flows, caps }
 }

@@ -4,6 +4,7 @@
 use super::chain_costs::{
     chain_fill, engine_path, ll128_channel, ll_channel, ring_share, root_copy, set_share,
 };
+use super::packed_fill::packed_fill;
 use super::packed_paths::packed_lat;
 use super::*;
 
@@ -362,15 +363,10 @@ impl<'a> Cands<'a> {
                 Protocol::LL128 => b * 0.92,
                 Protocol::Simple => b,
             };
-            let lat = packed_lat(pk, &c.engine, c.launch_us, kind, p);
-            self.push(
-                Algorithm::Packed,
-                p,
-                pk.trees,
-                lat,
-                b / busf.max(1e-9),
-                ramp(c, p, bytes),
-            );
+            let (algbw, rmp) = (b / busf.max(1e-9), ramp(c, p, bytes));
+            let lat = packed_lat(pk, &c.engine, c.launch_us, kind, p)
+                + packed_fill(pk, &c.engine, kind, p, bytes, algbw * rmp);
+            self.push(Algorithm::Packed, p, pk.trees, lat, algbw, rmp);
         }
     }
 

@@ -1,35 +1,99 @@
-//! Point-to-point messages as the engine runs them: every rank sends its messages one after
-//! another (program order), each a flow over its route's links, and flows share the links
-//! max-min fairly. Ranks are not held in step: a rank whose message ran over a fast link starts
-//! its next one early, where it may share a link with another rank's message that a lock-step
-//! schedule would keep apart (on a PCIe host, an all-to-all's messages into one GPU).
+//! Transfers as the engine runs them: each a flow over its route's links, starting once the
+//! transfers it waits for landed, flows sharing the links max-min fairly ([`dag_time`]). For
+//! point-to-point messages every rank sends one after another (program order), and ranks are not
+//! held in step: a rank whose message ran over a fast link starts its next one early, where it
+//! may share a link with another rank's message that a lock-step schedule would keep apart (on a
+//! PCIe host, an all-to-all's messages into one GPU).
 
 /// The time the ranks' messages take, every message of one unit of volume: `msgs[r]` is rank
 /// r's messages in order, each its links (indices into `caps`, the links' rates); no flow runs
 /// faster than `flow_cap`. The result is in units of volume over units of rate.
 pub fn sequential_sends_time(msgs: &[Vec<Vec<usize>>], caps: &[f64], flow_cap: f64) -> f64 {
-    let n = msgs.len();
-    let mut next = vec![0usize; n];
-    let mut left = vec![1.0f64; n];
+    let mut flows = Vec::new();
+    for m in msgs {
+        for (i, links) in m.iter().enumerate() {
+            let deps = if i == 0 {
+                vec![]
+            } else {
+                vec![flows.len() - 1]
+            };
+            flows.push(DagFlow {
+                links: links.clone(),
+                deps,
+                delay: 0.0,
+            });
+        }
+    }
+    dag_time(&flows, caps, flow_cap, 1.0, 0.0)
+}
+
+/// A transfer over `links` (indices into a list of link rates), which starts once every flow of
+/// `deps` ended and its `delay` passed (its route's latency: the data then lands).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DagFlow {
+    pub links: Vec<usize>,
+    pub deps: Vec<usize>,
+    #[serde(default)]
+    pub delay: f64,
+}
+
+/// The time until every flow ended and landed: every flow moves `volume`, starting as soon as its
+/// dependencies landed (each flow's `delay` plus `extra_delay` after it ends), flows sharing
+/// links (rates `caps`) max-min fairly, none above `flow_cap`. Times are volume over rate.
+pub fn dag_time(
+    flows: &[DagFlow],
+    caps: &[f64],
+    flow_cap: f64,
+    volume: f64,
+    extra_delay: f64,
+) -> f64 {
+    let nf = flows.len();
+    let mut left = vec![volume; nf];
+    // When each flow ended (None: not yet), and whether it started.
+    let mut end: Vec<Option<f64>> = vec![None; nf];
+    let mut started = vec![false; nf];
+    let landed = |end: &[Option<f64>], f: usize| end[f].map(|e| e + flows[f].delay + extra_delay);
     let mut t = 0.0;
     loop {
-        let active: Vec<usize> = (0..n).filter(|&r| next[r] < msgs[r].len()).collect();
-        if active.is_empty() {
-            return t;
+        // Flows whose dependencies all landed by now start; the next landing otherwise.
+        let mut next_ready = f64::INFINITY;
+        for f in 0..nf {
+            if started[f] {
+                continue;
+            }
+            let ready = flows[f]
+                .deps
+                .iter()
+                .map(|&d| landed(&end, d))
+                .try_fold(0.0f64, |a, x| x.map(|x| a.max(x)));
+            match ready {
+                Some(r) if r <= t + 1e-12 => started[f] = true,
+                Some(r) => next_ready = next_ready.min(r),
+                None => {}
+            }
         }
-        let flows: Vec<&[usize]> = active.iter().map(|&r| &msgs[r][next[r]][..]).collect();
-        let rates = max_min(&flows, caps, flow_cap);
+        let active: Vec<usize> = (0..nf)
+            .filter(|&f| started[f] && end[f].is_none())
+            .collect();
+        if active.is_empty() {
+            if next_ready.is_finite() {
+                t = next_ready;
+                continue;
+            }
+            return (0..nf).filter_map(|f| landed(&end, f)).fold(0.0, f64::max);
+        }
+        let links: Vec<&[usize]> = active.iter().map(|&f| &flows[f].links[..]).collect();
+        let rates = max_min(&links, caps, flow_cap);
         let dt = active
             .iter()
             .zip(&rates)
-            .map(|(&r, &x)| left[r] / x.max(1e-12))
-            .fold(f64::INFINITY, f64::min);
+            .map(|(&f, &x)| left[f] / x.max(1e-12))
+            .fold(next_ready - t, f64::min);
         t += dt;
-        for (&r, &x) in active.iter().zip(&rates) {
-            left[r] -= x * dt;
-            if left[r] <= 1e-9 {
-                next[r] += 1;
-                left[r] = 1.0;
+        for (&f, &x) in active.iter().zip(&rates) {
+            left[f] -= x * dt;
+            if left[f] <= 1e-9 * volume.max(1e-300) {
+                end[f] = Some(t);
             }
         }
     }

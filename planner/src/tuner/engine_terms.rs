@@ -16,6 +16,8 @@ pub struct EngineTerms {
     /// route's link latencies, and the fixed cost of a step, µs.
     pub hop_us: [f64; 3],
     pub step_us: [f64; 3],
+    /// Per protocol: payload bytes of one step, a packed tree's message.
+    pub step_bytes: [u64; 3],
     /// The engine's host launch and kernel start before the first op, µs.
     pub launch_us: f64,
     /// NCCL's channels' size ramp in the engine (`sim.nccl_ramp_s0_bytes`, `sim.nccl_ramp_a`): a
@@ -55,6 +57,7 @@ impl EngineTerms {
             wire_factor: protos.map(|p| f(&sim[p]["wire_factor"])),
             hop_us: protos.map(|p| f(&sim[p]["hop_us"])),
             step_us: protos.map(|p| f(&sim[p]["step_us"])),
+            step_bytes: protos.map(|p| u(&sim[p]["step_bytes"])),
             launch_us: f(&sim["launch_us"]),
             nccl_ramp: [f(&sim["nccl_ramp_s0_bytes"]), f(&sim["nccl_ramp_a"])],
             link_eff: f(&sim["sm_link_efficiency"]),

@@ -14,17 +14,19 @@ mod chain_paths;
 mod drift;
 mod engine_terms;
 pub mod nccl;
+mod packed_fill;
 mod packed_paths;
 pub mod profile;
 
 pub use calib::*;
 pub use chain_paths::ChainPaths;
-pub use drift::sequential_sends_time;
+pub use drift::{dag_time, sequential_sends_time, DagFlow};
 use nccl::{
     cc_idx, hw_lat, ll_max_bw, nodes_idx, proto_idx, BASE_LAT, LL128_BW_FACTOR, LL_BW_FACTOR,
     PER_CH_RING_LL128, PER_CH_TREE, PER_CH_TREE_LL128, TREE_LL128_INTER, TREE_LL128_INTRA,
     TREE_LL_DIVISOR,
 };
+pub use packed_fill::{wave_flows, PackedWave};
 pub use packed_paths::{PackedPaths, PathCost};
 pub use profile::{EngineTerms, Profile, ProfileChoice, ProfileError, ProfileSource, TunerParams};
 
@@ -92,6 +94,9 @@ pub struct PackedSet {
     /// The trees' paths that can be slowest at small sizes (empty: not measured).
     #[serde(default)]
     pub paths: PackedPaths,
+    /// One message per tree through the trees, for the pipeline's fill (empty: not measured).
+    #[serde(default)]
+    pub wave: PackedWave,
 }
 
 fn bundled_calib() -> TunerParams {
