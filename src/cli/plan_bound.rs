@@ -68,7 +68,7 @@ pub(crate) fn print_below_bound(
     let lat = best.lat_us / time_us;
     if lat > 0.01 {
         println!(
-            "#   latency: {:.2} of {time_us:.2} us ({:.1}%) is the latency term (launch and per-hop costs)",
+            "#   latency: {:.2} of {time_us:.2} us ({:.1}%) is the latency term (launch, per-hop costs and pipeline fill)",
             best.lat_us,
             100.0 * lat
         );
