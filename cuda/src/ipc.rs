@@ -388,19 +388,15 @@ impl CudaProcComm {
         Ok(())
     }
 
-    /// Enqueues PreMulSum's scaling, `dst[0, n) = src[0, n) * scalar` in `dtype`, on `stream`
-    /// (`crate::scale`).
+    /// Enqueues PreMulSum's scaling `s` in `dtype` on `stream` (`crate::scale`).
     pub fn scale(
         &self,
-        dst: u64,
-        src: u64,
-        n: u64,
+        s: &crate::scale::Scaling,
         dtype: DataType,
-        scalar: crate::scale::Scalar,
         stream: sys::CUstream,
     ) -> Result<(), CudaError> {
         let module = self.module(dtype)?;
-        crate::scale::enqueue(&self.ctx, &module, dst, src, n, scalar, stream)
+        crate::scale::enqueue(&self.ctx, &module, s, stream)
             .map_err(at(self.rank, "scaling a PreMulSum input"))
     }
 

@@ -42,22 +42,29 @@ impl Scalar {
 const BLOCK: u32 = 512;
 const MAX_BLOCKS: u64 = 1024;
 
-/// Enqueues `dst[0, n) = src[0, n) * scalar` (elements of the module's type) on `stream`.
+/// One scaling: `dst[0, n) = src[0, n) * scalar`, device addresses of `n` elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scaling {
+    pub dst: u64,
+    pub src: u64,
+    pub n: u64,
+    pub scalar: Scalar,
+}
+
+/// Enqueues `s` (elements of the module's type) on `stream`.
 pub fn enqueue(
     ctx: &Arc<CudaContext>,
     module: &ExecModule,
-    dst: u64,
-    src: u64,
-    n: u64,
-    scalar: Scalar,
+    s: &Scaling,
     stream: sys::CUstream,
 ) -> Result<(), CudaError> {
+    let n = s.n;
     if n == 0 {
         return Ok(());
     }
     ctx.bind_to_thread().map_err(drv)?;
-    let (mut dst, mut src, mut n_arg) = (dst, src, n);
-    let (mut imm, mut dev) = match scalar {
+    let (mut dst, mut src, mut n_arg) = (s.dst, s.src, n);
+    let (mut imm, mut dev) = match s.scalar {
         Scalar::Host(v) => (v, 0u64),
         Scalar::Device(p) => (0u64, p),
     };

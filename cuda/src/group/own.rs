@@ -122,22 +122,18 @@ impl CudaGroup {
         Ok(())
     }
 
-    /// Enqueues `dst[0, n) = src[0, n) * scalar` (elements of `dtype`) on rank `rank`'s
-    /// `stream`: a PreMulSum's first step (`crate::scale`).
-    #[allow(clippy::too_many_arguments)]
+    /// Enqueues scaling `s` (elements of `dtype`) on rank `rank`'s `stream`: a PreMulSum's
+    /// first step (`crate::scale`).
     pub fn scale_own(
         &self,
         rank: usize,
-        dst: u64,
-        src: u64,
-        n: u64,
+        s: &crate::scale::Scaling,
         dtype: DataType,
-        scalar: crate::scale::Scalar,
         stream: sys::CUstream,
     ) -> Result<(), CudaError> {
         self.check_own(rank, self.nranks() as u32)?;
         let module = self.module(rank, dtype)?;
-        crate::scale::enqueue(&self.ranks[rank].ctx, &module, dst, src, n, scalar, stream)
+        crate::scale::enqueue(&self.ranks[rank].ctx, &module, s, stream)
     }
 
     fn check_own(&self, rank: usize, nranks: u32) -> Result<(), CudaError> {

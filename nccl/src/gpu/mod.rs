@@ -254,8 +254,13 @@ fn run_alone(
                 let cuda = |e: CudaError| ApiError::Cuda(format!("{}: {e}", op.call));
                 let module = modules.get(ctx, *dtype).map_err(cuda)?;
                 let stream = op.stream as cudarc::driver::sys::CUstream;
-                let (dst, src, n) = (op.recv as u64, op.send as u64, *count as u64);
-                cuda::scale::enqueue(ctx, &module, dst, src, n, scalar, stream).map_err(cuda)?;
+                let s = cuda::scale::Scaling {
+                    dst: op.recv as u64,
+                    src: op.send as u64,
+                    n: *count as u64,
+                    scalar,
+                };
+                cuda::scale::enqueue(ctx, &module, &s, stream).map_err(cuda)?;
             }
             _ => copy(op.recv, op.send, bytes, op.stream)?,
         }

@@ -10,7 +10,7 @@ use crate::comm::Comm;
 use crate::error::{usage, ApiError};
 use crate::op::{Kind, Op};
 use cuda::ipc::CudaProcComm;
-use cuda::scale::Scalar;
+use cuda::scale::{Scalar, Scaling};
 use cuda::{CudaError, CudaGroup};
 use cudarc::driver::CudaContext;
 use runtime::DataType;
@@ -32,19 +32,15 @@ impl Scaler<'_> {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn scale(
         &self,
-        dst: u64,
-        src: u64,
-        n: u64,
+        s: &Scaling,
         dtype: DataType,
-        scalar: Scalar,
         stream: cudarc::driver::sys::CUstream,
     ) -> Result<(), CudaError> {
         match self {
-            Scaler::Proc(p) => p.scale(dst, src, n, dtype, scalar, stream),
-            Scaler::Own(g, rank) => g.scale_own(*rank, dst, src, n, dtype, scalar, stream),
+            Scaler::Proc(p) => p.scale(s, dtype, stream),
+            Scaler::Own(g, rank) => g.scale_own(*rank, s, dtype, stream),
         }
     }
 }
@@ -78,7 +74,13 @@ pub fn prepare(
     };
     let stream = op.stream as cudarc::driver::sys::CUstream;
     let scale = |dst: u64| {
-        on.scale(dst, op.send as u64, elems, dtype, scalar, stream)
+        let s = Scaling {
+            dst,
+            src: op.send as u64,
+            n: elems,
+            scalar,
+        };
+        on.scale(&s, dtype, stream)
             .map_err(|e| ApiError::Cuda(format!("{}: {e}", op.call)))
     };
     if op.kind == Kind::AllReduce {
