@@ -351,9 +351,11 @@ fn ring_all_reduce_on_8xh800_within_ten_percent_of_measured_nvlink() {
 }
 
 /// NCCL's p2p channel rule (`addP2pToPlan`) on 2×H200 (32 p2p channels, 32 per peer, as its log
-/// prints): a transfer starts from 16 channels (two ranks' transfers fit 32), takes one per
-/// 64 KiB below that, and doubles to 32 once a part would pass 16 MiB; LL while at most 16 KiB
-/// a channel. All-to-all's transfers are 1/n of the size.
+/// prints). The protocol comes first: LL while the transfer is at most 16 KiB per channel a peer
+/// may use (32 × 16 KiB = 512 KiB), however few channels it then runs on. A transfer starts from
+/// 16 channels (two ranks' transfers fit 32) and takes one per eighth of its protocol's step:
+/// 8 KiB in LL (a 64 KiB slot, flags included), 64 KiB in Simple (512 KiB chunks); it doubles to
+/// 32 once a part would pass 32 steps (16 MiB). All-to-all's transfers are 1/n of the size.
 #[test]
 fn p2p_channels_follow_nccls_rule_on_h200x2() {
     let (t, p) = h200();
@@ -362,9 +364,12 @@ fn p2p_channels_follow_nccls_rule_on_h200x2() {
     for (bytes, ch) in [
         (0u64, 1),
         (8, 1),
-        (64 << 10, 1),
-        ((64 << 10) + 1, 2),
-        (256 << 10, 4),
+        (8 << 10, 1),
+        ((8 << 10) + 4, 2),
+        (32 << 10, 4),
+        (128 << 10, 16),
+        (512 << 10, 16),
+        ((512 << 10) + 4096, 9),
         (1 << 20, 16),
         (256 << 20, 16),
         ((256 << 20) + 4096, 32),
@@ -374,17 +379,39 @@ fn p2p_channels_follow_nccls_rule_on_h200x2() {
     }
     let f = Filter::default();
     for (kind, bytes, proto, ch) in [
-        (CollectiveKind::SendRecv, 16 << 10, Protocol::LL, 1),
-        (CollectiveKind::SendRecv, 32 << 10, Protocol::Simple, 1),
+        (CollectiveKind::SendRecv, 16 << 10, Protocol::LL, 2),
+        (CollectiveKind::SendRecv, 32 << 10, Protocol::LL, 4),
+        (CollectiveKind::SendRecv, 512 << 10, Protocol::LL, 16),
+        (CollectiveKind::SendRecv, 1 << 20, Protocol::Simple, 16),
         (CollectiveKind::SendRecv, 1 << 30, Protocol::Simple, 32),
-        (CollectiveKind::AllToAll, 32 << 10, Protocol::LL, 1),
-        (CollectiveKind::AllToAll, 1 << 20, Protocol::Simple, 8),
+        (CollectiveKind::AllToAll, 32 << 10, Protocol::LL, 2),
+        (CollectiveKind::AllToAll, 1 << 20, Protocol::LL, 16),
+        (CollectiveKind::AllToAll, 2 << 20, Protocol::Simple, 16),
     ] {
         let c = m.choose(kind, bytes, &f).unwrap();
         assert_eq!(
             (c.algo, c.protocol, c.channels),
             (Algo::P2p, proto, ch),
             "{kind:?} {bytes}"
+        );
+    }
+}
+
+/// Striped over its LL channels, 128 KiB costs NCCL's p2p little more than 8 B does: each of
+/// 16 channels carries one 8 KiB part in one LL step.
+#[test]
+fn p2p_ll_moves_128k_in_about_the_time_of_8_bytes() {
+    let (t, p) = h200();
+    let m = Model::new(&t, &p);
+    let cfg = SimConfig::default();
+    for kind in [CollectiveKind::SendRecv, CollectiveKind::AllToAll] {
+        let c = Collective::as_nccl_tests(kind, 2, 0);
+        let f = Filter::default();
+        let us = |b: u64| m.run(&t, &p, &c, b, &f, &cfg).unwrap().time_us;
+        let (small, mid) = (us(8), us(128 << 10));
+        assert!(
+            mid < small * 1.1,
+            "{kind:?}: 8 B {small:.2} µs, 128 KiB {mid:.2} µs"
         );
     }
 }

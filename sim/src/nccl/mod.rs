@@ -246,8 +246,8 @@ impl Model {
         }
         if matches!(kind, CollectiveKind::AllToAll | CollectiveKind::SendRecv) {
             let per_peer = self.p2p_bytes_per_peer(kind, bytes);
+            let proto = p2p_protocol(per_peer, self.p2p_channels_per_peer);
             let channels = self.p2p_op_channels(per_peer);
-            let proto = p2p_protocol(per_peer, channels);
             return Some(Choice {
                 algo: Algo::P2p,
                 protocol: proto,
@@ -313,15 +313,17 @@ impl Model {
         p2p_chunk(self.all_nvlink_gbps.is_some())
     }
 
-    /// Channels one send (or receive) of `bytes` is striped over (`nccl::p2p_op_channels`).
+    /// Channels one send (or receive) of `bytes` is striped over (`nccl::p2p_op_channels`), in
+    /// the protocol NCCL picks for it (`nccl::p2p_protocol`).
     pub fn p2p_op_channels(&self, bytes: u64) -> u32 {
+        let proto = p2p_protocol(bytes, self.p2p_channels_per_peer);
         p2p_op_channels(
             bytes,
             self.p2p_channels_per_peer,
             self.p2p_channels,
             self.nranks,
             self.nnodes,
-            self.p2p_chunk(),
+            p2p_step_bytes(proto, self.p2p_chunk()),
         )
     }
 

@@ -169,6 +169,10 @@ pub const LL_LINE_BYTES: u64 = 8;
 pub const LL_LINE_DATA_BYTES: u64 = 4;
 /// LL payload per step: a 64 KiB step, half of it flags (`src/enqueue.cc`, `calcCollChunking`).
 pub const LL_CHUNK_BYTES: u64 = 32 << 10;
+/// LL step as it sits in the buffer, flags included: the LL buffer (8 lines of 16 bytes for
+/// each of 512 threads, `DEFAULT_LL_BUFFSIZE` in `src/init.cc`) over [`STEPS`] slots, 64 KiB.
+/// Point-to-point sizes its LL parts from it (`src/enqueue.cc`, `addP2pToPlan`).
+pub const LL_STEP_BYTES: u64 = LL_CHUNK_BYTES * LL_LINE_BYTES / LL_LINE_DATA_BYTES;
 /// LL128 line: 128 bytes, 120 of data (`src/include/device.h`, `NCCL_LL128_LINEELEMS`,
 /// `NCCL_LL128_DATAELEMS`).
 pub const LL128_LINE_BYTES: u64 = 128;
@@ -181,8 +185,8 @@ pub const LL128_CHUNK_BYTES: u64 = 576_000;
 /// `NCCL_P2P_NVL_CHUNKSIZE`, `NCCL_P2P_PCI_CHUNKSIZE`, `NCCL_P2P_NET_CHUNKSIZE`).
 pub const P2P_NVL_CHUNK_BYTES: u64 = 512 << 10;
 pub const P2P_OTHER_CHUNK_BYTES: u64 = 128 << 10;
-/// LL while a transfer has at most this many bytes per channel (`src/enqueue.cc`,
-/// `NCCL_P2P_LL_THRESHOLD`).
+/// LL while a transfer has at most this many bytes per channel a peer may use
+/// (`src/enqueue.cc`, `NCCL_P2P_LL_THRESHOLD`, multiplied by `p2pnChannelsPerPeer`).
 pub const P2P_LL_THRESHOLD: u64 = 16 << 10;
 /// Point-to-point parts (one per channel) are aligned to 4 KiB (`src/enqueue.cc`,
 /// `addP2pToPlan`).

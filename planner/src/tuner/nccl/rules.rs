@@ -325,18 +325,27 @@ pub fn p2p_chunk(all_nvlink: bool) -> u64 {
     }
 }
 
+/// The step a point-to-point transfer in `proto` sizes its parts from (`src/enqueue.cc`,
+/// `addP2pToPlan`): the p2p chunk in Simple, the LL buffer's slot (64 KiB, flags included) in LL.
+pub fn p2p_step_bytes(proto: Protocol, chunk: u64) -> u64 {
+    match proto {
+        Protocol::LL => LL_STEP_BYTES,
+        _ => chunk,
+    }
+}
+
 /// Channels one send (or receive) of `bytes` is striped over (`src/enqueue.cc`,
 /// `addP2pToPlan`): start from the per-peer channels, halved until one transfer per peer fits
 /// the p2p channels at once; use one channel per `min_part` bytes up to that; double (up to
 /// the per-peer channels) while a part would exceed `max_part`. On one host parts are 1/8 to
-/// 32 chunks, across hosts 1/2 to 1 chunk.
+/// 32 steps, across hosts 1/2 to 1 step; `step` is the protocol's ([`p2p_step_bytes`]).
 pub fn p2p_op_channels(
     bytes: u64,
     per_peer: u32,
     all: u32,
     nranks: u32,
     nnodes: u32,
-    chunk: u64,
+    step: u64,
 ) -> u32 {
     let max = per_peer.max(1);
     let mut min = max;
@@ -347,9 +356,9 @@ pub fn p2p_op_channels(
         return 1;
     }
     let (min_part, max_part) = if nnodes > 1 {
-        (chunk / 2, chunk)
+        (step / 2, step)
     } else {
-        (chunk / 8, chunk * 32)
+        (step / 8, step * 32)
     };
     let mut nc = (min as u64).min(bytes.div_ceil(min_part.max(1))).max(1);
     let mut part = min_part.max(bytes.div_ceil(nc));
@@ -360,10 +369,11 @@ pub fn p2p_op_channels(
     nc as u32
 }
 
-/// Point-to-point protocol: LL while every channel of the transfer carries at most
-/// [`P2P_LL_THRESHOLD`] bytes.
-pub fn p2p_protocol(bytes: u64, channels: u32) -> Protocol {
-    if bytes <= channels as u64 * P2P_LL_THRESHOLD {
+/// Point-to-point protocol: LL while the transfer is at most [`P2P_LL_THRESHOLD`] bytes per
+/// channel a peer may use (`per_peer`, `p2pnChannelsPerPeer`), whatever it is then striped
+/// over; NCCL decides the protocol before the channels.
+pub fn p2p_protocol(bytes: u64, per_peer: u32) -> Protocol {
+    if bytes <= per_peer.max(1) as u64 * P2P_LL_THRESHOLD {
         Protocol::LL
     } else {
         Protocol::Simple
