@@ -113,6 +113,30 @@ fn choices_match_nccls_log_on_h200x2() {
     }
 }
 
+/// Threads per channel as NCCL 2.28 sets them (`topoGetAlgoInfo`): a ring halves its threads
+/// with the size down to two warps, raised to three; Simple rings add a sync warp (512 + 32);
+/// a tree runs all 640 whatever the size, its reduce and broadcast halves splitting them.
+#[test]
+fn threads_follow_nccls_rule_on_h200x2() {
+    let (t, p) = h200();
+    let m = Model::new(&t, &p);
+    for (algo, proto, bytes, threads) in [
+        (Algo::Ring, Protocol::LL, 8u64, 96),
+        (Algo::Ring, Protocol::LL, 1 << 20, 512),
+        (Algo::Ring, Protocol::LL128, 1 << 30, 640),
+        (Algo::Ring, Protocol::Simple, 1 << 30, 544),
+        (Algo::Tree, Protocol::LL, 8, 640),
+        (Algo::Tree, Protocol::LL128, 1 << 30, 640),
+        (Algo::Tree, Protocol::Simple, 1 << 20, 640),
+    ] {
+        assert_eq!(
+            m.channels_for(algo, proto, bytes).1,
+            threads,
+            "{algo:?} {proto:?} {bytes}"
+        );
+    }
+}
+
 fn worst(r: &[Row], from: u64) -> f64 {
     r.iter()
         .filter(|x| x.bytes >= from)

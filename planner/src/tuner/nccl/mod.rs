@@ -191,8 +191,13 @@ pub const P2P_LL_THRESHOLD: u64 = 16 << 10;
 /// Point-to-point parts (one per channel) are aligned to 4 KiB (`src/enqueue.cc`,
 /// `addP2pToPlan`).
 pub const P2P_PART_ALIGN: u64 = 4 << 10;
-/// Threads of NCCL's point-to-point kernel (`src/include/device.h`, `NCCL_MAX_NTHREADS`).
-pub const P2P_THREADS: u32 = 640;
+/// Most threads of any NCCL kernel (`src/include/device.h`, `NCCL_MAX_NTHREADS`): what the
+/// point-to-point kernel and every tree run.
+pub const MAX_NTHREADS: u32 = 640;
+/// Threads of NCCL's point-to-point kernel (`src/enqueue.cc`, `scheduleP2pTasksToPlan`).
+pub const P2P_THREADS: u32 = MAX_NTHREADS;
+/// A warp (`WARP_SIZE`).
+pub const WARP: u32 = 32;
 /// Most point-to-point channels (`src/include/device.h`, `MAXCHANNELS`;
 /// `NCCL_MAX_P2P_NCHANNELS`).
 pub const MAX_P2P_CHANNELS: u32 = 64;

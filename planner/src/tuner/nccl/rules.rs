@@ -218,7 +218,9 @@ pub fn tree_correction(p: Protocol, bytes: u64) -> f64 {
 /// (`src/enqueue.cc`, `topoGetAlgoInfo`): one channel less while the size is below `channels ×
 /// threads × threshold`, then half the threads while that still holds. Ring LL's threshold is
 /// multiplied by the rank count; ring Simple on slow graphs (≤ 12 GB/s in all) starts at 256
-/// threads. `max` is the communicator's channel count.
+/// threads. A Simple ring then adds a sync warp, every call runs at least three warps, and a
+/// tree runs [`MAX_NTHREADS`] (640) whatever the size. `max` is the communicator's channel
+/// count.
 pub fn channels_for(
     algorithm: &Algorithm,
     proto: Protocol,
@@ -244,6 +246,16 @@ pub fn channels_for(
     while bytes < nc * nt * thr && nt.is_multiple_of(128) && nt > 96 {
         nt /= 2;
     }
+    let warp = WARP as u64;
+    if proto == Protocol::Simple {
+        // A Simple ring adds a warp for the send flags; a tree four for its split halves.
+        nt += if ring { warp } else { 4 * warp };
+    }
+    nt = nt.max(3 * warp);
+    if *algorithm == Algorithm::Tree {
+        // Both halves of a tree share one channel's threads: all of them, whatever the size.
+        nt = MAX_NTHREADS as u64;
+    }
     (nc as u32, nt as u32)
 }
 
@@ -266,10 +278,13 @@ pub fn tree_depth(nranks: u32, nnodes: u32) -> u32 {
     (nranks / nnodes).saturating_sub(1) + log2i(nnodes as u64)
 }
 
-/// The chunk of a tree Simple all-reduce of `bytes` on `channels` trees of `depth`: NCCL halves
-/// its 512 KiB step while each channel would carry fewer than 8 × depth chunks (down to
-/// 128 KiB), 4 × depth (down to 64 KiB) and depth (down to 32 KiB), so the chain's pipeline
-/// fills in a fraction of the call (`src/enqueue.cc`, `calcCollChunking`).
+/// The chunk of a tree Simple all-reduce of `bytes` on `channels` trees of `depth`: the 512 KiB
+/// step halved while each channel would carry fewer than 8 × depth chunks (down to 128 KiB),
+/// 4 × depth (down to 64 KiB) and depth (down to 32 KiB), so the chain's pipeline fills in a
+/// fraction of the call. This is NCCL 2.18's rule (`calcCollChunking`); NCCL 2.21 and later keep
+/// the whole step for a tree Simple chunk. The engine keeps the older rule because it runs the
+/// root's receive-reduce and its send down as two steps where NCCL fuses them into one pass of
+/// all the channel's threads (`docs/fidelity.md`, the tree Simple row).
 pub fn tree_simple_chunk_bytes(bytes: u64, channels: u32, depth: u32) -> u64 {
     let per = |chunk: u64| bytes / (channels.max(1) as u64 * chunk);
     let d = depth as u64;
