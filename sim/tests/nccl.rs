@@ -2,7 +2,7 @@
 //! measured on 2×H200 (tests/data/measurements/h200x2/) and published 8×H100 figures.
 
 use planner::plan::Planner;
-use planner::schedule::{Algorithm, Collective, CollectiveKind, Protocol};
+use planner::schedule::{Algorithm, Collective, CollectiveKind, OpKind, Protocol};
 use planner::topology::{load_file, LoadOptions, Topology};
 use planner::tuner::Filter;
 use sim::fidelity::{compare_as_nccl, parse_nccl_tests, Row};
@@ -135,6 +135,47 @@ fn threads_follow_nccls_rule_on_h200x2() {
             "{algo:?} {proto:?} {bytes}"
         );
     }
+}
+
+/// NCCL's tree root receives, reduces and sends the sum down in one pass of all its threads
+/// (`runTreeSplit`, `directRecvReduceCopyDirectSend`): the schedule `--as nccl` runs has no
+/// separate receive-and-reduce pass at the root, and runs faster than the IR's two-step root.
+#[test]
+fn tree_root_receives_reduces_and_sends_in_one_pass() {
+    let (t, p) = h200();
+    let m = Model::new(&t, &p);
+    let coll = Collective::as_nccl_tests(CollectiveKind::AllReduce, 2, 0);
+    let f = Filter {
+        algorithms: Some(vec![Algorithm::Tree]),
+        protocols: Some(vec![Protocol::Simple]),
+    };
+    let bytes = 16u64 << 20;
+    let c = m.choose(CollectiveKind::AllReduce, bytes, &f).unwrap();
+    let mut fused = m.schedule(&p, &coll, &c, 4).unwrap();
+    let mut split = p
+        .schedule(&coll, &Algorithm::Tree, Protocol::Simple, Some(c.channels))
+        .unwrap();
+    sim::nccl::chunk(&mut split, 4);
+    let ops = |s: &planner::schedule::Schedule| {
+        s.ranks
+            .iter()
+            .flat_map(|r| {
+                r.channels
+                    .iter()
+                    .flat_map(|ch| ch.ops.iter().map(|o| o.kind))
+            })
+            .filter(|k| *k == OpKind::RecvReduceCopy)
+            .count()
+    };
+    assert_eq!(ops(&fused), 0);
+    assert!(ops(&split) > 0);
+    let cfg = SimConfig::default();
+    for s in [&mut fused, &mut split] {
+        sim::nccl::chunk_for_size(s, 4, bytes, 1);
+    }
+    let time = |s: &planner::schedule::Schedule| sim::simulate(&t, s, bytes, &cfg).unwrap().time_us;
+    let (a, b) = (time(&fused), time(&split));
+    assert!(a < b - 1.0, "fused {a:.2} µs, split {b:.2} µs");
 }
 
 fn worst(r: &[Row], from: u64) -> f64 {

@@ -44,6 +44,37 @@ pub fn chunk_for_size(s: &mut Schedule, elem_bytes: u32, bytes: u64, nnodes: u32
     s.loop_elems = Some(c / elem_bytes.max(1) as u64 * s.chunks_per_block as u64);
 }
 
+/// NCCL's tree root receives its children's step, reduces it with its input, writes its output
+/// and sends the sum down in one pass of all the channel's threads (`src/device/all_reduce.h`,
+/// `runTreeSplit`: `directRecvReduceCopyDirectSend` where the tree has no parent). The IR's
+/// root receives and reduces on the reduce channel, then sends on the broadcast channel, which
+/// would add a local pass per step between the two halves. Timing only: the root's receive
+/// becomes a plain receive (its reduction's traffic is the send's read) and the send down
+/// carries the sum.
+fn fuse_tree_roots(s: &mut Schedule) {
+    for r in &mut s.ranks {
+        let mut fused = Vec::new();
+        for ch in &r.channels {
+            for o in ch.ops.iter().filter(|o| o.kind == OpKind::Send) {
+                fused.extend(o.deps.iter().map(|d| (d.channel, d.index)));
+            }
+        }
+        for (c, i) in fused {
+            let Some(op) = r
+                .channels
+                .get_mut(c as usize)
+                .and_then(|ch| ch.ops.get_mut(i as usize))
+            else {
+                continue;
+            };
+            if op.kind == OpKind::RecvReduceCopy {
+                op.kind = OpKind::Recv;
+                op.src = None;
+            }
+        }
+    }
+}
+
 /// The size at which the profile's ramp is read for a channel carrying `channel_bytes` in
 /// `chunk` byte chunks. The ramp was fitted on rings of 2 MiB chunks running all `channels` of
 /// the communicator, so it is taken as a function of the chunks a channel pipelines: a channel
@@ -429,6 +460,9 @@ impl Model {
             .schedule(coll, &algo, c.protocol, Some(c.channels))
             .map_err(|e| e.to_string())?;
         chunk(&mut s, elem_bytes);
+        if s.algorithm == Algorithm::Tree && coll.kind == CollectiveKind::AllReduce {
+            fuse_tree_roots(&mut s);
+        }
         if coll.kind == CollectiveKind::Broadcast {
             // NCCL's broadcast root copies its input to its output in the same pass that sends
             // it (one fused copy-send); the IR's root copies, then sends, which would serialise

@@ -282,9 +282,8 @@ pub fn tree_depth(nranks: u32, nnodes: u32) -> u32 {
 /// step halved while each channel would carry fewer than 8 × depth chunks (down to 128 KiB),
 /// 4 × depth (down to 64 KiB) and depth (down to 32 KiB), so the chain's pipeline fills in a
 /// fraction of the call. This is NCCL 2.18's rule (`calcCollChunking`); NCCL 2.21 and later keep
-/// the whole step for a tree Simple chunk. The engine keeps the older rule because it runs the
-/// root's receive-reduce and its send down as two steps where NCCL fuses them into one pass of
-/// all the channel's threads (`docs/fidelity.md`, the tree Simple row).
+/// the whole step for a tree Simple chunk. The simulator keeps the older rule: with whole steps
+/// its chain fills far slower than NCCL's (`docs/fidelity.md`, the tree Simple row).
 pub fn tree_simple_chunk_bytes(bytes: u64, channels: u32, depth: u32) -> u64 {
     let per = |chunk: u64| bytes / (channels.max(1) as u64 * chunk);
     let d = depth as u64;
