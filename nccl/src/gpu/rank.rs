@@ -165,13 +165,11 @@ impl Scratch {
         // captured stays (a captured stream takes no free of memory the graph did not allocate).
         match self.buf.replace((p, bytes, ctx.clone())) {
             Some((old, ..)) if captured => self.kept.push(old),
-            Some((old, ..)) => {
-                // A buffer the driver would not free now is kept: the call itself is sound.
-                if cuda::query::mem_free_async(old as usize, stream).is_err() {
-                    self.kept.push(old);
-                }
+            // A buffer the driver would not free now is kept: the call itself is sound.
+            Some((old, ..)) if cuda::query::mem_free_async(old as usize, stream).is_err() => {
+                self.kept.push(old)
             }
-            None => {}
+            _ => {}
         }
         self.captured = capturing;
         Ok(p)
