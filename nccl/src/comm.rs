@@ -57,6 +57,10 @@ pub type Registered = (HashMap<usize, (usize, usize)>, usize);
 /// A rank's rendezvous, run now, at `ncclGroupEnd`, or on a background thread.
 pub type Join = Box<dyn FnOnce() -> Result<(), ApiError> + Send>;
 
+/// What a rank's failed join reports before its failure becomes visible to the threads that
+/// poll the communicator, so none of them reads its state before its message.
+pub type OnFail = Box<dyn FnOnce(&Comm, &ApiError) + Send>;
+
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -259,13 +263,15 @@ fn runtime_config() -> Result<Config, ApiError> {
 }
 
 /// A rank's handle, made at once; `join` does the rendezvous (now, at `ncclGroupEnd`, or on a
-/// background thread for a non-blocking config).
+/// background thread for a non-blocking config), calling `on_fail` on a failure before it
+/// publishes it.
 pub fn start_rank(
     id_text: &str,
     nranks: u32,
     rank: u32,
     device: i32,
     config: CommConfig,
+    on_fail: Option<OnFail>,
 ) -> Result<(Arc<Comm>, Join), ApiError> {
     let id: UniqueId = id_text
         .parse()
@@ -290,6 +296,9 @@ pub fn start_rank(
                 panic_text(&p)
             )))
         });
+        if let (Err(e), Some(f)) = (&r, on_fail) {
+            f(&c, e);
+        }
         c.finish_join(r)
     });
     Ok((comm, join))
@@ -416,5 +425,13 @@ pub fn split(
         )));
     }
     let new_rank = group.iter().position(|r| *r == me).expect("a member") as u32;
-    start_rank(&text, group.len() as u32, new_rank, parent.device, config).map(Some)
+    start_rank(
+        &text,
+        group.len() as u32,
+        new_rank,
+        parent.device,
+        config,
+        None,
+    )
+    .map(Some)
 }

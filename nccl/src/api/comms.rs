@@ -47,22 +47,23 @@ fn init_rank(
             arg("commId was not made by this library's ncclGetUniqueId (is the job mixing libraries?)")
         })?;
         let nonblocking = cfg.nonblocking;
+        let background = nonblocking && !group::in_group();
+        // Nobody waits for a background join: its failure is the communicator's async error,
+        // and the last error and the log, written before that error shows, say why.
+        let on_fail: Option<comm::OnFail> = background
+            .then(|| Box::new(move |c: &comm::Comm, e: &ApiError| record(call, c.handle, e)) as _);
         let (c, join) = comm::start_rank(
             &text,
             nranks as u32,
             rank as u32,
             cuda::query::current_device(),
             cfg,
+            on_fail,
         )?;
         *slot = c.handle as CommHandle;
-        if nonblocking && !group::in_group() {
-            let handle = c.handle;
+        if background {
             std::thread::spawn(move || {
-                // Nobody waits for this thread: its failure is the communicator's async
-                // error, and the last error and the log say why.
-                if let Err(e) = join() {
-                    record(call, handle, &e);
-                }
+                let _ = join();
             });
             return Ok(IN_PROGRESS);
         }
