@@ -15,6 +15,23 @@ fn driver() -> bool {
     })
 }
 
+/// `r` as a result, a failure named by the call `what`.
+fn checked(r: sys::CUresult, what: &str) -> Result<(), String> {
+    match r {
+        sys::CUresult::CUDA_SUCCESS => Ok(()),
+        e => Err(format!("{what}: {e:?}")),
+    }
+}
+
+/// Refuses a call that needs the driver where there is none.
+fn need_driver() -> Result<(), String> {
+    if driver() {
+        Ok(())
+    } else {
+        Err("no CUDA driver on this machine".into())
+    }
+}
+
 /// The device of the calling thread's current context (what `cudaSetDevice` chose), or -1.
 pub fn current_device() -> i32 {
     if !driver() {
@@ -51,10 +68,10 @@ pub fn wait_stream(stream: usize) -> Result<(), String> {
         return Ok(());
     }
     // SAFETY: the caller's stream.
-    match unsafe { sys::cuStreamSynchronize(stream as sys::CUstream) } {
-        sys::CUresult::CUDA_SUCCESS => Ok(()),
-        e => Err(format!("cuStreamSynchronize: {e:?}")),
-    }
+    checked(
+        unsafe { sys::cuStreamSynchronize(stream as sys::CUstream) },
+        "cuStreamSynchronize",
+    )
 }
 
 /// Makes `waiter` wait (on the GPU, capturable) for the work already on `on`: an event recorded
@@ -69,17 +86,14 @@ pub fn stream_waits_for(waiter: usize, on: usize) -> Result<(), String> {
     // SAFETY: creates one event, records it on the caller's stream `on`, makes the caller's
     // stream `waiter` wait for it, and releases it (the driver keeps it until it completes).
     unsafe {
-        let ok = |r: sys::CUresult, what: &str| match r {
-            sys::CUresult::CUDA_SUCCESS => Ok(()),
-            e => Err(format!("{what}: {e:?}")),
-        };
-        ok(sys::cuEventCreate(&mut ev, flags), "cuEventCreate")?;
-        let r = ok(sys::cuEventRecord(ev, on as sys::CUstream), "cuEventRecord").and_then(|_| {
-            ok(
-                sys::cuStreamWaitEvent(waiter as sys::CUstream, ev, 0),
-                "cuStreamWaitEvent",
-            )
-        });
+        checked(sys::cuEventCreate(&mut ev, flags), "cuEventCreate")?;
+        let r =
+            checked(sys::cuEventRecord(ev, on as sys::CUstream), "cuEventRecord").and_then(|_| {
+                checked(
+                    sys::cuStreamWaitEvent(waiter as sys::CUstream, ev, 0),
+                    "cuStreamWaitEvent",
+                )
+            });
         let _ = sys::cuEventDestroy_v2(ev);
         r
     }
@@ -141,10 +155,10 @@ impl StreamMark {
     /// Marks the work now on `stream` (the caller's stream, not being captured).
     pub fn record(&self, stream: usize) -> Result<(), String> {
         // SAFETY: our event, the caller's stream.
-        match unsafe { sys::cuEventRecord(self.0, stream as sys::CUstream) } {
-            sys::CUresult::CUDA_SUCCESS => Ok(()),
-            e => Err(format!("cuEventRecord: {e:?}")),
-        }
+        checked(
+            unsafe { sys::cuEventRecord(self.0, stream as sys::CUstream) },
+            "cuEventRecord",
+        )
     }
 
     /// Whether the marked work has finished; an error counts as finished (never waits). Polled
@@ -168,26 +182,23 @@ impl Drop for StreamMark {
 
 /// `cuMemAlloc` where no real NCCL is loaded to make `ncclMemAlloc`'s allocation.
 pub fn mem_alloc(bytes: usize) -> Result<usize, String> {
-    if !driver() {
-        return Err("no CUDA driver on this machine".into());
-    }
+    need_driver()?;
     let mut p: sys::CUdeviceptr = 0;
     // SAFETY: allocates in the current context.
-    match unsafe { sys::cuMemAlloc_v2(&mut p, bytes.max(1)) } {
-        sys::CUresult::CUDA_SUCCESS => Ok(p as usize),
-        e => Err(format!("cuMemAlloc: {e:?}")),
-    }
+    checked(
+        unsafe { sys::cuMemAlloc_v2(&mut p, bytes.max(1)) },
+        "cuMemAlloc",
+    )?;
+    Ok(p as usize)
 }
 
 pub fn mem_free(p: usize) -> Result<(), String> {
-    if !driver() {
-        return Err("no CUDA driver on this machine".into());
-    }
+    need_driver()?;
     // SAFETY: a pointer from mem_alloc.
-    match unsafe { sys::cuMemFree_v2(p as sys::CUdeviceptr) } {
-        sys::CUresult::CUDA_SUCCESS => Ok(()),
-        e => Err(format!("cuMemFree: {e:?}")),
-    }
+    checked(
+        unsafe { sys::cuMemFree_v2(p as sys::CUdeviceptr) },
+        "cuMemFree",
+    )
 }
 
 /// Allocates `bytes` in the current context from the device's stream-ordered pool, on a
@@ -195,26 +206,20 @@ pub fn mem_free(p: usize) -> Result<(), String> {
 /// `cuMemAlloc` it never waits for the device's other work, and it works while another stream
 /// of this thread is captured into a CUDA graph (the thread's capture mode relaxed meanwhile).
 pub fn mem_alloc_now(bytes: usize) -> Result<usize, String> {
-    if !driver() {
-        return Err("no CUDA driver on this machine".into());
-    }
+    need_driver()?;
     let _relaxed = crate::capture::RelaxedCapture::enter();
-    let ok = |r: sys::CUresult, what: &str| match r {
-        sys::CUresult::CUDA_SUCCESS => Ok(()),
-        e => Err(format!("{what}: {e:?}")),
-    };
     let mut s: sys::CUstream = std::ptr::null_mut();
     let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
     // SAFETY: a stream of the current context, used for this allocation only and destroyed
     // once it has completed.
     unsafe {
-        ok(sys::cuStreamCreate(&mut s, flags), "cuStreamCreate")?;
+        checked(sys::cuStreamCreate(&mut s, flags), "cuStreamCreate")?;
         let mut p: sys::CUdeviceptr = 0;
-        let r = ok(
+        let r = checked(
             sys::cuMemAllocAsync(&mut p, bytes.max(1), s),
             "cuMemAllocAsync",
         )
-        .and_then(|()| ok(sys::cuStreamSynchronize(s), "cuStreamSynchronize"));
+        .and_then(|()| checked(sys::cuStreamSynchronize(s), "cuStreamSynchronize"));
         let _ = sys::cuStreamDestroy_v2(s);
         r.map(|()| p as usize)
     }
@@ -223,26 +228,23 @@ pub fn mem_alloc_now(bytes: usize) -> Result<usize, String> {
 /// Frees `p` (from [`mem_alloc_now`]) once the work already on `stream` is done, without
 /// waiting for it.
 pub fn mem_free_async(p: usize, stream: usize) -> Result<(), String> {
-    if !driver() {
-        return Err("no CUDA driver on this machine".into());
-    }
+    need_driver()?;
     // SAFETY: a pointer from mem_alloc_now, no longer used after the work on `stream`.
-    match unsafe { sys::cuMemFreeAsync(p as sys::CUdeviceptr, stream as sys::CUstream) } {
-        sys::CUresult::CUDA_SUCCESS => Ok(()),
-        e => Err(format!("cuMemFreeAsync: {e:?}")),
-    }
+    checked(
+        unsafe { sys::cuMemFreeAsync(p as sys::CUdeviceptr, stream as sys::CUstream) },
+        "cuMemFreeAsync",
+    )
 }
 
 /// Reads `len` bytes at device address `p` (synchronous: a PreMulSum's device scalar, read by
 /// the host path after the call's stream has drained).
 pub fn read_device(p: usize, len: usize) -> Result<Vec<u8>, String> {
-    if !driver() {
-        return Err("no CUDA driver on this machine".into());
-    }
+    need_driver()?;
     let mut out = vec![0u8; len];
     // SAFETY: `len` bytes of the caller's device memory into a host buffer of that size.
-    match unsafe { sys::cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), p as sys::CUdeviceptr, len) } {
-        sys::CUresult::CUDA_SUCCESS => Ok(out),
-        e => Err(format!("cuMemcpyDtoH: {e:?}")),
-    }
+    checked(
+        unsafe { sys::cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), p as sys::CUdeviceptr, len) },
+        "cuMemcpyDtoH",
+    )?;
+    Ok(out)
 }
