@@ -92,7 +92,7 @@ pub fn route_in(comm: &Comm, op: &Op) -> Route {
 /// A host-buffer call that scales its inputs before it sums (PreMulSum with a host scalar, a
 /// float8 average): a sum on topoplan's CPU runtime over scaled copies (`run_ours`).
 fn scaled_on_host(comm: &Comm, op: &Op) -> Option<Route> {
-    crate::premul::host_factor(comm, op)?;
+    crate::premul::factor(comm, op)?;
     Some(Route::Topoplan {
         dtype: op.dtype.reducible_as(ReduceOp::Sum)?,
         op: ReduceOp::Sum,
@@ -406,10 +406,10 @@ fn scaled_inputs(
 ) -> Result<Vec<Option<Vec<u8>>>, ApiError> {
     ops.iter()
         .map(|(op, dt, _, count)| {
-            let Some(f) = crate::premul::host_factor(comm, op) else {
+            let Some(s) = crate::premul::factor(comm, op) else {
                 return Ok(None);
             };
-            let f = f.bytes()?;
+            let f = crate::premul::element_bytes(s, dt.size())?;
             let (inb, ..) = layout(op, n, rank, *count, dt.size());
             // SAFETY: NCCL's input size for this call on this rank.
             Ok(Some(crate::premul::scaled_copy(

@@ -1,7 +1,7 @@
 //! `ncclRedOpCreatePreMulSum` operations: one table per communicator, dropped with it
 //! ([`forget`] at destroy and abort). On device buffers topoplan's CUDA path runs them (each
 //! input scaled, then summed: [`scalar`]); on host buffers topoplan's CPU runtime sums scaled
-//! copies of the inputs ([`host_factor`], [`scaled_copy`]), a device scalar read once the call's
+//! copies of the inputs ([`factor`], [`scaled_copy`]), a device scalar read once the call's
 //! streams have drained; elsewhere (NCCL's network, `TOPOPLAN_NCCL_CUDA=0`) they run on NCCL,
 //! where the op is made on the real NCCL's communicator when a call first uses one. Values come from a free list, so creating and
 //! destroying one is O(log n) however many are alive.
@@ -169,47 +169,31 @@ pub fn real_op(comm: &Comm, v: c_int, real: &RealNccl, rc: *mut c_void) -> Resul
     Ok(out)
 }
 
-/// The factor a host-buffer call scales its inputs by before it sums, where topoplan's CPU
-/// runtime runs it: a PreMulSum op's scalar, or a float8 average's 1/nranks as NCCL rounds it
-/// (`NcclType::fp8_avg_scalar`). `None`: the call does not scale first.
-pub fn host_factor(comm: &Comm, op: &crate::op::Op) -> Option<Factor> {
+/// The factor a call scales its inputs by before it sums, on every path that runs it: a
+/// PreMulSum op's scalar, or a float8 average's 1/nranks as NCCL rounds it
+/// (`NcclType::fp8_avg_scalar`). `None`: the call does not scale first, or names no live op of
+/// its type.
+pub fn factor(comm: &Comm, op: &crate::op::Op) -> Option<cuda::scale::Scalar> {
     match op.op {
-        NcclOp::PreMulSum(v) => {
-            let ops = ops_of(comm);
-            let p = ops.live.get(&v).filter(|p| p.dtype == op.dtype)?;
-            Some(if p.device {
-                // `create` keeps a device scalar's address as its native bytes.
-                let at = usize::from_ne_bytes(p.scalar.as_slice().try_into().ok()?);
-                Factor::Device(at, op.dtype.size())
-            } else {
-                Factor::Host(p.scalar.clone())
-            })
-        }
-        NcclOp::Builtin(runtime::ReduceOp::Avg) => {
-            Some(Factor::Host(vec![op.dtype.fp8_avg_scalar(comm.nranks)?]))
-        }
+        NcclOp::PreMulSum(v) => scalar(comm, v)
+            .filter(|(_, t)| *t == op.dtype)
+            .map(|(s, _)| s),
+        NcclOp::Builtin(runtime::ReduceOp::Avg) => op
+            .dtype
+            .fp8_avg_scalar(comm.nranks)
+            .map(|bits| cuda::scale::Scalar::Host(u64::from(bits))),
         NcclOp::Builtin(_) => None,
     }
 }
 
-/// A scaling factor: one element's bytes, or the device address of one element of the given
-/// size, read when the call runs (`ncclScalarDevice`: NCCL reads it when its kernel runs).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Factor {
-    Host(Vec<u8>),
-    Device(usize, usize),
-}
-
-impl Factor {
-    /// The element's bytes, read from the device where it lives there (the call's streams
-    /// have drained: the host path reads its inputs after them, and the scalar with them).
-    pub fn bytes(&self) -> Result<Vec<u8>, ApiError> {
-        match self {
-            Factor::Host(b) => Ok(b.clone()),
-            Factor::Device(p, len) => cuda::query::read_device(*p, *len).map_err(|e| {
-                ApiError::Cuda(format!("reading the PreMulSum scalar at {p:#x}: {e}"))
-            }),
-        }
+/// `s` as one element of `size` bytes for the host path: its bits, or read from the device
+/// (`ncclScalarDevice`: NCCL reads it when its kernel runs; the host path reads it once the
+/// call's streams have drained, with its inputs).
+pub fn element_bytes(s: cuda::scale::Scalar, size: usize) -> Result<Vec<u8>, ApiError> {
+    match s {
+        cuda::scale::Scalar::Host(bits) => Ok(bits.to_le_bytes()[..size.min(8)].to_vec()),
+        cuda::scale::Scalar::Device(p) => cuda::query::read_device(p as usize, size)
+            .map_err(|e| ApiError::Cuda(format!("reading the PreMulSum scalar at {p:#x}: {e}"))),
     }
 }
 
@@ -236,6 +220,20 @@ pub fn scalar(comm: &Comm, v: c_int) -> Option<(cuda::scale::Scalar, NcclType)> 
 mod tests {
     use super::*;
     use runtime::DataType;
+
+    /// A host scalar's element comes back as the bytes it was made from, whatever its size.
+    #[test]
+    fn a_host_scalar_is_the_element_it_was_made_from() {
+        for elem in [
+            2.5f32.to_le_bytes().to_vec(),
+            0x3c00u16.to_le_bytes().to_vec(),
+            vec![0x38],
+            (-3.0f64).to_le_bytes().to_vec(),
+        ] {
+            let s = cuda::scale::Scalar::from_bytes(&elem, false).unwrap();
+            assert_eq!(element_bytes(s, elem.len()).unwrap(), elem);
+        }
+    }
 
     #[test]
     fn scaled_copies_multiply_each_element_in_its_own_type() {

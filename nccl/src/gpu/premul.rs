@@ -10,7 +10,7 @@ use crate::comm::Comm;
 use crate::error::{usage, ApiError};
 use crate::op::{Kind, Op};
 use cuda::ipc::CudaProcComm;
-use cuda::scale::{Scalar, Scaling};
+use cuda::scale::Scaling;
 use cuda::{CudaError, CudaGroup};
 use cudarc::driver::CudaContext;
 use runtime::DataType;
@@ -56,17 +56,15 @@ pub fn prepare(
     dtype: DataType,
     count: usize,
 ) -> Result<(u64, u64), ApiError> {
-    let scalar = match op.op {
-        NcclOp::PreMulSum(v) => {
-            crate::premul::scalar(comm, v)
-                .ok_or_else(|| usage(format!("PreMulSum op {v} is not live on this communicator")))?
-                .0
+    let scalar = match (crate::premul::factor(comm, op), op.op) {
+        (Some(s), _) => s,
+        (None, NcclOp::PreMulSum(v)) => {
+            return Err(usage(format!(
+                "PreMulSum op {v} is not live on this communicator for {}",
+                op.dtype.name()
+            )))
         }
-        NcclOp::Builtin(ReduceOp::Avg) => match op.dtype.fp8_avg_scalar(comm.nranks) {
-            Some(bits) => Scalar::Host(u64::from(bits)),
-            None => return Ok((op.send as u64, op.recv as u64)),
-        },
-        NcclOp::Builtin(_) => return Ok((op.send as u64, op.recv as u64)),
+        (None, NcclOp::Builtin(_)) => return Ok((op.send as u64, op.recv as u64)),
     };
     let elems = match op.kind {
         Kind::ReduceScatter => count as u64 * comm.nranks as u64,
