@@ -94,24 +94,22 @@ impl<'a> EnginePricer<'a> {
             }
             .max(1) as f64;
             let ll = planner::tuner::nccl::ll_max_bw(m.sm, m.nnodes) / channels;
-            self.cfg.with_nccl_ramp(bytes).with_ll_channel_cap(ll)
+            // The size ramp belongs to NCCL's ring pattern, where it was fitted (as in
+            // `sim --as nccl`, `nccl::Model::run`).
+            let cfg = if planner::tuner::nccl::ring_chunked(&s.algorithm, s.collective.kind) {
+                self.cfg.with_nccl_ramp(bytes)
+            } else {
+                self.cfg.clone()
+            };
+            cfg.with_ll_channel_cap(ll)
         } else {
             self.cfg.clone()
         }
     }
 
-    /// Simulates `s` at `bytes` (with the chunk NCCL would use at that size).
+    /// Simulates `s` at `bytes`.
     pub fn run(&self, s: &Schedule, bytes: u64) -> Result<SimResult, SimError> {
-        let s = self.sized(s, bytes);
-        simulate(self.topo, &s, bytes, &self.config(&s, bytes))
-    }
-
-    /// `s` with its chunk for `bytes` (`nccl::chunk_for_size`).
-    fn sized(&self, s: &Schedule, bytes: u64) -> Schedule {
-        let mut s = s.clone();
-        let nnodes = self.planner.model().nnodes;
-        nccl::chunk_for_size(&mut s, self.cfg.elem_bytes, bytes, nnodes);
-        s
+        simulate(self.topo, s, bytes, &self.config(s, bytes))
     }
 
     /// The engine's price of `s` (sized for `bytes`) at `bytes`, or `None` past [`PRICE_RANKS`]
@@ -192,7 +190,7 @@ impl Pricer for EnginePricer<'_> {
         let t = self
             .schedule(coll, c, None)
             .ok()
-            .and_then(|s| self.engine_price(&self.sized(&s, bytes), bytes));
+            .and_then(|s| self.engine_price(&s, bytes));
         self.prices.borrow_mut().insert(key, t);
         t
     }

@@ -193,7 +193,14 @@ impl<'a> Cands<'a> {
                     let nc = channels_for(m, &Algorithm::Ring, r, p, bytes);
                     let eff = c.coll_eff[coll_idx(kind)];
                     let mut bus = nc as f64 * r.bw_gbps * eff;
-                    let mut rmp = ramp(c, p, bytes);
+                    // The size ramp is the ring pattern's (all-reduce, all-gather,
+                    // reduce-scatter), where it was fitted; broadcast and reduce pipeline
+                    // one-step chunks, as the engine runs them.
+                    let mut rmp = if nccl::ring_chunked(&Algorithm::Ring, kind) {
+                        ramp(c, p, bytes)
+                    } else {
+                        1.0
+                    };
                     bus = match p {
                         Protocol::LL => {
                             llmax.min(match ll_channel(&c.engine, ring_share(&c.engine, r, nc)) {
@@ -329,7 +336,8 @@ impl<'a> Cands<'a> {
                         BASE_LAT[0][pi]
                             + 2.0 * ((ppn - 1) as f64 * intra + log2i(nnodes) as f64 * inter)
                     });
-                    self.push(Algorithm::Tree, p, nc, lat, bw, ramp(c, p, bytes));
+                    // Trees run one-step chunks: no ring ramp (as the engine).
+                    self.push(Algorithm::Tree, p, nc, lat, bw, 1.0);
                 }
             }
         }

@@ -30,20 +30,6 @@ pub fn chunk(s: &mut Schedule, elem_bytes: u32) {
     s.slots = slots(&s.algorithm, s.collective.kind, s.protocol);
 }
 
-/// Sets the chunk of a tree Simple all-reduce for `bytes` (NCCL shrinks it so the chain's
-/// pipeline fills: `nccl::tree_simple_chunk_bytes`); other schedules keep [`chunk`]'s.
-pub fn chunk_for_size(s: &mut Schedule, elem_bytes: u32, bytes: u64, nnodes: u32) {
-    if s.algorithm != Algorithm::Tree
-        || s.protocol != Protocol::Simple
-        || s.collective.kind != CollectiveKind::AllReduce
-    {
-        return;
-    }
-    let trees = s.chunks_per_block.max(1);
-    let c = tree_simple_chunk_bytes(bytes, trees, tree_depth(s.nranks, nnodes));
-    s.loop_elems = Some(c / elem_bytes.max(1) as u64 * s.chunks_per_block as u64);
-}
-
 /// NCCL's tree root receives its children's step, reduces it with its input, writes its output
 /// and sends the sum down in one pass of all the channel's threads (`src/device/all_reduce.h`,
 /// `runTreeSplit`: `directRecvReduceCopyDirectSend` where the tree has no parent). The IR's
@@ -75,11 +61,29 @@ fn fuse_tree_roots(s: &mut Schedule) {
     }
 }
 
-/// The size at which the profile's ramp is read for a channel carrying `channel_bytes` in
-/// `chunk` byte chunks. The ramp was fitted on rings of 2 MiB chunks running all `channels` of
-/// the communicator, so it is taken as a function of the chunks a channel pipelines: a channel
-/// of smaller chunks (broadcast, reduce, trees, p2p: 512 KiB) is as far up the ramp as a ring
-/// channel with as many chunks.
+/// NCCL's reduce root reads each step as it lands, reduces it with its input and writes its
+/// output in one pass (`src/device/reduce.h`: `recvReduceCopy`). The IR's root receives, then
+/// reduces in a local pass of its own per step, which the measurements do not show: NCCL's
+/// two-rank reduce ran 2–14 µs faster than its broadcast from 4 MiB on 2×H200
+/// (`docs/fidelity.md`), where a separate pass would make it slower. Timing only: the root's
+/// receive carries the reduction.
+fn fuse_reduce_root(s: &mut Schedule) {
+    for op in s
+        .ranks
+        .iter_mut()
+        .flat_map(|r| r.channels.iter_mut())
+        .flat_map(|c| c.ops.iter_mut())
+        .filter(|o| o.kind == OpKind::RecvReduceCopy)
+    {
+        op.kind = OpKind::Recv;
+        op.src = None;
+    }
+}
+
+/// The size at which the profile's ramp is read for a ring channel carrying `channel_bytes` in
+/// `chunk` byte chunks. The ramp was fitted on rings of 2 MiB chunks (4 steps, NCCL's ring
+/// pattern) running all `channels` of the communicator, so it is taken as a function of the
+/// chunks a channel pipelines.
 fn ramp_size(channel_bytes: u64, chunk: u64, channels: u32) -> u64 {
     let reference = SIMPLE_STEP_BYTES * RING_CHUNK_STEPS;
     (channel_bytes as f64 * channels.max(1) as f64 * reference as f64 / chunk.max(1) as f64)
@@ -417,9 +421,7 @@ impl Model {
         let chunk = match c.protocol {
             Protocol::LL => LL_CHUNK_BYTES,
             Protocol::LL128 => LL128_CHUNK_BYTES,
-            Protocol::Simple => {
-                tree_simple_chunk_bytes(bytes, c.channels, tree_depth(self.nranks, self.nnodes))
-            }
+            Protocol::Simple => SIMPLE_STEP_BYTES,
         } as f64;
         let per_channel = bytes as f64 / nc;
         let chunk = chunk.min(per_channel.max(1.0));
@@ -463,6 +465,9 @@ impl Model {
         if s.algorithm == Algorithm::Tree && coll.kind == CollectiveKind::AllReduce {
             fuse_tree_roots(&mut s);
         }
+        if coll.kind == CollectiveKind::Reduce {
+            fuse_reduce_root(&mut s);
+        }
         if coll.kind == CollectiveKind::Broadcast {
             // NCCL's broadcast root copies its input to its output in the same pass that sends
             // it (one fused copy-send); the IR's root copies, then sends, which would serialise
@@ -503,19 +508,23 @@ impl Model {
                 mode: crate::Mode::Aggregated,
             });
         }
-        let mut s = self
+        let s = self
             .schedule(planner, coll, &c, cfg.elem_bytes)
             .map_err(SimError::Unsupported)?;
-        chunk_for_size(&mut s, cfg.elem_bytes, bytes, self.nnodes);
-        // The size ramp is a channel's, read at the chunks it pipelines (`ramp_size`).
-        let chunk = s.loop_elems.map_or_else(
-            || chunk_bytes(&s.algorithm, coll.kind, c.protocol),
-            |l| l / s.chunks_per_block.max(1) as u64 * cfg.elem_bytes as u64,
-        );
-        let per_channel = bytes / c.channels.max(1) as u64;
-        let mut ramped = cfg
-            .with_nccl_ramp(ramp_size(per_channel, chunk, self.comm_channels))
-            .with_ll_channel_cap(self.ll_channel_gbps(c.channels));
+        // The size ramp belongs to NCCL's ring pattern, where it was fitted (`ramp_size`);
+        // pipelines along the ring (broadcast, reduce) and trees run one-step chunks whose fill
+        // the engine runs step by step.
+        let mut ramped = if ring_chunked(&s.algorithm, coll.kind) {
+            let chunk = s.loop_elems.map_or_else(
+                || chunk_bytes(&s.algorithm, coll.kind, c.protocol),
+                |l| l / s.chunks_per_block.max(1) as u64 * cfg.elem_bytes as u64,
+            );
+            let per_channel = bytes / c.channels.max(1) as u64;
+            cfg.with_nccl_ramp(ramp_size(per_channel, chunk, self.comm_channels))
+        } else {
+            cfg.clone()
+        }
+        .with_ll_channel_cap(self.ll_channel_gbps(c.channels));
         if one_way(&s) {
             ramped = ramped.one_way();
         }

@@ -278,24 +278,6 @@ pub fn tree_depth(nranks: u32, nnodes: u32) -> u32 {
     (nranks / nnodes).saturating_sub(1) + log2i(nnodes as u64)
 }
 
-/// The chunk of a tree Simple all-reduce of `bytes` on `channels` trees of `depth`: the 512 KiB
-/// step halved while each channel would carry fewer than 8 × depth chunks (down to 128 KiB),
-/// 4 × depth (down to 64 KiB) and depth (down to 32 KiB), so the chain's pipeline fills in a
-/// fraction of the call. This is NCCL 2.18's rule (`calcCollChunking`); NCCL 2.21 and later keep
-/// the whole step for a tree Simple chunk. The simulator keeps the older rule: with whole steps
-/// its chain fills far slower than NCCL's (`docs/fidelity.md`, the tree Simple row).
-pub fn tree_simple_chunk_bytes(bytes: u64, channels: u32, depth: u32) -> u64 {
-    let per = |chunk: u64| bytes / (channels.max(1) as u64 * chunk);
-    let d = depth as u64;
-    let mut chunk = SIMPLE_STEP_BYTES;
-    for (times, floor) in [(8, 128 << 10), (4, 64 << 10), (1, 32 << 10)] {
-        while per(chunk) < d * times && chunk > floor {
-            chunk /= 2;
-        }
-    }
-    chunk
-}
-
 /// Ring all-reduce, all-gather and reduce-scatter: NCCL's multi-step chunks
 /// (`src/include/collectives.h`, `*_CHUNKSTEPS`).
 pub fn ring_chunked(a: &Algorithm, kind: CollectiveKind) -> bool {
