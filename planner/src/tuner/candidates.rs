@@ -196,11 +196,8 @@ impl<'a> Cands<'a> {
                     // The size ramp is the ring pattern's (all-reduce, all-gather,
                     // reduce-scatter), where it was fitted; broadcast and reduce pipeline
                     // one-step chunks, as the engine runs them.
-                    let mut rmp = if nccl::ring_chunked(&Algorithm::Ring, kind) {
-                        ramp(c, p, bytes)
-                    } else {
-                        1.0
-                    };
+                    let ramped = nccl::ring_chunked(&Algorithm::Ring, kind);
+                    let mut rmp = if ramped { ramp(c, p, bytes) } else { 1.0 };
                     bus = match p {
                         Protocol::LL => {
                             llmax.min(match ll_channel(&c.engine, ring_share(&c.engine, r, nc)) {
@@ -209,7 +206,11 @@ impl<'a> Cands<'a> {
                             })
                         }
                         Protocol::LL128 => {
-                            match ll128_channel(&c.engine, ring_share(&c.engine, r, nc), bytes) {
+                            match ll128_channel(
+                                &c.engine,
+                                ring_share(&c.engine, r, nc),
+                                ramped.then_some(bytes),
+                            ) {
                                 Some(x) => {
                                     rmp = 1.0;
                                     nc as f64 * x * eff

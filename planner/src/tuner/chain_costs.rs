@@ -25,19 +25,22 @@ pub(super) fn ll_channel(e: &EngineTerms, link_gbps: f64) -> Option<f64> {
     Some(rate.min(link_gbps) / wire)
 }
 
-/// The payload rate of one LL128 channel of `nc` at `bytes` as the engine runs it, GB/s: the
-/// engine's LL128 channel rate, ramped with the size as NCCL's channels are, within `link_gbps`
-/// (`None` without the engine's terms: NCCL's form prices it then).
-pub(super) fn ll128_channel(e: &EngineTerms, link_gbps: f64, bytes: u64) -> Option<f64> {
+/// The payload rate of one LL128 channel of `nc` as the engine runs it, GB/s: the engine's
+/// LL128 channel rate, ramped with the size where `ramp_bytes` is given (NCCL's ring pattern),
+/// within `link_gbps` (`None` without the engine's terms: NCCL's form prices it then).
+pub(super) fn ll128_channel(
+    e: &EngineTerms,
+    link_gbps: f64,
+    ramp_bytes: Option<u64>,
+) -> Option<f64> {
     let (rate, wire) = (e.channel_gbps[1], e.wire_factor[1]);
     if rate <= 0.0 || wire <= 0.0 {
         return None;
     }
     let [s0, a] = e.nccl_ramp;
-    let f = if s0 > 0.0 && a > 0.0 {
-        1.0 / (1.0 + (s0 / bytes.max(1) as f64).powf(a))
-    } else {
-        1.0
+    let f = match ramp_bytes {
+        Some(bytes) if s0 > 0.0 && a > 0.0 => 1.0 / (1.0 + (s0 / bytes.max(1) as f64).powf(a)),
+        _ => 1.0,
     };
     Some((rate * f).min(link_gbps) / wire)
 }
