@@ -1,5 +1,6 @@
 //! The planner's pick, the tuner's estimate of it and the engine's price on every shipped
-//! topology (`docs/fidelity.md`, "Agreement"): `cargo run --release -p sim --example agreement`.
+//! topology (`docs/fidelity.md`, "Agreement"): `cargo run --release -p sim --example agreement`;
+//! `-- FILE...` prices the files given instead (clusters from `topoplan topo scale`).
 
 use planner::plan::Planner;
 use planner::topology::{load_file, LoadOptions};
@@ -16,10 +17,20 @@ fn main() {
         .collect();
     files.push("examples/h200x2-topo.json".into());
     files.sort();
-    // `-- NAME` keeps the topologies whose file name contains NAME.
-    let only: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
+    // `-- NAME` keeps the topologies whose file name contains NAME; `-- FILE` (an existing
+    // file, such as a cluster from `topoplan topo scale`) prices the files given instead.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let given: Vec<std::path::PathBuf> = args
+        .iter()
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.is_file())
+        .collect();
+    if !given.is_empty() {
+        files = given;
+    }
+    let only: Vec<String> = args
+        .into_iter()
+        .filter(|a| !a.starts_with('-') && !std::path::Path::new(a).is_file())
         .collect();
     files.retain(|f| {
         only.is_empty()

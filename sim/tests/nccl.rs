@@ -151,7 +151,7 @@ fn tree_root_receives_reduces_and_sends_in_one_pass() {
     };
     let bytes = 16u64 << 20;
     let c = m.choose(CollectiveKind::AllReduce, bytes, &f).unwrap();
-    let mut fused = m.schedule(&p, &coll, &c, 4).unwrap();
+    let fused = m.schedule(&p, &coll, &c, 4).unwrap();
     let mut split = p
         .schedule(&coll, &Algorithm::Tree, Protocol::Simple, Some(c.channels))
         .unwrap();
@@ -170,9 +170,6 @@ fn tree_root_receives_reduces_and_sends_in_one_pass() {
     assert_eq!(ops(&fused), 0);
     assert!(ops(&split) > 0);
     let cfg = SimConfig::default();
-    for s in [&mut fused, &mut split] {
-        sim::nccl::chunk_for_size(s, 4, bytes, 1);
-    }
     let time = |s: &planner::schedule::Schedule| sim::simulate(&t, s, bytes, &cfg).unwrap().time_us;
     let (a, b) = (time(&fused), time(&split));
     assert!(a < b - 1.0, "fused {a:.2} µs, split {b:.2} µs");

@@ -144,8 +144,6 @@ fn extrapolated_prices_match_whole_runs() {
         let s = pricer
             .schedule(&coll, &candidate(a.clone(), proto, ch), None)
             .unwrap();
-        let mut s = s;
-        sim::nccl::chunk_for_size(&mut s, cfg.elem_bytes, GIB, 1);
         let run_cfg = pricer.config(&s, GIB);
         let est = estimate_events(&s, GIB, &run_cfg);
         let whole = pricer.run(&s, GIB).unwrap().time_us;
