@@ -19,19 +19,13 @@ fn main() {
     files.sort();
     // `-- NAME` keeps the topologies whose file name contains NAME; `-- FILE` (an existing
     // file, such as a cluster from `topoplan topo scale`) prices the files given instead.
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let given: Vec<std::path::PathBuf> = args
-        .iter()
-        .map(std::path::PathBuf::from)
-        .filter(|p| p.is_file())
-        .collect();
+    let (given, only): (Vec<String>, Vec<String>) = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .partition(|a| std::path::Path::new(a).is_file());
     if !given.is_empty() {
-        files = given;
+        files = given.into_iter().map(Into::into).collect();
     }
-    let only: Vec<String> = args
-        .into_iter()
-        .filter(|a| !a.starts_with('-') && !std::path::Path::new(a).is_file())
-        .collect();
     files.retain(|f| {
         only.is_empty()
             || only

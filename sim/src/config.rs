@@ -264,6 +264,18 @@ impl SimConfig {
         c
     }
 
+    /// This configuration with the size ramp read at `bytes` where `s` is NCCL's ring pattern
+    /// (ring all-reduce, all-gather, reduce-scatter: the curves the ramp was fitted on), else
+    /// unramped: broadcast and reduce (pipelines of one-step chunks along the ring) and trees
+    /// fill in the engine step by step.
+    pub fn with_ring_ramp(&self, s: &Schedule, bytes: u64) -> SimConfig {
+        if planner::tuner::nccl::ring_chunked(&s.algorithm, s.collective.kind) {
+            self.with_nccl_ramp(bytes)
+        } else {
+            self.clone()
+        }
+    }
+
     /// A configuration from profile `p`'s `sim` section (`file` names it in errors).
     pub fn from_profile(p: &Profile, file: &str) -> Result<Self, ProfileError> {
         Ok(Self::from_params(&SimParams::from_profile(p, file)?))

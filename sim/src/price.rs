@@ -94,14 +94,7 @@ impl<'a> EnginePricer<'a> {
             }
             .max(1) as f64;
             let ll = planner::tuner::nccl::ll_max_bw(m.sm, m.nnodes) / channels;
-            // The size ramp belongs to NCCL's ring pattern, where it was fitted (as in
-            // `sim --as nccl`, `nccl::Model::run`).
-            let cfg = if planner::tuner::nccl::ring_chunked(&s.algorithm, s.collective.kind) {
-                self.cfg.with_nccl_ramp(bytes)
-            } else {
-                self.cfg.clone()
-            };
-            cfg.with_ll_channel_cap(ll)
+            self.cfg.with_ring_ramp(s, bytes).with_ll_channel_cap(ll)
         } else {
             self.cfg.clone()
         }
@@ -112,7 +105,7 @@ impl<'a> EnginePricer<'a> {
         simulate(self.topo, s, bytes, &self.config(s, bytes))
     }
 
-    /// The engine's price of `s` (sized for `bytes`) at `bytes`, or `None` past [`PRICE_RANKS`]
+    /// The engine's price of `s` at `bytes`, or `None` past [`PRICE_RANKS`]
     /// ranks or where the engine cannot run it. Symmetric schedules run the aggregated model
     /// past the budget (cross-checked against the detailed engine, `docs/sim.md`); asymmetric
     /// ones (trees, packed trees, broadcast and reduce) past the budget are extrapolated from

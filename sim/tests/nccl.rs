@@ -1,6 +1,8 @@
 //! `--as nccl`: NCCL 2.28's own choices and their simulated time, against what NCCL printed and
 //! measured on 2×H200 (tests/data/measurements/h200x2/) and published 8×H100 figures.
 
+mod common;
+
 use planner::plan::Planner;
 use planner::schedule::{Algorithm, Collective, CollectiveKind, OpKind, Protocol};
 use planner::topology::{load_file, LoadOptions, Topology};
@@ -22,7 +24,7 @@ fn load(p: &str) -> Topology {
 }
 
 fn h200() -> (Topology, Planner) {
-    let t = load("measurements/h200x2/topo.xml");
+    let t = common::topo();
     let p = Planner::new(&t).unwrap();
     (t, p)
 }

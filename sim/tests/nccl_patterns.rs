@@ -1,9 +1,11 @@
 //! `--as nccl` on 2×H200: NCCL's pipeline and tree patterns run one-step chunks, and only the
 //! ring pattern the size ramp was fitted on takes it (`docs/fidelity.md`, "Decisions").
 
+mod common;
+
 use planner::plan::Planner;
 use planner::schedule::{Algorithm, Collective, CollectiveKind, Protocol};
-use planner::topology::{load_file, LoadOptions, Topology};
+use planner::topology::Topology;
 use planner::tuner::Filter;
 use sim::nccl::Model;
 use sim::SimConfig;
@@ -12,9 +14,7 @@ use sim::SimConfig;
 const LINK_GBPS: f64 = 370.8;
 
 fn h200() -> (Topology, Planner) {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/measurements/h200x2/topo.xml");
-    let t = load_file(&path, &LoadOptions::default()).unwrap().topology;
+    let t = common::topo();
     let p = Planner::new(&t).unwrap();
     (t, p)
 }

@@ -511,20 +511,15 @@ impl Model {
         let s = self
             .schedule(planner, coll, &c, cfg.elem_bytes)
             .map_err(SimError::Unsupported)?;
-        // The size ramp belongs to NCCL's ring pattern, where it was fitted (`ramp_size`);
-        // pipelines along the ring (broadcast, reduce) and trees run one-step chunks whose fill
-        // the engine runs step by step.
-        let mut ramped = if ring_chunked(&s.algorithm, coll.kind) {
-            let chunk = s.loop_elems.map_or_else(
-                || chunk_bytes(&s.algorithm, coll.kind, c.protocol),
-                |l| l / s.chunks_per_block.max(1) as u64 * cfg.elem_bytes as u64,
-            );
-            let per_channel = bytes / c.channels.max(1) as u64;
-            cfg.with_nccl_ramp(ramp_size(per_channel, chunk, self.comm_channels))
-        } else {
-            cfg.clone()
-        }
-        .with_ll_channel_cap(self.ll_channel_gbps(c.channels));
+        // The size ramp is read at the chunks a ring channel pipelines (`ramp_size`).
+        let chunk = s.loop_elems.map_or_else(
+            || chunk_bytes(&s.algorithm, coll.kind, c.protocol),
+            |l| l / s.chunks_per_block.max(1) as u64 * cfg.elem_bytes as u64,
+        );
+        let per_channel = bytes / c.channels.max(1) as u64;
+        let mut ramped = cfg
+            .with_ring_ramp(&s, ramp_size(per_channel, chunk, self.comm_channels))
+            .with_ll_channel_cap(self.ll_channel_gbps(c.channels));
         if one_way(&s) {
             ramped = ramped.one_way();
         }

@@ -1,4 +1,5 @@
-//! Helpers shared by the executor-model tests (`pull.rs`, `hybrid.rs`).
+//! Helpers shared by the simulator's tests (`pull.rs`, `hybrid.rs`, `as_run.rs`, `nccl.rs`,
+//! `nccl_patterns.rs`).
 #![allow(dead_code)] // each test binary uses its own subset
 
 use planner::schedule::{build, Collective, CollectiveKind, Protocol, Schedule};
