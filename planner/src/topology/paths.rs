@@ -250,8 +250,8 @@ impl Topology {
     }
 
     /// The route from `from` to `to` with NCCL's path rules. Inside a host any node may be an
-    /// endpoint; across hosts the route is GPU → its NIC → fabric → peer's NIC → GPU with type
-    /// NET. `None` when there is no route (or an endpoint is a fabric switch).
+    /// endpoint; across hosts the route is GPU → the NIC on the peer NIC's rail (else its own) →
+    /// fabric → peer's NIC → GPU with type NET. `None` when there is no route (or an endpoint is a fabric switch).
     pub fn path(&self, from: NodeId, to: NodeId) -> Option<Path> {
         let n = self.graph.node_count();
         if from.index() >= n || to.index() >= n {
@@ -278,8 +278,9 @@ impl Topology {
         }
         let hpa = c.host(self, ha as usize);
         let hpb = c.host(self, hb as usize);
-        let na = exit_nic(self, hpa, from, &c.local)?;
         let nb = exit_nic(self, hpb, to, &c.local)?;
+        let na =
+            rail_nic(self, c, hpa, from, nb).or_else(|| exit_nic(self, hpa, from, &c.local))?;
         let p1 = if na == from {
             Path::local()
         } else {
@@ -382,6 +383,36 @@ impl Topology {
         }
         c.host(self, h as usize).local_nic.get(&gpu).copied()
     }
+}
+
+/// The NIC on `from`'s host that shares `nb`'s leaf switch (its rail), when `from` is a GPU
+/// that reaches one within PXN: NCCL sends to a peer on another host through the NIC of the
+/// peer's rail (`ncclTopoGetNetDev`: the peer's local NIC, reached through an NVLink peer by
+/// PXN; a ring's channel uses one NIC index on every host), so the traffic stays on one leaf.
+/// `from`'s own NIC when it is on that rail; `None` without a fabric or such a NIC.
+fn rail_nic(
+    t: &Topology,
+    c: &PathCache,
+    hp: &HostPaths,
+    from: NodeId,
+    nb: NodeId,
+) -> Option<NodeId> {
+    if !matches!(t.graph[from].kind, NodeKind::Gpu(_)) {
+        return None;
+    }
+    let (leaf, _, _) = *c.nic_leaf.get(&nb)?;
+    let own = hp.local_nic.get(&from).copied();
+    if own.is_some_and(|n| c.nic_leaf.get(&n).is_some_and(|x| x.0 == leaf)) {
+        return own;
+    }
+    hp.nics
+        .iter()
+        .copied()
+        .filter(|n| c.nic_leaf.get(n).is_some_and(|x| x.0 == leaf))
+        .filter_map(|n| hp.get(from, n, &c.local).map(|p| (n, p.bw_gbps, p.kind)))
+        .filter(|x| x.2 <= PathType::Pxn)
+        .max_by(|a, b| a.1.total_cmp(&b.1).then(b.2.cmp(&a.2)))
+        .map(|x| x.0)
 }
 
 /// The NIC traffic from `n` leaves its host through.

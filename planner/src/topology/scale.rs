@@ -3,7 +3,8 @@
 //! Fabrics (docs/topology.md, "Clusters"):
 //! - `switch`: every NIC on one switch;
 //! - `rail`: NIC i of every host on leaf switch i (rail i); with several rails, every leaf joins
-//!   every spine (one spine per rail), non-blocking;
+//!   every spine (one per rail, at most one per node, so that each link carries a whole port),
+//!   non-blocking;
 //! - `fat-tree`: `hosts_per_leaf` hosts per leaf, every leaf joins every spine (one spine per NIC
 //!   of a host); leaf uplinks carry 1/`oversubscription` of the leaf's host-facing bandwidth.
 //!
@@ -142,9 +143,12 @@ fn wire_fabric(t: &mut Topology, fabric: &Fabric, host_nics: &[Vec<NodeId>], nod
                     t.graph.add_edge(leaves[i], nic, net_link(port));
                 }
             }
-            if k > 1 {
-                let spines: Vec<NodeId> = (0..k).map(|i| switch(t, 1, i as u32)).collect();
-                let up = nodes as f64 * port / k as f64;
+            if k > 1 && nodes > 1 {
+                // Non-blocking: each leaf's uplinks carry its `nodes` ports, spread over at most
+                // `k` spines, so that one flow through a spine still gets a whole port.
+                let n_spines = k.min(nodes as usize);
+                let spines: Vec<NodeId> = (0..n_spines).map(|i| switch(t, 1, i as u32)).collect();
+                let up = nodes as f64 * port / n_spines as f64;
                 for &l in &leaves {
                     for &s in &spines {
                         t.graph.add_edge(l, s, net_link(up));

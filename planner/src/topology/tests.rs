@@ -164,6 +164,64 @@ fn scale_rail_and_fat_tree() {
     assert!(far.lat_us > fat.gpu_path(0, 8).unwrap().lat_us);
 }
 
+/// A GPU sending to a GPU of another rail leaves through the NIC of the peer's rail (PXN, as
+/// NCCL's `ncclTopoGetNetDev` does), so the route stays on that rail's leaf; a leaf's spine
+/// links each carry at least a whole port.
+#[test]
+fn cross_rail_traffic_stays_on_the_peers_rail() {
+    let node = fixture("github-yccl-8xh800-nvswitch-topo.xml").topology;
+    let rail = scale(
+        &node,
+        2,
+        Fabric {
+            kind: FabricKind::RailOptimized,
+            port_gbps: 50.0,
+            switch_lat_us: 0.5,
+        },
+    )
+    .unwrap();
+    let nics0 = rail.nics_of_host(0);
+    let gpu0 = rail.gpu_of_rank(0).unwrap();
+    let own = rail.local_nic(gpu0).unwrap();
+    let peer_nic = rail.local_nic(rail.gpu_of_rank(9).unwrap()).unwrap();
+    let rail_of = |n: NodeId| {
+        rail.nics_of_host(rail.graph[n].host.unwrap())
+            .iter()
+            .position(|&x| x == n)
+    };
+    assert_ne!(
+        rail_of(own),
+        rail_of(peer_nic),
+        "ranks 0 and 9 sit on different rails"
+    );
+    let p = rail.gpu_path(0, 9).unwrap();
+    assert_eq!(p.kind, PathType::Net);
+    let net: Vec<_> = p
+        .links
+        .iter()
+        .filter(|l| rail.graph[**l].kind == LinkKind::Network)
+        .collect();
+    assert_eq!(net.len(), 2, "NIC -> leaf -> NIC, no spine");
+    let (exit, _) = rail.graph.edge_endpoints(*net[0]).unwrap();
+    assert!(nics0.contains(&exit));
+    assert_eq!(rail_of(exit), rail_of(peer_nic));
+    // The GPU's PCIe link (48 GB/s) bounds it, not a spine's share of the leaf's uplinks.
+    assert_eq!(p.bw_gbps, 48.0);
+    // Two nodes: two spines, each leaf's uplinks a whole port each.
+    let spine_links: Vec<f64> = rail
+        .graph
+        .edge_indices()
+        .filter(|&e| {
+            let (a, b) = rail.graph.edge_endpoints(e).unwrap();
+            matches!(rail.graph[a].kind, NodeKind::NetSwitch { level: 0, .. })
+                && matches!(rail.graph[b].kind, NodeKind::NetSwitch { level: 1, .. })
+        })
+        .map(|e| rail.graph[e].bw_gbps)
+        .collect();
+    assert_eq!(spine_links.len(), 8 * 2);
+    assert!(spine_links.iter().all(|&bw| bw == 50.0));
+}
+
 #[test]
 fn single_switch_fabric_and_cluster_doc() {
     let mut doc = fixture("h200x2-topo.xml").doc;
