@@ -72,6 +72,7 @@ fn host_model(p: &Profile, nranks: u32) -> SystemModel {
         nic_gbps_per_gpu: 0.0,
         calib: p.tuner.clone(),
         packed: None,
+        p2p: None,
     }
 }
 

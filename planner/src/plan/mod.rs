@@ -4,6 +4,7 @@
 //! topology.
 
 mod describe;
+mod p2p;
 mod packed;
 mod priced;
 
@@ -67,8 +68,11 @@ pub struct Planner {
     /// Packed spanning trees (one host of 3 to `PACK_MAX_RANKS` GPUs), made at first use.
     packed: Lazy,
     /// Per-rank rate of an all-to-all (GB/s), its paths' shared links counted
-    /// ([`all_to_all_bw`]); the tuner's `direct_gbps` for that collective.
+    /// ([`p2p::all_to_all_bw`]); the tuner's `direct_gbps` for that collective.
     a2a_gbps: f64,
+    /// All-to-all's and send/recv's messages measured over the whole communicator
+    /// ([`p2p::measure`]; `None` past [`p2p::EXACT_P2P_RANKS`] ranks).
+    p2p: [Option<tuner::P2pTerms>; 2],
 }
 
 impl Planner {
@@ -158,12 +162,22 @@ impl Planner {
             },
             calib: profile.profile.tuner.clone(),
             packed: None,
+            p2p: None,
         };
         let packed = Lazy::new(t, &channels, &profile);
         let mut model = model;
         let a2a_gbps = measure_paths(t, &channels, &mut model);
+        let e = &model.calib.engine;
+        let flow_cap = if e.gpu_gbps[0] > 0.0 {
+            e.gpu_gbps[0]
+        } else {
+            f64::INFINITY
+        };
+        let p2p = [CollectiveKind::AllToAll, CollectiveKind::SendRecv]
+            .map(|k| p2p::measure(t, k, flow_cap, e.net_step_us));
         Ok(Planner {
             a2a_gbps,
+            p2p,
             packed,
             channels,
             model,
@@ -220,6 +234,14 @@ impl Planner {
             None if coll.kind == CollectiveKind::AllToAll => {
                 let m = SystemModel {
                     direct_gbps: self.a2a_gbps,
+                    p2p: self.p2p[0],
+                    ..self.model.clone()
+                };
+                tuner::candidates_rooted(&m, coll.kind, root, bytes, f)
+            }
+            None if coll.kind == CollectiveKind::SendRecv => {
+                let m = SystemModel {
+                    p2p: self.p2p[1],
                     ..self.model.clone()
                 };
                 tuner::candidates_rooted(&m, coll.kind, root, bytes, f)
@@ -449,13 +471,13 @@ fn direct_bw(t: &Topology, ch: &Channels) -> f64 {
 
 /// Sets the topology's terms the tuner reads beside the engine's (`EngineTerms`): the slowest
 /// route's latency and, on one host, the rings' and trees' paths. Returns all-to-all's per-rank
-/// rate ([`all_to_all_bw`], flows capped at the executor's rate).
+/// rate ([`p2p::all_to_all_bw`], flows capped at the executor's rate).
 fn measure_paths(t: &Topology, channels: &Channels, model: &mut SystemModel) -> f64 {
     let flow_cap = match model.calib.engine.gpu_gbps[0] {
         x if x > 0.0 => x,
         _ => f64::INFINITY,
     };
-    let (a2a_gbps, route_lat_us) = all_to_all_bw(t, channels, model.direct_gbps, flow_cap);
+    let (a2a_gbps, route_lat_us) = p2p::all_to_all_bw(t, channels, model.direct_gbps, flow_cap);
     model.calib.engine.route_lat_us = route_lat_us;
     if model.nnodes == 1 {
         let route = |a: u32, b: u32| {
@@ -467,44 +489,6 @@ fn measure_paths(t: &Topology, channels: &Channels, model: &mut SystemModel) -> 
         model.calib.engine.paths = tuner::ChainPaths::of(&channels.rings, &channels.trees, route);
     }
     a2a_gbps
-}
-
-/// Per-rank rate of an all-to-all on a host without all-peer NVLink (GB/s), and the slowest
-/// GPU-to-GPU path's latency on the host (µs). Each GPU sends to its peers one after another,
-/// the k-th message to the rank k places on (the direct builder's order), over `gpu_path`s that
-/// share links (a PCIe switch's uplink, the link into a GPU, the inter-socket link), as the
-/// engine runs them: no GPU waits for the others' k-th message before its next, and flows share
-/// links max-min fairly, none above `flow_cap` (the executor's rate;
-/// `tuner::sequential_sends_time`). The rate is the n − 1 messages over that time, never above
-/// `direct` (the slowest single path, with the NIC share across hosts). On all-peer NVLink,
-/// `direct`.
-fn all_to_all_bw(t: &Topology, ch: &Channels, direct: f64, flow_cap: f64) -> (f64, f64) {
-    let h0 = &ch.hosts[0];
-    let n = h0.len();
-    let mut lat: f64 = 0.0;
-    let mut index = std::collections::HashMap::new();
-    let mut caps = Vec::new();
-    let mut msgs = vec![Vec::new(); n];
-    for (i, &a) in h0.iter().enumerate() {
-        for k in 1..n {
-            let Some(p) = t.gpu_path(a, h0[(i + k) % n]) else {
-                continue;
-            };
-            lat = lat.max(p.lat_us);
-            let links = p.links.iter().map(|&l| {
-                *index.entry(l).or_insert_with(|| {
-                    caps.push(t.graph[l].bw_gbps.max(1e-9));
-                    caps.len() - 1
-                })
-            });
-            msgs[i].push(links.collect());
-        }
-    }
-    let time = tuner::sequential_sends_time(&msgs, &caps, flow_cap);
-    if ch.all_peers_nvlink_gbps.is_some() || time <= 0.0 {
-        return (direct, lat);
-    }
-    (direct.min((n - 1) as f64 / time), lat)
 }
 
 /// nccl-tests' size for a collective given the per-rank element count and element size.

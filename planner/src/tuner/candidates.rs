@@ -511,19 +511,25 @@ impl<'a> Cands<'a> {
             && matches!(kind, CollectiveKind::AllToAll | CollectiveKind::SendRecv)
         {
             let nf = n as f64;
-            let bw = m.direct_gbps * c.sm_peer_eff;
+            // Measured over the communicator's paths where the planner did (the network's
+            // steps and its landing included), else the slowest path and NCCL's network hop.
+            let (link, net, route_lat) = match m.p2p {
+                Some(p) => (p.gbps, 0.0, p.lat_us),
+                None if nnodes > 1 => (
+                    m.direct_gbps,
+                    hw_lat(Hw::Net, 1, Protocol::Simple) + m.net_lat_us,
+                    c.engine.route_lat_us,
+                ),
+                None => (m.direct_gbps, 0.0, c.engine.route_lat_us),
+            };
+            let bw = link * c.sm_peer_eff;
             let algbw = if kind == CollectiveKind::AllToAll {
                 bw * nf / (nf - 1.0)
             } else {
                 bw
             };
-            let net = if nnodes > 1 {
-                hw_lat(Hw::Net, 1, Protocol::Simple) + m.net_lat_us
-            } else {
-                0.0
-            };
             let fixed = match c.engine.exec_launch_us {
-                x if x > 0.0 => x - c.launch_us + c.engine.route_lat_us,
+                x if x > 0.0 => x - c.launch_us + route_lat,
                 _ => c.direct_sync_us + BASE_LAT[1][2] * 0.5,
             };
             let extra = c.direct_peer_us * (n as f64 - 2.0).max(0.0);
@@ -533,7 +539,7 @@ impl<'a> Cands<'a> {
                 fixed + extra + net,
                 algbw,
                 1.0,
-                m.direct_gbps,
+                link,
             );
         }
     }

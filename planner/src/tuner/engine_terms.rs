@@ -37,6 +37,8 @@ pub struct EngineTerms {
     pub ll_wire: f64,
     /// The executor's fixed cost of one call (Simple), µs.
     pub exec_launch_us: f64,
+    /// A step's cost on a route through the network (`sim.net_step_us`), µs.
+    pub net_step_us: f64,
     /// The slowest GPU-to-GPU route's latency on the first host, µs: a topology term, which the
     /// planner sets in its model from the paths the engine's messages take (0 from a profile).
     pub route_lat_us: f64,
@@ -68,6 +70,7 @@ impl EngineTerms {
             gpu_gbps: [f(&x["gpu_gbps"]), f(&x["ll_gpu_gbps"])],
             ll_wire: f(&x["ll_wire_factor"]),
             exec_launch_us: f(&x["launch_simple_us"]),
+            net_step_us: f(&sim["net_step_us"]),
             route_lat_us: 0.0,
             paths: ChainPaths::default(),
         }

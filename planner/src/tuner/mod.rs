@@ -78,6 +78,21 @@ pub struct SystemModel {
     /// Spanning trees packed on one host (`planner::bound::pack`).
     #[serde(default)]
     pub packed: Option<PackedSet>,
+    /// The point-to-point collective's messages measured on the topology (`None`: the closed
+    /// form), which the planner sets for all-to-all and send/recv.
+    #[serde(default)]
+    pub p2p: Option<P2pTerms>,
+}
+
+/// A point-to-point collective (all-to-all, send/recv) measured over the communicator's paths
+/// as the engine runs topoplan's direct schedule (`planner::plan::p2p`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct P2pTerms {
+    /// What one message moves at, per rank (GB/s): its share of the links it crosses.
+    pub gbps: f64,
+    /// Latency beyond the executor's launch (µs): the network steps of the slowest rank's
+    /// messages and the slowest message's landing.
+    pub lat_us: f64,
 }
 
 /// What packed trees reach over the topology's paths.
