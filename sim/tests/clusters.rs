@@ -79,3 +79,25 @@ fn point_to_point_across_hosts_agrees_with_the_engine() {
         );
     }
 }
+
+/// A small ring call across hosts costs what its slowest chain of hops costs in the engine: the
+/// tuner reads the rings' routes across hosts too (up to 64 ranks), each network hop with its
+/// step (`sim.net_step_us`). With NCCL's network latency in their place an 8 B broadcast came
+/// out about a quarter fast.
+#[test]
+fn a_small_broadcast_across_hosts_costs_its_chain() {
+    let t = h800_rail_pair();
+    let p = Planner::new(&t).unwrap();
+    let cfg = SimConfig::from_profile(&p.profile().profile, "derived").unwrap();
+    let rows = sim::price::agreement(&t, &p, &cfg, &[8]);
+    let r = rows
+        .iter()
+        .find(|r| r.kind == CollectiveKind::Broadcast)
+        .unwrap();
+    assert!(
+        r.by_engine && r.tuner_error().abs() < 0.05,
+        "tuner {:.2} us, engine {:.2} us",
+        r.tuner_us,
+        r.picked_us
+    );
+}

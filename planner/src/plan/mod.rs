@@ -470,8 +470,10 @@ fn direct_bw(t: &Topology, ch: &Channels) -> f64 {
 }
 
 /// Sets the topology's terms the tuner reads beside the engine's (`EngineTerms`): the slowest
-/// route's latency and, on one host, the rings' and trees' paths. Returns all-to-all's per-rank
-/// rate ([`p2p::all_to_all_bw`], flows capped at the executor's rate).
+/// route's latency and, up to [`p2p::EXACT_P2P_RANKS`] ranks on one host or several, the rings'
+/// and trees' paths (a route through the network costs its step `sim.net_step_us` more, as in
+/// the engine). Returns all-to-all's per-rank rate ([`p2p::all_to_all_bw`], flows capped at the
+/// executor's rate).
 fn measure_paths(t: &Topology, channels: &Channels, model: &mut SystemModel) -> f64 {
     let flow_cap = match model.calib.engine.gpu_gbps[0] {
         x if x > 0.0 => x,
@@ -479,11 +481,17 @@ fn measure_paths(t: &Topology, channels: &Channels, model: &mut SystemModel) -> 
     };
     let (a2a_gbps, route_lat_us) = p2p::all_to_all_bw(t, channels, model.direct_gbps, flow_cap);
     model.calib.engine.route_lat_us = route_lat_us;
-    if model.nnodes == 1 {
+    if model.nranks <= p2p::EXACT_P2P_RANKS {
+        let net_step_us = model.calib.engine.net_step_us;
         let route = |a: u32, b: u32| {
             t.gpu_path(a, b).map_or((0.0, Vec::new()), |p| {
                 let links = p.links.iter().map(|&l| (l.index(), t.graph[l].bw_gbps));
-                (p.lat_us, links.collect())
+                let net = if p.kind == PathType::Net {
+                    net_step_us
+                } else {
+                    0.0
+                };
+                (p.lat_us + net, links.collect())
             })
         };
         model.calib.engine.paths = tuner::ChainPaths::of(&channels.rings, &channels.trees, route);

@@ -292,7 +292,10 @@ impl Topology {
             // Receiving side: NIC → GPU, computed towards the GPU base.
             hpb.get(nb, to, &c.local)?.clone()
         };
-        let fabric = self.fabric_route(c, na, nb, ha as usize + hb as usize)?;
+        // ECMP stand-in: the spine follows the host pair and the NIC, so a host pair's NICs
+        // spread over the spines as hashed flows do.
+        let nic_ord = hpa.nics.iter().position(|&x| x == na).unwrap_or(0);
+        let fabric = self.fabric_route(c, na, nb, ha as usize + hb as usize + nic_ord)?;
         let mid = Path {
             kind: PathType::Net,
             bw_gbps: fabric
@@ -306,7 +309,7 @@ impl Topology {
     }
 
     /// Switch-level route NIC → NIC: through a shared leaf, or leaf → spine → leaf with the
-    /// spine chosen by `salt` (ECMP-like spreading).
+    /// spine chosen by `salt` (ECMP-like spreading: the caller mixes in the hosts and the NIC).
     fn fabric_route(
         &self,
         c: &PathCache,

@@ -162,6 +162,18 @@ fn scale_rail_and_fat_tree() {
     // leaf uplink: 2 hosts × 8 NICs × 25 / (4 × 8 spines) = 12.5 GB/s
     assert_eq!(far.bw_gbps, 12.5);
     assert!(far.lat_us > fat.gpu_path(0, 8).unwrap().lat_us);
+    // Between two hosts on different leaves, GPUs leaving through different NICs take
+    // different spines (ECMP spreads flows), not one spine per host pair.
+    let spine_of = |a: u32, b: u32| {
+        let p = fat.gpu_path(a, b).unwrap();
+        p.links
+            .iter()
+            .map(|&l| fat.graph.edge_endpoints(l).unwrap().1)
+            .find(|&n| matches!(fat.graph[n].kind, NodeKind::NetSwitch { level: 1, .. }))
+            .unwrap()
+    };
+    let spines: std::collections::HashSet<_> = (0..8).map(|g| spine_of(g, 8 * 7 + g)).collect();
+    assert_eq!(spines.len(), 8);
 }
 
 /// A GPU sending to a GPU of another rail leaves through the NIC of the peer's rail (PXN, as

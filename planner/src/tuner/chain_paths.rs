@@ -1,4 +1,4 @@
-//! The paths a small ring or tree call takes on one host, op by op as `schedule::build::{ring,
+//! The paths a small ring or tree call takes (on one host or across hosts, up to 64 ranks), op by op as `schedule::build::{ring,
 //! tree}` lay them out: what it costs beyond its launch in the engine, whose every transfer pays
 //! its route's link latencies and the protocol's one-way hop, and every step its fixed cost.
 //!
@@ -25,7 +25,7 @@ pub struct RingHop {
     pub links: Vec<(usize, f64)>,
 }
 
-/// The rings' and trees' paths on one host (empty: not measured, or across hosts).
+/// The rings' and trees' paths (empty: not measured, as past 64 ranks).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ChainPaths {
     /// Per ring channel, in the order calls use them: its hops in ring order.

@@ -37,13 +37,14 @@ pub struct EngineTerms {
     pub ll_wire: f64,
     /// The executor's fixed cost of one call (Simple), µs.
     pub exec_launch_us: f64,
-    /// A step's cost on a route through the network (`sim.net_step_us`), µs.
+    /// A step's cost on a route through the network (`sim.net_step_us`), µs: point-to-point
+    /// messages and ring hops that cross hosts pay it.
     pub net_step_us: f64,
     /// The slowest GPU-to-GPU route's latency on the first host, µs: a topology term, which the
     /// planner sets in its model from the paths the engine's messages take (0 from a profile).
     pub route_lat_us: f64,
-    /// The rings' and trees' paths on one host, which the planner measures from the topology
-    /// as it does `route_lat_us` (empty from a profile, and across hosts).
+    /// The rings' and trees' paths, which the planner measures from the topology as it does
+    /// `route_lat_us` (empty from a profile, and past 64 ranks).
     pub paths: ChainPaths,
 }
 
