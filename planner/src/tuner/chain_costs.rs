@@ -73,7 +73,8 @@ pub(super) fn link_eff(e: &EngineTerms) -> f64 {
 /// hops one chunk per step, so the last GPU starts a chunk's time over every hop but the slowest
 /// after the first (the call's bandwidth term pays the slowest hop for every chunk). A chunk is
 /// NCCL's, or the channel's whole share when smaller, at the hop's rate: the engine's
-/// per-protocol channel rate within the hop's share of its links (`ChainPaths::fill`; without
+/// per-protocol channel rate within its links' share among the chains' hops of the same step
+/// (`ChainPaths::fill`; without
 /// the paths, n − 2 hops at the ring's share). LL's `llMaxBws` pacing only starts once a
 /// connection's slots are full. NCCL's tuner leaves the fill out; on 8 GPUs it is a third of a
 /// 128 MiB call. All-reduce, all-gather and reduce-scatter keep every hop busy from the first

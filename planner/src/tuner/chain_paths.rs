@@ -102,7 +102,9 @@ impl ChainPaths {
 
     /// A rooted chain's fill on the first `nc` rings: the chunk's time over each of its n − 1
     /// hops but the slowest (which the call's bandwidth term pays for every chunk), µs, where
-    /// `us(gbps)` is a chunk's time at a hop's rate. `None`: not measured.
+    /// `us(gbps)` is a chunk's time at a hop's rate. The first chunk of every channel leaves the
+    /// root together, so the k-th hop of a chain shares its links only with the other chains'
+    /// k-th hops (rings that differ cross different links at each step). `None`: not measured.
     pub fn fill(
         &self,
         kind: CollectiveKind,
@@ -110,14 +112,34 @@ impl ChainPaths {
         nc: u32,
         us: impl Fn(f64) -> f64,
     ) -> Option<f64> {
-        let rates = self.hop_gbps(nc)?;
         let rings = self.used(nc);
-        let n = rings[0].len();
-        let fill = rings.iter().zip(&rates).map(|(r, g)| {
-            let s = self.chain_start(r, kind, root);
-            let t: Vec<f64> = (s..s + n - 1).map(|i| us(g[i % n])).collect();
-            t.iter().sum::<f64>() - t.iter().copied().fold(0.0, f64::max)
-        });
+        let n = rings.first()?.len();
+        let starts: Vec<usize> = rings
+            .iter()
+            .map(|r| self.chain_start(r, kind, root))
+            .collect();
+        let mut t = vec![Vec::with_capacity(n); rings.len()];
+        let mut load = std::collections::HashMap::<usize, u32>::new();
+        for k in 0..n.saturating_sub(1) {
+            load.clear();
+            let hop = |c: usize| &rings[c][(starts[c] + k) % n];
+            for c in 0..rings.len() {
+                for &(l, _) in &hop(c).links {
+                    *load.entry(l).or_default() += 1;
+                }
+            }
+            for (c, tc) in t.iter_mut().enumerate() {
+                let g = hop(c)
+                    .links
+                    .iter()
+                    .map(|&(l, cap)| cap / load[&l].max(1) as f64)
+                    .fold(f64::INFINITY, f64::min);
+                tc.push(us(g));
+            }
+        }
+        let fill = t
+            .iter()
+            .map(|tc| tc.iter().sum::<f64>() - tc.iter().copied().fold(0.0, f64::max));
         Some(fill.fold(0.0, f64::max))
     }
 
@@ -189,5 +211,18 @@ mod tests {
             ChainPaths::default().ring(CollectiveKind::AllGather, 0, 1),
             None
         );
+    }
+
+    #[test]
+    fn a_fill_shares_links_only_with_the_other_chains_hops_at_the_same_step() {
+        // One link per GPU pair, both ways, 10 GB/s. From 0, ring A runs 0-1, 1-2, 2-3 and ring
+        // B runs 0-3, 3-2, 2-1: they cross 1-2 and 2-3 at different steps, so every hop of the
+        // first chunk has its link alone (6 µs each; the fill is all but the slowest).
+        let route = |a: u32, b: u32| (0.0, vec![((a.min(b) * 4 + a.max(b)) as usize, 10.0)]);
+        let p = ChainPaths::of(&[vec![0, 1, 2, 3], vec![0, 3, 2, 1]], &[], route);
+        let fill = p.fill(CollectiveKind::Broadcast, 0, 2, |g| 60.0 / g);
+        assert_eq!(fill, Some(12.0));
+        // Over the whole call every link carries a hop of each ring: the steady rate halves.
+        assert_eq!(p.hop_gbps(2).unwrap()[0], [5.0; 4]);
     }
 }
