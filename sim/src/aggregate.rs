@@ -128,6 +128,14 @@ fn op_patterns(
     let mut patterns: Vec<OpRates> = Vec::new();
     let mut op_pattern = Vec::with_capacity(shape.len());
     let mut demands: Vec<Demand> = Vec::with_capacity(nprog);
+    let sends = s.ranks.iter().flat_map(|rp| {
+        rp.channels.iter().enumerate().flat_map(move |(c, ch)| {
+            ch.ops
+                .iter()
+                .filter_map(move |o| o.send_to.map(|t| (c as u32, rp.rank, t)))
+        })
+    });
+    let spreads = crate::net::entry_spreads(net.topo, sends);
     for (i, op0) in shape.iter().enumerate() {
         let peers: Vec<u32> = s
             .ranks
@@ -146,9 +154,10 @@ fn op_patterns(
         demands.clear();
         let mut meta = Vec::with_capacity(nprog);
         for rp in &s.ranks {
-            for _ in 0..s.channels {
+            for c in 0..s.channels {
                 let peer = key.2[demands.len()];
-                let (d, m) = demand(s, cfg, net, op0, rp.rank, peer, paced_ll)?;
+                let sp = spreads.get(&(c, peer)).copied().unwrap_or(0);
+                let (d, m) = demand(s, cfg, net, op0, (rp.rank, sp), peer, paced_ll)?;
                 demands.push(d);
                 meta.push(m);
             }
@@ -177,7 +186,7 @@ fn demand(
     cfg: &SimConfig,
     net: &mut Net,
     op0: &Op,
-    rank: u32,
+    (rank, spread): (u32, usize),
     peer: u32,
     paced_ll: bool,
 ) -> Result<(Demand, (f64, bool)), SimError> {
@@ -192,7 +201,7 @@ fn demand(
     }
     let proto = cfg.proto(s.protocol);
     let ce = op0.transport == Transport::CopyEngine;
-    let route = net.route(rank, peer)?.clone();
+    let route = net.route(rank, peer, spread)?.clone();
     let wire = proto.wire_factor;
     let lw = if ce {
         cfg.sm_link_efficiency / cfg.ce_link_efficiency

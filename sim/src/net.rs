@@ -1,8 +1,8 @@
 //! The simulator's view of a topology: the directional links that schedules use, routes between
 //! GPUs, and per-GPU resources (device memory, copy engine).
 //!
-//! Routes are the topology's own [`Topology::gpu_path`] (NCCL's path rules, as the planner sees
-//! them). Only for graphs those rules do not cover, a route is computed on the graph (restricted
+//! Routes are the topology's own [`Topology::gpu_path_via`] (NCCL's path rules, as the planner
+//! sees them; between hosts through the NIC [`entry_spreads`] gives the channel). Only for graphs those rules do not cover, a route is computed on the graph (restricted
 //! to the two end hosts and the fabric) as the widest path (largest bottleneck bandwidth,
 //! then fewest hops, then lowest latency) that does not pass through another GPU, falling back
 //! to paths through GPUs (NVLink relays) only when no other path exists. Ties break on graph
@@ -48,7 +48,8 @@ pub struct Net<'t> {
     pub mem: Vec<u32>,
     /// Per rank: copy engine resource.
     pub ce: Vec<u32>,
-    routes: HashMap<(u32, u32), Route>,
+    /// Keyed by (from, to, the receiver's NIC among its ties; 0 inside a host).
+    routes: HashMap<(u32, u32, usize), Route>,
     sm_eff: f64,
     scratch: Scratch,
 }
@@ -115,14 +116,25 @@ impl<'t> Net<'t> {
         i
     }
 
-    /// The route from rank `a` to rank `b` (cached).
-    pub fn route(&mut self, a: u32, b: u32) -> Result<&Route, NetError> {
-        if !self.routes.contains_key(&(a, b)) {
+    /// Which of the receiver's NICs (`Topology::path_via`: those tied for its best path, its
+    /// local NIC first) the `spread`-th channel into rank `b` from rank `a` enters through; 0
+    /// inside a host.
+    pub fn spread(&self, a: u32, b: u32, spread: usize) -> usize {
+        if self.topo.host_of_rank(a) == self.topo.host_of_rank(b) {
+            return 0;
+        }
+        spread % self.topo.local_nic_count(b)
+    }
+
+    /// The route from rank `a` to rank `b` through the receiver's `spread`-th NIC (cached).
+    pub fn route(&mut self, a: u32, b: u32, spread: usize) -> Result<&Route, NetError> {
+        let key = (a, b, self.spread(a, b, spread));
+        if !self.routes.contains_key(&key) {
             let ga = self.topo.gpu_of_rank(a).ok_or(NetError::NoGpu(a, 0))?;
             let gb = self.topo.gpu_of_rank(b).ok_or(NetError::NoGpu(b, 0))?;
             // NCCL's path rules first (the planner sees the same routes); the widest path only
             // for hand-built graphs that those rules do not cover.
-            let links = match self.topo.gpu_path(a, b) {
+            let links = match self.topo.gpu_path_via(a, b, key.2) {
                 Some(p) if !p.links.is_empty() => p.links,
                 _ => widest_path(self.topo, ga, gb, false, &mut self.scratch)
                     .or_else(|| widest_path(self.topo, ga, gb, true, &mut self.scratch))
@@ -136,10 +148,51 @@ impl<'t> Net<'t> {
                 let i = self.link_resource(l);
                 r.res.push(i);
             }
-            self.routes.insert((a, b), r);
+            self.routes.insert(key, r);
         }
-        Ok(&self.routes[&(a, b)])
+        Ok(&self.routes[&key])
     }
+}
+
+/// Per (channel, receiving rank), which of the receiver's NICs the channel enters it through
+/// from another host (`Net::route`'s `spread`), for connections `keys` = (channel, from, to):
+/// channels with the same hops between hosts (a ring run twice) share one, and each further
+/// such channel into the GPU takes its next NIC, as NCCL's search gives each ring channel its
+/// own NIC next to the GPU it enters. Missing: 0.
+pub fn entry_spreads(
+    topo: &Topology,
+    keys: impl Iterator<Item = (u32, u32, u32)>,
+) -> HashMap<(u32, u32), usize> {
+    let mut between: HashMap<u32, Vec<(u32, u32)>> = HashMap::new();
+    for (c, f, t) in keys {
+        if topo.host_of_rank(f) != topo.host_of_rank(t) {
+            between.entry(c).or_default().push((f, t));
+        }
+    }
+    for v in between.values_mut() {
+        v.sort_unstable();
+        v.dedup();
+    }
+    let mut channels: Vec<u32> = between.keys().copied().collect();
+    channels.sort_unstable();
+    // Per entered GPU, the distinct channels' hops between hosts, in channel order.
+    let mut seen: HashMap<u32, Vec<&Vec<(u32, u32)>>> = HashMap::new();
+    let mut spread = HashMap::new();
+    for c in &channels {
+        let sig = &between[c];
+        for &(_, to) in sig {
+            let v = seen.entry(to).or_default();
+            let i = match v.iter().position(|x| *x == sig) {
+                Some(i) => i,
+                None => {
+                    v.push(sig);
+                    v.len() - 1
+                }
+            };
+            spread.insert((*c, to), i);
+        }
+    }
+    spread
 }
 
 #[derive(PartialEq)]

@@ -16,6 +16,8 @@ pub(super) struct HostPaths {
     pub(super) paths: Vec<Option<Path>>,
     /// GPU → the NIC it uses for traffic leaving the host.
     pub(super) local_nic: HashMap<NodeId, NodeId>,
+    /// Per GPU, every NIC tied for its best path, its local NIC first, then in graph order.
+    pub(super) local_nics: HashMap<NodeId, Vec<NodeId>>,
     pub(super) nics: Vec<NodeId>,
 }
 
@@ -199,10 +201,9 @@ impl HostNodes<'_> {
     /// of every (GPU, NIC) pair rerouted this way.
     fn route_nics_via_nvlink_peers(&self, hp: &mut HostPaths) -> HashMap<(NodeId, NodeId), NodeId> {
         let gpus = &self.gpus;
-        let get = |hp: &HostPaths, a: NodeId, b: NodeId| self.get(hp, a, b);
         let mut proxy: HashMap<(NodeId, NodeId), NodeId> = HashMap::new();
         for &n in &hp.nics.clone() {
-            let Some(p) = local_gpu(hp, gpus, n, &get) else {
+            let Some(p) = self.local_gpu(hp, n) else {
                 continue;
             };
             let Some(pn) = self.get(hp, p, n) else {
@@ -274,21 +275,58 @@ impl HostNodes<'_> {
     /// device index so GPUs sharing a switch use different NICs.
     fn choose_local_nics(&self, hp: &mut HostPaths) {
         for &gp in &self.gpus {
-            let mut best: Vec<(NodeId, f64, PathType)> = Vec::new();
-            for &n in &hp.nics {
-                if let Some(p) = self.get(hp, gp, n) {
-                    best.push((n, p.bw_gbps, p.kind));
-                }
+            let ties = self.nic_ties(hp, gp);
+            if let Some(&first) = ties.first() {
+                hp.local_nic.insert(gp, first);
+                hp.local_nics.insert(gp, ties);
             }
-            let Some(max_bw) = best.iter().map(|b| b.1).reduce(f64::max) else {
-                continue;
-            };
-            best.retain(|b| b.1 >= max_bw - 1e-9);
-            let min_ty = best.iter().map(|b| b.2).min().expect("non-empty");
-            best.retain(|b| b.2 == min_ty);
-            let dev = self.t.gpu(gp).map(|x| x.dev).unwrap_or(0) as usize;
-            hp.local_nic.insert(gp, best[dev % best.len()].0);
         }
+    }
+
+    /// The NICs tied for `gp`'s best path (bandwidth, then type), its local NIC first: the tie
+    /// at its device index, then the rest in turn (NCCL's `ncclTopoGetLocalNet` over channels).
+    fn nic_ties(&self, hp: &HostPaths, gp: NodeId) -> Vec<NodeId> {
+        let mut best: Vec<(NodeId, f64, PathType)> = Vec::new();
+        for &n in &hp.nics {
+            if let Some(p) = self.get(hp, gp, n) {
+                best.push((n, p.bw_gbps, p.kind));
+            }
+        }
+        let Some(max_bw) = best.iter().map(|b| b.1).reduce(f64::max) else {
+            return Vec::new();
+        };
+        best.retain(|b| b.1 >= max_bw - 1e-9);
+        let min_ty = best.iter().map(|b| b.2).min().expect("non-empty");
+        best.retain(|b| b.2 == min_ty);
+        let dev = self.t.gpu(gp).map(|x| x.dev).unwrap_or(0) as usize;
+        let first = dev % best.len();
+        (0..best.len())
+            .map(|i| best[(first + i) % best.len()].0)
+            .collect()
+    }
+
+    /// The GPU next to `nic` that proxies other GPUs' traffic to it (PXN): of the GPUs with the
+    /// best path to it, the one that ranks it first among its own tied NICs, then graph order
+    /// (NCCL's `ncclTopoGetLocalGpu`: the GPU whose local NIC it is at the lowest channel), so
+    /// NICs under one switch get different proxies.
+    fn local_gpu(&self, hp: &HostPaths, nic: NodeId) -> Option<NodeId> {
+        let mut tied: Vec<(NodeId, f64, PathType)> = Vec::new();
+        for &gp in &self.gpus {
+            if let Some(p) = self.get(hp, gp, nic) {
+                tied.push((gp, p.bw_gbps, p.kind));
+            }
+        }
+        let max_bw = tied.iter().map(|b| b.1).reduce(f64::max)?;
+        tied.retain(|b| b.1 >= max_bw - 1e-9);
+        let min_ty = tied.iter().map(|b| b.2).min()?;
+        tied.retain(|b| b.2 == min_ty);
+        tied.iter()
+            .enumerate()
+            .min_by_key(|(i, g)| {
+                let rank = self.nic_ties(hp, g.0).iter().position(|&n| n == nic);
+                (rank.unwrap_or(usize::MAX), *i)
+            })
+            .map(|(_, g)| g.0)
     }
 }
 
@@ -306,6 +344,7 @@ impl HostPaths {
             n_local,
             paths: Vec::with_capacity(bases.len() * n_local),
             local_nic: HashMap::new(),
+            local_nics: HashMap::new(),
             nics: Vec::new(),
         };
         for &b in &bases {
@@ -337,28 +376,6 @@ impl HostPaths {
         let bi = *self.base_idx.get(&b)?;
         self.paths[bi * self.n_local + local[a.index()].1 as usize].as_ref()
     }
-}
-
-/// The GPU closest to a NIC: best bandwidth, then best type, then first.
-fn local_gpu<F>(hp: &HostPaths, gpus: &[NodeId], nic: NodeId, get: &F) -> Option<NodeId>
-where
-    F: Fn(&HostPaths, NodeId, NodeId) -> Option<Path>,
-{
-    let mut best: Option<(NodeId, f64, PathType)> = None;
-    for &gp in gpus {
-        if let Some(p) = get(hp, gp, nic) {
-            let better = match best {
-                None => true,
-                Some((_, bw, ty)) => {
-                    p.bw_gbps > bw + 1e-9 || (p.bw_gbps >= bw - 1e-9 && p.kind < ty)
-                }
-            };
-            if better {
-                best = Some((gp, p.bw_gbps, p.kind));
-            }
-        }
-    }
-    best.map(|b| b.0)
 }
 
 /// Type of a path stitched at a CPU: PHB + C2C is P2C, otherwise the worse of the two.

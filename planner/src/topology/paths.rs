@@ -251,8 +251,17 @@ impl Topology {
 
     /// The route from `from` to `to` with NCCL's path rules. Inside a host any node may be an
     /// endpoint; across hosts the route is GPU → the NIC on the peer NIC's rail (else its own) →
-    /// fabric → peer's NIC → GPU with type NET. `None` when there is no route (or an endpoint is a fabric switch).
+    /// fabric → peer's NIC → GPU with type NET. `None` when there is no route (or an endpoint is
+    /// a fabric switch).
     pub fn path(&self, from: NodeId, to: NodeId) -> Option<Path> {
+        self.path_via(from, to, 0)
+    }
+
+    /// Like [`Topology::path`], with the receiving GPU's `spread`-th NIC (modulo the NICs tied
+    /// for its best path, its local NIC first) where the route crosses hosts: NCCL spreads a
+    /// GPU's channels over those NICs (a ring's channel enters a host through the NIC its search
+    /// gave it, next to the GPU it enters; `ncclTopoGetLocalNet` turns the channel into one).
+    pub fn path_via(&self, from: NodeId, to: NodeId, spread: usize) -> Option<Path> {
         let n = self.graph.node_count();
         if from.index() >= n || to.index() >= n {
             return None;
@@ -278,9 +287,12 @@ impl Topology {
         }
         let hpa = c.host(self, ha as usize);
         let hpb = c.host(self, hb as usize);
-        let nb = exit_nic(self, hpb, to, &c.local)?;
-        let na =
-            rail_nic(self, c, hpa, from, nb).or_else(|| exit_nic(self, hpa, from, &c.local))?;
+        let nb = match hpb.local_nics.get(&to) {
+            Some(ns) if !ns.is_empty() => ns[spread % ns.len()],
+            _ => exit_nic(self, hpb, to, &c.local)?,
+        };
+        let na = rail_nic(self, c, (hpa, hpb), from, nb)
+            .or_else(|| exit_nic(self, hpa, from, &c.local))?;
         let p1 = if na == from {
             Path::local()
         } else {
@@ -340,6 +352,27 @@ impl Topology {
         self.path(self.gpu_of_rank(rank_a)?, self.gpu_of_rank(rank_b)?)
     }
 
+    /// Path between the GPUs of two ranks for channel `spread` ([`Topology::path_via`]).
+    pub fn gpu_path_via(&self, rank_a: u32, rank_b: u32, spread: usize) -> Option<Path> {
+        self.path_via(self.gpu_of_rank(rank_a)?, self.gpu_of_rank(rank_b)?, spread)
+    }
+
+    /// How many NICs a GPU's traffic from other hosts spreads over (1 without a tie or NIC).
+    pub fn local_nic_count(&self, rank: u32) -> usize {
+        let Some(g) = self.gpu_of_rank(rank) else {
+            return 1;
+        };
+        let c = self.path_cache();
+        let (h, _) = c.local[g.index()];
+        if h == u32::MAX {
+            return 1;
+        }
+        c.host(self, h as usize)
+            .local_nics
+            .get(&g)
+            .map_or(1, |v| v.len().max(1))
+    }
+
     /// NIC nodes of a host, in graph order.
     pub fn nics_of_host(&self, host: u32) -> Vec<NodeId> {
         let c = self.path_cache();
@@ -388,20 +421,33 @@ impl Topology {
     }
 }
 
-/// The NIC on `from`'s host that shares `nb`'s leaf switch (its rail), when `from` is a GPU
-/// that reaches one within PXN: NCCL sends to a peer on another host through the NIC of the
-/// peer's rail (`ncclTopoGetNetDev`: the peer's local NIC, reached through an NVLink peer by
-/// PXN; a ring's channel uses one NIC index on every host), so the traffic stays on one leaf.
-/// `from`'s own NIC when it is on that rail; `None` without a fabric or such a NIC.
+/// The NIC on `from`'s host that NCCL sends to `nb` through, when `from` is a GPU that reaches
+/// it within PXN: the NIC with `nb`'s index on its host (`ncclTopoGetNetDev`: a point-to-point
+/// peer's local NIC, reached through an NVLink peer by PXN; a ring's channel uses one NIC index
+/// on every host), else one on `nb`'s leaf switch (its rail), so the traffic stays on one leaf.
+/// `from`'s own NIC when it is that one; `None` without such a NIC.
 fn rail_nic(
     t: &Topology,
     c: &PathCache,
-    hp: &HostPaths,
+    (hp, hpb): (&HostPaths, &HostPaths),
     from: NodeId,
     nb: NodeId,
 ) -> Option<NodeId> {
     if !matches!(t.graph[from].kind, NodeKind::Gpu(_)) {
         return None;
+    }
+    let reach = |n: NodeId| {
+        hp.get(from, n, &c.local)
+            .filter(|p| p.kind <= PathType::Pxn)
+            .map(|p| (n, p.bw_gbps, p.kind))
+    };
+    let same_index = hpb
+        .nics
+        .iter()
+        .position(|&x| x == nb)
+        .and_then(|i| hp.nics.get(i).copied());
+    if let Some(n) = same_index.filter(|&n| reach(n).is_some()) {
+        return Some(n);
     }
     let (leaf, _, _) = *c.nic_leaf.get(&nb)?;
     let own = hp.local_nic.get(&from).copied();
@@ -412,8 +458,7 @@ fn rail_nic(
         .iter()
         .copied()
         .filter(|n| c.nic_leaf.get(n).is_some_and(|x| x.0 == leaf))
-        .filter_map(|n| hp.get(from, n, &c.local).map(|p| (n, p.bw_gbps, p.kind)))
-        .filter(|x| x.2 <= PathType::Pxn)
+        .filter_map(reach)
         .max_by(|a, b| a.1.total_cmp(&b.1).then(b.2.cmp(&a.2)))
         .map(|x| x.0)
 }

@@ -234,6 +234,59 @@ fn cross_rail_traffic_stays_on_the_peers_rail() {
     assert!(spine_links.iter().all(|&bw| bw == 50.0));
 }
 
+/// NDv4 puts two GPUs and two NICs under each PCIe switch. PXN reaches each NIC through the GPU
+/// whose own NIC it is (NCCL's `ncclTopoGetLocalGpu`), so the two NICs of a switch are fed
+/// through different GPUs; and a GPU's channels from another host spread over both NICs next
+/// to it, the sender using the NIC of the same index on its host.
+#[test]
+fn nics_under_one_switch_have_their_own_proxy_and_take_turns() {
+    let node = fixture("azure-ndv4-topo.xml").topology;
+    let via = |t: &Topology, rank: u32, nic: NodeId| -> Vec<NodeId> {
+        let p = t.path(t.gpu_of_rank(rank).unwrap(), nic).unwrap();
+        p.links
+            .iter()
+            .map(|&l| t.graph.edge_endpoints(l).unwrap().1)
+            .filter(|&n| matches!(t.graph[n].kind, NodeKind::Gpu(_)))
+            .collect()
+    };
+    let nics = node.nics_of_host(0);
+    let (g0, g1) = (node.gpu_of_rank(0).unwrap(), node.gpu_of_rank(1).unwrap());
+    assert_eq!(node.local_nic(g0), Some(nics[0]));
+    assert_eq!(node.local_nic(g1), Some(nics[1]));
+    assert_eq!(via(&node, 7, nics[0]), [g0]);
+    assert_eq!(via(&node, 7, nics[1]), [g1]);
+    let pair = scale(
+        &node,
+        2,
+        Fabric {
+            kind: FabricKind::SingleSwitch,
+            port_gbps: 25.0,
+            switch_lat_us: 0.5,
+        },
+    )
+    .unwrap();
+    assert_eq!(pair.local_nic_count(8), 2);
+    let ends = |spread| {
+        let p = pair.gpu_path_via(7, 8, spread).unwrap();
+        let net: Vec<_> = p
+            .links
+            .iter()
+            .filter(|l| pair.graph[**l].kind == LinkKind::Network)
+            .map(|&l| pair.graph.edge_endpoints(l).unwrap())
+            .collect();
+        (net[0].0, net[net.len() - 1].1)
+    };
+    let index = |n: NodeId| {
+        let h = pair.graph[n].host.unwrap();
+        pair.nics_of_host(h).iter().position(|&x| x == n).unwrap()
+    };
+    let (out0, in0) = ends(0);
+    let (out1, in1) = ends(1);
+    assert_eq!((index(out0), index(in0)), (0, 0));
+    assert_eq!((index(out1), index(in1)), (1, 1));
+    assert_eq!(ends(2), ends(0));
+}
+
 #[test]
 fn single_switch_fabric_and_cluster_doc() {
     let mut doc = fixture("h200x2-topo.xml").doc;

@@ -30,40 +30,21 @@ fn send_channels(s: &Schedule) -> u32 {
 struct Wiring {
     conn_ids: HashMap<(u32, u32, u32), u32>,
     conns: Vec<Conn>,
-    route_ids: HashMap<(u32, u32), u32>,
+    /// Per connection, its (channel, from, to).
+    keys: Vec<(u32, u32, u32)>,
+    route_ids: HashMap<(u32, u32, usize), u32>,
     routes: Vec<RouteInfo>,
 }
 
 impl Wiring {
     /// The connection `(channel, from, to)`, made on first use, with program `me` as its sender
-    /// or receiver.
-    fn conn(
-        &mut self,
-        net: &mut Net,
-        key: (u32, u32, u32),
-        me: u32,
-        sender: bool,
-    ) -> Result<u32, SimError> {
-        let (_, from, to) = key;
+    /// or receiver. Its route is set by [`Wiring::route_all`].
+    fn conn(&mut self, key: (u32, u32, u32), me: u32, sender: bool) -> u32 {
         let id = match self.conn_ids.get(&key) {
             Some(&id) => id,
             None => {
-                let rid = match self.route_ids.get(&(from, to)) {
-                    Some(&x) => x,
-                    None => {
-                        let rt = net.route(from, to)?;
-                        self.routes.push(RouteInfo {
-                            res: rt.res.clone(),
-                            lat_us: rt.lat_us,
-                            network: rt.network,
-                        });
-                        self.route_ids
-                            .insert((from, to), self.routes.len() as u32 - 1);
-                        self.routes.len() as u32 - 1
-                    }
-                };
                 self.conns.push(Conn {
-                    route: rid,
+                    route: u32::MAX,
                     from_prog: u32::MAX,
                     to_prog: u32::MAX,
                     arrived: 0,
@@ -71,6 +52,7 @@ impl Wiring {
                     msgs_started: 0,
                     credits: 0,
                 });
+                self.keys.push(key);
                 self.conn_ids.insert(key, self.conns.len() as u32 - 1);
                 self.conns.len() as u32 - 1
             }
@@ -81,7 +63,33 @@ impl Wiring {
         } else {
             cn.to_prog = me;
         }
-        Ok(id)
+        id
+    }
+
+    /// Routes every connection, each route made once, a channel entering a GPU from another host
+    /// through the NIC [`crate::net::entry_spreads`] gives it.
+    fn route_all(&mut self, net: &mut Net) -> Result<(), SimError> {
+        let spread = crate::net::entry_spreads(net.topo, self.keys.iter().copied());
+        for i in 0..self.keys.len() {
+            let (c, from, to) = self.keys[i];
+            let sp = spread.get(&(c, to)).copied().unwrap_or(0);
+            let rkey = (from, to, net.spread(from, to, sp));
+            let rid = match self.route_ids.get(&rkey) {
+                Some(&x) => x,
+                None => {
+                    let rt = net.route(from, to, sp)?;
+                    self.routes.push(RouteInfo {
+                        res: rt.res.clone(),
+                        lat_us: rt.lat_us,
+                        network: rt.network,
+                    });
+                    self.route_ids.insert(rkey, self.routes.len() as u32 - 1);
+                    self.routes.len() as u32 - 1
+                }
+            };
+            self.conns[i].route = rid;
+        }
+        Ok(())
     }
 }
 
@@ -119,14 +127,8 @@ impl<'a> Engine<'a> {
                 let me = progs.len() as u32;
                 let mut pc = Vec::with_capacity(ops.len());
                 for op in &ops {
-                    let i = match op.recv_from {
-                        Some(f) => Some(w.conn(&mut net, (c, f, r), me, false)?),
-                        None => None,
-                    };
-                    let o = match op.send_to {
-                        Some(t) => Some(w.conn(&mut net, (c, r, t), me, true)?),
-                        None => None,
-                    };
+                    let i = op.recv_from.map(|f| w.conn((c, f, r), me, false));
+                    let o = op.send_to.map(|t| w.conn((c, r, t), me, true));
                     pc.push((i, o));
                 }
                 let iters = s.loop_iterations(count);
@@ -147,8 +149,9 @@ impl<'a> Engine<'a> {
                 });
             }
         }
-        // Every program's conns are known now; fix programs of conns never touched (unmatched
-        // conns are rejected by validate, so both ends exist).
+        // Every program's conns are known now (unmatched conns are rejected by validate, so
+        // both ends exist): route them.
+        w.route_all(&mut net)?;
         let caps: Vec<f64> = net.res.iter().map(|r| r.cap).collect();
         let res_names = net.res.iter().map(|r| r.name.clone()).collect();
         let nres = caps.len();
