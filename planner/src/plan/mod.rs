@@ -484,14 +484,14 @@ fn measure_paths(t: &Topology, channels: &Channels, model: &mut SystemModel) -> 
     if model.nranks <= p2p::EXACT_P2P_RANKS {
         let net_step_us = model.calib.engine.net_step_us;
         let route = |a: u32, b: u32| {
-            t.gpu_path(a, b).map_or((0.0, Vec::new()), |p| {
+            t.gpu_path(a, b).map_or((0.0, Vec::new(), 0.0), |p| {
                 let links = p.links.iter().map(|&l| (l.index(), t.graph[l].bw_gbps));
                 let net = if p.kind == PathType::Net {
                     net_step_us
                 } else {
                     0.0
                 };
-                (p.lat_us + net, links.collect())
+                (p.lat_us, links.collect(), net)
             })
         };
         model.calib.engine.paths = tuner::ChainPaths::of(&channels.rings, &channels.trees, route);

@@ -221,8 +221,11 @@ impl<'a> Cands<'a> {
                         }
                         Protocol::Simple => bus,
                     };
-                    let path = m.calib.engine.paths.ring(kind, self.root, nc);
-                    let lat = match engine_path(c, path.map(|x| x.us_for(&c.engine, p))) {
+                    let (e, i) = (&c.engine, proto_idx(p));
+                    let path = e
+                        .paths
+                        .ring_us(kind, self.root, nc, e.hop_us[i], e.step_us[i]);
+                    let lat = match engine_path(c, path) {
                         Some(x) => x,
                         None => {
                             let intra = hw_lat(r.intra, 1, p);

@@ -17,13 +17,20 @@ use super::packed_paths::{slowest, PackedPaths, PathCost};
 use crate::schedule::build::TreeChannel;
 use crate::schedule::CollectiveKind;
 
-/// One hop of a ring: its sender, the route's latency (µs) and links (index, GB/s).
+/// One hop of a ring: its sender, the route's latency (µs) and links (index, GB/s), and what a
+/// step over it costs the sender beyond the protocol's step (µs: the network's step across
+/// hosts), which holds the sender's next op back.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RingHop {
     pub rank: u32,
     pub lat_us: f64,
     pub links: Vec<(usize, f64)>,
+    pub send_us: f64,
 }
+
+/// A route as [`ChainPaths::of`] reads it: latency (µs), links (index, GB/s), and the sender's
+/// cost of a step over it beyond the protocol's (µs).
+pub type HopRoute = (f64, Vec<(usize, f64)>, f64);
 
 /// The rings' and trees' paths (empty: not measured, as past 64 ranks).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -35,29 +42,32 @@ pub struct ChainPaths {
 }
 
 impl ChainPaths {
-    /// The paths of `rings` and `trees`; `route(a, b)` is the route from rank a to rank b: its
-    /// latency (µs) and links (index, GB/s).
+    /// The paths of `rings` and `trees`; `route(a, b)` is the route from rank a to rank b.
     pub fn of(
         rings: &[Vec<u32>],
         trees: &[TreeChannel],
-        route: impl Fn(u32, u32) -> (f64, Vec<(usize, f64)>),
+        route: impl Fn(u32, u32) -> HopRoute,
     ) -> Self {
         let rings = rings
             .iter()
             .map(|r| {
                 (0..r.len())
                     .map(|i| {
-                        let (lat_us, links) = route(r[i], r[(i + 1) % r.len()]);
+                        let (lat_us, links, send_us) = route(r[i], r[(i + 1) % r.len()]);
                         RingHop {
                             rank: r[i],
                             lat_us,
                             links,
+                            send_us,
                         }
                     })
                     .collect()
             })
             .collect();
-        let lat = |a, b| route(a, b).0;
+        let lat = |a, b| {
+            let (lat, _, send) = route(a, b);
+            lat + send
+        };
         let trees = trees
             .iter()
             .map(|t| PackedPaths::of(std::slice::from_ref(t), lat).all_reduce)
@@ -152,7 +162,11 @@ impl ChainPaths {
             CollectiveKind::AllReduce => 2 * (n - 1),
             _ => n - 1,
         };
-        let window = |r: &[RingHop], s: usize| (s..s + k).map(|i| r[i % n].lat_us).sum::<f64>();
+        let window = |r: &[RingHop], s: usize| {
+            (s..s + k)
+                .map(|i| r[i % n].lat_us + r[i % n].send_us)
+                .sum::<f64>()
+        };
         let lat = rings
             .iter()
             .map(|r| match kind {
@@ -167,6 +181,48 @@ impl ChainPaths {
             steps: k as u32 + 1,
             route_lat_us: lat,
         })
+    }
+
+    /// What a small ring call of `kind` costs beyond its launch on the first `nc` rings, µs, for
+    /// a protocol's one-way hop and step cost. Broadcast and reduce: their chain from or to the
+    /// root ([`ChainPaths::ring`]). The others: every rank's k steps as the engine runs them, a
+    /// step starting once the rank's previous one is done and its predecessor's data landed,
+    /// and ending a step (and the hop's `send_us`) later; the data lands a hop and the route's
+    /// latency after, and the last receive is one step more. A sender that pays the network's
+    /// step at every step holds its own next steps back, which a chain along the ring leaves
+    /// out. `None` where the rings were not measured.
+    pub fn ring_us(
+        &self,
+        kind: CollectiveKind,
+        root: u32,
+        nc: u32,
+        hop_us: f64,
+        step_us: f64,
+    ) -> Option<f64> {
+        if matches!(kind, CollectiveKind::Broadcast | CollectiveKind::Reduce) {
+            return self.ring(kind, root, nc).map(|c| c.us(hop_us, step_us));
+        }
+        let rings = self.used(nc);
+        let n = rings.first()?.len();
+        let k = match kind {
+            CollectiveKind::AllReduce => 2 * (n - 1),
+            _ => n - 1,
+        };
+        let one = |r: &[RingHop]| {
+            let pred = |i: usize| (i + n - 1) % n;
+            let cost = |i: usize| step_us + r[i].send_us;
+            let landed = |done: &[f64], i: usize| done[pred(i)] + r[pred(i)].lat_us + hop_us;
+            let mut done: Vec<f64> = (0..n).map(cost).collect();
+            for _ in 1..k {
+                done = (0..n)
+                    .map(|i| done[i].max(landed(&done, i)) + cost(i))
+                    .collect();
+            }
+            (0..n)
+                .map(|i| done[i].max(landed(&done, i)) + step_us)
+                .fold(0.0, f64::max)
+        };
+        Some(rings.iter().map(|r| one(r)).fold(0.0, f64::max))
     }
 
     /// The slowest path of a tree all-reduce on the first `nc` trees for a protocol's one-way hop
@@ -187,7 +243,10 @@ mod tests {
     #[test]
     fn a_ring_call_takes_its_slowest_window_of_hops() {
         // 0 -> 1 -> 2 -> 3 -> 0 with latencies 1, 2, 3, 4.
-        let route = |a: u32, _b: u32| ((a + 1) as f64, vec![(a as usize, 10.0 * (a + 1) as f64)]);
+        let route = |a: u32, _b: u32| {
+            let links = vec![(a as usize, 10.0 * (a + 1) as f64)];
+            ((a + 1) as f64, links, 0.0)
+        };
         let p = ChainPaths::of(&[vec![0, 1, 2, 3]], &[], route);
         let at = |k, root| {
             p.ring(k, root, 1)
@@ -214,11 +273,31 @@ mod tests {
     }
 
     #[test]
+    fn a_sender_that_pays_a_network_step_holds_its_own_next_steps_back() {
+        // 0 -> 1 -> 2 -> 3 -> 0, no latency, 1 µs a step; rank 3's hop costs it 10 µs more.
+        let route = |a: u32, _b: u32| (0.0, vec![], if a == 3 { 10.0 } else { 0.0 });
+        let p = ChainPaths::of(&[vec![0, 1, 2, 3]], &[], route);
+        // All-gather: rank 3 sends at each of its three steps (11 µs each), then receives.
+        assert_eq!(
+            p.ring_us(CollectiveKind::AllGather, 0, 1, 0.0, 1.0),
+            Some(34.0)
+        );
+        // A chain along the ring counts that cost once: 10 + four steps.
+        let chain = p.ring(CollectiveKind::AllGather, 0, 1).unwrap();
+        assert_eq!(chain.us(0.0, 1.0), 14.0);
+        // Broadcast from 0 is one chain (0 -> 1 -> 2 -> 3): rank 3 never sends.
+        assert_eq!(
+            p.ring_us(CollectiveKind::Broadcast, 0, 1, 0.0, 1.0),
+            Some(4.0)
+        );
+    }
+
+    #[test]
     fn a_fill_shares_links_only_with_the_other_chains_hops_at_the_same_step() {
         // One link per GPU pair, both ways, 10 GB/s. From 0, ring A runs 0-1, 1-2, 2-3 and ring
         // B runs 0-3, 3-2, 2-1: they cross 1-2 and 2-3 at different steps, so every hop of the
         // first chunk has its link alone (6 µs each; the fill is all but the slowest).
-        let route = |a: u32, b: u32| (0.0, vec![((a.min(b) * 4 + a.max(b)) as usize, 10.0)]);
+        let route = |a: u32, b: u32| (0.0, vec![((a.min(b) * 4 + a.max(b)) as usize, 10.0)], 0.0);
         let p = ChainPaths::of(&[vec![0, 1, 2, 3], vec![0, 3, 2, 1]], &[], route);
         let fill = p.fill(CollectiveKind::Broadcast, 0, 2, |g| 60.0 / g);
         assert_eq!(fill, Some(12.0));
