@@ -153,10 +153,7 @@ fn auto_regimes(
 
 fn worst_error(algo: Algorithm, proto: Protocol, pts: &[(u64, f64)]) -> f64 {
     let p = h200x2_planner();
-    let f = Filter {
-        algorithms: Some(vec![algo.clone()]),
-        protocols: Some(vec![proto]),
-    };
+    let f = Filter::only(algo.clone(), proto);
     let coll = Collective::new(CollectiveKind::AllReduce);
     let mut worst: f64 = 0.0;
     for &(b, us) in pts {

@@ -315,10 +315,7 @@ fn forced_all_reduce_table(nccl: &Nccl, sizes: &[u64]) {
         let mut row = format!("| {b} |");
         for a in [Algorithm::Ring, Algorithm::Tree] {
             for pr in Protocol::ALL {
-                let f = Filter {
-                    algorithms: Some(vec![a.clone()]),
-                    protocols: Some(vec![pr]),
-                };
+                let f = Filter::only(a.clone(), pr);
                 let r = nccl.run(CollectiveKind::AllReduce, b, &f);
                 let _ = write!(row, " {:.2} |", r.time_us);
             }

@@ -115,10 +115,7 @@ pub fn compare(
 ) -> Result<Vec<Row>, SimError> {
     let planner =
         planner::plan::Planner::new(topo).map_err(|e| SimError::Unsupported(e.to_string()))?;
-    let ring = planner::tuner::Filter {
-        algorithms: Some(vec![planner::schedule::Algorithm::Ring]),
-        protocols: None,
-    };
+    let ring = planner::tuner::Filter::algorithm(planner::schedule::Algorithm::Ring);
     compare_as_nccl(topo, &planner, kind, measured, &ring, cfg)
 }
 

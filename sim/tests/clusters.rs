@@ -6,41 +6,82 @@ use planner::schedule::{Algorithm, Collective, CollectiveKind, Protocol};
 use planner::topology::{scale, Fabric, FabricKind, Topology};
 use planner::tuner::Filter;
 use sim::nccl::Model;
+use sim::price::Agreement;
 use sim::SimConfig;
 
-/// Two 8×H800 hosts, NIC i of each on rail i, 400 Gbit/s ports.
-fn h800_rail_pair() -> Topology {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../tests/data/topologies/github-yccl-8xh800-nvswitch-topo.xml"
-    );
-    let node = planner::topology::load_file(std::path::Path::new(path), &Default::default())
+/// Two hosts of the shipped topology `file`, joined by `kind` with `port_gbps` ports.
+fn pair(file: &str, kind: FabricKind, port_gbps: f64) -> Topology {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data/topologies")
+        .join(file);
+    let node = planner::topology::load_file(&path, &Default::default())
         .unwrap()
         .topology;
     let fabric = Fabric {
-        kind: FabricKind::RailOptimized,
-        port_gbps: 50.0,
+        kind,
+        port_gbps,
         switch_lat_us: 0.6,
     };
     scale(&node, 2, fabric).unwrap()
 }
 
+/// Two 8×H800 hosts, NIC i of each on rail i, 400 Gbit/s ports.
+fn h800_rail_pair() -> Topology {
+    pair(
+        "github-yccl-8xh800-nvswitch-topo.xml",
+        FabricKind::RailOptimized,
+        50.0,
+    )
+}
+
 /// Two 8×A100 NDv4 hosts on one switch, 200 Gbit/s ports: two GPUs and two NICs under each
 /// PCIe switch.
 fn ndv4_pair() -> Topology {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../tests/data/topologies/azure-ndv4-topo.xml"
+    pair("azure-ndv4-topo.xml", FabricKind::SingleSwitch, 25.0)
+}
+
+/// The planner of `t` and the engine's configuration from its profile.
+fn planned(t: &Topology) -> (Planner, SimConfig) {
+    let p = Planner::new(t).unwrap();
+    let cfg = SimConfig::from_profile(&p.profile().profile, "derived").unwrap();
+    (p, cfg)
+}
+
+/// `coll` at `bytes` as NCCL runs it in ring Simple on `t`: its busbw (nccl-tests' factor
+/// `busf`) over the searched rings' bandwidth (channels × per-channel rate), and the channels.
+fn ring_simple_share(t: &Topology, coll: &Collective, bytes: u64, busf: f64) -> (f64, String) {
+    let (p, cfg) = planned(t);
+    let f = Filter::only(Algorithm::Ring, Protocol::Simple);
+    let r = Model::new(t, &p).run(t, &p, coll, bytes, &f, &cfg).unwrap();
+    let ring = p.channels().ring_run();
+    let searched_gbps = ring.count as f64 * ring.bw_gbps;
+    let busbw = bytes as f64 / 1000.0 / r.time_us * busf;
+    let why = format!(
+        "{busbw:.1} GB/s busbw, rings {searched_gbps:.1} GB/s ({} channels)",
+        r.choice.channels
     );
-    let node = planner::topology::load_file(std::path::Path::new(path), &Default::default())
-        .unwrap()
-        .topology;
-    let fabric = Fabric {
-        kind: FabricKind::SingleSwitch,
-        port_gbps: 25.0,
-        switch_lat_us: 0.6,
-    };
-    scale(&node, 2, fabric).unwrap()
+    (busbw / searched_gbps, why)
+}
+
+/// The planner's pick of `kind` at `bytes` on `t` with the tuner's and the engine's price.
+fn row(t: &Topology, kind: CollectiveKind, bytes: u64) -> Agreement {
+    let (p, cfg) = planned(t);
+    let rows = sim::price::agreement(t, &p, &cfg, &[bytes]);
+    rows.into_iter().find(|r| r.kind == kind).unwrap()
+}
+
+/// The engine priced `r`'s pick and the tuner is within `bound` (a fraction) of it.
+fn assert_agrees(r: &Agreement, bound: f64) {
+    assert!(
+        r.by_engine && r.tuner_error().abs() < bound,
+        "{} {} B {} {:?}: tuner {:.2} us, engine {:.2} us",
+        r.kind.name(),
+        r.bytes,
+        r.algorithm,
+        r.protocol,
+        r.tuner_us,
+        r.picked_us
+    );
 }
 
 /// A 1 GiB ring all-gather on two NDv4 hosts moves at least 85 % of the searched rings'
@@ -50,25 +91,9 @@ fn ndv4_pair() -> Topology {
 /// their share and the call ran at half the rings' bandwidth.
 #[test]
 fn ring_all_gather_between_hosts_uses_every_nic() {
-    let t = ndv4_pair();
-    let p = Planner::new(&t).unwrap();
-    let cfg = SimConfig::from_profile(&p.profile().profile, "derived").unwrap();
-    let m = Model::new(&t, &p);
-    let f = Filter {
-        algorithms: Some(vec![Algorithm::Ring]),
-        protocols: Some(vec![Protocol::Simple]),
-    };
     let coll = Collective::new(CollectiveKind::AllGather);
-    let bytes = 1 << 30;
-    let r = m.run(&t, &p, &coll, bytes, &f, &cfg).unwrap();
-    let ring = p.channels().ring_run();
-    let searched_gbps = ring.count as f64 * ring.bw_gbps;
-    let busbw = bytes as f64 / 1000.0 / r.time_us * 15.0 / 16.0;
-    assert!(
-        busbw > 0.85 * searched_gbps,
-        "{busbw:.1} GB/s busbw, rings {searched_gbps:.1} GB/s ({} channels)",
-        r.choice.channels
-    );
+    let (share, why) = ring_simple_share(&ndv4_pair(), &coll, 1 << 30, 15.0 / 16.0);
+    assert!(share > 0.85, "{why}");
 }
 
 /// A 512 MiB ring broadcast as NCCL runs it on two rail-connected hosts moves at least 70 % of
@@ -77,25 +102,9 @@ fn ring_all_gather_between_hosts_uses_every_nic() {
 /// one spine link of a quarter of a port, the engine ran this broadcast at 15 % of that.
 #[test]
 fn ring_broadcast_across_rails_runs_at_the_rings_rate() {
-    let t = h800_rail_pair();
-    let p = Planner::new(&t).unwrap();
-    let cfg = SimConfig::from_profile(&p.profile().profile, "derived").unwrap();
-    let m = Model::new(&t, &p);
-    let f = Filter {
-        algorithms: Some(vec![Algorithm::Ring]),
-        protocols: Some(vec![Protocol::Simple]),
-    };
     let coll = Collective::as_nccl_tests(CollectiveKind::Broadcast, 16, 0);
-    let bytes = 512 << 20;
-    let r = m.run(&t, &p, &coll, bytes, &f, &cfg).unwrap();
-    let ring = p.channels().ring_run();
-    let searched_gbps = ring.count as f64 * ring.bw_gbps;
-    let busbw = bytes as f64 / 1000.0 / r.time_us;
-    assert!(
-        busbw > 0.7 * searched_gbps,
-        "{busbw:.1} GB/s busbw, rings {searched_gbps:.1} GB/s ({} channels)",
-        r.choice.channels
-    );
+    let (share, why) = ring_simple_share(&h800_rail_pair(), &coll, 512 << 20, 1.0);
+    assert!(share > 0.7, "{why}");
 }
 
 /// The tuner prices topoplan's send/recv and all-to-all across hosts from the communicator's
@@ -106,8 +115,7 @@ fn ring_broadcast_across_rails_runs_at_the_rings_rate() {
 #[test]
 fn point_to_point_across_hosts_agrees_with_the_engine() {
     let t = h800_rail_pair();
-    let p = Planner::new(&t).unwrap();
-    let cfg = SimConfig::from_profile(&p.profile().profile, "derived").unwrap();
+    let (p, cfg) = planned(&t);
     let rows = sim::price::agreement(&t, &p, &cfg, &[8, 128 << 20]);
     let p2p: Vec<_> = rows
         .iter()
@@ -115,14 +123,7 @@ fn point_to_point_across_hosts_agrees_with_the_engine() {
         .collect();
     assert_eq!(p2p.len(), 4);
     for r in p2p {
-        assert!(
-            r.by_engine && r.tuner_error().abs() < 0.10,
-            "{} {} B: tuner {:.2} us, engine {:.2} us",
-            r.kind.name(),
-            r.bytes,
-            r.tuner_us,
-            r.picked_us
-        );
+        assert_agrees(r, 0.10);
     }
 }
 
@@ -132,20 +133,7 @@ fn point_to_point_across_hosts_agrees_with_the_engine() {
 /// out about a quarter fast.
 #[test]
 fn a_small_broadcast_across_hosts_costs_its_chain() {
-    let t = h800_rail_pair();
-    let p = Planner::new(&t).unwrap();
-    let cfg = SimConfig::from_profile(&p.profile().profile, "derived").unwrap();
-    let rows = sim::price::agreement(&t, &p, &cfg, &[8]);
-    let r = rows
-        .iter()
-        .find(|r| r.kind == CollectiveKind::Broadcast)
-        .unwrap();
-    assert!(
-        r.by_engine && r.tuner_error().abs() < 0.05,
-        "tuner {:.2} us, engine {:.2} us",
-        r.tuner_us,
-        r.picked_us
-    );
+    assert_agrees(&row(&h800_rail_pair(), CollectiveKind::Broadcast, 8), 0.05);
 }
 
 /// A small ring all-gather across hosts costs its ranks' steps as the engine runs them: the
@@ -154,20 +142,5 @@ fn a_small_broadcast_across_hosts_costs_its_chain() {
 /// counted that step once and came out 22 % fast at 8 B.
 #[test]
 fn a_small_all_gather_across_hosts_costs_its_ranks_steps() {
-    let t = h800_rail_pair();
-    let p = Planner::new(&t).unwrap();
-    let cfg = SimConfig::from_profile(&p.profile().profile, "derived").unwrap();
-    let rows = sim::price::agreement(&t, &p, &cfg, &[8]);
-    let r = rows
-        .iter()
-        .find(|r| r.kind == CollectiveKind::AllGather)
-        .unwrap();
-    assert!(
-        r.by_engine && r.tuner_error().abs() < 0.05,
-        "{} {:?}: tuner {:.2} us, engine {:.2} us",
-        r.algorithm,
-        r.protocol,
-        r.tuner_us,
-        r.picked_us
-    );
+    assert_agrees(&row(&h800_rail_pair(), CollectiveKind::AllGather, 8), 0.05);
 }

@@ -147,10 +147,7 @@ fn tree_root_receives_reduces_and_sends_in_one_pass() {
     let (t, p) = h200();
     let m = Model::new(&t, &p);
     let coll = Collective::as_nccl_tests(CollectiveKind::AllReduce, 2, 0);
-    let f = Filter {
-        algorithms: Some(vec![Algorithm::Tree]),
-        protocols: Some(vec![Protocol::Simple]),
-    };
+    let f = Filter::only(Algorithm::Tree, Protocol::Simple);
     let bytes = 16u64 << 20;
     let c = m.choose(CollectiveKind::AllReduce, bytes, &f).unwrap();
     let fused = m.schedule(&p, &coll, &c, 4).unwrap();
@@ -238,10 +235,7 @@ fn ring_all_reduce_on_8xh100_within_ten_percent_of_published_busbw() {
             planner::tuner::ProfileSource::Derived { .. }
         ));
         let cfg = SimConfig::from_profile(&p.profile().profile, f).unwrap();
-        let ring = Filter {
-            algorithms: Some(vec![Algorithm::Ring]),
-            protocols: None,
-        };
+        let ring = Filter::algorithm(Algorithm::Ring);
         let coll = Collective::new(CollectiveKind::AllReduce);
         for bytes in [1u64 << 30, 4 << 30] {
             let r = m.run(&t, &p, &coll, bytes, &ring, &cfg).unwrap();
@@ -293,20 +287,14 @@ fn every_collective_and_forced_pair_runs() {
     let coll = Collective::new(CollectiveKind::AllReduce);
     for a in [Algorithm::Ring, Algorithm::Tree] {
         for pr in Protocol::ALL {
-            let f = Filter {
-                algorithms: Some(vec![a.clone()]),
-                protocols: Some(vec![pr]),
-            };
+            let f = Filter::only(a.clone(), pr);
             let r = m.run(&t, &p, &coll, 1 << 20, &f, &cfg).unwrap();
             assert_eq!(r.choice.protocol, pr);
             assert_eq!(r.choice.algo == Algo::Tree, a == Algorithm::Tree);
         }
     }
     // Tree is all-reduce only, as in NCCL.
-    let f = Filter {
-        algorithms: Some(vec![Algorithm::Tree]),
-        protocols: None,
-    };
+    let f = Filter::algorithm(Algorithm::Tree);
     assert!(m.choose(CollectiveKind::AllGather, 1 << 20, &f).is_none());
 }
 
@@ -342,20 +330,14 @@ fn engine_and_tuner_agree_on_the_same_schedule() {
     let (t, p) = h200();
     let m = Model::new(&t, &p);
     let cfg = SimConfig::default();
-    let ring = Filter {
-        algorithms: Some(vec![Algorithm::Ring]),
-        protocols: None,
-    };
+    let ring = Filter::algorithm(Algorithm::Ring);
     let mut compared = 0;
     for kind in [CollectiveKind::AllReduce, CollectiveKind::AllGather] {
         let coll = Collective::new(kind);
         let mut bytes = 8u64;
         while bytes <= 2 << 30 {
             let proto = m.choose(kind, bytes, &ring).unwrap().protocol;
-            let f = Filter {
-                algorithms: Some(vec![Algorithm::Ring]),
-                protocols: Some(vec![proto]),
-            };
+            let f = Filter::only(Algorithm::Ring, proto);
             let tuner = p.choose_filtered(&coll, bytes, &f).unwrap();
             let r = m.run(&t, &p, &coll, bytes, &f, &cfg).unwrap();
             bytes *= 4;
@@ -394,10 +376,7 @@ fn ring_all_reduce_on_8xh800_within_ten_percent_of_measured_nvlink() {
     let p = Planner::new(&t).unwrap();
     let m = Model::new(&t, &p);
     let cfg = SimConfig::from_profile(&p.profile().profile, f).unwrap();
-    let ring = Filter {
-        algorithms: Some(vec![Algorithm::Ring]),
-        protocols: None,
-    };
+    let ring = Filter::algorithm(Algorithm::Ring);
     let bytes = 1u64 << 30;
     let r = m
         .run(

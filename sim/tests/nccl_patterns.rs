@@ -61,10 +61,7 @@ fn tree_simple_keeps_the_whole_step() {
     let (t, p) = h200();
     let m = Model::new(&t, &p);
     let cfg = SimConfig::default();
-    let f = Filter {
-        algorithms: Some(vec![Algorithm::Tree]),
-        protocols: Some(vec![Protocol::Simple]),
-    };
+    let f = Filter::only(Algorithm::Tree, Protocol::Simple);
     let coll = Collective::new(CollectiveKind::AllReduce);
     let bytes = 8 << 20;
     let r = m.run(&t, &p, &coll, bytes, &f, &cfg).unwrap();

@@ -166,15 +166,7 @@ impl Planner {
         };
         let packed = Lazy::new(t, &channels, &profile);
         let mut model = model;
-        let a2a_gbps = measure_paths(t, &channels, &mut model);
-        let e = &model.calib.engine;
-        let flow_cap = if e.gpu_gbps[0] > 0.0 {
-            e.gpu_gbps[0]
-        } else {
-            f64::INFINITY
-        };
-        let p2p = [CollectiveKind::AllToAll, CollectiveKind::SendRecv]
-            .map(|k| p2p::measure(t, k, flow_cap, e.net_step_us));
+        let (a2a_gbps, p2p) = measure_paths(t, &channels, &mut model);
         Ok(Planner {
             a2a_gbps,
             p2p,
@@ -231,17 +223,19 @@ impl Planner {
                 };
                 tuner::candidates_rooted(&m, coll.kind, root, bytes, f)
             }
-            None if coll.kind == CollectiveKind::AllToAll => {
+            None if matches!(
+                coll.kind,
+                CollectiveKind::AllToAll | CollectiveKind::SendRecv
+            ) =>
+            {
+                let a2a = coll.kind == CollectiveKind::AllToAll;
                 let m = SystemModel {
-                    direct_gbps: self.a2a_gbps,
-                    p2p: self.p2p[0],
-                    ..self.model.clone()
-                };
-                tuner::candidates_rooted(&m, coll.kind, root, bytes, f)
-            }
-            None if coll.kind == CollectiveKind::SendRecv => {
-                let m = SystemModel {
-                    p2p: self.p2p[1],
+                    direct_gbps: if a2a {
+                        self.a2a_gbps
+                    } else {
+                        self.model.direct_gbps
+                    },
+                    p2p: self.p2p[usize::from(!a2a)],
                     ..self.model.clone()
                 };
                 tuner::candidates_rooted(&m, coll.kind, root, bytes, f)
@@ -472,17 +466,22 @@ fn direct_bw(t: &Topology, ch: &Channels) -> f64 {
 /// Sets the topology's terms the tuner reads beside the engine's (`EngineTerms`): the slowest
 /// route's latency and, up to [`p2p::EXACT_P2P_RANKS`] ranks on one host or several, the rings'
 /// and trees' paths (a route through the network costs its step `sim.net_step_us` more, as in
-/// the engine). Returns all-to-all's per-rank rate ([`p2p::all_to_all_bw`], flows capped at the
-/// executor's rate).
-fn measure_paths(t: &Topology, channels: &Channels, model: &mut SystemModel) -> f64 {
+/// the engine). Returns all-to-all's per-rank rate ([`p2p::all_to_all_bw`]) and all-to-all's and
+/// send/recv's messages over the whole communicator ([`p2p::measure`]), flows capped at the
+/// executor's rate.
+fn measure_paths(
+    t: &Topology,
+    channels: &Channels,
+    model: &mut SystemModel,
+) -> (f64, [Option<tuner::P2pTerms>; 2]) {
     let flow_cap = match model.calib.engine.gpu_gbps[0] {
         x if x > 0.0 => x,
         _ => f64::INFINITY,
     };
     let (a2a_gbps, route_lat_us) = p2p::all_to_all_bw(t, channels, model.direct_gbps, flow_cap);
     model.calib.engine.route_lat_us = route_lat_us;
+    let net_step_us = model.calib.engine.net_step_us;
     if model.nranks <= p2p::EXACT_P2P_RANKS {
-        let net_step_us = model.calib.engine.net_step_us;
         let route = |a: u32, b: u32| {
             t.gpu_path(a, b).map_or((0.0, Vec::new(), 0.0), |p| {
                 let links = p.links.iter().map(|&l| (l.index(), t.graph[l].bw_gbps));
@@ -496,7 +495,9 @@ fn measure_paths(t: &Topology, channels: &Channels, model: &mut SystemModel) -> 
         };
         model.calib.engine.paths = tuner::ChainPaths::of(&channels.rings, &channels.trees, route);
     }
-    a2a_gbps
+    let p2p = [CollectiveKind::AllToAll, CollectiveKind::SendRecv]
+        .map(|k| p2p::measure(t, k, flow_cap, net_step_us));
+    (a2a_gbps, p2p)
 }
 
 /// nccl-tests' size for a collective given the per-rank element count and element size.

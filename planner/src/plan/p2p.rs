@@ -16,8 +16,8 @@ use std::collections::HashMap;
 pub(super) const EXACT_P2P_RANKS: u32 = 64;
 
 /// The whole communicator's messages for `kind` (all-to-all or send/recv) on `t`, `None` past
-/// [`EXACT_P2P_RANKS`] or for another collective. `flow_cap` bounds one flow (the executor's
-/// rate), `net_step_us` is the engine's cost of a network step.
+/// [`EXACT_P2P_RANKS`], for another collective or where a message has no route. `flow_cap`
+/// bounds one flow (the executor's rate), `net_step_us` is the engine's cost of a network step.
 pub(super) fn measure(
     t: &Topology,
     kind: CollectiveKind,
@@ -28,33 +28,20 @@ pub(super) fn measure(
     if !(2..=EXACT_P2P_RANKS).contains(&n) {
         return None;
     }
-    // The direct builder's order: rank r's k-th message goes to rank r + k.
-    let peers: Vec<u32> = match kind {
-        CollectiveKind::AllToAll => (1..n).collect(),
-        CollectiveKind::SendRecv => vec![1],
+    let peers = match kind {
+        CollectiveKind::AllToAll => n as usize - 1,
+        CollectiveKind::SendRecv => 1,
         _ => return None,
     };
-    let mut links = LinkIndex::default();
-    let mut msgs = Vec::with_capacity(n as usize);
-    let (mut chain_us, mut landing_us) = (0.0f64, 0.0f64);
-    for r in 0..n {
-        let mut mine = Vec::with_capacity(peers.len());
-        let mut chain = 0.0;
-        for &k in &peers {
-            let p = t.gpu_path(r, (r + k) % n)?;
-            if p.kind == PathType::Net {
-                chain += net_step_us;
-            }
-            landing_us = landing_us.max(p.lat_us);
-            mine.push(p.links.iter().map(|&l| links.of(t, l)).collect());
-        }
-        chain_us = chain_us.max(chain);
-        msgs.push(mine);
+    let ranks: Vec<u32> = (0..n).collect();
+    let m = Messages::of(t, &ranks, peers, net_step_us);
+    if m.unrouted {
+        return None;
     }
-    let time = tuner::sequential_sends_time(&msgs, &links.caps, flow_cap);
+    let time = tuner::sequential_sends_time(&m.msgs, &m.links.caps, flow_cap);
     (time > 0.0).then(|| P2pTerms {
-        gbps: peers.len() as f64 / time,
-        lat_us: chain_us + landing_us,
+        gbps: peers as f64 / time,
+        lat_us: m.chain_us + m.landing_us,
     })
 }
 
@@ -70,24 +57,56 @@ pub(super) fn measure(
 /// NVLink, `direct`.
 pub(super) fn all_to_all_bw(t: &Topology, ch: &Channels, direct: f64, flow_cap: f64) -> (f64, f64) {
     let h0 = &ch.hosts[0];
-    let n = h0.len();
-    let mut lat: f64 = 0.0;
-    let mut links = LinkIndex::default();
-    let mut msgs = vec![Vec::new(); n];
-    for (i, &a) in h0.iter().enumerate() {
-        for k in 1..n {
-            let Some(p) = t.gpu_path(a, h0[(i + k) % n]) else {
-                continue;
-            };
-            lat = lat.max(p.lat_us);
-            msgs[i].push(p.links.iter().map(|&l| links.of(t, l)).collect());
-        }
-    }
-    let time = tuner::sequential_sends_time(&msgs, &links.caps, flow_cap);
+    let m = Messages::of(t, h0, h0.len().saturating_sub(1), 0.0);
+    let time = tuner::sequential_sends_time(&m.msgs, &m.links.caps, flow_cap);
     if ch.all_peers_nvlink_gbps.is_some() || time <= 0.0 {
-        return (direct, lat);
+        return (direct, m.landing_us);
     }
-    (direct.min((n - 1) as f64 / time), lat)
+    (direct.min((h0.len() - 1) as f64 / time), m.landing_us)
+}
+
+/// Every rank's messages in the direct builder's order (the i-th rank's k-th message goes to
+/// the rank k places on), each the links of its route; a message without a route is left out.
+struct Messages {
+    msgs: Vec<Vec<Vec<usize>>>,
+    links: LinkIndex,
+    /// The slowest route's latency, µs.
+    landing_us: f64,
+    /// The most network steps one rank pays (`net_step_us` per message across hosts), µs.
+    chain_us: f64,
+    /// Some message had no route.
+    unrouted: bool,
+}
+
+impl Messages {
+    fn of(t: &Topology, ranks: &[u32], peers: usize, net_step_us: f64) -> Messages {
+        let n = ranks.len();
+        let mut m = Messages {
+            msgs: Vec::with_capacity(n),
+            links: LinkIndex::default(),
+            landing_us: 0.0,
+            chain_us: 0.0,
+            unrouted: false,
+        };
+        for (i, &a) in ranks.iter().enumerate() {
+            let mut mine = Vec::with_capacity(peers);
+            let mut chain = 0.0;
+            for k in 1..=peers {
+                let Some(p) = t.gpu_path(a, ranks[(i + k) % n]) else {
+                    m.unrouted = true;
+                    continue;
+                };
+                if p.kind == PathType::Net {
+                    chain += net_step_us;
+                }
+                m.landing_us = m.landing_us.max(p.lat_us);
+                mine.push(p.links.iter().map(|&l| m.links.of(t, l)).collect());
+            }
+            m.chain_us = m.chain_us.max(chain);
+            m.msgs.push(mine);
+        }
+        m
+    }
 }
 
 /// Dense indices of the links that messages use, with their rates.

@@ -14,9 +14,8 @@ pub(super) struct HostPaths {
     pub(super) n_local: usize,
     /// `paths[base * n_local + src]`: path from local node `src` to `base`.
     pub(super) paths: Vec<Option<Path>>,
-    /// GPU → the NIC it uses for traffic leaving the host.
-    pub(super) local_nic: HashMap<NodeId, NodeId>,
-    /// Per GPU, every NIC tied for its best path, its local NIC first, then in graph order.
+    /// Per GPU, every NIC tied for its best path, the one it uses for traffic leaving the host
+    /// (its local NIC, [`HostPaths::local_nic`]) first, then the others in turn.
     pub(super) local_nics: HashMap<NodeId, Vec<NodeId>>,
     pub(super) nics: Vec<NodeId>,
 }
@@ -276,8 +275,7 @@ impl HostNodes<'_> {
     fn choose_local_nics(&self, hp: &mut HostPaths) {
         for &gp in &self.gpus {
             let ties = self.nic_ties(hp, gp);
-            if let Some(&first) = ties.first() {
-                hp.local_nic.insert(gp, first);
+            if !ties.is_empty() {
                 hp.local_nics.insert(gp, ties);
             }
         }
@@ -286,9 +284,29 @@ impl HostNodes<'_> {
     /// The NICs tied for `gp`'s best path (bandwidth, then type), its local NIC first: the tie
     /// at its device index, then the rest in turn (NCCL's `ncclTopoGetLocalNet` over channels).
     fn nic_ties(&self, hp: &HostPaths, gp: NodeId) -> Vec<NodeId> {
+        let best = self.best_ends(hp, &hp.nics, |n| (gp, n));
+        if best.is_empty() {
+            return best;
+        }
+        let dev = self.t.gpu(gp).map(|x| x.dev).unwrap_or(0) as usize;
+        let first = dev % best.len();
+        (0..best.len())
+            .map(|i| best[(first + i) % best.len()])
+            .collect()
+    }
+
+    /// Those of `ends` whose path `ends_of(end)` (from, to) is best: the highest bandwidth, then
+    /// the best type; in `ends`' order.
+    fn best_ends(
+        &self,
+        hp: &HostPaths,
+        ends: &[NodeId],
+        ends_of: impl Fn(NodeId) -> (NodeId, NodeId),
+    ) -> Vec<NodeId> {
         let mut best: Vec<(NodeId, f64, PathType)> = Vec::new();
-        for &n in &hp.nics {
-            if let Some(p) = self.get(hp, gp, n) {
+        for &n in ends {
+            let (a, b) = ends_of(n);
+            if let Some(p) = self.get(hp, a, b) {
                 best.push((n, p.bw_gbps, p.kind));
             }
         }
@@ -298,11 +316,7 @@ impl HostNodes<'_> {
         best.retain(|b| b.1 >= max_bw - 1e-9);
         let min_ty = best.iter().map(|b| b.2).min().expect("non-empty");
         best.retain(|b| b.2 == min_ty);
-        let dev = self.t.gpu(gp).map(|x| x.dev).unwrap_or(0) as usize;
-        let first = dev % best.len();
-        (0..best.len())
-            .map(|i| best[(first + i) % best.len()].0)
-            .collect()
+        best.into_iter().map(|b| b.0).collect()
     }
 
     /// The GPU next to `nic` that proxies other GPUs' traffic to it (PXN): of the GPUs with the
@@ -310,23 +324,14 @@ impl HostNodes<'_> {
     /// (NCCL's `ncclTopoGetLocalGpu`: the GPU whose local NIC it is at the lowest channel), so
     /// NICs under one switch get different proxies.
     fn local_gpu(&self, hp: &HostPaths, nic: NodeId) -> Option<NodeId> {
-        let mut tied: Vec<(NodeId, f64, PathType)> = Vec::new();
-        for &gp in &self.gpus {
-            if let Some(p) = self.get(hp, gp, nic) {
-                tied.push((gp, p.bw_gbps, p.kind));
-            }
-        }
-        let max_bw = tied.iter().map(|b| b.1).reduce(f64::max)?;
-        tied.retain(|b| b.1 >= max_bw - 1e-9);
-        let min_ty = tied.iter().map(|b| b.2).min()?;
-        tied.retain(|b| b.2 == min_ty);
-        tied.iter()
+        let tied = self.best_ends(hp, &self.gpus, |g| (g, nic));
+        tied.into_iter()
             .enumerate()
-            .min_by_key(|(i, g)| {
-                let rank = self.nic_ties(hp, g.0).iter().position(|&n| n == nic);
-                (rank.unwrap_or(usize::MAX), *i)
+            .min_by_key(|&(i, g)| {
+                let rank = self.nic_ties(hp, g).iter().position(|&n| n == nic);
+                (rank.unwrap_or(usize::MAX), i)
             })
-            .map(|(_, g)| g.0)
+            .map(|(_, g)| g)
     }
 }
 
@@ -343,7 +348,6 @@ impl HostPaths {
             base_idx: bases.iter().enumerate().map(|(i, b)| (*b, i)).collect(),
             n_local,
             paths: Vec::with_capacity(bases.len() * n_local),
-            local_nic: HashMap::new(),
             local_nics: HashMap::new(),
             nics: Vec::new(),
         };
@@ -370,6 +374,11 @@ impl HostPaths {
         host.route_non_gdr_nic_paths_via_cpu(&mut hp, &proxy);
         host.choose_local_nics(&mut hp);
         hp
+    }
+
+    /// The NIC `gpu` uses for traffic leaving the host.
+    pub(super) fn local_nic(&self, gpu: NodeId) -> Option<NodeId> {
+        self.local_nics.get(&gpu).and_then(|v| v.first().copied())
     }
 
     pub(super) fn get(&self, a: NodeId, b: NodeId, local: &[(u32, u32)]) -> Option<&Path> {

@@ -417,7 +417,7 @@ impl Topology {
         if h == u32::MAX {
             return None;
         }
-        c.host(self, h as usize).local_nic.get(&gpu).copied()
+        c.host(self, h as usize).local_nic(gpu)
     }
 }
 
@@ -450,7 +450,7 @@ fn rail_nic(
         return Some(n);
     }
     let (leaf, _, _) = *c.nic_leaf.get(&nb)?;
-    let own = hp.local_nic.get(&from).copied();
+    let own = hp.local_nic(from);
     if own.is_some_and(|n| c.nic_leaf.get(&n).is_some_and(|x| x.0 == leaf)) {
         return own;
     }
@@ -467,7 +467,7 @@ fn rail_nic(
 fn exit_nic(t: &Topology, hp: &HostPaths, n: NodeId, local: &[(u32, u32)]) -> Option<NodeId> {
     match &t.graph[n].kind {
         NodeKind::Nic(_) => Some(n),
-        NodeKind::Gpu(_) => hp.local_nic.get(&n).copied(),
+        NodeKind::Gpu(_) => hp.local_nic(n),
         _ => hp
             .nics
             .iter()

@@ -140,6 +140,22 @@ pub struct Filter {
 }
 
 impl Filter {
+    /// Only `algorithm`, in any protocol (`NCCL_ALGO` alone).
+    pub fn algorithm(algorithm: Algorithm) -> Filter {
+        Filter {
+            algorithms: Some(vec![algorithm]),
+            protocols: None,
+        }
+    }
+
+    /// Only `algorithm` in `protocol` (`NCCL_ALGO` and `NCCL_PROTO` both set).
+    pub fn only(algorithm: Algorithm, protocol: Protocol) -> Filter {
+        Filter {
+            algorithms: Some(vec![algorithm]),
+            protocols: Some(vec![protocol]),
+        }
+    }
+
     pub fn allows(&self, a: &Algorithm, p: Protocol) -> bool {
         self.algorithms.as_ref().is_none_or(|v| v.contains(a))
             && self.protocols.as_ref().is_none_or(|v| v.contains(&p))
