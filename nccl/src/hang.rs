@@ -55,6 +55,8 @@ pub struct Hang {
     /// Calls started on this rank: the next call's sequence number.
     next: AtomicU64,
     watchdog: Mutex<Option<Arc<Stop>>>,
+    /// Rank 0's reader of every rank's record, for removing dead ranks' records at close.
+    sweep: Mutex<Option<Reader>>,
     /// The last batch enqueued on the GPU, until it is seen finished ([`Hang::settle`]).
     pending: Mutex<Option<Pending>>,
 }
@@ -115,12 +117,13 @@ impl Hang {
                 None
             }
         };
-        let watchdog = (rank == 0 && record.is_some())
-            .then(|| Stop::start(Reader::new(&dir(), key, nranks), comm, threshold));
+        let lead = rank == 0 && record.is_some();
+        let watchdog = lead.then(|| Stop::start(Reader::new(&dir(), key, nranks), comm, threshold));
         Hang {
             record,
             next: AtomicU64::new(0),
             watchdog: Mutex::new(watchdog.flatten()),
+            sweep: Mutex::new(lead.then(|| Reader::new(&dir(), key, nranks))),
             pending: Mutex::new(None),
         }
     }
@@ -130,6 +133,7 @@ impl Hang {
             record: None,
             next: AtomicU64::new(0),
             watchdog: Mutex::new(None),
+            sweep: Mutex::new(None),
             pending: Mutex::new(None),
         }
     }
@@ -176,12 +180,16 @@ impl Hang {
         }
     }
 
-    /// At destroy or abort: removes the record's file and stops the watchdog, which exits
-    /// within one poll and is never waited for, so destroy is not delayed. The mapping stays
-    /// until the communicator is dropped (a call may still hold it).
+    /// At destroy or abort: removes the record's file (on rank 0 also those of ranks whose
+    /// process has exited) and stops the watchdog, which exits within one poll and is never
+    /// waited for, so destroy is not delayed. The mapping stays until the communicator is
+    /// dropped (a call may still hold it).
     pub fn close(&self) {
         if let Some(r) = &self.record {
             r.unlink();
+        }
+        if let Some(mut sweep) = lock(&self.sweep).take() {
+            sweep.remove_exited();
         }
         if let Some(s) = lock(&self.watchdog).take() {
             s.stop();

@@ -124,7 +124,17 @@ fn two_ranks_from_one_thread_in_groups() {
 
 #[test]
 fn a_killed_rank_is_a_remote_error_and_abort_returns() {
-    run("killed", &[]);
+    // The killed rank cannot remove its hang record; the survivor (rank 0) does at abort.
+    let shm = std::env::temp_dir().join(format!("topoplan-nccl-killed-{}", std::process::id()));
+    std::fs::create_dir_all(&shm).unwrap();
+    run("killed", &[("TOPOPLAN_SHM_DIR", shm.to_str().unwrap())]);
+    let left: Vec<_> = std::fs::read_dir(&shm)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left in {}: {left:?}", shm.display());
+    let _ = std::fs::remove_dir_all(&shm);
 }
 
 #[test]

@@ -86,9 +86,9 @@ fn run_bounded(
     (ok, read(&o), read(&e))
 }
 
-/// The pid in word 0 of each hang record left in the shared-memory directory.
-fn record_pids() -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+/// The pid in word 0 of each hang record left in `shm`.
+fn record_pids(shm: &Path) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir(shm) else {
         return Vec::new();
     };
     dir.flatten()
@@ -108,13 +108,17 @@ fn a_rank_that_skips_a_call_is_named_behind_before_the_timeout() {
     let tmp = std::env::temp_dir().join(format!("topoplan-hang-test-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
     let bin = build(&tmp);
+    // A directory of its own: records other runs left behind (a killed process cannot remove
+    // its own) may carry a pid this run's ranks reuse.
+    let shm = tmp.join("shm");
+    std::fs::create_dir_all(&shm).unwrap();
     let (ok, out, err) = run_bounded(
         &bin,
         &tmp,
         &[
             ("TOPOPLAN_HANG_REPORT", "1s"),
             ("TOPOPLAN_TIMEOUT", "6s"),
-            ("TOPOPLAN_SHM_DIR", "/dev/shm"),
+            ("TOPOPLAN_SHM_DIR", shm.to_str().unwrap()),
         ],
         Duration::from_secs(120),
     );
@@ -199,7 +203,7 @@ fn a_rank_that_skips_a_call_is_named_behind_before_the_timeout() {
         assert!((5.0..30.0).contains(&took), "{line}");
     }
     // Every rank removed its record.
-    let left = record_pids();
+    let left = record_pids(&shm);
     for rank in 0..3 {
         assert!(
             !left.contains(&pid(rank)),

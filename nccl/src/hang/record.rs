@@ -273,6 +273,20 @@ impl Reader {
     }
 }
 
+impl Reader {
+    /// Removes the records whose process has exited (a killed rank cannot remove its own), so
+    /// a crashed job leaves no files behind once rank 0 leaves; a live rank's record stays.
+    pub fn remove_exited(&mut self) {
+        for r in 0..self.paths.len() {
+            let Some(w) = self.words(r) else { continue };
+            let pid = (w[0] >> 32) as u32;
+            if w[0] & 0xFFFF_FFFF == MAGIC && pid != 0 && !running(pid) {
+                let _ = std::fs::remove_file(&self.paths[r]);
+            }
+        }
+    }
+}
+
 /// Marks the views whose process has exited (a killed rank leaves its record behind, last
 /// saying it was in a call). Read from procfs, as the runtime tells a dead peer; without
 /// procfs every process counts as running.
@@ -377,5 +391,29 @@ mod tests {
         let file = path(&dir, &key, 1);
         drop(p);
         assert!(!file.exists());
+    }
+
+    /// Rank 0 removes a killed rank's record at close, and leaves a live rank's alone.
+    #[test]
+    fn only_the_records_of_exited_processes_are_removed() {
+        let dir = std::env::temp_dir();
+        let key = format!("sweep{}", std::process::id());
+        let live = Published::create(&dir, &key, 0).unwrap();
+        let dead = path(&dir, &key, 1);
+        let mut words = [0u8; BYTES];
+        // No process has a pid above the kernel's pid_max (at most 2^22).
+        words[..8].copy_from_slice(&(MAGIC | (u32::MAX as u64) << 32).to_ne_bytes());
+        std::fs::write(&dead, words).unwrap();
+        let stray = path(&dir, &key, 2);
+        std::fs::write(&stray, [7u8; BYTES]).unwrap();
+        Reader::new(&dir, &key, 3).remove_exited();
+        assert!(path(&dir, &key, 0).exists(), "a live rank's record");
+        assert!(!dead.exists(), "a dead rank's record");
+        assert!(
+            stray.exists(),
+            "a file of another layout is not ours to remove"
+        );
+        let _ = std::fs::remove_file(&stray);
+        drop(live);
     }
 }
