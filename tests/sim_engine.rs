@@ -213,6 +213,35 @@ fn aggregated_matches_detailed_on_small_rings() {
     }
 }
 
+/// LL rings across hosts: the detailed engine paces a connection's messages after its first
+/// `slots` (the aggregated model splits the call in that proportion, not the whole call paced),
+/// and a ring's NVLink ranks absorb the network ranks' longer steps and hand-offs (the period is
+/// the steps and hand-offs around the ring over its ranks, not the slowest rank's step plus its
+/// hand-off).
+#[test]
+fn aggregated_matches_detailed_on_ll_rings_past_their_slots() {
+    for (nodes, gpus, nch, bytes) in [
+        (4u32, 2u32, 4u32, 1u64 << 20),
+        (4, 2, 4, 64 << 20),
+        (2, 4, 2, 8 << 20),
+    ] {
+        let t = rail_cluster(nodes, gpus, 370.8, 25.0);
+        let mut s = cluster_ring_all_reduce(nodes, gpus, nch, Protocol::LL);
+        s.loop_elems = Some(8 * 1024 * s.chunks_per_block as u64);
+        let paced = |m| cfg(m).with_ll_channel_cap(20.4 / nch as f64);
+        let d = simulate(&t, &s, bytes, &paced(Mode::Detailed)).unwrap();
+        let a = simulate(&t, &s, bytes, &paced(Mode::Aggregated)).unwrap();
+        let err = a.time_us / d.time_us - 1.0;
+        assert!(
+            err.abs() < 0.05,
+            "{nodes}x{gpus} {nch}ch {bytes}B LL: aggregated {} vs detailed {} ({:+.1}%)",
+            a.time_us,
+            d.time_us,
+            err * 100.0
+        );
+    }
+}
+
 #[test]
 fn a_deadlocking_schedule_is_reported_not_hung() {
     let t = two_gpus(370.8);

@@ -239,8 +239,8 @@ pub(crate) fn run(
     let mut net = Net::new(topo, s.nranks, cfg.sm_link_efficiency)?;
     let iters = s.loop_iterations(count);
     // A connection carries one message per op repeat and iteration: past its slots, LL steps
-    // wait for the receiver (the detailed engine's `ll_steady_gbps`); lockstep takes the steady
-    // state for the whole call.
+    // wait for the receiver (the detailed engine's `ll_steady_gbps`). Lockstep runs the call
+    // both ways and takes the slots' share of the messages unpaced, the rest paced.
     let messages = s.ranks[0].channels[0]
         .ops
         .iter()
@@ -248,11 +248,20 @@ pub(crate) fn run(
         .map(|o| o.repeat.max(1) as u64)
         .sum::<u64>()
         * iters;
-    let paced_ll = messages > s.slots as u64;
-    let (patterns, op_pattern, evaluations) = op_patterns(s, cfg, &mut net, paced_ll)?;
+    let (patterns, op_pattern, mut evaluations) = op_patterns(s, cfg, &mut net, false)?;
     let caps: Vec<f64> = net.res.iter().map(|r| r.cap).collect();
     let mut load = vec![0.0; caps.len()];
-    let (total_us, represented) = lockstep_time(s, cfg, count, &patterns, &op_pattern, &mut load);
+    let (mut total_us, represented) =
+        lockstep_time(s, cfg, count, &patterns, &op_pattern, &mut load);
+    let paces = s.protocol == Protocol::LL && cfg.ll_steady_gbps.is_some();
+    if paces && messages > s.slots as u64 {
+        let (patterns, op_pattern, more) = op_patterns(s, cfg, &mut net, true)?;
+        evaluations += more;
+        let mut unused = vec![0.0; caps.len()];
+        let (paced_us, _) = lockstep_time(s, cfg, count, &patterns, &op_pattern, &mut unused);
+        let unpaced = s.slots as f64 / messages as f64;
+        total_us = unpaced * total_us + (1.0 - unpaced) * paced_us;
+    }
     let time_ps = (total_us * 1e6).round() as u64;
     let names: Vec<String> = net.res.iter().map(|r| r.name.clone()).collect();
     let links: Vec<LinkLoad> = crate::link_loads(&names, &caps, &load, total_us);
@@ -333,6 +342,11 @@ fn op_time(
     let proto = cfg.proto(s.protocol);
     let sub = payload as f64 / m as f64;
     let mut worst: f64 = 0.0;
+    // A ring's step waits for its predecessor's: per channel, the steps and hand-offs around the
+    // ring, over its ranks, bound the period, which a rank with a faster step or route absorbs.
+    let ring = s.algorithm == Algorithm::Ring && op.kind.sends();
+    let mut around = vec![0.0; if ring { s.channels as usize } else { 0 }];
+    let mut slowest_steps: f64 = 0.0;
     for (k, &(rate, lat, netw)) in pat.per_prog.iter().enumerate() {
         let sends = op.kind.sends();
         let wire = if sends { proto.wire_factor } else { 1.0 };
@@ -361,10 +375,18 @@ fn op_time(
             m as f64 * t_step
         };
         worst = worst.max(t);
+        if ring {
+            around[k % s.channels as usize] += t_step + lat + proto.hop_us;
+            slowest_steps = slowest_steps.max(m as f64 * t_step);
+        }
         let moved = payload as f64 * wire * (op.repeat as f64) * times as f64;
         for &(r, w) in &pat.res[k] {
             load[r as usize] += moved * w;
         }
+    }
+    if ring {
+        let cycle = around.iter().fold(0.0f64, |a, &x| a.max(x)) / s.nranks.max(1) as f64;
+        worst = slowest_steps.max(cycle);
     }
     worst
 }

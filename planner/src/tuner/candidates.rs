@@ -2,7 +2,8 @@
 //! patterns on an all-NVLink host, and point-to-point elsewhere.
 
 use super::chain_costs::{
-    chain_fill, engine_path, ll128_channel, ll_channel, ring_share, root_copy, set_share,
+    chain_fill, engine_path, ll128_channel, ll_bus, ll_channel, messages, ring_share, set_share,
+    step_costs,
 };
 use super::packed_fill::packed_fill;
 use super::packed_paths::packed_lat;
@@ -199,12 +200,14 @@ impl<'a> Cands<'a> {
                     let ramped = nccl::ring_chunked(&Algorithm::Ring, kind);
                     let mut rmp = if ramped { ramp(c, p, bytes) } else { 1.0 };
                     bus = match p {
-                        Protocol::LL => {
-                            llmax.min(match ll_channel(&c.engine, ring_share(&c.engine, r, nc)) {
-                                Some(x) => nc as f64 * x * eff,
-                                None => bus * LL_BW_FACTOR,
-                            })
-                        }
+                        Protocol::LL => match ll_channel(&c.engine, ring_share(&c.engine, r, nc)) {
+                            Some(x) => ll_bus(
+                                nc as f64 * x * eff,
+                                llmax,
+                                messages(&Algorithm::Ring, kind, p, n, nc, bytes),
+                            ),
+                            None => llmax.min(bus * LL_BW_FACTOR),
+                        },
                         Protocol::LL128 => {
                             match ll128_channel(
                                 &c.engine,
@@ -235,7 +238,7 @@ impl<'a> Cands<'a> {
                                 + ninter as f64 * inter
                         }
                     } + chain_fill(m, kind, self.root, p, bytes, r, nc)
-                        + root_copy(kind, bytes, &c.engine, nc);
+                        + step_costs(m, kind, self.root, p, nc, bytes).unwrap_or(0.0);
                     self.push(Algorithm::Ring, p, nc, lat, bus / busf.max(1e-9), rmp);
                 }
             }
@@ -297,6 +300,7 @@ impl<'a> Cands<'a> {
             m,
             kind,
             bytes,
+            n,
             c,
             nnodes,
             ppn,
@@ -318,10 +322,13 @@ impl<'a> Cands<'a> {
                     bw = bw.min(nc as f64 * PER_CH_TREE[cc][ni]);
                     bw = match p {
                         Protocol::LL => match ll_channel(&c.engine, set_share(t, nc)) {
-                            Some(x) => nc as f64 * x * fanout,
-                            None => bw / TREE_LL_DIVISOR,
-                        }
-                        .min(llmax),
+                            Some(x) => ll_bus(
+                                nc as f64 * x * fanout,
+                                llmax,
+                                messages(&Algorithm::Tree, kind, p, n, nc, bytes),
+                            ),
+                            None => llmax.min(bw / TREE_LL_DIVISOR),
+                        },
                         Protocol::LL128 => (bw
                             * if nnodes == 1 {
                                 TREE_LL128_INTRA

@@ -25,6 +25,105 @@ pub(super) fn ll_channel(e: &EngineTerms, link_gbps: f64) -> Option<f64> {
     Some(rate.min(link_gbps) / wire)
 }
 
+/// Messages one connection of a ring or tree call carries, in `schedule::build`'s geometry (a
+/// message per chunk of NCCL's, LL's 32 KiB): a loop iteration takes one chunk per channel, of
+/// each rank's block on the ring pattern (all-reduce, all-gather, reduce-scatter), and sends
+/// 2(n − 1) messages on each connection for a ring all-reduce, n − 1 for all-gather and
+/// reduce-scatter, one for a broadcast, a reduce or a tree.
+pub(super) fn messages(
+    a: &Algorithm,
+    kind: CollectiveKind,
+    p: Protocol,
+    n: u32,
+    nc: u32,
+    bytes: u64,
+) -> u64 {
+    let chunk = nccl::chunk_bytes(a, kind, p).max(1);
+    let iters = bytes.div_ceil(chunk * blocks(a, kind, n, nc)).max(1);
+    let sends = match (a, kind) {
+        (Algorithm::Ring, CollectiveKind::AllReduce) => 2 * (n.max(2) as u64 - 1),
+        (Algorithm::Ring, CollectiveKind::AllGather | CollectiveKind::ReduceScatter) => {
+            n.max(2) as u64 - 1
+        }
+        _ => 1,
+    };
+    sends * iters
+}
+
+/// The pieces a call's bytes are cut into before chunking: one per channel, and per rank's
+/// block on the ring pattern.
+fn blocks(a: &Algorithm, kind: CollectiveKind, n: u32, nc: u32) -> u64 {
+    let ranks = if nccl::ring_chunked(a, kind) { n } else { 1 };
+    nc.max(1) as u64 * ranks.max(1) as u64
+}
+
+/// What a ring call's steps cost beyond their transfers and the path's first `k` steps, µs.
+/// The engine runs each channel's steps one after another: a sender whose hop crosses hosts pays
+/// the network's step before each transfer, and the broadcast root copies each step's data to
+/// its output before sending it (NCCL fuses the two, `directCopySend`; the IR has no fused
+/// copy-send). Where that makes a sender's step the ring's slowest, every step of the connection
+/// past the path's first `k` adds the difference to the transfers the bandwidth term prices (at
+/// the slowest hop's rate); the root's first copy is on the path. A connection carries its
+/// messages, each cut into steps of the protocol's size (at least `min_steps` on the ring
+/// pattern); a step's transfer runs at the channel's rate within its hop's links (LL past its
+/// slots at `llMaxBws`'s share). `None` where the rings were not measured.
+pub(super) fn step_costs(
+    m: &SystemModel,
+    kind: CollectiveKind,
+    root: u32,
+    p: Protocol,
+    nc: u32,
+    bytes: u64,
+) -> Option<f64> {
+    let (e, n, a, i) = (&m.calib.engine, m.nranks, Algorithm::Ring, proto_idx(p));
+    if e.step_bytes[i] == 0 || e.channel_gbps[i] <= 0.0 {
+        return None;
+    }
+    let payload = nccl::chunk_bytes(&a, kind, p).min(bytes.div_ceil(blocks(&a, kind, n, nc)));
+    let min = if nccl::ring_chunked(&a, kind) {
+        e.min_steps[i].max(1)
+    } else {
+        1
+    };
+    let per_msg = payload.div_ceil(e.step_bytes[i]).max(min as u64);
+    let msgs = messages(&a, kind, p, n, nc, bytes);
+    let mut rate = e.channel_gbps[i];
+    if p == Protocol::LL && msgs > nccl::STEPS as u64 {
+        let paced = ll_max_bw(m.sm, m.nnodes.max(1)) / nc.max(1) as f64 * e.wire_factor[i];
+        rate = rate.min(paced);
+    }
+    let step = payload as f64 / per_msg as f64;
+    let wire = step * e.wire_factor[i].max(1.0);
+    let copy = match kind {
+        CollectiveKind::Broadcast if e.local_channel_gbps > 0.0 => {
+            step / 1000.0 / e.local_channel_gbps
+        }
+        _ => 0.0,
+    };
+    let eff = link_eff(e);
+    let excess = e.paths.step_excess(nc, (root, copy), |g| {
+        wire / 1000.0 / rate.min(g * eff).max(1e-9)
+    })?;
+    let k = match kind {
+        CollectiveKind::AllReduce => 2 * (n.max(2) as u64 - 1),
+        CollectiveKind::AllGather | CollectiveKind::ReduceScatter => n.max(2) as u64 - 1,
+        _ => 1,
+    };
+    Some((msgs * per_msg).saturating_sub(k) as f64 * excess + copy)
+}
+
+/// LL's bus bandwidth over a whole call as the engine runs it, GB/s: a connection's first
+/// `STEPS` messages land in empty slots at the channels' own rate `fast`; each later one waits
+/// for the receiver's flag-polling copy, which NCCL's `llMaxBws` bounds for the call's channels
+/// together. The call's bytes split between the two rates in that proportion. (NCCL's own
+/// tuner applies `llMaxBws` at every size.)
+pub(super) fn ll_bus(fast: f64, llmax: f64, messages: u64) -> f64 {
+    let paced = fast.min(llmax);
+    let m = messages.max(1) as f64;
+    let unpaced = (nccl::STEPS as f64).min(m) / m;
+    1.0 / (unpaced / fast + (1.0 - unpaced) / paced)
+}
+
 /// The payload rate of one LL128 channel of `nc` as the engine runs it, GB/s: the engine's
 /// LL128 channel rate, ramped with the size where `ramp_bytes` is given (NCCL's ring pattern),
 /// within `link_gbps` (`None` without the engine's terms: NCCL's form prices it then).
@@ -113,12 +212,68 @@ pub(super) fn chain_fill(
         .unwrap_or_else(|| (n - 2) as f64 * us(set_share(r, nc)))
 }
 
-/// The broadcast root's copy of its input to its output, µs: the ring builder's root copies a
-/// chunk and then sends it, op after op on its channel, at the engine's local copy rate per
-/// channel. (NCCL fuses the two into one pass, `directCopySend`; the IR has no fused copy-send.)
-pub(super) fn root_copy(kind: CollectiveKind, bytes: u64, e: &EngineTerms, nc: u32) -> f64 {
-    if kind != CollectiveKind::Broadcast || e.local_channel_gbps <= 0.0 {
-        return 0.0;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::build::{ring, tree, TreeChannel};
+    use crate::schedule::Collective;
+
+    /// The messages a connection carries are those of the schedule the engine runs: the built
+    /// program's sends per loop iteration times its iterations (LL, whose chunk the builder and
+    /// the engine share).
+    #[test]
+    fn messages_are_the_built_schedules_sends_per_connection() {
+        let (n, p) = (8u32, Protocol::LL);
+        for kind in [
+            CollectiveKind::AllReduce,
+            CollectiveKind::AllGather,
+            CollectiveKind::Broadcast,
+        ] {
+            for nc in [1u32, 4] {
+                let rings: Vec<Vec<u32>> = (0..nc).map(|_| (0..n).collect()).collect();
+                let s = ring(&Collective::as_nccl_tests(kind, n, 0), &rings, p).unwrap();
+                for bytes in [4096u64, 1 << 20, 3 << 20, 64 << 20] {
+                    let (inb, outb) = s.collective.blocks(n);
+                    let count = bytes / 4 / inb.max(outb) as u64;
+                    let sends: u64 = s.ranks[0].channels[0]
+                        .ops
+                        .iter()
+                        .filter(|o| o.kind.sends())
+                        .map(|o| o.repeat.max(1) as u64)
+                        .sum();
+                    assert_eq!(
+                        messages(&Algorithm::Ring, kind, p, n, nc, bytes),
+                        sends * s.loop_iterations(count),
+                        "{kind:?} {nc} channels {bytes} B"
+                    );
+                }
+            }
+        }
+        // A chain tree: a middle rank sends once per iteration on each half.
+        let chain = TreeChannel::from_parents((0..n).map(|r| r.checked_sub(1)).collect()).unwrap();
+        let coll = Collective::as_nccl_tests(CollectiveKind::AllReduce, n, 0);
+        let s = tree(&coll, &[chain.clone(), chain], p).unwrap();
+        for bytes in [4096u64, 3 << 20] {
+            for half in s.ranks[3].channels.iter() {
+                let sends: u64 = half.ops.iter().filter(|o| o.kind.sends()).count() as u64;
+                assert_eq!(
+                    messages(&Algorithm::Tree, CollectiveKind::AllReduce, p, n, 2, bytes),
+                    sends * s.loop_iterations(bytes / 4),
+                    "tree {bytes} B"
+                );
+            }
+        }
     }
-    bytes as f64 / 1000.0 / (nc.max(1) as f64 * e.local_channel_gbps)
+
+    /// Within its slots LL runs at its channels' rate; past them the paced share of the bytes
+    /// runs at `llMaxBws`.
+    #[test]
+    fn ll_is_paced_only_past_its_slots() {
+        assert_eq!(ll_bus(100.0, 40.0, 1), 100.0);
+        assert_eq!(ll_bus(100.0, 40.0, nccl::STEPS as u64), 100.0);
+        let m = 4 * nccl::STEPS as u64;
+        let t = 0.25 / 100.0 + 0.75 / 40.0;
+        assert!((ll_bus(100.0, 40.0, m) - 1.0 / t).abs() < 1e-9);
+        assert_eq!(ll_bus(30.0, 40.0, m), 30.0);
+    }
 }

@@ -100,6 +100,30 @@ impl ChainPaths {
         Some(rings.iter().map(|r| r.iter().map(rate).collect()).collect())
     }
 
+    /// How much longer the slowest step of the first `nc` rings is than the slowest transfer,
+    /// µs, where `us(gbps)` is a step's transfer at a hop's rate, a sender whose hop crosses
+    /// hosts pays its network step (`send_us`) before it, and `root` pays `copy_us` more.
+    /// `None` where not measured.
+    pub fn step_excess(
+        &self,
+        nc: u32,
+        (root, copy_us): (u32, f64),
+        us: impl Fn(f64) -> f64,
+    ) -> Option<f64> {
+        let rings = self.used(nc);
+        let gbps = self.hop_gbps(nc)?;
+        let (mut step, mut transfer) = (0.0f64, 0.0f64);
+        for (r, g) in rings.iter().zip(&gbps) {
+            for (h, &g) in r.iter().zip(g) {
+                let t = us(g);
+                transfer = transfer.max(t);
+                let copy = if h.rank == root { copy_us } else { 0.0 };
+                step = step.max(t + h.send_us + copy);
+            }
+        }
+        Some(step - transfer)
+    }
+
     /// The hops (ring, first position) of a ring call of `kind`'s chain: broadcast's starts at
     /// the root, reduce's after it (it ends there).
     fn chain_start(&self, r: &[RingHop], kind: CollectiveKind, root: u32) -> usize {
@@ -303,5 +327,30 @@ mod tests {
         assert_eq!(fill, Some(12.0));
         // Over the whole call every link carries a hop of each ring: the steady rate halves.
         assert_eq!(p.hop_gbps(2).unwrap()[0], [5.0; 4]);
+    }
+
+    #[test]
+    fn a_step_is_longer_than_its_transfer_only_where_the_slowest_sender_pays_more() {
+        // 0 -> 1 -> 2 -> 0; link 0 (rank 0's hop) carries 10 GB/s, the others 20. Rank 2's hop
+        // crosses hosts: 3 µs of network step before each transfer.
+        let route = |a: u32, _b: u32| {
+            let link = (a as usize, if a == 0 { 10.0 } else { 20.0 });
+            (0.0, vec![link], if a == 2 { 3.0 } else { 0.0 })
+        };
+        let p = ChainPaths::of(&[vec![0, 1, 2]], &[], route);
+        let us = |g: f64| 100.0 / g;
+        // Transfers: 10 µs on rank 0's hop, 5 on the others; rank 2's step is 8, below 10.
+        assert_eq!(p.step_excess(1, (u32::MAX, 0.0), us), Some(0.0));
+        // A 7 µs network step makes rank 2's step (12 µs) the slowest: 2 µs over the transfer.
+        let slow = |a: u32, b: u32| {
+            let (lat, links, send) = route(a, b);
+            (lat, links, if a == 2 { 7.0 } else { send })
+        };
+        let q = ChainPaths::of(&[vec![0, 1, 2]], &[], slow);
+        assert_eq!(q.step_excess(1, (u32::MAX, 0.0), us), Some(2.0));
+        // The broadcast root's copy lengthens its own step only.
+        assert_eq!(p.step_excess(1, (1, 4.0), us), Some(0.0));
+        assert_eq!(p.step_excess(1, (0, 4.0), us), Some(4.0));
+        assert_eq!(ChainPaths::default().step_excess(1, (0, 4.0), us), None);
     }
 }

@@ -18,6 +18,9 @@ pub struct EngineTerms {
     pub step_us: [f64; 3],
     /// Per protocol: payload bytes of one step, a packed tree's message.
     pub step_bytes: [u64; 3],
+    /// Per protocol: the fewest steps a ring-pattern message is cut into (Simple's chunk of
+    /// NCCL's four steps).
+    pub min_steps: [u32; 3],
     /// The engine's host launch and kernel start before the first op, µs.
     pub launch_us: f64,
     /// NCCL's channels' size ramp in the engine (`sim.nccl_ramp_s0_bytes`, `sim.nccl_ramp_a`): a
@@ -61,6 +64,7 @@ impl EngineTerms {
             hop_us: protos.map(|p| f(&sim[p]["hop_us"])),
             step_us: protos.map(|p| f(&sim[p]["step_us"])),
             step_bytes: protos.map(|p| u(&sim[p]["step_bytes"])),
+            min_steps: protos.map(|p| u(&sim[p]["min_steps"]) as u32),
             launch_us: f(&sim["launch_us"]),
             nccl_ramp: [f(&sim["nccl_ramp_s0_bytes"]), f(&sim["nccl_ramp_a"])],
             link_eff: f(&sim["sm_link_efficiency"]),
