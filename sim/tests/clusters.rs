@@ -11,8 +11,14 @@ use sim::SimConfig;
 
 /// Two hosts of the shipped topology `file`, joined by `kind` with `port_gbps` ports.
 fn pair(file: &str, kind: FabricKind, port_gbps: f64) -> Topology {
+    hosts(&format!("tests/data/topologies/{file}"), 2, kind, port_gbps)
+}
+
+/// `nodes` hosts of the topology at `file` (from the repository's root), joined by `kind` with
+/// `port_gbps` ports.
+fn hosts(file: &str, nodes: u32, kind: FabricKind, port_gbps: f64) -> Topology {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/topologies")
+        .join("..")
         .join(file);
     let node = planner::topology::load_file(&path, &Default::default())
         .unwrap()
@@ -22,7 +28,7 @@ fn pair(file: &str, kind: FabricKind, port_gbps: f64) -> Topology {
         port_gbps,
         switch_lat_us: 0.6,
     };
-    scale(&node, 2, fabric).unwrap()
+    scale(&node, nodes, fabric).unwrap()
 }
 
 /// Two 8×H800 hosts, NIC i of each on rail i, 400 Gbit/s ports.
@@ -160,4 +166,22 @@ fn a_ring_across_hosts_runs_at_its_slowest_step() {
     for kind in [CollectiveKind::AllGather, CollectiveKind::Broadcast] {
         assert_agrees(&row(&t, kind, 2 << 20), 0.10);
     }
+}
+
+/// A small tree all-reduce across hosts costs its path as the engine runs it: a GPU sends to its
+/// children one op after another, so a child's data leaves after its siblings' sends, the
+/// network's step of each included (`tuner::packed_paths::tree_all_reduce`). With one step per
+/// child and no sibling's network step, a 32 KiB tree all-reduce over four H200×2 hosts came out
+/// 13 % fast.
+#[test]
+fn a_small_tree_across_hosts_costs_its_childrens_sends_in_turn() {
+    let t = hosts(
+        "examples/h200x2-topo.json",
+        4,
+        FabricKind::SingleSwitch,
+        50.0,
+    );
+    let r = row(&t, CollectiveKind::AllReduce, 32 << 10);
+    assert_eq!(r.algorithm, "tree");
+    assert_agrees(&r, 0.10);
 }

@@ -7,13 +7,13 @@
 //!   the k consecutive hops of the ring with the largest latency (broadcast's starts at the
 //!   root, reduce's ends there). Each hop is a sending op's step; the last rank's receive is one
 //!   step more.
-//! - A tree all-reduce on one host runs NCCL's chains up and down (`PackedPaths`: the layouts
-//!   coincide for chains).
+//! - A tree all-reduce runs NCCL's trees up and down as `schedule::build::tree` lays them out
+//!   (`packed_paths::tree_all_reduce`): a GPU sends to its children one op after another.
 //! - A ring hop moves at its links' capacity shared among the call's channels that cross them
 //!   (every channel of a ring call is in the same phase, so the engine's max-min sharing gives
 //!   each its equal share of the most loaded link).
 
-use super::packed_paths::{slowest, PackedPaths, PathCost};
+use super::packed_paths::{slowest, tree_all_reduce, PathCost};
 use crate::schedule::build::TreeChannel;
 use crate::schedule::CollectiveKind;
 
@@ -64,13 +64,14 @@ impl ChainPaths {
                     .collect()
             })
             .collect();
-        let lat = |a, b| {
-            let (lat, _, send) = route(a, b);
-            lat + send
-        };
         let trees = trees
             .iter()
-            .map(|t| PackedPaths::of(std::slice::from_ref(t), lat).all_reduce)
+            .map(|t| {
+                tree_all_reduce(t, |a, b| {
+                    let (lat, _, send) = route(a, b);
+                    (lat, send)
+                })
+            })
             .collect();
         ChainPaths { rings, trees }
     }
