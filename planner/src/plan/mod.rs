@@ -494,6 +494,26 @@ fn measure_paths(
             })
         };
         model.calib.engine.paths = tuner::ChainPaths::of(&channels.rings, &channels.trees, route);
+        if let Some(first) = channels.hosts.first().filter(|_| channels.hosts.len() > 1) {
+            let intra: Vec<Vec<u32>> = channels
+                .ring_chains
+                .iter()
+                .map(|c| c.iter().map(|&j| first[j as usize]).collect())
+                .collect();
+            let rails: Vec<Vec<u32>> = (0..first.len())
+                .map(|j| {
+                    channels
+                        .hosts
+                        .iter()
+                        .filter_map(|h| h.get(j).copied())
+                        .collect()
+                })
+                .collect();
+            model.calib.engine.hier_paths = [
+                tuner::ChainPaths::of(&intra, &[], route),
+                tuner::ChainPaths::of(&rails, &[], route),
+            ];
+        }
     }
     let p2p = [CollectiveKind::AllToAll, CollectiveKind::SendRecv]
         .map(|k| p2p::measure(t, k, flow_cap, net_step_us));

@@ -2,8 +2,8 @@
 //! patterns on an all-NVLink host, and point-to-point elsewhere.
 
 use super::chain_costs::{
-    chain_fill, engine_path, ll128_channel, ll_bus, ll_channel, messages, ring_share, set_share,
-    step_costs,
+    chain_fill, engine_path, hier_path, hier_rates, ll128_channel, ll_bus, ll_channel, messages,
+    ring_share, set_share, step_costs,
 };
 use super::packed_fill::packed_fill;
 use super::packed_paths::packed_lat;
@@ -269,25 +269,36 @@ impl<'a> Cands<'a> {
                         Protocol::LL128 => LL128_BW_FACTOR,
                         Protocol::Simple => 1.0,
                     };
-                    let intra_bw = nc as f64 * r.bw_gbps * eff;
-                    let inter_bw = (nc as f64 * r.bw_gbps).min(m.nic_gbps_per_gpu) * eff;
+                    // NCCL's form where the engine's rates were not measured.
+                    let engine = hier_rates(&c.engine, p, nc, ppn);
+                    let (intra_bw, inter_bw) = engine.unwrap_or((
+                        nc as f64 * r.bw_gbps * eff,
+                        (nc as f64 * r.bw_gbps).min(m.nic_gbps_per_gpu) * eff,
+                    ));
                     // Seconds per byte of S, as an algorithm bandwidth.
                     let per_byte =
                         2.0 * (l - 1.0) / l / intra_bw + 2.0 * (h - 1.0) / h / (l * inter_bw);
                     let mut algbw = 1.0 / per_byte;
-                    if p == Protocol::LL {
+                    if p == Protocol::LL && engine.is_none() {
                         algbw = algbw.min(llmax);
                     }
-                    let lat = BASE_LAT[1][proto_idx(p)]
-                        + 2.0 * (l - 1.0) * hw_lat(r.intra, 1, p)
-                        + 2.0 * (h - 1.0) * (hw_lat(Hw::Net, 1, p) + m.net_lat_us);
+                    let lat =
+                        engine_path(c, hier_path(&c.engine, p, nc, ppn)).unwrap_or_else(|| {
+                            BASE_LAT[1][proto_idx(p)]
+                                + 2.0 * (l - 1.0) * hw_lat(r.intra, 1, p)
+                                + 2.0 * (h - 1.0) * (hw_lat(Hw::Net, 1, p) + m.net_lat_us)
+                        });
                     self.push(
                         Algorithm::Hierarchical,
                         p,
                         nc,
                         lat,
                         algbw,
-                        ramp(c, p, bytes),
+                        if engine.is_some() {
+                            1.0
+                        } else {
+                            ramp(c, p, bytes)
+                        },
                     );
                 }
             }

@@ -14,6 +14,43 @@ pub(super) fn engine_path(c: &TunerParams, path_us: Option<f64>) -> Option<f64> 
     }
 }
 
+/// A small hierarchical all-reduce's paths as the engine runs them (`EngineTerms::hier_paths`):
+/// each GPU's program reduce-scatters inside its host, all-reduces its piece across hosts on its
+/// rail, and all-gathers inside its host, phase after phase, each phase its ring's steps in
+/// program order (`ChainPaths::ring_us`), and the phases share the step that hands one's last
+/// receive to the next. `None` where the rings were not measured.
+pub(super) fn hier_path(e: &EngineTerms, p: Protocol, nc: u32, ppn: u32) -> Option<f64> {
+    let i = proto_idx(p);
+    let (hop, step) = (e.hop_us[i], e.step_us[i]);
+    let [intra, rails] = &e.hier_paths;
+    let ring = |paths: &ChainPaths, kind, nc| paths.ring_us(kind, 0, nc, hop, step);
+    let phases = ring(intra, CollectiveKind::ReduceScatter, nc)?
+        + ring(rails, CollectiveKind::AllReduce, ppn)?
+        + ring(intra, CollectiveKind::AllGather, nc)?;
+    Some(phases - 2.0 * step)
+}
+
+/// A hierarchical all-reduce's payload rates as the engine runs it, GB/s (inside a host, across
+/// hosts): inside, each of the `nc` channels at the engine's channel rate within its share of the
+/// host chains' links; across, a GPU's `nc` channels together within its rail's share of the
+/// links. The engine neither ramps nor paces these channels (the size ramp and `llMaxBws` are
+/// NCCL's rings'). `None` where the rings were not measured.
+pub(super) fn hier_rates(e: &EngineTerms, p: Protocol, nc: u32, ppn: u32) -> Option<(f64, f64)> {
+    let i = proto_idx(p);
+    let (rate, wire) = (e.channel_gbps[i], e.wire_factor[i].max(1.0));
+    if rate <= 0.0 {
+        return None;
+    }
+    let [intra, rails] = &e.hier_paths;
+    let slowest = |h: Vec<Vec<f64>>| h.iter().flatten().fold(f64::INFINITY, |a, &g| a.min(g));
+    // Channels past the chains measured run the same chains again, over the same links.
+    let repeats = nc.max(1) as f64 / (intra.rings.len().min(nc.max(1) as usize).max(1)) as f64;
+    let share = slowest(intra.hop_gbps(nc)?) * link_eff(e) / repeats;
+    let rail = slowest(rails.hop_gbps(ppn)?) * link_eff(e);
+    let ncf = nc.max(1) as f64;
+    Some((ncf * rate.min(share) / wire, (ncf * rate).min(rail) / wire))
+}
+
 /// The payload rate of one LL channel of `nc` as the engine runs it, GB/s: the engine's LL
 /// channel rate within `link_gbps`, the channel's share of its links (`None` without the
 /// engine's terms: NCCL's form prices it then). `llMaxBws` bounds the call's channels together.

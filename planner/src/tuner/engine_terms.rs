@@ -49,6 +49,10 @@ pub struct EngineTerms {
     /// The rings' and trees' paths, which the planner measures from the topology as it does
     /// `route_lat_us` (empty from a profile, and past 64 ranks).
     pub paths: ChainPaths,
+    /// The hierarchical all-reduce's rings, measured as `paths` is: inside the first host, one
+    /// per host chain (its reduce-scatter and all-gather), and across hosts, one per local GPU
+    /// (its rail's all-reduce).
+    pub hier_paths: [ChainPaths; 2],
 }
 
 impl EngineTerms {
@@ -78,6 +82,7 @@ impl EngineTerms {
             net_step_us: f(&sim["net_step_us"]),
             route_lat_us: 0.0,
             paths: ChainPaths::default(),
+            hier_paths: Default::default(),
         }
     }
 }
