@@ -114,20 +114,22 @@ fn ring_broadcast_across_rails_runs_at_the_rings_rate() {
 }
 
 /// The tuner prices topoplan's send/recv and all-to-all across hosts from the communicator's
-/// messages as the engine runs them (`planner::plan::p2p`): within 10 % of the engine at 8 B,
-/// where the network's steps are the cost, and at 128 MiB, where the shared links are. Priced
-/// with NCCL's network latency and the first host's links alone, send/recv was 77 % slow at 8 B
-/// and all-to-all up to 90 % fast.
+/// messages as the engine runs them (`planner::plan::p2p`), run at each size
+/// (`tuner::RankMessages`): within 10 % of the engine at 8 B, where the network's steps are the
+/// cost, at 128 MiB, where the shared links are, and between, where a rank's network step leaves
+/// its links to the others' messages. Priced with NCCL's network latency and the first host's
+/// links alone, send/recv was 77 % slow at 8 B and all-to-all up to 90 % fast; with every
+/// network step added to the transfers, all-to-all was 21 % slow at 2 MiB.
 #[test]
 fn point_to_point_across_hosts_agrees_with_the_engine() {
     let t = h800_rail_pair();
     let (p, cfg) = planned(&t);
-    let rows = sim::price::agreement(&t, &p, &cfg, &[8, 128 << 20]);
+    let rows = sim::price::agreement(&t, &p, &cfg, &[8, 256 << 10, 2 << 20, 128 << 20]);
     let p2p: Vec<_> = rows
         .iter()
         .filter(|r| matches!(r.kind, CollectiveKind::AllToAll | CollectiveKind::SendRecv))
         .collect();
-    assert_eq!(p2p.len(), 4);
+    assert_eq!(p2p.len(), 8);
     for r in p2p {
         assert_agrees(r, 0.10);
     }

@@ -235,7 +235,7 @@ impl Planner {
                     } else {
                         self.model.direct_gbps
                     },
-                    p2p: self.p2p[usize::from(!a2a)],
+                    p2p: self.p2p[usize::from(!a2a)].clone(),
                     ..self.model.clone()
                 };
                 tuner::candidates_rooted(&m, coll.kind, root, bytes, f)

@@ -39,9 +39,20 @@ pub(super) fn measure(
         return None;
     }
     let time = tuner::sequential_sends_time(&m.msgs, &m.links.caps, flow_cap);
+    let messages = tuner::RankMessages {
+        msgs: m
+            .msgs
+            .iter()
+            .zip(&m.steps)
+            .map(|(links, steps)| links.iter().cloned().zip(steps.iter().copied()).collect())
+            .collect(),
+        caps: m.links.caps.clone(),
+    };
     (time > 0.0).then(|| P2pTerms {
         gbps: peers as f64 / time,
         lat_us: m.chain_us + m.landing_us,
+        landing_us: m.landing_us,
+        messages: Some(std::sync::Arc::new(messages)),
     })
 }
 
@@ -69,6 +80,8 @@ pub(super) fn all_to_all_bw(t: &Topology, ch: &Channels, direct: f64, flow_cap: 
 /// the rank k places on), each the links of its route; a message without a route is left out.
 struct Messages {
     msgs: Vec<Vec<Vec<usize>>>,
+    /// Per message, the network's step its sender pays after it (µs).
+    steps: Vec<Vec<f64>>,
     links: LinkIndex,
     /// The slowest route's latency, µs.
     landing_us: f64,
@@ -83,6 +96,7 @@ impl Messages {
         let n = ranks.len();
         let mut m = Messages {
             msgs: Vec::with_capacity(n),
+            steps: Vec::with_capacity(n),
             links: LinkIndex::default(),
             landing_us: 0.0,
             chain_us: 0.0,
@@ -90,20 +104,23 @@ impl Messages {
         };
         for (i, &a) in ranks.iter().enumerate() {
             let mut mine = Vec::with_capacity(peers);
-            let mut chain = 0.0;
+            let mut steps = Vec::with_capacity(peers);
             for k in 1..=peers {
                 let Some(p) = t.gpu_path(a, ranks[(i + k) % n]) else {
                     m.unrouted = true;
                     continue;
                 };
-                if p.kind == PathType::Net {
-                    chain += net_step_us;
-                }
+                steps.push(if p.kind == PathType::Net {
+                    net_step_us
+                } else {
+                    0.0
+                });
                 m.landing_us = m.landing_us.max(p.lat_us);
                 mine.push(p.links.iter().map(|&l| m.links.of(t, l)).collect());
             }
-            m.chain_us = m.chain_us.max(chain);
+            m.chain_us = m.chain_us.max(steps.iter().sum());
             m.msgs.push(mine);
+            m.steps.push(steps);
         }
         m
     }

@@ -532,9 +532,37 @@ impl<'a> Cands<'a> {
             && matches!(kind, CollectiveKind::AllToAll | CollectiveKind::SendRecv)
         {
             let nf = n as f64;
+            let fixed = match c.engine.exec_launch_us {
+                x if x > 0.0 => x - c.launch_us,
+                _ => c.direct_sync_us + BASE_LAT[1][2] * 0.5,
+            };
+            // The communicator's messages run at this size where the planner measured them.
+            if let Some((p, msgs)) = m.p2p.as_ref().and_then(|p| Some((p, p.messages.as_ref()?))) {
+                if c.engine.cta_gbps > 0.0 {
+                    let (b, per) = (
+                        self.bytes,
+                        if kind == CollectiveKind::AllToAll {
+                            n as u64
+                        } else {
+                            1
+                        },
+                    );
+                    let msg = b / per;
+                    let t = msgs.time_us(msg, exec_rate(&c.engine, Protocol::Simple, msg));
+                    let algbw = b as f64 / 1000.0 / t.max(1e-12);
+                    return self.push(
+                        Algorithm::Direct,
+                        Protocol::Simple,
+                        1,
+                        fixed + p.landing_us,
+                        algbw,
+                        1.0,
+                    );
+                }
+            }
             // Measured over the communicator's paths where the planner did (the network's
             // steps and its landing included), else the slowest path and NCCL's network hop.
-            let (link, net, route_lat) = match m.p2p {
+            let (link, net, route_lat) = match &m.p2p {
                 Some(p) => (p.gbps, 0.0, p.lat_us),
                 None if nnodes > 1 => (
                     m.direct_gbps,
@@ -549,10 +577,12 @@ impl<'a> Cands<'a> {
             } else {
                 bw
             };
-            let fixed = match c.engine.exec_launch_us {
-                x if x > 0.0 => x - c.launch_us + route_lat,
-                _ => c.direct_sync_us + BASE_LAT[1][2] * 0.5,
-            };
+            let fixed = fixed
+                + if c.engine.exec_launch_us > 0.0 {
+                    route_lat
+                } else {
+                    0.0
+                };
             let extra = c.direct_peer_us * (n as f64 - 2.0).max(0.0);
             self.push_exec(
                 Algorithm::Direct,
@@ -570,20 +600,28 @@ impl<'a> Cands<'a> {
 /// `cta_bytes` of the message (up to `max_ctas`), each at `cta_gbps`, within the GPU's rate and
 /// the link's; LL carries its flags on the wire (`sim.exec`, the terms the engine reads).
 fn exec_msg_us(e: &EngineTerms, p: Protocol, m: u64, link_gbps: f64) -> f64 {
-    let (i, wire) = match p {
-        Protocol::LL => (1, if e.ll_wire > 0.0 { e.ll_wire } else { 1.0 }),
-        _ => (0, 1.0),
+    let wire = match p {
+        Protocol::LL if e.ll_wire > 0.0 => e.ll_wire,
+        _ => 1.0,
     };
+    m as f64 * wire / 1000.0 / exec_rate(e, p, m).min(link_gbps).max(1e-9)
+}
+
+/// The rate of one message of `m` payload bytes on topoplan's executor grid, GB/s of wire: one
+/// CTA per `cta_bytes` (up to `max_ctas`), each at `cta_gbps`, within the GPU's rate (unbounded
+/// where the profile has no grid).
+fn exec_rate(e: &EngineTerms, p: Protocol, m: u64) -> f64 {
+    let i = usize::from(p == Protocol::LL);
     let ctas = match e.cta_bytes[i] {
         0 => e.max_ctas[i].max(1) as u64,
         per => m.div_ceil(per).clamp(1, e.max_ctas[i].max(1) as u64),
     };
-    let mut rate = link_gbps;
+    let mut rate = f64::INFINITY;
     if e.cta_gbps > 0.0 {
         rate = rate.min(ctas as f64 * e.cta_gbps);
     }
     if e.gpu_gbps[i] > 0.0 {
         rate = rate.min(e.gpu_gbps[i]);
     }
-    m as f64 * wire / 1000.0 / rate.max(1e-9)
+    rate
 }

@@ -27,6 +27,39 @@ pub fn sequential_sends_time(msgs: &[Vec<Vec<usize>>], caps: &[f64], flow_cap: f
     dag_time(&flows, caps, flow_cap, 1.0, 0.0)
 }
 
+/// A point-to-point collective's messages as the engine runs them: each rank's in program order,
+/// each its links (indices into `caps`, the links' rates, GB/s) and the step its sender pays
+/// after it before the next (µs: the network's, across hosts).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RankMessages {
+    pub msgs: Vec<Vec<(Vec<usize>, f64)>>,
+    pub caps: Vec<f64>,
+}
+
+impl RankMessages {
+    /// How long the ranks take to send messages of `bytes` each, µs: one after another, a step
+    /// after each, flows sharing the links max-min fairly and none above `flow_cap` GB/s
+    /// ([`dag_time`]); the landing of the last is not included. A rank's step leaves its links to
+    /// the others' messages, where adding every step to the transfers would not.
+    pub fn time_us(&self, bytes: u64, flow_cap: f64) -> f64 {
+        let mut flows = Vec::new();
+        for m in &self.msgs {
+            for (i, (links, step)) in m.iter().enumerate() {
+                flows.push(DagFlow {
+                    links: links.clone(),
+                    deps: if i == 0 {
+                        vec![]
+                    } else {
+                        vec![flows.len() - 1]
+                    },
+                    delay: *step,
+                });
+            }
+        }
+        dag_time(&flows, &self.caps, flow_cap, bytes as f64 / 1000.0, 0.0)
+    }
+}
+
 /// A transfer over `links` (indices into a list of link rates), which starts once every flow of
 /// `deps` ended and its `delay` passed (its route's latency: the data then lands).
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -154,5 +187,21 @@ mod tests {
         // A flow cap below the links' share paces every message.
         let one = vec![vec![vec![0]], vec![vec![1]]];
         assert!((sequential_sends_time(&one, &[1.0, 1.0], 0.5) - 2.0).abs() < 1e-9);
+    }
+
+    /// A rank's step after a message leaves the link to the others: B's message runs alone
+    /// while A pays its step, and A's next message starts only after it.
+    #[test]
+    fn a_ranks_step_comes_after_its_message_and_frees_its_link() {
+        // One 10 GB/s link; A sends two messages with a 1 µs step after each, B one.
+        let m = RankMessages {
+            msgs: vec![vec![(vec![0], 1.0), (vec![0], 1.0)], vec![(vec![0], 0.0)]],
+            caps: vec![10.0],
+        };
+        // 10 kB each: A's and B's first share the link (2 µs), A's step (to 3 µs), its second
+        // alone (to 4 µs), its step (to 5 µs).
+        assert!((m.time_us(10_000, f64::INFINITY) - 5.0).abs() < 1e-9);
+        // Capped at 2.5 GB/s, the link is never full: 4 µs, 1 µs step, 4 µs, 1 µs step.
+        assert!((m.time_us(10_000, 2.5) - 10.0).abs() < 1e-9);
     }
 }

@@ -20,7 +20,7 @@ pub mod profile;
 
 pub use calib::*;
 pub use chain_paths::ChainPaths;
-pub use drift::{dag_time, sequential_sends_time, DagFlow};
+pub use drift::{dag_time, sequential_sends_time, DagFlow, RankMessages};
 use nccl::{
     cc_idx, hw_lat, ll_max_bw, nodes_idx, proto_idx, BASE_LAT, LL128_BW_FACTOR, LL_BW_FACTOR,
     PER_CH_RING_LL128, PER_CH_TREE, PER_CH_TREE_LL128, TREE_LL128_INTER, TREE_LL128_INTRA,
@@ -86,13 +86,20 @@ pub struct SystemModel {
 
 /// A point-to-point collective (all-to-all, send/recv) measured over the communicator's paths
 /// as the engine runs topoplan's direct schedule (`planner::plan::p2p`).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct P2pTerms {
     /// What one message moves at, per rank (GB/s): its share of the links it crosses.
     pub gbps: f64,
     /// Latency beyond the executor's launch (µs): the network steps of the slowest rank's
     /// messages and the slowest message's landing.
     pub lat_us: f64,
+    /// The slowest message's landing (its route's latency), µs.
+    #[serde(default)]
+    pub landing_us: f64,
+    /// The messages themselves, which the tuner runs at each size (`None`: `gbps` and
+    /// `lat_us` price it).
+    #[serde(skip)]
+    pub messages: Option<std::sync::Arc<RankMessages>>,
 }
 
 /// What packed trees reach over the topology's paths.
