@@ -205,16 +205,16 @@ pub(super) fn link_eff(e: &EngineTerms) -> f64 {
     }
 }
 
-/// The pipeline fill of a ring broadcast or reduce, µs: the data runs down a chain of n − 1
-/// hops one chunk per step, so the last GPU starts a chunk's time over every hop but the slowest
-/// after the first (the call's bandwidth term pays the slowest hop for every chunk). A chunk is
-/// NCCL's, or the channel's whole share when smaller, at the hop's rate: the engine's
-/// per-protocol channel rate within its links' share among the chains' hops of the same step
-/// (`ChainPaths::fill`; without
-/// the paths, n − 2 hops at the ring's share). LL's `llMaxBws` pacing only starts once a
-/// connection's slots are full. NCCL's tuner leaves the fill out; on 8 GPUs it is a third of a
-/// 128 MiB call. All-reduce, all-gather and reduce-scatter keep every hop busy from the first
-/// step.
+/// The pipeline fill of a ring broadcast or reduce, µs: the data runs down a chain of n − 1 hops
+/// one chunk per step, so the last GPU starts its first chunk only after that chunk crossed every
+/// hop, which the engine runs as flows sharing the links (`ChainPaths::fill`), less one chunk at
+/// the call's rate per channel (`algbw / nc`: the bandwidth term pays it for every chunk). A
+/// chunk is NCCL's, or the channel's whole share when smaller, at the engine's per-protocol
+/// channel rate (LL's first chunks land in empty slots, unpaced; past its slots, its last chunk
+/// crosses the hops after the slowest step at `llMaxBws`'s share). Without the paths, n − 2 hops
+/// at the ring's share. NCCL's tuner leaves the fill out; on 8 GPUs it is a third of a 128 MiB
+/// call. All-reduce, all-gather and reduce-scatter keep every hop busy from the first step.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn chain_fill(
     m: &SystemModel,
     kind: CollectiveKind,
@@ -223,6 +223,7 @@ pub(super) fn chain_fill(
     bytes: u64,
     r: &ChannelSet,
     nc: u32,
+    algbw: f64,
 ) -> f64 {
     let (e, n) = (&m.calib.engine, m.nranks);
     if !matches!(kind, CollectiveKind::Broadcast | CollectiveKind::Reduce) || n < 3 {
@@ -236,17 +237,32 @@ pub(super) fn chain_fill(
         1.0
     };
     let chunk = (nccl::chunk_bytes(&Algorithm::Ring, kind, p) as f64).min(bytes as f64 / ncf);
-    let us = |link: f64| {
-        let rate = match e.channel_gbps[i] {
-            x if x > 0.0 => x.min(link),
-            _ => link,
-        } / wire;
-        chunk / 1000.0 / rate.max(1e-9)
+    let rate = match e.channel_gbps[i] {
+        x if x > 0.0 => x,
+        _ => f64::INFINITY,
     };
-    let eff = link_eff(e);
-    e.paths
-        .fill(kind, root, nc, |g| us(g * eff))
-        .unwrap_or_else(|| (n - 2) as f64 * us(set_share(r, nc)))
+    let extra = e.hop_us[i] + e.step_us[i];
+    let wave = e
+        .paths
+        .fill(kind, root, nc, chunk * wire / 1000.0, rate, extra);
+    // LL past its slots: the last chunk crosses the hops after the slowest step paced.
+    let msgs = messages(&Algorithm::Ring, kind, p, n, nc, bytes);
+    let drain = if p == Protocol::LL && msgs > nccl::STEPS as u64 {
+        let paced = ll_max_bw(m.sm, m.nnodes.max(1)) / ncf;
+        let fast = rate / wire;
+        let at = |g: f64| chunk * wire / 1000.0 / (paced * wire).min(g * link_eff(e));
+        let hops = e.paths.hops_after_slowest(kind, root, nc, at).unwrap_or(0);
+        hops as f64 * (chunk / 1000.0 / paced - chunk / 1000.0 / fast).max(0.0)
+    } else {
+        0.0
+    };
+    match wave {
+        Some(w) if algbw > 0.0 => (w - chunk / 1000.0 / (algbw / ncf)).max(0.0) + drain,
+        _ => {
+            let us = |link: f64| chunk / 1000.0 / (rate.min(link) / wire).max(1e-9);
+            (n - 2) as f64 * us(set_share(r, nc))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 //!   (every channel of a ring call is in the same phase, so the engine's max-min sharing gives
 //!   each its equal share of the most loaded link).
 
+use super::drift::{dag_time, DagFlow};
 use super::packed_paths::{slowest, tree_all_reduce, PathCost};
 use crate::schedule::build::TreeChannel;
 use crate::schedule::CollectiveKind;
@@ -135,47 +136,84 @@ impl ChainPaths {
         }
     }
 
-    /// A rooted chain's fill on the first `nc` rings: the chunk's time over each of its n − 1
-    /// hops but the slowest (which the call's bandwidth term pays for every chunk), µs, where
-    /// `us(gbps)` is a chunk's time at a hop's rate. The first chunk of every channel leaves the
-    /// root together, so the k-th hop of a chain shares its links only with the other chains'
-    /// k-th hops (rings that differ cross different links at each step). `None`: not measured.
+    /// How long the first chunk of a rooted chain's call (broadcast from `root`, reduce to it)
+    /// takes to cross its n − 1 hops on the first `nc` rings beyond the hops' latencies, µs:
+    /// each hop a transfer of `volume` (kB of wire) over its links, starting once the previous
+    /// hop's data landed (its route's latency, its sender's network step and `extra`), every
+    /// channel's transfers sharing the links max-min fairly and none above `flow_cap` (GB/s), as
+    /// the engine runs them: chains that start on idle links run ahead of those that share one.
+    /// `None` where the rings were not measured.
     pub fn fill(
         &self,
         kind: CollectiveKind,
         root: u32,
         nc: u32,
-        us: impl Fn(f64) -> f64,
+        volume: f64,
+        flow_cap: f64,
+        extra: f64,
     ) -> Option<f64> {
         let rings = self.used(nc);
         let n = rings.first()?.len();
-        let starts: Vec<usize> = rings
-            .iter()
-            .map(|r| self.chain_start(r, kind, root))
-            .collect();
-        let mut t = vec![Vec::with_capacity(n); rings.len()];
-        let mut load = std::collections::HashMap::<usize, u32>::new();
-        for k in 0..n.saturating_sub(1) {
-            load.clear();
-            let hop = |c: usize| &rings[c][(starts[c] + k) % n];
-            for c in 0..rings.len() {
-                for &(l, _) in &hop(c).links {
-                    *load.entry(l).or_default() += 1;
-                }
-            }
-            for (c, tc) in t.iter_mut().enumerate() {
-                let g = hop(c)
+        let mut index = std::collections::HashMap::<usize, usize>::new();
+        let mut caps = Vec::new();
+        let mut flows = Vec::with_capacity(rings.len() * n);
+        for r in rings {
+            let start = self.chain_start(r, kind, root);
+            for k in 0..n.saturating_sub(1) {
+                let h = &r[(start + k) % n];
+                let links = h
                     .links
                     .iter()
-                    .map(|&(l, cap)| cap / load[&l].max(1) as f64)
-                    .fold(f64::INFINITY, f64::min);
-                tc.push(us(g));
+                    .map(|&(l, cap)| {
+                        *index.entry(l).or_insert_with(|| {
+                            caps.push(cap);
+                            caps.len() - 1
+                        })
+                    })
+                    .collect();
+                let deps = if k == 0 {
+                    vec![]
+                } else {
+                    vec![flows.len() - 1]
+                };
+                flows.push(DagFlow {
+                    links,
+                    deps,
+                    delay: h.lat_us + h.send_us,
+                });
             }
         }
-        let fill = t
-            .iter()
-            .map(|tc| tc.iter().sum::<f64>() - tc.iter().copied().fold(0.0, f64::max));
-        Some(fill.fold(0.0, f64::max))
+        let wave = |v: f64| dag_time(&flows, &caps, flow_cap, v, extra);
+        Some(wave(volume) - wave(0.0))
+    }
+
+    /// The most hops a rooted chain (broadcast from `root`, reduce to it) on the first `nc`
+    /// rings crosses after its slowest step, where `us(gbps)` is a step's transfer at a hop's
+    /// rate and a sender crossing hosts pays its network step before it (of equal steps, the
+    /// last): the hops its last chunk still crosses once the slowest step sent it. `None` where
+    /// the rings were not measured.
+    pub fn hops_after_slowest(
+        &self,
+        kind: CollectiveKind,
+        root: u32,
+        nc: u32,
+        us: impl Fn(f64) -> f64,
+    ) -> Option<usize> {
+        let rings = self.used(nc);
+        let n = rings.first()?.len();
+        let gbps = self.hop_gbps(nc)?;
+        let mut most = 0;
+        for (r, g) in rings.iter().zip(&gbps) {
+            let start = self.chain_start(r, kind, root);
+            let step = |k: usize| {
+                let i = (start + k) % n;
+                us(g[i]) + r[i].send_us
+            };
+            let hops = n.saturating_sub(1);
+            let slowest = (0..hops).fold(0, |b, k| if step(k) >= step(b) { k } else { b });
+            most = most.max(hops - 1 - slowest);
+        }
+        Some(most)
     }
 
     /// The slowest chain of a ring call of `kind` on the first `nc` rings (`root`: broadcast's
@@ -289,8 +327,9 @@ mod tests {
         assert_eq!(p.hop_gbps(1), Some(vec![vec![10.0, 20.0, 30.0, 40.0]]));
         let q = ChainPaths::of(&[vec![0, 1, 2, 3], vec![0, 1, 2, 3]], &[], route);
         assert_eq!(q.hop_gbps(2).unwrap()[1], [5.0, 10.0, 15.0, 20.0]);
-        let fill = q.fill(CollectiveKind::Broadcast, 2, 2, |g| 60.0 / g);
-        assert_eq!(fill, Some(60.0 / 15.0 + 60.0 / 20.0));
+        // Both chains move in step, sharing each hop's link: 60 kB at 15, 20 and 5 GB/s.
+        let fill = q.fill(CollectiveKind::Broadcast, 2, 2, 60.0, f64::INFINITY, 0.0);
+        assert_eq!(fill, Some(60.0 / 15.0 + 60.0 / 20.0 + 60.0 / 5.0));
         assert_eq!(
             ChainPaths::default().ring(CollectiveKind::AllGather, 0, 1),
             None
@@ -318,14 +357,24 @@ mod tests {
     }
 
     #[test]
-    fn a_fill_shares_links_only_with_the_other_chains_hops_at_the_same_step() {
+    fn a_fill_shares_links_only_with_the_chains_crossing_them_at_the_same_time() {
         // One link per GPU pair, both ways, 10 GB/s. From 0, ring A runs 0-1, 1-2, 2-3 and ring
-        // B runs 0-3, 3-2, 2-1: they cross 1-2 and 2-3 at different steps, so every hop of the
-        // first chunk has its link alone (6 µs each; the fill is all but the slowest).
+        // B runs 0-3, 3-2, 2-1: they cross 1-2 and 2-3 at different times, so every hop of the
+        // first chunk has its link alone (6 µs each).
         let route = |a: u32, b: u32| (0.0, vec![((a.min(b) * 4 + a.max(b)) as usize, 10.0)], 0.0);
         let p = ChainPaths::of(&[vec![0, 1, 2, 3], vec![0, 3, 2, 1]], &[], route);
-        let fill = p.fill(CollectiveKind::Broadcast, 0, 2, |g| 60.0 / g);
-        assert_eq!(fill, Some(12.0));
+        let fill = p.fill(CollectiveKind::Broadcast, 0, 2, 60.0, f64::INFINITY, 0.0);
+        assert_eq!(fill, Some(18.0));
+        // B's first hop lands 2 µs later (a network step), so its hop over 3-2 meets A's over
+        // 2-3 from 12 µs: they share that link for 4 µs, B's last hop ends at 22 µs, and 22 less
+        // the 2 µs step is 20.
+        let slow = |a: u32, b: u32| {
+            let (lat, links, _) = route(a, b);
+            (lat, links, if (a, b) == (0, 3) { 2.0 } else { 0.0 })
+        };
+        let q = ChainPaths::of(&[vec![0, 1, 2, 3], vec![0, 3, 2, 1]], &[], slow);
+        let fill = q.fill(CollectiveKind::Broadcast, 0, 2, 60.0, f64::INFINITY, 0.0);
+        assert_eq!(fill, Some(20.0));
         // Over the whole call every link carries a hop of each ring: the steady rate halves.
         assert_eq!(p.hop_gbps(2).unwrap()[0], [5.0; 4]);
     }
