@@ -341,13 +341,16 @@ impl<'a> Cands<'a> {
                             ),
                             None => llmax.min(bw / TREE_LL_DIVISOR),
                         },
-                        Protocol::LL128 => (bw
-                            * if nnodes == 1 {
-                                TREE_LL128_INTRA
-                            } else {
-                                TREE_LL128_INTER
-                            })
-                        .min(nc as f64 * PER_CH_TREE_LL128[cc][ni]),
+                        Protocol::LL128 => match ll128_channel(&c.engine, set_share(t, nc), None) {
+                            Some(x) => nc as f64 * x * fanout,
+                            None => (bw
+                                * if nnodes == 1 {
+                                    TREE_LL128_INTRA
+                                } else {
+                                    TREE_LL128_INTER
+                                })
+                            .min(nc as f64 * PER_CH_TREE_LL128[cc][ni]),
+                        },
                         Protocol::Simple => bw,
                     };
                     let e = &c.engine;
