@@ -225,3 +225,82 @@ fn a_rooted_chain_fills_as_the_engine_runs_it() {
         assert_agrees(&r, 0.10);
     }
 }
+
+/// The clusters of `docs/fidelity.md`'s table, built as `topoplan topo scale` builds them: the
+/// planner's pick is the engine's fastest candidate on every row, and the tuner agrees with the
+/// engine within 10 % on at least as many rows (of 70: seven collectives, 8 B to 1 GiB) as the
+/// table says.
+#[test]
+fn the_clusters_in_the_fidelity_table_agree_on_the_rows_it_says() {
+    use planner::topology::doc::ClusterDoc;
+    use planner::topology::{scale_doc, topology_of};
+    let cases = [
+        (
+            "tests/data/topologies/github-yccl-4xa6000-topo.xml",
+            2,
+            "switch",
+            100.0,
+            70,
+        ),
+        ("examples/h200x2-topo.json", 4, "switch", 400.0, 70),
+        (
+            "tests/data/topologies/github-yccl-8xh800-nvswitch-topo.xml",
+            2,
+            "rail",
+            400.0,
+            67,
+        ),
+        (
+            "tests/data/topologies/azure-ndv4-topo.xml",
+            4,
+            "fat-tree",
+            200.0,
+            67,
+        ),
+        (
+            "tests/data/topologies/aws-p5-48xl-topo-2023.xml",
+            2,
+            "rail",
+            400.0,
+            68,
+        ),
+    ];
+    let sizes: Vec<u64> = (0..10).map(|i| 8u64 << (3 * i)).collect();
+    for (file, nodes, fabric, nic_gbps, agreeing) in cases {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(file);
+        let node = planner::topology::load_file(&path, &Default::default()).unwrap();
+        let cluster = ClusterDoc {
+            nodes,
+            fabric: fabric.into(),
+            nic_gbps,
+            oversubscription: 1.0,
+            hosts_per_leaf: None,
+            switch_lat_us: planner::topology::doc::DEFAULT_SWITCH_LAT_US,
+        };
+        let mut doc = scale_doc(&node.doc, cluster).unwrap();
+        let t = topology_of(&mut doc, file, &Default::default(), &mut Vec::new()).unwrap();
+        let (p, cfg) = planned(&t);
+        let rows = sim::price::agreement(&t, &p, &cfg, &sizes);
+        assert_eq!(rows.len(), 70, "{file}");
+        let within = rows
+            .iter()
+            .filter(|r| r.tuner_error().abs() <= 0.10)
+            .count();
+        assert!(
+            within >= agreeing,
+            "{file} ×{nodes}: {within} rows within 10 %, the table says {agreeing}"
+        );
+        for r in &rows {
+            assert!(
+                r.regret() < 1e-9,
+                "{file} ×{nodes}: {} {} B picks {} at {:.1} % regret",
+                r.kind.name(),
+                r.bytes,
+                r.algorithm,
+                r.regret() * 100.0
+            );
+        }
+    }
+}
