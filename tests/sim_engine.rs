@@ -190,26 +190,40 @@ fn ll_pays_its_wire_factor_on_the_links() {
     assert!((ratio - c.ll.wire_factor).abs() < 0.01, "{ratio}");
 }
 
+/// Runs `nch` channels of the rail cluster's ring all-reduce in `proto` (one message per `step`
+/// elements a chunk) at `bytes` in both engines, under `c` (a mode's configuration), and checks
+/// the aggregated model is within `bound` of the detailed engine.
+fn assert_aggregated_matches(
+    (nodes, gpus, nch, bytes): (u32, u32, u32, u64),
+    nic_gbps: f64,
+    proto: Protocol,
+    step: u64,
+    c: impl Fn(Mode) -> SimConfig,
+    bound: f64,
+) {
+    let t = rail_cluster(nodes, gpus, 370.8, nic_gbps);
+    let mut s = cluster_ring_all_reduce(nodes, gpus, nch, proto);
+    s.loop_elems = Some(step * s.chunks_per_block as u64);
+    let d = simulate(&t, &s, bytes, &c(Mode::Detailed)).unwrap();
+    let a = simulate(&t, &s, bytes, &c(Mode::Aggregated)).unwrap();
+    let err = a.time_us / d.time_us - 1.0;
+    assert!(
+        err.abs() < bound,
+        "{nodes}x{gpus} {nch}ch {bytes}B {proto:?}: aggregated {} vs detailed {} ({:+.1}%)",
+        a.time_us,
+        d.time_us,
+        err * 100.0
+    );
+}
+
 #[test]
 fn aggregated_matches_detailed_on_small_rings() {
-    for (nodes, gpus, nch, bytes) in [
+    for case in [
         (1u32, 4u32, 4u32, 64u64 << 20),
         (2, 4, 4, 256 << 20),
         (4, 2, 2, 16 << 20),
     ] {
-        let t = rail_cluster(nodes, gpus, 370.8, 50.0);
-        let mut s = cluster_ring_all_reduce(nodes, gpus, nch, Protocol::Simple);
-        s.loop_elems = Some(128 * 1024 * s.chunks_per_block as u64);
-        let d = simulate(&t, &s, bytes, &cfg(Mode::Detailed)).unwrap();
-        let a = simulate(&t, &s, bytes, &cfg(Mode::Aggregated)).unwrap();
-        let err = a.time_us / d.time_us - 1.0;
-        assert!(
-            err.abs() < 0.10,
-            "{nodes}x{gpus} {nch}ch {bytes}B: aggregated {} vs detailed {} ({:+.1}%)",
-            a.time_us,
-            d.time_us,
-            err * 100.0
-        );
+        assert_aggregated_matches(case, 50.0, Protocol::Simple, 128 * 1024, cfg, 0.10);
     }
 }
 
@@ -220,25 +234,13 @@ fn aggregated_matches_detailed_on_small_rings() {
 /// hand-off).
 #[test]
 fn aggregated_matches_detailed_on_ll_rings_past_their_slots() {
-    for (nodes, gpus, nch, bytes) in [
+    for case in [
         (4u32, 2u32, 4u32, 1u64 << 20),
         (4, 2, 4, 64 << 20),
         (2, 4, 2, 8 << 20),
     ] {
-        let t = rail_cluster(nodes, gpus, 370.8, 25.0);
-        let mut s = cluster_ring_all_reduce(nodes, gpus, nch, Protocol::LL);
-        s.loop_elems = Some(8 * 1024 * s.chunks_per_block as u64);
-        let paced = |m| cfg(m).with_ll_channel_cap(20.4 / nch as f64);
-        let d = simulate(&t, &s, bytes, &paced(Mode::Detailed)).unwrap();
-        let a = simulate(&t, &s, bytes, &paced(Mode::Aggregated)).unwrap();
-        let err = a.time_us / d.time_us - 1.0;
-        assert!(
-            err.abs() < 0.05,
-            "{nodes}x{gpus} {nch}ch {bytes}B LL: aggregated {} vs detailed {} ({:+.1}%)",
-            a.time_us,
-            d.time_us,
-            err * 100.0
-        );
+        let paced = |m| cfg(m).with_ll_channel_cap(20.4 / case.2 as f64);
+        assert_aggregated_matches(case, 25.0, Protocol::LL, 8 * 1024, paced, 0.05);
     }
 }
 

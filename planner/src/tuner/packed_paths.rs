@@ -65,7 +65,12 @@ impl PackedPaths {
                 continue;
             };
             let root = root as u32;
-            let (up, down) = (up(t, &lat), down(t, root, &lat));
+            // A second child's send waits for its parent's receive: one step more.
+            let edge = |v: u32, i: usize, k: u32| {
+                let steps = if v == root || i == 0 { 1 } else { 2 };
+                (steps, lat(v, k))
+            };
+            let (up, down) = (up(t, &lat), down(t, root, edge));
             merge(&mut p.all_gather, down.clone());
             merge(&mut p.reduce_scatter, up.clone());
             let sums = up.iter().flat_map(|u| down.iter().map(|d| u.plus(*d)));
@@ -88,31 +93,16 @@ pub fn tree_all_reduce(t: &TreeChannel, route: impl Fn(u32, u32) -> (f64, f64)) 
         let (lat, send) = route(a, b);
         lat + send
     });
-    let mut down = Vec::new();
-    let mut todo = vec![(root as u32, PathCost::default())];
-    while let Some((v, at)) = todo.pop() {
-        let kids = &t.children[v as usize];
-        if kids.is_empty() {
-            down.push(PathCost {
-                steps: at.steps + 1,
-                ..at
-            });
-        }
-        let mut earlier = 0.0;
-        for (i, &k) in kids.iter().enumerate() {
-            let (lat, send) = route(v, k);
-            todo.push((
-                k,
-                at.plus(PathCost {
-                    hops: 1,
-                    steps: i as u32 + 1,
-                    route_lat_us: lat + send + earlier,
-                }),
-            ));
-            earlier += send;
-        }
-    }
-    let down = dedup(down);
+    // The i-th child's data leaves after the sends to the children before it.
+    let edge = |v: u32, i: usize, k: u32| {
+        let earlier: f64 = t.children[v as usize][..i]
+            .iter()
+            .map(|&j| route(v, j).1)
+            .sum();
+        let (lat, send) = route(v, k);
+        (i as u32 + 1, lat + send + earlier)
+    };
+    let down = down(t, root as u32, edge);
     dedup(
         up.iter()
             .flat_map(|u| down.iter().map(|d| u.plus(*d)))
@@ -125,16 +115,12 @@ pub fn slowest(paths: &[PathCost], hop_us: f64, step_us: f64) -> Option<f64> {
     paths.iter().map(|p| p.us(hop_us, step_us)).reduce(f64::max)
 }
 
-/// Root-to-leaf paths down `t`, ending with the leaf's receive.
-fn down(t: &TreeChannel, root: u32, lat: &impl Fn(u32, u32) -> f64) -> Vec<PathCost> {
-    let zero = PathCost {
-        hops: 0,
-        steps: 0,
-        route_lat_us: 0.0,
-    };
+/// Root-to-leaf paths down `t`, ending with the leaf's receive; `edge(v, i, k)` is the steps
+/// and latency from GPU v's data landing to its i-th child k's (the builder's layout).
+fn down(t: &TreeChannel, root: u32, edge: impl Fn(u32, usize, u32) -> (u32, f64)) -> Vec<PathCost> {
     let mut out = Vec::new();
     // (rank, the cost until its data arrived there)
-    let mut todo = vec![(root, zero)];
+    let mut todo = vec![(root, PathCost::default())];
     while let Some((v, at)) = todo.pop() {
         let kids = &t.children[v as usize];
         if kids.is_empty() {
@@ -142,17 +128,15 @@ fn down(t: &TreeChannel, root: u32, lat: &impl Fn(u32, u32) -> f64) -> Vec<PathC
                 steps: at.steps + 1,
                 ..at
             });
-            continue;
         }
-        let is_root = v == root;
         for (i, &k) in kids.iter().enumerate() {
-            let steps = if is_root || i == 0 { 1 } else { 2 };
+            let (steps, route_lat_us) = edge(v, i, k);
             todo.push((
                 k,
                 at.plus(PathCost {
                     hops: 1,
                     steps,
-                    route_lat_us: lat(v, k),
+                    route_lat_us,
                 }),
             ));
         }
