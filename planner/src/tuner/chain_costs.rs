@@ -77,14 +77,27 @@ pub(super) fn messages(
 ) -> u64 {
     let chunk = nccl::chunk_bytes(a, kind, p).max(1);
     let iters = bytes.div_ceil(chunk * blocks(a, kind, n, nc)).max(1);
-    let sends = match (a, kind) {
-        (Algorithm::Ring, CollectiveKind::AllReduce) => 2 * (n.max(2) as u64 - 1),
-        (Algorithm::Ring, CollectiveKind::AllGather | CollectiveKind::ReduceScatter) => {
-            n.max(2) as u64 - 1
-        }
+    let sends = match a {
+        Algorithm::Ring => ring_sends(kind, n),
         _ => 1,
     };
     sends * iters
+}
+
+/// The messages a ring connection carries per loop iteration: 2(n − 1) for all-reduce, n − 1 for
+/// all-gather and reduce-scatter, one for a broadcast or a reduce.
+fn ring_sends(kind: CollectiveKind, n: u32) -> u64 {
+    match kind {
+        CollectiveKind::AllReduce => 2 * (n.max(2) as u64 - 1),
+        CollectiveKind::AllGather | CollectiveKind::ReduceScatter => n.max(2) as u64 - 1,
+        _ => 1,
+    }
+}
+
+/// One LL channel's payload rate once its slots are full, GB/s: NCCL's `llMaxBws` shared by the
+/// call's `nc` channels.
+fn ll_paced_gbps(m: &SystemModel, nc: u32) -> f64 {
+    ll_max_bw(m.sm, m.nnodes.max(1)) / nc.max(1) as f64
 }
 
 /// The pieces a call's bytes are cut into before chunking: one per channel, and per rank's
@@ -126,8 +139,7 @@ pub(super) fn step_costs(
     let msgs = messages(&a, kind, p, n, nc, bytes);
     let mut rate = e.channel_gbps[i];
     if p == Protocol::LL && msgs > nccl::STEPS as u64 {
-        let paced = ll_max_bw(m.sm, m.nnodes.max(1)) / nc.max(1) as f64 * e.wire_factor[i];
-        rate = rate.min(paced);
+        rate = rate.min(ll_paced_gbps(m, nc) * e.wire_factor[i]);
     }
     let step = payload as f64 / per_msg as f64;
     let wire = step * e.wire_factor[i].max(1.0);
@@ -141,11 +153,8 @@ pub(super) fn step_costs(
     let excess = e.paths.step_excess(nc, (root, copy), |g| {
         wire / 1000.0 / rate.min(g * eff).max(1e-9)
     })?;
-    let k = match kind {
-        CollectiveKind::AllReduce => 2 * (n.max(2) as u64 - 1),
-        CollectiveKind::AllGather | CollectiveKind::ReduceScatter => n.max(2) as u64 - 1,
-        _ => 1,
-    };
+    // The path pays one iteration's steps, one step per message.
+    let k = ring_sends(kind, n);
     Some((msgs * per_msg).saturating_sub(k) as f64 * excess + copy)
 }
 
@@ -248,7 +257,7 @@ pub(super) fn chain_fill(
     // LL past its slots: the last chunk crosses the hops after the slowest step paced.
     let msgs = messages(&Algorithm::Ring, kind, p, n, nc, bytes);
     let drain = if p == Protocol::LL && msgs > nccl::STEPS as u64 {
-        let paced = ll_max_bw(m.sm, m.nnodes.max(1)) / ncf;
+        let paced = ll_paced_gbps(m, nc);
         let fast = rate / wire;
         let at = |g: f64| chunk * wire / 1000.0 / (paced * wire).min(g * link_eff(e));
         let hops = e.paths.hops_after_slowest(kind, root, nc, at).unwrap_or(0);
