@@ -254,3 +254,45 @@ fn whatif_a_failed_link_picks_no_slower_than_nccl() {
     let (ours, nccl) = (busbw("topoplan"), busbw("nccl"));
     assert!(ours >= nccl, "topoplan {ours} GB/s, NCCL {nccl} GB/s");
 }
+
+/// `--config` changes the fields it gives and keeps the profile's others: a file with one
+/// field prices as the profile does but for that field, and an unknown field exits 2 naming it.
+#[test]
+fn sim_config_overrides_only_the_fields_it_gives() {
+    let args = |cfg: Option<&str>| {
+        let mut a = vec![
+            "sim", H200, "-b", "1M", "-e", "1M", "--algo", "ring", "--proto", "simple",
+        ];
+        if let Some(c) = cfg {
+            a.extend(["--config", c]);
+        }
+        let (rc, out, err) = topoplan(&a);
+        (rc, out, err)
+    };
+    let time = |out: &str| -> f64 {
+        let row = out.lines().find(|l| !l.starts_with('#')).unwrap();
+        row.split_whitespace().nth(8).unwrap().parse().unwrap()
+    };
+    let (rc, base, err) = args(None);
+    assert_eq!(rc, 0, "{err}");
+    // The same launch as the profile's: the same time.
+    let same = tmp("config-same.json");
+    std::fs::write(&same, r#"{"seed": 0}"#).unwrap();
+    let (rc, out, err) = args(Some(same.to_str().unwrap()));
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(time(&out), time(&base), "{out}");
+    // The bundled profile's launch (11.06 µs) raised by 100 µs: 100 µs more.
+    let slower = tmp("config-launch.json");
+    std::fs::write(&slower, r#"{"launch_us": 111.06}"#).unwrap();
+    let (rc, out, err) = args(Some(slower.to_str().unwrap()));
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        (time(&out) - time(&base) - 100.0).abs() < 0.05,
+        "{base}\n{out}"
+    );
+    let bad = tmp("config-bad.json");
+    std::fs::write(&bad, r#"{"simple": {"channel_gbz": 1}}"#).unwrap();
+    let (rc, _, err) = args(Some(bad.to_str().unwrap()));
+    assert_eq!(rc, 2);
+    assert!(err.contains("simple.channel_gbz"), "{err}");
+}

@@ -1,6 +1,8 @@
 //! The planner's pick, the tuner's estimate of it and the engine's price on every shipped
 //! topology (`docs/fidelity.md`, "Agreement"): `cargo run --release -p sim --example agreement`;
-//! `-- FILE...` prices the files given instead (clusters from `topoplan topo scale`).
+//! `-- FILE...` prices the files given instead (clusters from `topoplan topo scale`); `--every
+//! ALGO` prints, instead of the picks, every candidate of that algorithm (ring, tree, ...) at
+//! every size, the tuner's estimate beside the engine's price.
 
 use planner::plan::Planner;
 use planner::topology::{load_file, LoadOptions};
@@ -22,6 +24,12 @@ fn main() {
     let (given, only): (Vec<String>, Vec<String>) = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
+        .filter(|a| {
+            !matches!(
+                a.as_str(),
+                "ring" | "tree" | "hierarchical" | "packed" | "direct"
+            )
+        })
         .partition(|a| std::path::Path::new(a).is_file());
     if !given.is_empty() {
         files = given.into_iter().map(Into::into).collect();
@@ -33,6 +41,14 @@ fn main() {
                 .any(|o| f.to_string_lossy().contains(o.as_str()))
     });
     let sizes: Vec<u64> = (0..10).map(|i| 8u64 << (3 * i)).collect();
+    let args: Vec<String> = std::env::args().collect();
+    let every = args
+        .iter()
+        .position(|a| a == "--every")
+        .and_then(|i| args.get(i + 1).cloned());
+    if let Some(algo) = every {
+        return print_every(&files, &algo, &sizes);
+    }
     println!("| topology | rows | tuner within 10% | worst tuner error | worst pick regret |");
     println!("|---|---:|---:|---:|---:|");
     for f in files {
@@ -89,6 +105,37 @@ fn main() {
                     r.best_engine_us
                 );
             }
+        }
+    }
+}
+
+/// Every candidate of algorithm `algo` on every file at every size: the tuner's estimate and
+/// the engine's price (of the schedule the candidate names), and their difference.
+fn print_every(files: &[std::path::PathBuf], algo: &str, sizes: &[u64]) {
+    println!("| topology | collective | size (B) | candidate | tuner µs | engine µs | error |");
+    println!("|---|---|---:|---|---:|---:|---:|");
+    for f in files {
+        let Ok(l) = load_file(f, &LoadOptions::default()) else {
+            continue;
+        };
+        let Ok(p) = Planner::new(&l.topology) else {
+            continue;
+        };
+        let Ok(cfg) = SimConfig::from_profile(&p.profile().profile, "profile") else {
+            continue;
+        };
+        let name = f.file_name().unwrap_or_default().to_string_lossy();
+        for r in sim::price::candidate_rows(&l.topology, &p, &cfg, algo, sizes) {
+            println!(
+                "| {name} | {} | {} | {} x{} | {:.2} | {:.2} | {:+.1}% |",
+                r.kind.name(),
+                r.bytes,
+                r.protocol.name(),
+                r.channels,
+                r.tuner_us,
+                r.engine_us,
+                100.0 * r.tuner_error()
+            );
         }
     }
 }

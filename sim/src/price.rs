@@ -258,3 +258,59 @@ pub fn agreement(
     }
     out
 }
+
+/// One candidate of one collective and size: the tuner's estimate beside the engine's price of
+/// the schedule it names.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct CandidateRow {
+    pub kind: planner::schedule::CollectiveKind,
+    pub bytes: u64,
+    pub protocol: Protocol,
+    pub channels: u32,
+    pub tuner_us: f64,
+    pub engine_us: f64,
+}
+
+impl CandidateRow {
+    /// The tuner's estimate over the engine's price, minus one.
+    pub fn tuner_error(&self) -> f64 {
+        self.tuner_us / self.engine_us - 1.0
+    }
+}
+
+/// Every candidate of `algorithm` (its name: ring, tree, ...) the engine prices on `topo`, for
+/// every collective at every size of `sizes`.
+pub fn candidate_rows(
+    topo: &Topology,
+    planner: &Planner,
+    cfg: &SimConfig,
+    algorithm: &str,
+    sizes: &[u64],
+) -> Vec<CandidateRow> {
+    let f = planner::tuner::Filter::default();
+    let mut out = Vec::new();
+    for kind in planner::schedule::CollectiveKind::ALL {
+        let coll = Collective::as_nccl_tests(kind, planner.nranks(), 0);
+        // Schedules are cached by candidate, so one cache per collective.
+        let cache = Schedules::default();
+        let pricer = EnginePricer::with_cache(topo, planner, cfg, &cache);
+        for &bytes in sizes {
+            for c in planner.candidates_filtered(&coll, bytes, &f) {
+                if c.algorithm.name() != algorithm {
+                    continue;
+                }
+                if let Some(engine_us) = pricer.price(&coll, &c, bytes) {
+                    out.push(CandidateRow {
+                        kind,
+                        bytes,
+                        protocol: c.protocol,
+                        channels: c.channels,
+                        tuner_us: c.time_us,
+                        engine_us,
+                    });
+                }
+            }
+        }
+    }
+    out
+}

@@ -226,12 +226,9 @@ fn a_rooted_chain_fills_as_the_engine_runs_it() {
     }
 }
 
-/// The clusters of `docs/fidelity.md`'s table, built as `topoplan topo scale` builds them: the
-/// planner's pick is the engine's fastest candidate on every row, and the tuner agrees with the
-/// engine within 10 % on at least as many rows (of 70: seven collectives, 8 B to 1 GiB) as the
-/// table says.
-#[test]
-fn the_clusters_in_the_fidelity_table_agree_on_the_rows_it_says() {
+/// The clusters of `docs/fidelity.md`'s table, built as `topoplan topo scale` builds them, with
+/// the rows the table says agree within 10 % (of 70 picks; of 30 tree candidates).
+fn table_clusters() -> Vec<(&'static str, u32, Topology, usize, usize)> {
     use planner::topology::doc::ClusterDoc;
     use planner::topology::{scale_doc, topology_of};
     let cases = [
@@ -241,21 +238,24 @@ fn the_clusters_in_the_fidelity_table_agree_on_the_rows_it_says() {
             "switch",
             100.0,
             70,
+            22,
         ),
-        ("examples/h200x2-topo.json", 4, "switch", 400.0, 70),
+        ("examples/h200x2-topo.json", 4, "switch", 400.0, 70, 27),
         (
             "tests/data/topologies/github-yccl-8xh800-nvswitch-topo.xml",
             2,
             "rail",
             400.0,
-            67,
+            68,
+            24,
         ),
         (
             "tests/data/topologies/azure-ndv4-topo.xml",
             4,
             "fat-tree",
             200.0,
-            67,
+            68,
+            25,
         ),
         (
             "tests/data/topologies/aws-p5-48xl-topo-2023.xml",
@@ -263,10 +263,11 @@ fn the_clusters_in_the_fidelity_table_agree_on_the_rows_it_says() {
             "rail",
             400.0,
             68,
+            25,
         ),
     ];
-    let sizes: Vec<u64> = (0..10).map(|i| 8u64 << (3 * i)).collect();
-    for (file, nodes, fabric, nic_gbps, agreeing) in cases {
+    let mut out = Vec::new();
+    for (file, nodes, fabric, nic_gbps, agreeing, trees) in cases {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("..")
             .join(file);
@@ -281,6 +282,18 @@ fn the_clusters_in_the_fidelity_table_agree_on_the_rows_it_says() {
         };
         let mut doc = scale_doc(&node.doc, cluster).unwrap();
         let t = topology_of(&mut doc, file, &Default::default(), &mut Vec::new()).unwrap();
+        out.push((file, nodes, t, agreeing, trees));
+    }
+    out
+}
+
+/// On the table's clusters the planner's pick is the engine's fastest candidate on every row,
+/// and the tuner agrees with the engine within 10 % on at least as many rows (of 70: seven
+/// collectives, 8 B to 1 GiB) as the table says.
+#[test]
+fn the_clusters_in_the_fidelity_table_agree_on_the_rows_it_says() {
+    let sizes: Vec<u64> = (0..10).map(|i| 8u64 << (3 * i)).collect();
+    for (file, nodes, t, agreeing, _) in table_clusters() {
         let (p, cfg) = planned(&t);
         let rows = sim::price::agreement(&t, &p, &cfg, &sizes);
         assert_eq!(rows.len(), 70, "{file}");
@@ -300,6 +313,38 @@ fn the_clusters_in_the_fidelity_table_agree_on_the_rows_it_says() {
                 r.bytes,
                 r.algorithm,
                 r.regret() * 100.0
+            );
+        }
+    }
+}
+
+/// Every tree candidate on the table's clusters (all-reduce, LL, LL128 and Simple, 8 B to
+/// 1 GiB): the tuner's pipeline of the trees' iterations agrees with the engine within 10 % on
+/// at least the rows the table says, and within 45 % on all (LL past its slots across hosts is
+/// the known miss, `docs/fidelity.md`).
+#[test]
+fn tree_candidates_on_the_table_clusters_agree_with_the_engine() {
+    let sizes: Vec<u64> = (0..10).map(|i| 8u64 << (3 * i)).collect();
+    for (file, nodes, t, _, trees) in table_clusters() {
+        let (p, cfg) = planned(&t);
+        let rows = sim::price::candidate_rows(&t, &p, &cfg, "tree", &sizes);
+        assert_eq!(rows.len(), 30, "{file}");
+        let within = rows
+            .iter()
+            .filter(|r| r.tuner_error().abs() <= 0.10)
+            .count();
+        assert!(
+            within >= trees,
+            "{file} ×{nodes}: {within} tree rows within 10 %, the table says {trees}"
+        );
+        for r in &rows {
+            assert!(
+                r.tuner_error().abs() <= 0.45,
+                "{file} ×{nodes}: tree {} {} B: tuner {:.1} µs, engine {:.1} µs",
+                r.protocol.name(),
+                r.bytes,
+                r.tuner_us,
+                r.engine_us
             );
         }
     }

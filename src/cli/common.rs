@@ -209,8 +209,13 @@ pub(crate) fn load_config(
     let mut cfg = match path {
         Some(p) => {
             let text = read_text(p)?;
-            serde_json::from_str::<SimConfig>(&text)
-                .map_err(|e| CliError::input(format!("{}: {e}", p.display())))?
+            let bad = |e: serde_json::Error| CliError::input(format!("{}: {e}", p.display()));
+            let given: serde_json::Value = serde_json::from_str(&text).map_err(bad)?;
+            // The file's fields replace the profile's; the ones it leaves out keep theirs.
+            let mut merged = serde_json::to_value(&base).map_err(bad)?;
+            overlay(&mut merged, given, "")
+                .map_err(|e| CliError::input(format!("{}: {e}", p.display())))?;
+            serde_json::from_value::<SimConfig>(merged).map_err(bad)?
         }
         None => base,
     };
@@ -225,6 +230,36 @@ pub(crate) fn load_config(
         }
     };
     Ok(cfg)
+}
+
+/// Writes `over`'s fields into `base`, object by object (`null` too: it turns an optional part
+/// off). A field `base` does not have is an error naming it (`path` so far).
+fn overlay(
+    base: &mut serde_json::Value,
+    over: serde_json::Value,
+    path: &str,
+) -> Result<(), String> {
+    match (base, over) {
+        (serde_json::Value::Object(b), serde_json::Value::Object(o)) => {
+            for (k, v) in o {
+                let at = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                match b.get_mut(&k) {
+                    Some(slot) if v.is_object() && slot.is_object() => overlay(slot, v, &at)?,
+                    Some(slot) => *slot = v,
+                    None => return Err(format!("unknown field `{at}` (docs/sim.md lists them)")),
+                }
+            }
+            Ok(())
+        }
+        (b, o) => {
+            *b = o;
+            Ok(())
+        }
+    }
 }
 
 pub(crate) fn load_topology(file: &Path, gpu_model: Option<String>) -> Result<Topology, CliError> {

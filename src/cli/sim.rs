@@ -51,7 +51,8 @@ pub struct Args {
     /// Size traced by --trace (default: the largest size of the sweep up to 64M).
     #[arg(long, value_parser = parse_size, requires = "trace")]
     pub trace_size: Option<u64>,
-    /// Simulator parameters as JSON (see docs/sim.md; missing fields keep their defaults).
+    /// Simulator parameters as JSON (see docs/sim.md): the fields given replace the profile's,
+    /// the others keep theirs; an unknown field is an error.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Seed of the per-step jitter (with --jitter).

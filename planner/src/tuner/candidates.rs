@@ -7,6 +7,7 @@ use super::chain_costs::{
 };
 use super::packed_fill::packed_fill;
 use super::packed_paths::packed_lat;
+use super::tree_pipeline;
 use super::*;
 
 /// What every family reads.
@@ -326,6 +327,11 @@ impl<'a> Cands<'a> {
             if kind == CollectiveKind::AllReduce {
                 for p in Protocol::ALL {
                     let nc = channels_for(m, &Algorithm::Tree, t, p, bytes);
+                    // The trees measured: pipelined as the engine runs them.
+                    if let Some((lat, bw)) = tree_pipeline::priced(c, p, nc, bytes, llmax) {
+                        self.push(Algorithm::Tree, p, nc, lat, bw, 1.0);
+                        continue;
+                    }
                     // One host: a chain carries the data once each way per link. Across hosts a
                     // double binary tree's interior host forwards to two children and a parent, so
                     // its NICs carry twice the data (`src/graph/trees.cc`, `ncclGetDtree`).

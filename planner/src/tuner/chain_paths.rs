@@ -15,6 +15,7 @@
 
 use super::drift::{dag_time, DagFlow};
 use super::packed_paths::{slowest, tree_all_reduce, PathCost};
+use super::tree_pipeline::TreeSends;
 use crate::schedule::build::TreeChannel;
 use crate::schedule::CollectiveKind;
 
@@ -40,6 +41,9 @@ pub struct ChainPaths {
     pub rings: Vec<Vec<RingHop>>,
     /// Per tree channel, in the order calls use them: an all-reduce's paths up and down.
     pub trees: Vec<Vec<PathCost>>,
+    /// Per tree channel, in that order: its sends, which the tuner pipelines as the engine
+    /// does (`tree_pipeline`).
+    pub tree_sends: Vec<TreeSends>,
 }
 
 impl ChainPaths {
@@ -65,6 +69,10 @@ impl ChainPaths {
                     .collect()
             })
             .collect();
+        let tree_sends = trees
+            .iter()
+            .filter_map(|t| TreeSends::of(t, &route))
+            .collect();
         let trees = trees
             .iter()
             .map(|t| {
@@ -74,7 +82,11 @@ impl ChainPaths {
                 })
             })
             .collect();
-        ChainPaths { rings, trees }
+        ChainPaths {
+            rings,
+            trees,
+            tree_sends,
+        }
     }
 
     /// The first `nc` rings (those a call of `nc` channels runs).

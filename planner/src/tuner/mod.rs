@@ -17,6 +17,7 @@ pub mod nccl;
 mod packed_fill;
 mod packed_paths;
 pub mod profile;
+mod tree_pipeline;
 
 pub use calib::*;
 pub use chain_paths::ChainPaths;
@@ -29,6 +30,7 @@ use nccl::{
 pub use packed_fill::{wave_flows, PackedWave};
 pub use packed_paths::{PackedPaths, PathCost};
 pub use profile::{EngineTerms, Profile, ProfileChoice, ProfileError, ProfileSource, TunerParams};
+pub use tree_pipeline::{TreeSend, TreeSends};
 
 use crate::schedule::{Algorithm, CollectiveKind, Protocol};
 use serde::{Deserialize, Serialize};

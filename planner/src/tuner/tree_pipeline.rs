@@ -1,0 +1,453 @@
+//! A tree all-reduce as the engine runs `schedule::build::tree`'s layout: every tree carries one
+//! step of its share per loop iteration, up (reduce) and down (broadcast) on two programs of
+//! each rank, which the iterations pipeline through.
+//!
+//! - Up, a rank takes its children one op after another: each op waits for that child's data,
+//!   then reduces it (a local pass at the channel's local rate), the last op also sending the
+//!   sum to the parent (a transfer instead). A leaf only sends.
+//! - Down, the root starts after its last reduction; a rank forwards to its first child in the
+//!   op that receives, then sends to the others in turn, one transfer each; a leaf's receive is
+//!   a step.
+//! - A transfer moves at the channel's rate or its links' share, whichever is lower: a link's
+//!   capacity split among the programs (tree, half, sender) with a send over it, since one
+//!   program's sends never overlap. Each op costs the protocol's step after it (and the
+//!   network's step on a route across hosts); data lands the route's latency and the
+//!   protocol's hop after.
+//!
+//! The first iteration is the pipeline's fill: its slowest leaf. Each later one adds the
+//! period: the busiest program's ops of one iteration, or the busiest link's bytes. LL past its
+//! connection's slots is paced (`SimConfig::with_ll_channel_cap`), so it has a second period.
+
+use super::chain_costs::engine_path;
+use super::nccl::{self, proto_idx};
+use super::TunerParams;
+use crate::schedule::build::TreeChannel;
+use crate::schedule::Protocol;
+use std::collections::HashMap;
+
+/// One send of a tree's iteration: to whom, its route's latency (µs), its links (index,
+/// GB/s), and what a step over it costs its sender beyond the protocol's (µs: the network's
+/// step across hosts).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TreeSend {
+    pub to: u32,
+    pub lat_us: f64,
+    pub links: Vec<(usize, f64)>,
+    pub send_us: f64,
+}
+
+/// A tree's sends: each rank's to its parent (`None` at the root) and to its children, in the
+/// builder's order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TreeSends {
+    pub root: u32,
+    pub up: Vec<Option<TreeSend>>,
+    pub down: Vec<Vec<TreeSend>>,
+}
+
+impl TreeSends {
+    /// The sends of `t`, `route(a, b)` the route from rank a to rank b: (latency, links, the
+    /// sender's step cost). `None` without a root.
+    pub fn of(
+        t: &TreeChannel,
+        route: &impl Fn(u32, u32) -> (f64, Vec<(usize, f64)>, f64),
+    ) -> Option<Self> {
+        let root = t.parent.iter().position(Option::is_none)? as u32;
+        let send = |a: u32, b: u32| {
+            let (lat_us, links, send_us) = route(a, b);
+            TreeSend {
+                to: b,
+                lat_us,
+                links,
+                send_us,
+            }
+        };
+        let up = (0..t.parent.len() as u32)
+            .map(|v| t.parent[v as usize].map(|p| send(v, p)))
+            .collect();
+        let down = (0..t.parent.len() as u32)
+            .map(|v| t.children[v as usize].iter().map(|&k| send(v, k)).collect())
+            .collect();
+        Some(TreeSends { root, up, down })
+    }
+
+    fn kids(&self, v: u32) -> impl Iterator<Item = u32> + '_ {
+        self.down[v as usize].iter().map(|s| s.to)
+    }
+
+    /// The ranks parents first (breadth first from the root).
+    fn order(&self) -> Vec<u32> {
+        let mut order = vec![self.root];
+        let mut i = 0;
+        while i < order.len() {
+            let v = order[i];
+            order.extend(self.kids(v));
+            i += 1;
+        }
+        order
+    }
+
+    /// Each rank's depth below the root and height above its deepest leaf.
+    fn levels(&self) -> (Vec<u32>, Vec<u32>) {
+        let n = self.up.len();
+        let order = self.order();
+        let mut depth = vec![0u32; n];
+        for &v in &order {
+            for k in self.kids(v) {
+                depth[k as usize] = depth[v as usize] + 1;
+            }
+        }
+        let mut height = vec![0u32; n];
+        for &v in order.iter().rev() {
+            height[v as usize] = self
+                .kids(v)
+                .map(|k| height[k as usize] + 1)
+                .max()
+                .unwrap_or(0);
+        }
+        (depth, height)
+    }
+}
+
+/// The engine's terms of one protocol that a tree's iteration reads.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct IterTerms {
+    /// Payload bytes each tree carries per iteration.
+    pub chunk: f64,
+    /// Wire bytes per payload byte.
+    pub wire: f64,
+    /// One channel's transfer rate and, past the connection's slots, its paced rate (GB/s of
+    /// wire; equal where the protocol is not paced).
+    pub channel_gbps: f64,
+    pub paced_gbps: f64,
+    /// The rate of a local reduction (GB/s), and the fraction of a link's rate transfers reach.
+    pub local_gbps: f64,
+    pub link_eff: f64,
+    /// The protocol's cost of a step and its one-way hop (µs), and the connection's slots.
+    pub step_us: f64,
+    pub hop_us: f64,
+    pub slots: u32,
+}
+
+/// Each send's rate (GB/s of wire) per tree and rank: (up, down in order).
+type SendRates = Vec<Vec<(f64, Vec<f64>)>>;
+
+/// What a send loads at once: (link, half, wave step); per rank, its send up's and its sends
+/// down's.
+type LoadKey = (usize, u8, u32);
+type RankKeys = (Vec<LoadKey>, Vec<Vec<LoadKey>>);
+
+/// How long `trees` take to all-reduce `iters` iterations (at least 1; the last may be partial:
+/// fractional), µs from the first op: the first iteration's slowest leaf, then a period per
+/// iteration. Also the period of the last iterations. `None` without trees.
+pub fn all_reduce_us(trees: &[TreeSends], x: &IterTerms, iters: f64) -> Option<(f64, f64)> {
+    trees.first()?;
+    let wave = rates(trees, x.channel_gbps, x.link_eff, Sharing::Wave);
+    let fill = trees
+        .iter()
+        .zip(&wave)
+        .map(|(t, r)| first_iteration(t, r, x))
+        .fold(0.0, f64::max);
+    let per = |gbps: f64, sharing| period(trees, &rates(trees, gbps, x.link_eff, sharing), x);
+    let fast = per(x.channel_gbps, Sharing::Programs);
+    let paced = per(x.paced_gbps, Sharing::Programs);
+    // The second iteration's sends meet only the first's wave down on the links; from the third
+    // on every program is busy.
+    let second = per(x.channel_gbps, Sharing::Wave).min(fast);
+    let iters = iters.max(1.0);
+    let slots = x.slots.max(1) as f64;
+    let us = fill
+        + (iters - 1.0).min(1.0) * second
+        + (iters.min(slots) - 2.0).max(0.0) * fast
+        + (iters - slots).max(0.0) * paced;
+    Some((us, if iters > slots { paced } else { fast }))
+}
+
+/// A tree all-reduce of `bytes` on the first `nc` of the engine's measured trees, as the tuner
+/// prices it: its latency beyond the tuner's launch and its bandwidth (GB/s), so that the two
+/// give the pipeline's time. `llmax` is NCCL's LL bound for the call's channels together.
+/// `None` where the trees were not measured or the engine's terms are missing.
+pub(super) fn priced(
+    c: &TunerParams,
+    p: Protocol,
+    nc: u32,
+    bytes: u64,
+    llmax: f64,
+) -> Option<(f64, f64)> {
+    let e = &c.engine;
+    let all = &e.paths.tree_sends;
+    let used = &all[..(nc.max(1) as usize).min(all.len())];
+    let i = proto_idx(p);
+    if used.is_empty() || e.channel_gbps[i] <= 0.0 || e.step_bytes[i] == 0 {
+        return None;
+    }
+    let share = bytes.max(1) as f64 / used.len() as f64;
+    let chunk = (e.step_bytes[i] as f64).min(share);
+    let channel = e.channel_gbps[i];
+    let paced = match p {
+        Protocol::LL => (llmax / used.len() as f64 * e.wire_factor[i]).min(channel),
+        _ => channel,
+    };
+    let x = IterTerms {
+        chunk,
+        wire: e.wire_factor[i].max(1.0),
+        channel_gbps: channel,
+        paced_gbps: paced,
+        local_gbps: e.local_channel_gbps,
+        link_eff: if e.link_eff > 0.0 { e.link_eff } else { 1.0 },
+        step_us: e.step_us[i],
+        hop_us: e.hop_us[i],
+        slots: nccl::STEPS,
+    };
+    let (us, period) = all_reduce_us(used, &x, share / chunk)?;
+    let algbw = used.len() as f64 * chunk / 1000.0 / period.max(1e-9);
+    let lat = engine_path(c, Some(us))? - bytes as f64 / 1000.0 / algbw;
+    Some((lat, algbw))
+}
+
+/// Which sends share a link at once: every program with a send over it (steady state), or only
+/// the sends of the first iteration's wave at the same step (its fill), where a rank sends up
+/// at its height above its leaves and its i-th send down at its depth plus i.
+#[derive(Clone, Copy, PartialEq)]
+enum Sharing {
+    Programs,
+    Wave,
+}
+
+/// Every send's rate: the channel's, or its most loaded link's share among the sends that
+/// load it at once (`sharing`), whichever is lower.
+fn rates(trees: &[TreeSends], channel_gbps: f64, link_eff: f64, sharing: Sharing) -> SendRates {
+    // (link, half, wave step; 0 for every step when programs share), then each send's keys.
+    let mut load = HashMap::<LoadKey, u32>::new();
+    let keys: Vec<Vec<RankKeys>> = trees
+        .iter()
+        .map(|t| {
+            let (depth, height) = t.levels();
+            (0..t.up.len())
+                .map(|v| {
+                    let key = |s: &TreeSend, half: u8, step: u32| -> Vec<LoadKey> {
+                        let step = if sharing == Sharing::Wave { step } else { 0 };
+                        s.links.iter().map(|l| (l.0, half, step)).collect()
+                    };
+                    let up = t.up[v]
+                        .as_ref()
+                        .map_or(Vec::new(), |s| key(s, 0, height[v]));
+                    let down = t.down[v]
+                        .iter()
+                        .enumerate()
+                        .map(|(i, s)| key(s, 1, depth[v] + i as u32))
+                        .collect();
+                    (up, down)
+                })
+                .collect()
+        })
+        .collect();
+    for (up, down) in keys.iter().flatten() {
+        // A program's sends never overlap: each link counts once per program.
+        let mut program: Vec<LoadKey> = down.iter().flatten().copied().collect();
+        if sharing == Sharing::Programs {
+            program.sort_unstable();
+            program.dedup();
+        }
+        for k in up.iter().chain(&program) {
+            *load.entry(*k).or_default() += 1;
+        }
+    }
+    let rate = |s: &TreeSend, k: &[LoadKey]| {
+        s.links
+            .iter()
+            .zip(k)
+            .map(|(&(_, cap), key)| cap * link_eff / load[key].max(1) as f64)
+            .fold(channel_gbps, f64::min)
+    };
+    trees
+        .iter()
+        .zip(&keys)
+        .map(|(t, tk)| {
+            t.up.iter()
+                .zip(&t.down)
+                .zip(tk)
+                .map(|((up, down), (uk, dk))| {
+                    (
+                        up.as_ref().map_or(f64::INFINITY, |s| rate(s, uk)),
+                        down.iter().zip(dk).map(|(s, k)| rate(s, k)).collect(),
+                    )
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// A send's op: its transfer, the protocol's step and the sender's step over the route (µs).
+fn send_us(x: &IterTerms, s: &TreeSend, gbps: f64) -> f64 {
+    x.chunk * x.wire / 1000.0 / gbps.max(1e-9) + x.step_us + s.send_us
+}
+
+/// A reduction's op: the local pass and the protocol's step (µs).
+fn reduce_us(x: &IterTerms) -> f64 {
+    x.chunk / 1000.0 / x.local_gbps.max(1e-9) + x.step_us
+}
+
+/// The first iteration of one tree: up from the leaves, the root's last reduction, down to the
+/// slowest leaf's receive (µs from the first op).
+fn first_iteration(t: &TreeSends, r: &[(f64, Vec<f64>)], x: &IterTerms) -> f64 {
+    let n = t.up.len();
+    // Parents first, so that children come before their parent in reverse.
+    let order = t.order();
+    let lands = |s: &TreeSend| s.lat_us + x.hop_us;
+    let mut up_end = vec![0.0; n];
+    for &v in order.iter().rev() {
+        let kids: Vec<u32> = t.kids(v).collect();
+        let mut at = 0.0f64;
+        for (i, &k) in kids.iter().enumerate() {
+            let from = t.up[k as usize].as_ref().expect("a child sends up");
+            at = at.max(up_end[k as usize] + lands(from));
+            let sends_up = i + 1 == kids.len() && t.up[v as usize].is_some();
+            if !sends_up {
+                at += reduce_us(x);
+            }
+        }
+        if let Some(s) = &t.up[v as usize] {
+            at += send_us(x, s, r[v as usize].0);
+        }
+        up_end[v as usize] = at;
+    }
+    // Down: a rank's data lands, then it sends to its children in turn.
+    let mut landed = vec![0.0; n];
+    landed[t.root as usize] = up_end[t.root as usize];
+    let mut last = 0.0f64;
+    for &v in &order {
+        let mut at = landed[v as usize];
+        let sends = &t.down[v as usize];
+        if sends.is_empty() {
+            last = last.max(at + x.step_us);
+        }
+        for (s, &g) in sends.iter().zip(&r[v as usize].1) {
+            at += send_us(x, s, g);
+            landed[s.to as usize] = at + lands(s);
+        }
+    }
+    last
+}
+
+/// One iteration in steady state, µs: the busiest program's ops at `r`'s rates, or the busiest
+/// link's bytes at its capacity.
+fn period(trees: &[TreeSends], r: &SendRates, x: &IterTerms) -> f64 {
+    let mut busiest = 0.0f64;
+    let mut link_us = HashMap::<usize, f64>::new();
+    for (t, rt) in trees.iter().zip(r) {
+        for (v, (up_rate, down_rates)) in rt.iter().enumerate() {
+            let kids = t.down[v].len();
+            let up = match &t.up[v] {
+                Some(s) => kids.saturating_sub(1) as f64 * reduce_us(x) + send_us(x, s, *up_rate),
+                None => kids as f64 * reduce_us(x),
+            };
+            let down = if kids == 0 {
+                x.step_us
+            } else {
+                t.down[v]
+                    .iter()
+                    .zip(down_rates)
+                    .map(|(s, &g)| send_us(x, s, g))
+                    .sum()
+            };
+            busiest = busiest.max(up).max(down);
+            for s in t.up[v].iter().chain(&t.down[v]) {
+                for &(l, cap) in &s.links {
+                    *link_us.entry(l).or_default() +=
+                        x.chunk * x.wire / 1000.0 / (cap * x.link_eff).max(1e-9);
+                }
+            }
+        }
+    }
+    link_us.values().copied().fold(busiest, f64::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn terms() -> IterTerms {
+        IterTerms {
+            chunk: 10_000.0,
+            wire: 1.0,
+            channel_gbps: 10.0,
+            paced_gbps: 10.0,
+            local_gbps: 100.0,
+            link_eff: 1.0,
+            step_us: 0.5,
+            hop_us: 1.0,
+            slots: 8,
+        }
+    }
+
+    fn sends(
+        parent: &[Option<u32>],
+        route: impl Fn(u32, u32) -> (f64, Vec<(usize, f64)>, f64),
+    ) -> TreeSends {
+        let t = TreeChannel::from_parents(parent.to_vec()).unwrap();
+        TreeSends::of(&t, &route).unwrap()
+    }
+
+    #[test]
+    fn a_chain_fills_hop_by_hop_then_streams_one_transfer_per_iteration() {
+        // 0 <- 1 <- 2, every route its own fast link, 0.25 µs of latency.
+        let t = sends(&[None, Some(0), Some(1)], |a, b| {
+            (0.25, vec![(a as usize * 3 + b as usize, 1e3)], 0.0)
+        });
+        let x = terms();
+        // A transfer: 10 kB at 10 GB/s, 1 µs, plus a 0.5 µs step; it lands 1.25 µs later.
+        let (xfer, land) = (1.5, 1.25);
+        // Up: 2 sends, 1 sends, the root reduces (0.1 + 0.5); down: 0 sends, 1 sends, 2 receives.
+        let fill = 2.0 * (xfer + land) + 0.6 + 2.0 * (xfer + land) + 0.5;
+        let one = all_reduce_us(std::slice::from_ref(&t), &x, 1.0).unwrap().0;
+        assert!((one - fill).abs() < 1e-9, "{one} {fill}");
+        // Each further iteration adds the busiest program's op: one send.
+        let four = all_reduce_us(&[t], &x, 4.0).unwrap().0;
+        assert!((four - fill - 3.0 * xfer).abs() < 1e-9, "{four}");
+    }
+
+    #[test]
+    fn a_rank_sends_to_its_children_in_turn_sharing_the_links_with_other_programs() {
+        // 0 -> {1, 2}: both sends from 0 leave on link 7 (10 GB/s); the sends up from 1 and 2
+        // use their own links. Link 7 carries one program's sends (0's down), so each gets the
+        // channel's 10 GB/s, one after another.
+        let route = |a: u32, b: u32| {
+            let l = if a == 0 {
+                7
+            } else {
+                a as usize * 3 + b as usize
+            };
+            (0.0, vec![(l, 10.0)], 0.0)
+        };
+        let t = sends(&[None, Some(0), Some(0)], route);
+        let x = IterTerms {
+            hop_us: 0.0,
+            ..terms()
+        };
+        // Period: 0's down program sends twice (2 × 1.5); link 7 carries 2 µs of bytes.
+        let p = all_reduce_us(std::slice::from_ref(&t), &x, 2.0).unwrap().0
+            - all_reduce_us(std::slice::from_ref(&t), &x, 1.0).unwrap().0;
+        assert!((p - 3.0).abs() < 1e-9, "{p}");
+        // A second tree whose root also sends over link 7 halves each send's rate there.
+        let two = [t.clone(), t];
+        let p2 = all_reduce_us(&two, &x, 2.0).unwrap().0 - all_reduce_us(&two, &x, 1.0).unwrap().0;
+        assert!((p2 - 2.0 * (2.0 + 0.5)).abs() < 1e-9, "{p2}");
+    }
+
+    #[test]
+    fn paced_iterations_past_the_slots_take_the_paced_period() {
+        let t = sends(&[None, Some(0)], |a, b| {
+            (0.0, vec![(a as usize * 3 + b as usize, 1e3)], 0.0)
+        });
+        let x = IterTerms {
+            paced_gbps: 5.0,
+            slots: 2,
+            ..terms()
+        };
+        let at = |i: f64| all_reduce_us(std::slice::from_ref(&t), &x, i).unwrap().0;
+        // Iteration 2 at 10 GB/s (1.5 µs), iterations 3 and 4 at 5 (2.5 µs each).
+        assert!((at(2.0) - at(1.0) - 1.5).abs() < 1e-9);
+        assert!((at(4.0) - at(2.0) - 5.0).abs() < 1e-9);
+    }
+}
