@@ -349,3 +349,64 @@ fn tree_candidates_on_the_table_clusters_agree_with_the_engine() {
         }
     }
 }
+
+/// Past the 64 ranks the engine prices for the planner, the tuner decides alone, from the rings'
+/// and trees' routes (`plan::CHAIN_PATH_RANKS`). On 16 NDv4 hosts on one switch (128 ranks) a 128 MiB
+/// all-reduce: the tuner's ring LL128 and tree LL128 are within 10 % of the engine's runs of
+/// them, and the pick is within 10 % of the faster of the two. (With NCCL's latency table and
+/// the search's bandwidth past 64 ranks, the ring came out 16 % fast.)
+#[test]
+fn past_the_engines_ranks_the_tuner_picks_from_the_routes() {
+    use planner::plan::Pricer;
+    use sim::price::EnginePricer;
+    let t = hosts(
+        "tests/data/topologies/azure-ndv4-topo.xml",
+        16,
+        FabricKind::SingleSwitch,
+        25.0,
+    );
+    let (p, cfg) = planned(&t);
+    assert_eq!(p.nranks(), 128);
+    let bytes = 128u64 << 20;
+    let coll = Collective::as_nccl_tests(CollectiveKind::AllReduce, 128, 0);
+    let cache = sim::price::Schedules::default();
+    let pricer = EnginePricer::with_cache(&t, &p, &cfg, &cache);
+    let engine = |c: &planner::plan::Candidate| {
+        assert!(
+            pricer.price(&coll, c, bytes).is_none(),
+            "the engine does not price 128 ranks"
+        );
+        let s = pricer.schedule(&coll, c, None).unwrap();
+        pricer.run(&s, bytes).unwrap().time_us
+    };
+    let candidates = p.candidates_filtered(&coll, bytes, &Filter::default());
+    let mut best = f64::INFINITY;
+    for (algo, proto) in [
+        (Algorithm::Ring, Protocol::LL128),
+        (Algorithm::Tree, Protocol::LL128),
+    ] {
+        let c = candidates
+            .iter()
+            .find(|c| c.algorithm == algo && c.protocol == proto)
+            .unwrap();
+        let e = engine(c);
+        assert!(
+            (c.time_us / e - 1.0).abs() <= 0.10,
+            "{algo:?} {proto:?}: tuner {:.0} µs, engine {e:.0}",
+            c.time_us
+        );
+        best = best.min(e);
+    }
+    let pick = p.choose(&coll, bytes);
+    let picked = candidates
+        .iter()
+        .find(|c| c.algorithm == pick.algorithm && c.protocol == pick.protocol)
+        .unwrap();
+    let e = engine(picked);
+    assert!(
+        e <= 1.10 * best,
+        "picks {:?} {:?}: {e:.0} µs, best {best:.0}",
+        pick.algorithm,
+        pick.protocol
+    );
+}

@@ -463,8 +463,12 @@ fn direct_bw(t: &Topology, ch: &Channels) -> f64 {
     }
 }
 
+/// Most ranks whose rings' and trees' every hop the planner routes for the tuner (`ChainPaths`);
+/// past them the tuner keeps NCCL's latency table and the search's bandwidth per channel.
+pub const CHAIN_PATH_RANKS: u32 = 256;
+
 /// Sets the topology's terms the tuner reads beside the engine's (`EngineTerms`): the slowest
-/// route's latency and, up to [`p2p::EXACT_P2P_RANKS`] ranks on one host or several, the rings'
+/// route's latency and, up to [`CHAIN_PATH_RANKS`] ranks on one host or several, the rings'
 /// and trees' paths (a route through the network costs its step `sim.net_step_us` more, as in
 /// the engine). Returns all-to-all's per-rank rate ([`p2p::all_to_all_bw`]) and all-to-all's and
 /// send/recv's messages over the whole communicator ([`p2p::measure`]), flows capped at the
@@ -481,7 +485,7 @@ fn measure_paths(
     let (a2a_gbps, route_lat_us) = p2p::all_to_all_bw(t, channels, model.direct_gbps, flow_cap);
     model.calib.engine.route_lat_us = route_lat_us;
     let net_step_us = model.calib.engine.net_step_us;
-    if model.nranks <= p2p::EXACT_P2P_RANKS {
+    if model.nranks <= CHAIN_PATH_RANKS {
         let route = |a: u32, b: u32| {
             t.gpu_path(a, b).map_or((0.0, Vec::new(), 0.0), |p| {
                 let links = p.links.iter().map(|&l| (l.index(), t.graph[l].bw_gbps));

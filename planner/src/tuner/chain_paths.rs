@@ -1,4 +1,5 @@
-//! The paths a small ring or tree call takes (on one host or across hosts, up to 64 ranks), op by op as `schedule::build::{ring,
+//! The paths a small ring or tree call takes (on one host or across hosts, up to
+//! `plan::CHAIN_PATH_RANKS` ranks), op by op as `schedule::build::{ring,
 //! tree}` lay them out: what it costs beyond its launch in the engine, whose every transfer pays
 //! its route's link latencies and the protocol's one-way hop, and every step its fixed cost.
 //!
@@ -34,7 +35,7 @@ pub struct RingHop {
 /// cost of a step over it beyond the protocol's (µs).
 pub type HopRoute = (f64, Vec<(usize, f64)>, f64);
 
-/// The rings' and trees' paths (empty: not measured, as past 64 ranks).
+/// The rings' and trees' paths (empty: not measured, as past `plan::CHAIN_PATH_RANKS`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ChainPaths {
     /// Per ring channel, in the order calls use them: its hops in ring order.

@@ -47,7 +47,7 @@ pub struct EngineTerms {
     /// planner sets in its model from the paths the engine's messages take (0 from a profile).
     pub route_lat_us: f64,
     /// The rings' and trees' paths, which the planner measures from the topology as it does
-    /// `route_lat_us` (empty from a profile, and past 64 ranks).
+    /// `route_lat_us` (empty from a profile, and past `plan::CHAIN_PATH_RANKS`).
     pub paths: ChainPaths,
     /// The hierarchical all-reduce's rings, measured as `paths` is: inside the first host, one
     /// per host chain (its reduce-scatter and all-gather), and across hosts, one per local GPU
