@@ -128,7 +128,7 @@ impl<'a> EnginePricer<'a> {
 /// schedule's time is affine in the size once its chunks and configuration are fixed: a fill
 /// (launch, the first chunk down the deepest path) plus a steady cost per byte, set by the
 /// busiest link or channel, that the size does not change. So the schedule, cut for `bytes`,
-/// runs at two smaller sizes (whole loop iterations, the larger about half the budget and at
+/// runs at two smaller sizes (whole loop iterations, the larger about half the budget, both at
 /// least [`STEADY_ITERS`] iterations), and the line through them is read at `bytes`; where the
 /// two runs would take more than three quarters of the whole, the whole size runs. Every
 /// mechanism of the engine stays in (link sharing, slots, per-step costs, the chunk for
@@ -153,7 +153,10 @@ pub fn extrapolate(
     // drift apart first), so a slope read earlier is up to 15% low. Both runs keep the last,
     // partial iteration, which costs more than its share of bytes.
     let iters = bytes / l;
-    let i1 = (big / l).max(STEADY_ITERS);
+    // The smaller run too: an LL connection's first slots' worth of iterations run unpaced
+    // and the first paced one re-fills the trees, a cost a line read across it would spread
+    // over every byte.
+    let i1 = (big / l).max(2 * STEADY_ITERS);
     if 2 * i1 > iters {
         return whole();
     }
@@ -164,7 +167,7 @@ pub fn extrapolate(
     Some(t1 + slope * (bytes - b1) as f64)
 }
 
-/// Loop iterations the larger of [`extrapolate`]'s runs has at least.
+/// Loop iterations each of [`extrapolate`]'s runs has at least (past LL's 8 unpaced slots).
 const STEADY_ITERS: u64 = 16;
 
 /// Bytes (nccl-tests size) one loop iteration of `s` moves, where it loops.

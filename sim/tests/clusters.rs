@@ -247,7 +247,7 @@ fn table_clusters() -> Vec<(&'static str, u32, Topology, usize, usize)> {
             "rail",
             400.0,
             68,
-            24,
+            27,
         ),
         (
             "tests/data/topologies/azure-ndv4-topo.xml",
@@ -255,7 +255,7 @@ fn table_clusters() -> Vec<(&'static str, u32, Topology, usize, usize)> {
             "fat-tree",
             200.0,
             68,
-            25,
+            28,
         ),
         (
             "tests/data/topologies/aws-p5-48xl-topo-2023.xml",
@@ -263,7 +263,7 @@ fn table_clusters() -> Vec<(&'static str, u32, Topology, usize, usize)> {
             "rail",
             400.0,
             68,
-            25,
+            28,
         ),
     ];
     let mut out = Vec::new();
@@ -320,8 +320,9 @@ fn the_clusters_in_the_fidelity_table_agree_on_the_rows_it_says() {
 
 /// Every tree candidate on the table's clusters (all-reduce, LL, LL128 and Simple, 8 B to
 /// 1 GiB): the tuner's pipeline of the trees' iterations agrees with the engine within 10 % on
-/// at least the rows the table says, and within 45 % on all (LL past its slots across hosts is
-/// the known miss, `docs/fidelity.md`).
+/// at least the rows the table says, and within 25 % on all (4×A6000's hosts, whose NIC the
+/// engine keeps busy less than the tuner's period assumes, are the known miss,
+/// `docs/fidelity.md`).
 #[test]
 fn tree_candidates_on_the_table_clusters_agree_with_the_engine() {
     let sizes: Vec<u64> = (0..10).map(|i| 8u64 << (3 * i)).collect();
@@ -339,7 +340,7 @@ fn tree_candidates_on_the_table_clusters_agree_with_the_engine() {
         );
         for r in &rows {
             assert!(
-                r.tuner_error().abs() <= 0.45,
+                r.tuner_error().abs() <= 0.25,
                 "{file} ×{nodes}: tree {} {} B: tuner {:.1} µs, engine {:.1} µs",
                 r.protocol.name(),
                 r.bytes,

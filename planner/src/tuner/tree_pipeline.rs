@@ -142,12 +142,15 @@ type RankKeys = (Vec<LoadKey>, Vec<Vec<LoadKey>>);
 /// iteration. Also the period of the last iterations. `None` without trees.
 pub fn all_reduce_us(trees: &[TreeSends], x: &IterTerms, iters: f64) -> Option<(f64, f64)> {
     trees.first()?;
-    let wave = rates(trees, x.channel_gbps, x.link_eff, Sharing::Wave);
-    let fill = trees
-        .iter()
-        .zip(&wave)
-        .map(|(t, r)| first_iteration(t, r, x))
-        .fold(0.0, f64::max);
+    let fill_at = |gbps: f64| {
+        let wave = rates(trees, gbps, x.link_eff, Sharing::Wave);
+        trees
+            .iter()
+            .zip(&wave)
+            .map(|(t, r)| first_iteration(t, r, x))
+            .fold(0.0, f64::max)
+    };
+    let fill = fill_at(x.channel_gbps);
     let per = |gbps: f64, sharing| period(trees, &rates(trees, gbps, x.link_eff, sharing), x);
     let fast = per(x.channel_gbps, Sharing::Programs);
     let paced = per(x.paced_gbps, Sharing::Programs);
@@ -156,11 +159,36 @@ pub fn all_reduce_us(trees: &[TreeSends], x: &IterTerms, iters: f64) -> Option<(
     let second = per(x.channel_gbps, Sharing::Wave).min(fast);
     let iters = iters.max(1.0);
     let slots = x.slots.max(1) as f64;
-    let us = fill
+    let mut us = fill
         + (iters - 1.0).min(1.0) * second
         + (iters.min(slots) - 2.0).max(0.0) * fast
         + (iters - slots).max(0.0) * paced;
+    if iters > slots && x.paced_gbps < x.channel_gbps {
+        // The leaves send their first `slots` iterations unpaced and run ahead; the first paced
+        // one then crosses the whole tree at the paced rate, a second fill.
+        let leaves = leaf_send_us(
+            trees,
+            &rates(trees, x.channel_gbps, x.link_eff, Sharing::Programs),
+            x,
+        );
+        let refill =
+            slots * leaves + fill_at(x.paced_gbps) + (iters - slots - 1.0).max(0.0) * paced;
+        us = us.max(refill);
+    }
     Some((us, if iters > slots { paced } else { fast }))
+}
+
+/// The slowest leaf's send up, µs, at rates `r`.
+fn leaf_send_us(trees: &[TreeSends], r: &SendRates, x: &IterTerms) -> f64 {
+    let mut most = 0.0f64;
+    for (t, rt) in trees.iter().zip(r) {
+        for (v, (up_rate, _)) in rt.iter().enumerate() {
+            if let (Some(s), true) = (&t.up[v], t.down[v].is_empty()) {
+                most = most.max(send_us(x, s, *up_rate));
+            }
+        }
+    }
+    most
 }
 
 /// A tree all-reduce of `bytes` on the first `nc` of the engine's measured trees, as the tuner
@@ -436,7 +464,7 @@ mod tests {
     }
 
     #[test]
-    fn paced_iterations_past_the_slots_take_the_paced_period() {
+    fn paced_iterations_past_the_slots_refill_the_tree_then_take_the_paced_period() {
         let t = sends(&[None, Some(0)], |a, b| {
             (0.0, vec![(a as usize * 3 + b as usize, 1e3)], 0.0)
         });
@@ -446,8 +474,20 @@ mod tests {
             ..terms()
         };
         let at = |i: f64| all_reduce_us(std::slice::from_ref(&t), &x, i).unwrap().0;
-        // Iteration 2 at 10 GB/s (1.5 µs), iterations 3 and 4 at 5 (2.5 µs each).
+        // Iteration 2 at 10 GB/s: a 1.5 µs send.
         assert!((at(2.0) - at(1.0) - 1.5).abs() < 1e-9);
-        assert!((at(4.0) - at(2.0) - 5.0).abs() < 1e-9);
+        // The leaf sends both unpaced iterations (2 × 1.5 µs), then the third crosses the tree
+        // at 5 GB/s: up 2.5 + 1 (landing), the root's reduction 0.6, down 2.5 + 1, the receive
+        // 0.5; the fourth adds a paced period (2.5).
+        let refill = 3.0 + (2.5 + 1.0 + 0.6 + 2.5 + 1.0 + 0.5);
+        assert!((at(3.0) - refill).abs() < 1e-9, "{}", at(3.0));
+        assert!((at(4.0) - refill - 2.5).abs() < 1e-9);
+        // Without pacing, the third and fourth add a period each.
+        let fast = IterTerms {
+            slots: 2,
+            ..terms()
+        };
+        let unpaced = |i: f64| all_reduce_us(std::slice::from_ref(&t), &fast, i).unwrap().0;
+        assert!((unpaced(4.0) - unpaced(2.0) - 3.0).abs() < 1e-9);
     }
 }
