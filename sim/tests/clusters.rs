@@ -238,7 +238,7 @@ fn table_clusters() -> Vec<(&'static str, u32, Topology, usize, usize)> {
             "switch",
             100.0,
             70,
-            22,
+            21,
         ),
         ("examples/h200x2-topo.json", 4, "switch", 400.0, 70, 27),
         (

@@ -151,12 +151,15 @@ pub fn all_reduce_us(trees: &[TreeSends], x: &IterTerms, iters: f64) -> Option<(
             .fold(0.0, f64::max)
     };
     let fill = fill_at(x.channel_gbps);
-    let per = |gbps: f64, sharing| period(trees, &rates(trees, gbps, x.link_eff, sharing), x);
-    let fast = per(x.channel_gbps, Sharing::Programs);
-    let paced = per(x.paced_gbps, Sharing::Programs);
-    // The second iteration's sends meet only the first's wave down on the links; from the third
-    // on every program is busy.
-    let second = per(x.channel_gbps, Sharing::Wave).min(fast);
+    let per = |gbps: f64, sharing, links| {
+        period(trees, &rates(trees, gbps, x.link_eff, sharing), x, links)
+    };
+    let fast = per(x.channel_gbps, Sharing::Programs, true);
+    let paced = per(x.paced_gbps, Sharing::Programs, true);
+    // The second iteration follows the first one op behind in every program, its sends meeting
+    // the first's on the links only at the same wave step; from the third on every program is
+    // busy and the links carry every send.
+    let second = per(x.channel_gbps, Sharing::Wave, false).min(fast);
     let iters = iters.max(1.0);
     let slots = x.slots.max(1) as f64;
     let mut us = fill
@@ -358,9 +361,9 @@ fn first_iteration(t: &TreeSends, r: &[(f64, Vec<f64>)], x: &IterTerms) -> f64 {
     last
 }
 
-/// One iteration in steady state, µs: the busiest program's ops at `r`'s rates, or the busiest
-/// link's bytes at its capacity.
-fn period(trees: &[TreeSends], r: &SendRates, x: &IterTerms) -> f64 {
+/// One iteration in steady state, µs: the busiest program's ops at `r`'s rates, or (with
+/// `links`) the busiest link's bytes at its capacity.
+fn period(trees: &[TreeSends], r: &SendRates, x: &IterTerms, links: bool) -> f64 {
     let mut busiest = 0.0f64;
     let mut link_us = HashMap::<usize, f64>::new();
     for (t, rt) in trees.iter().zip(r) {
@@ -387,6 +390,9 @@ fn period(trees: &[TreeSends], r: &SendRates, x: &IterTerms) -> f64 {
                 }
             }
         }
+    }
+    if !links {
+        return busiest;
     }
     link_us.values().copied().fold(busiest, f64::max)
 }
