@@ -20,16 +20,17 @@ fn main() {
     files.push("examples/h200x2-topo.json".into());
     files.sort();
     // `-- NAME` keeps the topologies whose file name contains NAME; `-- FILE` (an existing
-    // file, such as a cluster from `topoplan topo scale`) prices the files given instead.
-    let (given, only): (Vec<String>, Vec<String>) = std::env::args()
-        .skip(1)
+    // file, such as a cluster from `topoplan topo scale`) prices the files given instead;
+    // `--every ALGO` takes the word after it.
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let every = args.iter().position(|a| a == "--every").map(|i| {
+        let algo = args.get(i + 1).cloned().unwrap_or_default();
+        args.drain(i..(i + 2).min(args.len()));
+        algo
+    });
+    let (given, only): (Vec<String>, Vec<String>) = args
+        .into_iter()
         .filter(|a| !a.starts_with('-'))
-        .filter(|a| {
-            !matches!(
-                a.as_str(),
-                "ring" | "tree" | "hierarchical" | "packed" | "direct"
-            )
-        })
         .partition(|a| std::path::Path::new(a).is_file());
     if !given.is_empty() {
         files = given.into_iter().map(Into::into).collect();
@@ -41,27 +42,16 @@ fn main() {
                 .any(|o| f.to_string_lossy().contains(o.as_str()))
     });
     let sizes: Vec<u64> = (0..10).map(|i| 8u64 << (3 * i)).collect();
-    let args: Vec<String> = std::env::args().collect();
-    let every = args
-        .iter()
-        .position(|a| a == "--every")
-        .and_then(|i| args.get(i + 1).cloned());
     if let Some(algo) = every {
         return print_every(&files, &algo, &sizes);
     }
     println!("| topology | rows | tuner within 10% | worst tuner error | worst pick regret |");
     println!("|---|---:|---:|---:|---:|");
     for f in files {
-        let Ok(l) = load_file(&f, &LoadOptions::default()) else {
+        let Some((t, p, cfg)) = planned(&f) else {
             continue;
         };
-        let Ok(p) = Planner::new(&l.topology) else {
-            continue;
-        };
-        let Ok(cfg) = SimConfig::from_profile(&p.profile().profile, "profile") else {
-            continue;
-        };
-        let rows = agreement(&l.topology, &p, &cfg, &sizes);
+        let rows = agreement(&t, &p, &cfg, &sizes);
         let ok = rows
             .iter()
             .filter(|r| r.tuner_error().abs() <= 0.10)
@@ -115,17 +105,11 @@ fn print_every(files: &[std::path::PathBuf], algo: &str, sizes: &[u64]) {
     println!("| topology | collective | size (B) | candidate | tuner µs | engine µs | error |");
     println!("|---|---|---:|---|---:|---:|---:|");
     for f in files {
-        let Ok(l) = load_file(f, &LoadOptions::default()) else {
-            continue;
-        };
-        let Ok(p) = Planner::new(&l.topology) else {
-            continue;
-        };
-        let Ok(cfg) = SimConfig::from_profile(&p.profile().profile, "profile") else {
+        let Some((t, p, cfg)) = planned(f) else {
             continue;
         };
         let name = f.file_name().unwrap_or_default().to_string_lossy();
-        for r in sim::price::candidate_rows(&l.topology, &p, &cfg, algo, sizes) {
+        for r in sim::price::candidate_rows(&t, &p, &cfg, algo, sizes) {
             println!(
                 "| {name} | {} | {} | {} x{} | {:.2} | {:.2} | {:+.1}% |",
                 r.kind.name(),
@@ -138,4 +122,13 @@ fn print_every(files: &[std::path::PathBuf], algo: &str, sizes: &[u64]) {
             );
         }
     }
+}
+
+/// The topology at `f`, its planner and the engine's configuration from its profile (`None`
+/// where one of them cannot be had: the file is skipped).
+fn planned(f: &std::path::Path) -> Option<(planner::topology::Topology, Planner, SimConfig)> {
+    let l = load_file(f, &LoadOptions::default()).ok()?;
+    let p = Planner::new(&l.topology).ok()?;
+    let cfg = SimConfig::from_profile(&p.profile().profile, "profile").ok()?;
+    Some((l.topology, p, cfg))
 }

@@ -8,15 +8,17 @@
 //! - Down, the root starts after its last reduction; a rank forwards to its first child in the
 //!   op that receives, then sends to the others in turn, one transfer each; a leaf's receive is
 //!   a step.
-//! - A transfer moves at the channel's rate or its links' share, whichever is lower: a link's
-//!   capacity split among the programs (tree, half, sender) with a send over it, since one
-//!   program's sends never overlap. Each op costs the protocol's step after it (and the
-//!   network's step on a route across hosts); data lands the route's latency and the
-//!   protocol's hop after.
+//! - A transfer moves at the channel's rate or its links' share, whichever is lower. Each op
+//!   costs the protocol's step after it (and the network's step on a route across hosts); data
+//!   lands the route's latency and the protocol's hop after.
 //!
-//! The first iteration is the pipeline's fill: its slowest leaf. Each later one adds the
-//! period: the busiest program's ops of one iteration, or the busiest link's bytes. LL past its
-//! connection's slots is paced (`SimConfig::with_ll_channel_cap`), so it has a second period.
+//! The first iteration is the pipeline's fill, its slowest leaf, a link shared only by the sends
+//! of the same wave step. The second follows it one op behind in every program. Each later one
+//! adds the period: the busiest program's ops of one iteration, or the busiest link's bytes, a
+//! link's capacity split among the programs (tree, half, sender) with a send over it, since one
+//! program's sends never overlap. LL past its connection's slots is paced
+//! (`SimConfig::with_ll_channel_cap`): the leaves run their unpaced iterations ahead, the first
+//! paced one fills the trees again at the paced rate, and each after it takes a paced period.
 
 use super::chain_costs::engine_path;
 use super::nccl::{self, proto_idx};
@@ -154,7 +156,8 @@ pub fn all_reduce_us(trees: &[TreeSends], x: &IterTerms, iters: f64) -> Option<(
     let per = |gbps: f64, sharing, links| {
         period(trees, &rates(trees, gbps, x.link_eff, sharing), x, links)
     };
-    let fast = per(x.channel_gbps, Sharing::Programs, true);
+    let steady = rates(trees, x.channel_gbps, x.link_eff, Sharing::Programs);
+    let fast = period(trees, &steady, x, true);
     let paced = per(x.paced_gbps, Sharing::Programs, true);
     // The second iteration follows the first one op behind in every program, its sends meeting
     // the first's on the links only at the same wave step; from the third on every program is
@@ -169,11 +172,7 @@ pub fn all_reduce_us(trees: &[TreeSends], x: &IterTerms, iters: f64) -> Option<(
     if iters > slots && x.paced_gbps < x.channel_gbps {
         // The leaves send their first `slots` iterations unpaced and run ahead; the first paced
         // one then crosses the whole tree at the paced rate, a second fill.
-        let leaves = leaf_send_us(
-            trees,
-            &rates(trees, x.channel_gbps, x.link_eff, Sharing::Programs),
-            x,
-        );
+        let leaves = leaf_send_us(trees, &steady, x);
         let refill =
             slots * leaves + fill_at(x.paced_gbps) + (iters - slots - 1.0).max(0.0) * paced;
         us = us.max(refill);
