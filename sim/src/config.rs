@@ -161,8 +161,9 @@ pub struct SimConfig {
     pub mode: Mode,
     /// With at least `quantum_min_flows` concurrent flows, bandwidth shares are recomputed at
     /// most once per quantum: this many µs, or 1/16 of the mean remaining flow time if longer
-    /// (0: always exactly). New flows run at a provisional equal share meanwhile. Bounds the cost
-    /// of large detailed runs.
+    /// (0: always exactly). Flows still finish on time; a flow started meanwhile waits for the
+    /// next recomputation unless every flow runs at its cap. Bounds the cost of large detailed
+    /// runs.
     #[serde(default = "quantum")]
     pub rate_quantum_us: f64,
     #[serde(default = "quantum_min_flows")]
@@ -584,7 +585,7 @@ fn max_detailed_events() -> u64 {
 }
 
 fn quantum() -> f64 {
-    0.5
+    0.25
 }
 
 fn quantum_min_flows() -> usize {

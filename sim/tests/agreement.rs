@@ -152,19 +152,21 @@ fn sendrecv_on_eight_h800_runs_at_the_nvlink_rate() {
     assert!(sr.tuner_error().abs() <= 0.10, "{sr:?}");
 }
 
-/// Every tree candidate (all-reduce, LL, LL128 and Simple, at [`sizes`]) on every shipped
+/// Every tree candidate (all-reduce, LL, LL128 and Simple, 8 B to 1 GiB by ×8) on every shipped
 /// topology: the tuner pipelines the trees' iterations as the engine runs them, so its estimate
-/// is within 10 % of the engine's price on all but the few rows `docs/fidelity.md` names, and
+/// is within 10 % of the engine's price on all but the three rows `docs/fidelity.md` names, and
 /// within 25 % on every one. (Pricing trees from the search's bandwidth and a hop count missed
-/// by up to 93 %.)
+/// by up to 93 %; with the engine's quantised sharing making flows wait for it to finish, LL
+/// trees on 8-GPU NVSwitch hosts were 12-15 % slow.)
 #[test]
 fn every_tree_candidate_agrees_with_the_engine() {
+    let all_sizes: Vec<u64> = (0..10).map(|i| 8u64 << (3 * i)).collect();
     let (mut rows, mut within) = (0, 0);
     for f in shipped() {
         let l = load_file(&f, &LoadOptions::default()).unwrap();
         let p = Planner::new(&l.topology).unwrap();
         let cfg = SimConfig::from_profile(&p.profile().profile, "profile").unwrap();
-        for r in sim::price::candidate_rows(&l.topology, &p, &cfg, "tree", &sizes()) {
+        for r in sim::price::candidate_rows(&l.topology, &p, &cfg, "tree", &all_sizes) {
             rows += 1;
             within += usize::from(r.tuner_error().abs() <= 0.10);
             assert!(
@@ -179,12 +181,12 @@ fn every_tree_candidate_agrees_with_the_engine() {
             );
         }
     }
-    assert_eq!(rows, 13 * 3 * sizes().len(), "tree rows priced");
+    assert_eq!(rows, 13 * 3 * all_sizes.len(), "tree rows priced");
     assert!(
         within >= TREE_ROWS_WITHIN,
         "{within} of {rows} tree rows within 10 %"
     );
 }
 
-/// Tree rows within 10 % at [`sizes`] (`docs/fidelity.md`).
-const TREE_ROWS_WITHIN: usize = 190;
+/// Tree rows within 10 % of the 390 (`docs/fidelity.md`).
+const TREE_ROWS_WITHIN: usize = 387;

@@ -247,7 +247,7 @@ fn table_clusters() -> Vec<(&'static str, u32, Topology, usize, usize)> {
             "rail",
             400.0,
             68,
-            27,
+            28,
         ),
         (
             "tests/data/topologies/azure-ndv4-topo.xml",
@@ -262,7 +262,7 @@ fn table_clusters() -> Vec<(&'static str, u32, Topology, usize, usize)> {
             2,
             "rail",
             400.0,
-            68,
+            69,
             28,
         ),
     ];

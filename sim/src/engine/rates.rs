@@ -25,6 +25,7 @@ impl Engine<'_> {
 
     pub(super) fn recompute(&mut self) {
         self.dirty = false;
+        self.last_recompute = self.now;
         self.recomputes += 1;
         self.recompute_flows += self.active.len() as u64;
         let now = self.now;
@@ -61,30 +62,46 @@ impl Engine<'_> {
             self.epoch[id as usize] += 1;
         }
         // Uncongested: one finish event per flow (later changes are incremental). Congested:
-        // the next recomputation comes soon anyway; one event for the earliest finish.
+        // the finishes due before the next recomputation can come (the earliest one, or, while
+        // sharing is quantised, those within a quantum of it) are queued, one tick at a time.
         self.tick_version += 1;
-        let mut next = u64::MAX;
+        self.finish_queue.clear();
+        let mut finishes = Vec::with_capacity(if self.all_at_cap {
+            0
+        } else {
+            self.active.len()
+        });
         let mut sum_dur = 0.0;
         for i in 0..self.active.len() {
             let id = self.active[i];
             let f = self.flows[id as usize].as_ref().expect("active flow");
             let dur = (f.remaining.max(0.0) / f.rate * PS_PER_US).ceil();
             sum_dur += dur;
-            let t = now + dur as u64;
+            let t = now.saturating_add(dur as u64);
+            let e = self.epoch[id as usize];
             if self.all_at_cap {
-                let e = self.epoch[id as usize];
                 self.push(t, Ev::FlowDone(id, e));
             } else {
-                next = next.min(t);
+                finishes.push((t, id, e));
             }
-        }
-        if next != u64::MAX {
-            let v = self.tick_version;
-            self.push(next, Ev::FlowTick(v));
         }
         if !self.active.is_empty() {
             let mean = sum_dur / self.active.len() as f64;
             self.quantum_dyn = self.quantum_ps.max((mean / 16.0) as u64);
+        }
+        if let Some(first) = finishes.iter().map(|&(t, _, _)| t).min() {
+            let window = if self.quantised() {
+                self.quantum_dyn
+            } else {
+                0
+            };
+            let last = first.saturating_add(window);
+            finishes.retain(|&(t, _, _)| t <= last);
+            // Latest first: the queue pops the earliest.
+            finishes.sort_unstable_by(|a, b| b.cmp(a));
+            self.finish_queue = finishes;
+            let v = self.tick_version;
+            self.push(first, Ev::FlowTick(v));
         }
         self.sample();
     }
@@ -98,11 +115,11 @@ impl Engine<'_> {
         self.free_flows.push(id);
         let pos = self.active.partition_point(|&x| x < id);
         self.active.remove(pos);
+        // The others keep their rates until the next recomputation (capped flows their caps).
+        for &(r, w) in &f.demand.res {
+            self.usage[r as usize] -= f.rate * w;
+        }
         if self.all_at_cap && !self.dirty {
-            // Capped flows keep their caps when another leaves.
-            for &(r, w) in &f.demand.res {
-                self.usage[r as usize] -= f.rate * w;
-            }
             self.sample();
         } else {
             self.dirty = true;

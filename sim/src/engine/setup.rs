@@ -186,6 +186,8 @@ impl<'a> Engine<'a> {
             usage: vec![0.0; nres],
             recompute_pending: false,
             tick_version: 0,
+            finish_queue: Vec::new(),
+            last_recompute: 0,
             recomputes: 0,
             recompute_flows: 0,
             quantum_dyn: (cfg.rate_quantum_us * PS_PER_US).round() as u64,
