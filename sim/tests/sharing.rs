@@ -3,7 +3,7 @@
 //! finishes on time, so the quantum costs a step at most the wait of a flow started between two
 //! recomputations (`docs/sim.md`, "Sharing").
 
-use planner::plan::{Planner, Pricer};
+use planner::plan::Planner;
 use planner::schedule::{Algorithm, Collective, CollectiveKind, Protocol};
 use planner::topology::{load_file, scale, Fabric, FabricKind, Topology};
 use planner::tuner::Filter;
