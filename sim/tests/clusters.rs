@@ -172,7 +172,7 @@ fn a_ring_across_hosts_runs_at_its_slowest_step() {
 
 /// A small tree all-reduce across hosts costs its path as the engine runs it: a GPU sends to its
 /// children one op after another, so a child's data leaves after its siblings' sends, the
-/// network's step of each included (`tuner::packed_paths::tree_all_reduce`). With one step per
+/// network's step of each included (`tuner::tree_pipeline`'s first iteration). With one step per
 /// child and no sibling's network step, a 32 KiB tree all-reduce over four H200×2 hosts came out
 /// 13 % fast.
 #[test]

@@ -327,7 +327,8 @@ impl<'a> Cands<'a> {
             if kind == CollectiveKind::AllReduce {
                 for p in Protocol::ALL {
                     let nc = channels_for(m, &Algorithm::Tree, t, p, bytes);
-                    // The trees measured: pipelined as the engine runs them.
+                    // The trees measured: pipelined as the engine runs them. Otherwise (past
+                    // `plan::CHAIN_PATH_RANKS`, or without the engine's terms) NCCL's form.
                     if let Some((lat, bw)) = tree_pipeline::priced(c, p, nc, bytes, llmax) {
                         self.push(Algorithm::Tree, p, nc, lat, bw, 1.0);
                         continue;
@@ -359,15 +360,10 @@ impl<'a> Cands<'a> {
                         },
                         Protocol::Simple => bw,
                     };
-                    let e = &c.engine;
-                    let pi = proto_idx(p);
-                    let path = e.paths.tree(nc, e.hop_us[pi], e.step_us[pi]);
-                    let lat = engine_path(c, path).unwrap_or_else(|| {
-                        let intra = hw_lat(t.intra, 0, p);
-                        let inter = hw_lat(Hw::Net, 0, p) + m.net_lat_us;
-                        BASE_LAT[0][pi]
-                            + 2.0 * ((ppn - 1) as f64 * intra + log2i(nnodes) as f64 * inter)
-                    });
+                    let intra = hw_lat(t.intra, 0, p);
+                    let inter = hw_lat(Hw::Net, 0, p) + m.net_lat_us;
+                    let lat = BASE_LAT[0][proto_idx(p)]
+                        + 2.0 * ((ppn - 1) as f64 * intra + log2i(nnodes) as f64 * inter);
                     // Trees run one-step chunks: no ring ramp (as the engine).
                     self.push(Algorithm::Tree, p, nc, lat, bw, 1.0);
                 }

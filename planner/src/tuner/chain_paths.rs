@@ -8,14 +8,14 @@
 //!   the k consecutive hops of the ring with the largest latency (broadcast's starts at the
 //!   root, reduce's ends there). Each hop is a sending op's step; the last rank's receive is one
 //!   step more.
-//! - A tree all-reduce runs NCCL's trees up and down as `schedule::build::tree` lays them out
-//!   (`packed_paths::tree_all_reduce`): a GPU sends to its children one op after another.
+//! - A tree all-reduce's sends, as `schedule::build::tree` lays them out, are kept for
+//!   `tree_pipeline`, which runs its iterations through them.
 //! - A ring hop moves at its links' capacity shared among the call's channels that cross them
 //!   (every channel of a ring call is in the same phase, so the engine's max-min sharing gives
 //!   each its equal share of the most loaded link).
 
 use super::drift::{dag_time, DagFlow};
-use super::packed_paths::{slowest, tree_all_reduce, PathCost};
+use super::packed_paths::PathCost;
 use super::tree_pipeline::TreeSends;
 use crate::schedule::build::TreeChannel;
 use crate::schedule::CollectiveKind;
@@ -40,9 +40,7 @@ pub type HopRoute = (f64, Vec<(usize, f64)>, f64);
 pub struct ChainPaths {
     /// Per ring channel, in the order calls use them: its hops in ring order.
     pub rings: Vec<Vec<RingHop>>,
-    /// Per tree channel, in the order calls use them: an all-reduce's paths up and down.
-    pub trees: Vec<Vec<PathCost>>,
-    /// Per tree channel, in that order: its sends, which the tuner pipelines as the engine
+    /// Per tree channel, in the order calls use them: its sends, which the tuner pipelines as the engine
     /// does (`tree_pipeline`).
     pub tree_sends: Vec<TreeSends>,
 }
@@ -74,20 +72,7 @@ impl ChainPaths {
             .iter()
             .filter_map(|t| TreeSends::of(t, &route))
             .collect();
-        let trees = trees
-            .iter()
-            .map(|t| {
-                tree_all_reduce(t, |a, b| {
-                    let (lat, _, send) = route(a, b);
-                    (lat, send)
-                })
-            })
-            .collect();
-        ChainPaths {
-            rings,
-            trees,
-            tree_sends,
-        }
+        ChainPaths { rings, tree_sends }
     }
 
     /// The first `nc` rings (those a call of `nc` channels runs).
@@ -299,16 +284,6 @@ impl ChainPaths {
                 .fold(0.0, f64::max)
         };
         Some(rings.iter().map(|r| one(r)).fold(0.0, f64::max))
-    }
-
-    /// The slowest path of a tree all-reduce on the first `nc` trees for a protocol's one-way hop
-    /// and step cost (µs), `None` where the trees were not measured.
-    pub fn tree(&self, nc: u32, hop_us: f64, step_us: f64) -> Option<f64> {
-        let trees = &self.trees[..(nc.max(1) as usize).min(self.trees.len())];
-        trees
-            .iter()
-            .filter_map(|t| slowest(t, hop_us, step_us))
-            .reduce(f64::max)
     }
 }
 

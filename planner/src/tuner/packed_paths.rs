@@ -80,36 +80,6 @@ impl PackedPaths {
     }
 }
 
-/// An NCCL-style tree's all-reduce paths as `schedule::build::tree` lays them out, `route(a, b)`
-/// the route's latency and what a step over it costs its sender beyond the protocol's (µs: the
-/// network's step across hosts). Up, as a packed tree. Down, a GPU sends to its children one op
-/// after another, the first in the op that receives, so the i-th child's data leaves after the
-/// sends to the children before it, each paying its own sender's cost.
-pub fn tree_all_reduce(t: &TreeChannel, route: impl Fn(u32, u32) -> (f64, f64)) -> Vec<PathCost> {
-    let Some(root) = t.parent.iter().position(Option::is_none) else {
-        return Vec::new();
-    };
-    let up = up(t, &|a, b| {
-        let (lat, send) = route(a, b);
-        lat + send
-    });
-    // The i-th child's data leaves after the sends to the children before it.
-    let edge = |v: u32, i: usize, k: u32| {
-        let earlier: f64 = t.children[v as usize][..i]
-            .iter()
-            .map(|&j| route(v, j).1)
-            .sum();
-        let (lat, send) = route(v, k);
-        (i as u32 + 1, lat + send + earlier)
-    };
-    let down = down(t, root as u32, edge);
-    dedup(
-        up.iter()
-            .flat_map(|u| down.iter().map(|d| u.plus(*d)))
-            .collect(),
-    )
-}
-
 /// The slowest of `paths` for a protocol's hop and step cost, µs (`None`: no paths).
 pub fn slowest(paths: &[PathCost], hop_us: f64, step_us: f64) -> Option<f64> {
     paths.iter().map(|p| p.us(hop_us, step_us)).reduce(f64::max)
@@ -254,31 +224,5 @@ mod tests {
             Some(5.0 + 1.0 + 4.0 + 2.0)
         );
         assert_eq!(slowest(&p.all_gather, 1.0, 1.0), Some(8.0));
-    }
-
-    #[test]
-    fn a_tree_sends_to_its_children_in_turn_each_send_paying_its_senders_cost() {
-        // 0 -> {1, 2}: the send to 1 crosses hosts (3 µs of network step), to 2 does not.
-        let t = tree(&[None, Some(0), Some(0)]);
-        let route = |a: u32, b: u32| {
-            (
-                0.5,
-                if (a, b) == (0, 1) || (a, b) == (1, 0) {
-                    3.0
-                } else {
-                    0.0
-                },
-            )
-        };
-        let p = tree_all_reduce(&t, route);
-        // Up: from 1 (first of two children) its send (0.5 + 3) and both of the root's
-        // reductions; down: the root's send to 2 waits for its send to 1, network step included.
-        let up1 = (1, 3, 3.5);
-        let down2 = (1, 3, 0.5 + 3.0);
-        let (hops, steps, lat) = (up1.0 + down2.0, up1.1 + down2.1, up1.2 + down2.2);
-        assert!(costs(&p).contains(&(hops, steps, lat)), "{:?}", costs(&p));
-        // With a 1 µs step the slowest path goes up from 1 and down to 2 (a chain of hops with
-        // one step per child would end at 1: 12 µs).
-        assert_eq!(slowest(&p, 0.0, 1.0), Some(7.0 + 6.0));
     }
 }
