@@ -231,35 +231,48 @@ pub fn agreement(
     sizes: &[u64],
 ) -> Vec<Agreement> {
     let f = planner::tuner::Filter::default();
-    let n = planner.nranks();
     let mut out = Vec::new();
+    for_each_size(topo, planner, cfg, sizes, |coll, pricer, bytes| {
+        let Some(p) = planner.choose_priced(coll, bytes, &f, pricer) else {
+            return;
+        };
+        let best = planner
+            .candidates_filtered(coll, bytes, &f)
+            .iter()
+            .filter_map(|c| pricer.price(coll, c, bytes))
+            .reduce(f64::min);
+        out.push(Agreement {
+            kind: coll.kind,
+            bytes,
+            algorithm: p.choice.algorithm.name(),
+            protocol: p.choice.protocol,
+            channels: p.choice.channels,
+            picked_us: p.choice.est_us,
+            by_engine: p.by_pricer,
+            tuner_us: p.tuner_us,
+            best_engine_us: best,
+        });
+    });
+    out
+}
+
+/// Calls `f` with every collective (as nccl-tests runs it on the planner's ranks), its engine
+/// pricer and each of `sizes`. Schedules are cached by candidate, so one cache per collective.
+fn for_each_size(
+    topo: &Topology,
+    planner: &Planner,
+    cfg: &SimConfig,
+    sizes: &[u64],
+    mut f: impl FnMut(&Collective, &EnginePricer, u64),
+) {
     for kind in planner::schedule::CollectiveKind::ALL {
-        let coll = Collective::as_nccl_tests(kind, n, 0);
+        let coll = Collective::as_nccl_tests(kind, planner.nranks(), 0);
         let cache = Schedules::default();
         let pricer = EnginePricer::with_cache(topo, planner, cfg, &cache);
         for &bytes in sizes {
-            let Some(p) = planner.choose_priced(&coll, bytes, &f, &pricer) else {
-                continue;
-            };
-            let best = planner
-                .candidates_filtered(&coll, bytes, &f)
-                .iter()
-                .filter_map(|c| pricer.price(&coll, c, bytes))
-                .reduce(f64::min);
-            out.push(Agreement {
-                kind,
-                bytes,
-                algorithm: p.choice.algorithm.name(),
-                protocol: p.choice.protocol,
-                channels: p.choice.channels,
-                picked_us: p.choice.est_us,
-                by_engine: p.by_pricer,
-                tuner_us: p.tuner_us,
-                best_engine_us: best,
-            });
+            f(&coll, &pricer, bytes);
         }
     }
-    out
 }
 
 /// One candidate of one collective and size: the tuner's estimate beside the engine's price of
@@ -292,28 +305,22 @@ pub fn candidate_rows(
 ) -> Vec<CandidateRow> {
     let f = planner::tuner::Filter::default();
     let mut out = Vec::new();
-    for kind in planner::schedule::CollectiveKind::ALL {
-        let coll = Collective::as_nccl_tests(kind, planner.nranks(), 0);
-        // Schedules are cached by candidate, so one cache per collective.
-        let cache = Schedules::default();
-        let pricer = EnginePricer::with_cache(topo, planner, cfg, &cache);
-        for &bytes in sizes {
-            for c in planner.candidates_filtered(&coll, bytes, &f) {
-                if c.algorithm.name() != algorithm {
-                    continue;
-                }
-                if let Some(engine_us) = pricer.price(&coll, &c, bytes) {
-                    out.push(CandidateRow {
-                        kind,
-                        bytes,
-                        protocol: c.protocol,
-                        channels: c.channels,
-                        tuner_us: c.time_us,
-                        engine_us,
-                    });
-                }
+    for_each_size(topo, planner, cfg, sizes, |coll, pricer, bytes| {
+        for c in planner.candidates_filtered(coll, bytes, &f) {
+            if c.algorithm.name() != algorithm {
+                continue;
+            }
+            if let Some(engine_us) = pricer.price(coll, &c, bytes) {
+                out.push(CandidateRow {
+                    kind: coll.kind,
+                    bytes,
+                    protocol: c.protocol,
+                    channels: c.channels,
+                    tuner_us: c.time_us,
+                    engine_us,
+                });
             }
         }
-    }
+    });
     out
 }
