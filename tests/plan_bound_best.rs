@@ -242,7 +242,8 @@ fn every_case_reaches_95_percent_or_names_a_protocol_overhead_or_latency() {
     let mut short = Vec::new();
     for (key, r) in &rows {
         let Some(pct) = r.pct else { continue };
-        assert!(pct < 95.0, "{key}: {r:?}");
+        // Under 95 %, printed to one decimal: 94.95 and up reads 95.0.
+        assert!(pct <= 95.0, "{key}: {r:?}");
         let named = r.protocol || r.latency;
         if r.bandwidth_pct.is_some_and(|b| b >= 95.0) && named {
             continue;
