@@ -228,7 +228,7 @@ fn a_rooted_chain_fills_as_the_engine_runs_it() {
 
 /// The clusters of `docs/fidelity.md`'s table, built as `topoplan topo scale` builds them, with
 /// the rows the table says agree within 10 % (of 70 picks; of 30 tree candidates).
-fn table_clusters() -> Vec<(&'static str, u32, Topology, usize, usize)> {
+fn table_clusters() -> Vec<(&'static str, u32, Topology, usize)> {
     use planner::topology::doc::ClusterDoc;
     use planner::topology::{scale_doc, topology_of};
     let cases = [
@@ -238,16 +238,14 @@ fn table_clusters() -> Vec<(&'static str, u32, Topology, usize, usize)> {
             "switch",
             100.0,
             70,
-            21,
         ),
-        ("examples/h200x2-topo.json", 4, "switch", 400.0, 70, 27),
+        ("examples/h200x2-topo.json", 4, "switch", 400.0, 70),
         (
             "tests/data/topologies/github-yccl-8xh800-nvswitch-topo.xml",
             2,
             "rail",
             400.0,
             68,
-            28,
         ),
         (
             "tests/data/topologies/azure-ndv4-topo.xml",
@@ -255,19 +253,17 @@ fn table_clusters() -> Vec<(&'static str, u32, Topology, usize, usize)> {
             "fat-tree",
             200.0,
             68,
-            28,
         ),
         (
             "tests/data/topologies/aws-p5-48xl-topo-2023.xml",
             2,
             "rail",
             400.0,
-            69,
-            28,
+            70,
         ),
     ];
     let mut out = Vec::new();
-    for (file, nodes, fabric, nic_gbps, agreeing, trees) in cases {
+    for (file, nodes, fabric, nic_gbps, agreeing) in cases {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("..")
             .join(file);
@@ -282,7 +278,7 @@ fn table_clusters() -> Vec<(&'static str, u32, Topology, usize, usize)> {
         };
         let mut doc = scale_doc(&node.doc, cluster).unwrap();
         let t = topology_of(&mut doc, file, &Default::default(), &mut Vec::new()).unwrap();
-        out.push((file, nodes, t, agreeing, trees));
+        out.push((file, nodes, t, agreeing));
     }
     out
 }
@@ -293,7 +289,7 @@ fn table_clusters() -> Vec<(&'static str, u32, Topology, usize, usize)> {
 #[test]
 fn the_clusters_in_the_fidelity_table_agree_on_the_rows_it_says() {
     let sizes: Vec<u64> = (0..10).map(|i| 8u64 << (3 * i)).collect();
-    for (file, nodes, t, agreeing, _) in table_clusters() {
+    for (file, nodes, t, agreeing) in table_clusters() {
         let (p, cfg) = planned(&t);
         let rows = sim::price::agreement(&t, &p, &cfg, &sizes);
         assert_eq!(rows.len(), 70, "{file}");
@@ -319,28 +315,20 @@ fn the_clusters_in_the_fidelity_table_agree_on_the_rows_it_says() {
 }
 
 /// Every tree candidate on the table's clusters (all-reduce, LL, LL128 and Simple, 8 B to
-/// 1 GiB): the tuner's pipeline of the trees' iterations agrees with the engine within 10 % on
-/// at least the rows the table says, and within 25 % on all (4×A6000's hosts, whose NIC the
-/// engine keeps busy less than the tuner's period assumes, are the known miss,
-/// `docs/fidelity.md`).
+/// 1 GiB): the tuner's pipeline of the trees' iterations agrees with the engine within 10 %.
+/// (While the tuner took each half's period by itself, large trees across hosts came out 10 to
+/// 20 % fast: where a link carries both halves, into an interior host's GPU, the faster half runs
+/// ahead sharing it with the slower, `tuner::tree_pipeline`.)
 #[test]
 fn tree_candidates_on_the_table_clusters_agree_with_the_engine() {
     let sizes: Vec<u64> = (0..10).map(|i| 8u64 << (3 * i)).collect();
-    for (file, nodes, t, _, trees) in table_clusters() {
+    for (file, nodes, t, _) in table_clusters() {
         let (p, cfg) = planned(&t);
         let rows = sim::price::candidate_rows(&t, &p, &cfg, "tree", &sizes);
         assert_eq!(rows.len(), 30, "{file}");
-        let within = rows
-            .iter()
-            .filter(|r| r.tuner_error().abs() <= 0.10)
-            .count();
-        assert!(
-            within >= trees,
-            "{file} ×{nodes}: {within} tree rows within 10 %, the table says {trees}"
-        );
         for r in &rows {
             assert!(
-                r.tuner_error().abs() <= 0.25,
+                r.tuner_error().abs() <= 0.10,
                 "{file} ×{nodes}: tree {} {} B: tuner {:.1} µs, engine {:.1} µs",
                 r.protocol.name(),
                 r.bytes,

@@ -13,10 +13,12 @@
 //!   lands the route's latency and the protocol's hop after.
 //!
 //! The first iteration is the pipeline's fill, its slowest leaf, a link shared only by the sends
-//! of the same wave step. The second follows it one op behind in every program. Each later one
-//! adds the period: the busiest program's ops of one iteration, or the busiest link's bytes, a
-//! link's capacity split among the programs (tree, half, sender) with a send over it, since one
-//! program's sends never overlap. LL past its connection's slots is paced
+//! of the same wave step. The second follows it one op behind in every program. The later ones
+//! take the busiest program's ops of one iteration, or the busiest link's bytes, a link shared
+//! by the programs that send over it as often as they do (one program's sends never overlap).
+//! The halves run apart: where a link carries both (into an interior host's GPU, a child host's
+//! send up and the parent host's send down), the faster half runs ahead sharing it with the
+//! slower until it is done, and the slower then runs its remaining iterations alone. LL past its connection's slots is paced
 //! (`SimConfig::with_ll_channel_cap`): the leaves run their unpaced iterations ahead, the first
 //! paced one fills the trees again at the paced rate, and each after it takes a paced period.
 
@@ -159,6 +161,7 @@ pub fn all_reduce_us(trees: &[TreeSends], x: &IterTerms, iters: f64) -> Option<(
     let steady = rates(trees, x.channel_gbps, x.link_eff, Sharing::Programs);
     let fast = period(trees, &steady, x, true);
     let paced = per(x.paced_gbps, Sharing::Programs, true);
+    let steady_us = |gbps: f64, n: f64| halves_us(trees, x, gbps, n.max(0.0));
     // The second iteration follows the first one op behind in every program, its sends meeting
     // the first's on the links only at the same wave step; from the third on every program is
     // busy and the links carry every send.
@@ -167,14 +170,14 @@ pub fn all_reduce_us(trees: &[TreeSends], x: &IterTerms, iters: f64) -> Option<(
     let slots = x.slots.max(1) as f64;
     let mut us = fill
         + (iters - 1.0).min(1.0) * second
-        + (iters.min(slots) - 2.0).max(0.0) * fast
-        + (iters - slots).max(0.0) * paced;
+        + steady_us(x.channel_gbps, iters.min(slots) - 2.0)
+        + steady_us(x.paced_gbps, iters - slots);
     if iters > slots && x.paced_gbps < x.channel_gbps {
         // The leaves send their first `slots` iterations unpaced and run ahead; the first paced
         // one then crosses the whole tree at the paced rate, a second fill.
         let leaves = leaf_send_us(trees, &steady, x);
         let refill =
-            slots * leaves + fill_at(x.paced_gbps) + (iters - slots - 1.0).max(0.0) * paced;
+            slots * leaves + fill_at(x.paced_gbps) + steady_us(x.paced_gbps, iters - slots - 1.0);
         us = us.max(refill);
     }
     Some((us, if iters > slots { paced } else { fast }))
@@ -235,18 +238,29 @@ pub(super) fn priced(
     Some((lat, algbw))
 }
 
-/// Which sends share a link at once: every program with a send over it (steady state), or only
-/// the sends of the first iteration's wave at the same step (its fill), where a rank sends up
-/// at its height above its leaves and its i-th send down at its depth plus i.
+/// Which sends share a link at once: every program of the same half with a send over it
+/// (steady state), or only the sends of the first iteration's wave at the same step (its fill),
+/// where a rank sends up at its height above its leaves and its i-th send down at its depth
+/// plus i.
 #[derive(Clone, Copy, PartialEq)]
 enum Sharing {
     Programs,
     Wave,
 }
 
+/// Per link and half: how many of that half's sends load it on average, each program's sends
+/// over it as a fraction of the half's period.
+type Occupancy = HashMap<(usize, u8), f64>;
+
 /// Every send's rate: the channel's, or its most loaded link's share among the sends that
-/// load it at once (`sharing`), whichever is lower.
-fn rates(trees: &[TreeSends], channel_gbps: f64, link_eff: f64, sharing: Sharing) -> SendRates {
+/// load it at once (`sharing`, and on average the other half's, `other`), whichever is lower.
+fn rates_with(
+    trees: &[TreeSends],
+    channel_gbps: f64,
+    link_eff: f64,
+    sharing: Sharing,
+    other: &Occupancy,
+) -> SendRates {
     // (link, half, wave step; 0 for every step when programs share), then each send's keys.
     let mut load = HashMap::<LoadKey, u32>::new();
     let keys: Vec<Vec<RankKeys>> = trees
@@ -275,7 +289,7 @@ fn rates(trees: &[TreeSends], channel_gbps: f64, link_eff: f64, sharing: Sharing
     for (up, down) in keys.iter().flatten() {
         // A program's sends never overlap: each link counts once per program.
         let mut program: Vec<LoadKey> = down.iter().flatten().copied().collect();
-        if sharing == Sharing::Programs {
+        if sharing != Sharing::Wave {
             program.sort_unstable();
             program.dedup();
         }
@@ -287,7 +301,10 @@ fn rates(trees: &[TreeSends], channel_gbps: f64, link_eff: f64, sharing: Sharing
         s.links
             .iter()
             .zip(k)
-            .map(|(&(_, cap), key)| cap * link_eff / load[key].max(1) as f64)
+            .map(|(&(_, cap), key)| {
+                let others = other.get(&(key.0, 1 - key.1)).copied().unwrap_or(0.0);
+                cap * link_eff / (load[key].max(1) as f64 + others)
+            })
             .fold(channel_gbps, f64::min)
     };
     trees
@@ -306,6 +323,94 @@ fn rates(trees: &[TreeSends], channel_gbps: f64, link_eff: f64, sharing: Sharing
                 .collect()
         })
         .collect()
+}
+
+/// [`rates_with`] for each half by itself.
+fn rates(trees: &[TreeSends], channel_gbps: f64, link_eff: f64, sharing: Sharing) -> SendRates {
+    rates_with(trees, channel_gbps, link_eff, sharing, &Occupancy::new())
+}
+
+/// How busy each half keeps each link at rates `r`, its programs paced by the half's busiest
+/// (`periods`, µs): each program's send ops over it over the period. The op, not only its
+/// transfer: programs paced alike send in step, so their transfers meet more often than
+/// independent ones would (counting only the transfers left p5 ×2's LL128 trees 11–12 % fast
+/// against the engine).
+fn occupancy(trees: &[TreeSends], r: &SendRates, x: &IterTerms, periods: [f64; 2]) -> Occupancy {
+    let mut o = Occupancy::new();
+    let mut add = |s: &TreeSend, gbps: f64, half: u8| {
+        let share = send_us(x, s, gbps) / periods[half as usize].max(1e-9);
+        for &(l, _) in &s.links {
+            *o.entry((l, half)).or_default() += share;
+        }
+    };
+    for (t, rt) in trees.iter().zip(r) {
+        for (v, (up_rate, down_rates)) in rt.iter().enumerate() {
+            if let Some(s) = &t.up[v] {
+                add(s, *up_rate, 0);
+            }
+            for (s, &g) in t.down[v].iter().zip(down_rates) {
+                add(s, g, 1);
+            }
+        }
+    }
+    o
+}
+
+/// Every send's rate in steady state, where a link is shared by the programs that send over it
+/// as often as they do: a send's share of a link is its capacity over one plus how many other
+/// sends load it on average (each program's sends over it over its half's period; with
+/// `together`, both halves'), found by iterating from every program loading it all the time.
+fn busy_rates(trees: &[TreeSends], x: &IterTerms, gbps: f64, together: bool) -> SendRates {
+    let mut r = rates(trees, gbps, x.link_eff, Sharing::Programs);
+    for _ in 0..4 {
+        let periods = half_periods(trees, &r, x);
+        let occ = occupancy(trees, &r, x, periods);
+        r = trees
+            .iter()
+            .zip(&r)
+            .map(|(t, rt)| {
+                rt.iter()
+                    .enumerate()
+                    .map(|(v, (up_rate, down_rates))| {
+                        // This program's own load on each link, which its send does not share.
+                        let own = |half: u8, sends: &[(&TreeSend, f64)]| {
+                            let mut m = HashMap::<usize, f64>::new();
+                            for (s, g) in sends {
+                                let share = send_us(x, s, *g) / periods[half as usize].max(1e-9);
+                                for &(l, _) in &s.links {
+                                    *m.entry(l).or_default() += share;
+                                }
+                            }
+                            m
+                        };
+                        let rate = |s: &TreeSend, half: u8, mine: &HashMap<usize, f64>| {
+                            s.links
+                                .iter()
+                                .map(|&(l, cap)| {
+                                    let of = |h: u8| occ.get(&(l, h)).copied().unwrap_or(0.0);
+                                    let mut others =
+                                        of(half) - mine.get(&l).copied().unwrap_or(0.0);
+                                    if together {
+                                        others += of(1 - half);
+                                    }
+                                    cap * x.link_eff / (1.0 + others.max(0.0))
+                                })
+                                .fold(gbps, f64::min)
+                        };
+                        let up = t.up[v]
+                            .as_ref()
+                            .map_or(f64::INFINITY, |s| rate(s, 0, &own(0, &[(s, *up_rate)])));
+                        let downs: Vec<(&TreeSend, f64)> =
+                            t.down[v].iter().zip(down_rates.iter().copied()).collect();
+                        let mine = own(1, &downs);
+                        let down = t.down[v].iter().map(|s| rate(s, 1, &mine)).collect();
+                        (up, down)
+                    })
+                    .collect()
+            })
+            .collect();
+    }
+    r
 }
 
 /// A send's op: its transfer, the protocol's step and the sender's step over the route (µs).
@@ -363,8 +468,18 @@ fn first_iteration(t: &TreeSends, r: &[(f64, Vec<f64>)], x: &IterTerms) -> f64 {
 /// One iteration in steady state, µs: the busiest program's ops at `r`'s rates, or (with
 /// `links`) the busiest link's bytes at its capacity.
 fn period(trees: &[TreeSends], r: &SendRates, x: &IterTerms, links: bool) -> f64 {
-    let mut busiest = 0.0f64;
-    let mut link_us = HashMap::<usize, f64>::new();
+    let [up, down] = half_periods(trees, r, x);
+    let busiest = up.max(down);
+    if links {
+        busiest.max(link_period(trees, x))
+    } else {
+        busiest
+    }
+}
+
+/// The busiest program's ops of one iteration at `r`'s rates, µs, in each half (up, down).
+fn half_periods(trees: &[TreeSends], r: &SendRates, x: &IterTerms) -> [f64; 2] {
+    let mut busiest = [0.0f64; 2];
     for (t, rt) in trees.iter().zip(r) {
         for (v, (up_rate, down_rates)) in rt.iter().enumerate() {
             let kids = t.down[v].len();
@@ -381,19 +496,44 @@ fn period(trees: &[TreeSends], r: &SendRates, x: &IterTerms, links: bool) -> f64
                     .map(|(s, &g)| send_us(x, s, g))
                     .sum()
             };
-            busiest = busiest.max(up).max(down);
-            for s in t.up[v].iter().chain(&t.down[v]) {
-                for &(l, cap) in &s.links {
-                    *link_us.entry(l).or_default() +=
-                        x.chunk * x.wire / 1000.0 / (cap * x.link_eff).max(1e-9);
-                }
+            busiest = [busiest[0].max(up), busiest[1].max(down)];
+        }
+    }
+    busiest
+}
+
+/// The busiest link's bytes of one iteration (both halves) at its capacity, µs.
+fn link_period(trees: &[TreeSends], x: &IterTerms) -> f64 {
+    let mut link_us = HashMap::<usize, f64>::new();
+    for t in trees {
+        for s in t.up.iter().flatten().chain(t.down.iter().flatten()) {
+            for &(l, cap) in &s.links {
+                *link_us.entry(l).or_default() +=
+                    x.chunk * x.wire / 1000.0 / (cap * x.link_eff).max(1e-9);
             }
         }
     }
-    if !links {
-        return busiest;
-    }
-    link_us.values().copied().fold(busiest, f64::max)
+    link_us.values().copied().fold(0.0, f64::max)
+}
+
+/// `n` steady iterations at channel rate `gbps`, µs. The halves run apart, so the one whose
+/// busiest program is faster runs ahead, sharing links with the slower one (where a link carries
+/// both, e.g. into an interior host's GPU, from a child host going up and from the parent host
+/// coming down) until it has done its `n`; the slower then runs its remaining iterations alone.
+/// Never less than the busiest link's or program's period per iteration.
+fn halves_us(trees: &[TreeSends], x: &IterTerms, gbps: f64, n: f64) -> f64 {
+    let alone = half_periods(trees, &busy_rates(trees, x, gbps, false), x);
+    let shared = half_periods(trees, &busy_rates(trees, x, gbps, true), x);
+    let (fast, slow) = if shared[0] <= shared[1] {
+        (0, 1)
+    } else {
+        (1, 0)
+    };
+    let ahead_us = n * shared[fast];
+    let slow_done = (ahead_us / shared[slow].max(1e-9)).min(n);
+    let two_phases = ahead_us + (n - slow_done) * alone[slow];
+    let floor = n * alone[0].max(alone[1]).max(link_period(trees, x));
+    two_phases.max(floor)
 }
 
 #[cfg(test)]
@@ -466,6 +606,40 @@ mod tests {
         let two = [t.clone(), t];
         let p2 = all_reduce_us(&two, &x, 2.0).unwrap().0 - all_reduce_us(&two, &x, 1.0).unwrap().0;
         assert!((p2 - 2.0 * (2.0 + 0.5)).abs() < 1e-9, "{p2}");
+    }
+
+    #[test]
+    fn the_faster_half_runs_ahead_sharing_links_with_the_slower_which_then_runs_alone() {
+        // 0 -> {1, 2}, 1 -> {3}: the sends into 1 (3's up, 0's down) share link 9 at the
+        // channel's rate; every other send has its own fast link. Up, 1's program sends once an
+        // iteration (1.5 µs); down, 0's sends twice (3 µs): up runs ahead.
+        let route = |a: u32, b: u32| {
+            let l = if b == 1 {
+                9
+            } else {
+                a as usize * 10 + b as usize
+            };
+            (0.0, vec![(l, if b == 1 { 10.0 } else { 1e3 })], 0.0)
+        };
+        let t = sends(&[None, Some(0), Some(0), Some(1)], route);
+        let x = IterTerms {
+            hop_us: 0.0,
+            ..terms()
+        };
+        let trees = std::slice::from_ref(&t);
+        let alone = half_periods(trees, &busy_rates(trees, &x, 10.0, false), &x);
+        assert!((alone[0] - 1.5).abs() < 1e-9 && (alone[1] - 3.0).abs() < 1e-9);
+        // Together, each send into 1 shares link 9 with the other half's sends, as often as
+        // they load it: both halves slow down.
+        let shared = half_periods(trees, &busy_rates(trees, &x, 10.0, true), &x);
+        assert!(shared[0] > 1.5 + 0.1 && shared[1] > 3.0 + 0.1, "{shared:?}");
+        // 100 iterations: up's at the shared period; down's meanwhile at its shared period, the
+        // rest alone.
+        let ahead = 100.0 * shared[0];
+        let want = ahead + (100.0 - ahead / shared[1]) * 3.0;
+        let got = halves_us(trees, &x, 10.0, 100.0);
+        assert!((got - want).abs() < 1e-6, "{got} {want}");
+        assert!(got > 100.0 * 3.0 + 1.0, "{got}");
     }
 
     #[test]
