@@ -40,8 +40,8 @@ pub type HopRoute = (f64, Vec<(usize, f64)>, f64);
 pub struct ChainPaths {
     /// Per ring channel, in the order calls use them: its hops in ring order.
     pub rings: Vec<Vec<RingHop>>,
-    /// Per tree channel, in the order calls use them: its sends, which the tuner pipelines as the engine
-    /// does (`tree_pipeline`).
+    /// Per tree channel, in the order calls use them: its sends, which the tuner pipelines as
+    /// the engine does (`tree_pipeline`).
     pub tree_sends: Vec<TreeSends>,
 }
 

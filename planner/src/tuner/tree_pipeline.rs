@@ -18,9 +18,10 @@
 //! by the programs that send over it as often as they do (one program's sends never overlap).
 //! The halves run apart: where a link carries both (into an interior host's GPU, a child host's
 //! send up and the parent host's send down), the faster half runs ahead sharing it with the
-//! slower until it is done, and the slower then runs its remaining iterations alone. LL past its connection's slots is paced
-//! (`SimConfig::with_ll_channel_cap`): the leaves run their unpaced iterations ahead, the first
-//! paced one fills the trees again at the paced rate, and each after it takes a paced period.
+//! slower until it is done, and the slower then runs its remaining iterations alone. LL past
+//! its connection's slots is paced (`SimConfig::with_ll_channel_cap`): the leaves run their
+//! unpaced iterations ahead, the first paced one fills the trees again at the paced rate, and
+//! each after it takes a paced period.
 
 use super::chain_costs::engine_path;
 use super::nccl::{self, proto_idx};
@@ -161,7 +162,14 @@ pub fn all_reduce_us(trees: &[TreeSends], x: &IterTerms, iters: f64) -> Option<(
     let steady = rates(trees, x.channel_gbps, x.link_eff, Sharing::Programs);
     let fast = period(trees, &steady, x, true);
     let paced = per(x.paced_gbps, Sharing::Programs, true);
-    let steady_us = |gbps: f64, n: f64| halves_us(trees, x, gbps, n.max(0.0));
+    let at_channel = Halves::at(trees, x, x.channel_gbps);
+    let paced_halves;
+    let at_paced = if x.paced_gbps < x.channel_gbps {
+        paced_halves = Halves::at(trees, x, x.paced_gbps);
+        &paced_halves
+    } else {
+        &at_channel
+    };
     // The second iteration follows the first one op behind in every program, its sends meeting
     // the first's on the links only at the same wave step; from the third on every program is
     // busy and the links carry every send.
@@ -170,14 +178,13 @@ pub fn all_reduce_us(trees: &[TreeSends], x: &IterTerms, iters: f64) -> Option<(
     let slots = x.slots.max(1) as f64;
     let mut us = fill
         + (iters - 1.0).min(1.0) * second
-        + steady_us(x.channel_gbps, iters.min(slots) - 2.0)
-        + steady_us(x.paced_gbps, iters - slots);
+        + at_channel.us(iters.min(slots) - 2.0)
+        + at_paced.us(iters - slots);
     if iters > slots && x.paced_gbps < x.channel_gbps {
         // The leaves send their first `slots` iterations unpaced and run ahead; the first paced
         // one then crosses the whole tree at the paced rate, a second fill.
         let leaves = leaf_send_us(trees, &steady, x);
-        let refill =
-            slots * leaves + fill_at(x.paced_gbps) + steady_us(x.paced_gbps, iters - slots - 1.0);
+        let refill = slots * leaves + fill_at(x.paced_gbps) + at_paced.us(iters - slots - 1.0);
         us = us.max(refill);
     }
     Some((us, if iters > slots { paced } else { fast }))
@@ -248,19 +255,9 @@ enum Sharing {
     Wave,
 }
 
-/// Per link and half: how many of that half's sends load it on average, each program's sends
-/// over it as a fraction of the half's period.
-type Occupancy = HashMap<(usize, u8), f64>;
-
 /// Every send's rate: the channel's, or its most loaded link's share among the sends that
-/// load it at once (`sharing`, and on average the other half's, `other`), whichever is lower.
-fn rates_with(
-    trees: &[TreeSends],
-    channel_gbps: f64,
-    link_eff: f64,
-    sharing: Sharing,
-    other: &Occupancy,
-) -> SendRates {
+/// load it at once (`sharing`), whichever is lower.
+fn rates(trees: &[TreeSends], channel_gbps: f64, link_eff: f64, sharing: Sharing) -> SendRates {
     // (link, half, wave step; 0 for every step when programs share), then each send's keys.
     let mut load = HashMap::<LoadKey, u32>::new();
     let keys: Vec<Vec<RankKeys>> = trees
@@ -289,7 +286,7 @@ fn rates_with(
     for (up, down) in keys.iter().flatten() {
         // A program's sends never overlap: each link counts once per program.
         let mut program: Vec<LoadKey> = down.iter().flatten().copied().collect();
-        if sharing != Sharing::Wave {
+        if sharing == Sharing::Programs {
             program.sort_unstable();
             program.dedup();
         }
@@ -301,10 +298,7 @@ fn rates_with(
         s.links
             .iter()
             .zip(k)
-            .map(|(&(_, cap), key)| {
-                let others = other.get(&(key.0, 1 - key.1)).copied().unwrap_or(0.0);
-                cap * link_eff / (load[key].max(1) as f64 + others)
-            })
+            .map(|(&(_, cap), key)| cap * link_eff / load[key].max(1) as f64)
             .fold(channel_gbps, f64::min)
     };
     trees
@@ -325,86 +319,84 @@ fn rates_with(
         .collect()
 }
 
-/// [`rates_with`] for each half by itself.
-fn rates(trees: &[TreeSends], channel_gbps: f64, link_eff: f64, sharing: Sharing) -> SendRates {
-    rates_with(trees, channel_gbps, link_eff, sharing, &Occupancy::new())
-}
+/// Per link: how often a program's sends load it, their ops over the program's half's period
+/// (µs). The op, not only its transfer: programs paced alike send in step, so their transfers
+/// meet more often than independent ones would (counting only the transfers left p5 ×2's LL128
+/// trees 11–12 % fast against the engine).
+type Load = HashMap<usize, f64>;
 
-/// How busy each half keeps each link at rates `r`, its programs paced by the half's busiest
-/// (`periods`, µs): each program's send ops over it over the period. The op, not only its
-/// transfer: programs paced alike send in step, so their transfers meet more often than
-/// independent ones would (counting only the transfers left p5 ×2's LL128 trees 11–12 % fast
-/// against the engine).
-fn occupancy(trees: &[TreeSends], r: &SendRates, x: &IterTerms, periods: [f64; 2]) -> Occupancy {
-    let mut o = Occupancy::new();
-    let mut add = |s: &TreeSend, gbps: f64, half: u8| {
-        let share = send_us(x, s, gbps) / periods[half as usize].max(1e-9);
-        for &(l, _) in &s.links {
-            *o.entry((l, half)).or_default() += share;
+/// Each program's [`Load`] at rates `r`, per tree and rank (up, down), its half paced by its
+/// busiest program (`periods`).
+fn program_loads(
+    trees: &[TreeSends],
+    r: &SendRates,
+    x: &IterTerms,
+    periods: [f64; 2],
+) -> Vec<Vec<[Load; 2]>> {
+    let load = |sends: &mut dyn Iterator<Item = (&TreeSend, f64)>, period: f64| {
+        let mut m = Load::new();
+        for (s, g) in sends {
+            let share = send_us(x, s, g) / period.max(1e-9);
+            for &(l, _) in &s.links {
+                *m.entry(l).or_default() += share;
+            }
         }
+        m
     };
-    for (t, rt) in trees.iter().zip(r) {
-        for (v, (up_rate, down_rates)) in rt.iter().enumerate() {
-            if let Some(s) = &t.up[v] {
-                add(s, *up_rate, 0);
-            }
-            for (s, &g) in t.down[v].iter().zip(down_rates) {
-                add(s, g, 1);
-            }
-        }
-    }
-    o
+    trees
+        .iter()
+        .zip(r)
+        .map(|(t, rt)| {
+            rt.iter()
+                .enumerate()
+                .map(|(v, (up_rate, down_rates))| {
+                    let mut up = t.up[v].iter().map(|s| (s, *up_rate));
+                    let mut down = t.down[v].iter().zip(down_rates.iter().copied());
+                    [load(&mut up, periods[0]), load(&mut down, periods[1])]
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// Every send's rate in steady state, where a link is shared by the programs that send over it
-/// as often as they do: a send's share of a link is its capacity over one plus how many other
-/// sends load it on average (each program's sends over it over its half's period; with
-/// `together`, both halves'), found by iterating from every program loading it all the time.
+/// as often as they do: a send's share of a link is its capacity over one plus how much the
+/// other programs load it (its half's; with `together`, both halves'), found by iterating from
+/// every program of a half loading it all the time.
 fn busy_rates(trees: &[TreeSends], x: &IterTerms, gbps: f64, together: bool) -> SendRates {
     let mut r = rates(trees, gbps, x.link_eff, Sharing::Programs);
     for _ in 0..4 {
-        let periods = half_periods(trees, &r, x);
-        let occ = occupancy(trees, &r, x, periods);
+        let loads = program_loads(trees, &r, x, half_periods(trees, &r, x));
+        let mut total = [Load::new(), Load::new()];
+        for [up, down] in loads.iter().flatten() {
+            for (half, m) in [(0, up), (1, down)] {
+                for (&l, &v) in m {
+                    *total[half].entry(l).or_default() += v;
+                }
+            }
+        }
+        let rate = |s: &TreeSend, half: usize, own: &Load| {
+            s.links
+                .iter()
+                .map(|&(l, cap)| {
+                    let of = |h: usize| total[h].get(&l).copied().unwrap_or(0.0);
+                    let mut others = of(half) - own.get(&l).copied().unwrap_or(0.0);
+                    if together {
+                        others += of(1 - half);
+                    }
+                    cap * x.link_eff / (1.0 + others.max(0.0))
+                })
+                .fold(gbps, f64::min)
+        };
         r = trees
             .iter()
-            .zip(&r)
-            .map(|(t, rt)| {
-                rt.iter()
+            .zip(&loads)
+            .map(|(t, tl)| {
+                tl.iter()
                     .enumerate()
-                    .map(|(v, (up_rate, down_rates))| {
-                        // This program's own load on each link, which its send does not share.
-                        let own = |half: u8, sends: &[(&TreeSend, f64)]| {
-                            let mut m = HashMap::<usize, f64>::new();
-                            for (s, g) in sends {
-                                let share = send_us(x, s, *g) / periods[half as usize].max(1e-9);
-                                for &(l, _) in &s.links {
-                                    *m.entry(l).or_default() += share;
-                                }
-                            }
-                            m
-                        };
-                        let rate = |s: &TreeSend, half: u8, mine: &HashMap<usize, f64>| {
-                            s.links
-                                .iter()
-                                .map(|&(l, cap)| {
-                                    let of = |h: u8| occ.get(&(l, h)).copied().unwrap_or(0.0);
-                                    let mut others =
-                                        of(half) - mine.get(&l).copied().unwrap_or(0.0);
-                                    if together {
-                                        others += of(1 - half);
-                                    }
-                                    cap * x.link_eff / (1.0 + others.max(0.0))
-                                })
-                                .fold(gbps, f64::min)
-                        };
-                        let up = t.up[v]
-                            .as_ref()
-                            .map_or(f64::INFINITY, |s| rate(s, 0, &own(0, &[(s, *up_rate)])));
-                        let downs: Vec<(&TreeSend, f64)> =
-                            t.down[v].iter().zip(down_rates.iter().copied()).collect();
-                        let mine = own(1, &downs);
-                        let down = t.down[v].iter().map(|s| rate(s, 1, &mine)).collect();
-                        (up, down)
+                    .map(|(v, [up, down])| {
+                        let u = t.up[v].as_ref().map_or(f64::INFINITY, |s| rate(s, 0, up));
+                        (u, t.down[v].iter().map(|s| rate(s, 1, down)).collect())
                     })
                     .collect()
             })
@@ -516,24 +508,41 @@ fn link_period(trees: &[TreeSends], x: &IterTerms) -> f64 {
     link_us.values().copied().fold(0.0, f64::max)
 }
 
-/// `n` steady iterations at channel rate `gbps`, µs. The halves run apart, so the one whose
-/// busiest program is faster runs ahead, sharing links with the slower one (where a link carries
-/// both, e.g. into an interior host's GPU, from a child host going up and from the parent host
-/// coming down) until it has done its `n`; the slower then runs its remaining iterations alone.
-/// Never less than the busiest link's or program's period per iteration.
-fn halves_us(trees: &[TreeSends], x: &IterTerms, gbps: f64, n: f64) -> f64 {
-    let alone = half_periods(trees, &busy_rates(trees, x, gbps, false), x);
-    let shared = half_periods(trees, &busy_rates(trees, x, gbps, true), x);
-    let (fast, slow) = if shared[0] <= shared[1] {
-        (0, 1)
-    } else {
-        (1, 0)
-    };
-    let ahead_us = n * shared[fast];
-    let slow_done = (ahead_us / shared[slow].max(1e-9)).min(n);
-    let two_phases = ahead_us + (n - slow_done) * alone[slow];
-    let floor = n * alone[0].max(alone[1]).max(link_period(trees, x));
-    two_phases.max(floor)
+/// A tree's steady state at one channel rate: each half's busiest program by itself and while
+/// both halves run, and the busiest link's bytes (µs per iteration).
+struct Halves {
+    alone: [f64; 2],
+    shared: [f64; 2],
+    link: f64,
+}
+
+impl Halves {
+    fn at(trees: &[TreeSends], x: &IterTerms, gbps: f64) -> Self {
+        Halves {
+            alone: half_periods(trees, &busy_rates(trees, x, gbps, false), x),
+            shared: half_periods(trees, &busy_rates(trees, x, gbps, true), x),
+            link: link_period(trees, x),
+        }
+    }
+
+    /// `n` steady iterations, µs. The halves run apart, so the one whose busiest program is
+    /// faster runs ahead, sharing links with the slower one (where a link carries both, e.g.
+    /// into an interior host's GPU, from a child host going up and from the parent host coming
+    /// down) until it has done its `n`; the slower then runs its remaining iterations alone.
+    /// Never less than the busiest link's or program's period per iteration.
+    fn us(&self, n: f64) -> f64 {
+        let n = n.max(0.0);
+        let (fast, slow) = if self.shared[0] <= self.shared[1] {
+            (0, 1)
+        } else {
+            (1, 0)
+        };
+        let ahead_us = n * self.shared[fast];
+        let slow_done = (ahead_us / self.shared[slow].max(1e-9)).min(n);
+        let two_phases = ahead_us + (n - slow_done) * self.alone[slow];
+        let floor = n * self.alone[0].max(self.alone[1]).max(self.link);
+        two_phases.max(floor)
+    }
 }
 
 #[cfg(test)]
@@ -637,7 +646,7 @@ mod tests {
         // rest alone.
         let ahead = 100.0 * shared[0];
         let want = ahead + (100.0 - ahead / shared[1]) * 3.0;
-        let got = halves_us(trees, &x, 10.0, 100.0);
+        let got = Halves::at(trees, &x, 10.0).us(100.0);
         assert!((got - want).abs() < 1e-6, "{got} {want}");
         assert!(got > 100.0 * 3.0 + 1.0, "{got}");
     }
