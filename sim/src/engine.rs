@@ -155,7 +155,7 @@ struct Engine<'a> {
     /// Every active flow runs at its cap (no resource binds): flows can then be added and removed
     /// incrementally without a global recomputation.
     all_at_cap: bool,
-    /// Per resource: Σ rate × weight of active flows.
+    /// Per resource: Σ rate × weight of active flows (kept while `all_at_cap`).
     usage: Vec<f64>,
     /// Congested: the finishes due before the next recomputation (time, flow, epoch), latest
     /// first.
@@ -227,7 +227,7 @@ impl<'a> Engine<'a> {
     }
 
     /// Many flows at once: bandwidth is shared anew at most once per quantum.
-    pub(super) fn quantised(&self) -> bool {
+    fn quantised(&self) -> bool {
         self.quantum_ps > 0 && self.active.len() >= self.cfg.quantum_min_flows
     }
 

@@ -115,11 +115,11 @@ impl Engine<'_> {
         self.free_flows.push(id);
         let pos = self.active.partition_point(|&x| x < id);
         self.active.remove(pos);
-        // The others keep their rates until the next recomputation (capped flows their caps).
-        for &(r, w) in &f.demand.res {
-            self.usage[r as usize] -= f.rate * w;
-        }
         if self.all_at_cap && !self.dirty {
+            // Capped flows keep their caps when another leaves.
+            for &(r, w) in &f.demand.res {
+                self.usage[r as usize] -= f.rate * w;
+            }
             self.sample();
         } else {
             self.dirty = true;
