@@ -12,7 +12,9 @@
 //! `T_op = max over programs of max(m·t_step, t_step + latency)` with `m` protocol steps of
 //! `t_step = step_bytes·wire/rate + step cost` — a program streams its `m` steps back to back,
 //! and the next op can begin only once the first step of this one has arrived downstream.
-//! The total is `launch + Σ_iterations Σ_ops repeat·T_op`. Work and memory are linear in
+//! Where the op's sends close rings (a ring call's channels, a hierarchical call's rings in each
+//! host and along each rail), a ring's period is at least its steps and hand-offs around it over
+//! its ranks instead of its slowest hand-off at every step. The total is `launch + Σ_iterations Σ_ops repeat·T_op`. Work and memory are linear in
 //! ranks × channels × compact ops, independent of message size and of `repeat`.
 
 use crate::config::SimConfig;
@@ -109,6 +111,49 @@ struct OpRates {
     per_prog: Vec<(f64, f64, bool)>,
     /// per program: resources and weights of its flow (for the load report)
     res: Vec<Vec<(u32, f64)>>,
+    /// Where every program's send goes to a program of its channel that sends on, closing
+    /// cycles (the rings of a ring call, or of a hierarchical call's phase): each program's
+    /// cycle and each cycle's length. `None` otherwise.
+    cycles: Option<(Vec<usize>, Vec<usize>)>,
+}
+
+/// The cycles the programs' sends (`peers`, per program in rank then channel order; `u32::MAX`:
+/// none) close within each of the `channels`, as [`OpRates::cycles`]: `None` where a send
+/// leads to a program that does not send or where two sends meet one receiver.
+fn send_cycles(
+    ranks: &[RankProgram],
+    channels: usize,
+    peers: &[u32],
+) -> Option<(Vec<usize>, Vec<usize>)> {
+    let mut index = vec![usize::MAX; ranks.len()];
+    for (i, rp) in ranks.iter().enumerate() {
+        *index.get_mut(rp.rank as usize)? = i;
+    }
+    let next = |k: usize| -> Option<usize> {
+        let to = *index.get(*peers.get(k)? as usize)?;
+        (to != usize::MAX).then_some(to * channels + k % channels)
+    };
+    let (mut cycle, mut lengths) = (vec![usize::MAX; peers.len()], Vec::new());
+    for start in 0..peers.len() {
+        if cycle[start] != usize::MAX {
+            continue;
+        }
+        let id = lengths.len();
+        let (mut k, mut len) = (start, 0);
+        loop {
+            if cycle[k] != usize::MAX {
+                return None;
+            }
+            cycle[k] = id;
+            len += 1;
+            k = next(k)?;
+            if k == start {
+                break;
+            }
+        }
+        lengths.push(len);
+    }
+    Some((cycle, lengths))
 }
 
 /// The flows' rates of every compact op, by pattern: ops with the same kind, transport and peers
@@ -171,7 +216,12 @@ fn op_patterns(
             .map(|(&r, &(lat, netw))| (r, lat, netw))
             .collect();
         let res = demands.iter().map(|d| d.res.clone()).collect();
-        patterns.push(OpRates { per_prog, res });
+        let cycles = send_cycles(&s.ranks, s.channels as usize, &key.2);
+        patterns.push(OpRates {
+            per_prog,
+            res,
+            cycles,
+        });
         cache.insert(key, patterns.len() - 1);
         op_pattern.push(patterns.len() - 1);
     }
@@ -342,10 +392,16 @@ fn op_time(
     let proto = cfg.proto(s.protocol);
     let sub = payload as f64 / m as f64;
     let mut worst: f64 = 0.0;
-    // A ring's step waits for its predecessor's: per channel, the steps and hand-offs around the
-    // ring, over its ranks, bound the period, which a rank with a faster step or route absorbs.
-    let ring = s.algorithm == Algorithm::Ring && op.kind.sends();
-    let mut around = vec![0.0; if ring { s.channels as usize } else { 0 }];
+    // A ring's step waits for its predecessor's: per ring, the steps and hand-offs around it,
+    // over its ranks, bound the period, which a rank with a faster step or route absorbs. The
+    // rings are a ring call's channels, or a hierarchical call's rings inside each host and
+    // along each rail, whose hops' latencies differ (a fat tree's leaf and spine).
+    let rings = match (&pat.cycles, &s.algorithm) {
+        (Some(c), Algorithm::Ring | Algorithm::Hierarchical) if op.kind.sends() => Some(c),
+        _ => None,
+    };
+    let ring = rings.is_some();
+    let mut around = vec![0.0; rings.map_or(0, |(_, lengths)| lengths.len())];
     let mut slowest_steps: f64 = 0.0;
     for (k, &(rate, lat, netw)) in pat.per_prog.iter().enumerate() {
         let sends = op.kind.sends();
@@ -376,7 +432,7 @@ fn op_time(
         };
         worst = worst.max(t);
         if ring {
-            around[k % s.channels as usize] += t_step + lat + proto.hop_us;
+            around[rings.map_or(0, |(cycle, _)| cycle[k])] += t_step + lat + proto.hop_us;
             slowest_steps = slowest_steps.max(m as f64 * t_step);
         }
         let moved = payload as f64 * wire * (op.repeat as f64) * times as f64;
@@ -384,8 +440,11 @@ fn op_time(
             load[r as usize] += moved * w;
         }
     }
-    if ring {
-        let cycle = around.iter().fold(0.0f64, |a, &x| a.max(x)) / s.nranks.max(1) as f64;
+    if let Some((_, lengths)) = rings {
+        let cycle = around
+            .iter()
+            .zip(lengths)
+            .fold(0.0f64, |a, (&x, &len)| a.max(x / len.max(1) as f64));
         worst = slowest_steps.max(cycle);
     }
     worst

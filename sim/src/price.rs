@@ -183,6 +183,10 @@ impl Pricer for EnginePricer<'_> {
         if let Some(&t) = self.prices.borrow().get(&key) {
             return t;
         }
+        // Past the engine's ranks no schedule is built: `engine_price` would not run it.
+        if self.planner.model().nranks > PRICE_RANKS {
+            return None;
+        }
         let t = self
             .schedule(coll, c, None)
             .ok()

@@ -223,7 +223,13 @@ impl<'a> Cands<'a> {
                                     .min(nc as f64 * PER_CH_RING_LL128[cc][ni]),
                             }
                         }
-                        Protocol::Simple => bus,
+                        // A ring channel moves no faster than its share of the links it
+                        // crosses where the planner measured them (an oversubscribed fabric's
+                        // uplinks, shared by every ring that crosses them).
+                        Protocol::Simple => match c.engine.paths.hop_gbps(nc) {
+                            Some(_) => bus.min(nc as f64 * ring_share(&c.engine, r, nc) * eff),
+                            None => bus,
+                        },
                     };
                     let (e, i) = (&c.engine, proto_idx(p));
                     let path = e

@@ -270,21 +270,78 @@ impl ChainPaths {
             _ => n - 1,
         };
         let one = |r: &[RingHop]| {
-            let pred = |i: usize| (i + n - 1) % n;
-            let cost = |i: usize| step_us + r[i].send_us;
-            let landed = |done: &[f64], i: usize| done[pred(i)] + r[pred(i)].lat_us + hop_us;
-            let mut done: Vec<f64> = (0..n).map(cost).collect();
-            for _ in 1..k {
-                done = (0..n)
-                    .map(|i| done[i].max(landed(&done, i)) + cost(i))
-                    .collect();
-            }
+            let done = ring_steps_done(r, k, hop_us, step_us);
             (0..n)
-                .map(|i| done[i].max(landed(&done, i)) + step_us)
+                .map(|i| {
+                    let p = (i + n - 1) % n;
+                    done[i].max(done[p] + r[p].lat_us + hop_us) + step_us
+                })
                 .fold(0.0, f64::max)
         };
         Some(rings.iter().map(|r| one(r)).fold(0.0, f64::max))
     }
+}
+
+/// When each rank of ring `r` ends its `k`-th step, where a rank's step starts once its own
+/// previous step ended and its predecessor's previous step landed (a hop: the route's latency
+/// and `hop_us`), and costs `step_us` and the hop's `send_us`.
+///
+/// The recursion `done[i] = max(done[i], done[i − 1] + hop) + cost[i]`, k − 1 times, is a
+/// longest path: from some rank s, j ≤ k − 1 hops forward to i (each hop's latency and the
+/// cost of the rank it enters), and k − 1 − j waits, each best spent at the dearest rank passed.
+/// For each distinct step cost v, the paths whose dearest rank costs at least v are a window
+/// of starts s ∈ [i − (k − 1), i − (distance back to a rank costing ≥ v)] that slides forward
+/// with i, so a monotone queue takes its best start in O(n + k) rather than O(n·k) per ring.
+fn ring_steps_done(r: &[RingHop], k: usize, hop_us: f64, step_us: f64) -> Vec<f64> {
+    let n = r.len();
+    let span = k.saturating_sub(1);
+    // Starts s, unwrapped: s = x − span for x in 0..span + n.
+    let node = |x: usize| (x + n * span.div_ceil(n.max(1)) - span) % n;
+    let cost = |x: usize| step_us + r[node(x)].send_us;
+    // q[x]: the hops' latencies and the entered ranks' costs from the first start up to x.
+    let mut q = vec![0.0f64; span + n];
+    for x in 1..span + n {
+        let p = node(x - 1);
+        q[x] = q[x - 1] + r[p].lat_us + hop_us + cost(x);
+    }
+    let mut costs: Vec<f64> = (0..n).map(|i| step_us + r[i].send_us).collect();
+    costs.sort_by(f64::total_cmp);
+    costs.dedup();
+    let mut done = vec![f64::NEG_INFINITY; n];
+    for &v in &costs {
+        // A path from start x to rank i (at xi = i + span), its waits at cost v, gains
+        // h(x) + q[xi] + (span − xi)·v.
+        let h = |x: usize| cost(x) - q[x] + x as f64 * v;
+        let mut window = std::collections::VecDeque::<usize>::new();
+        let (mut next, mut last_dear) = (0usize, None::<usize>);
+        for (i, done_i) in done.iter_mut().enumerate() {
+            let xi = i + span;
+            // Starts up to the last rank at or before i that costs at least v.
+            while next <= xi {
+                if cost(next) >= v {
+                    last_dear = Some(next);
+                }
+                next += 1;
+            }
+            let Some(upper) = last_dear.filter(|&u| u >= i) else {
+                continue;
+            };
+            for x in window.back().map_or(i, |&b| b + 1).max(i)..=upper {
+                while window.back().is_some_and(|&b| h(b) <= h(x)) {
+                    window.pop_back();
+                }
+                window.push_back(x);
+            }
+            while window.front().is_some_and(|&f| f < i) {
+                window.pop_front();
+            }
+            if let Some(&best) = window.front() {
+                let path = h(best) + q[xi] + (span as f64 - xi as f64) * v;
+                *done_i = done_i.max(path);
+            }
+        }
+    }
+    done
 }
 
 #[cfg(test)]
@@ -390,5 +447,36 @@ mod tests {
         assert_eq!(p.step_excess(1, (1, 4.0), us), Some(0.0));
         assert_eq!(p.step_excess(1, (0, 4.0), us), Some(4.0));
         assert_eq!(ChainPaths::default().step_excess(1, (0, 4.0), us), None);
+    }
+
+    /// The monotone-queue longest path gives what the step-by-step recursion gives, on rings of
+    /// random latencies and network steps, for every step count up to twice around the ring.
+    #[test]
+    fn ring_steps_done_is_the_step_by_step_recursion() {
+        use proptest::prelude::*;
+        let hop = (0.0f64..3.0, prop_oneof![Just(0.0), Just(2.5), 0.0f64..5.0]);
+        let ring = proptest::collection::vec(hop, 1..12);
+        proptest!(|(hops in ring, k in 0usize..26, hop_us in 0.0f64..2.0, step_us in 0.0f64..2.0)| {
+            let r: Vec<RingHop> = hops
+                .iter()
+                .enumerate()
+                .map(|(i, &(lat_us, send_us))| RingHop { rank: i as u32, lat_us, links: vec![], send_us })
+                .collect();
+            let n = r.len();
+            let cost = |i: usize| step_us + r[i].send_us;
+            let mut done: Vec<f64> = (0..n).map(cost).collect();
+            for _ in 1..k {
+                done = (0..n)
+                    .map(|i| {
+                        let p = (i + n - 1) % n;
+                        done[i].max(done[p] + r[p].lat_us + hop_us) + cost(i)
+                    })
+                    .collect();
+            }
+            let fast = ring_steps_done(&r, k, hop_us, step_us);
+            for (a, b) in fast.iter().zip(&done) {
+                prop_assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{fast:?} vs {done:?}");
+            }
+        });
     }
 }

@@ -73,6 +73,10 @@ pub struct DagFlow {
 /// The time until every flow ended and landed: every flow moves `volume`, starting as soon as its
 /// dependencies landed (each flow's `delay` plus `extra_delay` after it ends), flows sharing
 /// links (rates `caps`) max-min fairly, none above `flow_cap`. Times are volume over rate.
+///
+/// Event by event: flows wait in a queue ordered by when their last dependency lands, and only
+/// the running flows and their links are shared at each event, so a chain of thousands of hops
+/// (a 1024-rank ring's fill) costs its events times the flows running at once.
 pub fn dag_time(
     flows: &[DagFlow],
     caps: &[f64],
@@ -80,91 +84,150 @@ pub fn dag_time(
     volume: f64,
     extra_delay: f64,
 ) -> f64 {
+    use std::cmp::Reverse;
     let nf = flows.len();
-    let mut left = vec![volume; nf];
-    // When each flow ended (None: not yet), and whether it started.
-    let mut end: Vec<Option<f64>> = vec![None; nf];
-    let mut started = vec![false; nf];
-    let landed = |end: &[Option<f64>], f: usize| end[f].map(|e| e + flows[f].delay + extra_delay);
-    let mut t = 0.0;
-    loop {
-        // Flows whose dependencies all landed by now start; the next landing otherwise.
-        let mut next_ready = f64::INFINITY;
-        for f in 0..nf {
-            if started[f] {
-                continue;
-            }
-            let ready = flows[f]
-                .deps
-                .iter()
-                .map(|&d| landed(&end, d))
-                .try_fold(0.0f64, |a, x| x.map(|x| a.max(x)));
-            match ready {
-                Some(r) if r <= t + 1e-12 => started[f] = true,
-                Some(r) => next_ready = next_ready.min(r),
-                None => {}
-            }
+    let mut dependents = vec![Vec::new(); nf];
+    let mut waiting: Vec<usize> = flows.iter().map(|f| f.deps.len()).collect();
+    for (f, flow) in flows.iter().enumerate() {
+        for &d in &flow.deps {
+            dependents[d].push(f);
         }
-        let active: Vec<usize> = (0..nf)
-            .filter(|&f| started[f] && end[f].is_none())
-            .collect();
+    }
+    // When each flow may start: the latest landing of its dependencies so far.
+    let mut ready = vec![0.0f64; nf];
+    let mut queue: std::collections::BinaryHeap<Reverse<(OrdF64, usize)>> = (0..nf)
+        .filter(|&f| waiting[f] == 0)
+        .map(|f| Reverse((OrdF64(0.0), f)))
+        .collect();
+    let mut left = vec![volume; nf];
+    let mut active: Vec<usize> = Vec::new();
+    let mut sharing = LinkSharing::new(caps);
+    let (mut t, mut last_landing) = (0.0f64, 0.0f64);
+    loop {
+        while let Some(&Reverse((OrdF64(r), f))) = queue.peek() {
+            if r > t + 1e-12 {
+                break;
+            }
+            queue.pop();
+            active.push(f);
+        }
+        let next_ready = queue.peek().map_or(f64::INFINITY, |Reverse((r, _))| r.0);
         if active.is_empty() {
             if next_ready.is_finite() {
                 t = next_ready;
                 continue;
             }
-            return (0..nf).filter_map(|f| landed(&end, f)).fold(0.0, f64::max);
+            return last_landing;
         }
-        let links: Vec<&[usize]> = active.iter().map(|&f| &flows[f].links[..]).collect();
-        let rates = max_min(&links, caps, flow_cap);
+        let rates = sharing.max_min(active.iter().map(|&f| &flows[f].links[..]), flow_cap);
         let dt = active
             .iter()
             .zip(&rates)
             .map(|(&f, &x)| left[f] / x.max(1e-12))
             .fold(next_ready - t, f64::min);
         t += dt;
+        let mut still = Vec::with_capacity(active.len());
         for (&f, &x) in active.iter().zip(&rates) {
             left[f] -= x * dt;
-            if left[f] <= 1e-9 * volume.max(1e-300) {
-                end[f] = Some(t);
+            if left[f] > 1e-9 * volume.max(1e-300) {
+                still.push(f);
+                continue;
             }
-        }
-    }
-}
-
-/// Max-min fair rates of `flows` (each its links) over links of rates `caps`, none above
-/// `flow_cap` (progressive filling: the most constrained link fixes its flows' share first).
-fn max_min(flows: &[&[usize]], caps: &[f64], flow_cap: f64) -> Vec<f64> {
-    let mut rate = vec![None; flows.len()];
-    let mut residual = caps.to_vec();
-    loop {
-        let mut count = vec![0u32; caps.len()];
-        for (f, links) in flows.iter().enumerate() {
-            if rate[f].is_none() {
-                for &l in links.iter() {
-                    count[l] += 1;
+            let landed = t + flows[f].delay + extra_delay;
+            last_landing = last_landing.max(landed);
+            for &g in &dependents[f] {
+                ready[g] = ready[g].max(landed);
+                waiting[g] -= 1;
+                if waiting[g] == 0 {
+                    queue.push(Reverse((OrdF64(ready[g]), g)));
                 }
             }
         }
-        let share = |l: usize| residual[l] / count[l] as f64;
-        let s = (0..caps.len())
-            .filter(|&l| count[l] > 0)
-            .map(share)
-            .fold(flow_cap, f64::min);
-        let mut fixed = Vec::new();
-        for (f, links) in flows.iter().enumerate() {
-            let bound = links.iter().any(|&l| share(l) <= s * (1.0 + 1e-12));
-            if rate[f].is_none() && (bound || flow_cap <= s) {
-                fixed.push(f);
+        active = still;
+    }
+}
+
+/// A time ordered by `f64::total_cmp`, for the queue of flows waiting to start.
+#[derive(Clone, Copy, PartialEq)]
+struct OrdF64(f64);
+
+impl Eq for OrdF64 {}
+
+impl PartialOrd for OrdF64 {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for OrdF64 {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// Scratch space for sharing links among the running flows, sized once for every link and
+/// touched only at the links those flows cross.
+struct LinkSharing<'a> {
+    caps: &'a [f64],
+    residual: Vec<f64>,
+    count: Vec<u32>,
+    used: Vec<usize>,
+}
+
+impl<'a> LinkSharing<'a> {
+    fn new(caps: &'a [f64]) -> Self {
+        LinkSharing {
+            caps,
+            residual: caps.to_vec(),
+            count: vec![0; caps.len()],
+            used: Vec::new(),
+        }
+    }
+
+    /// Max-min fair rates of `flows` (each its links), none above `flow_cap` (progressive
+    /// filling: the most constrained link fixes its flows' share first).
+    fn max_min<'f>(&mut self, flows: impl Iterator<Item = &'f [usize]>, flow_cap: f64) -> Vec<f64> {
+        let flows: Vec<&[usize]> = flows.collect();
+        self.used.clear();
+        for links in &flows {
+            for &l in links.iter() {
+                if self.count[l] == 0 {
+                    self.residual[l] = self.caps[l];
+                    self.used.push(l);
+                }
+                self.count[l] += 1;
             }
         }
-        if fixed.is_empty() {
-            return rate.into_iter().map(|r| r.unwrap_or(s)).collect();
-        }
-        for f in fixed {
-            rate[f] = Some(s);
-            for &l in flows[f] {
-                residual[l] -= s;
+        let mut rate = vec![None; flows.len()];
+        loop {
+            let share = |s: &Self, l: usize| s.residual[l] / s.count[l] as f64;
+            let s = self
+                .used
+                .iter()
+                .filter(|&&l| self.count[l] > 0)
+                .map(|&l| share(self, l))
+                .fold(flow_cap, f64::min);
+            let fixed: Vec<usize> = (0..flows.len())
+                .filter(|&f| {
+                    rate[f].is_none()
+                        && (flow_cap <= s
+                            || flows[f]
+                                .iter()
+                                .any(|&l| share(self, l) <= s * (1.0 + 1e-12)))
+                })
+                .collect();
+            if fixed.is_empty() {
+                for &l in &self.used {
+                    self.count[l] = 0;
+                }
+                return rate.into_iter().map(|r| r.unwrap_or(s)).collect();
+            }
+            for f in fixed {
+                rate[f] = Some(s);
+                for &l in flows[f] {
+                    self.residual[l] -= s;
+                    self.count[l] -= 1;
+                }
             }
         }
     }
