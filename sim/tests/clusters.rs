@@ -445,3 +445,54 @@ fn the_aggregated_model_runs_a_hierarchical_call_around_its_rings() {
         }
     }
 }
+
+/// Up to `plan::CHAIN_PATH_RANKS` ranks the tuner reads the rings' routes, so a ring channel
+/// moves no faster than its share of the links the call's rings cross. On 64 NDv4 hosts of a fat
+/// tree whose leaves' uplinks are 8:1 oversubscribed (512 ranks), a 1 GiB all-reduce: the
+/// tuner's ring LL128 and Simple are within 10 % of the engine, and the planner picks a ring.
+/// With NCCL's latency table and the search's bandwidth (as past 256 ranks before), the tuner
+/// priced the trees, which cross leaves at every level, 72 % fast and picked tree LL128, which
+/// the engine runs 61 % slower than ring LL128; with the search's bandwidth for Simple alone,
+/// the ring Simple came out 30 % fast.
+#[test]
+fn on_an_oversubscribed_fat_tree_the_tuner_shares_the_uplinks() {
+    use sim::price::EnginePricer;
+    let fat_tree = FabricKind::FatTree {
+        hosts_per_leaf: 4,
+        oversubscription: 8.0,
+    };
+    let t = hosts(
+        "tests/data/topologies/azure-ndv4-topo.xml",
+        64,
+        fat_tree,
+        25.0,
+    );
+    let (p, cfg) = planned(&t);
+    assert_eq!(p.nranks(), 512);
+    let bytes = 1u64 << 30;
+    let coll = Collective::as_nccl_tests(CollectiveKind::AllReduce, 512, 0);
+    let cache = sim::price::Schedules::default();
+    let pricer = EnginePricer::with_cache(&t, &p, &cfg, &cache);
+    let candidates = p.candidates_filtered(&coll, bytes, &Filter::default());
+    for proto in [Protocol::LL128, Protocol::Simple] {
+        let c = candidates
+            .iter()
+            .find(|c| c.algorithm == Algorithm::Ring && c.protocol == proto)
+            .unwrap();
+        let s = pricer.schedule(&coll, c, None).unwrap();
+        let e = pricer.run(&s, bytes).unwrap().time_us;
+        assert!(
+            (c.time_us / e - 1.0).abs() <= 0.10,
+            "ring {proto:?}: tuner {:.0} µs, engine {e:.0}",
+            c.time_us
+        );
+    }
+    let pick = p.choose(&coll, bytes);
+    assert_eq!(
+        pick.algorithm,
+        Algorithm::Ring,
+        "picks {:?} {:?}",
+        pick.algorithm,
+        pick.protocol
+    );
+}

@@ -85,16 +85,20 @@ impl ChainPaths {
     pub fn hop_gbps(&self, nc: u32) -> Option<Vec<Vec<f64>>> {
         let rings = self.used(nc);
         rings.first()?;
-        let mut load = std::collections::HashMap::<usize, u32>::new();
+        let links = rings
+            .iter()
+            .flatten()
+            .flat_map(|h| h.links.iter().map(|l| l.0 + 1));
+        let mut load = vec![0u32; links.max().unwrap_or(0)];
         for h in rings.iter().flatten() {
             for &(l, _) in &h.links {
-                *load.entry(l).or_default() += 1;
+                load[l] += 1;
             }
         }
         let rate = |h: &RingHop| {
             h.links
                 .iter()
-                .map(|&(l, cap)| cap / load[&l].max(1) as f64)
+                .map(|&(l, cap)| cap / load[l].max(1) as f64)
                 .fold(f64::INFINITY, f64::min)
         };
         Some(rings.iter().map(|r| r.iter().map(rate).collect()).collect())

@@ -140,7 +140,7 @@ type SendRates = Vec<Vec<(f64, Vec<f64>)>>;
 /// What a send loads at once: (link, half, wave step); per rank, its send up's and its sends
 /// down's.
 type LoadKey = (usize, u8, u32);
-type RankKeys = (Vec<LoadKey>, Vec<Vec<LoadKey>>);
+type RankSlots = (Vec<usize>, Vec<Vec<usize>>);
 
 /// How long `trees` take to all-reduce `iters` iterations (at least 1; the last may be partial:
 /// fractional), µs from the first op: the first iteration's slowest leaf, then a period per
@@ -258,17 +258,26 @@ enum Sharing {
 /// Every send's rate: the channel's, or its most loaded link's share among the sends that
 /// load it at once (`sharing`), whichever is lower.
 fn rates(trees: &[TreeSends], channel_gbps: f64, link_eff: f64, sharing: Sharing) -> SendRates {
-    // (link, half, wave step; 0 for every step when programs share), then each send's keys.
-    let mut load = HashMap::<LoadKey, u32>::new();
-    let keys: Vec<Vec<RankKeys>> = trees
+    // Each (link, half, wave step; 0 for every step when programs share) gets a slot: dense
+    // when programs share, numbered as met in a wave. Then each send's slots.
+    let links = link_count(trees);
+    let mut wave_slots = HashMap::<LoadKey, usize>::new();
+    let mut slot = |k: LoadKey| match sharing {
+        Sharing::Programs => k.1 as usize * links + k.0,
+        Sharing::Wave => {
+            let next = 2 * links + wave_slots.len();
+            *wave_slots.entry(k).or_insert(next)
+        }
+    };
+    let keys: Vec<Vec<RankSlots>> = trees
         .iter()
         .map(|t| {
             let (depth, height) = t.levels();
             (0..t.up.len())
                 .map(|v| {
-                    let key = |s: &TreeSend, half: u8, step: u32| -> Vec<LoadKey> {
+                    let mut key = |s: &TreeSend, half: u8, step: u32| -> Vec<usize> {
                         let step = if sharing == Sharing::Wave { step } else { 0 };
-                        s.links.iter().map(|l| (l.0, half, step)).collect()
+                        s.links.iter().map(|l| slot((l.0, half, step))).collect()
                     };
                     let up = t.up[v]
                         .as_ref()
@@ -283,22 +292,23 @@ fn rates(trees: &[TreeSends], channel_gbps: f64, link_eff: f64, sharing: Sharing
                 .collect()
         })
         .collect();
+    let mut load = vec![0u32; 2 * links + wave_slots.len()];
     for (up, down) in keys.iter().flatten() {
         // A program's sends never overlap: each link counts once per program.
-        let mut program: Vec<LoadKey> = down.iter().flatten().copied().collect();
+        let mut program: Vec<usize> = down.iter().flatten().copied().collect();
         if sharing == Sharing::Programs {
             program.sort_unstable();
             program.dedup();
         }
-        for k in up.iter().chain(&program) {
-            *load.entry(*k).or_default() += 1;
+        for &k in up.iter().chain(&program) {
+            load[k] += 1;
         }
     }
-    let rate = |s: &TreeSend, k: &[LoadKey]| {
+    let rate = |s: &TreeSend, k: &[usize]| {
         s.links
             .iter()
             .zip(k)
-            .map(|(&(_, cap), key)| cap * link_eff / load[key].max(1) as f64)
+            .map(|(&(_, cap), &key)| cap * link_eff / load[key].max(1) as f64)
             .fold(channel_gbps, f64::min)
     };
     trees
@@ -319,11 +329,29 @@ fn rates(trees: &[TreeSends], channel_gbps: f64, link_eff: f64, sharing: Sharing
         .collect()
 }
 
+/// One more than the largest link index the trees' sends cross: the size of a per-link table.
+fn link_count(trees: &[TreeSends]) -> usize {
+    trees
+        .iter()
+        .flat_map(|t| t.up.iter().flatten().chain(t.down.iter().flatten()))
+        .flat_map(|s| s.links.iter().map(|l| l.0 + 1))
+        .max()
+        .unwrap_or(0)
+}
+
 /// Per link: how often a program's sends load it, their ops over the program's half's period
 /// (µs). The op, not only its transfer: programs paced alike send in step, so their transfers
 /// meet more often than independent ones would (counting only the transfers left p5 ×2's LL128
 /// trees 11–12 % fast against the engine).
-type Load = HashMap<usize, f64>;
+type Load = Vec<(usize, f64)>;
+
+/// Adds `v` to link `l`'s entry of `m`.
+fn add_load(m: &mut Load, l: usize, v: f64) {
+    match m.iter_mut().find(|e| e.0 == l) {
+        Some(e) => e.1 += v,
+        None => m.push((l, v)),
+    }
+}
 
 /// Each program's [`Load`] at rates `r`, per tree and rank (up, down), its half paced by its
 /// busiest program (`periods`).
@@ -338,7 +366,7 @@ fn program_loads(
         for (s, g) in sends {
             let share = send_us(x, s, g) / period.max(1e-9);
             for &(l, _) in &s.links {
-                *m.entry(l).or_default() += share;
+                add_load(&mut m, l, share);
             }
         }
         m
@@ -365,13 +393,15 @@ fn program_loads(
 /// every program of a half loading it all the time.
 fn busy_rates(trees: &[TreeSends], x: &IterTerms, gbps: f64, together: bool) -> SendRates {
     let mut r = rates(trees, gbps, x.link_eff, Sharing::Programs);
+    let links = link_count(trees);
+    let mut total = [vec![0.0f64; links], vec![0.0f64; links]];
     for _ in 0..4 {
         let loads = program_loads(trees, &r, x, half_periods(trees, &r, x));
-        let mut total = [Load::new(), Load::new()];
+        total.iter_mut().for_each(|t| t.fill(0.0));
         for [up, down] in loads.iter().flatten() {
             for (half, m) in [(0, up), (1, down)] {
-                for (&l, &v) in m {
-                    *total[half].entry(l).or_default() += v;
+                for &(l, v) in m {
+                    total[half][l] += v;
                 }
             }
         }
@@ -379,8 +409,9 @@ fn busy_rates(trees: &[TreeSends], x: &IterTerms, gbps: f64, together: bool) -> 
             s.links
                 .iter()
                 .map(|&(l, cap)| {
-                    let of = |h: usize| total[h].get(&l).copied().unwrap_or(0.0);
-                    let mut others = of(half) - own.get(&l).copied().unwrap_or(0.0);
+                    let of = |h: usize| total[h][l];
+                    let own = own.iter().find(|e| e.0 == l).map_or(0.0, |e| e.1);
+                    let mut others = of(half) - own;
                     if together {
                         others += of(1 - half);
                     }
