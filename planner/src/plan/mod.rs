@@ -465,7 +465,7 @@ fn direct_bw(t: &Topology, ch: &Channels) -> f64 {
 
 /// Most ranks whose rings' and trees' every hop the planner routes for the tuner (`ChainPaths`);
 /// past them the tuner keeps NCCL's latency table and the search's bandwidth per channel.
-pub const CHAIN_PATH_RANKS: u32 = 1024;
+pub const CHAIN_PATH_RANKS: u32 = 2048;
 
 /// Sets the topology's terms the tuner reads beside the engine's (`EngineTerms`): the slowest
 /// route's latency and, up to [`CHAIN_PATH_RANKS`] ranks on one host or several, the rings'

@@ -43,6 +43,8 @@ pub struct ChainPaths {
     /// Per tree channel, in the order calls use them: its sends, which the tuner pipelines as
     /// the engine does (`tree_pipeline`).
     pub tree_sends: Vec<TreeSends>,
+    /// The trees' pipeline stages that a call's size does not change, kept across sizes.
+    pub tree_memo: super::tree_pipeline::Memo,
 }
 
 impl ChainPaths {
@@ -72,7 +74,11 @@ impl ChainPaths {
             .iter()
             .filter_map(|t| TreeSends::of(t, &route))
             .collect();
-        ChainPaths { rings, tree_sends }
+        ChainPaths {
+            rings,
+            tree_sends,
+            tree_memo: Default::default(),
+        }
     }
 
     /// The first `nc` rings (those a call of `nc` channels runs).

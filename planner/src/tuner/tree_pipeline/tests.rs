@@ -1,0 +1,150 @@
+//! Unit tests of the tree pipeline against hand-worked trees.
+
+use super::steady::{busy_rates, half_periods};
+use super::*;
+
+fn terms() -> IterTerms {
+    IterTerms {
+        chunk: 10_000.0,
+        wire: 1.0,
+        channel_gbps: 10.0,
+        paced_gbps: 10.0,
+        local_gbps: 100.0,
+        link_eff: 1.0,
+        step_us: 0.5,
+        hop_us: 1.0,
+        slots: 8,
+    }
+}
+
+fn sends(
+    parent: &[Option<u32>],
+    route: impl Fn(u32, u32) -> (f64, Vec<(usize, f64)>, f64),
+) -> TreeSends {
+    let t = TreeChannel::from_parents(parent.to_vec()).unwrap();
+    TreeSends::of(&t, &route).unwrap()
+}
+
+#[test]
+fn a_chain_fills_hop_by_hop_then_streams_one_transfer_per_iteration() {
+    // 0 <- 1 <- 2, every route its own fast link, 0.25 µs of latency.
+    let t = sends(&[None, Some(0), Some(1)], |a, b| {
+        (0.25, vec![(a as usize * 3 + b as usize, 1e3)], 0.0)
+    });
+    let x = terms();
+    // A transfer: 10 kB at 10 GB/s, 1 µs, plus a 0.5 µs step; it lands 1.25 µs later.
+    let (xfer, land) = (1.5, 1.25);
+    // Up: 2 sends, 1 sends, the root reduces (0.1 + 0.5); down: 0 sends, 1 sends, 2 receives.
+    let fill = 2.0 * (xfer + land) + 0.6 + 2.0 * (xfer + land) + 0.5;
+    let one = all_reduce_us(std::slice::from_ref(&t), &x, 1.0, &Memo::default())
+        .unwrap()
+        .0;
+    assert!((one - fill).abs() < 1e-9, "{one} {fill}");
+    // Each further iteration adds the busiest program's op: one send.
+    let four = all_reduce_us(&[t], &x, 4.0, &Memo::default()).unwrap().0;
+    assert!((four - fill - 3.0 * xfer).abs() < 1e-9, "{four}");
+}
+
+#[test]
+fn a_rank_sends_to_its_children_in_turn_sharing_the_links_with_other_programs() {
+    // 0 -> {1, 2}: both sends from 0 leave on link 7 (10 GB/s); the sends up from 1 and 2
+    // use their own links. Link 7 carries one program's sends (0's down), so each gets the
+    // channel's 10 GB/s, one after another.
+    let route = |a: u32, b: u32| {
+        let l = if a == 0 {
+            7
+        } else {
+            a as usize * 3 + b as usize
+        };
+        (0.0, vec![(l, 10.0)], 0.0)
+    };
+    let t = sends(&[None, Some(0), Some(0)], route);
+    let x = IterTerms {
+        hop_us: 0.0,
+        ..terms()
+    };
+    // Period: 0's down program sends twice (2 × 1.5); link 7 carries 2 µs of bytes.
+    let p = all_reduce_us(std::slice::from_ref(&t), &x, 2.0, &Memo::default())
+        .unwrap()
+        .0
+        - all_reduce_us(std::slice::from_ref(&t), &x, 1.0, &Memo::default())
+            .unwrap()
+            .0;
+    assert!((p - 3.0).abs() < 1e-9, "{p}");
+    // A second tree whose root also sends over link 7 halves each send's rate there.
+    let two = [t.clone(), t];
+    let p2 = all_reduce_us(&two, &x, 2.0, &Memo::default()).unwrap().0
+        - all_reduce_us(&two, &x, 1.0, &Memo::default()).unwrap().0;
+    assert!((p2 - 2.0 * (2.0 + 0.5)).abs() < 1e-9, "{p2}");
+}
+
+#[test]
+fn the_faster_half_runs_ahead_sharing_links_with_the_slower_which_then_runs_alone() {
+    // 0 -> {1, 2}, 1 -> {3}: the sends into 1 (3's up, 0's down) share link 9 at the
+    // channel's rate; every other send has its own fast link. Up, 1's program sends once an
+    // iteration (1.5 µs); down, 0's sends twice (3 µs): up runs ahead.
+    let route = |a: u32, b: u32| {
+        let l = if b == 1 {
+            9
+        } else {
+            a as usize * 10 + b as usize
+        };
+        (0.0, vec![(l, if b == 1 { 10.0 } else { 1e3 })], 0.0)
+    };
+    let t = sends(&[None, Some(0), Some(0), Some(1)], route);
+    let x = IterTerms {
+        hop_us: 0.0,
+        ..terms()
+    };
+    let trees = std::slice::from_ref(&t);
+    let programs = Loads::of(trees, Sharing::Programs);
+    let alone = half_periods(trees, &busy_rates(trees, &x, 10.0, false, &programs), &x);
+    assert!((alone[0] - 1.5).abs() < 1e-9 && (alone[1] - 3.0).abs() < 1e-9);
+    // Together, each send into 1 shares link 9 with the other half's sends, as often as
+    // they load it: both halves slow down.
+    let shared = half_periods(trees, &busy_rates(trees, &x, 10.0, true, &programs), &x);
+    assert!(shared[0] > 1.5 + 0.1 && shared[1] > 3.0 + 0.1, "{shared:?}");
+    // 100 iterations: up's at the shared period; down's meanwhile at its shared period, the
+    // rest alone.
+    let ahead = 100.0 * shared[0];
+    let want = ahead + (100.0 - ahead / shared[1]) * 3.0;
+    let got = Halves::at(trees, &x, 10.0, &programs).us(100.0);
+    assert!((got - want).abs() < 1e-6, "{got} {want}");
+    assert!(got > 100.0 * 3.0 + 1.0, "{got}");
+}
+
+#[test]
+fn paced_iterations_past_the_slots_refill_the_tree_then_take_the_paced_period() {
+    let t = sends(&[None, Some(0)], |a, b| {
+        (0.0, vec![(a as usize * 3 + b as usize, 1e3)], 0.0)
+    });
+    let x = IterTerms {
+        paced_gbps: 5.0,
+        slots: 2,
+        ..terms()
+    };
+    let at = |i: f64| {
+        all_reduce_us(std::slice::from_ref(&t), &x, i, &Memo::default())
+            .unwrap()
+            .0
+    };
+    // Iteration 2 at 10 GB/s: a 1.5 µs send.
+    assert!((at(2.0) - at(1.0) - 1.5).abs() < 1e-9);
+    // The leaf sends both unpaced iterations (2 × 1.5 µs), then the third crosses the tree
+    // at 5 GB/s: up 2.5 + 1 (landing), the root's reduction 0.6, down 2.5 + 1, the receive
+    // 0.5; the fourth adds a paced period (2.5).
+    let refill = 3.0 + (2.5 + 1.0 + 0.6 + 2.5 + 1.0 + 0.5);
+    assert!((at(3.0) - refill).abs() < 1e-9, "{}", at(3.0));
+    assert!((at(4.0) - refill - 2.5).abs() < 1e-9);
+    // Without pacing, the third and fourth add a period each.
+    let fast = IterTerms {
+        slots: 2,
+        ..terms()
+    };
+    let unpaced = |i: f64| {
+        all_reduce_us(std::slice::from_ref(&t), &fast, i, &Memo::default())
+            .unwrap()
+            .0
+    };
+    assert!((unpaced(4.0) - unpaced(2.0) - 3.0).abs() < 1e-9);
+}
