@@ -40,6 +40,21 @@ fn h800_rail_pair() -> Topology {
     )
 }
 
+/// `nodes` NDv4 hosts on a fat tree of 4 hosts per leaf, 200 Gbit/s ports, the leaves' uplinks
+/// `oversubscription`:1.
+fn ndv4_fat_tree(nodes: u32, oversubscription: f64) -> Topology {
+    let fat_tree = FabricKind::FatTree {
+        hosts_per_leaf: 4,
+        oversubscription,
+    };
+    hosts(
+        "tests/data/topologies/azure-ndv4-topo.xml",
+        nodes,
+        fat_tree,
+        25.0,
+    )
+}
+
 /// Two 8×A100 NDv4 hosts on one switch, 200 Gbit/s ports: two GPUs and two NICs under each
 /// PCIe switch.
 fn ndv4_pair() -> Topology {
@@ -409,16 +424,7 @@ fn past_the_engines_ranks_the_tuner_picks_from_the_routes() {
 fn the_aggregated_model_runs_a_hierarchical_call_around_its_rings() {
     use sim::price::EnginePricer;
     use sim::Mode;
-    let fat_tree = FabricKind::FatTree {
-        hosts_per_leaf: 4,
-        oversubscription: 1.0,
-    };
-    let t = hosts(
-        "tests/data/topologies/azure-ndv4-topo.xml",
-        8,
-        fat_tree,
-        25.0,
-    );
+    let t = ndv4_fat_tree(8, 1.0);
     let (p, cfg) = planned(&t);
     let coll = Collective::as_nccl_tests(CollectiveKind::AllReduce, 64, 0);
     let cache = sim::price::Schedules::default();
@@ -450,23 +456,14 @@ fn the_aggregated_model_runs_a_hierarchical_call_around_its_rings() {
 /// moves no faster than its share of the links the call's rings cross. On 64 NDv4 hosts of a fat
 /// tree whose leaves' uplinks are 8:1 oversubscribed (512 ranks), a 1 GiB all-reduce: the
 /// tuner's ring LL128 and Simple are within 10 % of the engine, and the planner picks a ring.
-/// With NCCL's latency table and the search's bandwidth (as past 256 ranks before), the tuner
-/// priced the trees, which cross leaves at every level, 72 % fast and picked tree LL128, which
+/// With NCCL's latency table and the search's bandwidth (the tuner's form past
+/// `plan::CHAIN_PATH_RANKS`), the tuner priced the trees, which cross leaves at every level, 72 % fast and picked tree LL128, which
 /// the engine runs 61 % slower than ring LL128; with the search's bandwidth for Simple alone,
 /// the ring Simple came out 30 % fast.
 #[test]
 fn on_an_oversubscribed_fat_tree_the_tuner_shares_the_uplinks() {
     use sim::price::EnginePricer;
-    let fat_tree = FabricKind::FatTree {
-        hosts_per_leaf: 4,
-        oversubscription: 8.0,
-    };
-    let t = hosts(
-        "tests/data/topologies/azure-ndv4-topo.xml",
-        64,
-        fat_tree,
-        25.0,
-    );
+    let t = ndv4_fat_tree(64, 8.0);
     let (p, cfg) = planned(&t);
     assert_eq!(p.nranks(), 512);
     let bytes = 1u64 << 30;
