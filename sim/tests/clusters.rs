@@ -267,7 +267,7 @@ fn table_clusters() -> Vec<(&'static str, u32, Topology, usize)> {
             4,
             "fat-tree",
             200.0,
-            68,
+            70,
         ),
         (
             "tests/data/topologies/aws-p5-48xl-topo-2023.xml",

@@ -3,7 +3,7 @@
 
 use super::chain_costs::{
     chain_fill, engine_path, hier_path, hier_rates, ll128_channel, ll_bus, ll_channel, messages,
-    ring_share, set_share, step_costs,
+    ring_share, ring_steps_us, set_share, step_costs,
 };
 use super::packed_fill::packed_fill;
 use super::packed_paths::packed_lat;
@@ -235,6 +235,22 @@ impl<'a> Cands<'a> {
                     let path = e
                         .paths
                         .ring_us(kind, self.root, nc, e.hop_us[i], e.step_us[i]);
+                    let algbw = bus / busf.max(1e-9);
+                    // LL128 calls of one-step messages: every message's step as the engine runs it.
+                    let steps = (p == Protocol::LL128)
+                        .then(|| ring_steps_us(m, c, kind, nc, bytes))
+                        .flatten();
+                    if let Some(total) = steps {
+                        self.push(
+                            Algorithm::Ring,
+                            p,
+                            nc,
+                            total - bytes as f64 / 1000.0 / algbw,
+                            algbw,
+                            rmp,
+                        );
+                        continue;
+                    }
                     let lat =
                         match engine_path(c, path) {
                             Some(x) => x,

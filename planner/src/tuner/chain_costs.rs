@@ -158,6 +158,51 @@ pub(super) fn step_costs(
     Some((msgs * per_msg).saturating_sub(k) as f64 * excess + copy)
 }
 
+/// A ring LL128 all-reduce, all-gather or reduce-scatter of one loop iteration, whose every
+/// message is one step, as the engine runs it: µs beyond the tuner's launch, every rank's messages in program order, each
+/// its step, its sender's network step and its transfer at the hop's rate (the channel's rate,
+/// ramped with the size on the ring pattern, within the hop's share of the links), handed on
+/// after the route's latency (`ChainPaths::ring_messages_us`). Where the hops differ in rate
+/// (the uplinks of an oversubscribed fat tree) a slow hop's transfer hides in the others'
+/// hand-offs, which a latency plus the bytes at the slowest hop's rate leaves out. `None` where
+/// the call loops, a message takes more than one step or the rings were not measured.
+pub(super) fn ring_steps_us(
+    m: &SystemModel,
+    c: &TunerParams,
+    kind: CollectiveKind,
+    nc: u32,
+    bytes: u64,
+) -> Option<f64> {
+    let (e, n, a, p) = (&m.calib.engine, m.nranks, Algorithm::Ring, Protocol::LL128);
+    let i = proto_idx(p);
+    if !nccl::ring_chunked(&a, kind) || e.step_bytes[i] == 0 {
+        return None;
+    }
+    let payload = nccl::chunk_bytes(&a, kind, p).min(bytes.div_ceil(blocks(&a, kind, n, nc)));
+    if payload
+        .div_ceil(e.step_bytes[i])
+        .max(e.min_steps[i].max(1) as u64)
+        != 1
+    {
+        return None;
+    }
+    let wire = e.wire_factor[i].max(1.0);
+    let rate = ll128_channel(e, f64::INFINITY, Some(bytes))? * wire;
+    let eff = link_eff(e);
+    // One loop iteration: a later iteration's first message waits for no predecessor.
+    let k = messages(&a, kind, p, n, nc, bytes);
+    if k != ring_sends(kind, n) {
+        return None;
+    }
+    // At the collective's efficiency, as the bandwidth term of every ring candidate.
+    let coll = c.coll_eff[coll_idx(kind)];
+    let transfer = |g: f64| payload as f64 * wire / 1000.0 / (rate.min(g * eff) * coll).max(1e-9);
+    let us = e
+        .paths
+        .ring_messages_us(nc, k as usize, e.hop_us[i], e.step_us[i], transfer)?;
+    engine_path(c, Some(us))
+}
+
 /// LL's bus bandwidth over a whole call as the engine runs it, GB/s: a connection's first
 /// `STEPS` messages land in empty slots at the channels' own rate `fast`; each later one waits
 /// for the receiver's flag-polling copy, which NCCL's `llMaxBws` bounds for the call's channels

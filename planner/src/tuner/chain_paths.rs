@@ -279,22 +279,49 @@ impl ChainPaths {
             CollectiveKind::AllReduce => 2 * (n - 1),
             _ => n - 1,
         };
-        let one = |r: &[RingHop]| {
-            let done = ring_steps_done(r, k, hop_us, step_us);
+        self.ring_messages_us(nc, k, hop_us, step_us, |_| 0.0)
+    }
+
+    /// A ring call of `k` messages per connection on the first `nc` rings, µs beyond its launch,
+    /// where every message is one step: a rank's message starts once its own previous one is
+    /// done and its predecessor's previous one landed (the route's latency and `hop_us`), and
+    /// costs `step_us`, the hop's `send_us` and `transfer(gbps)`, its transfer at the hop's rate
+    /// (GB/s of wire: its most loaded link's share, [`ChainPaths::hop_gbps`]); the last receive
+    /// is one step more. Where hops differ in rate, a slow hop's transfer hides in the others'
+    /// hand-offs while they are longer. `None` where the rings were not measured.
+    pub fn ring_messages_us(
+        &self,
+        nc: u32,
+        k: usize,
+        hop_us: f64,
+        step_us: f64,
+        transfer: impl Fn(f64) -> f64,
+    ) -> Option<f64> {
+        let rings = self.used(nc);
+        let gbps = self.hop_gbps(nc)?;
+        let one = |(r, g): (&Vec<RingHop>, &Vec<f64>)| {
+            let n = r.len();
+            let cost: Vec<f64> = r
+                .iter()
+                .zip(g)
+                .map(|(h, &g)| step_us + h.send_us + transfer(g))
+                .collect();
+            let hand_off: Vec<f64> = r.iter().map(|h| h.lat_us + hop_us).collect();
+            let done = ring_steps_done(&cost, &hand_off, k);
             (0..n)
                 .map(|i| {
                     let p = (i + n - 1) % n;
-                    done[i].max(done[p] + r[p].lat_us + hop_us) + step_us
+                    done[i].max(done[p] + hand_off[p]) + step_us
                 })
                 .fold(0.0, f64::max)
         };
-        Some(rings.iter().map(|r| one(r)).fold(0.0, f64::max))
+        Some(rings.iter().zip(&gbps).map(one).fold(0.0, f64::max))
     }
 }
 
-/// When each rank of ring `r` ends its `k`-th step, where a rank's step starts once its own
-/// previous step ended and its predecessor's previous step landed (a hop: the route's latency
-/// and `hop_us`), and costs `step_us` and the hop's `send_us`.
+/// When each rank of a ring ends its `k`-th step, where rank i's step starts once its own
+/// previous step ended and its predecessor's previous step landed (`hand_off[i − 1]` after it
+/// ended), and costs `cost[i]`.
 ///
 /// The recursion `done[i] = max(done[i], done[i − 1] + hop) + cost[i]`, k − 1 times, is a
 /// longest path: from some rank s, j ≤ k − 1 hops forward to i (each hop's latency and the
@@ -302,19 +329,19 @@ impl ChainPaths {
 /// For each distinct step cost v, the paths whose dearest rank costs at least v are a window
 /// of starts s ∈ [i − (k − 1), i − (distance back to a rank costing ≥ v)] that slides forward
 /// with i, so a monotone queue takes its best start in O(n + k) rather than O(n·k) per ring.
-fn ring_steps_done(r: &[RingHop], k: usize, hop_us: f64, step_us: f64) -> Vec<f64> {
-    let n = r.len();
+fn ring_steps_done(cost_of: &[f64], hand_off: &[f64], k: usize) -> Vec<f64> {
+    let n = cost_of.len();
     let span = k.saturating_sub(1);
     // Starts s, unwrapped: s = x − span for x in 0..span + n.
     let node = |x: usize| (x + n * span.div_ceil(n.max(1)) - span) % n;
-    let cost = |x: usize| step_us + r[node(x)].send_us;
+    let cost = |x: usize| cost_of[node(x)];
     // q[x]: the hops' latencies and the entered ranks' costs from the first start up to x.
     let mut q = vec![0.0f64; span + n];
     for x in 1..span + n {
         let p = node(x - 1);
-        q[x] = q[x - 1] + r[p].lat_us + hop_us + cost(x);
+        q[x] = q[x - 1] + hand_off[p] + cost(x);
     }
-    let mut costs: Vec<f64> = (0..n).map(|i| step_us + r[i].send_us).collect();
+    let mut costs: Vec<f64> = cost_of.to_vec();
     costs.sort_by(f64::total_cmp);
     costs.dedup();
     let mut done = vec![f64::NEG_INFINITY; n];
@@ -459,6 +486,26 @@ mod tests {
         assert_eq!(ChainPaths::default().step_excess(1, (0, 4.0), us), None);
     }
 
+    /// A ring whose one slow hop's transfer (4 µs) is shorter than the others' hand-offs and
+    /// transfers around the ring (3 µs latency each, 1 µs transfers) runs at the ring's mean:
+    /// (4 + 1 + 1 + 1) / 4 + 3 = 4.75 µs a step, not the slowest transfer after every hand-off
+    /// (7 µs).
+    #[test]
+    fn a_slow_hops_transfer_hides_in_the_others_hand_offs() {
+        let route = |a: u32, _b: u32| {
+            let cap = if a == 0 { 1.0 } else { 4.0 };
+            (3.0, vec![(a as usize, cap)], 0.0)
+        };
+        let p = ChainPaths::of(&[vec![0, 1, 2, 3]], &[], route);
+        let k = 400;
+        let us = p.ring_messages_us(1, k, 0.0, 0.0, |g| 4.0 / g).unwrap();
+        assert!(
+            (us / k as f64 - 4.75).abs() < 0.05,
+            "{} µs a step",
+            us / k as f64
+        );
+    }
+
     /// The monotone-queue longest path gives what the step-by-step recursion gives, on rings of
     /// random latencies and network steps, for every step count up to twice around the ring.
     #[test]
@@ -467,23 +514,20 @@ mod tests {
         let hop = (0.0f64..3.0, prop_oneof![Just(0.0), Just(2.5), 0.0f64..5.0]);
         let ring = proptest::collection::vec(hop, 1..12);
         proptest!(|(hops in ring, k in 0usize..26, hop_us in 0.0f64..2.0, step_us in 0.0f64..2.0)| {
-            let r: Vec<RingHop> = hops
-                .iter()
-                .enumerate()
-                .map(|(i, &(lat_us, send_us))| RingHop { rank: i as u32, lat_us, links: vec![], send_us })
-                .collect();
-            let n = r.len();
-            let cost = |i: usize| step_us + r[i].send_us;
+            let n = hops.len();
+            let costs: Vec<f64> = hops.iter().map(|h| step_us + h.1).collect();
+            let hand_off: Vec<f64> = hops.iter().map(|h| h.0 + hop_us).collect();
+            let cost = |i: usize| costs[i];
             let mut done: Vec<f64> = (0..n).map(cost).collect();
             for _ in 1..k {
                 done = (0..n)
                     .map(|i| {
                         let p = (i + n - 1) % n;
-                        done[i].max(done[p] + r[p].lat_us + hop_us) + cost(i)
+                        done[i].max(done[p] + hand_off[p]) + cost(i)
                     })
                     .collect();
             }
-            let fast = ring_steps_done(&r, k, hop_us, step_us);
+            let fast = ring_steps_done(&costs, &hand_off, k);
             for (a, b) in fast.iter().zip(&done) {
                 prop_assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{fast:?} vs {done:?}");
             }
