@@ -231,10 +231,6 @@ impl<'a> Cands<'a> {
                             None => bus,
                         },
                     };
-                    let (e, i) = (&c.engine, proto_idx(p));
-                    let path = e
-                        .paths
-                        .ring_us(kind, self.root, nc, e.hop_us[i], e.step_us[i]);
                     let algbw = bus / busf.max(1e-9);
                     // LL128 calls of one-step messages: every message's step as the engine runs it.
                     let steps = (p == Protocol::LL128)
@@ -251,19 +247,22 @@ impl<'a> Cands<'a> {
                         );
                         continue;
                     }
-                    let lat =
-                        match engine_path(c, path) {
-                            Some(x) => x,
-                            None => {
-                                let intra = hw_lat(r.intra, 1, p);
-                                let inter = hw_lat(Hw::Net, 1, p) + m.net_lat_us;
-                                BASE_LAT[1][proto_idx(p)]
-                                    + (nsteps - ninter) as f64 * intra
-                                    + ninter as f64 * inter
-                            }
-                        } + chain_fill(m, kind, self.root, p, bytes, r, nc, bus / busf.max(1e-9))
-                            + step_costs(m, kind, self.root, p, nc, bytes).unwrap_or(0.0);
-                    self.push(Algorithm::Ring, p, nc, lat, bus / busf.max(1e-9), rmp);
+                    let (e, i) = (&c.engine, proto_idx(p));
+                    let path = e
+                        .paths
+                        .ring_us(kind, self.root, nc, e.hop_us[i], e.step_us[i]);
+                    let lat = match engine_path(c, path) {
+                        Some(x) => x,
+                        None => {
+                            let intra = hw_lat(r.intra, 1, p);
+                            let inter = hw_lat(Hw::Net, 1, p) + m.net_lat_us;
+                            BASE_LAT[1][proto_idx(p)]
+                                + (nsteps - ninter) as f64 * intra
+                                + ninter as f64 * inter
+                        }
+                    } + chain_fill(m, kind, self.root, p, bytes, r, nc, algbw)
+                        + step_costs(m, kind, self.root, p, nc, bytes).unwrap_or(0.0);
+                    self.push(Algorithm::Ring, p, nc, lat, algbw, rmp);
                 }
             }
         }
