@@ -279,7 +279,7 @@ impl ChainPaths {
             CollectiveKind::AllReduce => 2 * (n - 1),
             _ => n - 1,
         };
-        self.ring_messages_us(nc, k, hop_us, step_us, |_| 0.0)
+        self.ring_chain_us(nc, k, hop_us, step_us, None)
     }
 
     /// A ring call of `k` messages per connection on the first `nc` rings, µs beyond its launch,
@@ -297,14 +297,33 @@ impl ChainPaths {
         step_us: f64,
         transfer: impl Fn(f64) -> f64,
     ) -> Option<f64> {
-        let rings = self.used(nc);
         let gbps = self.hop_gbps(nc)?;
-        let one = |(r, g): (&Vec<RingHop>, &Vec<f64>)| {
+        let transfers: Vec<Vec<f64>> = gbps
+            .iter()
+            .map(|r| r.iter().map(|&g| transfer(g)).collect())
+            .collect();
+        self.ring_chain_us(nc, k, hop_us, step_us, Some(&transfers))
+    }
+
+    /// [`ChainPaths::ring_messages_us`] with each ring's hops' transfers given (µs; `None`: no
+    /// transfers, so the links' shares are not computed).
+    fn ring_chain_us(
+        &self,
+        nc: u32,
+        k: usize,
+        hop_us: f64,
+        step_us: f64,
+        transfers: Option<&[Vec<f64>]>,
+    ) -> Option<f64> {
+        let rings = self.used(nc);
+        rings.first()?;
+        let one = |(j, r): (usize, &Vec<RingHop>)| {
             let n = r.len();
+            let transfer = |i: usize| transfers.map_or(0.0, |t| t[j][i]);
             let cost: Vec<f64> = r
                 .iter()
-                .zip(g)
-                .map(|(h, &g)| step_us + h.send_us + transfer(g))
+                .enumerate()
+                .map(|(i, h)| step_us + h.send_us + transfer(i))
                 .collect();
             let hand_off: Vec<f64> = r.iter().map(|h| h.lat_us + hop_us).collect();
             let done = ring_steps_done(&cost, &hand_off, k);
@@ -315,7 +334,7 @@ impl ChainPaths {
                 })
                 .fold(0.0, f64::max)
         };
-        Some(rings.iter().zip(&gbps).map(one).fold(0.0, f64::max))
+        Some(rings.iter().enumerate().map(one).fold(0.0, f64::max))
     }
 }
 
