@@ -51,6 +51,52 @@ pub(super) fn hier_rates(e: &EngineTerms, p: Protocol, nc: u32, ppn: u32) -> Opt
     Some((ncf * rate.min(share) / wire, (ncf * rate).min(rail) / wire))
 }
 
+/// A hierarchical all-reduce of one loop iteration as the engine runs it, µs beyond the tuner's
+/// launch: its host phases as [`hier_path`] prices them, with their bytes at the host chains'
+/// payload rate `intra_gbps`, and its rail phase message by message
+/// (`ChainPaths::ring_messages_us`). A rail message is one chunk (`schedule::build::hier`'s
+/// layout: the call's bytes over channels × local GPUs × hosts), one step, and each hop moves it
+/// at the channel's rate within its share of the rail's links (the rail's `nc` channels share
+/// them). On an oversubscribed fabric a slow uplink's transfer then hides in the other hops'
+/// hand-offs, which a latency plus the bytes at the slowest hop's rate leaves out. `None` where
+/// the call loops, a rail message takes more than one step or the rings were not measured.
+pub(super) fn hier_steps_us(
+    c: &TunerParams,
+    p: Protocol,
+    (nc, ppn, nnodes): (u32, u32, u32),
+    bytes: u64,
+    intra_gbps: f64,
+) -> Option<f64> {
+    let (e, i) = (&c.engine, proto_idx(p));
+    let (rate, wire) = (e.channel_gbps[i], e.wire_factor[i].max(1.0));
+    if rate <= 0.0 || e.step_bytes[i] == 0 || intra_gbps <= 0.0 || nnodes < 2 {
+        return None;
+    }
+    // The builder's geometry in 4-byte elements: one chunk per channel, local GPU and host, and
+    // a loop iteration of at most one protocol step per chunk.
+    let blocks = nc.max(1) as u64 * ppn.max(1) as u64 * nnodes as u64;
+    let count = bytes.div_ceil(4);
+    if count.div_ceil(blocks * crate::schedule::build::step_elems(p)) > 1 {
+        return None;
+    }
+    let chunk = count.div_ceil(blocks) * 4;
+    if chunk.div_ceil(e.step_bytes[i]) > 1 {
+        return None;
+    }
+    let (hop, step) = (e.hop_us[i], e.step_us[i]);
+    let [intra, rails] = &e.hier_paths;
+    let eff = link_eff(e);
+    let share = |g: f64| rate.min(g * eff / nc.max(1) as f64).max(1e-9);
+    let transfer = |g: f64| chunk as f64 * wire / 1000.0 / share(g);
+    let k = 2 * (nnodes as usize - 1);
+    let rail = rails.ring_messages_us(ppn, k, hop, step, transfer)?;
+    let host = |kind| intra.ring_us(kind, 0, nc, hop, step);
+    let phases = host(CollectiveKind::ReduceScatter)? + rail + host(CollectiveKind::AllGather)?;
+    let l = ppn.max(1) as f64;
+    let host_bytes = 2.0 * (l - 1.0) / l * bytes as f64 / 1000.0 / intra_gbps;
+    engine_path(c, Some(phases - 2.0 * step)).map(|x| x + host_bytes)
+}
+
 /// The payload rate of one LL channel of `nc` as the engine runs it, GB/s: the engine's LL
 /// channel rate within `link_gbps`, the channel's share of its links (`None` without the
 /// engine's terms: NCCL's form prices it then). `llMaxBws` bounds the call's channels together.

@@ -1,0 +1,292 @@
+//! The families that run along chains: rings, hierarchical rings, trees and packed trees.
+
+use super::Cands;
+use super::Vars;
+use crate::tuner::chain_costs::{
+    chain_fill, engine_path, hier_path, hier_rates, hier_steps_us, ll128_channel, ll_bus,
+    ll_channel, messages, ring_share, ring_steps_us, set_share, step_costs,
+};
+use crate::tuner::packed_fill::packed_fill;
+use crate::tuner::packed_paths::packed_lat;
+use crate::tuner::tree_pipeline;
+use crate::tuner::*;
+
+impl Cands<'_> {
+    /// Rings: every collective but all-to-all and send/recv.
+    pub(super) fn ring(&mut self) {
+        let Vars {
+            m,
+            kind,
+            bytes,
+            c,
+            busf,
+            ..
+        } = self.vars();
+        let Some(r) = &m.ring else { return };
+        if matches!(kind, CollectiveKind::AllToAll | CollectiveKind::SendRecv) {
+            return;
+        }
+        for p in Protocol::ALL {
+            let nc = channels_for(m, &Algorithm::Ring, r, p, bytes);
+            let (bus, rmp) = self.ring_bus(r, p, nc);
+            let algbw = bus / busf.max(1e-9);
+            // LL128 calls of one-step messages: every message's step as the engine runs it.
+            let steps = (p == Protocol::LL128)
+                .then(|| ring_steps_us(m, c, kind, nc, bytes))
+                .flatten();
+            let lat = match steps {
+                Some(total) => total - bytes as f64 / 1000.0 / algbw,
+                None => self.ring_lat(r, p, nc, algbw),
+            };
+            self.push(Algorithm::Ring, p, nc, lat, algbw, rmp);
+        }
+    }
+
+    /// A ring call's bus bandwidth on `nc` channels in protocol `p`, GB/s, and the size ramp
+    /// the bandwidth term still takes.
+    fn ring_bus(&self, r: &ChannelSet, p: Protocol, nc: u32) -> (f64, f64) {
+        let Vars {
+            kind,
+            bytes,
+            c,
+            n,
+            llmax,
+            cc,
+            ni,
+            ..
+        } = self.vars();
+        let eff = c.coll_eff[coll_idx(kind)];
+        let bus = nc as f64 * r.bw_gbps * eff;
+        // The size ramp is the ring pattern's (all-reduce, all-gather, reduce-scatter), where
+        // it was fitted; broadcast and reduce pipeline one-step chunks, as the engine runs them.
+        let ramped = nccl::ring_chunked(&Algorithm::Ring, kind);
+        let rmp = if ramped { ramp(c, p, bytes) } else { 1.0 };
+        let share = ring_share(&c.engine, r, nc);
+        match p {
+            Protocol::LL => match ll_channel(&c.engine, share) {
+                Some(x) => {
+                    let msgs = messages(&Algorithm::Ring, kind, p, n, nc, bytes);
+                    (ll_bus(nc as f64 * x * eff, llmax, msgs), rmp)
+                }
+                None => (llmax.min(bus * LL_BW_FACTOR), rmp),
+            },
+            Protocol::LL128 => match ll128_channel(&c.engine, share, ramped.then_some(bytes)) {
+                Some(x) => (nc as f64 * x * eff, 1.0),
+                None => (
+                    (bus * LL128_BW_FACTOR).min(nc as f64 * PER_CH_RING_LL128[cc][ni]),
+                    rmp,
+                ),
+            },
+            // A ring channel moves no faster than its share of the links it crosses where the
+            // planner measured them (an oversubscribed fabric's uplinks, shared by every ring
+            // that crosses them).
+            Protocol::Simple => match c.engine.paths.hop_gbps(nc) {
+                Some(_) => (bus.min(nc as f64 * share * eff), rmp),
+                None => (bus, rmp),
+            },
+        }
+    }
+
+    /// A ring call's latency on `nc` channels in protocol `p`, µs: its slowest path as the
+    /// engine runs it (NCCL's latency table where the paths were not measured), a rooted
+    /// chain's fill and the steps that cost more than their transfers.
+    fn ring_lat(&self, r: &ChannelSet, p: Protocol, nc: u32, algbw: f64) -> f64 {
+        let Vars {
+            m,
+            kind,
+            bytes,
+            c,
+            n,
+            nnodes,
+            ..
+        } = self.vars();
+        let (e, i) = (&c.engine, proto_idx(p));
+        let path = e
+            .paths
+            .ring_us(kind, self.root, nc, e.hop_us[i], e.step_us[i]);
+        let lat = engine_path(c, path).unwrap_or_else(|| {
+            let nsteps = match kind {
+                CollectiveKind::AllReduce => 2 * (n - 1),
+                _ => n - 1,
+            };
+            let ninter = match (nnodes, kind) {
+                (1, _) => 0,
+                (_, CollectiveKind::AllReduce) => 2 * (nnodes - 1),
+                _ => nnodes - 1,
+            };
+            let intra = hw_lat(r.intra, 1, p);
+            let inter = hw_lat(Hw::Net, 1, p) + m.net_lat_us;
+            BASE_LAT[1][proto_idx(p)] + (nsteps - ninter) as f64 * intra + ninter as f64 * inter
+        });
+        lat + chain_fill(m, kind, self.root, p, bytes, r, nc, algbw)
+            + step_costs(m, kind, self.root, p, nc, bytes).unwrap_or(0.0)
+    }
+
+    /// Hierarchical all-reduce across hosts.
+    pub(super) fn hierarchical(&mut self) {
+        let Vars {
+            m,
+            kind,
+            bytes,
+            c,
+            nnodes,
+            ppn,
+            llmax,
+            ..
+        } = self.vars();
+        // Hierarchical all-reduce: ring reduce-scatter in each host, ring all-reduce of each GPU's
+        // 1/L piece across hosts on its own rail, ring all-gather in each host; phases in sequence.
+        if let Some(r) = &m.ring {
+            if kind == CollectiveKind::AllReduce && nnodes > 1 && m.nic_gbps_per_gpu > 0.0 {
+                let (l, h) = (ppn as f64, nnodes as f64);
+                for p in Protocol::ALL {
+                    let nc = channels_for(m, &Algorithm::Hierarchical, r, p, bytes);
+                    let eff = match p {
+                        Protocol::LL => LL_BW_FACTOR,
+                        Protocol::LL128 => LL128_BW_FACTOR,
+                        Protocol::Simple => 1.0,
+                    };
+                    // NCCL's form where the engine's rates were not measured.
+                    let engine = hier_rates(&c.engine, p, nc, ppn);
+                    let (intra_bw, inter_bw) = engine.unwrap_or((
+                        nc as f64 * r.bw_gbps * eff,
+                        (nc as f64 * r.bw_gbps).min(m.nic_gbps_per_gpu) * eff,
+                    ));
+                    // Seconds per byte of S, as an algorithm bandwidth.
+                    let per_byte =
+                        2.0 * (l - 1.0) / l / intra_bw + 2.0 * (h - 1.0) / h / (l * inter_bw);
+                    let mut algbw = 1.0 / per_byte;
+                    if p == Protocol::LL && engine.is_none() {
+                        algbw = algbw.min(llmax);
+                    }
+                    // One loop iteration of one-step rail messages: as the engine runs them.
+                    let steps = engine.and_then(|(intra, _)| {
+                        hier_steps_us(c, p, (nc, ppn, nnodes), bytes, intra)
+                    });
+                    if let Some(total) = steps {
+                        let lat = total - bytes as f64 / 1000.0 / algbw;
+                        self.push(Algorithm::Hierarchical, p, nc, lat, algbw, 1.0);
+                        continue;
+                    }
+                    let lat =
+                        engine_path(c, hier_path(&c.engine, p, nc, ppn)).unwrap_or_else(|| {
+                            BASE_LAT[1][proto_idx(p)]
+                                + 2.0 * (l - 1.0) * hw_lat(r.intra, 1, p)
+                                + 2.0 * (h - 1.0) * (hw_lat(Hw::Net, 1, p) + m.net_lat_us)
+                        });
+                    self.push(
+                        Algorithm::Hierarchical,
+                        p,
+                        nc,
+                        lat,
+                        algbw,
+                        if engine.is_some() {
+                            1.0
+                        } else {
+                            ramp(c, p, bytes)
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    /// Trees: all-reduce.
+    pub(super) fn tree(&mut self) {
+        let Vars {
+            m,
+            kind,
+            bytes,
+            n,
+            c,
+            nnodes,
+            ppn,
+            llmax,
+            cc,
+            ni,
+            ..
+        } = self.vars();
+        // Tree: all-reduce (reduce up, broadcast down; each link carries the data once each way).
+        if let Some(t) = &m.tree {
+            if kind == CollectiveKind::AllReduce {
+                for p in Protocol::ALL {
+                    let nc = channels_for(m, &Algorithm::Tree, t, p, bytes);
+                    // The trees measured: pipelined as the engine runs them. Otherwise (past
+                    // `plan::CHAIN_PATH_RANKS`, or without the engine's terms) NCCL's form.
+                    if let Some((lat, bw)) = tree_pipeline::priced(c, p, nc, bytes, llmax) {
+                        self.push(Algorithm::Tree, p, nc, lat, bw, 1.0);
+                        continue;
+                    }
+                    // One host: a chain carries the data once each way per link. Across hosts a
+                    // double binary tree's interior host forwards to two children and a parent, so
+                    // its NICs carry twice the data (`src/graph/trees.cc`, `ncclGetDtree`).
+                    let fanout = if nnodes > 1 { 0.5 } else { 1.0 };
+                    let mut bw = nc as f64 * t.bw_gbps * LL128_BW_FACTOR * fanout;
+                    bw = bw.min(nc as f64 * PER_CH_TREE[cc][ni]);
+                    bw = match p {
+                        Protocol::LL => match ll_channel(&c.engine, set_share(t, nc)) {
+                            Some(x) => ll_bus(
+                                nc as f64 * x * fanout,
+                                llmax,
+                                messages(&Algorithm::Tree, kind, p, n, nc, bytes),
+                            ),
+                            None => llmax.min(bw / TREE_LL_DIVISOR),
+                        },
+                        Protocol::LL128 => match ll128_channel(&c.engine, set_share(t, nc), None) {
+                            Some(x) => nc as f64 * x * fanout,
+                            None => (bw
+                                * if nnodes == 1 {
+                                    TREE_LL128_INTRA
+                                } else {
+                                    TREE_LL128_INTER
+                                })
+                            .min(nc as f64 * PER_CH_TREE_LL128[cc][ni]),
+                        },
+                        Protocol::Simple => bw,
+                    };
+                    let intra = hw_lat(t.intra, 0, p);
+                    let inter = hw_lat(Hw::Net, 0, p) + m.net_lat_us;
+                    let lat = BASE_LAT[0][proto_idx(p)]
+                        + 2.0 * ((ppn - 1) as f64 * intra + log2i(nnodes) as f64 * inter);
+                    // Trees run one-step chunks: no ring ramp (as the engine).
+                    self.push(Algorithm::Tree, p, nc, lat, bw, 1.0);
+                }
+            }
+        }
+    }
+
+    /// Packed trees: the busbw their link loads allow, with the protocols' efficiencies as for
+    /// rings; the latency is the trees' slowest path as the engine runs it ([`packed_lat`]).
+    pub(super) fn packed(&mut self) {
+        let Vars {
+            m,
+            kind,
+            bytes,
+            c,
+            busf,
+            llmax,
+            ..
+        } = self.vars();
+        let Some(pk) = &m.packed else {
+            return;
+        };
+        let bus = match kind {
+            CollectiveKind::AllGather => pk.ag_busbw_gbps,
+            CollectiveKind::ReduceScatter => pk.rs_busbw_gbps,
+            CollectiveKind::AllReduce => pk.ar_busbw_gbps,
+            _ => 0.0,
+        };
+        for p in Protocol::ALL {
+            let b = bus * c.coll_eff[coll_idx(kind)];
+            let b = match p {
+                Protocol::LL => llmax.min(b * 0.5),
+                Protocol::LL128 => b * 0.92,
+                Protocol::Simple => b,
+            };
+            let (algbw, rmp) = (b / busf.max(1e-9), ramp(c, p, bytes));
+            let lat = packed_lat(pk, &c.engine, c.launch_us, kind, p)
+                + packed_fill(pk, &c.engine, kind, p, bytes, algbw * rmp);
+            self.push(Algorithm::Packed, p, pk.trees, lat, algbw, rmp);
+        }
+    }
+}

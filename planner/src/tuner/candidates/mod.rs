@@ -1,0 +1,162 @@
+//! The tuner's candidates, one family at a time: rings, hierarchical rings, trees, direct
+//! patterns on an all-NVLink host, and point-to-point elsewhere: the families that run along
+//! chains (rings, hierarchical rings, trees, packed trees) in `chains`, the others in `direct`.
+
+mod chains;
+mod direct;
+
+use super::*;
+use direct::exec_msg_us;
+
+/// What every family reads.
+struct Vars<'a> {
+    m: &'a SystemModel,
+    kind: CollectiveKind,
+    bytes: u64,
+    c: &'a TunerParams,
+    n: u32,
+    b: f64,
+    nnodes: u32,
+    ppn: u32,
+    busf: f64,
+    llmax: f64,
+    cc: usize,
+    ni: usize,
+}
+
+/// Candidates being collected for one collective and size.
+pub(super) struct Cands<'a> {
+    m: &'a SystemModel,
+    kind: CollectiveKind,
+    /// Broadcast's and reduce's root.
+    root: u32,
+    bytes: u64,
+    f: &'a Filter,
+    pub(super) out: Vec<Estimate>,
+}
+
+impl<'a> Cands<'a> {
+    pub(super) fn new(
+        m: &'a SystemModel,
+        kind: CollectiveKind,
+        root: u32,
+        bytes: u64,
+        f: &'a Filter,
+    ) -> Self {
+        Cands {
+            m,
+            kind,
+            root,
+            bytes,
+            f,
+            out: Vec::new(),
+        }
+    }
+
+    fn vars(&self) -> Vars<'a> {
+        let m = self.m;
+        let n = m.nranks.max(1);
+        let nnodes = m.nnodes.max(1);
+        Vars {
+            m,
+            kind: self.kind,
+            bytes: self.bytes,
+            c: &m.calib,
+            n,
+            b: self.bytes as f64,
+            nnodes,
+            ppn: n.div_ceil(nnodes),
+            busf: self.kind.busbw_factor(n),
+            llmax: ll_max_bw(m.sm, nnodes),
+            cc: cc_idx(m.sm),
+            ni: nodes_idx(nnodes),
+        }
+    }
+
+    /// Adds a candidate the filter allows: launch, latency, then the bytes at `algbw × ramp`.
+    fn push(
+        &mut self,
+        algorithm: Algorithm,
+        protocol: Protocol,
+        channels: u32,
+        lat: f64,
+        algbw: f64,
+        ramp: f64,
+    ) {
+        let c = &self.m.calib;
+        if algbw > 0.0 && self.f.allows(&algorithm, protocol) {
+            self.out.push(Estimate {
+                time_us: c.launch_us + lat + self.bytes as f64 / 1000.0 / (algbw * ramp),
+                lat_us: c.launch_us + lat,
+                algorithm,
+                protocol,
+                channels,
+                peak_algbw_gbps: algbw,
+            });
+        }
+    }
+
+    /// Adds a candidate of topoplan's executor. The fitted two-GPU form (`lat`, `algbw`,
+    /// `ramp`) prices one message to one peer; a rank's further messages go out one after
+    /// another on its channel (program order), each at the executor's grid rate for its size
+    /// (`exec_msg_us`, the engine's terms), except a one-shot reduce's, which come from
+    /// different senders at once and share the root's links.
+    fn push_exec(
+        &mut self,
+        algorithm: Algorithm,
+        protocol: Protocol,
+        lat: f64,
+        algbw: f64,
+        ramp: f64,
+        link_gbps: f64,
+    ) {
+        let (n, b) = (self.m.nranks.max(1) as u64, self.bytes);
+        let (msgs, m) = match (&algorithm, self.kind) {
+            (Algorithm::TwoShot, _) => (2 * (n - 1), b / n),
+            (_, CollectiveKind::SendRecv) => (1, b),
+            (_, CollectiveKind::AllReduce | CollectiveKind::Broadcast) => (n - 1, b),
+            (_, CollectiveKind::Reduce) => (n - 1, b),
+            _ => (n - 1, b / n),
+        };
+        let e = &self.m.calib.engine;
+        // The generic executor (all-to-all, send/recv) has no fitted two-GPU form: every
+        // message is priced by the grid.
+        let generic = algorithm == Algorithm::Direct && e.cta_gbps > 0.0;
+        if (msgs <= 1 && !generic) || algbw <= 0.0 {
+            return self.push(algorithm, protocol, 1, lat, algbw, ramp);
+        }
+        let next = if self.kind == CollectiveKind::Reduce && algorithm == Algorithm::OneShot {
+            let wire = match protocol {
+                Protocol::LL if e.ll_wire > 0.0 => e.ll_wire,
+                _ => 1.0,
+            };
+            m as f64 * wire / 1000.0 / link_gbps.max(1e-9)
+        } else {
+            exec_msg_us(e, protocol, m, link_gbps)
+        };
+        let first = if generic {
+            next
+        } else {
+            b as f64 / 1000.0 / (algbw * ramp) / msgs as f64
+        };
+        let transfer = first + (msgs - 1) as f64 * next;
+        self.push(
+            algorithm,
+            protocol,
+            1,
+            lat,
+            b as f64 / 1000.0 / transfer.max(1e-12),
+            1.0,
+        );
+    }
+
+    /// Every family in turn.
+    pub(super) fn all(&mut self) {
+        self.ring();
+        self.hierarchical();
+        self.tree();
+        self.packed();
+        self.direct();
+        self.p2p();
+    }
+}
