@@ -241,9 +241,44 @@ fn a_rooted_chain_fills_as_the_engine_runs_it() {
     }
 }
 
-/// The clusters of `docs/fidelity.md`'s table, built as `topoplan topo scale` builds them, with
-/// the rows the table says agree within 10 % (of 70 picks; of 30 tree candidates).
-fn table_clusters() -> Vec<(&'static str, u32, Topology, usize)> {
+/// Past its slots an LL connection's messages are paced, and the first paced message crosses
+/// the chain paced from the root's sends on, the later ones following at the dearest hop
+/// (`tuner::rooted_chain`). On two H800 hosts the network hop halfway down each chain is the
+/// slowest step; with only the hops after it paced, the tuner priced 8 MiB broadcast and reduce
+/// 17 % fast, 16 MiB 11 %. On 16 NDv4 hosts (128 ranks, chains of 127 hops) it priced a 16 MiB
+/// LL broadcast 68 % fast.
+#[test]
+fn an_ll_chain_past_its_slots_is_paced_from_the_root() {
+    use sim::price::EnginePricer;
+    let t = h800_rail_pair();
+    for kind in [CollectiveKind::Broadcast, CollectiveKind::Reduce] {
+        for bytes in [8u64 << 20, 16 << 20] {
+            let r = row(&t, kind, bytes);
+            assert_eq!(r.protocol, Protocol::LL);
+            assert_agrees(&r, 0.05);
+        }
+    }
+    let t = ndv4_fat_tree(16, 1.0);
+    let (p, cfg) = planned(&t);
+    let (coll, bytes) = (
+        Collective::as_nccl_tests(CollectiveKind::Broadcast, 128, 0),
+        16 << 20,
+    );
+    let cache = sim::price::Schedules::default();
+    let pricer = EnginePricer::with_cache(&t, &p, &cfg, &cache);
+    let f = Filter::only(Algorithm::Ring, Protocol::LL);
+    let c = &p.candidates_filtered(&coll, bytes, &f)[0];
+    let s = pricer.schedule(&coll, c, None).unwrap();
+    let e = pricer.run(&s, bytes).unwrap().time_us;
+    assert!(
+        (c.time_us / e - 1.0).abs() <= 0.05,
+        "128 ranks: tuner {:.0} µs, engine {e:.0}",
+        c.time_us
+    );
+}
+
+/// The clusters of `docs/fidelity.md`'s table, built as `topoplan topo scale` builds them.
+fn table_clusters() -> Vec<(&'static str, u32, Topology)> {
     use planner::topology::doc::ClusterDoc;
     use planner::topology::{scale_doc, topology_of};
     let cases = [
@@ -252,33 +287,29 @@ fn table_clusters() -> Vec<(&'static str, u32, Topology, usize)> {
             2,
             "switch",
             100.0,
-            70,
         ),
-        ("examples/h200x2-topo.json", 4, "switch", 400.0, 70),
+        ("examples/h200x2-topo.json", 4, "switch", 400.0),
         (
             "tests/data/topologies/github-yccl-8xh800-nvswitch-topo.xml",
             2,
             "rail",
             400.0,
-            68,
         ),
         (
             "tests/data/topologies/azure-ndv4-topo.xml",
             4,
             "fat-tree",
             200.0,
-            70,
         ),
         (
             "tests/data/topologies/aws-p5-48xl-topo-2023.xml",
             2,
             "rail",
             400.0,
-            70,
         ),
     ];
     let mut out = Vec::new();
-    for (file, nodes, fabric, nic_gbps, agreeing) in cases {
+    for (file, nodes, fabric, nic_gbps) in cases {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("..")
             .join(file);
@@ -293,30 +324,32 @@ fn table_clusters() -> Vec<(&'static str, u32, Topology, usize)> {
         };
         let mut doc = scale_doc(&node.doc, cluster).unwrap();
         let t = topology_of(&mut doc, file, &Default::default(), &mut Vec::new()).unwrap();
-        out.push((file, nodes, t, agreeing));
+        out.push((file, nodes, t));
     }
     out
 }
 
 /// On the table's clusters the planner's pick is the engine's fastest candidate on every row,
-/// and the tuner agrees with the engine within 10 % on at least as many rows (of 70: seven
-/// collectives, 8 B to 1 GiB) as the table says.
+/// and the tuner agrees with the engine within 10 % on every row (70: seven collectives, 8 B to
+/// 1 GiB).
 #[test]
 fn the_clusters_in_the_fidelity_table_agree_on_the_rows_it_says() {
     let sizes: Vec<u64> = (0..10).map(|i| 8u64 << (3 * i)).collect();
-    for (file, nodes, t, agreeing) in table_clusters() {
+    for (file, nodes, t) in table_clusters() {
         let (p, cfg) = planned(&t);
         let rows = sim::price::agreement(&t, &p, &cfg, &sizes);
         assert_eq!(rows.len(), 70, "{file}");
-        let within = rows
-            .iter()
-            .filter(|r| r.tuner_error().abs() <= 0.10)
-            .count();
-        assert!(
-            within >= agreeing,
-            "{file} ×{nodes}: {within} rows within 10 %, the table says {agreeing}"
-        );
         for r in &rows {
+            assert!(
+                r.tuner_error().abs() <= 0.10,
+                "{file} ×{nodes}: {} {} B {} {}: tuner {:.1} µs, engine {:.1} µs",
+                r.kind.name(),
+                r.bytes,
+                r.algorithm,
+                r.protocol.name(),
+                r.tuner_us,
+                r.picked_us
+            );
             assert!(
                 r.regret() < 1e-9,
                 "{file} ×{nodes}: {} {} B picks {} at {:.1} % regret",
@@ -337,7 +370,7 @@ fn the_clusters_in_the_fidelity_table_agree_on_the_rows_it_says() {
 #[test]
 fn tree_candidates_on_the_table_clusters_agree_with_the_engine() {
     let sizes: Vec<u64> = (0..10).map(|i| 8u64 << (3 * i)).collect();
-    for (file, nodes, t, _) in table_clusters() {
+    for (file, nodes, t) in table_clusters() {
         let (p, cfg) = planned(&t);
         let rows = sim::price::candidate_rows(&t, &p, &cfg, "tree", &sizes);
         assert_eq!(rows.len(), 30, "{file}");

@@ -2,6 +2,7 @@
 //! candidates: the latency of its slowest path, an LL channel's rate within its links, a rooted
 //! chain's pipeline fill and the broadcast root's copy.
 
+use super::rooted_chain::MessageCosts;
 use super::*;
 
 /// A small ring or tree call's latency beyond the tuner's launch as the engine runs it: the
@@ -249,6 +250,54 @@ pub(super) fn ring_steps_us(
     engine_path(c, Some(us))
 }
 
+/// An LL broadcast or reduce whose connections carry more messages than their slots, as the
+/// engine runs it: µs beyond the tuner's launch, every message of the chain in program order
+/// (`ChainPaths::rooted_messages_us`), a step each, the first `STEPS` at the channel's rate
+/// within the hop's share of the links and the later ones at `llMaxBws`'s share for the call's
+/// channels; the broadcast root copies each message to its output first. `None` within the
+/// slots, for other calls, or where the rings were not measured.
+pub(super) fn rooted_steps_us(
+    m: &SystemModel,
+    c: &TunerParams,
+    (kind, root): (CollectiveKind, u32),
+    p: Protocol,
+    nc: u32,
+    bytes: u64,
+) -> Option<f64> {
+    let (e, n, a) = (&m.calib.engine, m.nranks, Algorithm::Ring);
+    let i = proto_idx(p);
+    let rooted = matches!(kind, CollectiveKind::Broadcast | CollectiveKind::Reduce);
+    let msgs = messages(&a, kind, p, n, nc, bytes);
+    if !rooted || p != Protocol::LL || msgs <= nccl::STEPS as u64 || e.channel_gbps[i] <= 0.0 {
+        return None;
+    }
+    let wire = e.wire_factor[i].max(1.0);
+    let chunk = (nccl::chunk_bytes(&a, kind, p) as f64).min(bytes as f64 / nc.max(1) as f64);
+    let eff = link_eff(e);
+    let at = |cap: f64| move |g: f64| chunk * wire / 1000.0 / cap.min(g * eff).max(1e-9);
+    let copy = match kind {
+        CollectiveKind::Broadcast if e.local_channel_gbps > 0.0 => {
+            chunk / 1000.0 / e.local_channel_gbps + e.step_us[i]
+        }
+        _ => 0.0,
+    };
+    let costs = MessageCosts {
+        hop_us: e.hop_us[i],
+        step_us: e.step_us[i],
+        root_us: copy,
+    };
+    let paced = ll_paced_gbps(m, nc) * wire;
+    let us = e.paths.rooted_messages_us(
+        (kind, root),
+        nc,
+        (msgs, nccl::STEPS),
+        costs,
+        at(e.channel_gbps[i]),
+        at(paced),
+    )?;
+    engine_path(c, Some(us))
+}
+
 /// LL's bus bandwidth over a whole call as the engine runs it, GB/s: a connection's first
 /// `STEPS` messages land in empty slots at the channels' own rate `fast`; each later one waits
 /// for the receiver's flag-polling copy, which NCCL's `llMaxBws` bounds for the call's channels
@@ -310,8 +359,8 @@ pub(super) fn link_eff(e: &EngineTerms) -> f64 {
 /// hop, which the engine runs as flows sharing the links (`ChainPaths::fill`), less one chunk at
 /// the call's rate per channel (`algbw / nc`: the bandwidth term pays it for every chunk). A
 /// chunk is NCCL's, or the channel's whole share when smaller, at the engine's per-protocol
-/// channel rate (LL's first chunks land in empty slots, unpaced; past its slots, its last chunk
-/// crosses the hops after the slowest step at `llMaxBws`'s share). Without the paths, n − 2 hops
+/// channel rate (LL's first chunks land in empty slots, unpaced; past its slots the call is
+/// priced message by message, [`rooted_steps_us`]). Without the paths, n − 2 hops
 /// at the ring's share. NCCL's tuner leaves the fill out; on 8 GPUs it is a third of a 128 MiB
 /// call. All-reduce, all-gather and reduce-scatter keep every hop busy from the first step.
 #[allow(clippy::too_many_arguments)]
@@ -345,19 +394,8 @@ pub(super) fn chain_fill(
     let wave = e
         .paths
         .fill(kind, root, nc, chunk * wire / 1000.0, rate, extra);
-    // LL past its slots: the last chunk crosses the hops after the slowest step paced.
-    let msgs = messages(&Algorithm::Ring, kind, p, n, nc, bytes);
-    let drain = if p == Protocol::LL && msgs > nccl::STEPS as u64 {
-        let paced = ll_paced_gbps(m, nc);
-        let fast = rate / wire;
-        let at = |g: f64| chunk * wire / 1000.0 / (paced * wire).min(g * link_eff(e));
-        let hops = e.paths.hops_after_slowest(kind, root, nc, at).unwrap_or(0);
-        hops as f64 * (chunk / 1000.0 / paced - chunk / 1000.0 / fast).max(0.0)
-    } else {
-        0.0
-    };
     match wave {
-        Some(w) if algbw > 0.0 => (w - chunk / 1000.0 / (algbw / ncf)).max(0.0) + drain,
+        Some(w) if algbw > 0.0 => (w - chunk / 1000.0 / (algbw / ncf)).max(0.0),
         _ => {
             let us = |link: f64| chunk / 1000.0 / (rate.min(link) / wire).max(1e-9);
             (n - 2) as f64 * us(set_share(r, nc))

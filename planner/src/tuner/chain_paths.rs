@@ -82,7 +82,7 @@ impl ChainPaths {
     }
 
     /// The first `nc` rings (those a call of `nc` channels runs).
-    fn used(&self, nc: u32) -> &[Vec<RingHop>] {
+    pub(super) fn used(&self, nc: u32) -> &[Vec<RingHop>] {
         &self.rings[..(nc.max(1) as usize).min(self.rings.len())]
     }
 
@@ -136,7 +136,7 @@ impl ChainPaths {
 
     /// The hops (ring, first position) of a ring call of `kind`'s chain: broadcast's starts at
     /// the root, reduce's after it (it ends there).
-    fn chain_start(&self, r: &[RingHop], kind: CollectiveKind, root: u32) -> usize {
+    pub(super) fn chain_start(&self, r: &[RingHop], kind: CollectiveKind, root: u32) -> usize {
         let at = r.iter().position(|h| h.rank == root).unwrap_or(0);
         match kind {
             CollectiveKind::Reduce => at + 1,
@@ -193,35 +193,6 @@ impl ChainPaths {
         }
         let wave = |v: f64| dag_time(&flows, &caps, flow_cap, v, extra);
         Some(wave(volume) - wave(0.0))
-    }
-
-    /// The most hops a rooted chain (broadcast from `root`, reduce to it) on the first `nc`
-    /// rings crosses after its slowest step, where `us(gbps)` is a step's transfer at a hop's
-    /// rate and a sender crossing hosts pays its network step before it (of equal steps, the
-    /// last): the hops its last chunk still crosses once the slowest step sent it. `None` where
-    /// the rings were not measured.
-    pub fn hops_after_slowest(
-        &self,
-        kind: CollectiveKind,
-        root: u32,
-        nc: u32,
-        us: impl Fn(f64) -> f64,
-    ) -> Option<usize> {
-        let rings = self.used(nc);
-        let n = rings.first()?.len();
-        let gbps = self.hop_gbps(nc)?;
-        let mut most = 0;
-        for (r, g) in rings.iter().zip(&gbps) {
-            let start = self.chain_start(r, kind, root);
-            let step = |k: usize| {
-                let i = (start + k) % n;
-                us(g[i]) + r[i].send_us
-            };
-            let hops = n.saturating_sub(1);
-            let slowest = (0..hops).fold(0, |b, k| if step(k) >= step(b) { k } else { b });
-            most = most.max(hops - 1 - slowest);
-        }
-        Some(most)
     }
 
     /// The slowest chain of a ring call of `kind` on the first `nc` rings (`root`: broadcast's

@@ -17,6 +17,7 @@ pub mod nccl;
 mod packed_fill;
 mod packed_paths;
 pub mod profile;
+mod rooted_chain;
 mod tree_pipeline;
 
 pub use calib::*;

@@ -4,7 +4,7 @@ use super::Cands;
 use super::Vars;
 use crate::tuner::chain_costs::{
     chain_fill, engine_path, hier_path, hier_rates, hier_steps_us, ll128_channel, ll_bus,
-    ll_channel, messages, ring_share, ring_steps_us, set_share, step_costs,
+    ll_channel, messages, ring_share, ring_steps_us, rooted_steps_us, set_share, step_costs,
 };
 use crate::tuner::packed_fill::packed_fill;
 use crate::tuner::packed_paths::packed_lat;
@@ -31,9 +31,10 @@ impl Cands<'_> {
             let (bus, rmp) = self.ring_bus(r, p, nc);
             let algbw = bus / busf.max(1e-9);
             // LL128 calls of one-step messages: every message's step as the engine runs it.
-            let steps = (p == Protocol::LL128)
-                .then(|| ring_steps_us(m, c, kind, nc, bytes))
-                .flatten();
+            let steps = match p {
+                Protocol::LL128 => ring_steps_us(m, c, kind, nc, bytes),
+                _ => rooted_steps_us(m, c, (kind, self.root), p, nc, bytes),
+            };
             let lat = match steps {
                 Some(total) => total - bytes as f64 / 1000.0 / algbw,
                 None => self.ring_lat(r, p, nc, algbw),
