@@ -150,6 +150,41 @@ fn point_to_point_across_hosts_agrees_with_the_engine() {
     }
 }
 
+/// Past the engine's 64 ranks the tuner alone prices point-to-point, from the communicator's
+/// messages: send/recv's n at any size of communicator, all-to-all's n(n − 1) up to
+/// `plan::p2p::EXACT_ALL_TO_ALL_RANKS`. On 16 NDv4 hosts (128 ranks) a small all-to-all is its
+/// ranks' 120 network steps one after another, and send/recv one message a rank; on 64 hosts
+/// (512 ranks) send/recv too. With NCCL's network latency and the first host's links alone, the
+/// tuner priced the small all-to-all 90 % fast and send/recv 63–76 % slow.
+#[test]
+fn point_to_point_past_the_engines_ranks_is_priced_from_the_messages() {
+    use sim::price::EnginePricer;
+    let cases = [
+        (16, CollectiveKind::AllToAll, 32u64 << 10),
+        (16, CollectiveKind::SendRecv, 32 << 10),
+        (16, CollectiveKind::SendRecv, 128 << 20),
+        (64, CollectiveKind::SendRecv, 32 << 10),
+        (64, CollectiveKind::SendRecv, 128 << 20),
+    ];
+    for (nodes, kind, bytes) in cases {
+        let t = ndv4_fat_tree(nodes, 1.0);
+        let (p, cfg) = planned(&t);
+        let coll = Collective::as_nccl_tests(kind, nodes * 8, 0);
+        let cache = sim::price::Schedules::default();
+        let pricer = EnginePricer::with_cache(&t, &p, &cfg, &cache);
+        let c = &p.candidates_filtered(&coll, bytes, &Filter::default())[0];
+        let s = pricer.schedule(&coll, c, None).unwrap();
+        let e = pricer.run(&s, bytes).unwrap().time_us;
+        assert!(
+            (c.time_us / e - 1.0).abs() <= 0.05,
+            "{} ranks, {} {bytes} B: tuner {:.1} µs, engine {e:.1}",
+            nodes * 8,
+            kind.name(),
+            c.time_us
+        );
+    }
+}
+
 /// A small ring call across hosts costs what its slowest chain of hops costs in the engine: the
 /// tuner reads the rings' routes across hosts too (up to 64 ranks), each network hop with its
 /// step (`sim.net_step_us`). With NCCL's network latency in their place an 8 B broadcast came

@@ -10,14 +10,15 @@ use crate::topology::{PathType, Topology};
 use crate::tuner::{self, P2pTerms};
 use std::collections::HashMap;
 
-/// Most ranks whose every message is routed (an all-to-all has n(n − 1)); beyond it the
-/// all-to-all is measured on the first host's messages ([`all_to_all_bw`]) and send/recv keeps
-/// the tuner's closed form.
-pub(super) const EXACT_P2P_RANKS: u32 = 64;
+/// Most ranks whose every all-to-all message is routed (it has n(n − 1): at 256 ranks planning
+/// takes about a second); beyond it the all-to-all is measured on the first host's messages
+/// ([`all_to_all_bw`]). Send/recv's n messages are routed at every size of communicator.
+pub(super) const EXACT_ALL_TO_ALL_RANKS: u32 = 256;
 
-/// The whole communicator's messages for `kind` (all-to-all or send/recv) on `t`, `None` past
-/// [`EXACT_P2P_RANKS`], for another collective or where a message has no route. `flow_cap`
-/// bounds one flow (the executor's rate), `net_step_us` is the engine's cost of a network step.
+/// The whole communicator's messages for `kind` (all-to-all or send/recv) on `t`, `None` for an
+/// all-to-all past [`EXACT_ALL_TO_ALL_RANKS`], for another collective or where a message has no
+/// route. `flow_cap` bounds one flow (the executor's rate), `net_step_us` is the engine's cost
+/// of a network step.
 pub(super) fn measure(
     t: &Topology,
     kind: CollectiveKind,
@@ -25,14 +26,14 @@ pub(super) fn measure(
     net_step_us: f64,
 ) -> Option<P2pTerms> {
     let n = t.n_ranks() as u32;
-    if !(2..=EXACT_P2P_RANKS).contains(&n) {
-        return None;
-    }
     let peers = match kind {
-        CollectiveKind::AllToAll => n as usize - 1,
+        CollectiveKind::AllToAll if n <= EXACT_ALL_TO_ALL_RANKS => n as usize - 1,
         CollectiveKind::SendRecv => 1,
         _ => return None,
     };
+    if n < 2 {
+        return None;
+    }
     let ranks: Vec<u32> = (0..n).collect();
     let m = Messages::of(t, &ranks, peers, net_step_us);
     if m.unrouted {
@@ -58,7 +59,7 @@ pub(super) fn measure(
 
 /// Per-rank rate of an all-to-all on a host without all-peer NVLink (GB/s), and the slowest
 /// GPU-to-GPU path's latency on the host (µs), from the first host's messages alone (the
-/// planner's form past [`EXACT_P2P_RANKS`] and the latency term on one host). Each GPU sends to
+/// planner's form past [`EXACT_ALL_TO_ALL_RANKS`] and the latency term on one host). Each GPU sends to
 /// its peers one after another, the k-th message to the rank k places on (the direct builder's
 /// order), over `gpu_path`s that share links (a PCIe switch's uplink, the link into a GPU, the
 /// inter-socket link), as the engine runs them: no GPU waits for the others' k-th message

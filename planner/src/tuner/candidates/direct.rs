@@ -132,6 +132,7 @@ impl Cands<'_> {
             c,
             n,
             nnodes,
+            ppn,
             ..
         } = self.vars();
         if m.all_peers_nvlink_gbps.is_none()
@@ -167,12 +168,20 @@ impl Cands<'_> {
                 }
             }
             // Measured over the communicator's paths where the planner did (the network's
-            // steps and its landing included), else the slowest path and NCCL's network hop.
+            // steps and its landing included), else the slowest path, NCCL's network hop and
+            // the network's step a rank pays after each message to a peer off its host, one
+            // after another (an all-to-all past the ranks whose messages the planner routes).
+            let remote = match kind {
+                CollectiveKind::AllToAll => n.saturating_sub(ppn.max(1)),
+                _ => 0,
+            };
             let (link, net, route_lat) = match &m.p2p {
                 Some(p) => (p.gbps, 0.0, p.lat_us),
                 None if nnodes > 1 => (
                     m.direct_gbps,
-                    hw_lat(Hw::Net, 1, Protocol::Simple) + m.net_lat_us,
+                    hw_lat(Hw::Net, 1, Protocol::Simple)
+                        + m.net_lat_us
+                        + remote as f64 * c.engine.net_step_us,
                     c.engine.route_lat_us,
                 ),
                 None => (m.direct_gbps, 0.0, c.engine.route_lat_us),
