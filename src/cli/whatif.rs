@@ -300,15 +300,7 @@ pub fn run(a: Args) -> CliResult {
     check_baseline_and_fabric(&a, &changes)?;
 
     // Phase 1: topologies and planners, one per scenario.
-    let plan_one = |c: &Change| -> Result<(Topology, Planner), String> {
-        let t = build(&a, c)?;
-        let t = super::common::communicator(t, a.gpus.as_deref()).map_err(|e| e.to_string())?;
-        // A scenario past the limit is that scenario's error, in its row.
-        super::common::check_ranks(t.n_ranks(), super::common::MAX_SIM_RANKS, "whatif")
-            .map_err(|e| e.to_string())?;
-        let p = Planner::with_profile(&t, given.clone()).map_err(|e| e.to_string())?;
-        Ok((t, p))
-    };
+    let plan_one = |c: &Change| plan_scenario(&a, &given, c);
     let bar = progress_bar(&a, changes.len() * (1 + sizes.len()));
     let tick = || {
         if let Some(b) = &bar {
@@ -347,27 +339,7 @@ pub fn run(a: Args) -> CliResult {
             profile_config(p.profile()).map_err(|e| e.to_string())?,
         )
         .map_err(|e| e.to_string())?;
-        let cell = if who == As::Nccl {
-            let m = sim::nccl::Model::new(t, p);
-            simulate_nccl(t, p, &m, &coll, &f, b, &cfg).map(|r| Cell {
-                bytes: b,
-                algorithm: format!("nccl-{}", r.algorithm),
-                protocol: r.protocol,
-                channels: r.channels,
-                time_us: r.time_us,
-                busbw_gbps: r.busbw_gbps,
-            })
-        } else {
-            let mut cache = Cache::new();
-            simulate_size(t, p, &coll, &f, None, b, &cfg, &mut cache).map(|(row, _)| Cell {
-                bytes: b,
-                algorithm: row.algorithm,
-                protocol: row.protocol,
-                channels: row.channels,
-                time_us: row.time_us,
-                busbw_gbps: row.busbw_gbps,
-            })
-        };
+        let cell = simulate_cell(t, p, who, &coll, &f, b, &cfg);
         tick();
         cell.map_err(|e| e.to_string())
     };
@@ -381,6 +353,54 @@ pub fn run(a: Args) -> CliResult {
     }
     let out = outcomes(&changes, &planned, &cells, sizes.len(), kind);
     report(&a, kind, &out)
+}
+
+/// A scenario's topology (as a communicator, within the simulator's rank limit) and its planner.
+fn plan_scenario(
+    a: &Args,
+    given: &Option<(planner::tuner::Profile, String)>,
+    c: &Change,
+) -> Result<(Topology, Planner), String> {
+    let t = build(a, c)?;
+    let t = super::common::communicator(t, a.gpus.as_deref()).map_err(|e| e.to_string())?;
+    // A scenario past the limit is that scenario's error, in its row.
+    super::common::check_ranks(t.n_ranks(), super::common::MAX_SIM_RANKS, "whatif")
+        .map_err(|e| e.to_string())?;
+    let p = Planner::with_profile(&t, given.clone()).map_err(|e| e.to_string())?;
+    Ok((t, p))
+}
+
+/// One (scenario, size) cell: the choice of `who` at `b` bytes, simulated.
+fn simulate_cell(
+    t: &Topology,
+    p: &Planner,
+    who: As,
+    coll: &planner::schedule::Collective,
+    f: &planner::tuner::Filter,
+    b: u64,
+    cfg: &sim::SimConfig,
+) -> Result<Cell, CliError> {
+    if who == As::Nccl {
+        let m = sim::nccl::Model::new(t, p);
+        simulate_nccl(t, p, &m, coll, f, b, cfg).map(|r| Cell {
+            bytes: b,
+            algorithm: format!("nccl-{}", r.algorithm),
+            protocol: r.protocol,
+            channels: r.channels,
+            time_us: r.time_us,
+            busbw_gbps: r.busbw_gbps,
+        })
+    } else {
+        let mut cache = Cache::new();
+        simulate_size(t, p, coll, f, None, b, cfg, &mut cache).map(|(row, _)| Cell {
+            bytes: b,
+            algorithm: row.algorithm,
+            protocol: row.protocol,
+            channels: row.channels,
+            time_us: row.time_us,
+            busbw_gbps: row.busbw_gbps,
+        })
+    }
 }
 
 /// The baseline must build: a bad file or flag is bad input, not a scenario result. So must
