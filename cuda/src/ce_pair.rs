@@ -296,14 +296,7 @@ pub(crate) fn enqueue_on(
     let ns = k.streams;
     let g0 = st.chunks_done;
     ctx.bind_to_thread().map_err(drv)?;
-    // The copy streams start where the caller's stream is (its input is ready).
-    st.start.record(stream)?;
-    for c in &st.copy[..ns as usize] {
-        // SAFETY: an event and a stream of this context.
-        unsafe { sys::cuStreamWaitEvent(c.raw(), st.start.raw(), 0) }
-            .result()
-            .map_err(drv)?;
-    }
+    start_copies(&st, ns, stream)?;
     for (i, &(off, n)) in list.iter().enumerate() {
         let c = g0 + i as u64;
         let (s, nth) = protocol::stream_of(c, ns);
@@ -327,38 +320,62 @@ pub(crate) fn enqueue_on(
         sig.wait(stream, flags(rank, LANDED + s), nth)?;
         sig.wait(stream, flags(rank, PUSHED + s), nth)?;
         let grid = ((n * elem).div_ceil(64 << 10) as u32).clamp(1, 2 * side.sm_count);
-        let mut args: (u64, u64, u64, u64, u32) = (
+        let args: (u64, u64, u64, u64, u32) = (
             output + off * elem,
             input + off * elem,
             scratch[rank] + protocol::slot(c, k.slots) * slot,
             n,
             avg,
         );
-        let mut params: [*mut c_void; 5] = [
-            &mut args.0 as *mut u64 as *mut c_void,
-            &mut args.1 as *mut u64 as *mut c_void,
-            &mut args.2 as *mut u64 as *mut c_void,
-            &mut args.3 as *mut u64 as *mut c_void,
-            &mut args.4 as *mut u32 as *mut c_void,
-        ];
-        // SAFETY: (T*, const T*, const T*, u64, u32) matches td_pair_*; the three ranges hold
-        // n elements each (output/input chunks of the request, a scratch slot).
-        unsafe {
-            cudarc::driver::result::launch_kernel(
-                f.cu_function(),
-                (grid, 1, 1),
-                (block, 1, 1),
-                0,
-                stream,
-                &mut params,
-            )
-        }
-        .map_err(drv)?;
+        launch_reduce(f, grid, block, stream, args)?;
         // The reduce has finished reading the slot; the peer writes it only after this.
         sig.write(stream, flags(peer, FREED), c + 1)?;
     }
     st.chunks_done = g0 + list.len() as u64;
     Ok(())
+}
+
+/// The copy streams start where the caller's stream is (its input is ready).
+fn start_copies(st: &PairState, ns: u64, stream: sys::CUstream) -> Result<(), CudaError> {
+    st.start.record(stream)?;
+    for c in &st.copy[..ns as usize] {
+        // SAFETY: an event and a stream of this context.
+        unsafe { sys::cuStreamWaitEvent(c.raw(), st.start.raw(), 0) }
+            .result()
+            .map_err(drv)?;
+    }
+    Ok(())
+}
+
+/// Launches the pair reduce `f` of one chunk on `stream`, `args` being (output, input, scratch
+/// slot, elements, avg).
+fn launch_reduce(
+    f: &cudarc::driver::CudaFunction,
+    grid: u32,
+    block: u32,
+    stream: sys::CUstream,
+    mut args: (u64, u64, u64, u64, u32),
+) -> Result<(), CudaError> {
+    let mut params: [*mut c_void; 5] = [
+        &mut args.0 as *mut u64 as *mut c_void,
+        &mut args.1 as *mut u64 as *mut c_void,
+        &mut args.2 as *mut u64 as *mut c_void,
+        &mut args.3 as *mut u64 as *mut c_void,
+        &mut args.4 as *mut u32 as *mut c_void,
+    ];
+    // SAFETY: (T*, const T*, const T*, u64, u32) matches td_pair_*; the three ranges hold
+    // n elements each (output/input chunks of the request, a scratch slot).
+    unsafe {
+        cudarc::driver::result::launch_kernel(
+            f.cu_function(),
+            (grid, 1, 1),
+            (block, 1, 1),
+            0,
+            stream,
+            &mut params,
+        )
+    }
+    .map_err(drv)
 }
 
 /// Whether `stream` is being captured into a CUDA graph (where this path must not run).

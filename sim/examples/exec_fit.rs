@@ -27,7 +27,7 @@
 //! with the rate a refit on today's interleaved schedule would give, for comparison; both have
 //! pull mode and the hybrid off, so they fit no pull or hybrid terms.
 //!
-//! Prints the fitted values (the corresponding function in `sim/src/config.rs` holds these), a
+//! Prints the fitted values (the corresponding function in `sim/src/config/exec.rs` holds these), a
 //! warning if one lies on the edge of its search range, the worst and mean |error| per protocol,
 //! and the tables that `docs/fidelity.md` shows.
 use planner::schedule::Protocol;

@@ -7,6 +7,8 @@
 //! growing. The result is the unique weighted max-min fair allocation, recomputed whenever the
 //! set of active flows changes.
 
+use std::collections::BinaryHeap;
+
 /// One flow's demand, as seen by the allocator.
 #[derive(Clone, Debug)]
 pub struct Demand {
@@ -119,10 +121,24 @@ impl Allocator {
     where
         I: Fn(usize) -> &'a Demand,
     {
-        use std::collections::BinaryHeap;
         rates.clear();
         rates.resize(n, 0.0);
         let nr = caps.len();
+        self.count_weights(caps, &flows, n, nr);
+        if self.all_caps_fit(caps, &flows, n, rates) {
+            return;
+        }
+        self.build_csr(&flows, n, nr);
+        let mut heap = self.heap_start(&flows, n);
+        self.fill_by_levels(&flows, n, rates, &mut heap);
+    }
+
+    /// Each resource's capacity left and summed weight, and how many flows cross it (the CSR
+    /// counts [`Allocator::build_csr`] sums); the resources touched.
+    fn count_weights<'a, I>(&mut self, caps: &[f64], flows: &I, n: usize, nr: usize)
+    where
+        I: Fn(usize) -> &'a Demand,
+    {
         if self.rem.len() < nr {
             self.rem.resize(nr, 0.0);
             self.wsum.resize(nr, 0.0);
@@ -143,10 +159,13 @@ impl Allocator {
                 self.wsum[r as usize] += w;
             }
         }
-        if self.all_caps_fit(caps, &flows, n, rates) {
-            return;
-        }
-        self.build_csr(&flows, n, nr);
+    }
+
+    /// Unfreezes the flows, orders them by cap and starts the heap of resource levels.
+    fn heap_start<'a, I>(&mut self, flows: &I, n: usize) -> BinaryHeap<Level>
+    where
+        I: Fn(usize) -> &'a Demand,
+    {
         self.frozen.clear();
         self.frozen.resize(n, false);
         // Flows by cap, ascending (ties by index: deterministic).
@@ -166,6 +185,20 @@ impl Allocator {
                 heap.push(Level(self.rem[r as usize].max(0.0) / w, r, 0));
             }
         }
+        heap
+    }
+
+    /// Freezes flows bottleneck by bottleneck, the lower of the next flow cap and the next
+    /// resource level first, until none is live.
+    fn fill_by_levels<'a, I>(
+        &mut self,
+        flows: &I,
+        n: usize,
+        rates: &mut [f64],
+        heap: &mut BinaryHeap<Level>,
+    ) where
+        I: Fn(usize) -> &'a Demand,
+    {
         let mut live = n;
         let mut next_cap = 0usize;
         let mut level = 0.0f64;
@@ -219,7 +252,7 @@ impl Allocator {
             for f in to_freeze {
                 if !self.frozen[f as usize] {
                     live -= 1;
-                    self.freeze(f, level, &flows, rates, &mut heap);
+                    self.freeze(f, level, flows, rates, heap);
                 }
             }
         }

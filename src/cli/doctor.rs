@@ -95,6 +95,43 @@ pub fn run(a: Args) -> CliResult {
         ));
     }
     let mut summary = Summary::default();
+    let mut inputs = read_inputs(&a, &mut summary)?;
+    inputs.machine = machine(&a, &mut summary)?;
+    if a.measure {
+        match measure::run(&a) {
+            Ok(r) => {
+                summary
+                    .inputs
+                    .push(format!("measurement: {} ({} sizes)", r.file, r.rows.len()));
+                inputs.tests.push(r);
+            }
+            Err(why) => summary.notes.push(format!("--measure: {why}")),
+        }
+    }
+    for v in checks::perf::verdicts(&inputs) {
+        summary.notes.push(format!("measured: {}", v.line()));
+    }
+    let report = Report::new(summary, checks::run_all(&inputs));
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(CliError::failure)?
+        );
+    } else {
+        print!("{}", report.text());
+    }
+    use std::io::Write;
+    std::io::stdout().flush().ok();
+    if report.exit_code() != 0 {
+        // Findings are the command's answer, already printed: exit 1 without an error line.
+        std::process::exit(report.exit_code());
+    }
+    Ok(())
+}
+
+/// The inputs named on the command line (the environment always, this process's by default),
+/// each described in `summary`.
+fn read_inputs(a: &Args, summary: &mut Summary) -> Result<Inputs, CliError> {
     let mut inputs = Inputs::default();
     inputs.env = match &a.env {
         Some(p) => {
@@ -118,7 +155,7 @@ pub fn run(a: Args) -> CliResult {
             log.not_understood.len(),
             log.other
         ));
-        describe_log(&log, &mut summary);
+        describe_log(&log, summary);
         inputs.log = Some(log);
     }
     for p in &a.nccl_tests {
@@ -153,37 +190,7 @@ pub fn run(a: Args) -> CliResult {
         ));
         inputs.sys = Some(s);
     }
-    inputs.machine = machine(&a, &mut summary)?;
-    if a.measure {
-        match measure::run(&a) {
-            Ok(r) => {
-                summary
-                    .inputs
-                    .push(format!("measurement: {} ({} sizes)", r.file, r.rows.len()));
-                inputs.tests.push(r);
-            }
-            Err(why) => summary.notes.push(format!("--measure: {why}")),
-        }
-    }
-    for v in checks::perf::verdicts(&inputs) {
-        summary.notes.push(format!("measured: {}", v.line()));
-    }
-    let report = Report::new(summary, checks::run_all(&inputs));
-    if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).map_err(CliError::failure)?
-        );
-    } else {
-        print!("{}", report.text());
-    }
-    use std::io::Write;
-    std::io::stdout().flush().ok();
-    if report.exit_code() != 0 {
-        // Findings are the command's answer, already printed: exit 1 without an error line.
-        std::process::exit(report.exit_code());
-    }
-    Ok(())
+    Ok(inputs)
 }
 
 /// The topology: --topo, else the local GPUs as `detect` reads them (unless --no-detect).

@@ -15,7 +15,9 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 mod plot;
+mod table;
 use plot::plot;
+use table::print_table;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "EXAMPLES:
@@ -300,15 +302,7 @@ pub fn run(a: Args) -> CliResult {
     check_baseline_and_fabric(&a, &changes)?;
 
     // Phase 1: topologies and planners, one per scenario.
-    let plan_one = |c: &Change| -> Result<(Topology, Planner), String> {
-        let t = build(&a, c)?;
-        let t = super::common::communicator(t, a.gpus.as_deref()).map_err(|e| e.to_string())?;
-        // A scenario past the limit is that scenario's error, in its row.
-        super::common::check_ranks(t.n_ranks(), super::common::MAX_SIM_RANKS, "whatif")
-            .map_err(|e| e.to_string())?;
-        let p = Planner::with_profile(&t, given.clone()).map_err(|e| e.to_string())?;
-        Ok((t, p))
-    };
+    let plan_one = |c: &Change| plan_scenario(&a, &given, c);
     let bar = progress_bar(&a, changes.len() * (1 + sizes.len()));
     let tick = || {
         if let Some(b) = &bar {
@@ -347,27 +341,7 @@ pub fn run(a: Args) -> CliResult {
             profile_config(p.profile()).map_err(|e| e.to_string())?,
         )
         .map_err(|e| e.to_string())?;
-        let cell = if who == As::Nccl {
-            let m = sim::nccl::Model::new(t, p);
-            simulate_nccl(t, p, &m, &coll, &f, b, &cfg).map(|r| Cell {
-                bytes: b,
-                algorithm: format!("nccl-{}", r.algorithm),
-                protocol: r.protocol,
-                channels: r.channels,
-                time_us: r.time_us,
-                busbw_gbps: r.busbw_gbps,
-            })
-        } else {
-            let mut cache = Cache::new();
-            simulate_size(t, p, &coll, &f, None, b, &cfg, &mut cache).map(|(row, _)| Cell {
-                bytes: b,
-                algorithm: row.algorithm,
-                protocol: row.protocol,
-                channels: row.channels,
-                time_us: row.time_us,
-                busbw_gbps: row.busbw_gbps,
-            })
-        };
+        let cell = simulate_cell(t, p, who, &coll, &f, b, &cfg);
         tick();
         cell.map_err(|e| e.to_string())
     };
@@ -381,6 +355,54 @@ pub fn run(a: Args) -> CliResult {
     }
     let out = outcomes(&changes, &planned, &cells, sizes.len(), kind);
     report(&a, kind, &out)
+}
+
+/// A scenario's topology (as a communicator, within the simulator's rank limit) and its planner.
+fn plan_scenario(
+    a: &Args,
+    given: &Option<(planner::tuner::Profile, String)>,
+    c: &Change,
+) -> Result<(Topology, Planner), String> {
+    let t = build(a, c)?;
+    let t = super::common::communicator(t, a.gpus.as_deref()).map_err(|e| e.to_string())?;
+    // A scenario past the limit is that scenario's error, in its row.
+    super::common::check_ranks(t.n_ranks(), super::common::MAX_SIM_RANKS, "whatif")
+        .map_err(|e| e.to_string())?;
+    let p = Planner::with_profile(&t, given.clone()).map_err(|e| e.to_string())?;
+    Ok((t, p))
+}
+
+/// One (scenario, size) cell: the choice of `who` at `b` bytes, simulated.
+fn simulate_cell(
+    t: &Topology,
+    p: &Planner,
+    who: As,
+    coll: &planner::schedule::Collective,
+    f: &planner::tuner::Filter,
+    b: u64,
+    cfg: &sim::SimConfig,
+) -> Result<Cell, CliError> {
+    if who == As::Nccl {
+        let m = sim::nccl::Model::new(t, p);
+        simulate_nccl(t, p, &m, coll, f, b, cfg).map(|r| Cell {
+            bytes: b,
+            algorithm: format!("nccl-{}", r.algorithm),
+            protocol: r.protocol,
+            channels: r.channels,
+            time_us: r.time_us,
+            busbw_gbps: r.busbw_gbps,
+        })
+    } else {
+        let mut cache = Cache::new();
+        simulate_size(t, p, coll, f, None, b, cfg, &mut cache).map(|(row, _)| Cell {
+            bytes: b,
+            algorithm: row.algorithm,
+            protocol: row.protocol,
+            channels: row.channels,
+            time_us: row.time_us,
+            busbw_gbps: row.busbw_gbps,
+        })
+    }
 }
 
 /// The baseline must build: a bad file or flag is bad input, not a scenario result. So must
@@ -474,75 +496,4 @@ fn outcomes(
         });
     }
     out
-}
-
-fn print_table(kind: planner::schedule::CollectiveKind, out: &[ScenarioOut]) {
-    println!(
-        "# topoplan whatif: {} (simulated; busbw ratio = scenario / baseline)",
-        kind.name()
-    );
-    println!(
-        "#{:>22} {:>6} {:>12} {:>10} {:>6} {:>3} {:>12} {:>9} {:>8} {:>8} {:>7}",
-        "scenario",
-        "ranks",
-        "size(B)",
-        "algo",
-        "proto",
-        "ch",
-        "time(us)",
-        "busbw",
-        "vs base",
-        "bound",
-        "%bound"
-    );
-    let mut notes: Vec<(&str, &str)> = Vec::new();
-    for s in out {
-        if !s.profile.is_empty() && !notes.iter().any(|n| n.1 == s.profile) {
-            notes.push((&s.scenario, &s.profile));
-        }
-    }
-    for (who, n) in notes {
-        println!("# {who}: {n}");
-    }
-    let base = &out[0];
-    for s in out {
-        if let Some(e) = &s.error {
-            println!(" {:>22} {:>6}  no plan: {e}", s.scenario, "-");
-            continue;
-        }
-        for (k, c) in s.cells.iter().enumerate() {
-            match c {
-                Ok(c) => {
-                    let ratio = match base.cells.get(k) {
-                        Some(Ok(b)) if b.busbw_gbps > 0.0 => {
-                            format!("{:.3}", c.busbw_gbps / b.busbw_gbps)
-                        }
-                        _ => "-".into(),
-                    };
-                    let (bound, pct) = match s.bound_gbps {
-                        Some(b) => (
-                            format!("{b:.1}"),
-                            format!("{:.1}", 100.0 * c.busbw_gbps / b),
-                        ),
-                        None => ("-".into(), "-".into()),
-                    };
-                    println!(
-                        " {:>22} {:>6} {:>12} {:>10} {:>6} {:>3} {:>12.2} {:>9.2} {:>8} {:>8} {:>7}",
-                        s.scenario,
-                        s.nranks,
-                        c.bytes,
-                        c.algorithm,
-                        c.protocol,
-                        c.channels,
-                        c.time_us,
-                        c.busbw_gbps,
-                        ratio,
-                        bound,
-                        pct
-                    );
-                }
-                Err(e) => println!(" {:>22} {:>6}  error: {e}", s.scenario, s.nranks),
-            }
-        }
-    }
 }

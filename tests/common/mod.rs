@@ -2,6 +2,10 @@
 
 use std::process::Command;
 
+/// `topoplan doctor` on its test corpus (the doctor test files).
+#[allow(dead_code)]
+pub mod doctor;
+
 /// Runs the `topoplan` binary built for these tests: (exit code, stdout, stderr).
 #[allow(dead_code)]
 pub fn topoplan(args: &[&str]) -> (i32, String, String) {

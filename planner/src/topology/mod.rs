@@ -6,6 +6,7 @@
 //! never loses what NCCL reads.
 
 mod build;
+mod devices;
 pub mod doc;
 mod error;
 #[doc(hidden)]

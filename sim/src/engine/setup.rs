@@ -93,6 +93,40 @@ impl Wiring {
     }
 }
 
+/// The program of rank `r`'s channel `c` (program index `me`), its connections made in `w`.
+fn program(s: &Schedule, r: u32, c: u32, count: u64, me: u32, w: &mut Wiring) -> Prog {
+    let ops = s.expanded_ops(r, c);
+    let compact = &s.ranks[r as usize].channels[c as usize].ops;
+    let mut last_copy = Vec::with_capacity(compact.len());
+    let mut acc = 0u32;
+    for op in compact {
+        acc += op.repeat.max(1);
+        last_copy.push(acc - 1);
+    }
+    let mut pc = Vec::with_capacity(ops.len());
+    for op in &ops {
+        let i = op.recv_from.map(|f| w.conn((c, f, r), me, false));
+        let o = op.send_to.map(|t| w.conn((c, r, t), me, true));
+        pc.push((i, o));
+    }
+    let iters = s.loop_iterations(count);
+    Prog {
+        rank: r,
+        ch: c,
+        total: ops.len() as u64 * iters,
+        ops,
+        conns: pc,
+        last_copy,
+        pc: 0,
+        sub: 0,
+        nsub: 0,
+        payload: 0,
+        busy: false,
+        step_start: 0,
+        finish: 0,
+    }
+}
+
 impl<'a> Engine<'a> {
     pub(super) fn new(
         topo: &planner::topology::Topology,
@@ -116,37 +150,8 @@ impl<'a> Engine<'a> {
         let mut progs = Vec::with_capacity((s.nranks * nch) as usize);
         for r in 0..s.nranks {
             for c in 0..nch {
-                let ops = s.expanded_ops(r, c);
-                let compact = &s.ranks[r as usize].channels[c as usize].ops;
-                let mut last_copy = Vec::with_capacity(compact.len());
-                let mut acc = 0u32;
-                for op in compact {
-                    acc += op.repeat.max(1);
-                    last_copy.push(acc - 1);
-                }
                 let me = progs.len() as u32;
-                let mut pc = Vec::with_capacity(ops.len());
-                for op in &ops {
-                    let i = op.recv_from.map(|f| w.conn((c, f, r), me, false));
-                    let o = op.send_to.map(|t| w.conn((c, r, t), me, true));
-                    pc.push((i, o));
-                }
-                let iters = s.loop_iterations(count);
-                progs.push(Prog {
-                    rank: r,
-                    ch: c,
-                    total: ops.len() as u64 * iters,
-                    ops,
-                    conns: pc,
-                    last_copy,
-                    pc: 0,
-                    sub: 0,
-                    nsub: 0,
-                    payload: 0,
-                    busy: false,
-                    step_start: 0,
-                    finish: 0,
-                });
+                progs.push(program(s, r, c, count, me, &mut w));
             }
         }
         // Every program's conns are known now (unmatched conns are rejected by validate, so

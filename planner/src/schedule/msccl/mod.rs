@@ -311,5 +311,6 @@ fn xml_escape(s: &str) -> String {
 
 mod components;
 mod import;
+mod programs;
 
 pub use import::import;

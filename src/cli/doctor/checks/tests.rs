@@ -1,4 +1,5 @@
-//! Checks on small inputs built in place (the corpus tests in tests/doctor_cli.rs run the rest).
+//! Checks on small inputs built in place (the corpus tests in tests/doctor_checks.rs run the
+//! rest).
 
 use super::*;
 use crate::cli::doctor::input::from_bytes;

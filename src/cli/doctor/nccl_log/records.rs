@@ -86,6 +86,34 @@ fn setup_record(log: &mut NcclLog, at: Origin, m: &str) -> Option<bool> {
     if let Some(rest) = m.strip_prefix("Channel ") {
         return Some(channel(log, at, rest));
     }
+    if let Some(understood) = net_record(log, n, m) {
+        return Some(understood);
+    }
+    if let Some(k) = m.find(" coll channels") {
+        let coll = m[..k].trim().parse::<u32>();
+        let p2p = m
+            .split(", ")
+            .find(|s| s.ends_with(" p2p channels"))
+            .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok());
+        if let (Ok(c), Some(p)) = (coll, p2p) {
+            log.coll_channels.push((c, p, n));
+            return Some(true);
+        }
+        return Some(false);
+    }
+    if m.starts_with("Pattern ") {
+        return Some(graph(log, n, m));
+    }
+    if m.contains("Duplicate GPU detected") {
+        log.duplicate_gpu.push(noted(n, m));
+        return Some(true);
+    }
+    comm_record(log, at, m)
+}
+
+/// The network's setup messages: InfiniBand devices, the network used, the socket and
+/// bootstrap interfaces. `None` when `m` is none of them; else whether it was understood.
+fn net_record(log: &mut NcclLog, n: usize, m: &str) -> Option<bool> {
     if m.starts_with("NET/IB : No device found") {
         log.ib_no_device = Some(n);
         return Some(true);
@@ -123,25 +151,13 @@ fn setup_record(log: &mut NcclLog, at: Origin, m: &str) -> Option<bool> {
     if m.starts_with("NET/Socket :") {
         return Some(true);
     }
-    if let Some(k) = m.find(" coll channels") {
-        let coll = m[..k].trim().parse::<u32>();
-        let p2p = m
-            .split(", ")
-            .find(|s| s.ends_with(" p2p channels"))
-            .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok());
-        if let (Ok(c), Some(p)) = (coll, p2p) {
-            log.coll_channels.push((c, p, n));
-            return Some(true);
-        }
-        return Some(false);
-    }
-    if m.starts_with("Pattern ") {
-        return Some(graph(log, n, m));
-    }
-    if m.contains("Duplicate GPU detected") {
-        log.duplicate_gpu.push(noted(n, m));
-        return Some(true);
-    }
+    None
+}
+
+/// A communicator's init, summary and destroy lines. `None` when `m` is none of them; else
+/// whether it was understood.
+fn comm_record(log: &mut NcclLog, at: Origin, m: &str) -> Option<bool> {
+    let n = at.line;
     if (m.starts_with("ncclCommInitRank") || m.starts_with("comm 0x")) && m.contains(" - Init ") {
         return Some(init(log, at, m));
     }
