@@ -123,7 +123,9 @@ impl Cands<'_> {
             + step_costs(m, kind, self.root, p, nc, bytes).unwrap_or(0.0)
     }
 
-    /// Hierarchical all-reduce across hosts.
+    /// Hierarchical all-reduce across hosts: ring reduce-scatter in each host, ring all-reduce
+    /// of each GPU's 1/L piece across hosts on its own rail, ring all-gather in each host; phases
+    /// in sequence.
     pub(super) fn hierarchical(&mut self) {
         let Vars {
             m,
@@ -135,60 +137,53 @@ impl Cands<'_> {
             llmax,
             ..
         } = self.vars();
-        // Hierarchical all-reduce: ring reduce-scatter in each host, ring all-reduce of each GPU's
-        // 1/L piece across hosts on its own rail, ring all-gather in each host; phases in sequence.
-        if let Some(r) = &m.ring {
-            if kind == CollectiveKind::AllReduce && nnodes > 1 && m.nic_gbps_per_gpu > 0.0 {
-                let (l, h) = (ppn as f64, nnodes as f64);
-                for p in Protocol::ALL {
-                    let nc = channels_for(m, &Algorithm::Hierarchical, r, p, bytes);
-                    let eff = match p {
-                        Protocol::LL => LL_BW_FACTOR,
-                        Protocol::LL128 => LL128_BW_FACTOR,
-                        Protocol::Simple => 1.0,
-                    };
-                    // NCCL's form where the engine's rates were not measured.
-                    let engine = hier_rates(&c.engine, p, nc, ppn);
-                    let (intra_bw, inter_bw) = engine.unwrap_or((
-                        nc as f64 * r.bw_gbps * eff,
-                        (nc as f64 * r.bw_gbps).min(m.nic_gbps_per_gpu) * eff,
-                    ));
-                    // Seconds per byte of S, as an algorithm bandwidth.
-                    let per_byte =
-                        2.0 * (l - 1.0) / l / intra_bw + 2.0 * (h - 1.0) / h / (l * inter_bw);
-                    let mut algbw = 1.0 / per_byte;
-                    if p == Protocol::LL && engine.is_none() {
-                        algbw = algbw.min(llmax);
-                    }
-                    // One loop iteration of one-step rail messages: as the engine runs them.
-                    let steps = engine.and_then(|(intra, _)| {
-                        hier_steps_us(c, p, (nc, ppn, nnodes), bytes, intra)
-                    });
-                    if let Some(total) = steps {
-                        let lat = total - bytes as f64 / 1000.0 / algbw;
-                        self.push(Algorithm::Hierarchical, p, nc, lat, algbw, 1.0);
-                        continue;
-                    }
+        let Some(r) = &m.ring else { return };
+        if kind != CollectiveKind::AllReduce || nnodes < 2 || m.nic_gbps_per_gpu <= 0.0 {
+            return;
+        }
+        let (l, h) = (ppn as f64, nnodes as f64);
+        for p in Protocol::ALL {
+            let nc = channels_for(m, &Algorithm::Hierarchical, r, p, bytes);
+            let eff = match p {
+                Protocol::LL => LL_BW_FACTOR,
+                Protocol::LL128 => LL128_BW_FACTOR,
+                Protocol::Simple => 1.0,
+            };
+            // NCCL's form where the engine's rates were not measured.
+            let engine = hier_rates(&c.engine, p, nc, ppn);
+            let (intra_bw, inter_bw) = engine.unwrap_or((
+                nc as f64 * r.bw_gbps * eff,
+                (nc as f64 * r.bw_gbps).min(m.nic_gbps_per_gpu) * eff,
+            ));
+            // Seconds per byte of S, as an algorithm bandwidth.
+            let per_byte = 2.0 * (l - 1.0) / l / intra_bw + 2.0 * (h - 1.0) / h / (l * inter_bw);
+            let mut algbw = 1.0 / per_byte;
+            if p == Protocol::LL && engine.is_none() {
+                algbw = algbw.min(llmax);
+            }
+            // One loop iteration of one-step rail messages: as the engine runs them.
+            let steps =
+                engine.and_then(|(intra, _)| hier_steps_us(c, p, (nc, ppn, nnodes), bytes, intra));
+            let (lat, rmp) = match steps {
+                Some(total) => (total - bytes as f64 / 1000.0 / algbw, 1.0),
+                None => {
                     let lat =
                         engine_path(c, hier_path(&c.engine, p, nc, ppn)).unwrap_or_else(|| {
                             BASE_LAT[1][proto_idx(p)]
                                 + 2.0 * (l - 1.0) * hw_lat(r.intra, 1, p)
                                 + 2.0 * (h - 1.0) * (hw_lat(Hw::Net, 1, p) + m.net_lat_us)
                         });
-                    self.push(
-                        Algorithm::Hierarchical,
-                        p,
-                        nc,
+                    (
                         lat,
-                        algbw,
                         if engine.is_some() {
                             1.0
                         } else {
                             ramp(c, p, bytes)
                         },
-                    );
+                    )
                 }
-            }
+            };
+            self.push(Algorithm::Hierarchical, p, nc, lat, algbw, rmp);
         }
     }
 
