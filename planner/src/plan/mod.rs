@@ -71,7 +71,7 @@ pub struct Planner {
     /// ([`p2p::all_to_all_bw`]); the tuner's `direct_gbps` for that collective.
     a2a_gbps: f64,
     /// All-to-all's and send/recv's messages measured over the whole communicator
-    /// ([`p2p::measure`]; all-to-all's `None` past [`p2p::EXACT_ALL_TO_ALL_RANKS`] ranks).
+    /// ([`p2p::measure`]; all-to-all's `None` past [`p2p::MEASURED_ALL_TO_ALL_RANKS`] ranks).
     p2p: [Option<tuner::P2pTerms>; 2],
 }
 

@@ -10,15 +10,21 @@ use crate::topology::{PathType, Topology};
 use crate::tuner::{self, P2pTerms};
 use std::collections::HashMap;
 
-/// Most ranks whose every all-to-all message is routed (it has n(n − 1): at 256 ranks planning
-/// takes about a second); beyond it the all-to-all is measured on the first host's messages
-/// ([`all_to_all_bw`]). Send/recv's n messages are routed at every size of communicator.
+/// Most ranks whose all-to-all messages (n(n − 1)) the tuner runs at each size (at 256 ranks
+/// planning takes about a second). Send/recv's n messages are run at every size of
+/// communicator.
 pub(super) const EXACT_ALL_TO_ALL_RANKS: u32 = 256;
 
-/// The whole communicator's messages for `kind` (all-to-all or send/recv) on `t`, `None` for an
-/// all-to-all past [`EXACT_ALL_TO_ALL_RANKS`], for another collective or where a message has no
-/// route. `flow_cap` bounds one flow (the executor's rate), `net_step_us` is the engine's cost
-/// of a network step.
+/// Most ranks whose all-to-all messages are run once, every message one unit of volume, for
+/// the communicator's rate and network steps (about a second at 1024 ranks); beyond it the
+/// all-to-all is measured on the first host's messages ([`all_to_all_bw`]).
+pub(super) const MEASURED_ALL_TO_ALL_RANKS: u32 = 1024;
+
+/// The whole communicator's messages for `kind` (all-to-all or send/recv) on `t`, run at each
+/// size up to [`EXACT_ALL_TO_ALL_RANKS`] (send/recv: always), and past it once for a rate;
+/// `None` for an all-to-all past [`MEASURED_ALL_TO_ALL_RANKS`], for another collective or where
+/// a message has no route. `flow_cap` bounds one flow (the executor's rate), `net_step_us` is
+/// the engine's cost of a network step.
 pub(super) fn measure(
     t: &Topology,
     kind: CollectiveKind,
@@ -27,7 +33,7 @@ pub(super) fn measure(
 ) -> Option<P2pTerms> {
     let n = t.n_ranks() as u32;
     let peers = match kind {
-        CollectiveKind::AllToAll if n <= EXACT_ALL_TO_ALL_RANKS => n as usize - 1,
+        CollectiveKind::AllToAll if n <= MEASURED_ALL_TO_ALL_RANKS => n as usize - 1,
         CollectiveKind::SendRecv => 1,
         _ => return None,
     };
@@ -40,6 +46,14 @@ pub(super) fn measure(
         return None;
     }
     let time = tuner::sequential_sends_time(&m.msgs, &m.links.caps, flow_cap);
+    if kind == CollectiveKind::AllToAll && n > EXACT_ALL_TO_ALL_RANKS {
+        return (time > 0.0).then(|| P2pTerms {
+            gbps: peers as f64 / time,
+            lat_us: m.chain_us + m.landing_us,
+            landing_us: m.landing_us,
+            messages: None,
+        });
+    }
     let messages = tuner::RankMessages {
         msgs: m
             .msgs
@@ -59,7 +73,7 @@ pub(super) fn measure(
 
 /// Per-rank rate of an all-to-all on a host without all-peer NVLink (GB/s), and the slowest
 /// GPU-to-GPU path's latency on the host (µs), from the first host's messages alone (the
-/// planner's form past [`EXACT_ALL_TO_ALL_RANKS`] and the latency term on one host). Each GPU sends to
+/// planner's form past [`MEASURED_ALL_TO_ALL_RANKS`] and the latency term on one host). Each GPU sends to
 /// its peers one after another, the k-th message to the rank k places on (the direct builder's
 /// order), over `gpu_path`s that share links (a PCIe switch's uplink, the link into a GPU, the
 /// inter-socket link), as the engine runs them: no GPU waits for the others' k-th message
