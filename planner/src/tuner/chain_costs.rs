@@ -166,11 +166,11 @@ fn blocks(a: &Algorithm, kind: CollectiveKind, n: u32, nc: u32) -> u64 {
 /// slots at `llMaxBws`'s share). `None` where the rings were not measured.
 pub(super) fn step_costs(
     m: &SystemModel,
-    kind: CollectiveKind,
-    root: u32,
+    (kind, root): (CollectiveKind, u32),
     p: Protocol,
     nc: u32,
     bytes: u64,
+    path_steps: u64,
 ) -> Option<f64> {
     let (e, n, a, i) = (&m.calib.engine, m.nranks, Algorithm::Ring, proto_idx(p));
     if e.step_bytes[i] == 0 || e.channel_gbps[i] <= 0.0 {
@@ -200,8 +200,8 @@ pub(super) fn step_costs(
     let excess = e.paths.step_excess(nc, (root, copy), |g| {
         wire / 1000.0 / rate.min(g * eff).max(1e-9)
     })?;
-    // The path pays one iteration's steps, one step per message.
-    let k = ring_sends(kind, n);
+    // The path pays one iteration's messages, `path_steps` steps each.
+    let k = ring_sends(kind, n) * path_steps.max(1);
     Some((msgs * per_msg).saturating_sub(k) as f64 * excess + copy)
 }
 

@@ -17,6 +17,7 @@ pub mod nccl;
 mod packed_fill;
 mod packed_paths;
 pub mod profile;
+mod ring_credits;
 mod rooted_chain;
 mod tree_pipeline;
 

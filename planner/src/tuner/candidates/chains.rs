@@ -102,9 +102,23 @@ impl Cands<'_> {
             ..
         } = self.vars();
         let (e, i) = (&c.engine, proto_idx(p));
-        let path = e
-            .paths
-            .ring_us(kind, self.root, nc, e.hop_us[i], e.step_us[i]);
+        let terms = (e.hop_us[i], e.step_us[i]);
+        // Simple's ring pattern: messages of several steps, two to a connection's slots. Where
+        // a connection carries more messages than its slots hold, and every message carries
+        // data (each is cut into at most its bytes' steps), the credits bind.
+        let a = Algorithm::Ring;
+        let steps = match nccl::ring_chunked(&a, kind) {
+            true => e.min_steps[i].max(1),
+            false => 1,
+        };
+        let slots = nccl::slots(&a, kind, p);
+        let sends = messages(&a, kind, p, n, nc, 0);
+        let full = bytes >= 4 * n as u64 * nc as u64;
+        let credits = (steps > 1 && sends > slots as u64 && full)
+            .then(|| e.paths.ring_credits_us(kind, nc, terms, (steps, slots)))
+            .flatten();
+        let path_steps = if credits.is_some() { steps as u64 } else { 1 };
+        let path = credits.or_else(|| e.paths.ring_us(kind, self.root, nc, terms.0, terms.1));
         let lat = engine_path(c, path).unwrap_or_else(|| {
             let nsteps = match kind {
                 CollectiveKind::AllReduce => 2 * (n - 1),
@@ -120,7 +134,7 @@ impl Cands<'_> {
             BASE_LAT[1][proto_idx(p)] + (nsteps - ninter) as f64 * intra + ninter as f64 * inter
         });
         lat + chain_fill(m, kind, self.root, p, bytes, r, nc, algbw)
-            + step_costs(m, kind, self.root, p, nc, bytes).unwrap_or(0.0)
+            + step_costs(m, (kind, self.root), p, nc, bytes, path_steps).unwrap_or(0.0)
     }
 
     /// Hierarchical all-reduce across hosts: ring reduce-scatter in each host, ring all-reduce
