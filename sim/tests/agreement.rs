@@ -160,26 +160,21 @@ fn sendrecv_on_eight_h800_runs_at_the_nvlink_rate() {
 /// trees on 8-GPU NVSwitch hosts were 12-15 % slow.)
 #[test]
 fn every_tree_candidate_agrees_with_the_engine() {
-    let all_sizes: Vec<u64> = (0..10).map(|i| 8u64 << (3 * i)).collect();
+    let all_sizes = sizes_by_eight();
     let (mut rows, mut within) = (0, 0);
-    for f in shipped() {
-        let l = load_file(&f, &LoadOptions::default()).unwrap();
-        let p = Planner::new(&l.topology).unwrap();
-        let cfg = SimConfig::from_profile(&p.profile().profile, "profile").unwrap();
-        for r in sim::price::candidate_rows(&l.topology, &p, &cfg, "tree", &all_sizes) {
-            rows += 1;
-            within += usize::from(r.tuner_error().abs() <= 0.10);
-            assert!(
-                r.tuner_error().abs() <= 0.25,
-                "{}: tree {} {} B x{}: tuner {:.2} µs, engine {:.2} µs",
-                f.display(),
-                r.protocol.name(),
-                r.bytes,
-                r.channels,
-                r.tuner_us,
-                r.engine_us
-            );
-        }
+    for (f, r) in shipped_candidates("tree", &all_sizes) {
+        rows += 1;
+        within += usize::from(r.tuner_error().abs() <= 0.10);
+        assert!(
+            r.tuner_error().abs() <= 0.25,
+            "{}: tree {} {} B x{}: tuner {:.2} µs, engine {:.2} µs",
+            f.display(),
+            r.protocol.name(),
+            r.bytes,
+            r.channels,
+            r.tuner_us,
+            r.engine_us
+        );
     }
     assert_eq!(rows, 13 * 3 * all_sizes.len(), "tree rows priced");
     assert!(
@@ -196,16 +191,11 @@ fn every_tree_candidate_agrees_with_the_engine() {
 /// Simple rows from 64 B to 2 MiB were 13–24 % fast and 1676 rows within 10 %.
 #[test]
 fn ring_candidates_agree_with_the_engine_on_most_rows() {
-    let all_sizes: Vec<u64> = (0..10).map(|i| 8u64 << (3 * i)).collect();
+    let all_sizes = sizes_by_eight();
     let (mut rows, mut within) = (0, 0);
-    for f in shipped() {
-        let l = load_file(&f, &LoadOptions::default()).unwrap();
-        let p = Planner::new(&l.topology).unwrap();
-        let cfg = SimConfig::from_profile(&p.profile().profile, "profile").unwrap();
-        for r in sim::price::candidate_rows(&l.topology, &p, &cfg, "ring", &all_sizes) {
-            rows += 1;
-            within += usize::from(r.tuner_error().abs() <= 0.10);
-        }
+    for (_, r) in shipped_candidates("ring", &all_sizes) {
+        rows += 1;
+        within += usize::from(r.tuner_error().abs() <= 0.10);
     }
     assert_eq!(rows, 13 * 5 * 3 * all_sizes.len(), "ring rows priced");
     assert!(
@@ -219,3 +209,23 @@ const RING_ROWS_WITHIN: usize = 1831;
 
 /// Tree rows within 10 % of the 390 (`docs/fidelity.md`).
 const TREE_ROWS_WITHIN: usize = 387;
+
+/// 8 B to 1 GiB by ×8: the ten sizes of the candidate tables.
+fn sizes_by_eight() -> Vec<u64> {
+    (0..10).map(|i| 8u64 << (3 * i)).collect()
+}
+
+/// Every `algorithm` candidate the planner offers on every shipped topology at `sizes`, with
+/// the engine's price beside the tuner's, and the file it came from.
+fn shipped_candidates(algorithm: &str, sizes: &[u64]) -> Vec<(PathBuf, sim::price::CandidateRow)> {
+    let mut out = Vec::new();
+    for f in shipped() {
+        let l = load_file(&f, &LoadOptions::default()).unwrap();
+        let p = Planner::new(&l.topology).unwrap();
+        let cfg = SimConfig::from_profile(&p.profile().profile, "profile").unwrap();
+        for r in sim::price::candidate_rows(&l.topology, &p, &cfg, algorithm, sizes) {
+            out.push((f.clone(), r));
+        }
+    }
+    out
+}

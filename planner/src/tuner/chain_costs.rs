@@ -133,7 +133,7 @@ pub(super) fn messages(
 
 /// The messages a ring connection carries per loop iteration: 2(n − 1) for all-reduce, n − 1 for
 /// all-gather and reduce-scatter, one for a broadcast or a reduce.
-fn ring_sends(kind: CollectiveKind, n: u32) -> u64 {
+pub(super) fn ring_sends(kind: CollectiveKind, n: u32) -> u64 {
     match kind {
         CollectiveKind::AllReduce => 2 * (n.max(2) as u64 - 1),
         CollectiveKind::AllGather | CollectiveKind::ReduceScatter => n.max(2) as u64 - 1,

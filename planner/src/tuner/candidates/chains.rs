@@ -4,7 +4,8 @@ use super::Cands;
 use super::Vars;
 use crate::tuner::chain_costs::{
     chain_fill, engine_path, hier_path, hier_rates, hier_steps_us, ll128_channel, ll_bus,
-    ll_channel, messages, ring_share, ring_steps_us, rooted_steps_us, set_share, step_costs,
+    ll_channel, messages, ring_sends, ring_share, ring_steps_us, rooted_steps_us, set_share,
+    step_costs,
 };
 use crate::tuner::packed_fill::packed_fill;
 use crate::tuner::packed_paths::packed_lat;
@@ -112,9 +113,8 @@ impl Cands<'_> {
             false => 1,
         };
         let slots = nccl::slots(&a, kind, p);
-        let sends = messages(&a, kind, p, n, nc, 0);
         let full = bytes >= 4 * n as u64 * nc as u64;
-        let credits = (steps > 1 && sends > slots as u64 && full)
+        let credits = (steps > 1 && ring_sends(kind, n) > slots as u64 && full)
             .then(|| e.paths.ring_credits_us(kind, nc, terms, (steps, slots)))
             .flatten();
         let path_steps = if credits.is_some() { steps as u64 } else { 1 };
