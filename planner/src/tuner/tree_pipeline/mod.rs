@@ -20,8 +20,9 @@
 //! send up and the parent host's send down), the faster half runs ahead sharing it with the
 //! slower until it is done, and the slower then runs its remaining iterations alone. LL past
 //! its connection's slots is paced (`SimConfig::with_ll_channel_cap`): the leaves run their
-//! unpaced iterations ahead, the first paced one fills the trees again at the paced rate, and
-//! each after it takes a paced period.
+//! unpaced iterations ahead, the first paced one crosses the trees at the paced rate, waiting
+//! at every rank behind the unpaced iterations still queued there (`paced`), and each after it
+//! takes a paced period.
 
 use super::chain_costs::engine_path;
 use super::nccl::{self, proto_idx};
@@ -31,6 +32,7 @@ use crate::schedule::Protocol;
 use std::collections::HashMap;
 use steady::{period, rates, Halves, Loads, Sharing};
 
+mod paced;
 mod steady;
 #[cfg(test)]
 mod tests;
@@ -170,8 +172,8 @@ struct Stages {
     second: Option<f64>,
     at_channel: Option<Halves>,
     at_paced: Option<Halves>,
-    /// The slowest leaf's send at the channel's rates and the first iteration at the paced rate.
-    refill: Option<(f64, f64)>,
+    /// When the first paced iteration reaches the slowest leaf (`paced::iterations_us`).
+    refill: Option<f64>,
     paced: Option<f64>,
 }
 
@@ -275,31 +277,30 @@ fn stages_us(trees: &[TreeSends], x: &IterTerms, iters: f64, st: &mut Stages) ->
     us += at_paced.us(iters - slots);
     if x.paced_gbps < x.channel_gbps {
         // The leaves send their first `slots` iterations unpaced and run ahead; the first paced
-        // one then crosses the whole tree at the paced rate, a second fill.
-        let (leaves, paced_fill) = *st.refill.get_or_insert_with(|| {
+        // one then crosses the whole tree at the paced rate, behind each rank's queued ones.
+        let queued = *st.refill.get_or_insert_with(|| {
+            let first = rates(trees, wave(), x.channel_gbps, x.link_eff);
             let steady = rates(trees, programs(), x.channel_gbps, x.link_eff);
-            (leaf_send_us(trees, &steady, x), fill_at(x.paced_gbps))
+            let slow = rates(trees, wave(), x.paced_gbps, x.link_eff);
+            let last = x.slots.max(1) + 1;
+            let at = |t: usize, i: u32| -> &[(f64, Vec<f64>)] {
+                match i {
+                    1 => &first[t],
+                    i if i < last => &steady[t],
+                    _ => &slow[t],
+                }
+            };
+            (0..trees.len())
+                .map(|t| paced::iterations_us(&trees[t], x, last, |i| at(t, i)))
+                .fold(0.0, f64::max)
         });
-        let refill = slots * leaves + paced_fill + at_paced.us(iters - slots - 1.0);
+        let refill = queued + at_paced.us(iters - slots - 1.0);
         us = us.max(refill);
     }
     let paced = *st
         .paced
         .get_or_insert_with(|| per(x.paced_gbps, programs(), true));
     (us, paced)
-}
-
-/// The slowest leaf's send up, µs, at rates `r`.
-fn leaf_send_us(trees: &[TreeSends], r: &SendRates, x: &IterTerms) -> f64 {
-    let mut most = 0.0f64;
-    for (t, rt) in trees.iter().zip(r) {
-        for (v, (up_rate, _)) in rt.iter().enumerate() {
-            if let (Some(s), true) = (&t.up[v], t.down[v].is_empty()) {
-                most = most.max(send_us(x, s, *up_rate));
-            }
-        }
-    }
-    most
 }
 
 /// A tree all-reduce of `bytes` on the first `nc` of the engine's measured trees, as the tuner

@@ -148,3 +148,32 @@ fn paced_iterations_past_the_slots_refill_the_tree_then_take_the_paced_period() 
     };
     assert!((unpaced(4.0) - unpaced(2.0) - 3.0).abs() < 1e-9);
 }
+
+#[test]
+fn the_first_paced_iteration_waits_behind_a_ranks_queued_unpaced_ones() {
+    // 0 <- 1 <- 2; 1's send up crosses hosts (3 µs of network step), so 1 forwards an
+    // iteration in 4.5 µs while its child sends one in 1.5: iterations queue at 1.
+    let t = sends(&[None, Some(0), Some(1)], |a, b| {
+        let net = if (a, b) == (1, 0) { 3.0 } else { 0.0 };
+        (0.0, vec![(a as usize * 3 + b as usize, 1e3)], net)
+    });
+    let x = IterTerms {
+        paced_gbps: 5.0,
+        slots: 2,
+        ..terms()
+    };
+    let at = |i: f64| {
+        all_reduce_us(std::slice::from_ref(&t), &x, i, &Memo::default())
+            .unwrap()
+            .0
+    };
+    // 1's up program: iteration 1 lands at 2.5 and leaves at 7.0, iteration 2 at 11.5, the
+    // paced third (its data queued since 6.5) at 17.0 (2.5 + 3); the root reduces it at 18.6,
+    // sends it down paced (2.5) at 21.1 once its own second send (14.6) is done, 1 forwards
+    // it at 24.6, and 2 receives it at 26.1. Pacing only from the third iteration's data on
+    // (the leaves' two sends, then the paced iteration's crossing) gives 21.1; a paced
+    // period after the unpaced second iteration, 24.1.
+    assert!((at(3.0) - 26.1).abs() < 1e-9, "{}", at(3.0));
+    // The fourth adds a paced period: 1's up program, 5.5 µs.
+    assert!((at(4.0) - 26.1 - 5.5).abs() < 1e-9, "{}", at(4.0));
+}
