@@ -310,6 +310,52 @@ pub(super) fn ll_bus(fast: f64, llmax: f64, messages: u64) -> f64 {
     1.0 / (unpaced / fast + (1.0 - unpaced) / paced)
 }
 
+/// What an LL ring-pattern call's (all-reduce, all-gather, reduce-scatter) paced messages (past
+/// a connection's slots and its first loop iteration, whose hand-offs the path prices) cost
+/// beyond their transfers as the engine runs them, µs. Every rank's receive waits for its neighbour's message of the same
+/// step, and the channels run their steps together, so no other channel's transfer fills a
+/// hand-off: a message takes its ring's mean op and landing (`ChainPaths::lockstep_us`), and
+/// each rank's local pass of an iteration (all-gather's copy of its own block into the output,
+/// reduce-scatter's last reduction; all-reduce's ride on its sends) takes its turn between its
+/// sends. They move at `llMaxBws`'s share (`paced_gbps`, payload). `None` where nothing is
+/// paced, the call is not LL of the ring pattern or the rings were not measured.
+pub(super) fn lockstep_us(
+    m: &SystemModel,
+    kind: CollectiveKind,
+    nc: u32,
+    bytes: u64,
+    paced_gbps: f64,
+) -> Option<f64> {
+    let (e, n, a, p) = (&m.calib.engine, m.nranks, Algorithm::Ring, Protocol::LL);
+    let i = proto_idx(p);
+    if !nccl::ring_chunked(&a, kind) || e.channel_gbps[i] <= 0.0 {
+        return None;
+    }
+    let sends = ring_sends(kind, n);
+    let msgs = messages(&a, kind, p, n, nc, bytes);
+    // The first `STEPS` messages of a connection land in empty slots, link-bound where the
+    // channels' rates exceed their links (whose share the bandwidth term prices with the
+    // collective's efficiency); the later ones are paced.
+    let paced = msgs
+        .checked_sub(sends.max(nccl::STEPS as u64))
+        .filter(|&k| k > 0)?;
+    let payload = nccl::chunk_bytes(&a, kind, p).min(bytes.div_ceil(blocks(&a, kind, n, nc)));
+    let wire = e.wire_factor[i].max(1.0);
+    let kb = payload as f64 / 1000.0 * wire;
+    let pass_us = match (kind, e.local_channel_gbps) {
+        (CollectiveKind::AllReduce, _) => 0.0,
+        (_, g) if g > 0.0 => payload as f64 / 1000.0 / g + e.step_us[i],
+        _ => 0.0,
+    };
+    let eff = link_eff(e);
+    let extra = |cap: f64| -> Option<f64> {
+        let us = |g: f64| kb / cap.min(g * eff).max(1e-9);
+        let (period, transfer) = e.paths.lockstep_us(nc, (e.hop_us[i], e.step_us[i]), us)?;
+        Some((period + pass_us / sends as f64 - transfer).max(0.0))
+    };
+    Some(paced as f64 * extra(e.channel_gbps[i].min(paced_gbps * wire))?)
+}
+
 /// The payload rate of one LL128 channel of `nc` as the engine runs it, GB/s: the engine's
 /// LL128 channel rate, ramped with the size where `ramp_bytes` is given (NCCL's ring pattern),
 /// within `link_gbps` (`None` without the engine's terms: NCCL's form prices it then).

@@ -110,6 +110,36 @@ impl ChainPaths {
         Some(rings.iter().map(|r| r.iter().map(rate).collect()).collect())
     }
 
+    /// A ring-pattern message's period where every rank waits for its neighbour's message
+    /// before sending its own (the ranks in step), and the same message's transfer as the
+    /// call's bandwidth term prices it, µs: (period, transfer). A hop's op is its transfer
+    /// (`us(gbps)` at the hop's rate), the protocol's step and its sender's network step; the
+    /// next rank's op starts once that landed (the route's latency and `hop_us`). Around the
+    /// ring the period is the mean of the hops' ops and landings, or the slowest hop's op where
+    /// that is longer; the transfer is the slowest hop's with its network step. The first `nc`
+    /// rings, the longest. `None`: not measured.
+    pub fn lockstep_us(
+        &self,
+        nc: u32,
+        (hop_us, step_us): (f64, f64),
+        us: impl Fn(f64) -> f64,
+    ) -> Option<(f64, f64)> {
+        let rings = self.used(nc);
+        let gbps = self.hop_gbps(nc)?;
+        let (mut period, mut transfer) = (0.0f64, 0.0f64);
+        for (r, g) in rings.iter().zip(&gbps) {
+            let (mut sum, mut slowest) = (0.0, 0.0f64);
+            for (h, &g) in r.iter().zip(g) {
+                let op = us(g) + step_us + h.send_us;
+                sum += op + h.lat_us + hop_us;
+                slowest = slowest.max(op);
+                transfer = transfer.max(us(g) + h.send_us);
+            }
+            period = period.max(slowest.max(sum / r.len().max(1) as f64));
+        }
+        Some((period, transfer))
+    }
+
     /// How much longer the slowest step of the first `nc` rings is than the slowest transfer,
     /// µs, where `us(gbps)` is a step's transfer at a hop's rate, a sender whose hop crosses
     /// hosts pays its network step (`send_us`) before it, and `root` pays `copy_us` more.
@@ -374,6 +404,32 @@ fn ring_steps_done(cost_of: &[f64], hand_off: &[f64], k: usize) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranks_in_step_take_the_rings_mean_op_and_landing_or_its_slowest_op() {
+        // 0 -> 1 -> 2 -> 0, latencies 1 µs, each hop its own 10 GB/s link: a 10 kB transfer
+        // is 1 µs, the step 0.5, the landing 1 + 0.25.
+        let route = |a: u32, _b: u32| (1.0, vec![(a as usize, 10.0)], 0.0);
+        let p = ChainPaths::of(&[vec![0, 1, 2]], &[], route);
+        let xfer = |g: f64| 10.0 / g;
+        // Every hop alike: an op (1.5) and its landing (1.25) each message.
+        assert_eq!(p.lockstep_us(1, (0.25, 0.5), xfer), Some((2.75, 1.0)));
+        // One hop at 1 GB/s (from 2): its op (10.5) is longer than the ring's mean op and
+        // landing ((2 × 2.75 + 11.75) / 3 = 5.75), and paces the ring.
+        let slow = |a: u32, _b: u32| {
+            (
+                1.0,
+                vec![(a as usize, if a == 2 { 1.0 } else { 10.0 })],
+                0.0,
+            )
+        };
+        let q = ChainPaths::of(&[vec![0, 1, 2]], &[], slow);
+        assert_eq!(q.lockstep_us(1, (0.25, 0.5), xfer), Some((10.5, 10.0)));
+        assert_eq!(
+            ChainPaths::default().lockstep_us(1, (0.25, 0.5), xfer),
+            None
+        );
+    }
 
     #[test]
     fn a_ring_call_takes_its_slowest_window_of_hops() {

@@ -4,8 +4,8 @@ use super::Cands;
 use super::Vars;
 use crate::tuner::chain_costs::{
     chain_fill, engine_path, hier_path, hier_rates, hier_steps_us, ll128_channel, ll_bus,
-    ll_channel, messages, ring_sends, ring_share, ring_steps_us, rooted_steps_us, set_share,
-    step_costs,
+    ll_channel, lockstep_us, messages, ring_sends, ring_share, ring_steps_us, rooted_steps_us,
+    set_share, step_costs,
 };
 use crate::tuner::packed_fill::packed_fill;
 use crate::tuner::packed_paths::packed_lat;
@@ -135,6 +135,23 @@ impl Cands<'_> {
         });
         lat + chain_fill(m, kind, self.root, p, bytes, r, nc, algbw)
             + step_costs(m, (kind, self.root), p, nc, bytes, path_steps).unwrap_or(0.0)
+            + self.lockstep(p, nc)
+    }
+
+    /// What an LL ring call's later messages cost beyond their transfers, µs (`lockstep_us`).
+    fn lockstep(&self, p: Protocol, nc: u32) -> f64 {
+        let Vars {
+            m,
+            kind,
+            bytes,
+            llmax,
+            ..
+        } = self.vars();
+        match p {
+            Protocol::LL => lockstep_us(m, kind, nc, bytes, llmax / nc.max(1) as f64),
+            _ => None,
+        }
+        .unwrap_or(0.0)
     }
 
     /// Hierarchical all-reduce across hosts: ring reduce-scatter in each host, ring all-reduce
