@@ -205,11 +205,11 @@ fn ring_candidates_agree_with_the_engine_on_most_rows() {
 }
 
 #[test]
-fn a_paced_ll_ring_runs_its_ranks_in_step() {
-    // Past a connection's slots an LL transfer leaves the links idle, and every rank's receive
-    // waits for its neighbour's message to land: all-gather, reduce-scatter and all-reduce of
-    // 128 MiB and 1 GiB on two H200s and on eight H100s (NVSwitch). Priced at the paced
-    // transfers alone they were 15-21 % fast.
+fn ll_and_ll128_rings_run_their_ranks_in_step() {
+    // Every rank's receive waits for its neighbour's message to land, and the channels run
+    // their steps together: LL and LL128 all-gather, reduce-scatter and all-reduce of 128 MiB
+    // and 1 GiB on two H200s and on eight H100s (NVSwitch). Priced at their transfers alone
+    // (LL past its slots at the paced rate) they were 9-21 % fast.
     let mut rows = 0;
     for f in [
         "examples/h200x2-topo.json",
@@ -220,7 +220,7 @@ fn a_paced_ll_ring_runs_its_ranks_in_step() {
         let p = Planner::new(&l.topology).unwrap();
         let cfg = SimConfig::from_profile(&p.profile().profile, "profile").unwrap();
         for r in sim::price::candidate_rows(&l.topology, &p, &cfg, "ring", &[128 << 20, 1 << 30]) {
-            if r.protocol != planner::schedule::Protocol::LL
+            if r.protocol == planner::schedule::Protocol::Simple
                 || r.kind == planner::schedule::CollectiveKind::Broadcast
                 || r.kind == planner::schedule::CollectiveKind::Reduce
             {
@@ -229,7 +229,7 @@ fn a_paced_ll_ring_runs_its_ranks_in_step() {
             rows += 1;
             let err = r.tuner_error();
             assert!(
-                err.abs() <= 0.02,
+                err.abs() <= 0.03,
                 "{}: {:?} {:+.1} %",
                 f.display(),
                 r,
@@ -237,11 +237,11 @@ fn a_paced_ll_ring_runs_its_ranks_in_step() {
             );
         }
     }
-    assert_eq!(rows, 12, "LL ring rows priced");
+    assert_eq!(rows, 24, "LL and LL128 ring rows priced");
 }
 
 /// Ring rows within 10 % of the 1950 (`docs/fidelity.md`).
-const RING_ROWS_WITHIN: usize = 1911;
+const RING_ROWS_WITHIN: usize = 1935;
 
 /// Tree rows within 10 % of the 390 (`docs/fidelity.md`).
 const TREE_ROWS_WITHIN: usize = 387;

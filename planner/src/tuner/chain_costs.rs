@@ -310,50 +310,52 @@ pub(super) fn ll_bus(fast: f64, llmax: f64, messages: u64) -> f64 {
     1.0 / (unpaced / fast + (1.0 - unpaced) / paced)
 }
 
-/// What an LL ring-pattern call's (all-reduce, all-gather, reduce-scatter) paced messages (past
-/// a connection's slots and its first loop iteration, whose hand-offs the path prices) cost
-/// beyond their transfers as the engine runs them, µs. Every rank's receive waits for its neighbour's message of the same
-/// step, and the channels run their steps together, so no other channel's transfer fills a
-/// hand-off: a message takes its ring's mean op and landing (`ChainPaths::lockstep_us`), and
-/// each rank's local pass of an iteration (all-gather's copy of its own block into the output,
-/// reduce-scatter's last reduction; all-reduce's ride on its sends) takes its turn between its
-/// sends. They move at `llMaxBws`'s share (`paced_gbps`, payload). `None` where nothing is
-/// paced, the call is not LL of the ring pattern or the rings were not measured.
+/// What an LL or LL128 ring-pattern call's (all-reduce, all-gather, reduce-scatter) later
+/// messages cost beyond what its bandwidth term bills them, as the engine runs them, µs. Every
+/// rank's receive waits for its neighbour's message of the same step, and the channels run
+/// their steps together, so no other channel's transfer fills a hand-off: a message takes its
+/// ring's mean op and landing (`ChainPaths::lockstep_us`), and each rank's local pass of an
+/// iteration (all-gather's copy of its own block into the output, reduce-scatter's last
+/// reduction; all-reduce's ride on its sends) takes its turn between its sends. A message's
+/// transfer moves at `cap_gbps` (wire) within its hop's links; the bandwidth term bills it at
+/// `billed_gbps` (payload, one channel). The later messages: LL's past a connection's slots
+/// (the earlier ones land in empty slots, link-bound where the channels' rates exceed their
+/// links, which the bandwidth term prices with the collective's efficiency) and LL128's past
+/// the first loop iteration, whose hand-offs the path prices. `None` where there are none, the
+/// call is not of the ring pattern in LL or LL128 or the rings were not measured.
 pub(super) fn lockstep_us(
     m: &SystemModel,
-    kind: CollectiveKind,
+    (kind, p): (CollectiveKind, Protocol),
     nc: u32,
     bytes: u64,
-    paced_gbps: f64,
+    (cap_gbps, billed_gbps): (f64, f64),
 ) -> Option<f64> {
-    let (e, n, a, p) = (&m.calib.engine, m.nranks, Algorithm::Ring, Protocol::LL);
-    let i = proto_idx(p);
-    if !nccl::ring_chunked(&a, kind) || e.channel_gbps[i] <= 0.0 {
+    let (e, n, a, i) = (&m.calib.engine, m.nranks, Algorithm::Ring, proto_idx(p));
+    if !nccl::ring_chunked(&a, kind) || p == Protocol::Simple {
         return None;
     }
     let sends = ring_sends(kind, n);
-    let msgs = messages(&a, kind, p, n, nc, bytes);
-    // The first `STEPS` messages of a connection land in empty slots, link-bound where the
-    // channels' rates exceed their links (whose share the bandwidth term prices with the
-    // collective's efficiency); the later ones are paced.
-    let paced = msgs
-        .checked_sub(sends.max(nccl::STEPS as u64))
+    let first = match p {
+        Protocol::LL => sends.max(nccl::STEPS as u64),
+        _ => sends,
+    };
+    let later = messages(&a, kind, p, n, nc, bytes)
+        .checked_sub(first)
         .filter(|&k| k > 0)?;
     let payload = nccl::chunk_bytes(&a, kind, p).min(bytes.div_ceil(blocks(&a, kind, n, nc)));
-    let wire = e.wire_factor[i].max(1.0);
-    let kb = payload as f64 / 1000.0 * wire;
+    let kb = payload as f64 / 1000.0;
+    let wire_kb = kb * e.wire_factor[i].max(1.0);
     let pass_us = match (kind, e.local_channel_gbps) {
         (CollectiveKind::AllReduce, _) => 0.0,
-        (_, g) if g > 0.0 => payload as f64 / 1000.0 / g + e.step_us[i],
+        (_, g) if g > 0.0 => kb / g + e.step_us[i],
         _ => 0.0,
     };
     let eff = link_eff(e);
-    let extra = |cap: f64| -> Option<f64> {
-        let us = |g: f64| kb / cap.min(g * eff).max(1e-9);
-        let (period, transfer) = e.paths.lockstep_us(nc, (e.hop_us[i], e.step_us[i]), us)?;
-        Some((period + pass_us / sends as f64 - transfer).max(0.0))
-    };
-    Some(paced as f64 * extra(e.channel_gbps[i].min(paced_gbps * wire))?)
+    let us = |g: f64| wire_kb / cap_gbps.min(g * eff).max(1e-9);
+    let (period, transfer, plain) = e.paths.lockstep_us(nc, (e.hop_us[i], e.step_us[i]), us)?;
+    // The bandwidth term bills the transfer; `step_costs` the network step beyond it.
+    let billed = kb / billed_gbps.max(1e-9) + (transfer - plain);
+    Some(later as f64 * (period + pass_us / sends as f64 - billed).max(0.0))
 }
 
 /// The payload rate of one LL128 channel of `nc` as the engine runs it, GB/s: the engine's

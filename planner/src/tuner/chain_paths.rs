@@ -116,17 +116,17 @@ impl ChainPaths {
     /// (`us(gbps)` at the hop's rate), the protocol's step and its sender's network step; the
     /// next rank's op starts once that landed (the route's latency and `hop_us`). Around the
     /// ring the period is the mean of the hops' ops and landings, or the slowest hop's op where
-    /// that is longer; the transfer is the slowest hop's with its network step. The first `nc`
-    /// rings, the longest. `None`: not measured.
+    /// that is longer; the transfer is the slowest hop's with its network step, and also
+    /// without it. The first `nc` rings, the longest. `None`: not measured.
     pub fn lockstep_us(
         &self,
         nc: u32,
         (hop_us, step_us): (f64, f64),
         us: impl Fn(f64) -> f64,
-    ) -> Option<(f64, f64)> {
+    ) -> Option<(f64, f64, f64)> {
         let rings = self.used(nc);
         let gbps = self.hop_gbps(nc)?;
-        let (mut period, mut transfer) = (0.0f64, 0.0f64);
+        let (mut period, mut transfer, mut plain) = (0.0f64, 0.0f64, 0.0f64);
         for (r, g) in rings.iter().zip(&gbps) {
             let (mut sum, mut slowest) = (0.0, 0.0f64);
             for (h, &g) in r.iter().zip(g) {
@@ -134,10 +134,11 @@ impl ChainPaths {
                 sum += op + h.lat_us + hop_us;
                 slowest = slowest.max(op);
                 transfer = transfer.max(us(g) + h.send_us);
+                plain = plain.max(us(g));
             }
             period = period.max(slowest.max(sum / r.len().max(1) as f64));
         }
-        Some((period, transfer))
+        Some((period, transfer, plain))
     }
 
     /// How much longer the slowest step of the first `nc` rings is than the slowest transfer,
@@ -413,7 +414,7 @@ mod tests {
         let p = ChainPaths::of(&[vec![0, 1, 2]], &[], route);
         let xfer = |g: f64| 10.0 / g;
         // Every hop alike: an op (1.5) and its landing (1.25) each message.
-        assert_eq!(p.lockstep_us(1, (0.25, 0.5), xfer), Some((2.75, 1.0)));
+        assert_eq!(p.lockstep_us(1, (0.25, 0.5), xfer), Some((2.75, 1.0, 1.0)));
         // One hop at 1 GB/s (from 2): its op (10.5) is longer than the ring's mean op and
         // landing ((2 × 2.75 + 11.75) / 3 = 5.75), and paces the ring.
         let slow = |a: u32, _b: u32| {
@@ -424,7 +425,10 @@ mod tests {
             )
         };
         let q = ChainPaths::of(&[vec![0, 1, 2]], &[], slow);
-        assert_eq!(q.lockstep_us(1, (0.25, 0.5), xfer), Some((10.5, 10.0)));
+        assert_eq!(
+            q.lockstep_us(1, (0.25, 0.5), xfer),
+            Some((10.5, 10.0, 10.0))
+        );
         assert_eq!(
             ChainPaths::default().lockstep_us(1, (0.25, 0.5), xfer),
             None

@@ -135,23 +135,42 @@ impl Cands<'_> {
         });
         lat + chain_fill(m, kind, self.root, p, bytes, r, nc, algbw)
             + step_costs(m, (kind, self.root), p, nc, bytes, path_steps).unwrap_or(0.0)
-            + self.lockstep(p, nc)
+            + self.lockstep(r, p, nc)
     }
 
-    /// What an LL ring call's later messages cost beyond their transfers, µs (`lockstep_us`).
-    fn lockstep(&self, p: Protocol, nc: u32) -> f64 {
+    /// What an LL or LL128 ring call's later messages cost beyond their bandwidth term, µs
+    /// (`lockstep_us`): a transfer at the channel's rate (LL's paced, LL128's ramped with the
+    /// size), billed at the rate the bandwidth term gives a channel.
+    fn lockstep(&self, r: &ChannelSet, p: Protocol, nc: u32) -> f64 {
         let Vars {
             m,
             kind,
             bytes,
+            c,
             llmax,
             ..
         } = self.vars();
-        match p {
-            Protocol::LL => lockstep_us(m, kind, nc, bytes, llmax / nc.max(1) as f64),
-            _ => None,
-        }
-        .unwrap_or(0.0)
+        let e = &c.engine;
+        let eff = c.coll_eff[coll_idx(kind)];
+        let share = ring_share(e, r, nc);
+        let rates = match p {
+            Protocol::LL => ll_channel(e, share).map(|x| {
+                let paced = llmax / nc.max(1) as f64;
+                let cap = e.channel_gbps[0].min(paced * e.wire_factor[0]);
+                (cap, (x * eff).min(paced))
+            }),
+            Protocol::LL128 => {
+                let ramped = ll128_channel(e, f64::INFINITY, Some(bytes));
+                let x = ll128_channel(e, share, Some(bytes));
+                ramped
+                    .zip(x)
+                    .map(|(cap, x)| (cap * e.wire_factor[1], x * eff))
+            }
+            Protocol::Simple => None,
+        };
+        rates
+            .and_then(|rates| lockstep_us(m, (kind, p), nc, bytes, rates))
+            .unwrap_or(0.0)
     }
 
     /// Hierarchical all-reduce across hosts: ring reduce-scatter in each host, ring all-reduce
