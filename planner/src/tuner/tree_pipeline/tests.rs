@@ -17,6 +17,22 @@ fn terms() -> IterTerms {
     }
 }
 
+/// LL-like terms whose third iteration is paced at half the channel's rate.
+fn paced_at_the_third() -> IterTerms {
+    IterTerms {
+        paced_gbps: 5.0,
+        slots: 2,
+        ..terms()
+    }
+}
+
+/// One tree's all-reduce of `iters` iterations, µs.
+fn us_of(t: &TreeSends, x: &IterTerms, iters: f64) -> f64 {
+    all_reduce_us(std::slice::from_ref(t), x, iters, &Memo::default())
+        .unwrap()
+        .0
+}
+
 fn sends(
     parent: &[Option<u32>],
     route: impl Fn(u32, u32) -> (f64, Vec<(usize, f64)>, f64),
@@ -118,16 +134,8 @@ fn paced_iterations_past_the_slots_refill_the_tree_then_take_the_paced_period() 
     let t = sends(&[None, Some(0)], |a, b| {
         (0.0, vec![(a as usize * 3 + b as usize, 1e3)], 0.0)
     });
-    let x = IterTerms {
-        paced_gbps: 5.0,
-        slots: 2,
-        ..terms()
-    };
-    let at = |i: f64| {
-        all_reduce_us(std::slice::from_ref(&t), &x, i, &Memo::default())
-            .unwrap()
-            .0
-    };
+    let x = paced_at_the_third();
+    let at = |i: f64| us_of(&t, &x, i);
     // Iteration 2 at 10 GB/s: a 1.5 µs send.
     assert!((at(2.0) - at(1.0) - 1.5).abs() < 1e-9);
     // The leaf sends both unpaced iterations (2 × 1.5 µs), then the third crosses the tree
@@ -157,16 +165,8 @@ fn the_first_paced_iteration_waits_behind_a_ranks_queued_unpaced_ones() {
         let net = if (a, b) == (1, 0) { 3.0 } else { 0.0 };
         (0.0, vec![(a as usize * 3 + b as usize, 1e3)], net)
     });
-    let x = IterTerms {
-        paced_gbps: 5.0,
-        slots: 2,
-        ..terms()
-    };
-    let at = |i: f64| {
-        all_reduce_us(std::slice::from_ref(&t), &x, i, &Memo::default())
-            .unwrap()
-            .0
-    };
+    let x = paced_at_the_third();
+    let at = |i: f64| us_of(&t, &x, i);
     // 1's up program: iteration 1 lands at 2.5 and leaves at 7.0, iteration 2 at 11.5, the
     // paced third (its data queued since 6.5) at 17.0 (2.5 + 3); the root reduces it at 18.6,
     // sends it down paced (2.5) at 21.1 once its own second send (14.6) is done, 1 forwards
