@@ -207,7 +207,7 @@ impl SimConfig {
         Self {
             seed: 0,
             jitter: 0.0,
-            elem_bytes: 4,
+            elem_bytes: planner::tuner::ENGINE_ELEM_BYTES as u32,
             launch_us: p.launch_us,
             ll: p.ll.clone(),
             ll128: p.ll128.clone(),

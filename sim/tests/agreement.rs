@@ -187,8 +187,9 @@ fn every_tree_candidate_agrees_with_the_engine() {
 /// and reduce in LL, LL128 and Simple at the ten sizes on every shipped topology (1950 rows),
 /// at least [`RING_ROWS_WITHIN`] within 10 % of the engine. Simple's ring pattern sends
 /// messages of four steps, two to a connection's slots, so a sender's third message waits for
-/// its receiver's next op and the credit (`tuner::ring_credits`); without that the 8-GPU hosts'
-/// Simple rows from 64 B to 2 MiB were 13–24 % fast and 1676 rows within 10 %.
+/// its receiver's next op and the credit (`tuner::ring_credits`; a message of fewer bytes is
+/// cut into fewer steps, an empty one into one); without that the 8-GPU hosts' Simple rows
+/// from 8 B to 2 MiB were 13–24 % fast and 1676 rows within 10 %.
 #[test]
 fn ring_candidates_agree_with_the_engine_on_most_rows() {
     let all_sizes = sizes_by_eight();
@@ -241,7 +242,7 @@ fn ll_and_ll128_rings_run_their_ranks_in_step() {
 }
 
 /// Ring rows within 10 % of the 1950 (`docs/fidelity.md`).
-const RING_ROWS_WITHIN: usize = 1935;
+const RING_ROWS_WITHIN: usize = 1947;
 
 /// Tree rows within 10 % of the 390 (`docs/fidelity.md`).
 const TREE_ROWS_WITHIN: usize = 387;

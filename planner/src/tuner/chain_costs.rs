@@ -358,6 +358,39 @@ pub(super) fn lockstep_us(
     Some(later as f64 * (period + pass_us / sends as f64 - billed).max(0.0))
 }
 
+/// The steps of the `j`-th message that ring position `pos` sends on ring `c` of a one-iteration
+/// ring-pattern call (all-reduce, all-gather, reduce-scatter) of `bytes`, as the engine cuts
+/// it: its chunk's whole elements (`schedule::build`'s chunks: all-reduce's position p sends
+/// block p − 1 − j, the others' blocks are the ranks', each split among the channels), at most
+/// NCCL's chunk, in the protocol's steps, at least its fewest and at most one a byte (a small
+/// message's bytes; an empty one a step).
+pub(super) fn ring_message_steps(
+    e: &EngineTerms,
+    (kind, p): (CollectiveKind, Protocol),
+    (n, nc): (u32, u32),
+    bytes: u64,
+    (c, pos, j): (u32, u32, u32),
+) -> u32 {
+    let (i, nc) = (proto_idx(p), nc.max(1));
+    let elems = bytes / ENGINE_ELEM_BYTES;
+    let chunk = match kind {
+        CollectiveKind::AllReduce => {
+            let b = (pos as i64 - 1 - j as i64).rem_euclid(n.max(1) as i64) as u32;
+            crate::schedule::chunk_range(elems, n * nc, b * nc + c % nc)
+        }
+        _ => crate::schedule::chunk_range(elems / n.max(1) as u64, nc, c % nc),
+    };
+    let payload = ((chunk.end - chunk.start) * ENGINE_ELEM_BYTES).min(nccl::chunk_bytes(
+        &Algorithm::Ring,
+        kind,
+        p,
+    ));
+    let steps = payload
+        .div_ceil(e.step_bytes[i].max(1))
+        .max(e.min_steps[i] as u64);
+    steps.min(payload.max(1)) as u32
+}
+
 /// The payload rate of one LL128 channel of `nc` as the engine runs it, GB/s: the engine's
 /// LL128 channel rate, ramped with the size where `ramp_bytes` is given (NCCL's ring pattern),
 /// within `link_gbps` (`None` without the engine's terms: NCCL's form prices it then).
@@ -456,6 +489,57 @@ mod tests {
     use super::*;
     use crate::schedule::build::{ring, tree, TreeChannel};
     use crate::schedule::Collective;
+
+    /// A small ring-pattern message's steps are those the engine cuts the built schedule's
+    /// message into: its chunk's bytes in Simple's steps, at least four and at most one a byte,
+    /// an empty one a step (8 B over 8 ranks: two of the all-reduce's eight chunks hold a float).
+    #[test]
+    fn a_small_messages_steps_are_its_built_chunks() {
+        let e = EngineTerms {
+            step_bytes: [32768, 576000, 524288],
+            min_steps: [1, 1, 4],
+            ..EngineTerms::default()
+        };
+        let (n, p) = (8u32, Protocol::Simple);
+        let mut four = 0;
+        for kind in [
+            CollectiveKind::AllReduce,
+            CollectiveKind::AllGather,
+            CollectiveKind::ReduceScatter,
+        ] {
+            for nc in [1u32, 2] {
+                let rings: Vec<Vec<u32>> = (0..nc).map(|_| (0..n).collect()).collect();
+                let s = ring(&Collective::as_nccl_tests(kind, n, 0), &rings, p).unwrap();
+                let (inb, outb) = s.collective.blocks(n);
+                for bytes in [8u64, 40, 200, 4096] {
+                    let count = bytes / ENGINE_ELEM_BYTES / inb.max(outb) as u64;
+                    for c in 0..nc {
+                        for pos in 0..n {
+                            let msgs = s.expanded_ops(pos, c).into_iter();
+                            let msgs = msgs.filter(|o| o.kind.sends() || o.kind.receives());
+                            for (j, op) in msgs.enumerate() {
+                                let cr = op.src.or(op.dst).unwrap();
+                                let elems: u64 = (0..cr.count)
+                                    .map(|k| s.chunk_elems(count, 0, cr.chunk + k))
+                                    .map(|r| r.end - r.start)
+                                    .sum();
+                                let payload = elems * ENGINE_ELEM_BYTES;
+                                let want = payload.div_ceil(524288).max(4).min(payload.max(1));
+                                let at = (c, pos, j as u32);
+                                let got = ring_message_steps(&e, (kind, p), (n, nc), bytes, at);
+                                assert_eq!(got as u64, want, "{kind:?} {nc} {bytes} B {at:?}");
+                                four += usize::from(bytes == 8 && got == 4);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // 8 B: only all-reduce's chunks hold a float, two of n · nc (on one channel), each
+        // carried twice in a rank's 2n − 1 messages but once at the rank that sends it last:
+        // 2 × (2 · 8 − 1) four-step messages on one channel and on two.
+        assert_eq!(four, 2 * 2 * (2 * 8 - 1), "four-step messages at 8 B");
+    }
 
     /// The messages a connection carries are those of the schedule the engine runs: the built
     /// program's sends per loop iteration times its iterations (LL, whose chunk the builder and

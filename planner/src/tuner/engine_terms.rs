@@ -3,6 +3,10 @@
 use super::chain_paths::ChainPaths;
 use serde_json::Value;
 
+/// Bytes of the element the engine prices calls in (nccl-tests' float; `sim::SimConfig`'s
+/// default `elem_bytes`): a schedule's chunks are cut at whole elements.
+pub const ENGINE_ELEM_BYTES: u64 = 4;
+
 /// Terms of the simulator's engine (the profile's `sim` section) that the tuner prices with as
 /// well, so that both read one number: a channel's rate per protocol, the local copy rate, and
 /// topoplan's executor grid.

@@ -31,7 +31,10 @@ use nccl::{
 };
 pub use packed_fill::{wave_flows, PackedWave};
 pub use packed_paths::{PackedPaths, PathCost};
-pub use profile::{EngineTerms, Profile, ProfileChoice, ProfileError, ProfileSource, TunerParams};
+pub use profile::{
+    EngineTerms, Profile, ProfileChoice, ProfileError, ProfileSource, TunerParams,
+    ENGINE_ELEM_BYTES,
+};
 pub use tree_pipeline::{TreeSend, TreeSends};
 
 use crate::schedule::{Algorithm, CollectiveKind, Protocol};

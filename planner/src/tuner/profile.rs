@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 mod check;
 use check::{check_shape, check_values};
 
-pub use super::engine_terms::EngineTerms;
+pub use super::engine_terms::{EngineTerms, ENGINE_ELEM_BYTES};
 
 /// The profile format version this build reads and writes.
 pub const PROFILE_VERSION: u32 = 1;

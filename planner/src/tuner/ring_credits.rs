@@ -12,10 +12,11 @@ pub const CREDIT_RANKS: usize = 256;
 
 impl ChainPaths {
     /// What a small all-reduce, all-gather or reduce-scatter costs beyond its launch on the
-    /// first `nc` rings, µs, every message `steps` steps and a connection holding `slots`
-    /// messages: a rank's message starts once its previous one ended (its steps one after
-    /// another, each `step_us` and the hop's `send_us`), once its successor has consumed the
-    /// message `slots` back and the credit returned (the route's latency and `hop_us`), and
+    /// first `nc` rings, µs, a connection holding `slots` messages and `steps(ring, position,
+    /// j)` the steps of the `j`-th message a ring position sends (the last, `j` = the call's
+    /// sends, only received): a rank's message starts once its previous one ended (its steps one
+    /// after another, each `step_us` and the hop's `send_us`), once its successor has consumed
+    /// the message `slots` back and the credit returned (the route's latency and `hop_us`), and
     /// ends a step after its predecessor's last step landed; the last receive is its steps
     /// more. `None` past [`CREDIT_RANKS`], for broadcast and reduce, or where the rings were not
     /// measured.
@@ -24,7 +25,7 @@ impl ChainPaths {
         kind: CollectiveKind,
         nc: u32,
         (hop_us, step_us): (f64, f64),
-        (steps, slots): (u32, u32),
+        (steps, slots): (impl Fn(usize, usize, usize) -> u32, u32),
     ) -> Option<f64> {
         let k = match kind {
             CollectiveKind::AllReduce => 2,
@@ -36,20 +37,23 @@ impl ChainPaths {
         if !(2..=CREDIT_RANKS).contains(&n) {
             return None;
         }
-        let (sub, slots) = (steps.max(1) as f64, slots.max(1) as usize);
+        let slots = slots.max(1) as usize;
         let k = k * (n - 1);
         let mut most = 0.0f64;
-        for r in rings {
+        for (ri, r) in rings.iter().enumerate() {
+            let sub = |i: usize, j: usize| steps(ri, i, j).max(1) as f64;
             let step: Vec<f64> = r.iter().map(|h| step_us + h.send_us).collect();
             let hand_off: Vec<f64> = r.iter().map(|h| h.lat_us + hop_us).collect();
             // ends[j][i]: when rank i's message j ends.
-            let mut ends: Vec<Vec<f64>> = vec![step.iter().map(|c| sub * c).collect()];
+            let first = (0..n).map(|i| sub(i, 0) * step[i]).collect();
+            let mut ends: Vec<Vec<f64>> = vec![first];
             for j in 1..=k {
                 let prev = &ends[j - 1];
                 let last = j == k;
                 let row: Vec<f64> = (0..n)
                     .map(|i| {
                         let p = (i + n - 1) % n;
+                        let sub = sub(i, j);
                         // The last op only receives: its steps cost no network step.
                         let c = if last { step_us } else { step[i] };
                         let own = prev[i] + sub * c;

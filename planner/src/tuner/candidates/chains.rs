@@ -4,8 +4,8 @@ use super::Cands;
 use super::Vars;
 use crate::tuner::chain_costs::{
     chain_fill, engine_path, hier_path, hier_rates, hier_steps_us, ll128_channel, ll_bus,
-    ll_channel, lockstep_us, messages, ring_sends, ring_share, ring_steps_us, rooted_steps_us,
-    set_share, step_costs,
+    ll_channel, lockstep_us, messages, ring_message_steps, ring_sends, ring_share, ring_steps_us,
+    rooted_steps_us, set_share, step_costs,
 };
 use crate::tuner::packed_fill::packed_fill;
 use crate::tuner::packed_paths::packed_lat;
@@ -105,17 +105,22 @@ impl Cands<'_> {
         let (e, i) = (&c.engine, proto_idx(p));
         let terms = (e.hop_us[i], e.step_us[i]);
         // Simple's ring pattern: messages of several steps, two to a connection's slots. Where
-        // a connection carries more messages than its slots hold, and every message carries
-        // data (each is cut into at most its bytes' steps), the credits bind.
+        // a connection carries more messages than its slots hold, the credits bind; a message
+        // of few bytes is cut into at most its bytes' steps, an empty one into one.
         let a = Algorithm::Ring;
         let steps = match nccl::ring_chunked(&a, kind) {
             true => e.min_steps[i].max(1),
             false => 1,
         };
         let slots = nccl::slots(&a, kind, p);
-        let full = bytes >= 4 * n as u64 * nc as u64;
-        let credits = (steps > 1 && ring_sends(kind, n) > slots as u64 && full)
-            .then(|| e.paths.ring_credits_us(kind, nc, terms, (steps, slots)))
+        let credits = (steps > 1 && ring_sends(kind, n) > slots as u64)
+            .then(|| {
+                let of = |ring: usize, pos: usize, j: usize| {
+                    let at = (ring as u32, pos as u32, j as u32);
+                    ring_message_steps(e, (kind, p), (n, nc), bytes, at)
+                };
+                e.paths.ring_credits_us(kind, nc, terms, (of, slots))
+            })
             .flatten();
         let path_steps = if credits.is_some() { steps as u64 } else { 1 };
         let path = credits.or_else(|| e.paths.ring_us(kind, self.root, nc, terms.0, terms.1));
