@@ -217,10 +217,7 @@ fn ll_and_ll128_rings_run_their_ranks_in_step() {
         "tests/data/topologies/aws-p5-48xl-topo-2023.xml",
     ] {
         let f = Path::new(ROOT).join(f);
-        let l = load_file(&f, &LoadOptions::default()).unwrap();
-        let p = Planner::new(&l.topology).unwrap();
-        let cfg = SimConfig::from_profile(&p.profile().profile, "profile").unwrap();
-        for r in sim::price::candidate_rows(&l.topology, &p, &cfg, "ring", &[128 << 20, 1 << 30]) {
+        for r in candidates_of(&f, "ring", &[128 << 20, 1 << 30]) {
             if r.protocol == planner::schedule::Protocol::Simple
                 || r.kind == planner::schedule::CollectiveKind::Broadcast
                 || r.kind == planner::schedule::CollectiveKind::Reduce
@@ -257,12 +254,18 @@ fn sizes_by_eight() -> Vec<u64> {
 fn shipped_candidates(algorithm: &str, sizes: &[u64]) -> Vec<(PathBuf, sim::price::CandidateRow)> {
     let mut out = Vec::new();
     for f in shipped() {
-        let l = load_file(&f, &LoadOptions::default()).unwrap();
-        let p = Planner::new(&l.topology).unwrap();
-        let cfg = SimConfig::from_profile(&p.profile().profile, "profile").unwrap();
-        for r in sim::price::candidate_rows(&l.topology, &p, &cfg, algorithm, sizes) {
+        for r in candidates_of(&f, algorithm, sizes) {
             out.push((f.clone(), r));
         }
     }
     out
+}
+
+/// Every `algorithm` candidate the planner offers on topology file `f` at `sizes`, with the
+/// engine's price beside the tuner's.
+fn candidates_of(f: &Path, algorithm: &str, sizes: &[u64]) -> Vec<sim::price::CandidateRow> {
+    let l = load_file(f, &LoadOptions::default()).unwrap();
+    let p = Planner::new(&l.topology).unwrap();
+    let cfg = SimConfig::from_profile(&p.profile().profile, "profile").unwrap();
+    sim::price::candidate_rows(&l.topology, &p, &cfg, algorithm, sizes)
 }

@@ -488,7 +488,19 @@ pub(super) fn chain_fill(
 mod tests {
     use super::*;
     use crate::schedule::build::{ring, tree, TreeChannel};
-    use crate::schedule::Collective;
+    use crate::schedule::{Collective, Schedule};
+
+    /// The builder's ring schedule of `kind` over `nc` rings of `n` ranks in rank order.
+    fn ring_schedule(kind: CollectiveKind, p: Protocol, n: u32, nc: u32) -> Schedule {
+        let rings: Vec<Vec<u32>> = (0..nc).map(|_| (0..n).collect()).collect();
+        ring(&Collective::as_nccl_tests(kind, n, 0), &rings, p).unwrap()
+    }
+
+    /// The engine's per-rank element count of an nccl-tests call of `bytes` on `s`.
+    fn per_rank_count(s: &Schedule, n: u32, bytes: u64) -> u64 {
+        let (inb, outb) = s.collective.blocks(n);
+        bytes / ENGINE_ELEM_BYTES / inb.max(outb) as u64
+    }
 
     /// A small ring-pattern message's steps are those the engine cuts the built schedule's
     /// message into: its chunk's bytes in Simple's steps, at least four and at most one a byte,
@@ -508,11 +520,9 @@ mod tests {
             CollectiveKind::ReduceScatter,
         ] {
             for nc in [1u32, 2] {
-                let rings: Vec<Vec<u32>> = (0..nc).map(|_| (0..n).collect()).collect();
-                let s = ring(&Collective::as_nccl_tests(kind, n, 0), &rings, p).unwrap();
-                let (inb, outb) = s.collective.blocks(n);
+                let s = ring_schedule(kind, p, n, nc);
                 for bytes in [8u64, 40, 200, 4096] {
-                    let count = bytes / ENGINE_ELEM_BYTES / inb.max(outb) as u64;
+                    let count = per_rank_count(&s, n, bytes);
                     for c in 0..nc {
                         for pos in 0..n {
                             let msgs = s.expanded_ops(pos, c).into_iter();
@@ -553,11 +563,9 @@ mod tests {
             CollectiveKind::Broadcast,
         ] {
             for nc in [1u32, 4] {
-                let rings: Vec<Vec<u32>> = (0..nc).map(|_| (0..n).collect()).collect();
-                let s = ring(&Collective::as_nccl_tests(kind, n, 0), &rings, p).unwrap();
+                let s = ring_schedule(kind, p, n, nc);
                 for bytes in [4096u64, 1 << 20, 3 << 20, 64 << 20] {
-                    let (inb, outb) = s.collective.blocks(n);
-                    let count = bytes / 4 / inb.max(outb) as u64;
+                    let count = per_rank_count(&s, n, bytes);
                     let sends: u64 = s.ranks[0].channels[0]
                         .ops
                         .iter()
