@@ -32,14 +32,14 @@ pub(super) fn measure(
     net_step_us: f64,
 ) -> Option<P2pTerms> {
     let n = t.n_ranks() as u32;
+    if n < 2 {
+        return None;
+    }
     let peers = match kind {
         CollectiveKind::AllToAll if n <= MEASURED_ALL_TO_ALL_RANKS => n as usize - 1,
         CollectiveKind::SendRecv => 1,
         _ => return None,
     };
-    if n < 2 {
-        return None;
-    }
     let ranks: Vec<u32> = (0..n).collect();
     let m = Messages::of(t, &ranks, peers, net_step_us);
     if m.unrouted {
