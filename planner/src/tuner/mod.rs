@@ -13,6 +13,7 @@ mod chain_costs;
 mod chain_paths;
 mod drift;
 mod engine_terms;
+mod hier_costs;
 pub mod nccl;
 mod packed_fill;
 mod packed_paths;

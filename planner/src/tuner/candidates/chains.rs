@@ -3,10 +3,11 @@
 use super::Cands;
 use super::Vars;
 use crate::tuner::chain_costs::{
-    chain_fill, engine_path, hier_path, hier_rates, hier_steps_us, ll128_channel, ll_bus,
-    ll_channel, lockstep_us, messages, ring_message_steps, ring_sends, ring_share, ring_steps_us,
-    rooted_steps_us, set_share, step_costs,
+    chain_fill, engine_path, ll128_channel, ll_bus, ll_channel, lockstep_us, messages,
+    ring_message_steps, ring_sends, ring_share, ring_steps_us, rooted_steps_us, set_share,
+    step_costs,
 };
+use crate::tuner::hier_costs::{hier_path, hier_rates, hier_steps_us};
 use crate::tuner::packed_fill::packed_fill;
 use crate::tuner::packed_paths::packed_lat;
 use crate::tuner::tree_pipeline;
