@@ -32,6 +32,41 @@ fn sim_prints_one_row_per_nccl_tests_size() {
     }
 }
 
+/// `--channels` forces the schedule's channels, and the `tuner` column prices that schedule,
+/// not the tuner's own channel count: on one channel a 1 MiB all-reduce takes several times
+/// what 24 take, in both columns.
+#[test]
+fn sim_forced_channels_are_what_the_tuner_column_prices() {
+    for ch in ["1", "4"] {
+        let args = [
+            "sim",
+            H200,
+            "--algo",
+            "ring",
+            "--proto",
+            "Simple",
+            "--channels",
+            ch,
+        ];
+        let (rc, out, err) = topoplan(&[&args[..], &["-b", "4K", "-e", "1M", "-f", "4"]].concat());
+        assert_eq!(rc, 0, "{err}");
+        let rows: Vec<Vec<&str>> = out
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(rows.len(), 5, "{out}");
+        for r in &rows {
+            assert_eq!(r[7], ch, "{r:?}");
+            let (engine, tuner): (f64, f64) = (r[8].parse().unwrap(), r[11].parse().unwrap());
+            assert!(
+                (tuner / engine - 1.0).abs() <= 0.10,
+                "{ch} channel(s): {r:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn sim_forced_algorithm_and_trace() {
     let trace = tmp("trace.json");

@@ -39,6 +39,7 @@ fn check(kind: CollectiveKind, file: &str) -> (f64, f64, usize) {
     let f = Filter {
         algorithms: Some(vec![Algorithm::Ring, Algorithm::Tree]),
         protocols: None,
+        channels: None,
     };
     let coll = Collective::new(kind);
     let mut worst: f64 = 0.0;

@@ -244,6 +244,7 @@ impl Plans {
             let filter = Filter {
                 algorithms: Some(allowed.clone()),
                 protocols: self.protocol.map(|p| vec![p]),
+                channels: None,
             };
             let c = p.choose_filtered(coll, bytes, &filter)?;
             let ch = self.channels.or(Some(c.channels));

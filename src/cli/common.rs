@@ -294,7 +294,7 @@ pub(crate) struct SimRow {
 pub(crate) type Cache = HashMap<(String, Protocol, u32), Schedule>;
 
 /// The engine prices every candidate and the fastest runs (the planner's engine-priced choice,
-/// as `plan` makes it); with `--channels` forced, the tuner's choice runs.
+/// as `plan` makes it); with `--channels` forced, the tuner's choice on those channels runs.
 #[allow(clippy::too_many_arguments)]
 fn pick_and_run(
     topo: &Topology,
@@ -309,9 +309,13 @@ fn pick_and_run(
     let pricer = sim::price::EnginePricer::with_cache(topo, planner, cfg, cache);
     let picked = match channels {
         None => planner.choose_priced(coll, bytes, filter, &pricer),
-        Some(_) => {
+        Some(n) => {
+            let forced = Filter {
+                channels: Some(n),
+                ..filter.clone()
+            };
             planner
-                .choose_filtered(coll, bytes, filter)
+                .choose_filtered(coll, bytes, &forced)
                 .map(|c| planner::plan::PricedChoice {
                     tuner_us: c.est_us,
                     by_pricer: false,
@@ -424,5 +428,6 @@ pub(crate) fn filter(algo: &Option<String>, proto: &Option<String>) -> Result<Fi
             .as_deref()
             .map(|p| list(p, &Protocol::ALL, parse_proto))
             .transpose()?,
+        channels: None,
     })
 }

@@ -267,6 +267,7 @@ fn filter_for(a: &Args, k: CollectiveKind) -> Result<Filter, CliError> {
     Ok(Filter {
         algorithms,
         protocols,
+        channels: None,
     })
 }
 

@@ -32,8 +32,8 @@ The table lays beside an nccl-tests run: size and count as nccl-tests defines th
 elements; all-gather/reduce-scatter/all-to-all sizes are the whole gathered buffer), time from
 launch to the last rank's completion, algbw = size / time, busbw = algbw x 2(n-1)/n for
 all-reduce, (n-1)/n for all-gather/reduce-scatter/all-to-all, 1 otherwise. The 'tuner' column is
-the planner's own estimate for the same choice (with --as nccl: NCCL's own estimate). Every
-table names the machine profile that priced it. The model and its parameters: docs/sim.md.")]
+the planner's own estimate for the same choice on the same channels (with --as nccl: NCCL's own
+estimate). Every table names the machine profile that priced it. The model and its parameters: docs/sim.md.")]
 pub struct Args {
     /// Topology file: NCCL XML or topoplan JSON (clusters from `topo scale`).
     pub file: PathBuf,

@@ -275,7 +275,7 @@ pub(super) fn lockstep_us(
     Some(later as f64 * (period + pass_us / sends as f64 - billed).max(0.0))
 }
 
-/// The steps of the `j`-th message that ring position `pos` sends on ring `c` of a one-iteration
+/// The steps and payload bytes of the `j`-th message that ring position `pos` sends on ring `c` of a one-iteration
 /// ring-pattern call (all-reduce, all-gather, reduce-scatter) of `bytes`, as the engine cuts
 /// it: its chunk's whole elements (`schedule::build`'s chunks: all-reduce's position p sends
 /// block p − 1 − j, the others' blocks are the ranks', each split among the channels), at most
@@ -287,7 +287,7 @@ pub(super) fn ring_message_steps(
     (n, nc): (u32, u32),
     bytes: u64,
     (c, pos, j): (u32, u32, u32),
-) -> u32 {
+) -> (u32, u64) {
     let (i, nc) = (proto_idx(p), nc.max(1));
     let elems = bytes / ENGINE_ELEM_BYTES;
     let chunk = match kind {
@@ -305,12 +305,27 @@ pub(super) fn ring_message_steps(
     let steps = payload
         .div_ceil(e.step_bytes[i].max(1))
         .max(e.min_steps[i] as u64);
-    steps.min(payload.max(1)) as u32
+    (steps.min(payload.max(1)) as u32, payload)
 }
 
 /// The payload rate of one LL128 channel of `nc` as the engine runs it, GB/s: the engine's
 /// LL128 channel rate, ramped with the size where `ramp_bytes` is given (NCCL's ring pattern),
 /// within `link_gbps` (`None` without the engine's terms: NCCL's form prices it then).
+/// The engine's Simple channel rate, GB/s of wire (`None` without the engine's terms).
+pub(super) fn simple_channel(e: &EngineTerms) -> Option<f64> {
+    Some(e.channel_gbps[2]).filter(|&r| r > 0.0 && e.wire_factor[2] > 0.0)
+}
+
+/// The engine's size ramp of NCCL's Simple and LL128 channels at `bytes` (`sim.nccl_ramp_*`),
+/// 1 without one or where the call is not the ring pattern (`None`).
+pub(super) fn engine_ramp(e: &EngineTerms, bytes: Option<u64>) -> f64 {
+    let [s0, a] = e.nccl_ramp;
+    match bytes {
+        Some(bytes) if s0 > 0.0 && a > 0.0 => 1.0 / (1.0 + (s0 / bytes.max(1) as f64).powf(a)),
+        _ => 1.0,
+    }
+}
+
 pub(super) fn ll128_channel(
     e: &EngineTerms,
     link_gbps: f64,
@@ -320,12 +335,7 @@ pub(super) fn ll128_channel(
     if rate <= 0.0 || wire <= 0.0 {
         return None;
     }
-    let [s0, a] = e.nccl_ramp;
-    let f = match ramp_bytes {
-        Some(bytes) if s0 > 0.0 && a > 0.0 => 1.0 / (1.0 + (s0 / bytes.max(1) as f64).powf(a)),
-        _ => 1.0,
-    };
-    Some((rate * f).min(link_gbps) / wire)
+    Some((rate * engine_ramp(e, ramp_bytes)).min(link_gbps) / wire)
 }
 
 /// The channels' share of a set's links, GB/s: the search's bandwidth split among the `nc`
@@ -453,8 +463,10 @@ mod tests {
                                 let payload = elems * ENGINE_ELEM_BYTES;
                                 let want = payload.div_ceil(524288).max(4).min(payload.max(1));
                                 let at = (c, pos, j as u32);
-                                let got = ring_message_steps(&e, (kind, p), (n, nc), bytes, at);
+                                let (got, got_payload) =
+                                    ring_message_steps(&e, (kind, p), (n, nc), bytes, at);
                                 assert_eq!(got as u64, want, "{kind:?} {nc} {bytes} B {at:?}");
+                                assert_eq!(got_payload, payload, "{kind:?} {nc} {bytes} B {at:?}");
                                 four += usize::from(bytes == 8 && got == 4);
                             }
                         }

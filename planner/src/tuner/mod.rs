@@ -152,6 +152,10 @@ pub struct Estimate {
 pub struct Filter {
     pub algorithms: Option<Vec<Algorithm>>,
     pub protocols: Option<Vec<Protocol>>,
+    /// Ring, hierarchical and tree candidates on exactly this many channels (NCCL_MIN_NCHANNELS
+    /// and NCCL_MAX_NCHANNELS both set; `sim --channels`), in the sense their schedules are
+    /// built with; `None`: NCCL's count for the size. Other algorithms keep their own.
+    pub channels: Option<u32>,
 }
 
 impl Filter {
@@ -160,6 +164,7 @@ impl Filter {
         Filter {
             algorithms: Some(vec![algorithm]),
             protocols: None,
+            channels: None,
         }
     }
 
@@ -168,6 +173,7 @@ impl Filter {
         Filter {
             algorithms: Some(vec![algorithm]),
             protocols: Some(vec![protocol]),
+            channels: None,
         }
     }
 

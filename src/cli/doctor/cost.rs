@@ -77,6 +77,7 @@ impl Machine {
                     .unwrap_or_else(|| vec![Algorithm::Ring, Algorithm::Tree]),
             ),
             protocols: f.protocols.clone(),
+            channels: f.channels,
         };
         self.planner
             .choose_filtered(&Collective::new(kind), bytes, &f)
@@ -107,6 +108,7 @@ impl Machine {
                     .unwrap_or_else(|| vec![Algorithm::Ring, Algorithm::Tree]),
             ),
             protocols: f.protocols.clone(),
+            channels: f.channels,
         };
         let e = tuner::best(&m, kind, bytes, &f)?;
         Some(bytes as f64 / 1000.0 / e.time_us * kind.busbw_factor(m.nranks))

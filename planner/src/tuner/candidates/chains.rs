@@ -3,8 +3,8 @@
 use super::Cands;
 use super::Vars;
 use crate::tuner::chain_costs::{
-    chain_fill, engine_path, ll128_channel, ll_bus, ll_channel, lockstep_us, messages,
-    ring_message_steps, ring_sends, ring_share, ring_steps_us, rooted_steps_us, set_share,
+    chain_fill, engine_path, engine_ramp, ll128_channel, ll_bus, ll_channel, lockstep_us, messages,
+    ring_message_steps, ring_share, ring_steps_us, rooted_steps_us, set_share, simple_channel,
     step_costs,
 };
 use crate::tuner::hier_costs::{hier_path, hier_rates, hier_steps_us};
@@ -29,7 +29,7 @@ impl Cands<'_> {
             return;
         }
         for p in Protocol::ALL {
-            let nc = channels_for(m, &Algorithm::Ring, r, p, bytes);
+            let nc = self.channels(&Algorithm::Ring, r, p);
             let (bus, rmp) = self.ring_bus(r, p, nc);
             let algbw = bus / busf.max(1e-9);
             // LL128 calls of one-step messages: every message's step as the engine runs it.
@@ -39,7 +39,7 @@ impl Cands<'_> {
             };
             let lat = match steps {
                 Some(total) => total - bytes as f64 / 1000.0 / algbw,
-                None => self.ring_lat(r, p, nc, algbw),
+                None => self.ring_lat(r, p, nc, (algbw, rmp)),
             };
             self.push(Algorithm::Ring, p, nc, lat, algbw, rmp);
         }
@@ -80,12 +80,17 @@ impl Cands<'_> {
                     rmp,
                 ),
             },
-            // A ring channel moves no faster than its share of the links it crosses where the
-            // planner measured them (an oversubscribed fabric's uplinks, shared by every ring
-            // that crosses them).
-            Protocol::Simple => match c.engine.paths.hop_gbps(nc) {
-                Some(_) => (bus.min(nc as f64 * share * eff), rmp),
-                None => (bus, rmp),
+            // Where the planner measured the rings, a channel runs as the engine runs it: at the
+            // engine's channel rate, ramped with the size on the ring pattern, and no faster
+            // than its share of the links it crosses (an oversubscribed fabric's uplinks, shared
+            // by every ring that crosses them).
+            Protocol::Simple => match (c.engine.paths.hop_gbps(nc), simple_channel(&c.engine)) {
+                (Some(_), Some(rate)) => {
+                    let f = engine_ramp(&c.engine, ramped.then_some(bytes));
+                    (nc as f64 * (rate * f).min(share) * eff, 1.0)
+                }
+                (Some(_), None) => (bus.min(nc as f64 * share * eff), rmp),
+                _ => (bus, rmp),
             },
         }
     }
@@ -93,7 +98,7 @@ impl Cands<'_> {
     /// A ring call's latency on `nc` channels in protocol `p`, µs: its slowest path as the
     /// engine runs it (NCCL's latency table where the paths were not measured), a rooted
     /// chain's fill and the steps that cost more than their transfers.
-    fn ring_lat(&self, r: &ChannelSet, p: Protocol, nc: u32, algbw: f64) -> f64 {
+    fn ring_lat(&self, r: &ChannelSet, p: Protocol, nc: u32, (algbw, rmp): (f64, f64)) -> f64 {
         let Vars {
             m,
             kind,
@@ -105,20 +110,24 @@ impl Cands<'_> {
         } = self.vars();
         let (e, i) = (&c.engine, proto_idx(p));
         let terms = (e.hop_us[i], e.step_us[i]);
-        // Simple's ring pattern: messages of several steps, two to a connection's slots. Where
-        // a connection carries more messages than its slots hold, the credits bind; a message
-        // of few bytes is cut into at most its bytes' steps, an empty one into one.
+        // Simple's ring pattern: messages of several steps, two to a connection's slots, each
+        // step its transfer at the channel's rate; a message of few bytes is cut into at most
+        // its bytes' steps, an empty one into one.
         let a = Algorithm::Ring;
         let steps = match nccl::ring_chunked(&a, kind) {
             true => e.min_steps[i].max(1),
             false => 1,
         };
         let slots = nccl::slots(&a, kind, p);
-        let credits = (steps > 1 && ring_sends(kind, n) > slots as u64)
+        let busf = kind.busbw_factor(n).max(1e-9);
+        let channel_gbps = (algbw * rmp * busf / nc.max(1) as f64).max(1e-9);
+        let credits = (steps > 1)
             .then(|| {
                 let of = |ring: usize, pos: usize, j: usize| {
                     let at = (ring as u32, pos as u32, j as u32);
-                    ring_message_steps(e, (kind, p), (n, nc), bytes, at)
+                    let (steps, payload) = ring_message_steps(e, (kind, p), (n, nc), bytes, at);
+                    let x = payload as f64 / steps.max(1) as f64 / 1000.0 / channel_gbps;
+                    (steps, x)
                 };
                 e.paths.ring_credits_us(kind, nc, terms, (of, slots))
             })
@@ -199,7 +208,7 @@ impl Cands<'_> {
         }
         let (l, h) = (ppn as f64, nnodes as f64);
         for p in Protocol::ALL {
-            let nc = channels_for(m, &Algorithm::Hierarchical, r, p, bytes);
+            let nc = self.channels(&Algorithm::Hierarchical, r, p);
             let eff = match p {
                 Protocol::LL => LL_BW_FACTOR,
                 Protocol::LL128 => LL128_BW_FACTOR,
@@ -262,7 +271,7 @@ impl Cands<'_> {
         if let Some(t) = &m.tree {
             if kind == CollectiveKind::AllReduce {
                 for p in Protocol::ALL {
-                    let nc = channels_for(m, &Algorithm::Tree, t, p, bytes);
+                    let nc = self.channels(&Algorithm::Tree, t, p);
                     // The trees measured: pipelined as the engine runs them. Otherwise (past
                     // `plan::CHAIN_PATH_RANKS`, or without the engine's terms) NCCL's form.
                     if let Some((lat, bw)) = tree_pipeline::priced(c, p, nc, bytes, llmax) {

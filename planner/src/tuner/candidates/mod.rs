@@ -74,6 +74,14 @@ impl<'a> Cands<'a> {
     }
 
     /// Adds a candidate the filter allows: launch, latency, then the bytes at `algbw × ramp`.
+    /// The channels a ring, hierarchical or tree candidate of `set` runs in protocol `p`: the
+    /// filter's where it forces them, else NCCL's count for the size.
+    fn channels(&self, a: &Algorithm, set: &ChannelSet, p: Protocol) -> u32 {
+        self.f
+            .channels
+            .unwrap_or_else(|| channels_for(self.m, a, set, p, self.bytes))
+    }
+
     fn push(
         &mut self,
         algorithm: Algorithm,
