@@ -14,7 +14,9 @@
 //! and the next op can begin only once the first step of this one has arrived downstream.
 //! Where the op's sends close rings (a ring call's channels, a hierarchical call's rings in each
 //! host and along each rail), a ring's period is at least its steps and hand-offs around it over
-//! its ranks instead of its slowest hand-off at every step. The total is `launch + Σ_iterations Σ_ops repeat·T_op`. Work and memory are linear in
+//! its ranks instead of its slowest hand-off at every step, and where a connection carries more
+//! messages than its slots hold, at least a sender's message and the credit's return cycle over
+//! the slots. The total is `launch + Σ_iterations Σ_ops repeat·T_op`. Work and memory are linear in
 //! ranks × channels × compact ops, independent of message size and of `repeat`.
 
 use crate::config::SimConfig;
@@ -349,6 +351,14 @@ fn lockstep_time(
         }
     };
     let classes = [(iters - 1, slice(0)), (1, slice(iters - 1))];
+    // A connection holding fewer messages than it carries: a sender's message waits for the
+    // receiver to consume the one `slots` back and for the credit to return.
+    let sends: u64 = shape
+        .iter()
+        .filter(|o| o.kind.sends())
+        .map(|o| o.repeat as u64)
+        .sum();
+    let credits = (sends * iters > s.slots as u64).then_some(s.slots.max(1) as f64);
     let mut total_us = cfg.launch_us;
     let mut represented: u64 = 0;
     for &(times, len) in &classes {
@@ -368,7 +378,7 @@ fn lockstep_time(
                 1
             };
             let pat = &patterns[op_pattern[i]];
-            let worst = op_time(s, cfg, op, pat, payload, m, times, load);
+            let worst = op_time(s, cfg, op, pat, (payload, m, credits), times, load);
             total_us += worst * op.repeat as f64 * times as f64;
             represented += m * op.repeat as u64 * times * nprog;
         }
@@ -377,15 +387,16 @@ fn lockstep_time(
 }
 
 /// The slowest program's time for one op of `payload` bytes in `m` steps, adding what each
-/// program moves (over `times` iterations) to `load`.
-#[allow(clippy::too_many_arguments)]
+/// program moves (over `times` iterations) to `load`. With `credits` (the messages a
+/// connection holds, where it carries more), a sender's message also waits for its receiver to
+/// have consumed the message `credits` back (that message's steps, its landing and the
+/// receiver's step) and for the credit to return (a landing): a cycle of `credits` ops.
 fn op_time(
     s: &Schedule,
     cfg: &SimConfig,
     op: &Op,
     pat: &OpRates,
-    payload: u64,
-    m: u64,
+    (payload, m, credits): (u64, u64, Option<f64>),
     times: u64,
     load: &mut [f64],
 ) -> f64 {
@@ -403,6 +414,7 @@ fn op_time(
     let ring = rings.is_some();
     let mut around = vec![0.0; rings.map_or(0, |(_, lengths)| lengths.len())];
     let mut slowest_steps: f64 = 0.0;
+    let mut credit_cycle: f64 = 0.0;
     for (k, &(rate, lat, netw)) in pat.per_prog.iter().enumerate() {
         let sends = op.kind.sends();
         let wire = if sends { proto.wire_factor } else { 1.0 };
@@ -431,6 +443,12 @@ fn op_time(
             m as f64 * t_step
         };
         worst = worst.max(t);
+        if let Some(k) = credits.filter(|_| sends) {
+            let receiver_step = t_step - if netw { cfg.net_step_us } else { 0.0 };
+            let landing = lat + proto.hop_us;
+            credit_cycle =
+                credit_cycle.max((m as f64 * t_step + 2.0 * landing + receiver_step) / k);
+        }
         if ring {
             around[rings.map_or(0, |(cycle, _)| cycle[k])] += t_step + lat + proto.hop_us;
             slowest_steps = slowest_steps.max(m as f64 * t_step);
@@ -447,5 +465,5 @@ fn op_time(
             .fold(0.0f64, |a, (&x, &len)| a.max(x / len.max(1) as f64));
         worst = slowest_steps.max(cycle);
     }
-    worst
+    worst.max(credit_cycle)
 }
