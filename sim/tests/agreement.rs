@@ -239,7 +239,7 @@ fn ll_and_ll128_rings_run_their_ranks_in_step() {
 }
 
 /// Ring rows within 10 % of the 1950 (`docs/fidelity.md`).
-const RING_ROWS_WITHIN: usize = 1949;
+const RING_ROWS_WITHIN: usize = 1950;
 
 /// Tree rows within 10 % of the 390 (`docs/fidelity.md`).
 const TREE_ROWS_WITHIN: usize = 387;

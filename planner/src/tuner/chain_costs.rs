@@ -122,10 +122,11 @@ pub(super) fn step_costs(
     Some((msgs * per_msg).saturating_sub(k) as f64 * excess + copy)
 }
 
-/// A ring LL128 all-reduce, all-gather or reduce-scatter of one loop iteration, whose every
-/// message is one step, as the engine runs it: µs beyond the tuner's launch, every rank's messages in program order, each
+/// A ring LL or LL128 all-reduce, all-gather or reduce-scatter of one loop iteration, whose
+/// every message is one step (LL: no more messages than a connection's slots hold), as the
+/// engine runs it: µs beyond the tuner's launch, every rank's messages in program order, each
 /// its step, its sender's network step and its transfer at the hop's rate (the channel's rate,
-/// ramped with the size on the ring pattern, within the hop's share of the links), handed on
+/// LL128's ramped with the size on the ring pattern, within the hop's share of the links), handed on
 /// after the route's latency (`ChainPaths::ring_messages_us`). Where the hops differ in rate
 /// (the uplinks of an oversubscribed fat tree) a slow hop's transfer hides in the others'
 /// hand-offs, which a latency plus the bytes at the slowest hop's rate leaves out. `None` where
@@ -133,13 +134,13 @@ pub(super) fn step_costs(
 pub(super) fn ring_steps_us(
     m: &SystemModel,
     c: &TunerParams,
-    kind: CollectiveKind,
+    (kind, p): (CollectiveKind, Protocol),
     nc: u32,
     bytes: u64,
 ) -> Option<f64> {
-    let (e, n, a, p) = (&m.calib.engine, m.nranks, Algorithm::Ring, Protocol::LL128);
+    let (e, n, a) = (&m.calib.engine, m.nranks, Algorithm::Ring);
     let i = proto_idx(p);
-    if !nccl::ring_chunked(&a, kind) || e.step_bytes[i] == 0 {
+    if !nccl::ring_chunked(&a, kind) || e.step_bytes[i] == 0 || p == Protocol::Simple {
         return None;
     }
     let payload = nccl::chunk_bytes(&a, kind, p).min(bytes.div_ceil(blocks(&a, kind, n, nc)));
@@ -151,11 +152,15 @@ pub(super) fn ring_steps_us(
         return None;
     }
     let wire = e.wire_factor[i].max(1.0);
-    let rate = ll128_channel(e, f64::INFINITY, Some(bytes))? * wire;
+    let rate = match p {
+        Protocol::LL => ll_channel(e, f64::INFINITY)?,
+        _ => ll128_channel(e, f64::INFINITY, Some(bytes))?,
+    } * wire;
     let eff = link_eff(e);
-    // One loop iteration: a later iteration's first message waits for no predecessor.
+    // One loop iteration: a later iteration's first message waits for no predecessor. LL's
+    // messages land in empty slots (past them the receiver paces the sender).
     let k = messages(&a, kind, p, n, nc, bytes);
-    if k != ring_sends(kind, n) {
+    if k != ring_sends(kind, n) || (p == Protocol::LL && k > nccl::STEPS as u64) {
         return None;
     }
     // At the collective's efficiency, as the bandwidth term of every ring candidate.

@@ -34,8 +34,9 @@ impl Cands<'_> {
             let algbw = bus / busf.max(1e-9);
             // LL128 calls of one-step messages: every message's step as the engine runs it.
             let steps = match p {
-                Protocol::LL128 => ring_steps_us(m, c, kind, nc, bytes),
-                _ => rooted_steps_us(m, c, (kind, self.root), p, nc, bytes),
+                Protocol::Simple => None,
+                _ => ring_steps_us(m, c, (kind, p), nc, bytes)
+                    .or_else(|| rooted_steps_us(m, c, (kind, self.root), p, nc, bytes)),
             };
             let lat = match steps {
                 Some(total) => total - bytes as f64 / 1000.0 / algbw,
