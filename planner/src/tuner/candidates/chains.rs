@@ -32,7 +32,8 @@ impl Cands<'_> {
             let nc = self.channels(&Algorithm::Ring, r, p);
             let (bus, rmp) = self.ring_bus(r, p, nc);
             let algbw = bus / busf.max(1e-9);
-            // LL128 calls of one-step messages: every message's step as the engine runs it.
+            // LL and LL128 calls of one-step messages (LL: within its slots): every message's
+            // step as the engine runs it; LL broadcast and reduce past their slots, a tandem.
             let steps = match p {
                 Protocol::Simple => None,
                 _ => ring_steps_us(m, c, (kind, p), nc, bytes)
