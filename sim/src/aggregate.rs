@@ -15,8 +15,8 @@
 //! Where the op's sends close rings (a ring call's channels, a hierarchical call's rings in each
 //! host and along each rail), a ring's period is at least its steps and hand-offs around it over
 //! its ranks instead of its slowest hand-off at every step, and where a connection carries more
-//! messages than its slots hold, at least a sender's message and the credit's return cycle over
-//! the slots. The total is `launch + Σ_iterations Σ_ops repeat·T_op`. Work and memory are linear in
+//! messages than its slots hold, at least the cycles its credits close: a sender's message and
+//! the credit's return over the slots, and the credits' chain around each ring. The total is `launch + Σ_iterations Σ_ops repeat·T_op`. Work and memory are linear in
 //! ranks × channels × compact ops, independent of message size and of `repeat`.
 
 use crate::config::SimConfig;
@@ -413,6 +413,10 @@ fn op_time(
     };
     let ring = rings.is_some();
     let mut around = vec![0.0; rings.map_or(0, |(_, lengths)| lengths.len())];
+    // The credits' chain around a ring: a sender's message waits for its successor's op that
+    // consumes the message `credits` back, whose start waits in turn for the next successor's,
+    // so each hop forward adds a whole message and a hand-off, `credits − 1` ops earlier.
+    let mut around_credits = around.clone();
     let mut slowest_steps: f64 = 0.0;
     let mut credit_cycle: f64 = 0.0;
     for (k, &(rate, lat, netw)) in pat.per_prog.iter().enumerate() {
@@ -450,7 +454,9 @@ fn op_time(
                 credit_cycle.max((m as f64 * t_step + 2.0 * landing + receiver_step) / k);
         }
         if ring {
-            around[rings.map_or(0, |(cycle, _)| cycle[k])] += t_step + lat + proto.hop_us;
+            let r = rings.map_or(0, |(cycle, _)| cycle[k]);
+            around[r] += t_step + lat + proto.hop_us;
+            around_credits[r] += m as f64 * t_step + lat + proto.hop_us;
             slowest_steps = slowest_steps.max(m as f64 * t_step);
         }
         let moved = payload as f64 * wire * (op.repeat as f64) * times as f64;
@@ -464,6 +470,15 @@ fn op_time(
             .zip(lengths)
             .fold(0.0f64, |a, (&x, &len)| a.max(x / len.max(1) as f64));
         worst = slowest_steps.max(cycle);
+        if let Some(k) = credits.filter(|&k| k >= 2.0) {
+            let chain = around_credits
+                .iter()
+                .zip(lengths)
+                .fold(0.0f64, |a, (&x, &len)| {
+                    a.max(x / (len.max(1) as f64 * (k - 1.0)))
+                });
+            worst = worst.max(chain);
+        }
     }
     worst.max(credit_cycle)
 }
