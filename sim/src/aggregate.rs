@@ -447,11 +447,11 @@ fn op_time(
             m as f64 * t_step
         };
         worst = worst.max(t);
-        if let Some(k) = credits.filter(|_| sends) {
+        if let Some(slots) = credits.filter(|_| sends) {
             let receiver_step = t_step - if netw { cfg.net_step_us } else { 0.0 };
             let landing = lat + proto.hop_us;
             credit_cycle =
-                credit_cycle.max((m as f64 * t_step + 2.0 * landing + receiver_step) / k);
+                credit_cycle.max((m as f64 * t_step + 2.0 * landing + receiver_step) / slots);
         }
         if ring {
             let r = rings.map_or(0, |(cycle, _)| cycle[k]);
@@ -465,20 +465,29 @@ fn op_time(
         }
     }
     if let Some((_, lengths)) = rings {
-        let cycle = around
-            .iter()
-            .zip(lengths)
-            .fold(0.0f64, |a, (&x, &len)| a.max(x / len.max(1) as f64));
-        worst = slowest_steps.max(cycle);
-        if let Some(k) = credits.filter(|&k| k >= 2.0) {
-            let chain = around_credits
-                .iter()
-                .zip(lengths)
-                .fold(0.0f64, |a, (&x, &len)| {
-                    a.max(x / (len.max(1) as f64 * (k - 1.0)))
-                });
-            worst = worst.max(chain);
-        }
+        let ring = ring_period([&around, &around_credits], lengths, credits);
+        worst = slowest_steps.max(ring);
     }
     worst.max(credit_cycle)
+}
+
+/// The op's period that its rings bound, µs: per ring, its steps and hand-offs around it over
+/// its ranks (`around`), and with `credits` (a connection's slots, where it carries more
+/// messages) its credits' chain, a whole message and a hand-off a hop (`around_credits`), over
+/// `credits − 1` ops a hop.
+fn ring_period(
+    [around, around_credits]: [&[f64]; 2],
+    lengths: &[usize],
+    credits: Option<f64>,
+) -> f64 {
+    let per = |sums: &[f64], ops_a_hop: f64| {
+        sums.iter().zip(lengths).fold(0.0f64, |a, (&x, &len)| {
+            a.max(x / (len.max(1) as f64 * ops_a_hop))
+        })
+    };
+    let chain = match credits {
+        Some(slots) if slots >= 2.0 => per(around_credits, slots - 1.0),
+        _ => 0.0,
+    };
+    per(around, 1.0).max(chain)
 }
