@@ -260,8 +260,7 @@ impl SimConfig {
     pub fn with_nccl_ramp(&self, bytes: u64) -> SimConfig {
         let mut c = self.clone();
         if self.nccl_ramp_s0_bytes > 0.0 && self.nccl_ramp_a > 0.0 {
-            let f = 1.0
-                / (1.0 + (self.nccl_ramp_s0_bytes / bytes.max(1) as f64).powf(self.nccl_ramp_a));
+            let f = planner::tuner::size_ramp(self.nccl_ramp_s0_bytes, self.nccl_ramp_a, bytes);
             c.simple.channel_gbps *= f;
             c.ll128.channel_gbps *= f;
         }

@@ -16,6 +16,12 @@ pub fn coll_idx(k: CollectiveKind) -> usize {
     }
 }
 
+/// The size ramp every fitted ramp takes: the fraction `1 / (1 + (s0 / bytes)^a)` of a rate
+/// reached at `bytes`.
+pub fn size_ramp(s0: f64, a: f64, bytes: u64) -> f64 {
+    1.0 / (1.0 + (s0 / bytes.max(1) as f64).powf(a))
+}
+
 /// Fraction of peak bandwidth ring/tree Simple and LL128 reach at `bytes`,
 /// `1 / (1 + (S0/bytes)^A)` with the profile's `ramp_s0`, `ramp_a`: pipelines fill, channels
 /// start unevenly and buffers are cold at mid sizes. LL runs small messages whose time is
@@ -23,9 +29,7 @@ pub fn coll_idx(k: CollectiveKind) -> usize {
 pub fn ramp(c: &TunerParams, proto: Protocol, bytes: u64) -> f64 {
     match proto {
         Protocol::LL => 1.0,
-        Protocol::LL128 | Protocol::Simple => {
-            1.0 / (1.0 + (c.ramp_s0 / (bytes.max(1) as f64)).powf(c.ramp_a))
-        }
+        Protocol::LL128 | Protocol::Simple => size_ramp(c.ramp_s0, c.ramp_a, bytes),
     }
 }
 
@@ -34,8 +38,6 @@ pub fn ramp(c: &TunerParams, proto: Protocol, bytes: u64) -> f64 {
 pub fn direct_ramp(c: &TunerParams, proto: Protocol, bytes: u64) -> f64 {
     match proto {
         Protocol::LL => 1.0,
-        Protocol::LL128 | Protocol::Simple => {
-            1.0 / (1.0 + (c.direct_ramp_s0 / (bytes.max(1) as f64)).powf(c.direct_ramp_a))
-        }
+        Protocol::LL128 | Protocol::Simple => size_ramp(c.direct_ramp_s0, c.direct_ramp_a, bytes),
     }
 }

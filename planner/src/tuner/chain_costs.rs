@@ -313,9 +313,6 @@ pub(super) fn ring_message_steps(
     (steps.min(payload.max(1)) as u32, payload)
 }
 
-/// The payload rate of one LL128 channel of `nc` as the engine runs it, GB/s: the engine's
-/// LL128 channel rate, ramped with the size where `ramp_bytes` is given (NCCL's ring pattern),
-/// within `link_gbps` (`None` without the engine's terms: NCCL's form prices it then).
 /// The engine's Simple channel rate, GB/s of wire (`None` without the engine's terms).
 pub(super) fn simple_channel(e: &EngineTerms) -> Option<f64> {
     Some(e.channel_gbps[2]).filter(|&r| r > 0.0 && e.wire_factor[2] > 0.0)
@@ -326,11 +323,14 @@ pub(super) fn simple_channel(e: &EngineTerms) -> Option<f64> {
 pub(super) fn engine_ramp(e: &EngineTerms, bytes: Option<u64>) -> f64 {
     let [s0, a] = e.nccl_ramp;
     match bytes {
-        Some(bytes) if s0 > 0.0 && a > 0.0 => 1.0 / (1.0 + (s0 / bytes.max(1) as f64).powf(a)),
+        Some(bytes) if s0 > 0.0 && a > 0.0 => super::size_ramp(s0, a, bytes),
         _ => 1.0,
     }
 }
 
+/// The payload rate of one LL128 channel of `nc` as the engine runs it, GB/s: the engine's
+/// LL128 channel rate, ramped with the size where `ramp_bytes` is given (NCCL's ring pattern),
+/// within `link_gbps` (`None` without the engine's terms: NCCL's form prices it then).
 pub(super) fn ll128_channel(
     e: &EngineTerms,
     link_gbps: f64,
