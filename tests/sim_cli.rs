@@ -7,15 +7,19 @@ use common::{tmp, topoplan};
 const H200: &str = "tests/data/topologies/h200x2-topo.xml";
 const H800: &str = "tests/data/topologies/github-yccl-8xh800-nvswitch-topo.xml";
 
+/// The rows of a `topoplan sim` table, each split into its columns (comment lines left out).
+fn table_rows(out: &str) -> Vec<Vec<&str>> {
+    out.lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split_whitespace().collect())
+        .collect()
+}
+
 #[test]
 fn sim_prints_one_row_per_nccl_tests_size() {
     let (rc, out, err) = topoplan(&["sim", H200, "-b", "8", "-e", "128M", "-f", "4"]);
     assert_eq!(rc, 0, "{err}");
-    let rows: Vec<Vec<&str>> = out
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .map(|l| l.split_whitespace().collect())
-        .collect();
+    let rows = table_rows(&out);
     let sizes: Vec<u64> = rows.iter().map(|r| r[0].parse().unwrap()).collect();
     assert_eq!(sizes, (0..13).map(|k| 8u64 << (2 * k)).collect::<Vec<_>>());
     // all-reduce: count = size / 4; time grows with size; busbw = algbw for 2 ranks.
@@ -50,11 +54,7 @@ fn sim_forced_channels_are_what_the_tuner_column_prices() {
         ];
         let (rc, out, err) = topoplan(&[&args[..], &["-b", "4K", "-e", "1M", "-f", "4"]].concat());
         assert_eq!(rc, 0, "{err}");
-        let rows: Vec<Vec<&str>> = out
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .map(|l| l.split_whitespace().collect())
-            .collect();
+        let rows = table_rows(&out);
         assert_eq!(rows.len(), 5, "{out}");
         for r in &rows {
             assert_eq!(r[7], ch, "{r:?}");

@@ -44,41 +44,41 @@ impl ChainPaths {
         let mut most = 0.0f64;
         let mut billed = 0.0f64;
         for (ri, r) in rings.iter().enumerate() {
-            // A message's steps and one step's cost (the last op only receives: no network
-            // step, no transfer of its own).
-            let msg = |i: usize, j: usize| {
-                let (sub, x) = steps(ri, i, j);
-                let c = match j == k {
-                    true => step_us,
-                    false => step_us + r[i].send_us + x,
-                };
-                (sub.max(1) as f64, c, x)
-            };
+            // msg[j][i]: rank i's message j, its steps, one step's cost and its transfer (the
+            // last op only receives: no network step, no transfer of its own).
+            let msg: Vec<Vec<(f64, f64, f64)>> = (0..=k)
+                .map(|j| {
+                    (0..n)
+                        .map(|i| {
+                            let (sub, x) = steps(ri, i, j);
+                            let c = match j == k {
+                                true => step_us,
+                                false => step_us + r[i].send_us + x,
+                            };
+                            (sub.max(1) as f64, c, x)
+                        })
+                        .collect()
+                })
+                .collect();
             let hand_off: Vec<f64> = r.iter().map(|h| h.lat_us + hop_us).collect();
             for i in 0..n {
-                let sent = (0..k)
-                    .map(|j| msg(i, j))
-                    .map(|(sub, _, x)| sub * x)
-                    .sum::<f64>();
+                let sent: f64 = msg[..k].iter().map(|row| row[i].0 * row[i].2).sum();
                 billed = billed.max(sent);
             }
             // ends[j][i]: when rank i's message j ends.
-            let first = (0..n)
-                .map(|i| msg(i, 0))
-                .map(|(sub, c, _)| sub * c)
-                .collect();
+            let first = msg[0].iter().map(|&(sub, c, _)| sub * c).collect();
             let mut ends: Vec<Vec<f64>> = vec![first];
             for j in 1..=k {
                 let prev = &ends[j - 1];
                 let row: Vec<f64> = (0..n)
                     .map(|i| {
                         let p = (i + n - 1) % n;
-                        let (sub, c, _) = msg(i, j);
+                        let (sub, c, _) = msg[j][i];
                         let own = prev[i] + sub * c;
                         // Its i-th step after the predecessor's i-th landed: the last one a
                         // step after the predecessor's last, the first `sub − 1` of its own
                         // steps after the predecessor's first.
-                        let lead = (sub - 1.0) * (c - msg(p, j - 1).1).max(0.0);
+                        let lead = (sub - 1.0) * (c - msg[j - 1][p].1).max(0.0);
                         let data = prev[p] + hand_off[p] + c + lead;
                         let credit = match (j == k, j.checked_sub(slots)) {
                             (false, Some(m)) => ends[m + 1][(i + 1) % n] + hand_off[i] + sub * c,

@@ -108,6 +108,7 @@ impl Cands<'_> {
             c,
             n,
             nnodes,
+            busf,
             ..
         } = self.vars();
         let (e, i) = (&c.engine, proto_idx(p));
@@ -121,8 +122,8 @@ impl Cands<'_> {
             false => 1,
         };
         let slots = nccl::slots(&a, kind, p);
-        let busf = kind.busbw_factor(n).max(1e-9);
-        let channel_gbps = (algbw * rmp * busf / nc.max(1) as f64).max(1e-9);
+        // One channel's payload rate, as the bandwidth term bills it.
+        let channel_gbps = (algbw * rmp * busf.max(1e-9) / nc.max(1) as f64).max(1e-9);
         let credits = (steps > 1)
             .then(|| {
                 let of = |ring: usize, pos: usize, j: usize| {
