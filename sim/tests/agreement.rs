@@ -153,33 +153,27 @@ fn sendrecv_on_eight_h800_runs_at_the_nvlink_rate() {
 }
 
 /// Every tree candidate (all-reduce, LL, LL128 and Simple, 8 B to 1 GiB by ×8) on every shipped
-/// topology: the tuner pipelines the trees' iterations as the engine runs them, so its estimate
-/// is within 10 % of the engine's price on all but the three rows `docs/fidelity.md` names, and
-/// within 25 % on every one. (Pricing trees from the search's bandwidth and a hop count missed
-/// by up to 93 %; with the engine's quantised sharing making flows wait for it to finish, LL
-/// trees on 8-GPU NVSwitch hosts were 12-15 % slow.)
+/// topology, each within 10 % of the engine: the tuner runs a call of few ops op by op as the
+/// engine does, each send sharing its links with the sends whose time windows meet its own,
+/// and larger ones in closed form (`tuner::tree_pipeline`). With the closed form alone three
+/// rows missed: NCv4's LL at 256 KiB by −25 % (its second iteration's sends up meet the first
+/// one's on the shared PCIe links), 2×RTX 4090's LL128 at 16 MiB by −12 % and 16×L20's by
+/// +14 % (the up half running ahead while the first sums come down).
 #[test]
 fn every_tree_candidate_agrees_with_the_engine() {
     let all_sizes = sizes_by_eight();
-    let (mut rows, mut within) = (0, 0);
-    for (f, r) in shipped_candidates("tree", &all_sizes) {
+    let (mut rows, mut off) = (0, Vec::new());
+    for (topo, r) in shipped_candidates("tree", &all_sizes) {
         rows += 1;
-        within += usize::from(r.tuner_error().abs() <= 0.10);
-        assert!(
-            r.tuner_error().abs() <= 0.25,
-            "{}: tree {} {} B x{}: tuner {:.2} µs, engine {:.2} µs",
-            f.display(),
-            r.protocol.name(),
-            r.bytes,
-            r.channels,
-            r.tuner_us,
-            r.engine_us
-        );
+        if r.tuner_error().abs() > 0.10 {
+            off.push(format!("{}: {r:?}", topo.display()));
+        }
     }
     assert_eq!(rows, 13 * 3 * all_sizes.len(), "tree rows priced");
     assert!(
-        within >= TREE_ROWS_WITHIN,
-        "{within} of {rows} tree rows within 10 %"
+        off.is_empty(),
+        "tree rows off by more than 10 %:\n{}",
+        off.join("\n")
     );
 }
 
@@ -240,9 +234,6 @@ fn ll_and_ll128_rings_run_their_ranks_in_step() {
     }
     assert_eq!(rows, 24, "LL and LL128 ring rows priced");
 }
-
-/// Tree rows within 10 % of the 390 (`docs/fidelity.md`).
-const TREE_ROWS_WITHIN: usize = 387;
 
 /// 8 B to 1 GiB by ×8: the ten sizes of the candidate tables.
 fn sizes_by_eight() -> Vec<u64> {

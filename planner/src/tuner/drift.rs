@@ -73,10 +73,6 @@ pub struct DagFlow {
 /// The time until every flow ended and landed: every flow moves `volume`, starting as soon as its
 /// dependencies landed (each flow's `delay` plus `extra_delay` after it ends), flows sharing
 /// links (rates `caps`) max-min fairly, none above `flow_cap`. Times are volume over rate.
-///
-/// Event by event: flows wait in a queue ordered by when their last dependency lands, and only
-/// the running flows and their links are shared at each event, so a chain of thousands of hops
-/// (a 1024-rank ring's fill) costs its events times the flows running at once.
 pub fn dag_time(
     flows: &[DagFlow],
     caps: &[f64],
@@ -84,32 +80,85 @@ pub fn dag_time(
     volume: f64,
     extra_delay: f64,
 ) -> f64 {
-    use std::cmp::Reverse;
-    let nf = flows.len();
-    let mut dependents = vec![Vec::new(); nf];
-    let mut waiting: Vec<usize> = flows.iter().map(|f| f.deps.len()).collect();
+    let ops: Vec<DagOp> = flows
+        .iter()
+        .map(|f| DagOp {
+            links: f.links.clone(),
+            volume,
+            cap: flow_cap,
+            post: 0.0,
+        })
+        .collect();
+    let mut then = vec![Vec::new(); flows.len()];
     for (f, flow) in flows.iter().enumerate() {
         for &d in &flow.deps {
-            dependents[d].push(f);
+            then[d].push((f, flows[d].delay + extra_delay));
         }
     }
-    // When each flow may start: the latest landing of its dependencies so far.
-    let mut ready = vec![0.0f64; nf];
-    let mut queue: std::collections::BinaryHeap<Reverse<(OrdF64, usize)>> = (0..nf)
+    op_dag_ends(&ops, &then, caps)
+        .iter()
+        .zip(flows)
+        .map(|(end, f)| end + f.delay + extra_delay)
+        .fold(0.0, f64::max)
+}
+
+/// One op of a DAG: a transfer of `volume` over `links` (indices into a list of link rates), no
+/// faster than `cap`, then `post` of fixed cost off the links (with no volume, only that).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DagOp {
+    pub links: Vec<usize>,
+    pub volume: f64,
+    pub cap: f64,
+    pub post: f64,
+}
+
+/// When every op ends: op g starts once every op f with (g, delay) in `then[f]` ended and that
+/// delay passed, the running transfers sharing the links (rates `caps`) max-min fairly, each
+/// within its cap. Times are volume over rate.
+///
+/// Event by event: ops wait in a queue ordered by when their last dependency allows them, and
+/// only the running transfers and their links are shared at each event, so a chain of thousands
+/// of hops (a 1024-rank ring's fill) costs its events times the transfers running at once.
+pub fn op_dag_ends(ops: &[DagOp], then: &[Vec<(usize, f64)>], caps: &[f64]) -> Vec<f64> {
+    use std::cmp::Reverse;
+    assert_eq!(ops.len(), then.len(), "one list of dependents per op");
+    let n = ops.len();
+    let mut waiting = vec![0u32; n];
+    for &(g, _) in then.iter().flatten() {
+        waiting[g] += 1;
+    }
+    // When each op may start: the latest of its dependencies' ends and delays so far.
+    let mut ready = vec![0.0f64; n];
+    let mut queue: std::collections::BinaryHeap<Reverse<(OrdF64, usize)>> = (0..n)
         .filter(|&f| waiting[f] == 0)
         .map(|f| Reverse((OrdF64(0.0), f)))
         .collect();
-    let mut left = vec![volume; nf];
+    let mut end = vec![f64::NAN; n];
+    let mut left: Vec<f64> = ops.iter().map(|o| o.volume).collect();
     let mut active: Vec<usize> = Vec::new();
     let mut sharing = LinkSharing::new(caps);
-    let (mut t, mut last_landing) = (0.0f64, 0.0f64);
+    let mut t = 0.0f64;
+    let mut finish = |f: usize, at: f64, queue: &mut std::collections::BinaryHeap<_>| {
+        end[f] = at + ops[f].post;
+        for &(g, delay) in &then[f] {
+            ready[g] = ready[g].max(end[f] + delay);
+            waiting[g] -= 1;
+            if waiting[g] == 0 {
+                queue.push(Reverse((OrdF64(ready[g]), g)));
+            }
+        }
+    };
     loop {
         while let Some(&Reverse((OrdF64(r), f))) = queue.peek() {
             if r > t + 1e-12 {
                 break;
             }
             queue.pop();
-            active.push(f);
+            if ops[f].volume > 0.0 {
+                active.push(f);
+            } else {
+                finish(f, t, &mut queue);
+            }
         }
         let next_ready = queue.peek().map_or(f64::INFINITY, |Reverse((r, _))| r.0);
         if active.is_empty() {
@@ -117,9 +166,9 @@ pub fn dag_time(
                 t = next_ready;
                 continue;
             }
-            return last_landing;
+            return end;
         }
-        let rates = sharing.max_min(active.iter().map(|&f| &flows[f].links[..]), flow_cap);
+        let rates = sharing.max_min(active.iter().map(|&f| (&ops[f].links[..], ops[f].cap)));
         let dt = active
             .iter()
             .zip(&rates)
@@ -129,19 +178,11 @@ pub fn dag_time(
         let mut still = Vec::with_capacity(active.len());
         for (&f, &x) in active.iter().zip(&rates) {
             left[f] -= x * dt;
-            if left[f] > 1e-9 * volume.max(1e-300) {
+            if left[f] > 1e-9 * ops[f].volume {
                 still.push(f);
                 continue;
             }
-            let landed = t + flows[f].delay + extra_delay;
-            last_landing = last_landing.max(landed);
-            for &g in &dependents[f] {
-                ready[g] = ready[g].max(landed);
-                waiting[g] -= 1;
-                if waiting[g] == 0 {
-                    queue.push(Reverse((OrdF64(ready[g]), g)));
-                }
-            }
+            finish(f, t, &mut queue);
         }
         active = still;
     }
@@ -184,10 +225,10 @@ impl<'a> LinkSharing<'a> {
         }
     }
 
-    /// Max-min fair rates of `flows` (each its links), none above `flow_cap` (progressive
-    /// filling: the most constrained link fixes its flows' share first).
-    fn max_min<'f>(&mut self, flows: impl Iterator<Item = &'f [usize]>, flow_cap: f64) -> Vec<f64> {
-        let flows: Vec<&[usize]> = flows.collect();
+    /// Max-min fair rates of `flows` (each its links and its cap; progressive filling: the most
+    /// constrained link or cap fixes its flows' share first).
+    fn max_min<'f>(&mut self, flows: impl Iterator<Item = (&'f [usize], f64)>) -> Vec<f64> {
+        let (flows, flow_caps): (Vec<&[usize]>, Vec<f64>) = flows.unzip();
         self.used.clear();
         for links in &flows {
             for &l in links.iter() {
@@ -206,11 +247,16 @@ impl<'a> LinkSharing<'a> {
                 .iter()
                 .filter(|&&l| self.count[l] > 0)
                 .map(|&l| share(self, l))
-                .fold(flow_cap, f64::min);
+                .chain(
+                    (0..flows.len())
+                        .filter(|&f| rate[f].is_none())
+                        .map(|f| flow_caps[f]),
+                )
+                .fold(f64::INFINITY, f64::min);
             let fixed: Vec<usize> = (0..flows.len())
                 .filter(|&f| {
                     rate[f].is_none()
-                        && (flow_cap <= s
+                        && (flow_caps[f] <= s
                             || flows[f]
                                 .iter()
                                 .any(|&l| share(self, l) <= s * (1.0 + 1e-12)))

@@ -26,9 +26,9 @@ fn paced_at_the_third() -> IterTerms {
     }
 }
 
-/// One tree's all-reduce of `iters` iterations, µs.
+/// One tree's all-reduce of `iters` iterations in closed form, µs.
 fn us_of(t: &TreeSends, x: &IterTerms, iters: f64) -> f64 {
-    all_reduce_us(std::slice::from_ref(t), x, iters, &Memo::default())
+    closed_form_us(std::slice::from_ref(t), x, iters, &Memo::default())
         .unwrap()
         .0
 }
@@ -52,12 +52,12 @@ fn a_chain_fills_hop_by_hop_then_streams_one_transfer_per_iteration() {
     let (xfer, land) = (1.5, 1.25);
     // Up: 2 sends, 1 sends, the root reduces (0.1 + 0.5); down: 0 sends, 1 sends, 2 receives.
     let fill = 2.0 * (xfer + land) + 0.6 + 2.0 * (xfer + land) + 0.5;
-    let one = all_reduce_us(std::slice::from_ref(&t), &x, 1.0, &Memo::default())
+    let one = closed_form_us(std::slice::from_ref(&t), &x, 1.0, &Memo::default())
         .unwrap()
         .0;
     assert!((one - fill).abs() < 1e-9, "{one} {fill}");
     // Each further iteration adds the busiest program's op: one send.
-    let four = all_reduce_us(&[t], &x, 4.0, &Memo::default()).unwrap().0;
+    let four = closed_form_us(&[t], &x, 4.0, &Memo::default()).unwrap().0;
     assert!((four - fill - 3.0 * xfer).abs() < 1e-9, "{four}");
 }
 
@@ -80,17 +80,17 @@ fn a_rank_sends_to_its_children_in_turn_sharing_the_links_with_other_programs() 
         ..terms()
     };
     // Period: 0's down program sends twice (2 × 1.5); link 7 carries 2 µs of bytes.
-    let p = all_reduce_us(std::slice::from_ref(&t), &x, 2.0, &Memo::default())
+    let p = closed_form_us(std::slice::from_ref(&t), &x, 2.0, &Memo::default())
         .unwrap()
         .0
-        - all_reduce_us(std::slice::from_ref(&t), &x, 1.0, &Memo::default())
+        - closed_form_us(std::slice::from_ref(&t), &x, 1.0, &Memo::default())
             .unwrap()
             .0;
     assert!((p - 3.0).abs() < 1e-9, "{p}");
     // A second tree whose root also sends over link 7 halves each send's rate there.
     let two = [t.clone(), t];
-    let p2 = all_reduce_us(&two, &x, 2.0, &Memo::default()).unwrap().0
-        - all_reduce_us(&two, &x, 1.0, &Memo::default()).unwrap().0;
+    let p2 = closed_form_us(&two, &x, 2.0, &Memo::default()).unwrap().0
+        - closed_form_us(&two, &x, 1.0, &Memo::default()).unwrap().0;
     assert!((p2 - 2.0 * (2.0 + 0.5)).abs() < 1e-9, "{p2}");
 }
 
@@ -150,7 +150,7 @@ fn paced_iterations_past_the_slots_refill_the_tree_then_take_the_paced_period() 
         ..terms()
     };
     let unpaced = |i: f64| {
-        all_reduce_us(std::slice::from_ref(&t), &fast, i, &Memo::default())
+        closed_form_us(std::slice::from_ref(&t), &fast, i, &Memo::default())
             .unwrap()
             .0
     };
@@ -176,4 +176,74 @@ fn the_first_paced_iteration_waits_behind_a_ranks_queued_unpaced_ones() {
     assert!((at(3.0) - 26.1).abs() < 1e-9, "{}", at(3.0));
     // The fourth adds a paced period: 1's up program, 5.5 µs.
     assert!((at(4.0) - 26.1 - 5.5).abs() < 1e-9, "{}", at(4.0));
+}
+
+/// One tree's all-reduce of `iters` whole iterations op by op (`windows`), µs.
+fn windows_us(t: &TreeSends, x: &IterTerms, iters: u32) -> f64 {
+    windows::all_reduce_us(std::slice::from_ref(t), x, iters, 1.0)
+}
+
+#[test]
+fn op_by_op_a_chain_fills_and_streams_as_the_closed_form_says() {
+    // The chain of the first test: no link is shared and no credit binds, so the two agree.
+    let t = sends(&[None, Some(0), Some(1)], |a, b| {
+        (0.25, vec![(a as usize * 3 + b as usize, 1e3)], 0.0)
+    });
+    let x = terms();
+    for iters in [1, 2, 4, 8] {
+        let closed = closed_form_us(std::slice::from_ref(&t), &x, iters as f64, &Memo::default())
+            .unwrap()
+            .0;
+        assert!((windows_us(&t, &x, iters) - closed).abs() < 1e-9, "{iters}");
+    }
+    // What the dispatcher returns for a call this small.
+    let (us, _) = all_reduce_us(std::slice::from_ref(&t), &x, 4.0, &Memo::default()).unwrap();
+    assert!((us - windows_us(&t, &x, 4)).abs() < 1e-9);
+}
+
+#[test]
+fn op_by_op_a_send_shares_a_link_with_the_sends_its_time_window_meets() {
+    // 0 <- 1 <- 2, 1 µs a send alone (10 kB at 10 GB/s), no step, hop or latency.
+    let x = IterTerms {
+        local_gbps: 1e12,
+        step_us: 0.0,
+        hop_us: 0.0,
+        ..terms()
+    };
+    let own = sends(&[None, Some(0), Some(1)], |a, b| {
+        (0.0, vec![(a as usize * 3 + b as usize, 10.0)], 0.0)
+    });
+    // Every route its own link: 2 sends iteration 1 while 1 forwards iteration 0 (0-1, 1-2),
+    // the root sends 0 down while 1 forwards 1 up (2-3), 1 sends 0 down while the root sends
+    // 1 (3-4), 1 sends 1 down (4-5).
+    assert!((windows_us(&own, &x, 2) - 5.0).abs() < 1e-9);
+    // One link for every send (a shared bus): the sends that meet above share it, 2 µs each.
+    let bus = sends(&[None, Some(0), Some(1)], |_, _| {
+        (0.0, vec![(0, 10.0)], 0.0)
+    });
+    assert!((windows_us(&bus, &x, 2) - 8.0).abs() < 1e-9);
+    // One slot per connection: 2 sends iteration 1 only once 1 has forwarded 0 (at 2), and
+    // each send down waits for its child's receive of the iteration before: 6 µs.
+    let one_slot = IterTerms { slots: 1, ..x };
+    assert!((windows_us(&own, &one_slot, 2) - 6.0).abs() < 1e-9);
+}
+
+#[test]
+fn op_by_op_a_paced_send_waits_for_the_credit_of_the_message_two_back() {
+    // The refill test's tree and terms: two slots, the third iteration paced. The leaf's
+    // third send waits for the root to have reduced the first (lands 2.5, reduced 3.1, its
+    // credit back 1 µs later: 4.1), then runs at 5 GB/s to 6.6 and lands at 7.6; the root
+    // reduces it by 8.2; its own third send down waits for the leaf's first receive (lands
+    // 5.6, taken 6.1, credit back 7.1) and for that reduction, runs 8.2 to 10.7 and lands at
+    // 11.7; the leaf receives it at 12.2. The closed form, which holds no credits, says 11.1.
+    let t = sends(&[None, Some(0)], |a, b| {
+        (0.0, vec![(a as usize * 3 + b as usize, 1e3)], 0.0)
+    });
+    let x = paced_at_the_third();
+    assert!(
+        (windows_us(&t, &x, 3) - 12.2).abs() < 1e-9,
+        "{}",
+        windows_us(&t, &x, 3)
+    );
+    assert!((us_of(&t, &x, 3.0) - 11.1).abs() < 1e-9);
 }
