@@ -174,8 +174,8 @@ fn worst_error(algo: Algorithm, proto: Protocol, pts: &[(u64, f64)]) -> f64 {
 
 /// The direct patterns are priced from topoplan's own executor: its one-shot all-reduce measured
 /// on 2×H200 with relaxed credits (`docs/measurements/2026-11-30-h200x2-push-relaxed-credits/perf.log`),
-/// where the fit (the profile's `tuner.direct_*`) was made: Simple within 3 %, LL within 8 % at
-/// every size.
+/// on which the engine's executor terms (the profile's `sim.exec`, which the tuner reads) were
+/// fitted: Simple within 3 %, LL within 8 % at every size.
 #[test]
 fn one_shot_model_tracks_topoplans_executor_on_h200x2() {
     let rows = bench_rows(
@@ -220,7 +220,8 @@ fn pull_model_tracks_topoplans_executor_on_h200x2() {
 
 /// From 512 MiB a 2-GPU one-shot all-reduce runs as the hybrid (half on the copy engines): the
 /// model's one-shot estimate there is the hybrid's, fitted exactly on its two measured sizes, and
-/// the same run's 256 MiB (SM path alone) stays on the one-shot fit.
+/// the same run's 256 MiB (SM path alone) the push path's, as the engine's executor prices it
+/// (+2.6 %: the executor runs the GPU at its fitted 348 GB/s from 1 MiB up).
 #[test]
 fn hybrid_model_tracks_topoplans_executor_on_h200x2() {
     let pts: Vec<(u64, f64)> = bench_rows(
@@ -231,7 +232,9 @@ fn hybrid_model_tracks_topoplans_executor_on_h200x2() {
     .map(|r| (r.0, r.2))
     .collect();
     assert_eq!(pts.len(), 3);
-    assert!(worst_error(Algorithm::OneShot, Protocol::Simple, &pts) < 0.01);
+    let (sm, hybrid): (Vec<_>, Vec<_>) = pts.into_iter().partition(|p| p.0 < 512 << 20);
+    assert!(worst_error(Algorithm::OneShot, Protocol::Simple, &hybrid) < 0.01);
+    assert!(worst_error(Algorithm::OneShot, Protocol::Simple, &sm) < 0.03);
 }
 
 /// The copy-engine pipeline is priced from topoplan's copy-engine pair all-reduce with its
@@ -270,14 +273,16 @@ fn models_track_segment_fence_run() {
 /// (`docs/measurements/2026-11-30-h200x2-allreduce-one-and-two-procs/perf.log`, medians of 5 runs
 /// of 50 calls to 64 MiB, of 20 from 128 MiB), which none of the fits saw. This run's small calls
 /// are faster than the segment-fence run's (LL 4.34–4.60 µs up to 4 KiB; pull mode
-/// 6.98 µs at 512 KiB against 7.36), so the tuner runs high there: LL within 11 % (10.7 %), pull
-/// mode within 6.5 % (6.1 %); the push path within 2 % and the hybrid within 0.5 %.
+/// 6.98 µs at 512 KiB against 7.36), so the tuner runs high there: LL within 10.5 % (10.0 %),
+/// pull mode within 6.5 % (6.1 %); the push path within 3.5 % (3.1 %) and the hybrid within
+/// 0.5 %. (The one-shot is priced as the engine's executor runs it; the tuner's own fit of the
+/// push path, which the engine does not share, was within 2 %.)
 #[test]
 fn models_track_one_process_run() {
     let errs = whole_run_errors("2026-11-30-h200x2-allreduce-one-and-two-procs/perf.log");
-    assert!(errs[0] < 0.11, "{errs:?}");
+    assert!(errs[0] < 0.105, "{errs:?}");
     assert!(errs[1] < 0.065, "{errs:?}");
-    assert!(errs[2] < 0.02, "{errs:?}");
+    assert!(errs[2] < 0.035, "{errs:?}");
     assert!(errs[3] < 0.005, "{errs:?}");
 }
 
@@ -298,33 +303,34 @@ fn whole_run_errors(log: &str) -> [f64; 4] {
 }
 
 /// Out of sample: the run after the in-place hybrid's halves share SMs
-/// (`docs/measurements/2026-11-30-h200x2-allreduce-shared-sm-hybrid/perf.log`, the same counts): LL within 9 % (8.5 %: its small calls again ran faster than
-/// the fitted runs), pull mode within 6.5 % (6.3 %), the push path 2.5 % (2.0 %), the hybrid
+/// (`docs/measurements/2026-11-30-h200x2-allreduce-shared-sm-hybrid/perf.log`, the same counts): LL within 8 % (7.3 %: its small calls again ran faster than
+/// the fitted runs), pull mode within 6.5 % (6.3 %), the push path 3 % (2.9 %), the hybrid
 /// 0.5 % (0.3 %).
 #[test]
 fn models_track_shared_sm_hybrid_run() {
     let errs = whole_run_errors("2026-11-30-h200x2-allreduce-shared-sm-hybrid/perf.log");
-    assert!(errs[0] < 0.09, "{errs:?}");
+    assert!(errs[0] < 0.08, "{errs:?}");
     assert!(errs[1] < 0.065, "{errs:?}");
-    assert!(errs[2] < 0.025, "{errs:?}");
+    assert!(errs[2] < 0.03, "{errs:?}");
     assert!(errs[3] < 0.005, "{errs:?}");
 }
 
 /// Out of sample: the current runtime, whose hybrid's copy-engine tail chunk is 8 MiB
 /// (`docs/measurements/2026-11-30-h200x2-allreduce-vs-nccl/perf.log`, the same counts): LL within
-/// 11 % (10.6 %: small calls at 4.3–4.5 µs, faster than the fitted runs, as in the two above), pull mode within
-/// 5 % (4.6 %), the push path 2 % (1.8 %), the hybrid 0.5 % (0.3 %).
+/// 8.5 % (7.8 %: small calls at 4.3–4.5 µs, faster than the fitted runs, as in the two above), pull mode within
+/// 5 % (4.6 %), the push path 3 % (2.8 %), the hybrid 0.5 % (0.3 %).
 #[test]
 fn models_track_8mib_tail_run() {
     let errs = whole_run_errors("2026-11-30-h200x2-allreduce-vs-nccl/perf.log");
-    assert!(errs[0] < 0.11, "{errs:?}");
+    assert!(errs[0] < 0.085, "{errs:?}");
     assert!(errs[1] < 0.05, "{errs:?}");
-    assert!(errs[2] < 0.02, "{errs:?}");
+    assert!(errs[2] < 0.03, "{errs:?}");
     assert!(errs[3] < 0.005, "{errs:?}");
 }
 
 /// The tuner prices with the machine profile it is given: the bundled one on this machine, and
-/// a `--profile` whose launch cost is 1 µs higher moves every estimate by exactly 1 µs.
+/// a `--profile` whose launch costs are 1 µs higher (the tuner's, and the executor's that its
+/// one-shot reads from the engine's terms) moves every estimate by exactly 1 µs.
 #[test]
 fn tuner_reads_the_machine_profile() {
     let p = h200x2_planner();
@@ -340,6 +346,11 @@ fn tuner_reads_the_machine_profile() {
     .topology;
     let mut prof = planner::tuner::Profile::bundled().clone();
     prof.tuner.launch_us += 1.0;
+    for k in ["launch_simple_us", "launch_ll_us", "pull_launch_us"] {
+        let x = &mut prof.sim["exec"][k];
+        *x = serde_json::json!(x.as_f64().unwrap() + 1.0);
+    }
+    prof.tuner.engine = planner::tuner::EngineTerms::of(&prof.sim);
     let q = Planner::with_profile(&t, Some((prof, "slow.json".into()))).unwrap();
     assert!(q.profile().note().contains("slow.json"));
     let coll = Collective::new(CollectiveKind::AllReduce);

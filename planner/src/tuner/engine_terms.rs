@@ -42,8 +42,13 @@ pub struct EngineTerms {
     pub gpu_gbps: [f64; 2],
     /// The executor's LL wire bytes per payload byte.
     pub ll_wire: f64,
-    /// The executor's fixed cost of one call (Simple), µs.
+    /// The executor's fixed cost of one call (Simple), µs, and of one LL call.
     pub exec_launch_us: f64,
+    pub exec_launch_ll_us: f64,
+    /// The executor's pull mode: fixed cost of one call, µs, and the whole GPU's read rate,
+    /// GB/s (0: no pull mode).
+    pub pull_launch_us: f64,
+    pub pull_gbps: f64,
     /// A step's cost on a route through the network (`sim.net_step_us`), µs: point-to-point
     /// messages and ring hops that cross hosts pay it.
     pub net_step_us: f64,
@@ -83,6 +88,9 @@ impl EngineTerms {
             gpu_gbps: [f(&x["gpu_gbps"]), f(&x["ll_gpu_gbps"])],
             ll_wire: f(&x["ll_wire_factor"]),
             exec_launch_us: f(&x["launch_simple_us"]),
+            exec_launch_ll_us: f(&x["launch_ll_us"]),
+            pull_launch_us: f(&x["pull_launch_us"]),
+            pull_gbps: f(&x["pull_gbps"]),
             net_step_us: f(&sim["net_step_us"]),
             route_lat_us: 0.0,
             paths: ChainPaths::default(),

@@ -58,9 +58,19 @@ impl Cands<'_> {
                         && (c.pull_min_bytes..=c.pull_max_bytes).contains(&bytes)
                     {
                         // The runtime runs this one-shot in pull mode (in one process): every rank
-                        // loads its peers' inputs, behind two per-CTA handshakes.
-                        let bw = gbw * c.pull_eff / (nf - 1.0);
-                        self.push(algo.clone(), p, 1, c.pull_lat_us + extra, bw, 1.0);
+                        // loads its peers' inputs, behind two per-CTA handshakes; where the
+                        // profile has the engine's pull terms, as the engine runs it: its fixed
+                        // cost, and the peers' inputs read one after another at the pull rate
+                        // within the GPU's links.
+                        let e = &c.engine;
+                        let (lat, rate) = match e.pull_gbps > 0.0 && e.pull_launch_us > 0.0 {
+                            true => (
+                                e.pull_launch_us - c.launch_us + e.route_lat_us,
+                                e.pull_gbps.min(gbw * e.link_eff.max(1e-9)),
+                            ),
+                            false => (c.pull_lat_us, gbw * c.pull_eff),
+                        };
+                        self.push(algo.clone(), p, 1, lat + extra, rate / (nf - 1.0), 1.0);
                         continue;
                     }
                     if p == Protocol::Simple

@@ -128,26 +128,44 @@ impl<'a> Cands<'a> {
         };
         let e = &self.m.calib.engine;
         // The generic executor (all-to-all, send/recv) has no fitted two-GPU form: every
-        // message is priced by the grid.
-        let generic = algorithm == Algorithm::Direct && e.cta_gbps > 0.0;
+        // message is priced by the grid. Where the profile has the engine's executor, its
+        // one-shot and two-shot are priced as the engine runs them too: the executor's fixed
+        // cost of a call and every message on the grid, a phase's messages landing before the
+        // next phase.
+        let launch = match protocol {
+            Protocol::LL => e.exec_launch_ll_us,
+            _ => e.exec_launch_us,
+        };
+        let engine = e.cta_gbps > 0.0 && launch > 0.0;
+        let generic = engine || (algorithm == Algorithm::Direct && e.cta_gbps > 0.0);
+        let lat = match (engine, &algorithm) {
+            (true, Algorithm::OneShot) => launch - self.m.calib.launch_us + e.route_lat_us,
+            (true, Algorithm::TwoShot) => launch - self.m.calib.launch_us + 2.0 * e.route_lat_us,
+            _ => lat,
+        };
         if (msgs <= 1 && !generic) || algbw <= 0.0 {
             return self.push(algorithm, protocol, 1, lat, algbw, ramp);
         }
-        let next = if self.kind == CollectiveKind::Reduce && algorithm == Algorithm::OneShot {
+        let grid = exec_msg_us(e, protocol, m, link_gbps);
+        let first = match generic {
+            true => grid,
+            false => b as f64 / 1000.0 / (algbw * ramp) / msgs as f64,
+        };
+        let later = (msgs - 1) as f64;
+        let transfer = if self.kind == CollectiveKind::Reduce && algorithm == Algorithm::OneShot {
+            // The senders' messages run at once into the root and share its links.
             let wire = match protocol {
                 Protocol::LL if e.ll_wire > 0.0 => e.ll_wire,
                 _ => 1.0,
             };
-            m as f64 * wire / 1000.0 / link_gbps.max(1e-9)
+            let on_link = m as f64 * wire / 1000.0 / link_gbps.max(1e-9);
+            match generic {
+                true => grid.max(msgs as f64 * on_link),
+                false => first + later * on_link,
+            }
         } else {
-            exec_msg_us(e, protocol, m, link_gbps)
+            first + later * grid
         };
-        let first = if generic {
-            next
-        } else {
-            b as f64 / 1000.0 / (algbw * ramp) / msgs as f64
-        };
-        let transfer = first + (msgs - 1) as f64 * next;
         self.push(
             algorithm,
             protocol,
