@@ -202,6 +202,31 @@ fn every_ring_candidate_agrees_with_the_engine() {
     );
 }
 
+/// Every candidate on topoplan's executor (one-shot and two-shot in LL and Simple, the generic
+/// executor's direct all-to-all and send/recv) at the ten sizes on every shipped topology (1140
+/// rows), each within 10 % of the engine: the tuner prices them from the engine's executor
+/// terms (`sim.exec`). With its own fitted two-GPU form 612 of the 880 one-shot and two-shot
+/// rows were, Simple's small calls 17-27 % fast and two-shot's 14 % slow.
+#[test]
+fn every_executor_candidate_agrees_with_the_engine() {
+    let all_sizes = sizes_by_eight();
+    let (mut rows, mut off) = (0, Vec::new());
+    for algorithm in ["one-shot", "two-shot", "direct"] {
+        for (topo, r) in shipped_candidates(algorithm, &all_sizes) {
+            rows += 1;
+            if r.tuner_error().abs() > 0.10 {
+                off.push(format!("{}: {algorithm} {r:?}", topo.display()));
+            }
+        }
+    }
+    assert_eq!(rows, 1140, "executor rows priced");
+    assert!(
+        off.is_empty(),
+        "executor rows off by more than 10 %:\n{}",
+        off.join("\n")
+    );
+}
+
 #[test]
 fn ll_and_ll128_rings_run_their_ranks_in_step() {
     // Every rank's receive waits for its neighbour's message to land, and the channels run
