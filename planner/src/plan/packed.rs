@@ -77,6 +77,12 @@ pub fn plan_packed(
         intra: ch.ring.intra,
         paths: PackedPaths::of(&trees, |a, b| t.gpu_path(a, b).map_or(0.0, |x| x.lat_us)),
         wave: wave(t, &trees, &profile.profile.tuner.engine),
+        sends: sends(t, &trees),
+        lanes: trees
+            .iter()
+            .map(|x| crate::schedule::build::lanes(x).1)
+            .collect(),
+        memo: Default::default(),
     };
     Some((
         set,
@@ -85,6 +91,22 @@ pub fn plan_packed(
             trees,
         },
     ))
+}
+
+/// [`PackedSet::sends`]: each tree's sends over the topology's routes (a link by its index in
+/// the topology, at its rate; one host: no network step).
+fn sends(t: &Topology, trees: &[TreeChannel]) -> Vec<tuner::TreeSends> {
+    let route = |a: u32, b: u32| match t.gpu_path(a, b) {
+        Some(p) => {
+            let links = p.links.iter().map(|&l| (l.index(), t.graph[l].bw_gbps));
+            (p.lat_us, links.collect(), 0.0)
+        }
+        None => (0.0, Vec::new(), 0.0),
+    };
+    trees
+        .iter()
+        .filter_map(|x| tuner::TreeSends::of(x, &route))
+        .collect()
 }
 
 /// [`PackedSet::wave`]: the trees' transfers over the topology's routes, the links at SM

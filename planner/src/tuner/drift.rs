@@ -213,6 +213,8 @@ struct LinkSharing<'a> {
     residual: Vec<f64>,
     count: Vec<u32>,
     used: Vec<usize>,
+    /// The running flows that cross each used link.
+    on: Vec<Vec<u32>>,
 }
 
 impl<'a> LinkSharing<'a> {
@@ -222,53 +224,69 @@ impl<'a> LinkSharing<'a> {
             residual: caps.to_vec(),
             count: vec![0; caps.len()],
             used: Vec::new(),
+            on: vec![Vec::new(); caps.len()],
         }
     }
 
     /// Max-min fair rates of `flows` (each its links and its cap; progressive filling: the most
-    /// constrained link or cap fixes its flows' share first).
+    /// constrained link or cap fixes its flows' share first). Each round visits the used links
+    /// and only the flows it fixes, so that many flows over few links cost little.
     fn max_min<'f>(&mut self, flows: impl Iterator<Item = (&'f [usize], f64)>) -> Vec<f64> {
         let (flows, flow_caps): (Vec<&[usize]>, Vec<f64>) = flows.unzip();
         self.used.clear();
-        for links in &flows {
+        for (f, links) in flows.iter().enumerate() {
             for &l in links.iter() {
                 if self.count[l] == 0 {
                     self.residual[l] = self.caps[l];
                     self.used.push(l);
+                    self.on[l].clear();
                 }
                 self.count[l] += 1;
+                self.on[l].push(f as u32);
             }
         }
+        // Flows by cap, lowest first: the unfixed one with the lowest cap bounds every share.
+        let mut by_cap: Vec<usize> = (0..flows.len()).collect();
+        by_cap.sort_by(|&a, &b| flow_caps[a].total_cmp(&flow_caps[b]));
+        let mut next_cap = 0;
         let mut rate = vec![None; flows.len()];
+        let mut fixed = Vec::new();
         loop {
+            while next_cap < by_cap.len() && rate[by_cap[next_cap]].is_some() {
+                next_cap += 1;
+            }
             let share = |s: &Self, l: usize| s.residual[l] / s.count[l] as f64;
+            let lowest_cap = by_cap
+                .get(next_cap)
+                .map_or(f64::INFINITY, |&f| flow_caps[f]);
             let s = self
                 .used
                 .iter()
                 .filter(|&&l| self.count[l] > 0)
                 .map(|&l| share(self, l))
-                .chain(
-                    (0..flows.len())
-                        .filter(|&f| rate[f].is_none())
-                        .map(|f| flow_caps[f]),
-                )
-                .fold(f64::INFINITY, f64::min);
-            let fixed: Vec<usize> = (0..flows.len())
-                .filter(|&f| {
-                    rate[f].is_none()
-                        && (flow_caps[f] <= s
-                            || flows[f]
-                                .iter()
-                                .any(|&l| share(self, l) <= s * (1.0 + 1e-12)))
-                })
-                .collect();
+                .fold(lowest_cap, f64::min);
+            fixed.clear();
+            fixed.extend(
+                by_cap[next_cap..]
+                    .iter()
+                    .take_while(|&&f| flow_caps[f] <= s)
+                    .filter(|&&f| rate[f].is_none()),
+            );
+            for &l in &self.used {
+                if self.count[l] > 0 && share(self, l) <= s * (1.0 + 1e-12) {
+                    let unfixed = self.on[l].iter().map(|&f| f as usize);
+                    fixed.extend(unfixed.filter(|&f| rate[f].is_none()));
+                }
+            }
             if fixed.is_empty() {
                 for &l in &self.used {
                     self.count[l] = 0;
                 }
                 return rate.into_iter().map(|r| r.unwrap_or(s)).collect();
             }
-            for f in fixed {
+            fixed.sort_unstable();
+            fixed.dedup();
+            for &f in &fixed {
                 rate[f] = Some(s);
                 for &l in flows[f] {
                     self.residual[l] -= s;

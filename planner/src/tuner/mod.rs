@@ -127,6 +127,16 @@ pub struct PackedSet {
     /// One message per tree through the trees, for the pipeline's fill (empty: not measured).
     #[serde(default)]
     pub wave: PackedWave,
+    /// The trees' sends over the topology's routes and, per tree and rank, the down lane of the
+    /// edge from its parent (`schedule::build::lanes`), for running a call op by op (empty: not
+    /// measured).
+    #[serde(skip)]
+    pub sends: Vec<tree_pipeline::TreeSends>,
+    #[serde(skip)]
+    pub lanes: Vec<Vec<Option<u32>>>,
+    /// What pricing calls op by op keeps across sizes.
+    #[serde(skip)]
+    pub memo: tree_pipeline::Memo,
 }
 
 fn bundled_calib() -> TunerParams {

@@ -26,7 +26,7 @@ mod packed;
 
 pub use direct::*;
 pub use hier::hierarchical;
-pub use packed::packed;
+pub use packed::{lanes, packed};
 
 /// NCCL's connection FIFO depth (`NCCL_STEPS`).
 pub const DEFAULT_SLOTS: u32 = 8;

@@ -67,7 +67,7 @@ pub fn packed(
 /// A tree's down lanes: how many (its widest node's out-degree) and, per rank, the lane of the
 /// edge from its parent (`None` at the root). A node's first child keeps the node's own lane,
 /// its other children take the other lanes in order.
-fn lanes(t: &TreeChannel) -> (u32, Vec<Option<u32>>) {
+pub fn lanes(t: &TreeChannel) -> (u32, Vec<Option<u32>>) {
     let d = t.children.iter().map(Vec::len).max().unwrap_or(0).max(1) as u32;
     let mut lane = vec![None; t.parent.len()];
     let mut todo: Vec<usize> = t

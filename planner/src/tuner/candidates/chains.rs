@@ -348,8 +348,17 @@ impl Cands<'_> {
                 Protocol::Simple => b,
             };
             let (algbw, rmp) = (b / busf.max(1e-9), ramp(c, p, bytes));
-            let lat = packed_lat(pk, &c.engine, c.launch_us, kind, p)
-                + packed_fill(pk, &c.engine, kind, p, bytes, algbw * rmp);
+            // A call of few ops as the engine runs it (`tree_pipeline::packed_us`); otherwise
+            // the packing's bound, its fill and its slowest path.
+            let by_ops = tree_pipeline::packed_us(c, pk, kind, p, bytes)
+                .and_then(|us| engine_path(c, Some(us)));
+            let lat = match by_ops {
+                Some(us) => us - bytes as f64 / 1000.0 / (algbw * rmp),
+                None => {
+                    packed_lat(pk, &c.engine, c.launch_us, kind, p)
+                        + packed_fill(pk, &c.engine, kind, p, bytes, algbw * rmp)
+                }
+            };
             self.push(Algorithm::Packed, p, pk.trees, lat, algbw, rmp);
         }
     }

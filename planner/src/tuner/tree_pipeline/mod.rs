@@ -398,6 +398,73 @@ pub(super) fn priced(
     Some((lat, algbw))
 }
 
+/// A packed `kind` call of `bytes` on the trees of `pk` as the engine runs it, op by op (µs from
+/// the first op): every tree carries `bytes / trees` (all-reduce: its chunk of the buffer;
+/// all-gather and reduce-scatter: its chunk of its root's block) one IR step a loop iteration,
+/// unramped and unpaced, as the engine runs packed schedules. `None` where the trees' sends
+/// were not measured, the engine's terms are missing, or the call has more ops than
+/// `windows::PACKED_WINDOW_WORK` allows and too few of its iterations fit in them to fill the slots.
+pub(super) fn packed_us(
+    c: &TunerParams,
+    pk: &super::PackedSet,
+    kind: crate::schedule::CollectiveKind,
+    p: Protocol,
+    bytes: u64,
+) -> Option<f64> {
+    let e = &c.engine;
+    let i = proto_idx(p);
+    let trees = pk.sends.len();
+    if trees == 0 || pk.lanes.len() != trees || e.channel_gbps[i] <= 0.0 {
+        return None;
+    }
+    let elem = super::ENGINE_ELEM_BYTES as f64;
+    let share = ((bytes as f64 / trees as f64) / elem).floor().max(1.0) * elem;
+    let step = (crate::schedule::build::step_elems(p) as f64 * elem).min(share);
+    let iters = share / step;
+    let whole = iters.ceil();
+    let per_iteration = windows::ops_per_iteration(&pk.sends).max(1);
+    let ranks: usize = pk.sends.iter().map(|t| t.up.len()).sum();
+    let work = ranks.max(1) as f64 * windows::links_per_send(&pk.sends);
+    let budget = windows::WINDOW_OPS.min((windows::PACKED_WINDOW_WORK as f64 / work) as usize);
+    let affordable = (budget / per_iteration) as f64;
+    let x = IterTerms {
+        chunk: step,
+        wire: e.wire_factor[i].max(1.0),
+        channel_gbps: e.channel_gbps[i],
+        paced_gbps: e.channel_gbps[i],
+        local_gbps: e.local_channel_gbps,
+        link_eff: if e.link_eff > 0.0 { e.link_eff } else { 1.0 },
+        step_us: e.step_us[i],
+        hop_us: e.hop_us[i],
+        slots: crate::schedule::build::DEFAULT_SLOTS,
+    };
+    let run =
+        |k: f64, last: f64| windows::packed_us(&pk.sends, &pk.lanes, kind, &x, k as u32, last);
+    if whole <= affordable {
+        return run(whole, iters - (whole - 1.0));
+    }
+    // Longer: the line through the most iterations affordable and half as many, once both
+    // have their connections' slots full (each size's chunk is the protocol's whole step, so
+    // the two runs are kept across sizes).
+    let (k, half) = (affordable, (affordable / 2.0).floor());
+    if half < f64::from(x.slots) {
+        return None;
+    }
+    let key = (kind as usize, x.key());
+    let mut stages = pk.memo.get(&key);
+    let wk = match stages.window {
+        Some(w) => w,
+        None => run(k, 1.0)?,
+    };
+    let wh = match stages.window_half {
+        Some(w) => w,
+        None => run(half, 1.0)?,
+    };
+    (stages.window, stages.window_half) = (Some(wk), Some(wh));
+    pk.memo.put(key, stages);
+    Some(wk + (iters - k) * (wk - wh) / (k - half))
+}
+
 /// A send's op: its transfer, the protocol's step and the sender's step over the route (µs).
 fn send_us(x: &IterTerms, s: &TreeSend, gbps: f64) -> f64 {
     x.chunk * x.wire / 1000.0 / gbps.max(1e-9) + x.step_us + s.send_us

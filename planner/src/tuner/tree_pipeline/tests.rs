@@ -247,3 +247,29 @@ fn op_by_op_a_paced_send_waits_for_the_credit_of_the_message_two_back() {
     );
     assert!((us_of(&t, &x, 3.0) - 11.1).abs() < 1e-9);
 }
+
+#[test]
+fn a_packed_root_serves_its_children_on_lanes_of_their_own() {
+    use crate::schedule::CollectiveKind;
+    // 0 -> {1, 2}, each route its own link: a send is 1 µs of transfer and a 0.5 µs step, and
+    // lands 1 µs later; the root's copy of its input takes 0.1 µs.
+    let t = sends(&[None, Some(0), Some(0)], |a, b| {
+        (0.0, vec![(a as usize * 3 + b as usize, 1e3)], 0.0)
+    });
+    let lanes = vec![
+        crate::schedule::build::lanes(
+            &TreeChannel::from_parents(vec![None, Some(0), Some(0)]).unwrap(),
+        )
+        .1,
+    ];
+    assert_eq!(lanes[0], [None, Some(0), Some(1)]);
+    let x = terms();
+    let us = |kind| windows::packed_us(std::slice::from_ref(&t), &lanes, kind, &x, 1, 1.0);
+    // All-gather: lane 0 copies, then sends to 1 (0.1 to 1.6, lands 2.6, received 3.1); lane 1
+    // sends to 2 at once (to 1.5, lands 2.5, received 3.0). On one program: 4.6.
+    assert!((us(CollectiveKind::AllGather).unwrap() - 3.1).abs() < 1e-9);
+    // Reduce-scatter: both leaves send up at once (land 2.5); the root reduces 1's (0.6 µs),
+    // then 2's: 3.7.
+    assert!((us(CollectiveKind::ReduceScatter).unwrap() - 3.7).abs() < 1e-9);
+    assert!(us(CollectiveKind::Broadcast).is_none());
+}

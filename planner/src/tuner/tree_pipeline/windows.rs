@@ -1,18 +1,39 @@
-//! A tree all-reduce op by op, as the engine runs it, where its ops are few enough
-//! ([`WINDOW_OPS`]): every rank's up and down programs run their ops in order, an op starting
-//! once its program reached it, its data landed and, sending, its receiver freed one of the
-//! connection's slots; the transfers running at once share the links max-min fairly
-//! (`drift::op_dag_ends`). Each send thus shares a link only with the sends whose time windows
-//! overlap its own: the later iterations' sends up meet the first iteration's on the way, and
-//! the up half runs ahead while the first sums come down, which the closed form's fill, second
-//! iteration and steady period price apart.
+//! A tree call op by op, as the engine runs it, where its ops are few enough ([`WINDOW_OPS`]):
+//! every rank's programs run their ops in order, an op starting once its program reached it,
+//! its data landed and, sending, its receiver freed one of the connection's slots; the transfers
+//! running at once share the links max-min fairly (`drift::op_dag_ends`). Each send thus shares
+//! a link only with the sends whose time windows overlap its own: the later iterations' sends up
+//! meet the first iteration's on the way, and the up half runs ahead while the first sums come
+//! down, which the closed form's fill, second iteration and steady period price apart.
+//!
+//! NCCL's trees ([`all_reduce_us`]) run both halves, a rank sending down to its children one
+//! after another; packed trees ([`packed_us`], `schedule::build::packed`) run the half their
+//! collective needs, a rank sending down to each child on a program (lane) of its own.
 
 use super::{reduce_us, IterTerms, TreeSend, TreeSends};
+use crate::schedule::CollectiveKind;
 use crate::tuner::drift::{op_dag_ends, DagOp};
+use std::collections::HashMap;
 
 /// The most ops (every tree's, every iteration's) a call is run op by op with; past them the
 /// closed form prices it. A call of this many ops takes a few milliseconds.
 pub(super) const WINDOW_OPS: usize = 1 << 15;
+
+/// The same for packed trees, whose calls keep many more transfers running at once (every
+/// rank roots trees, each sending on several lanes), as ops times the trees' ranks times the
+/// links a send crosses: sharing the links among the running transfers costs in proportion to
+/// how many run and how many links each crosses (8 NVSwitch GPUs: about 16 000 ops; 16 GPUs
+/// behind PCIe switches, about 6 000).
+pub(super) const PACKED_WINDOW_WORK: usize = 1 << 23;
+
+/// The mean count of links a send of `trees` crosses (at least 1).
+pub(super) fn links_per_send(trees: &[TreeSends]) -> f64 {
+    let sends = trees
+        .iter()
+        .flat_map(|t| t.up.iter().flatten().chain(t.down.iter().flatten()));
+    let (n, links) = sends.fold((0usize, 0usize), |(n, l), s| (n + 1, l + s.links.len()));
+    (links as f64 / n.max(1) as f64).max(1.0)
+}
 
 /// How many ops one iteration of `trees` runs: a rank's up program one per child (a leaf one
 /// send), its down program one per child (a leaf one receive).
@@ -59,15 +80,76 @@ struct RankOps {
     sends_down: Vec<usize>,
 }
 
+/// Which halves a call runs and how a rank sends down.
+#[derive(Clone, Copy)]
+struct Shape<'a> {
+    up: bool,
+    down: Down<'a>,
+}
+
+/// A call's down half: none, a rank's sends to its children in turn on one program (NCCL's
+/// tree), or each on the lane of the edge into the child (a packed tree's lanes, per tree and
+/// rank; the root copies its input first where it has no up half).
+#[derive(Clone, Copy)]
+enum Down<'a> {
+    None,
+    InTurn,
+    Lanes(&'a [Vec<Option<u32>>]),
+}
+
 /// The engine's time for `trees` to all-reduce `iters` iterations (at least 1), the last
 /// carrying `last` (0 to 1] of a chunk: µs from the first op to the last leaf's last receive.
 pub(super) fn all_reduce_us(trees: &[TreeSends], x: &IterTerms, iters: u32, last: f64) -> f64 {
+    let shape = Shape {
+        up: true,
+        down: Down::InTurn,
+    };
+    run_us(trees, x, iters, last, shape)
+}
+
+/// The engine's time for the packed trees `trees` (their down lanes `lanes`, per tree and rank
+/// the lane of the edge from its parent) to run `kind` (all-reduce, all-gather or
+/// reduce-scatter) in `iters` iterations, the last carrying `last` of a chunk. `None` for
+/// another collective.
+pub(super) fn packed_us(
+    trees: &[TreeSends],
+    lanes: &[Vec<Option<u32>>],
+    kind: CollectiveKind,
+    x: &IterTerms,
+    iters: u32,
+    last: f64,
+) -> Option<f64> {
+    let shape = match kind {
+        CollectiveKind::AllReduce => Shape {
+            up: true,
+            down: Down::Lanes(lanes),
+        },
+        CollectiveKind::AllGather => Shape {
+            up: false,
+            down: Down::Lanes(lanes),
+        },
+        CollectiveKind::ReduceScatter => Shape {
+            up: true,
+            down: Down::None,
+        },
+        _ => return None,
+    };
+    Some(run_us(trees, x, iters, last, shape))
+}
+
+fn run_us(trees: &[TreeSends], x: &IterTerms, iters: u32, last: f64, shape: Shape) -> f64 {
     let caps = link_caps(trees, x.link_eff);
     let mut dag = Dag::default();
-    for t in trees {
+    for (ti, t) in trees.iter().enumerate() {
         // Each program's last op and each rank's ops of the iteration `slots` back (credits).
-        let n = t.up.len();
-        let (mut up_prev, mut down_prev) = (vec![None; n], vec![None; n]);
+        let mut prev = Programs {
+            up: vec![None; t.up.len()],
+            down: HashMap::new(),
+        };
+        let lanes = match shape.down {
+            Down::Lanes(l) => l.get(ti).map(Vec::as_slice),
+            _ => None,
+        };
         let mut past: Vec<Vec<RankOps>> = Vec::new();
         for i in 0..iters.max(1) {
             let share = if i + 1 == iters.max(1) { last } else { 1.0 };
@@ -76,7 +158,14 @@ pub(super) fn all_reduce_us(trees: &[TreeSends], x: &IterTerms, iters: u32, last
                 ..*x
             };
             let paced = i >= x.slots.max(1);
-            let ops = iteration(&mut dag, t, &xi, paced, &mut up_prev, &mut down_prev);
+            let it = Iteration {
+                t,
+                x: &xi,
+                paced,
+                shape,
+                lanes,
+            };
+            let ops = it.add(&mut dag, &mut prev);
             if let Some(back) = (i as usize)
                 .checked_sub(x.slots.max(1) as usize)
                 .map(|b| &past[b])
@@ -89,6 +178,12 @@ pub(super) fn all_reduce_us(trees: &[TreeSends], x: &IterTerms, iters: u32, last
     op_dag_ends(&dag.ops, &dag.then, &caps)
         .into_iter()
         .fold(0.0, f64::max)
+}
+
+/// Each program's last op so far: a rank's up program, and its down programs by lane.
+struct Programs {
+    up: Vec<Option<usize>>,
+    down: HashMap<(usize, u32), usize>,
 }
 
 /// Every link's rate (GB/s) as transfers reach it, by index.
@@ -106,68 +201,119 @@ fn link_caps(trees: &[TreeSends], link_eff: f64) -> Vec<f64> {
     caps
 }
 
-/// One iteration of tree `t`: every rank's ops up (children first) and down (parents first),
-/// each after its program's previous op, with the edges its data waits on.
-fn iteration(
-    dag: &mut Dag,
-    t: &TreeSends,
-    x: &IterTerms,
+/// One iteration of one tree.
+struct Iteration<'a> {
+    t: &'a TreeSends,
+    x: &'a IterTerms,
     paced: bool,
-    up_prev: &mut [Option<usize>],
-    down_prev: &mut [Option<usize>],
-) -> Vec<RankOps> {
-    let order = t.order();
-    let mut ops = vec![RankOps::default(); t.up.len()];
-    let lands = |s: &TreeSend| s.lat_us + x.hop_us;
-    for &v in order.iter().rev() {
-        let v = v as usize;
-        let kids = &t.down[v];
-        for (j, k) in kids.iter().enumerate() {
-            let sends_up = j + 1 == kids.len() && t.up[v].is_some();
-            let op = match (&t.up[v], sends_up) {
-                (Some(s), true) => send(x, s, paced),
-                _ => local(reduce_us(x)),
+    shape: Shape<'a>,
+    lanes: Option<&'a [Option<u32>]>,
+}
+
+impl Iteration<'_> {
+    /// Every rank's ops of the iteration, up (children first) and down (parents first), each
+    /// after its program's previous op, with the edges its data waits on.
+    fn add(&self, dag: &mut Dag, prev: &mut Programs) -> Vec<RankOps> {
+        let mut ops = vec![RankOps::default(); self.t.up.len()];
+        if self.shape.up {
+            self.up(dag, &mut prev.up, &mut ops);
+        }
+        if !matches!(self.shape.down, Down::None) {
+            self.down(dag, prev, &mut ops);
+        }
+        ops
+    }
+
+    fn up(&self, dag: &mut Dag, up_prev: &mut [Option<usize>], ops: &mut [RankOps]) {
+        let (t, x) = (self.t, self.x);
+        for &v in t.order().iter().rev() {
+            let v = v as usize;
+            let kids = &t.down[v];
+            for (j, k) in kids.iter().enumerate() {
+                let sends_up = j + 1 == kids.len() && t.up[v].is_some();
+                let op = match (&t.up[v], sends_up) {
+                    (Some(s), true) => send(x, s, self.paced),
+                    _ => local(reduce_us(x)),
+                };
+                let id = dag.push(op, up_prev[v]);
+                up_prev[v] = Some(id);
+                let from = t.up[k.to as usize].as_ref().expect("a child sends up");
+                let sent = ops[k.to as usize].send_up.expect("sent up");
+                dag.edge(sent, id, from.lat_us + x.hop_us);
+                ops[v].take_kid.push(id);
+            }
+            if let (Some(s), true) = (&t.up[v], kids.is_empty()) {
+                up_prev[v] = Some(dag.push(send(x, s, self.paced), up_prev[v]));
+            }
+            if t.up[v].is_some() {
+                ops[v].send_up = up_prev[v];
+            }
+        }
+    }
+
+    /// The lane of the edge into rank `v` (0 on one program, and at the root).
+    fn lane(&self, v: usize) -> u32 {
+        self.lanes
+            .and_then(|l| l.get(v).copied().flatten())
+            .unwrap_or(0)
+    }
+
+    fn down(&self, dag: &mut Dag, prev: &mut Programs, ops: &mut [RankOps]) {
+        let (t, x) = (self.t, self.x);
+        let lanes = matches!(self.shape.down, Down::Lanes(_));
+        let order = t.order();
+        let on = |dag: &mut Dag, down: &mut HashMap<(usize, u32), usize>, v, lane, op| {
+            let id = dag.push(op, down.get(&(v, lane)).copied());
+            down.insert((v, lane), id);
+            id
+        };
+        for &v in &order {
+            let v = v as usize;
+            let root = t.up[v].is_none();
+            // The root's sends wait for its last reduction; with no up half, a packed root
+            // copies its input on its first lane first.
+            let last_up = prev.up[v].filter(|_| root && self.shape.up);
+            if root && lanes && !self.shape.up {
+                on(
+                    dag,
+                    &mut prev.down,
+                    v,
+                    0,
+                    local(x.chunk / 1000.0 / x.local_gbps.max(1e-9)),
+                );
+            }
+            for (k, s) in t.down[v].iter().enumerate() {
+                let lane = if lanes { self.lane(s.to as usize) } else { 0 };
+                let id = on(dag, &mut prev.down, v, lane, send(x, s, self.paced));
+                ops[v].sends_down.push(id);
+                if let Some(u) = last_up.filter(|_| lanes || k == 0) {
+                    dag.edge(u, id, 0.0);
+                }
+            }
+            if t.down[v].is_empty() {
+                on(dag, &mut prev.down, v, self.lane(v), local(x.step_us));
+            }
+            let own = prev.down.get(&(v, if lanes { self.lane(v) } else { 0 }));
+            let first = match (lanes && !root, ops[v].sends_down.first()) {
+                (false, Some(&f)) => f,
+                _ => *own.expect("every rank but a lone root has an op down"),
             };
-            let id = dag.push(op, up_prev[v]);
-            up_prev[v] = Some(id);
-            let kid = &ops[k.to as usize];
-            let from = t.up[k.to as usize].as_ref().expect("a child sends up");
-            dag.edge(kid.send_up.expect("sent up"), id, lands(from));
-            ops[v].take_kid.push(id);
+            ops[v].first_down = first;
+            // A packed rank's other sends wait for its receive on its own lane.
+            if lanes && !root {
+                for &id in ops[v].sends_down.iter().skip(1) {
+                    dag.edge(first, id, 0.0);
+                }
+            }
         }
-        if let (Some(s), true) = (&t.up[v], kids.is_empty()) {
-            up_prev[v] = Some(dag.push(send(x, s, paced), up_prev[v]));
-        }
-        if t.up[v].is_some() {
-            ops[v].send_up = up_prev[v];
-        }
-    }
-    for &v in &order {
-        let v = v as usize;
-        let sends = &t.down[v];
-        for s in sends {
-            let id = dag.push(send(x, s, paced), down_prev[v]);
-            down_prev[v] = Some(id);
-            ops[v].sends_down.push(id);
-        }
-        if sends.is_empty() {
-            down_prev[v] = Some(dag.push(local(x.step_us), down_prev[v]));
-        }
-        let first = ops[v].sends_down.first().copied().or(down_prev[v]);
-        ops[v].first_down = first.expect("every rank has an op down");
-        // The root's first send waits for its last reduction.
-        if let (None, Some(last_up)) = (&t.up[v], up_prev[v]) {
-            dag.edge(last_up, ops[v].first_down, 0.0);
+        // Each child's first op receives its parent's send to it.
+        for &v in &order {
+            for (k, s) in t.down[v as usize].iter().enumerate() {
+                let from = ops[v as usize].sends_down[k];
+                dag.edge(from, ops[s.to as usize].first_down, s.lat_us + x.hop_us);
+            }
         }
     }
-    // Down: each child's first op receives its parent's send to it.
-    for &v in &order {
-        for (k, s) in t.down[v as usize].iter().enumerate() {
-            let from = ops[v as usize].sends_down[k];
-            dag.edge(from, ops[s.to as usize].first_down, lands(s));
-        }
-    }
-    ops
 }
 
 /// A connection's credit: a send waits for its receiver to have consumed the message `slots`
@@ -175,16 +321,14 @@ fn iteration(
 fn credits(dag: &mut Dag, t: &TreeSends, x: &IterTerms, back: &[RankOps], now: &[RankOps]) {
     for (v, sends) in t.down.iter().enumerate() {
         for (k, s) in sends.iter().enumerate() {
-            let lat = s.lat_us + x.hop_us;
             let kid = s.to as usize;
-            dag.edge(back[kid].first_down, now[v].sends_down[k], lat);
-            let up = t.up[kid].as_ref().expect("a child sends up");
-            let taken = back[v].take_kid[k];
-            dag.edge(
-                taken,
-                now[kid].send_up.expect("sent up"),
-                up.lat_us + x.hop_us,
-            );
+            if let Some(&id) = now[v].sends_down.get(k) {
+                dag.edge(back[kid].first_down, id, s.lat_us + x.hop_us);
+            }
+            if let (Some(&taken), Some(sent)) = (back[v].take_kid.get(k), now[kid].send_up) {
+                let up = t.up[kid].as_ref().expect("a child sends up");
+                dag.edge(taken, sent, up.lat_us + x.hop_us);
+            }
         }
     }
 }
