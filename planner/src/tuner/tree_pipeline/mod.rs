@@ -84,6 +84,11 @@ impl TreeSends {
         Some(TreeSends { root, up, down })
     }
 
+    /// Every send of the tree, up and down.
+    fn sends(&self) -> impl Iterator<Item = &TreeSend> {
+        self.up.iter().flatten().chain(self.down.iter().flatten())
+    }
+
     fn kids(&self, v: u32) -> impl Iterator<Item = u32> + '_ {
         self.down[v as usize].iter().map(|s| s.to)
     }
@@ -178,20 +183,12 @@ pub fn all_reduce_us(
         false => Some(closed_form_us(trees, x, k, memo)?.0),
     };
     let key = (trees.len(), x.key());
-    let mut stages = memo.get(&key);
-    let wk = *stages
-        .window
-        .get_or_insert_with(|| windows::all_reduce_us(trees, x, k as u32, 1.0));
+    let run = |k: f64| Some(windows::all_reduce_us(trees, x, k as u32, 1.0));
+    let wk = memo.window(key, false, || run(k))?;
     let us = match head {
         Some(head) => wk + closed - head,
-        None => {
-            let wh = *stages
-                .window_half
-                .get_or_insert_with(|| windows::all_reduce_us(trees, x, half as u32, 1.0));
-            wk + (iters - k) * (wk - wh) / (k - half)
-        }
+        None => line(k, wk, half, memo.window(key, true, || run(half))?, iters),
     };
-    memo.put(key, stages);
     Some((us, period))
 }
 
@@ -246,6 +243,28 @@ impl Memo {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         map.insert(key, stages);
     }
+
+    /// The op-by-op run of a call's most affordable whole iterations (`half`: of half as many)
+    /// kept under `key`, `run` the first time.
+    fn window(
+        &self,
+        key: (usize, [u64; 9]),
+        half: bool,
+        run: impl FnOnce() -> Option<f64>,
+    ) -> Option<f64> {
+        let mut stages = self.get(&key);
+        let kept = match half {
+            true => &mut stages.window_half,
+            false => &mut stages.window,
+        };
+        let us = match *kept {
+            Some(us) => us,
+            None => run()?,
+        };
+        *kept = Some(us);
+        self.put(key, stages);
+        Some(us)
+    }
 }
 
 impl Clone for Memo {
@@ -267,6 +286,23 @@ impl std::fmt::Debug for Memo {
 }
 
 impl IterTerms {
+    /// The engine's terms of protocol `p` for iterations of `chunk` payload bytes, past `slots`
+    /// paced at `paced_gbps` of wire.
+    fn of(e: &super::EngineTerms, p: Protocol, chunk: f64, paced_gbps: f64, slots: u32) -> Self {
+        let i = proto_idx(p);
+        IterTerms {
+            chunk,
+            wire: e.wire_factor[i].max(1.0),
+            channel_gbps: e.channel_gbps[i],
+            paced_gbps,
+            local_gbps: e.local_channel_gbps,
+            link_eff: if e.link_eff > 0.0 { e.link_eff } else { 1.0 },
+            step_us: e.step_us[i],
+            hop_us: e.hop_us[i],
+            slots,
+        }
+    }
+
     /// The terms, bit for bit, as a memo's key.
     fn key(&self) -> [u64; 9] {
         [
@@ -381,17 +417,7 @@ pub(super) fn priced(
         Protocol::LL => (llmax / used.len() as f64 * e.wire_factor[i]).min(channel),
         _ => channel,
     };
-    let x = IterTerms {
-        chunk,
-        wire: e.wire_factor[i].max(1.0),
-        channel_gbps: channel,
-        paced_gbps: paced,
-        local_gbps: e.local_channel_gbps,
-        link_eff: if e.link_eff > 0.0 { e.link_eff } else { 1.0 },
-        step_us: e.step_us[i],
-        hop_us: e.hop_us[i],
-        slots: nccl::STEPS,
-    };
+    let x = IterTerms::of(e, p, chunk, paced, nccl::STEPS);
     let (us, period) = all_reduce_us(used, &x, share / chunk, &e.paths.tree_memo)?;
     let algbw = used.len() as f64 * chunk / 1000.0 / period.max(1e-9);
     let lat = engine_path(c, Some(us))? - bytes as f64 / 1000.0 / algbw;
@@ -427,17 +453,8 @@ pub(super) fn packed_us(
     let work = ranks.max(1) as f64 * windows::links_per_send(&pk.sends);
     let budget = windows::WINDOW_OPS.min((windows::PACKED_WINDOW_WORK as f64 / work) as usize);
     let affordable = (budget / per_iteration) as f64;
-    let x = IterTerms {
-        chunk: step,
-        wire: e.wire_factor[i].max(1.0),
-        channel_gbps: e.channel_gbps[i],
-        paced_gbps: e.channel_gbps[i],
-        local_gbps: e.local_channel_gbps,
-        link_eff: if e.link_eff > 0.0 { e.link_eff } else { 1.0 },
-        step_us: e.step_us[i],
-        hop_us: e.hop_us[i],
-        slots: crate::schedule::build::DEFAULT_SLOTS,
-    };
+    let slots = crate::schedule::build::DEFAULT_SLOTS;
+    let x = IterTerms::of(e, p, step, e.channel_gbps[i], slots);
     let run =
         |k: f64, last: f64| windows::packed_us(&pk.sends, &pk.lanes, kind, &x, k as u32, last);
     if whole <= affordable {
@@ -451,18 +468,15 @@ pub(super) fn packed_us(
         return None;
     }
     let key = (kind as usize, x.key());
-    let mut stages = pk.memo.get(&key);
-    let wk = match stages.window {
-        Some(w) => w,
-        None => run(k, 1.0)?,
-    };
-    let wh = match stages.window_half {
-        Some(w) => w,
-        None => run(half, 1.0)?,
-    };
-    (stages.window, stages.window_half) = (Some(wk), Some(wh));
-    pk.memo.put(key, stages);
-    Some(wk + (iters - k) * (wk - wh) / (k - half))
+    let wk = pk.memo.window(key, false, || run(k, 1.0))?;
+    let wh = pk.memo.window(key, true, || run(half, 1.0))?;
+    Some(line(k, wk, half, wh, iters))
+}
+
+/// The line through a call's op-by-op times `wk` of `k` whole iterations and `wh` of `half`,
+/// read at `iters`.
+fn line(k: f64, wk: f64, half: f64, wh: f64, iters: f64) -> f64 {
+    wk + (iters - k) * (wk - wh) / (k - half)
 }
 
 /// A send's op: its transfer, the protocol's step and the sender's step over the route (µs).

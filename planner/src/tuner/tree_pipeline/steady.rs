@@ -116,7 +116,7 @@ pub(super) fn rates(
 fn link_count(trees: &[TreeSends]) -> usize {
     trees
         .iter()
-        .flat_map(|t| t.up.iter().flatten().chain(t.down.iter().flatten()))
+        .flat_map(TreeSends::sends)
         .flat_map(|s| s.links.iter().map(|l| l.0 + 1))
         .max()
         .unwrap_or(0)
@@ -266,7 +266,7 @@ pub(super) fn half_periods(trees: &[TreeSends], r: &SendRates, x: &IterTerms) ->
 fn link_period(trees: &[TreeSends], x: &IterTerms) -> f64 {
     let mut link_us = HashMap::<usize, f64>::new();
     for t in trees {
-        for s in t.up.iter().flatten().chain(t.down.iter().flatten()) {
+        for s in t.sends() {
             for &(l, cap) in &s.links {
                 *link_us.entry(l).or_default() +=
                     x.chunk * x.wire / 1000.0 / (cap * x.link_eff).max(1e-9);

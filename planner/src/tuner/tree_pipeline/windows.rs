@@ -28,9 +28,7 @@ pub(super) const PACKED_WINDOW_WORK: usize = 1 << 23;
 
 /// The mean count of links a send of `trees` crosses (at least 1).
 pub(super) fn links_per_send(trees: &[TreeSends]) -> f64 {
-    let sends = trees
-        .iter()
-        .flat_map(|t| t.up.iter().flatten().chain(t.down.iter().flatten()));
+    let sends = trees.iter().flat_map(TreeSends::sends);
     let (n, links) = sends.fold((0usize, 0usize), |(n, l), s| (n + 1, l + s.links.len()));
     (links as f64 / n.max(1) as f64).max(1.0)
 }
@@ -189,9 +187,7 @@ struct Programs {
 /// Every link's rate (GB/s) as transfers reach it, by index.
 fn link_caps(trees: &[TreeSends], link_eff: f64) -> Vec<f64> {
     let mut caps = Vec::new();
-    let sends = trees
-        .iter()
-        .flat_map(|t| t.up.iter().flatten().chain(t.down.iter().flatten()));
+    let sends = trees.iter().flat_map(TreeSends::sends);
     for &(l, gbps) in sends.flat_map(|s| &s.links) {
         if caps.len() <= l {
             caps.resize(l + 1, f64::INFINITY);
