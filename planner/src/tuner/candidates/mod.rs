@@ -104,11 +104,12 @@ impl<'a> Cands<'a> {
         }
     }
 
-    /// Adds a candidate of topoplan's executor. The fitted two-GPU form (`lat`, `algbw`,
-    /// `ramp`) prices one message to one peer; a rank's further messages go out one after
-    /// another on its channel (program order), each at the executor's grid rate for its size
-    /// (`exec_msg_us`, the engine's terms), except a one-shot reduce's, which come from
-    /// different senders at once and share the root's links.
+    /// Adds a candidate of topoplan's executor. With the engine's executor terms every message
+    /// is priced on its grid (`exec_msg_us`) after the executor's fixed cost of a call; without
+    /// them the fitted two-GPU form (`lat`, `algbw`, `ramp`) prices the first message to one
+    /// peer. A rank's further messages go out one after another on its channel (program order),
+    /// except a one-shot reduce's, which come from different senders at once and share the
+    /// root's links.
     fn push_exec(
         &mut self,
         algorithm: Algorithm,
