@@ -302,7 +302,7 @@ fn max_detailed_events() -> u64 {
 }
 
 fn quantum() -> f64 {
-    0.25
+    0.05
 }
 
 fn quantum_min_flows() -> usize {

@@ -148,7 +148,7 @@ pub fn extrapolate(
     let Some(l) = loop_bytes(s, cfg) else {
         return whole();
     };
-    // Whole iterations, at least `STEADY_ITERS` in the larger run: a schedule of many trees
+    // Whole iterations, at least `STEADY_ITERS` in the smaller run: a schedule of many trees
     // settles into its steady cost per iteration only after several (packed trees' channels
     // drift apart first), so a slope read earlier is up to 15% low. Both runs keep the last,
     // partial iteration, which costs more than its share of bytes.
@@ -167,8 +167,9 @@ pub fn extrapolate(
     Some(t1 + slope * (bytes - b1) as f64)
 }
 
-/// Loop iterations each of [`extrapolate`]'s runs has at least (past LL's 8 unpaced slots).
-const STEADY_ITERS: u64 = 16;
+/// Loop iterations each of [`extrapolate`]'s runs has at least (past LL's 8 unpaced slots, and
+/// past the trees' settling: the tuner reads its op-by-op line the same way).
+const STEADY_ITERS: u64 = planner::tuner::STEADY_ITERS as u64;
 
 /// Bytes (nccl-tests size) one loop iteration of `s` moves, where it loops.
 fn loop_bytes(s: &Schedule, cfg: &SimConfig) -> Option<u64> {

@@ -36,7 +36,7 @@ pub use profile::{
     EngineTerms, Profile, ProfileChoice, ProfileError, ProfileSource, TunerParams,
     ENGINE_ELEM_BYTES,
 };
-pub use tree_pipeline::{TreeSend, TreeSends};
+pub use tree_pipeline::{TreeSend, TreeSends, STEADY_ITERS};
 
 use crate::schedule::{Algorithm, CollectiveKind, Protocol};
 use serde::{Deserialize, Serialize};

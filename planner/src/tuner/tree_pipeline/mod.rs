@@ -34,6 +34,13 @@ use steady::{period, rates, Halves, Loads, Sharing};
 
 mod paced;
 mod steady;
+
+/// Loop iterations a call on many trees runs before it settles into its steady period: the
+/// trees' programs drift apart over the first ones, meeting on the links in a changing mix, so a
+/// period read earlier is up to 12 % short (packed LL reduce-scatter on eight A100s). A slope is
+/// read from two runs of at least this many iterations: by the engine's pricer
+/// (`sim::price::extrapolate`) and by the tuner's line through its op-by-op runs.
+pub const STEADY_ITERS: u32 = 16;
 #[cfg(test)]
 mod tests;
 mod windows;
@@ -228,10 +235,14 @@ struct Stages {
 }
 
 /// [`Stages`] kept across calls for the trees they were computed on, by the count of trees used
-/// and the protocol's terms. A clone starts empty and any two compare equal: a memo is no part
-/// of the value that holds it.
+/// and the protocol's terms. Clones share it (the planner clones its tuner's terms for each
+/// question, and the trees they hold do not change), and any two compare equal: a memo is no
+/// part of the value that holds it.
 #[derive(Default)]
-pub struct Memo(std::sync::Mutex<HashMap<(usize, [u64; 9]), Stages>>);
+pub struct Memo(std::sync::Arc<std::sync::Mutex<MemoMap>>);
+
+/// A memo's stages by (trees used, the protocol's terms bit for bit).
+type MemoMap = HashMap<(usize, [u64; 9]), Stages>;
 
 impl Memo {
     fn get(&self, key: &(usize, [u64; 9])) -> Stages {
@@ -269,7 +280,7 @@ impl Memo {
 
 impl Clone for Memo {
     fn clone(&self) -> Self {
-        Memo::default()
+        Memo(std::sync::Arc::clone(&self.0))
     }
 }
 
@@ -460,10 +471,12 @@ pub(super) fn packed_us(
     if whole <= affordable {
         return run(whole, iters - (whole - 1.0));
     }
-    // Longer: the line through the most iterations affordable and half as many, once both
-    // have their connections' slots full (each size's chunk is the protocol's whole step, so
-    // the two runs are kept across sizes).
-    let (k, half) = (affordable, (affordable / 2.0).floor());
+    // Longer: the line through the most iterations affordable and half as many, both past the
+    // trees' settling (`STEADY_ITERS`, as the engine's pricer reads its slope) and with their
+    // connections' slots full (each size's chunk is the protocol's whole step, so the two runs
+    // are kept across sizes).
+    let k = affordable.max(f64::from(2 * STEADY_ITERS));
+    let half = (k / 2.0).floor();
     if half < f64::from(x.slots) {
         return None;
     }
