@@ -87,6 +87,7 @@ pub fn dag_time(
             volume,
             cap: flow_cap,
             post: 0.0,
+            copies: 1,
         })
         .collect();
     let mut then = vec![Vec::new(); flows.len()];
@@ -104,12 +105,15 @@ pub fn dag_time(
 
 /// One op of a DAG: a transfer of `volume` over `links` (indices into a list of link rates), no
 /// faster than `cap`, then `post` of fixed cost off the links (with no volume, only that).
+/// `copies` identical ops run in lockstep with it (0 and 1: itself alone): each of its links
+/// carries it that many times, so one op stands for the same op of identical trees.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DagOp {
     pub links: Vec<usize>,
     pub volume: f64,
     pub cap: f64,
     pub post: f64,
+    pub copies: u32,
 }
 
 /// When every op ends: op g starts once every op f with (g, delay) in `then[f]` ended and that
@@ -168,7 +172,11 @@ pub fn op_dag_ends(ops: &[DagOp], then: &[Vec<(usize, f64)>], caps: &[f64]) -> V
             }
             return end;
         }
-        let rates = sharing.max_min(active.iter().map(|&f| (&ops[f].links[..], ops[f].cap)));
+        let rates = sharing.max_min(
+            active
+                .iter()
+                .map(|&f| (&ops[f].links[..], ops[f].cap, ops[f].copies.max(1))),
+        );
         let dt = active
             .iter()
             .zip(&rates)
@@ -228,11 +236,18 @@ impl<'a> LinkSharing<'a> {
         }
     }
 
-    /// Max-min fair rates of `flows` (each its links and its cap; progressive filling: the most
-    /// constrained link or cap fixes its flows' share first). Each round visits the used links
-    /// and only the flows it fixes, so that many flows over few links cost little.
-    fn max_min<'f>(&mut self, flows: impl Iterator<Item = (&'f [usize], f64)>) -> Vec<f64> {
-        let (flows, flow_caps): (Vec<&[usize]>, Vec<f64>) = flows.unzip();
+    /// Max-min fair rates of `flows` (each its links, its cap and how many identical flows it
+    /// stands for; progressive filling: the most constrained link or cap fixes its flows' share
+    /// first). Each round visits the used links and only the flows it fixes, so that many flows
+    /// over few links cost little.
+    fn max_min<'f>(&mut self, flows: impl Iterator<Item = (&'f [usize], f64, u32)>) -> Vec<f64> {
+        let mut copies = Vec::new();
+        let (flows, flow_caps): (Vec<&[usize]>, Vec<f64>) = flows
+            .map(|(links, cap, n)| {
+                copies.push(n);
+                (links, cap)
+            })
+            .unzip();
         self.used.clear();
         for (f, links) in flows.iter().enumerate() {
             for &l in links.iter() {
@@ -241,7 +256,7 @@ impl<'a> LinkSharing<'a> {
                     self.used.push(l);
                     self.on[l].clear();
                 }
-                self.count[l] += 1;
+                self.count[l] += copies[f];
                 self.on[l].push(f as u32);
             }
         }
@@ -289,8 +304,8 @@ impl<'a> LinkSharing<'a> {
             for &f in &fixed {
                 rate[f] = Some(s);
                 for &l in flows[f] {
-                    self.residual[l] -= s;
-                    self.count[l] -= 1;
+                    self.residual[l] -= s * f64::from(copies[f]);
+                    self.count[l] -= copies[f];
                 }
             }
         }
@@ -314,6 +329,40 @@ mod tests {
         // A flow cap below the links' share paces every message.
         let one = vec![vec![vec![0]], vec![vec![1]]];
         assert!((sequential_sends_time(&one, &[1.0, 1.0], 0.5) - 2.0).abs() < 1e-9);
+    }
+
+    /// An op standing for copies of itself counts that many times on its links: one op of two
+    /// copies ends when two identical ops would, beside a third op that shares their link.
+    #[test]
+    fn an_op_of_copies_shares_its_links_as_that_many_ops() {
+        let op = |links: Vec<usize>, copies| DagOp {
+            links,
+            volume: 10.0,
+            cap: f64::INFINITY,
+            post: 0.0,
+            copies,
+        };
+        let none = vec![Vec::new(); 3];
+        // Link 0 at 30: three flows of 10 end together at 1; link 1 at 10 alone for the third.
+        let three = op_dag_ends(
+            &[op(vec![0], 1), op(vec![0], 1), op(vec![0, 1], 1)],
+            &none,
+            &[30.0, 10.0],
+        );
+        let two = op_dag_ends(
+            &[op(vec![0], 2), op(vec![0, 1], 1)],
+            &none[..2],
+            &[30.0, 10.0],
+        );
+        assert!((three[0] - 1.0).abs() < 1e-9 && (three[2] - 1.0).abs() < 1e-9);
+        assert!((two[0] - three[0]).abs() < 1e-9 && (two[1] - three[2]).abs() < 1e-9);
+        // The third's own link at 5 caps it: the copies take the rest of link 0, 12.5 each.
+        let capped = op_dag_ends(
+            &[op(vec![0], 2), op(vec![0, 1], 1)],
+            &none[..2],
+            &[30.0, 5.0],
+        );
+        assert!((capped[0] - 0.8).abs() < 1e-9 && (capped[1] - 2.0).abs() < 1e-9);
     }
 
     /// A rank's step after a message leaves the link to the others: B's message runs alone

@@ -35,15 +35,16 @@ use steady::{period, rates, Halves, Loads, Sharing};
 mod paced;
 mod steady;
 
+#[cfg(test)]
+mod tests;
+mod windows;
+
 /// Loop iterations a call on many trees runs before it settles into its steady period: the
 /// trees' programs drift apart over the first ones, meeting on the links in a changing mix, so a
 /// period read earlier is up to 12 % short (packed LL reduce-scatter on eight A100s). A slope is
 /// read from two runs of at least this many iterations: by the engine's pricer
 /// (`sim::price::extrapolate`) and by the tuner's line through its op-by-op runs.
 pub const STEADY_ITERS: u32 = 16;
-#[cfg(test)]
-mod tests;
-mod windows;
 
 /// One send of a tree's iteration: to whom, its route's latency (µs), its links (index,
 /// GB/s), and what a step over it costs its sender beyond the protocol's (µs: the network's
@@ -169,7 +170,8 @@ pub fn all_reduce_us(
 ) -> Option<(f64, f64)> {
     let (closed, period) = closed_form_us(trees, x, iters, memo)?;
     let whole = iters.max(1.0).ceil();
-    let affordable = (windows::WINDOW_OPS / windows::ops_per_iteration(trees).max(1)) as f64;
+    let per = windows::ops_per_iteration(trees).max(1);
+    let affordable = (windows::WINDOW_OPS / per) as f64;
     if affordable < 1.0 {
         return Some((closed, period));
     }
@@ -179,12 +181,20 @@ pub fn all_reduce_us(
     }
     // The first iterations op by op, then the rest. Past its slots LL runs at its paced
     // rate, whose period the closed form prices: it adds them. An unpaced protocol's period is
-    // its sends' sharing of the links, read off the op-by-op runs once both have their
-    // connections' slots full: the line through the most iterations affordable and half as
-    // many (a line read earlier, or across LL's first paced iterations, misses the steady
-    // period by up to 12 % on 128 ranks).
-    let (k, half) = (affordable, (affordable / 2.0).floor());
-    let by_line = x.paced_gbps >= x.channel_gbps && half >= f64::from(x.slots.max(1));
+    // its sends' sharing of the links, read off the op-by-op runs once both are past the
+    // trees' settling (`STEADY_ITERS`, where the runs fit in `LINE_OPS`) and have their
+    // connections' slots full: the line through the most iterations affordable, or twice
+    // `STEADY_ITERS`, and half as many. A line read earlier, or across LL's first paced
+    // iterations, misses the steady period by up to 16 % on 128 ranks (p5 ×16, LL128 at 1 GiB,
+    // read over 8 to 16 iterations).
+    let unpaced = x.paced_gbps >= x.channel_gbps;
+    let settled = f64::from(2 * STEADY_ITERS);
+    let k = match unpaced && settled * per as f64 <= windows::LINE_OPS as f64 {
+        true => affordable.max(settled),
+        false => affordable,
+    };
+    let half = (k / 2.0).floor();
+    let by_line = unpaced && half >= f64::from(x.slots.max(1));
     let head = match by_line {
         true => None,
         false => Some(closed_form_us(trees, x, k, memo)?.0),

@@ -229,6 +229,46 @@ fn op_by_op_a_send_shares_a_link_with_the_sends_its_time_window_meets() {
 }
 
 #[test]
+fn identical_trees_run_as_one_counted_on_their_links_as_many_times() {
+    // The bus of the test above, 2 µs a send when two meet: two copies of the tree share it as
+    // the sends of one tree on a bus of half the rate would (each copy's sends meet its twin's
+    // in every window), and a second, different tree keeps its own ops.
+    let x = IterTerms {
+        local_gbps: 1e12,
+        step_us: 0.0,
+        hop_us: 0.0,
+        ..terms()
+    };
+    let on = |gbps: f64| {
+        sends(&[None, Some(0), Some(1)], move |_, _| {
+            (0.0, vec![(0, gbps)], 0.0)
+        })
+    };
+    let twins = [on(20.0), on(20.0)];
+    assert_eq!(
+        windows::ops_per_iteration(&twins),
+        windows::ops_per_iteration(&twins[..1])
+    );
+    for iters in [1, 2, 3] {
+        let alone = windows_us(&on(10.0), &x, iters);
+        let both = windows::all_reduce_us(&twins, &x, iters, 1.0);
+        assert!(
+            (both - alone).abs() < 1e-9,
+            "{iters}: {both} against {alone}"
+        );
+    }
+    // Rooted elsewhere, the second tree is not a copy: three trees, two of them twins.
+    let other = sends(&[Some(1), None, Some(1)], |_, _| {
+        (0.0, vec![(0, 20.0)], 0.0)
+    });
+    let three = [on(20.0), other, on(20.0)];
+    assert_eq!(
+        windows::ops_per_iteration(&three),
+        windows::ops_per_iteration(&three[..2])
+    );
+}
+
+#[test]
 fn op_by_op_a_paced_send_waits_for_the_credit_of_the_message_two_back() {
     // The refill test's tree and terms: two slots, the third iteration paced. The leaf's
     // third send waits for the root to have reduced the first (lands 2.5, reduced 3.1, its

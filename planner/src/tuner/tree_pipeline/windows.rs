@@ -19,6 +19,11 @@ use std::collections::HashMap;
 /// closed form prices it. A call of this many ops takes a few milliseconds.
 pub(super) const WINDOW_OPS: usize = 1 << 15;
 
+/// The most ops the longer of the two runs whose line prices a long tree call may take to
+/// reach twice [`super::STEADY_ITERS`] iterations (at 128 ranks, NCCL's trees on p5 ×16: 32
+/// iterations of 8 trees' 2048 ops, about 2 s for a protocol).
+pub(super) const LINE_OPS: usize = 1 << 17;
+
 /// The same for packed trees, whose calls keep many more transfers running at once (every
 /// rank roots trees, each sending on several lanes), as ops times the trees' ranks times the
 /// links a send crosses: sharing the links among the running transfers costs in proportion to
@@ -33,12 +38,13 @@ pub(super) fn links_per_send(trees: &[TreeSends]) -> f64 {
     (links as f64 / n.max(1) as f64).max(1.0)
 }
 
-/// How many ops one iteration of `trees` runs: a rank's up program one per child (a leaf one
-/// send), its down program one per child (a leaf one receive).
+/// How many ops one iteration of `trees` runs, a tree repeated counted once ([`distinct`]): a
+/// rank's up program one per child (a leaf one send), its down program one per child (a leaf
+/// one receive).
 pub(super) fn ops_per_iteration(trees: &[TreeSends]) -> usize {
-    trees
-        .iter()
-        .flat_map(|t| &t.down)
+    distinct(trees, |_| None)
+        .into_iter()
+        .flat_map(|(ti, _)| &trees[ti].down)
         .map(|kids| 2 * kids.len().max(1))
         .sum()
 }
@@ -137,16 +143,17 @@ pub(super) fn packed_us(
 
 fn run_us(trees: &[TreeSends], x: &IterTerms, iters: u32, last: f64, shape: Shape) -> f64 {
     let caps = link_caps(trees, x.link_eff);
+    let lanes_of = |ti: usize| match shape.down {
+        Down::Lanes(l) => l.get(ti).map(Vec::as_slice),
+        _ => None,
+    };
     let mut dag = Dag::default();
-    for (ti, t) in trees.iter().enumerate() {
+    for (ti, copies) in distinct(trees, lanes_of) {
+        let (t, lanes) = (&trees[ti], lanes_of(ti));
         // Each program's last op and each rank's ops of the iteration `slots` back (credits).
         let mut prev = Programs {
             up: vec![None; t.up.len()],
             down: HashMap::new(),
-        };
-        let lanes = match shape.down {
-            Down::Lanes(l) => l.get(ti).map(Vec::as_slice),
-            _ => None,
         };
         let mut past: Vec<Vec<RankOps>> = Vec::new();
         for i in 0..iters.max(1) {
@@ -162,6 +169,7 @@ fn run_us(trees: &[TreeSends], x: &IterTerms, iters: u32, last: f64, shape: Shap
                 paced,
                 shape,
                 lanes,
+                copies,
             };
             let ops = it.add(&mut dag, &mut prev);
             if let Some(back) = (i as usize)
@@ -176,6 +184,27 @@ fn run_us(trees: &[TreeSends], x: &IterTerms, iters: u32, last: f64, shape: Shap
     op_dag_ends(&dag.ops, &dag.then, &caps)
         .into_iter()
         .fold(0.0, f64::max)
+}
+
+/// The trees of `trees` that differ (their lanes `lanes_of(index)` too), each by its first
+/// index, and how many of `trees` are that tree: identical trees run in lockstep, their ops at
+/// the same moments at the same rates, so the run builds one and counts it on its links as
+/// many times (NCCL's channels repeat their trees: 32 on p5 ×16 are 8 trees four times).
+fn distinct<'a>(
+    trees: &'a [TreeSends],
+    lanes_of: impl Fn(usize) -> Option<&'a [Option<u32>]>,
+) -> Vec<(usize, u32)> {
+    let mut out: Vec<(usize, u32)> = Vec::new();
+    for (ti, t) in trees.iter().enumerate() {
+        let same = |&&mut (first, _): &&mut (usize, u32)| {
+            trees[first] == *t && lanes_of(first) == lanes_of(ti)
+        };
+        match out.iter_mut().find(same) {
+            Some(d) => d.1 += 1,
+            None => out.push((ti, 1)),
+        }
+    }
+    out
 }
 
 /// Each program's last op so far: a rank's up program, and its down programs by lane.
@@ -204,6 +233,8 @@ struct Iteration<'a> {
     paced: bool,
     shape: Shape<'a>,
     lanes: Option<&'a [Option<u32>]>,
+    /// Identical trees this one stands for.
+    copies: u32,
 }
 
 impl Iteration<'_> {
@@ -228,7 +259,7 @@ impl Iteration<'_> {
             for (j, k) in kids.iter().enumerate() {
                 let sends_up = j + 1 == kids.len() && t.up[v].is_some();
                 let op = match (&t.up[v], sends_up) {
-                    (Some(s), true) => send(x, s, self.paced),
+                    (Some(s), true) => send(x, s, self.paced, self.copies),
                     _ => local(reduce_us(x)),
                 };
                 let id = dag.push(op, up_prev[v]);
@@ -239,7 +270,7 @@ impl Iteration<'_> {
                 ops[v].take_kid.push(id);
             }
             if let (Some(s), true) = (&t.up[v], kids.is_empty()) {
-                up_prev[v] = Some(dag.push(send(x, s, self.paced), up_prev[v]));
+                up_prev[v] = Some(dag.push(send(x, s, self.paced, self.copies), up_prev[v]));
             }
             if t.up[v].is_some() {
                 ops[v].send_up = up_prev[v];
@@ -280,7 +311,13 @@ impl Iteration<'_> {
             }
             for (k, s) in t.down[v].iter().enumerate() {
                 let lane = if lanes { self.lane(s.to as usize) } else { 0 };
-                let id = on(dag, &mut prev.down, v, lane, send(x, s, self.paced));
+                let id = on(
+                    dag,
+                    &mut prev.down,
+                    v,
+                    lane,
+                    send(x, s, self.paced, self.copies),
+                );
                 ops[v].sends_down.push(id);
                 if let Some(u) = last_up.filter(|_| lanes || k == 0) {
                     dag.edge(u, id, 0.0);
@@ -331,7 +368,7 @@ fn credits(dag: &mut Dag, t: &TreeSends, x: &IterTerms, back: &[RankOps], now: &
 
 /// A send's op: its transfer (kB of wire over its links, at most the channel's rate, LL's paced
 /// rate past the connection's slots), then the protocol's step and the route's.
-fn send(x: &IterTerms, s: &TreeSend, paced: bool) -> DagOp {
+fn send(x: &IterTerms, s: &TreeSend, paced: bool, copies: u32) -> DagOp {
     DagOp {
         links: s.links.iter().map(|l| l.0).collect(),
         volume: x.chunk * x.wire / 1000.0,
@@ -341,6 +378,7 @@ fn send(x: &IterTerms, s: &TreeSend, paced: bool) -> DagOp {
             x.channel_gbps
         },
         post: x.step_us + s.send_us,
+        copies,
     }
 }
 
