@@ -152,7 +152,7 @@ fn point_to_point_across_hosts_agrees_with_the_engine() {
 
 /// Past the engine's 64 ranks the tuner alone prices point-to-point, from the communicator's
 /// messages: send/recv's n at any size of communicator, all-to-all's n(n − 1) up to
-/// `plan::p2p::EXACT_ALL_TO_ALL_RANKS`. On 16 NDv4 hosts (128 ranks) a small all-to-all is its
+/// `plan::p2p::EXACT_ALL_TO_ALL_MESSAGES`. On 16 NDv4 hosts (128 ranks) a small all-to-all is its
 /// ranks' 120 network steps one after another, and send/recv one message a rank; on 64 hosts
 /// (512 ranks) send/recv too. With NCCL's network latency and the first host's links alone, the
 /// tuner priced the small all-to-all 90 % fast and send/recv 63–76 % slow. The engine shares

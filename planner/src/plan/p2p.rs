@@ -3,6 +3,11 @@
 //! another in one channel, flows share links max-min fairly (`tuner::sequential_sends_time`),
 //! and each message that crosses hosts costs its sender the network's step
 //! (`sim.net_step_us`) before the next.
+//!
+//! A cluster from `topo scale` repeats its hosts, and the direct builder's order (rank i's k-th
+//! message to rank i + k) shifts with them: where shifting every rank by s maps each message's
+//! route onto the shifted message's route link by link, ranks s apart run alike, and only the
+//! first s ranks' messages are run, each link standing for its orbit ([`Shift`]).
 
 use crate::schedule::CollectiveKind;
 use crate::search::Channels;
@@ -10,10 +15,10 @@ use crate::topology::{PathType, Topology};
 use crate::tuner::{self, P2pTerms};
 use std::collections::HashMap;
 
-/// Most ranks whose all-to-all messages (n(n − 1)) the tuner runs at each size (at 256 ranks
-/// planning takes about a second). Send/recv's n messages are run at every size of
-/// communicator.
-pub(super) const EXACT_ALL_TO_ALL_RANKS: u32 = 256;
+/// Most all-to-all messages the tuner runs at each size: 256 ranks' n(n − 1), or as many ranks'
+/// of a cluster whose shift leaves fewer to run (512 NDv4 ranks on a fat tree of four hosts a
+/// leaf run 32 ranks' messages). Send/recv's n messages are run at every size of communicator.
+pub(super) const EXACT_ALL_TO_ALL_MESSAGES: usize = 256 * 255;
 
 /// Most ranks whose all-to-all messages are run once, every message one unit of volume, for
 /// the communicator's rate and network steps (about a second at 1024 ranks); beyond it the
@@ -21,7 +26,7 @@ pub(super) const EXACT_ALL_TO_ALL_RANKS: u32 = 256;
 pub(super) const MEASURED_ALL_TO_ALL_RANKS: u32 = 1024;
 
 /// The whole communicator's messages for `kind` (all-to-all or send/recv) on `t`, run at each
-/// size up to [`EXACT_ALL_TO_ALL_RANKS`] (send/recv: always), and past it once for a rate;
+/// size up to [`EXACT_ALL_TO_ALL_MESSAGES`] (send/recv: always), and past it once for a rate;
 /// `None` for an all-to-all past [`MEASURED_ALL_TO_ALL_RANKS`], for another collective or where
 /// a message has no route. `flow_cap` bounds one flow (the executor's rate), `net_step_us` is
 /// the engine's cost of a network step.
@@ -41,12 +46,16 @@ pub(super) fn measure(
         _ => return None,
     };
     let ranks: Vec<u32> = (0..n).collect();
-    let m = Messages::of(t, &ranks, peers, net_step_us);
+    let mut m = Messages::of(t, &ranks, peers, net_step_us);
     if m.unrouted {
         return None;
     }
+    if let Some(shift) = Shift::of(&m) {
+        m = shift.quotient(&m);
+    }
     let time = tuner::sequential_sends_time(&m.msgs, &m.links.caps, flow_cap);
-    if kind == CollectiveKind::AllToAll && n > EXACT_ALL_TO_ALL_RANKS {
+    let count: usize = m.msgs.iter().map(Vec::len).sum();
+    if kind == CollectiveKind::AllToAll && count > EXACT_ALL_TO_ALL_MESSAGES {
         return (time > 0.0).then(|| P2pTerms {
             gbps: peers as f64 / time,
             lat_us: m.chain_us + m.landing_us,
@@ -54,20 +63,11 @@ pub(super) fn measure(
             messages: None,
         });
     }
-    let messages = tuner::RankMessages {
-        msgs: m
-            .msgs
-            .iter()
-            .zip(&m.steps)
-            .map(|(links, steps)| links.iter().cloned().zip(steps.iter().copied()).collect())
-            .collect(),
-        caps: m.links.caps.clone(),
-    };
     (time > 0.0).then(|| P2pTerms {
         gbps: peers as f64 / time,
         lat_us: m.chain_us + m.landing_us,
         landing_us: m.landing_us,
-        messages: Some(std::sync::Arc::new(messages)),
+        messages: Some(std::sync::Arc::new(m.rank_messages())),
     })
 }
 
@@ -141,6 +141,111 @@ impl Messages {
     }
 }
 
+impl Messages {
+    /// The messages with their steps, as the tuner runs them at each size.
+    fn rank_messages(&self) -> tuner::RankMessages {
+        tuner::RankMessages {
+            msgs: self
+                .msgs
+                .iter()
+                .zip(&self.steps)
+                .map(|(links, steps)| links.iter().cloned().zip(steps.iter().copied()).collect())
+                .collect(),
+            caps: self.links.caps.clone(),
+        }
+    }
+}
+
+/// A shift of the ranks that the messages' routes follow: rank i + s's k-th message crosses, link
+/// for link, the images under `image` of the links rank i's k-th crosses (ranks modulo n), at the
+/// same rates and with the same network steps. Ranks s apart then run alike (max-min sharing of
+/// a system that the shift maps onto itself is itself shifted), so ranks 0..s stand for all.
+struct Shift {
+    by: usize,
+    /// Per link (a dense index of the messages' links), its image under the shift.
+    image: Vec<usize>,
+}
+
+impl Shift {
+    /// The smallest shift, a divisor of the ranks below their number, that the messages follow.
+    fn of(m: &Messages) -> Option<Shift> {
+        let n = m.msgs.len();
+        (1..n)
+            .filter(|&s| n.is_multiple_of(s))
+            .find_map(|by| Shift::try_by(m, by))
+    }
+
+    fn try_by(m: &Messages, by: usize) -> Option<Shift> {
+        const NONE: usize = usize::MAX;
+        let (n, caps) = (m.msgs.len(), &m.links.caps);
+        let mut image = vec![NONE; caps.len()];
+        let mut preimage = vec![NONE; caps.len()];
+        for i in 0..n {
+            let j = (i + by) % n;
+            if m.msgs[i].len() != m.msgs[j].len() || m.steps[i] != m.steps[j] {
+                return None;
+            }
+            for (from, to) in m.msgs[i].iter().zip(&m.msgs[j]) {
+                if from.len() != to.len() {
+                    return None;
+                }
+                for (&a, &b) in from.iter().zip(to) {
+                    let fits = (image[a] == NONE || image[a] == b)
+                        && (preimage[b] == NONE || preimage[b] == a)
+                        && caps[a] == caps[b];
+                    if !fits {
+                        return None;
+                    }
+                    image[a] = b;
+                    preimage[b] = a;
+                }
+            }
+        }
+        // Every link some message crosses has its image: the message `by` ranks on crosses it.
+        debug_assert!(image.iter().all(|&x| x != NONE));
+        Some(Shift { by, image })
+    }
+
+    /// The first `by` ranks' messages, each link replaced by the first of its orbit under the
+    /// shift and listed once per shifted copy of the message that crosses it: a link every shift
+    /// leaves in place carries all n / `by` copies of a message, one the shifts move around
+    /// carries one.
+    fn quotient(&self, m: &Messages) -> Messages {
+        let group = m.msgs.len() / self.by;
+        let mut first = vec![usize::MAX; self.image.len()];
+        let mut copies = vec![0usize; self.image.len()];
+        for l in 0..self.image.len() {
+            let mut orbit = vec![l];
+            while let Some(&x) = orbit.last().map(|&x| &self.image[x]).filter(|&&x| x != l) {
+                orbit.push(x);
+            }
+            first[l] = orbit.iter().copied().min().unwrap_or(l);
+            copies[l] = group / orbit.len();
+        }
+        let msgs = m.msgs[..self.by]
+            .iter()
+            .map(|rank| {
+                let each = |links: &Vec<usize>| {
+                    links
+                        .iter()
+                        .flat_map(|&l| std::iter::repeat_n(first[l], copies[l]))
+                        .collect()
+                };
+                rank.iter().map(each).collect()
+            })
+            .collect();
+        Messages {
+            msgs,
+            steps: m.steps[..self.by].to_vec(),
+            links: LinkIndex {
+                index: HashMap::new(),
+                caps: m.links.caps.clone(),
+            },
+            ..*m
+        }
+    }
+}
+
 /// Dense indices of the links that messages use, with their rates.
 #[derive(Default)]
 struct LinkIndex {
@@ -154,5 +259,80 @@ impl LinkIndex {
             self.caps.push(t.graph[l].bw_gbps.max(1e-9));
             self.caps.len() - 1
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{scale, Fabric, FabricKind};
+
+    /// `nodes` NDv4 hosts on a fat tree of four hosts a leaf, 200 Gbit/s ports, the leaves'
+    /// uplinks 8:1 oversubscribed.
+    fn ndv4_fat_tree(nodes: u32) -> Topology {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/data/topologies/azure-ndv4-topo.xml");
+        let node = crate::topology::load_file(&path, &Default::default())
+            .unwrap()
+            .topology;
+        let fabric = Fabric {
+            kind: FabricKind::FatTree {
+                hosts_per_leaf: 4,
+                oversubscription: 8.0,
+            },
+            port_gbps: 25.0,
+            switch_lat_us: 0.6,
+        };
+        scale(&node, nodes, fabric).unwrap()
+    }
+
+    /// On 16 NDv4 hosts (128 ranks, four leaves) the all-to-all's routes repeat from leaf to
+    /// leaf, not from host to host: the shift is a leaf's 32 ranks. Their messages, each link
+    /// standing for its orbit, take what all 128 ranks' take, at every size (steps, shared
+    /// uplinks and the executor's cap of a message all weigh in) and as units of volume.
+    #[test]
+    fn a_leafs_ranks_stand_for_the_whole_fat_trees_all_to_all() {
+        let t = ndv4_fat_tree(16);
+        let ranks: Vec<u32> = (0..t.n_ranks() as u32).collect();
+        let all = Messages::of(&t, &ranks, ranks.len() - 1, 2.0);
+        let shift = Shift::of(&all).expect("the cluster repeats its leaves");
+        assert_eq!(shift.by, 32);
+        let few = shift.quotient(&all);
+        assert_eq!(few.msgs.len(), 32);
+        let (whole, part) = (all.rank_messages(), few.rank_messages());
+        for bytes in [8, 32 << 10, 2 << 20, 128 << 20] {
+            let (a, b) = (whole.time_us(bytes, 300.0), part.time_us(bytes, 300.0));
+            assert!(
+                (a - b).abs() <= 1e-9 * a,
+                "{bytes} B: {a} us whole, {b} us a leaf"
+            );
+        }
+        let unit = |m: &Messages| tuner::sequential_sends_time(&m.msgs, &m.links.caps, 300.0);
+        let (a, b) = (unit(&all), unit(&few));
+        assert!((a - b).abs() <= 1e-9 * a, "units: {a} whole, {b} a leaf");
+    }
+
+    /// A shift must carry every link onto one of the same rate: with one NIC's link slowed, the
+    /// leaf's shift no longer maps the cluster onto itself.
+    #[test]
+    fn a_link_of_another_rate_breaks_the_shift() {
+        let t = ndv4_fat_tree(8);
+        let ranks: Vec<u32> = (0..t.n_ranks() as u32).collect();
+        let mut m = Messages::of(&t, &ranks, ranks.len() - 1, 2.0);
+        assert!(Shift::try_by(&m, 32).is_some());
+        let first_net = m.msgs[0].last().and_then(|links| links.first()).copied();
+        m.links.caps[first_net.unwrap()] *= 0.5;
+        assert!(Shift::try_by(&m, 32).is_none());
+    }
+
+    /// 512 ranks on 64 NDv4 hosts: past 256 ranks' messages, the all-to-all still runs at each
+    /// size, because a leaf's 32 ranks stand for all (32 × 511 messages).
+    #[test]
+    fn a_512_rank_fat_tree_runs_its_all_to_all_at_each_size() {
+        let t = ndv4_fat_tree(64);
+        let p = measure(&t, CollectiveKind::AllToAll, 300.0, 2.0).unwrap();
+        let msgs = p.messages.expect("a leaf's messages, run at each size");
+        assert_eq!(msgs.msgs.len(), 32);
+        assert!(msgs.msgs.iter().all(|m| m.len() == 511));
     }
 }
