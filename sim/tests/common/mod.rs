@@ -1,6 +1,8 @@
 //! Helpers shared by the simulator's tests (`pull.rs`, `hybrid.rs`, `as_run.rs`, `nccl.rs`,
-//! `nccl_patterns.rs`).
+//! `nccl_patterns.rs`, `clusters.rs`).
 #![allow(dead_code)] // each test binary uses its own subset
+
+pub mod clusters;
 
 use planner::schedule::{build, Collective, CollectiveKind, Protocol, Schedule};
 use sim::fidelity::Row;
