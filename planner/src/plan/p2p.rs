@@ -139,9 +139,7 @@ impl Messages {
         }
         m
     }
-}
 
-impl Messages {
     /// The messages with their steps, as the tuner runs them at each size.
     fn rank_messages(&self) -> tuner::RankMessages {
         tuner::RankMessages {
@@ -211,16 +209,22 @@ impl Shift {
     /// leaves in place carries all n / `by` copies of a message, one the shifts move around
     /// carries one.
     fn quotient(&self, m: &Messages) -> Messages {
+        const NONE: usize = usize::MAX;
         let group = m.msgs.len() / self.by;
-        let mut first = vec![usize::MAX; self.image.len()];
+        let mut first = vec![NONE; self.image.len()];
         let mut copies = vec![0usize; self.image.len()];
+        // Each orbit once: the shift permutes the links, so from any link its images come back.
         for l in 0..self.image.len() {
-            let mut orbit = vec![l];
-            while let Some(&x) = orbit.last().map(|&x| &self.image[x]).filter(|&&x| x != l) {
-                orbit.push(x);
+            if first[l] != NONE {
+                continue;
             }
-            first[l] = orbit.iter().copied().min().unwrap_or(l);
-            copies[l] = group / orbit.len();
+            let mut orbit = vec![l];
+            while self.image[orbit[orbit.len() - 1]] != l {
+                orbit.push(self.image[orbit[orbit.len() - 1]]);
+            }
+            for &x in &orbit {
+                (first[x], copies[x]) = (l, group / orbit.len());
+            }
         }
         let msgs = m.msgs[..self.by]
             .iter()
@@ -312,8 +316,8 @@ mod tests {
         assert!((a - b).abs() <= 1e-9 * a, "units: {a} whole, {b} a leaf");
     }
 
-    /// A shift must carry every link onto one of the same rate: with one NIC's link slowed, the
-    /// leaf's shift no longer maps the cluster onto itself.
+    /// A shift must carry every link onto one of the same rate: with one link of a route
+    /// slowed, the leaf's shift no longer maps the cluster onto itself.
     #[test]
     fn a_link_of_another_rate_breaks_the_shift() {
         let t = ndv4_fat_tree(8);
