@@ -55,19 +55,12 @@ pub(super) fn measure(
     }
     let time = tuner::sequential_sends_time(&m.msgs, &m.links.caps, flow_cap);
     let count: usize = m.msgs.iter().map(Vec::len).sum();
-    if kind == CollectiveKind::AllToAll && count > EXACT_ALL_TO_ALL_MESSAGES {
-        return (time > 0.0).then(|| P2pTerms {
-            gbps: peers as f64 / time,
-            lat_us: m.chain_us + m.landing_us,
-            landing_us: m.landing_us,
-            messages: None,
-        });
-    }
+    let at_each_size = kind != CollectiveKind::AllToAll || count <= EXACT_ALL_TO_ALL_MESSAGES;
     (time > 0.0).then(|| P2pTerms {
         gbps: peers as f64 / time,
         lat_us: m.chain_us + m.landing_us,
         landing_us: m.landing_us,
-        messages: Some(std::sync::Arc::new(m.rank_messages())),
+        messages: at_each_size.then(|| std::sync::Arc::new(m.rank_messages())),
     })
 }
 
@@ -164,6 +157,9 @@ struct Shift {
     image: Vec<usize>,
 }
 
+/// No link yet (an image, a preimage or an orbit's first link not found).
+const NO_LINK: usize = usize::MAX;
+
 impl Shift {
     /// The smallest shift, a divisor of the ranks below their number, that the messages follow.
     fn of(m: &Messages) -> Option<Shift> {
@@ -174,10 +170,9 @@ impl Shift {
     }
 
     fn try_by(m: &Messages, by: usize) -> Option<Shift> {
-        const NONE: usize = usize::MAX;
         let (n, caps) = (m.msgs.len(), &m.links.caps);
-        let mut image = vec![NONE; caps.len()];
-        let mut preimage = vec![NONE; caps.len()];
+        let mut image = vec![NO_LINK; caps.len()];
+        let mut preimage = vec![NO_LINK; caps.len()];
         for i in 0..n {
             let j = (i + by) % n;
             if m.msgs[i].len() != m.msgs[j].len() || m.steps[i] != m.steps[j] {
@@ -188,8 +183,8 @@ impl Shift {
                     return None;
                 }
                 for (&a, &b) in from.iter().zip(to) {
-                    let fits = (image[a] == NONE || image[a] == b)
-                        && (preimage[b] == NONE || preimage[b] == a)
+                    let fits = (image[a] == NO_LINK || image[a] == b)
+                        && (preimage[b] == NO_LINK || preimage[b] == a)
                         && caps[a] == caps[b];
                     if !fits {
                         return None;
@@ -200,7 +195,7 @@ impl Shift {
             }
         }
         // Every link some message crosses has its image: the message `by` ranks on crosses it.
-        debug_assert!(image.iter().all(|&x| x != NONE));
+        debug_assert!(image.iter().all(|&x| x != NO_LINK));
         Some(Shift { by, image })
     }
 
@@ -209,13 +204,12 @@ impl Shift {
     /// leaves in place carries all n / `by` copies of a message, one the shifts move around
     /// carries one.
     fn quotient(&self, m: &Messages) -> Messages {
-        const NONE: usize = usize::MAX;
         let group = m.msgs.len() / self.by;
-        let mut first = vec![NONE; self.image.len()];
+        let mut first = vec![NO_LINK; self.image.len()];
         let mut copies = vec![0usize; self.image.len()];
         // Each orbit once: the shift permutes the links, so from any link its images come back.
         for l in 0..self.image.len() {
-            if first[l] != NONE {
+            if first[l] != NO_LINK {
                 continue;
             }
             let mut orbit = vec![l];
