@@ -67,9 +67,11 @@ impl<'a> EnginePricer<'a> {
             return Ok(s.clone());
         }
         let want = match c.algorithm {
-            Algorithm::Ring | Algorithm::Tree | Algorithm::OneShot | Algorithm::TwoShot => {
-                Some(nch)
-            }
+            Algorithm::Ring
+            | Algorithm::Tree
+            | Algorithm::OneShot
+            | Algorithm::TwoShot
+            | Algorithm::Hierarchical => Some(nch),
             _ => channels,
         };
         let mut s = self

@@ -485,3 +485,82 @@ fn the_aggregated_model_waits_for_a_rings_credits() {
         );
     }
 }
+
+/// On 4×A6000 hosts every NIC hangs off the first CPU, so the GPUs on the second reach their
+/// rail across the inter-CPU link, which the host's rings cross too. The GPUs that finish the
+/// rail phase early start the host's all-gather over that link while the others' rail traffic
+/// still crosses it: the phases overlap, and their sum priced the call up to 10 % fast (LL128,
+/// 128 MiB: 28 691 µs against 32 015 on two hosts). The tuner runs such a call op by op on one
+/// host (`hier_ops`), within 1 % of the detailed engine sharing its links exactly.
+#[test]
+fn a_hierarchical_call_whose_gpus_reach_their_rails_unequally_runs_op_by_op() {
+    use sim::price::EnginePricer;
+    use sim::Mode;
+    let t = pair(
+        "github-yccl-4xa6000-topo.xml",
+        FabricKind::SingleSwitch,
+        12.5,
+    );
+    let (p, cfg) = planned(&t);
+    let coll = Collective::as_nccl_tests(CollectiveKind::AllReduce, 8, 0);
+    let cache = sim::price::Schedules::default();
+    let pricer = EnginePricer::with_cache(&t, &p, &cfg, &cache);
+    for proto in Protocol::ALL {
+        for bytes in [2u64 << 20, 16 << 20, 128 << 20] {
+            let f = Filter::only(Algorithm::Hierarchical, proto);
+            let c = &p.candidates_filtered(&coll, bytes, &f)[0];
+            let s = pricer.schedule(&coll, c, None).unwrap();
+            let exact = SimConfig {
+                mode: Mode::Detailed,
+                rate_quantum_us: 0.0,
+                ..pricer.config(&s, bytes)
+            };
+            let e = sim::simulate(&t, &s, bytes, &exact).unwrap().time_us;
+            assert!(
+                (c.time_us / e - 1.0).abs() <= 0.01,
+                "hierarchical {proto:?} {bytes} B: tuner {:.0} µs, engine {e:.0}",
+                c.time_us
+            );
+        }
+    }
+}
+
+/// The engine runs a hierarchical candidate on the channels the tuner counts for it, as it runs
+/// rings and trees, so `sim` reports the channels it ran and `plan` the channels it priced.
+/// Built on every host chain instead, a 32 KiB Simple call on two 4×A6000 hosts ran 8 channels
+/// in 65 µs under a row that said 1 channel, beside the tuner's 106 µs for that one channel.
+#[test]
+fn a_hierarchical_candidate_runs_on_its_own_channels() {
+    use sim::price::EnginePricer;
+    let t = pair(
+        "github-yccl-4xa6000-topo.xml",
+        FabricKind::SingleSwitch,
+        12.5,
+    );
+    let (p, cfg) = planned(&t);
+    let coll = Collective::as_nccl_tests(CollectiveKind::AllReduce, 8, 0);
+    let cache = sim::price::Schedules::default();
+    let pricer = EnginePricer::with_cache(&t, &p, &cfg, &cache);
+    let all = p.channels().ring_chains.len() as u32 * p.channels().ring_runs.max(1);
+    let mut fewer = 0;
+    for proto in Protocol::ALL {
+        for bytes in [2u64 << 10, 32 << 10, 2 << 20] {
+            let f = Filter::only(Algorithm::Hierarchical, proto);
+            let c = &p.candidates_filtered(&coll, bytes, &f)[0];
+            let s = pricer.schedule(&coll, c, None).unwrap();
+            assert_eq!(s.channels, c.channels, "{proto:?} {bytes} B");
+            fewer += usize::from(c.channels < all);
+            let e = pricer.run(&s, bytes).unwrap().time_us;
+            assert!(
+                (c.time_us / e - 1.0).abs() <= 0.05,
+                "hierarchical {proto:?} {bytes} B on {} channels: tuner {:.0} µs, engine {e:.0}",
+                c.channels,
+                c.time_us
+            );
+        }
+    }
+    assert!(
+        fewer > 0,
+        "some candidate runs fewer channels than the host chains"
+    );
+}

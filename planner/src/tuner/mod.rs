@@ -14,6 +14,7 @@ mod chain_paths;
 mod drift;
 mod engine_terms;
 mod hier_costs;
+mod hier_ops;
 pub mod nccl;
 mod packed_fill;
 mod packed_paths;

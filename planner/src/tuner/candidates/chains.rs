@@ -8,6 +8,7 @@ use crate::tuner::chain_costs::{
     step_costs,
 };
 use crate::tuner::hier_costs::{hier_path, hier_rates, hier_steps_us};
+use crate::tuner::hier_ops::{hier_ops_us, unequal_rails};
 use crate::tuner::packed_fill::packed_fill;
 use crate::tuner::packed_paths::packed_lat;
 use crate::tuner::tree_pipeline;
@@ -229,9 +230,15 @@ impl Cands<'_> {
             if p == Protocol::LL && engine.is_none() {
                 algbw = algbw.min(llmax);
             }
-            // One loop iteration of one-step rail messages: as the engine runs them.
-            let steps =
-                engine.and_then(|(intra, _)| hier_steps_us(c, p, (nc, ppn, nnodes), bytes, intra));
+            // GPUs that reach their rails unequally: the whole call op by op; else one loop
+            // iteration of one-step rail messages: as the engine runs them.
+            let geo = (nc, ppn, nnodes);
+            let steps = if unequal_rails(&c.engine, ppn) {
+                hier_ops_us(c, p, geo, bytes)
+            } else {
+                None
+            }
+            .or_else(|| engine.and_then(|(intra, _)| hier_steps_us(c, p, geo, bytes, intra)));
             let (lat, rmp) = match steps {
                 Some(total) => (total - bytes as f64 / 1000.0 / algbw, 1.0),
                 None => {

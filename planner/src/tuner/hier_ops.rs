@@ -1,0 +1,362 @@
+//! A hierarchical all-reduce op by op, as the engine runs it, on hosts whose GPUs reach their
+//! rails at different rates (PCIe hosts with every NIC on one CPU): there the GPUs that finish
+//! the rail phase early start the host's all-gather, whose traffic shares the slow GPUs' path
+//! to their NICs, so the phases overlap and no sum of phases prices the call.
+//!
+//! Every program (a channel of a GPU of the first host) runs its steps in order, a step
+//! starting once its program reached it, its data landed and, sending a message's first step,
+//! its receiver freed one of the connection's slots; the transfers running at once share the
+//! links max-min fairly (`drift::op_dag_ends`). Hosts run alike (every rail is a ring over the
+//! same GPU of each host, and the schedule rotates the chunks by host), so a rail message comes
+//! from the same GPU's program on the previous host, whose step ends when this program's does:
+//! a rail step waits for this program's own matching send, and its transfer crosses both its
+//! route out of the host and the route in from the previous host.
+
+use super::chain_costs::{engine_path, link_eff};
+use super::chain_paths::{ChainPaths, RingHop};
+use super::drift::{op_dag_ends, DagOp};
+use super::*;
+
+/// The most steps a call is run with op by op; past them the phases' sum prices it. A call of
+/// this many steps takes a few tens of milliseconds.
+const HIER_OPS: usize = 1 << 15;
+
+/// Rail rates that differ by more than this fraction mark a host whose GPUs reach their NICs
+/// unequally.
+const UNEQUAL_RAILS: f64 = 0.02;
+
+/// Whether the first host's GPUs reach their rails at different rates: the slowest hop of each
+/// GPU's rail, shared by the rails crossing its links, differs by more than [`UNEQUAL_RAILS`].
+pub(super) fn unequal_rails(e: &EngineTerms, ppn: u32) -> bool {
+    let Some(rates) = e.hier_paths[1].hop_gbps(ppn) else {
+        return false;
+    };
+    let slowest = rates
+        .iter()
+        .map(|r| r.iter().copied().fold(f64::INFINITY, f64::min));
+    let (lo, hi) = slowest.fold((f64::INFINITY, 0.0f64), |(lo, hi), g| {
+        (lo.min(g), hi.max(g))
+    });
+    hi > lo * (1.0 + UNEQUAL_RAILS)
+}
+
+/// The engine's time for a hierarchical all-reduce of `bytes` on `nc` channels, `ppn` GPUs a
+/// host and `nnodes` hosts, µs beyond the tuner's launch. `None` where the rings were not
+/// measured or the call takes more than [`HIER_OPS`] steps.
+pub(super) fn hier_ops_us(
+    c: &TunerParams,
+    p: Protocol,
+    (nc, ppn, nnodes): (u32, u32, u32),
+    bytes: u64,
+) -> Option<f64> {
+    let e = &c.engine;
+    let g = Geometry::of(e, p, (nc, ppn, nnodes), bytes)?;
+    let [intra, rails] = &e.hier_paths;
+    let chains = intra.used(nc);
+    if ppn < 2 || nnodes < 2 || chains.iter().any(|r| r.len() != ppn as usize) {
+        return None;
+    }
+    let per_iter = chains.len() * g.steps_per_channel();
+    if per_iter.saturating_mul(g.iters as usize) > HIER_OPS {
+        return None;
+    }
+    let mut dag = Dag::default();
+    for (k, chain) in chains.iter().enumerate() {
+        let copies = (k as u32..nc).step_by(chains.len()).count() as u32;
+        let rail_of = |rank| rails.rings.iter().find(|r| r[0].rank == rank);
+        let hops: Option<Vec<Hops>> = (0..chain.len())
+            .map(|q| Hops::of(chain, q, rail_of(chain[q].rank)?))
+            .collect();
+        dag.channel(&g, &hops?, copies);
+    }
+    let caps = link_caps([intra, rails], link_eff(e));
+    let ends = op_dag_ends(&dag.ops, &dag.then, &caps);
+    // Every step runs: each receive has its send and each credit its message.
+    debug_assert!(ends.iter().all(|t| t.is_finite()), "a step never ran");
+    if ends.iter().any(|t| !t.is_finite()) {
+        return None;
+    }
+    engine_path(c, Some(ends.into_iter().fold(0.0, f64::max)))
+}
+
+/// The call's cut as the builder lays it out and the engine steps it, and the protocol's terms.
+struct Geometry {
+    /// Loop iterations, and each chunk's payload bytes in a full and in the last iteration.
+    iters: u64,
+    chunk: f64,
+    last_chunk: f64,
+    /// GPUs a host, hosts, the engine's step payload (bytes) and the connection's slots.
+    local: usize,
+    hosts: usize,
+    step_bytes: f64,
+    slots: usize,
+    /// Wire bytes per payload byte; a channel's wire rate and a local pass's rate (GB/s).
+    wire: f64,
+    channel_gbps: f64,
+    local_gbps: f64,
+    /// The protocol's cost of a step and its one-way hop, µs.
+    step_us: f64,
+    hop_us: f64,
+}
+
+impl Geometry {
+    fn of(
+        e: &EngineTerms,
+        p: Protocol,
+        (nc, ppn, nnodes): (u32, u32, u32),
+        bytes: u64,
+    ) -> Option<Self> {
+        let i = proto_idx(p);
+        if e.channel_gbps[i] <= 0.0 || e.step_bytes[i] == 0 {
+            return None;
+        }
+        let elem = ENGINE_ELEM_BYTES;
+        let blocks = nc.max(1) as u64 * ppn.max(1) as u64 * nnodes.max(1) as u64;
+        let per_iter = blocks * crate::schedule::build::step_elems(p);
+        let count = bytes.div_ceil(elem).max(1);
+        let iters = count.div_ceil(per_iter);
+        let last = count - (iters - 1) * per_iter;
+        Some(Geometry {
+            iters,
+            chunk: (per_iter / blocks * elem) as f64,
+            last_chunk: (last as f64 / blocks as f64 * elem as f64).max(elem as f64),
+            local: ppn as usize,
+            hosts: nnodes as usize,
+            step_bytes: e.step_bytes[i] as f64,
+            slots: crate::schedule::build::DEFAULT_SLOTS as usize,
+            wire: e.wire_factor[i].max(1.0),
+            channel_gbps: e.channel_gbps[i],
+            local_gbps: e.local_channel_gbps.max(1e-9),
+            step_us: e.step_us[i],
+            hop_us: e.hop_us[i],
+        })
+    }
+
+    /// A message of `payload` bytes: its steps and each step's payload.
+    fn steps(&self, payload: f64) -> (usize, f64) {
+        let n = (payload / self.step_bytes).ceil().max(1.0);
+        (n as usize, payload / n)
+    }
+
+    /// One channel's steps in a full iteration: each GPU's 2L host ops of a piece (H chunks)
+    /// and 2H − 1 rail ops of a chunk.
+    fn steps_per_channel(&self) -> usize {
+        let (l, h) = (self.local, self.hosts);
+        let intra = self.steps(h as f64 * self.chunk).0;
+        l * (2 * l * intra + (2 * h - 1) * self.steps(self.chunk).0)
+    }
+}
+
+/// A program's routes: to the next GPU of its host chain, and along its rail (out of the host
+/// to the next host, and in from the previous one, which the same step crosses by symmetry).
+struct Hops<'a> {
+    next: &'a RingHop,
+    rail: RingHop,
+}
+
+impl<'a> Hops<'a> {
+    fn of(chain: &'a [RingHop], q: usize, rail: &[RingHop]) -> Option<Self> {
+        let (out, into) = (rail.first()?, rail.last()?);
+        let mut links = out.links.clone();
+        for l in &into.links {
+            if !links.iter().any(|x| x.0 == l.0) {
+                links.push(*l);
+            }
+        }
+        let rail = RingHop {
+            rank: out.rank,
+            lat_us: into.lat_us,
+            links,
+            send_us: out.send_us,
+        };
+        Some(Hops {
+            next: &chain[q],
+            rail,
+        })
+    }
+}
+
+/// Every link's rate (GB/s, at the links' efficiency) by index, as the rings cross them.
+fn link_caps(paths: [&ChainPaths; 2], eff: f64) -> Vec<f64> {
+    let mut caps = Vec::new();
+    for &(l, gbps) in paths
+        .iter()
+        .flat_map(|p| p.rings.iter().flatten())
+        .flat_map(|h| &h.links)
+    {
+        if caps.len() <= l {
+            caps.resize(l + 1, f64::INFINITY);
+        }
+        caps[l] = gbps * eff;
+    }
+    caps
+}
+
+/// A message's steps (op ids), in order.
+type Message = Vec<usize>;
+
+/// One program's messages on one connection: sent, and received from its sender.
+#[derive(Default)]
+struct Conn {
+    sent: Vec<Message>,
+    received: Vec<Message>,
+}
+
+/// One program: its last step so far, and its connections inside the host (to the next GPU
+/// of its chain; received: from the previous one) and along its rail.
+#[derive(Default)]
+struct Program {
+    last: Option<usize>,
+    intra: Conn,
+    rail: Conn,
+}
+
+/// How a step of an op moves its data.
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    /// Sends only, receives and sends, receives and reduces locally, receives only.
+    Send,
+    RecvSend,
+    RecvReduce,
+    Recv,
+}
+
+/// Steps and the edges between them.
+#[derive(Default)]
+struct Dag {
+    ops: Vec<DagOp>,
+    then: Vec<Vec<(usize, f64)>>,
+}
+
+impl Dag {
+    fn push(&mut self, op: DagOp) -> usize {
+        self.ops.push(op);
+        self.then.push(Vec::new());
+        self.ops.len() - 1
+    }
+
+    fn edge(&mut self, from: usize, to: usize, delay: f64) {
+        self.then[from].push((to, delay));
+    }
+
+    /// One channel's programs (`hops[q]` the routes of the GPU at chain position q), every
+    /// iteration, with their data's and credits' edges; it stands for `copies` channels.
+    fn channel(&mut self, g: &Geometry, hops: &[Hops], copies: u32) {
+        let mut progs: Vec<Program> = (0..hops.len()).map(|_| Program::default()).collect();
+        for it in 0..g.iters {
+            let chunk = if it + 1 == g.iters {
+                g.last_chunk
+            } else {
+                g.chunk
+            };
+            for (q, prog) in progs.iter_mut().enumerate() {
+                self.iteration(g, (&hops[q], prog), chunk, copies);
+            }
+        }
+        let n = hops.len();
+        for q in 0..n {
+            let next = &progs[(q + 1) % n].intra.received;
+            self.wire(g, &progs[q].intra.sent, next, hops[q].next.lat_us);
+            let own = &progs[q].rail;
+            self.wire(g, &own.sent, &own.received, hops[q].rail.lat_us);
+        }
+    }
+
+    /// One iteration of a program: reduce-scatter in the host, all-reduce on the rail,
+    /// all-gather in the host.
+    fn iteration(
+        &mut self,
+        g: &Geometry,
+        (hops, prog): (&Hops, &mut Program),
+        chunk: f64,
+        copies: u32,
+    ) {
+        use Kind::*;
+        let (l, h) = (g.local, g.hosts);
+        let piece = h as f64 * chunk;
+        let host = |last| {
+            std::iter::once(Send)
+                .chain(std::iter::repeat_n(RecvSend, l - 2))
+                .chain([last])
+        };
+        let rail = std::iter::once(Send)
+            .chain(std::iter::repeat_n(RecvSend, 2 * h - 3))
+            .chain([Recv]);
+        let phases: [(Vec<Kind>, bool, f64); 3] = [
+            (host(RecvReduce).collect(), false, piece),
+            (rail.collect(), true, chunk),
+            (host(Recv).collect(), false, piece),
+        ];
+        for (kinds, on_rail, payload) in phases {
+            let route = if on_rail { &hops.rail } else { hops.next };
+            for kind in kinds {
+                let (sent, received) =
+                    self.message(g, (kind, route, payload, copies), &mut prog.last);
+                let conn = if on_rail {
+                    &mut prog.rail
+                } else {
+                    &mut prog.intra
+                };
+                conn.sent.extend(sent);
+                conn.received.extend(received);
+            }
+        }
+    }
+
+    /// One op's steps after the program's `last`: the message it sends and the one it
+    /// receives, where it does.
+    fn message(
+        &mut self,
+        g: &Geometry,
+        (kind, route, payload, copies): (Kind, &RingHop, f64, u32),
+        last: &mut Option<usize>,
+    ) -> (Option<Message>, Option<Message>) {
+        let (n, step) = g.steps(payload);
+        let mut ids = Vec::with_capacity(n);
+        for _ in 0..n {
+            let op = match kind {
+                Kind::Send | Kind::RecvSend => DagOp {
+                    links: route.links.iter().map(|l| l.0).collect(),
+                    volume: step * g.wire / 1000.0,
+                    cap: g.channel_gbps,
+                    post: g.step_us + route.send_us,
+                    copies,
+                },
+                Kind::RecvReduce => local(step / 1000.0 / g.local_gbps + g.step_us),
+                Kind::Recv => local(g.step_us),
+            };
+            let id = self.push(op);
+            if let Some(p) = last.replace(id) {
+                self.edge(p, id, 0.0);
+            }
+            ids.push(id);
+        }
+        let sends = matches!(kind, Kind::Send | Kind::RecvSend);
+        let receives = kind != Kind::Send;
+        (sends.then(|| ids.clone()), receives.then_some(ids))
+    }
+
+    /// A connection's data and credits: the receiver's step t of message m waits for the
+    /// sender's step t to land; the sender's first step of message m waits for the receiver to
+    /// have consumed message m − slots, the credit crossing back.
+    fn wire(&mut self, g: &Geometry, sent: &[Message], received: &[Message], lat_us: f64) {
+        let delay = lat_us + g.hop_us;
+        for (m, (s, r)) in sent.iter().zip(received).enumerate() {
+            debug_assert_eq!(s.len(), r.len(), "a message's steps match at both ends");
+            for (&a, &b) in s.iter().zip(r) {
+                self.edge(a, b, delay);
+            }
+            if let Some(back) = m.checked_sub(g.slots).map(|b| &received[b]) {
+                self.edge(*back.last().expect("a message has steps"), s[0], delay);
+            }
+        }
+    }
+}
+
+/// A step that moves nothing over a link: only its fixed cost (µs).
+fn local(us: f64) -> DagOp {
+    DagOp {
+        post: us,
+        ..DagOp::default()
+    }
+}
