@@ -491,7 +491,8 @@ fn the_aggregated_model_waits_for_a_rings_credits() {
 /// rail phase early start the host's all-gather over that link while the others' rail traffic
 /// still crosses it: the phases overlap, and their sum priced the call up to 10 % fast (LL128,
 /// 128 MiB: 28 691 µs against 32 015 on two hosts). The tuner runs such a call op by op on one
-/// host (`hier_ops`), within 1 % of the detailed engine sharing its links exactly.
+/// host (`hier_ops`), within 1 % of the detailed engine (which shares a hierarchical call's
+/// links exactly).
 #[test]
 fn a_hierarchical_call_whose_gpus_reach_their_rails_unequally_runs_op_by_op() {
     use sim::price::EnginePricer;
@@ -510,12 +511,11 @@ fn a_hierarchical_call_whose_gpus_reach_their_rails_unequally_runs_op_by_op() {
             let f = Filter::only(Algorithm::Hierarchical, proto);
             let c = &p.candidates_filtered(&coll, bytes, &f)[0];
             let s = pricer.schedule(&coll, c, None).unwrap();
-            let exact = SimConfig {
+            let detailed = SimConfig {
                 mode: Mode::Detailed,
-                rate_quantum_us: 0.0,
                 ..pricer.config(&s, bytes)
             };
-            let e = sim::simulate(&t, &s, bytes, &exact).unwrap().time_us;
+            let e = sim::simulate(&t, &s, bytes, &detailed).unwrap().time_us;
             assert!(
                 (c.time_us / e - 1.0).abs() <= 0.01,
                 "hierarchical {proto:?} {bytes} B: tuner {:.0} µs, engine {e:.0}",

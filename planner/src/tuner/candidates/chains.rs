@@ -8,7 +8,7 @@ use crate::tuner::chain_costs::{
     step_costs,
 };
 use crate::tuner::hier_costs::{hier_path, hier_rates, hier_steps_us};
-use crate::tuner::hier_ops::{hier_ops_us, unequal_rails};
+use crate::tuner::hier_ops::{hier_ops_us, rails_in_view};
 use crate::tuner::packed_fill::packed_fill;
 use crate::tuner::packed_paths::packed_lat;
 use crate::tuner::tree_pipeline;
@@ -230,10 +230,10 @@ impl Cands<'_> {
             if p == Protocol::LL && engine.is_none() {
                 algbw = algbw.min(llmax);
             }
-            // GPUs that reach their rails unequally: the whole call op by op; else one loop
-            // iteration of one-step rail messages: as the engine runs them.
+            // Where the first host's rails stand for every host's: the whole call op by op;
+            // else one loop iteration of one-step rail messages: as the engine runs them.
             let geo = (nc, ppn, nnodes);
-            let steps = if unequal_rails(&c.engine, ppn) {
+            let steps = if rails_in_view(&c.engine, ppn) {
                 hier_ops_us(c, p, geo, bytes)
             } else {
                 None
