@@ -156,11 +156,7 @@ fn a_hierarchical_all_reduce_costs_its_phases_as_the_engine_runs_them() {
     let r = row(&h800_rail_pair(), CollectiveKind::AllReduce, 8);
     assert_eq!(r.algorithm, "hierarchical");
     assert_agrees(&r, 0.05);
-    let t = pair(
-        "github-yccl-4xa6000-topo.xml",
-        FabricKind::SingleSwitch,
-        12.5,
-    );
+    let t = a6000_pair();
     let r = row(&t, CollectiveKind::AllReduce, 256 << 10);
     assert_eq!(
         (r.algorithm.as_str(), r.protocol),
@@ -495,32 +491,14 @@ fn the_aggregated_model_waits_for_a_rings_credits() {
 /// links exactly).
 #[test]
 fn a_hierarchical_call_whose_gpus_reach_their_rails_unequally_runs_op_by_op() {
-    use sim::price::EnginePricer;
-    use sim::Mode;
-    let t = pair(
-        "github-yccl-4xa6000-topo.xml",
-        FabricKind::SingleSwitch,
-        12.5,
-    );
+    let t = a6000_pair();
     let (p, cfg) = planned(&t);
     let coll = Collective::as_nccl_tests(CollectiveKind::AllReduce, 8, 0);
-    let cache = sim::price::Schedules::default();
-    let pricer = EnginePricer::with_cache(&t, &p, &cfg, &cache);
     for proto in Protocol::ALL {
         for bytes in [2u64 << 20, 16 << 20, 128 << 20] {
-            let f = Filter::only(Algorithm::Hierarchical, proto);
-            let c = &p.candidates_filtered(&coll, bytes, &f)[0];
-            let s = pricer.schedule(&coll, c, None).unwrap();
-            let detailed = SimConfig {
-                mode: Mode::Detailed,
-                ..pricer.config(&s, bytes)
-            };
-            let e = sim::simulate(&t, &s, bytes, &detailed).unwrap().time_us;
-            assert!(
-                (c.time_us / e - 1.0).abs() <= 0.01,
-                "hierarchical {proto:?} {bytes} B: tuner {:.0} µs, engine {e:.0}",
-                c.time_us
-            );
+            let algo = (Algorithm::Hierarchical, proto);
+            let (c, _, e) = forced((&t, &p, &cfg), &coll, algo, bytes, sim::Mode::Detailed);
+            assert_near(c.time_us, e, 0.01, &format!("{proto:?} {bytes} B"));
         }
     }
 }
@@ -531,32 +509,19 @@ fn a_hierarchical_call_whose_gpus_reach_their_rails_unequally_runs_op_by_op() {
 /// in 65 µs under a row that said 1 channel, beside the tuner's 106 µs for that one channel.
 #[test]
 fn a_hierarchical_candidate_runs_on_its_own_channels() {
-    use sim::price::EnginePricer;
-    let t = pair(
-        "github-yccl-4xa6000-topo.xml",
-        FabricKind::SingleSwitch,
-        12.5,
-    );
+    let t = a6000_pair();
     let (p, cfg) = planned(&t);
     let coll = Collective::as_nccl_tests(CollectiveKind::AllReduce, 8, 0);
-    let cache = sim::price::Schedules::default();
-    let pricer = EnginePricer::with_cache(&t, &p, &cfg, &cache);
     let all = p.channels().ring_chains.len() as u32 * p.channels().ring_runs.max(1);
     let mut fewer = 0;
     for proto in Protocol::ALL {
         for bytes in [2u64 << 10, 32 << 10, 2 << 20] {
-            let f = Filter::only(Algorithm::Hierarchical, proto);
-            let c = &p.candidates_filtered(&coll, bytes, &f)[0];
-            let s = pricer.schedule(&coll, c, None).unwrap();
-            assert_eq!(s.channels, c.channels, "{proto:?} {bytes} B");
+            let algo = (Algorithm::Hierarchical, proto);
+            let (c, ran, e) = forced((&t, &p, &cfg), &coll, algo, bytes, sim::Mode::Auto);
+            assert_eq!(ran, c.channels, "{proto:?} {bytes} B");
             fewer += usize::from(c.channels < all);
-            let e = pricer.run(&s, bytes).unwrap().time_us;
-            assert!(
-                (c.time_us / e - 1.0).abs() <= 0.05,
-                "hierarchical {proto:?} {bytes} B on {} channels: tuner {:.0} µs, engine {e:.0}",
-                c.channels,
-                c.time_us
-            );
+            let what = format!("{proto:?} {bytes} B on {} channels", c.channels);
+            assert_near(c.time_us, e, 0.05, &what);
         }
     }
     assert!(

@@ -61,11 +61,50 @@ pub fn ndv4_pair() -> Topology {
     pair("azure-ndv4-topo.xml", FabricKind::SingleSwitch, 25.0)
 }
 
+/// Two 4×A6000 hosts on one switch, 100 Gbit/s ports: PCIe hosts with every NIC on one CPU.
+pub fn a6000_pair() -> Topology {
+    pair(
+        "github-yccl-4xa6000-topo.xml",
+        FabricKind::SingleSwitch,
+        12.5,
+    )
+}
+
 /// The planner of `t` and the engine's configuration from its profile.
 pub fn planned(t: &Topology) -> (Planner, SimConfig) {
     let p = Planner::new(t).unwrap();
     let cfg = SimConfig::from_profile(&p.profile().profile, "derived").unwrap();
     (p, cfg)
+}
+
+/// A forced candidate on `t` (planned as `p`, the engine's configuration `cfg`): the tuner's
+/// `algo`/`proto` candidate for `coll` at `bytes`, its schedule's channels, and the engine's time
+/// for that schedule (µs), run in `mode`.
+pub fn forced(
+    (t, p, cfg): (&Topology, &Planner, &SimConfig),
+    coll: &Collective,
+    (algo, proto): (Algorithm, Protocol),
+    bytes: u64,
+    mode: sim::Mode,
+) -> (planner::plan::Candidate, u32, f64) {
+    let cache = sim::price::Schedules::default();
+    let pricer = sim::price::EnginePricer::with_cache(t, p, cfg, &cache);
+    let c = p.candidates_filtered(coll, bytes, &Filter::only(algo, proto))[0].clone();
+    let s = pricer.schedule(coll, &c, None).unwrap();
+    let run = SimConfig {
+        mode,
+        ..pricer.config(&s, bytes)
+    };
+    let e = sim::simulate(t, &s, bytes, &run).unwrap().time_us;
+    (c, s.channels, e)
+}
+
+/// The tuner's `tuner_us` is within `bound` (a fraction) of the engine's `engine_us` for `what`.
+pub fn assert_near(tuner_us: f64, engine_us: f64, bound: f64, what: &str) {
+    assert!(
+        (tuner_us / engine_us - 1.0).abs() <= bound,
+        "{what}: tuner {tuner_us:.0} µs, engine {engine_us:.0}"
+    );
 }
 
 /// `coll` at `bytes` as NCCL runs it in ring Simple on `t`: its busbw (nccl-tests' factor
