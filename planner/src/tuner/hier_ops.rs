@@ -40,7 +40,7 @@ pub(super) fn rails_in_view(e: &EngineTerms, ppn: u32) -> bool {
     for &(l, _) in rails.iter().flatten().flat_map(|h| &h.links) {
         *crossings.entry(l).or_insert(0u32) += 1;
     }
-    for l in rails.iter().flat_map(|r| view_links(r)) {
+    for (l, _) in rails.iter().flat_map(|r| view_links(r)) {
         *in_view.entry(l).or_insert(0u32) += 1;
     }
     // A link both of a rail's hops cross counts twice among the crossings, once in view.
@@ -58,12 +58,15 @@ fn hops_alike(rail: &[RingHop]) -> bool {
     first.is_some() && rail.iter().all(|h| Some(shape(h)) == first)
 }
 
-/// The links a rail's step crosses in the first host's view: its route out and its route in.
-fn view_links(r: &[RingHop]) -> Vec<usize> {
-    let (out, into) = (&r[0], &r[r.len() - 1]);
-    let mut links: Vec<usize> = out.links.iter().chain(&into.links).map(|l| l.0).collect();
-    links.sort_unstable();
-    links.dedup();
+/// The links (index, GB/s) a rail's step crosses in the first host's view: its route out and
+/// its route in, each link once. Empty for a rail of no hops.
+fn view_links(r: &[RingHop]) -> Vec<(usize, f64)> {
+    let (Some(out), Some(into)) = (r.first(), r.last()) else {
+        return Vec::new();
+    };
+    let mut links: Vec<(usize, f64)> = out.links.iter().chain(&into.links).copied().collect();
+    links.sort_by_key(|l| l.0);
+    links.dedup_by_key(|l| l.0);
     links
 }
 
@@ -211,13 +214,10 @@ struct Hops<'a> {
 impl<'a> Hops<'a> {
     fn of(chain: &'a [RingHop], q: usize, rail: &[RingHop]) -> Option<Self> {
         let (out, into) = (rail.first()?, rail.last()?);
-        let mut links: Vec<(usize, f64)> = out.links.iter().chain(&into.links).copied().collect();
-        links.sort_by_key(|l| l.0);
-        links.dedup_by_key(|l| l.0);
         let rail = RingHop {
             rank: out.rank,
             lat_us: into.lat_us,
-            links,
+            links: view_links(rail),
             send_us: out.send_us,
         };
         Some(Hops {

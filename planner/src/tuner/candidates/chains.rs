@@ -211,6 +211,8 @@ impl Cands<'_> {
             return;
         }
         let (l, h) = (ppn as f64, nnodes as f64);
+        // Where the first host's rails stand for every host's, the whole call runs op by op.
+        let by_ops = rails_in_view(&c.engine, ppn);
         for p in Protocol::ALL {
             let nc = self.channels(&Algorithm::Hierarchical, r, p);
             let eff = match p {
@@ -230,15 +232,13 @@ impl Cands<'_> {
             if p == Protocol::LL && engine.is_none() {
                 algbw = algbw.min(llmax);
             }
-            // Where the first host's rails stand for every host's: the whole call op by op;
-            // else one loop iteration of one-step rail messages: as the engine runs them.
+            // The whole call op by op, or one loop iteration of one-step rail messages: as the
+            // engine runs them.
             let geo = (nc, ppn, nnodes);
-            let steps = if rails_in_view(&c.engine, ppn) {
-                hier_ops_us(c, p, geo, bytes)
-            } else {
-                None
-            }
-            .or_else(|| engine.and_then(|(intra, _)| hier_steps_us(c, p, geo, bytes, intra)));
+            let steps = by_ops
+                .then(|| hier_ops_us(c, p, geo, bytes))
+                .flatten()
+                .or_else(|| engine.and_then(|(intra, _)| hier_steps_us(c, p, geo, bytes, intra)));
             let (lat, rmp) = match steps {
                 Some(total) => (total - bytes as f64 / 1000.0 / algbw, 1.0),
                 None => {
