@@ -116,6 +116,46 @@ pub struct DagOp {
     pub copies: u32,
 }
 
+impl DagOp {
+    /// An op that moves nothing over a link: only its fixed cost (µs).
+    pub fn local(us: f64) -> Self {
+        Self {
+            post: us,
+            ..Self::default()
+        }
+    }
+}
+
+/// Ops and the edges between them, built one program at a time; [`op_dag_ends`] runs them.
+#[derive(Default)]
+pub struct OpDag {
+    ops: Vec<DagOp>,
+    then: Vec<Vec<(usize, f64)>>,
+}
+
+impl OpDag {
+    /// A new op after `prev` in its program (none: the program's first).
+    pub fn push(&mut self, op: DagOp, prev: Option<usize>) -> usize {
+        let id = self.ops.len();
+        self.ops.push(op);
+        self.then.push(Vec::new());
+        if let Some(p) = prev {
+            self.edge(p, id, 0.0);
+        }
+        id
+    }
+
+    /// Op `to` starts no sooner than `delay` after op `from` ends.
+    pub fn edge(&mut self, from: usize, to: usize, delay: f64) {
+        self.then[from].push((to, delay));
+    }
+
+    /// When every op ends, the links' rates `caps`.
+    pub fn ends(&self, caps: &[f64]) -> Vec<f64> {
+        op_dag_ends(&self.ops, &self.then, caps)
+    }
+}
+
 /// When every op ends: op g starts once every op f with (g, delay) in `then[f]` ended and that
 /// delay passed, the running transfers sharing the links (rates `caps`) max-min fairly, each
 /// within its cap. Times are volume over rate.

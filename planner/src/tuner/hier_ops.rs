@@ -18,7 +18,7 @@
 
 use super::chain_costs::{engine_path, link_eff};
 use super::chain_paths::{ChainPaths, RingHop};
-use super::drift::{op_dag_ends, DagOp};
+use super::drift::{DagOp, OpDag};
 use super::*;
 
 /// The most steps a call is run with op by op; past them a line through two shorter runs
@@ -116,17 +116,17 @@ const LINE_MIN_ITERS: u64 = 2;
 fn run_us(e: &EngineTerms, g: &Geometry, nc: u32) -> Option<f64> {
     let [intra, rails] = &e.hier_paths;
     let chains = intra.used(nc);
-    let mut dag = Dag::default();
+    let mut dag = OpDag::default();
     for (k, chain) in chains.iter().enumerate() {
         let copies = (k as u32..nc).step_by(chains.len()).count() as u32;
         let rail_of = |rank| rails.rings.iter().find(|r| r[0].rank == rank);
         let hops: Option<Vec<Hops>> = (0..chain.len())
             .map(|q| Hops::of(chain, q, rail_of(chain[q].rank)?))
             .collect();
-        dag.channel(g, &hops?, copies);
+        channel(&mut dag, g, &hops?, copies);
     }
     let caps = link_caps([intra, rails], link_eff(e));
-    let ends = op_dag_ends(&dag.ops, &dag.then, &caps);
+    let ends = dag.ends(&caps);
     // Every step runs: each receive has its send and each credit its message.
     debug_assert!(ends.iter().all(|t| t.is_finite()), "a step never ran");
     if ends.iter().any(|t| !t.is_finite()) {
@@ -272,143 +272,113 @@ enum Kind {
     Recv,
 }
 
-/// Steps and the edges between them.
-#[derive(Default)]
-struct Dag {
-    ops: Vec<DagOp>,
-    then: Vec<Vec<(usize, f64)>>,
-}
-
-impl Dag {
-    fn push(&mut self, op: DagOp) -> usize {
-        self.ops.push(op);
-        self.then.push(Vec::new());
-        self.ops.len() - 1
-    }
-
-    fn edge(&mut self, from: usize, to: usize, delay: f64) {
-        self.then[from].push((to, delay));
-    }
-
-    /// One channel's programs (`hops[q]` the routes of the GPU at chain position q), every
-    /// iteration, with their data's and credits' edges; it stands for `copies` channels.
-    fn channel(&mut self, g: &Geometry, hops: &[Hops], copies: u32) {
-        let mut progs: Vec<Program> = (0..hops.len()).map(|_| Program::default()).collect();
-        for it in 0..g.iters {
-            let chunk = if it + 1 == g.iters {
-                g.last_chunk
-            } else {
-                g.chunk
-            };
-            for (q, prog) in progs.iter_mut().enumerate() {
-                self.iteration(g, (&hops[q], prog), chunk, copies);
-            }
-        }
-        let n = hops.len();
-        for q in 0..n {
-            let next = &progs[(q + 1) % n].intra.received;
-            self.wire(g, &progs[q].intra.sent, next, hops[q].next.lat_us);
-            let own = &progs[q].rail;
-            self.wire(g, &own.sent, &own.received, hops[q].rail.lat_us);
-        }
-    }
-
-    /// One iteration of a program: reduce-scatter in the host, all-reduce on the rail,
-    /// all-gather in the host.
-    fn iteration(
-        &mut self,
-        g: &Geometry,
-        (hops, prog): (&Hops, &mut Program),
-        chunk: f64,
-        copies: u32,
-    ) {
-        use Kind::*;
-        let (l, h) = (g.local, g.hosts);
-        let piece = h as f64 * chunk;
-        let host = |last| {
-            std::iter::once(Send)
-                .chain(std::iter::repeat_n(RecvSend, l - 2))
-                .chain([last])
+/// One channel's programs (`hops[q]` the routes of the GPU at chain position q), every
+/// iteration, with their data's and credits' edges; it stands for `copies` channels.
+fn channel(dag: &mut OpDag, g: &Geometry, hops: &[Hops], copies: u32) {
+    let mut progs: Vec<Program> = (0..hops.len()).map(|_| Program::default()).collect();
+    for it in 0..g.iters {
+        let chunk = if it + 1 == g.iters {
+            g.last_chunk
+        } else {
+            g.chunk
         };
-        let rail = std::iter::once(Send)
-            .chain(std::iter::repeat_n(RecvSend, 2 * h - 3))
-            .chain([Recv]);
-        let phases: [(Vec<Kind>, bool, f64); 3] = [
-            (host(RecvReduce).collect(), false, piece),
-            (rail.collect(), true, chunk),
-            (host(Recv).collect(), false, piece),
-        ];
-        for (kinds, on_rail, payload) in phases {
-            let route = if on_rail { &hops.rail } else { hops.next };
-            for kind in kinds {
-                let (sent, received) =
-                    self.message(g, (kind, route, payload, copies), &mut prog.last);
-                let conn = if on_rail {
-                    &mut prog.rail
-                } else {
-                    &mut prog.intra
-                };
-                conn.sent.extend(sent);
-                conn.received.extend(received);
-            }
+        for (q, prog) in progs.iter_mut().enumerate() {
+            iteration(dag, g, (&hops[q], prog), chunk, copies);
         }
     }
+    let n = hops.len();
+    for q in 0..n {
+        let next = &progs[(q + 1) % n].intra.received;
+        wire(dag, g, &progs[q].intra.sent, next, hops[q].next.lat_us);
+        let own = &progs[q].rail;
+        wire(dag, g, &own.sent, &own.received, hops[q].rail.lat_us);
+    }
+}
 
-    /// One op's steps after the program's `last`: the message it sends and the one it
-    /// receives, where it does.
-    fn message(
-        &mut self,
-        g: &Geometry,
-        (kind, route, payload, copies): (Kind, &RingHop, f64, u32),
-        last: &mut Option<usize>,
-    ) -> (Option<Message>, Option<Message>) {
-        let (n, step) = g.steps(payload);
-        let mut ids = Vec::with_capacity(n);
-        for _ in 0..n {
-            let op = match kind {
-                Kind::Send | Kind::RecvSend => DagOp {
-                    links: route.links.iter().map(|l| l.0).collect(),
-                    volume: step * g.wire / 1000.0,
-                    cap: g.channel_gbps,
-                    post: g.step_us + route.send_us,
-                    copies,
-                },
-                Kind::RecvReduce => local(step / 1000.0 / g.local_gbps + g.step_us),
-                Kind::Recv => local(g.step_us),
+/// One iteration of a program: reduce-scatter in the host, all-reduce on the rail,
+/// all-gather in the host.
+fn iteration(
+    dag: &mut OpDag,
+    g: &Geometry,
+    (hops, prog): (&Hops, &mut Program),
+    chunk: f64,
+    copies: u32,
+) {
+    use Kind::*;
+    let (l, h) = (g.local, g.hosts);
+    let piece = h as f64 * chunk;
+    let host = |last| {
+        std::iter::once(Send)
+            .chain(std::iter::repeat_n(RecvSend, l - 2))
+            .chain([last])
+    };
+    let rail = std::iter::once(Send)
+        .chain(std::iter::repeat_n(RecvSend, 2 * h - 3))
+        .chain([Recv]);
+    let phases: [(Vec<Kind>, bool, f64); 3] = [
+        (host(RecvReduce).collect(), false, piece),
+        (rail.collect(), true, chunk),
+        (host(Recv).collect(), false, piece),
+    ];
+    for (kinds, on_rail, payload) in phases {
+        let route = if on_rail { &hops.rail } else { hops.next };
+        for kind in kinds {
+            let (sent, received) = message(dag, g, (kind, route, payload, copies), &mut prog.last);
+            let conn = if on_rail {
+                &mut prog.rail
+            } else {
+                &mut prog.intra
             };
-            let id = self.push(op);
-            if let Some(p) = last.replace(id) {
-                self.edge(p, id, 0.0);
-            }
-            ids.push(id);
-        }
-        let sends = matches!(kind, Kind::Send | Kind::RecvSend);
-        let receives = kind != Kind::Send;
-        (sends.then(|| ids.clone()), receives.then_some(ids))
-    }
-
-    /// A connection's data and credits: the receiver's step t of message m waits for the
-    /// sender's step t to land; the sender's first step of message m waits for the receiver to
-    /// have consumed message m − slots, the credit crossing back.
-    fn wire(&mut self, g: &Geometry, sent: &[Message], received: &[Message], lat_us: f64) {
-        let delay = lat_us + g.hop_us;
-        for (m, (s, r)) in sent.iter().zip(received).enumerate() {
-            debug_assert_eq!(s.len(), r.len(), "a message's steps match at both ends");
-            for (&a, &b) in s.iter().zip(r) {
-                self.edge(a, b, delay);
-            }
-            if let Some(back) = m.checked_sub(g.slots).map(|b| &received[b]) {
-                self.edge(*back.last().expect("a message has steps"), s[0], delay);
-            }
+            conn.sent.extend(sent);
+            conn.received.extend(received);
         }
     }
 }
 
-/// A step that moves nothing over a link: only its fixed cost (µs).
-fn local(us: f64) -> DagOp {
-    DagOp {
-        post: us,
-        ..DagOp::default()
+/// One op's steps after the program's `last`: the message it sends and the one it
+/// receives, where it does.
+fn message(
+    dag: &mut OpDag,
+    g: &Geometry,
+    (kind, route, payload, copies): (Kind, &RingHop, f64, u32),
+    last: &mut Option<usize>,
+) -> (Option<Message>, Option<Message>) {
+    let (n, step) = g.steps(payload);
+    let mut ids = Vec::with_capacity(n);
+    for _ in 0..n {
+        let op = match kind {
+            Kind::Send | Kind::RecvSend => DagOp {
+                links: route.links.iter().map(|l| l.0).collect(),
+                volume: step * g.wire / 1000.0,
+                cap: g.channel_gbps,
+                post: g.step_us + route.send_us,
+                copies,
+            },
+            Kind::RecvReduce => DagOp::local(step / 1000.0 / g.local_gbps + g.step_us),
+            Kind::Recv => DagOp::local(g.step_us),
+        };
+        let id = dag.push(op, *last);
+        *last = Some(id);
+        ids.push(id);
+    }
+    let sends = matches!(kind, Kind::Send | Kind::RecvSend);
+    let receives = kind != Kind::Send;
+    (sends.then(|| ids.clone()), receives.then_some(ids))
+}
+
+/// A connection's data and credits: the receiver's step t of message m waits for the
+/// sender's step t to land; the sender's first step of message m waits for the receiver to
+/// have consumed message m − slots, the credit crossing back.
+fn wire(dag: &mut OpDag, g: &Geometry, sent: &[Message], received: &[Message], lat_us: f64) {
+    let delay = lat_us + g.hop_us;
+    for (m, (s, r)) in sent.iter().zip(received).enumerate() {
+        debug_assert_eq!(s.len(), r.len(), "a message's steps match at both ends");
+        for (&a, &b) in s.iter().zip(r) {
+            dag.edge(a, b, delay);
+        }
+        if let Some(back) = m.checked_sub(g.slots).map(|b| &received[b]) {
+            dag.edge(*back.last().expect("a message has steps"), s[0], delay);
+        }
     }
 }
 

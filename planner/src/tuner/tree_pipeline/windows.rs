@@ -12,7 +12,7 @@
 
 use super::{reduce_us, IterTerms, TreeSend, TreeSends};
 use crate::schedule::CollectiveKind;
-use crate::tuner::drift::{op_dag_ends, DagOp};
+use crate::tuner::drift::{DagOp, OpDag};
 use std::collections::HashMap;
 
 /// The most ops (every tree's, every iteration's) a call is run op by op with; past them the
@@ -47,30 +47,6 @@ pub(super) fn ops_per_iteration(trees: &[TreeSends]) -> usize {
         .flat_map(|(ti, _)| &trees[ti].down)
         .map(|kids| 2 * kids.len().max(1))
         .sum()
-}
-
-/// Ops and the edges between them, built one program at a time.
-#[derive(Default)]
-struct Dag {
-    ops: Vec<DagOp>,
-    then: Vec<Vec<(usize, f64)>>,
-}
-
-impl Dag {
-    /// A new op after `prev` in its program (none: the program's first).
-    fn push(&mut self, op: DagOp, prev: Option<usize>) -> usize {
-        let id = self.ops.len();
-        self.ops.push(op);
-        self.then.push(Vec::new());
-        if let Some(p) = prev {
-            self.edge(p, id, 0.0);
-        }
-        id
-    }
-
-    fn edge(&mut self, from: usize, to: usize, delay: f64) {
-        self.then[from].push((to, delay));
-    }
 }
 
 /// The ops of one tree's iteration `i` that other ops wait for, per rank: its send up, its
@@ -147,7 +123,7 @@ fn run_us(trees: &[TreeSends], x: &IterTerms, iters: u32, last: f64, shape: Shap
         Down::Lanes(l) => l.get(ti).map(Vec::as_slice),
         _ => None,
     };
-    let mut dag = Dag::default();
+    let mut dag = OpDag::default();
     for (ti, copies) in distinct(trees, lanes_of) {
         let (t, lanes) = (&trees[ti], lanes_of(ti));
         // Each program's last op and each rank's ops of the iteration `slots` back (credits).
@@ -181,9 +157,7 @@ fn run_us(trees: &[TreeSends], x: &IterTerms, iters: u32, last: f64, shape: Shap
             past.push(ops);
         }
     }
-    op_dag_ends(&dag.ops, &dag.then, &caps)
-        .into_iter()
-        .fold(0.0, f64::max)
+    dag.ends(&caps).into_iter().fold(0.0, f64::max)
 }
 
 /// The trees of `trees` that differ (their lanes `lanes_of(index)` too), each by its first
@@ -240,7 +214,7 @@ struct Iteration<'a> {
 impl Iteration<'_> {
     /// Every rank's ops of the iteration, up (children first) and down (parents first), each
     /// after its program's previous op, with the edges its data waits on.
-    fn add(&self, dag: &mut Dag, prev: &mut Programs) -> Vec<RankOps> {
+    fn add(&self, dag: &mut OpDag, prev: &mut Programs) -> Vec<RankOps> {
         let mut ops = vec![RankOps::default(); self.t.up.len()];
         if self.shape.up {
             self.up(dag, &mut prev.up, &mut ops);
@@ -251,7 +225,7 @@ impl Iteration<'_> {
         ops
     }
 
-    fn up(&self, dag: &mut Dag, up_prev: &mut [Option<usize>], ops: &mut [RankOps]) {
+    fn up(&self, dag: &mut OpDag, up_prev: &mut [Option<usize>], ops: &mut [RankOps]) {
         let (t, x) = (self.t, self.x);
         for &v in t.order().iter().rev() {
             let v = v as usize;
@@ -260,7 +234,7 @@ impl Iteration<'_> {
                 let sends_up = j + 1 == kids.len() && t.up[v].is_some();
                 let op = match (&t.up[v], sends_up) {
                     (Some(s), true) => send(x, s, self.paced, self.copies),
-                    _ => local(reduce_us(x)),
+                    _ => DagOp::local(reduce_us(x)),
                 };
                 let id = dag.push(op, up_prev[v]);
                 up_prev[v] = Some(id);
@@ -285,11 +259,11 @@ impl Iteration<'_> {
             .unwrap_or(0)
     }
 
-    fn down(&self, dag: &mut Dag, prev: &mut Programs, ops: &mut [RankOps]) {
+    fn down(&self, dag: &mut OpDag, prev: &mut Programs, ops: &mut [RankOps]) {
         let (t, x) = (self.t, self.x);
         let lanes = matches!(self.shape.down, Down::Lanes(_));
         let order = t.order();
-        let on = |dag: &mut Dag, down: &mut HashMap<(usize, u32), usize>, v, lane, op| {
+        let on = |dag: &mut OpDag, down: &mut HashMap<(usize, u32), usize>, v, lane, op| {
             let id = dag.push(op, down.get(&(v, lane)).copied());
             down.insert((v, lane), id);
             id
@@ -306,7 +280,7 @@ impl Iteration<'_> {
                     &mut prev.down,
                     v,
                     0,
-                    local(x.chunk / 1000.0 / x.local_gbps.max(1e-9)),
+                    DagOp::local(x.chunk / 1000.0 / x.local_gbps.max(1e-9)),
                 );
             }
             for (k, s) in t.down[v].iter().enumerate() {
@@ -324,7 +298,13 @@ impl Iteration<'_> {
                 }
             }
             if t.down[v].is_empty() {
-                on(dag, &mut prev.down, v, self.lane(v), local(x.step_us));
+                on(
+                    dag,
+                    &mut prev.down,
+                    v,
+                    self.lane(v),
+                    DagOp::local(x.step_us),
+                );
             }
             let own = prev.down.get(&(v, if lanes { self.lane(v) } else { 0 }));
             let first = match (lanes && !root, ops[v].sends_down.first()) {
@@ -351,7 +331,7 @@ impl Iteration<'_> {
 
 /// A connection's credit: a send waits for its receiver to have consumed the message `slots`
 /// back (`back`), the credit crossing the route back.
-fn credits(dag: &mut Dag, t: &TreeSends, x: &IterTerms, back: &[RankOps], now: &[RankOps]) {
+fn credits(dag: &mut OpDag, t: &TreeSends, x: &IterTerms, back: &[RankOps], now: &[RankOps]) {
     for (v, sends) in t.down.iter().enumerate() {
         for (k, s) in sends.iter().enumerate() {
             let kid = s.to as usize;
@@ -379,13 +359,5 @@ fn send(x: &IterTerms, s: &TreeSend, paced: bool, copies: u32) -> DagOp {
         },
         post: x.step_us + s.send_us,
         copies,
-    }
-}
-
-/// An op that moves nothing over a link: only its fixed cost (µs).
-fn local(us: f64) -> DagOp {
-    DagOp {
-        post: us,
-        ..DagOp::default()
     }
 }
