@@ -110,7 +110,8 @@ impl ProtoParams {
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// Detailed when the estimated event count is below `SimConfig::detailed_limit`, else
-    /// aggregated when the schedule is symmetric, else detailed.
+    /// aggregated when the schedule is symmetric and its programs keep lockstep (else, for a
+    /// symmetric one, the line through two detailed runs), else detailed.
     Auto,
     /// Every step of every op is an event; links shared max-min fair.
     Detailed,

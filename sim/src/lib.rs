@@ -14,6 +14,7 @@ mod engine;
 pub mod fidelity;
 #[allow(clippy::needless_range_loop)] // parallel arrays indexed by flow
 pub mod flows;
+mod line;
 pub mod measurements;
 pub mod nccl;
 pub mod net;
@@ -169,20 +170,59 @@ pub fn simulate(
                     cfg.max_detailed_events
                 )));
             }
-            cfg.trace || est <= cfg.detailed_limit || !symmetric
+            let large = !cfg.trace && est > cfg.detailed_limit;
+            if large && symmetric {
+                return beyond_detailed(topo, s, bytes, cfg, est);
+            }
+            true
         }
     };
     if detailed {
-        // Expanded programs live in memory (~100 B per op); refuse what cannot fit.
-        let expanded = s.expanded_op_count();
-        if expanded > MAX_EXPANDED_OPS {
-            return Err(SimError::TooLarge(format!(
-                "{expanded} expanded ops (limit {MAX_EXPANDED_OPS})"
-            )));
-        }
-        s.validate()?;
-        engine::run(topo, s, bytes, cfg)
+        self::detailed(topo, s, bytes, cfg)
     } else {
         aggregate::run(topo, s, bytes, cfg)
     }
+}
+
+/// A symmetric `s` past the detailed limit: the aggregated model where its programs keep the
+/// lockstep it assumes, else the line through two detailed runs within the pricer's budget
+/// (they share links exactly, so an event costs more than a ring's), as `plan` prices the call;
+/// else the whole call where it has too few iterations for a line and fits.
+fn beyond_detailed(
+    topo: &Topology,
+    s: &Schedule,
+    bytes: u64,
+    cfg: &SimConfig,
+    est: u64,
+) -> Result<SimResult, SimError> {
+    if let Some(r) = aggregate::run_in_lockstep(topo, s, bytes, cfg)? {
+        return Ok(r);
+    }
+    let budget = cfg.detailed_limit.min(price::PRICE_EVENTS);
+    if let Some(r) = line::run(topo, s, bytes, cfg, est, budget)? {
+        return Ok(r);
+    }
+    if est <= cfg.max_detailed_events {
+        detailed(topo, s, bytes, cfg)
+    } else {
+        aggregate::run(topo, s, bytes, cfg)
+    }
+}
+
+/// `s` at `bytes` in the detailed engine, every step an event.
+fn detailed(
+    topo: &Topology,
+    s: &Schedule,
+    bytes: u64,
+    cfg: &SimConfig,
+) -> Result<SimResult, SimError> {
+    // Expanded programs live in memory (~100 B per op); refuse what cannot fit.
+    let expanded = s.expanded_op_count();
+    if expanded > MAX_EXPANDED_OPS {
+        return Err(SimError::TooLarge(format!(
+            "{expanded} expanded ops (limit {MAX_EXPANDED_OPS})"
+        )));
+    }
+    s.validate()?;
+    engine::run(topo, s, bytes, cfg)
 }

@@ -108,10 +108,10 @@ impl<'a> EnginePricer<'a> {
     }
 
     /// The engine's price of `s` at `bytes`, or `None` past [`PRICE_RANKS`]
-    /// ranks or where the engine cannot run it. Symmetric schedules run the aggregated model
-    /// past the budget (cross-checked against the detailed engine, `docs/sim.md`); asymmetric
-    /// ones (trees, packed trees, broadcast and reduce) past the budget are extrapolated from
-    /// two smaller runs ([`extrapolate`]).
+    /// ranks or where the engine cannot run it. Symmetric schedules run the aggregated model past
+    /// the budget where their programs keep its lockstep, else the line through two detailed
+    /// runs (`simulate`); asymmetric ones (trees, packed trees, broadcast and reduce) past the
+    /// budget are extrapolated from two smaller runs ([`extrapolate`]).
     pub fn engine_price(&self, s: &Schedule, bytes: u64) -> Option<f64> {
         if s.nranks > PRICE_RANKS {
             return None;
@@ -126,16 +126,9 @@ impl<'a> EnginePricer<'a> {
     }
 }
 
-/// Prices an asymmetric schedule too large to run whole within `budget` events. A pipelined
-/// schedule's time is affine in the size once its chunks and configuration are fixed: a fill
-/// (launch, the first chunk down the deepest path) plus a steady cost per byte, set by the
-/// busiest link or channel, that the size does not change. So the schedule, cut for `bytes`,
-/// runs at two smaller sizes (whole loop iterations, the larger about half the budget, both at
-/// least [`STEADY_ITERS`] iterations), and the line through them is read at `bytes`; where the
-/// two runs would take more than three quarters of the whole, the whole size runs. Every
-/// mechanism of the engine stays in (link sharing, slots, per-step costs, the chunk for
-/// `bytes`); only the count of identical steady-state iterations is cut (test
-/// `extrapolated_prices_match_whole_runs`).
+/// Prices an asymmetric schedule too large to run whole within `budget` events from the line through two smaller detailed runs
+/// (`line.rs`); where the two runs would take more than three quarters of the whole, the whole
+/// size runs.
 pub fn extrapolate(
     topo: &Topology,
     s: &Schedule,
@@ -144,40 +137,11 @@ pub fn extrapolate(
     est_events: u64,
     budget: u64,
 ) -> Option<f64> {
-    // The larger run gets about half the budget, the smaller a quarter; events grow with size.
-    let big = (bytes as u128 * (budget / 2) as u128 / est_events.max(1) as u128) as u64;
-    let whole = || simulate(topo, s, bytes, cfg).ok().map(|r| r.time_us);
-    let Some(l) = loop_bytes(s, cfg) else {
-        return whole();
-    };
-    // Whole iterations, at least `STEADY_ITERS` in the smaller run: a schedule of many trees
-    // settles into its steady cost per iteration only after several (packed trees' channels
-    // drift apart first), so a slope read earlier is up to 15% low. Both runs keep the last,
-    // partial iteration, which costs more than its share of bytes.
-    let iters = bytes / l;
-    // The smaller run too: an LL connection's first slots' worth of iterations run unpaced
-    // and the first paced one re-fills the trees, a cost a line read across it would spread
-    // over every byte.
-    let i1 = (big / l).max(2 * STEADY_ITERS);
-    if 2 * i1 > iters {
-        return whole();
+    match crate::line::run(topo, s, bytes, cfg, est_events, budget) {
+        Ok(Some(r)) => Some(r.time_us),
+        Ok(None) => simulate(topo, s, bytes, cfg).ok().map(|r| r.time_us),
+        Err(_) => None,
     }
-    let (b1, b2) = (bytes % l + i1 * l, bytes % l + i1 / 2 * l);
-    let t1 = simulate(topo, s, b1, cfg).ok()?.time_us;
-    let t2 = simulate(topo, s, b2, cfg).ok()?.time_us;
-    let slope = (t1 - t2) / (b1 - b2) as f64;
-    Some(t1 + slope * (bytes - b1) as f64)
-}
-
-/// Loop iterations each of [`extrapolate`]'s runs has at least (past LL's 8 unpaced slots, and
-/// past the trees' settling: the tuner reads its op-by-op line the same way).
-const STEADY_ITERS: u64 = planner::tuner::STEADY_ITERS as u64;
-
-/// Bytes (nccl-tests size) one loop iteration of `s` moves, where it loops.
-fn loop_bytes(s: &Schedule, cfg: &SimConfig) -> Option<u64> {
-    let (inb, outb) = s.collective.blocks(s.nranks);
-    let l = s.loop_elems? * cfg.elem_bytes as u64 * u64::from(inb.max(outb).max(1));
-    (l > 0).then_some(l)
 }
 
 impl Pricer for EnginePricer<'_> {
