@@ -83,8 +83,8 @@ pub(super) fn hier_ops_us(
 ) -> Option<f64> {
     let e = &c.engine;
     let g = Geometry::of(e, p, (nc, ppn, nnodes), bytes)?;
-    let chains = e.hier_paths[0].used(nc);
-    if ppn < 2 || nnodes < 2 || chains.iter().any(|r| r.len() != ppn as usize) {
+    let chains = distinct_chains(e.hier_paths[0].used(nc), nc);
+    if ppn < 2 || nnodes < 2 || chains.iter().any(|(r, _)| r.len() != ppn as usize) {
         return None;
     }
     let affordable = (HIER_OPS / (chains.len() * g.steps_per_channel()).max(1)) as u64;
@@ -111,14 +111,30 @@ pub(super) fn hier_ops_us(
 /// The fewest full iterations the shorter of the two runs whose line prices a long call takes.
 const LINE_MIN_ITERS: u64 = 2;
 
+/// The distinct host chains of a call on `nc` channels over `chains` (channel k on chain
+/// k mod their count), each with the channels it carries. Chains whose hops are alike (a
+/// 16×L20 host's nine searched rings take one order, each through its own NIC, which the
+/// hierarchical call's rails do not use) run in lockstep over the same links, so one stands for
+/// them all: the call then fits the budget op by op (16×L20 ×2, LL at 128 MiB on 18 channels:
+/// nine chains left three iterations, too few for a line).
+fn distinct_chains(chains: &[Vec<RingHop>], nc: u32) -> Vec<(&Vec<RingHop>, u32)> {
+    let mut out: Vec<(&Vec<RingHop>, u32)> = Vec::new();
+    for (k, chain) in chains.iter().enumerate() {
+        let copies = (k as u32..nc).step_by(chains.len()).count() as u32;
+        match out.iter_mut().find(|(c, _)| *c == chain) {
+            Some((_, n)) => *n += copies,
+            None => out.push((chain, copies)),
+        }
+    }
+    out
+}
+
 /// The first host's programs of the call `g` on `nc` channels run op by op, µs from the first
 /// step to the last. `None` where a GPU has no rail or a step never ran.
 fn run_us(e: &EngineTerms, g: &Geometry, nc: u32) -> Option<f64> {
     let [intra, rails] = &e.hier_paths;
-    let chains = intra.used(nc);
     let mut dag = OpDag::default();
-    for (k, chain) in chains.iter().enumerate() {
-        let copies = (k as u32..nc).step_by(chains.len()).count() as u32;
+    for (chain, copies) in distinct_chains(intra.used(nc), nc) {
         let rail_of = |rank| rails.rings.iter().find(|r| r[0].rank == rank);
         let hops: Option<Vec<Hops>> = (0..chain.len())
             .map(|q| Hops::of(chain, q, rail_of(chain[q].rank)?))
@@ -400,6 +416,28 @@ mod tests {
     /// A hop's own links: out of the sender's host to the switch, and in from it.
     fn own(a: u32, b: u32) -> Vec<(usize, f64)> {
         vec![(2 * a as usize, 50.0), (2 * b as usize + 1, 50.0)]
+    }
+
+    /// A host chain over `ranks`, each hop over its own link `link + q`.
+    fn chain(ranks: &[u32], link: usize) -> Vec<RingHop> {
+        let hop = |(q, &rank)| RingHop {
+            rank,
+            lat_us: 1.0,
+            links: vec![(link + q, 50.0)],
+            send_us: 0.0,
+        };
+        ranks.iter().enumerate().map(hop).collect()
+    }
+
+    #[test]
+    fn alike_chains_run_as_one_carrying_their_channels() {
+        let (a, b) = (chain(&[0, 1, 2, 3], 0), chain(&[0, 2, 1, 3], 10));
+        let chains = [a.clone(), a.clone(), b.clone(), a.clone()];
+        // Ten channels over four chains: 3, 3, 2 and 2 of them; the three alike chains carry 8.
+        let merged = distinct_chains(&chains, 10);
+        assert_eq!(merged, vec![(&a, 8), (&b, 2)]);
+        // Fewer channels than chains: only those the channels use.
+        assert_eq!(distinct_chains(&chains[..2], 1), vec![(&a, 1)]);
     }
 
     #[test]
