@@ -126,9 +126,9 @@ impl<'a> EnginePricer<'a> {
     }
 }
 
-/// Prices an asymmetric schedule too large to run whole within `budget` events from the line through two smaller detailed runs
-/// (`line.rs`); where the two runs would take more than three quarters of the whole, the whole
-/// size runs.
+/// Prices an asymmetric schedule too large to run whole within `budget` events from the line
+/// through two smaller detailed runs (`line.rs`); where the two runs would take more than three
+/// quarters of the whole, the whole size runs.
 pub fn extrapolate(
     topo: &Topology,
     s: &Schedule,
