@@ -358,10 +358,10 @@ fn run_where(
 /// Whether a hierarchical call's rail and host phases cross a common link. Its programs fall
 /// out of step: a GPU whose rail finishes early starts the host's all-gather while the others
 /// still send on their rails. Over disjoint links that overlap is what lockstep's rings and
-/// credits already price (two 8×H800 hosts, LL at 256 MiB: 0.6 % off the detailed engine); over a shared
-/// link (a 4×A6000 host's inter-CPU link, which its second CPU's GPUs cross to reach their
-/// NICs) the phases contend where lockstep takes them one at a time: 5 % fast in Simple, 11 %
-/// in LL and LL128 at 256 MiB.
+/// credits already price (two 8×H800 hosts, LL at 256 MiB: 0.6 % off the detailed engine); over
+/// a shared link (a 4×A6000 host's inter-CPU link, which its second CPU's GPUs cross to reach
+/// their NICs) the phases contend where lockstep takes them one at a time: 5 % fast in Simple,
+/// 11 % in LL and LL128 at 256 MiB.
 fn phases_share_a_link(
     s: &Schedule,
     net: &Net,
