@@ -4,8 +4,8 @@
 //! fixed: a fill (launch, the first chunk down the deepest path) plus a steady cost per byte, set
 //! by the busiest link or channel, that the size does not change. So the schedule, cut for
 //! `bytes`, runs in the detailed engine at two smaller sizes (whole loop iterations, the larger
-//! about half the budget, both past the call's settling, [`settle_iters`]), and the line through them
-//! is read at `bytes`. Every mechanism of the engine stays in (link sharing, slots, per-step
+//! about half the budget, both past the call's settling, [`settle_iters`]), and the line through
+//! them is read at `bytes`. Every mechanism of the engine stays in (link sharing, slots, per-step
 //! costs, the chunk for `bytes`); only the count of identical steady-state iterations is cut
 //! (test `extrapolated_prices_match_whole_runs`).
 
