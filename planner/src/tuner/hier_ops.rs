@@ -89,7 +89,7 @@ pub(super) fn hier_ops_us(
     }
     let affordable = (HIER_OPS / (chains.len() * g.steps_per_channel()).max(1)) as u64;
     if g.iters <= affordable {
-        return engine_path(c, Some(run_us(e, &g, nc)?));
+        return engine_path(c, Some(run_us(e, &g, &chains)?));
     }
     // Full iterations of the two runs, past the connections' first slots.
     let (k1, k2) = (
@@ -103,7 +103,10 @@ pub(super) fn hier_ops_us(
         iters: full + 1,
         ..g
     };
-    let (t1, t2) = (run_us(e, &with(k1), nc)?, run_us(e, &with(k2), nc)?);
+    let (t1, t2) = (
+        run_us(e, &with(k1), &chains)?,
+        run_us(e, &with(k2), &chains)?,
+    );
     let slope = (t1 - t2) / (k1 - k2) as f64;
     engine_path(c, Some(t1 + slope * (g.iters - 1 - k1) as f64))
 }
@@ -129,12 +132,13 @@ fn distinct_chains(chains: &[Vec<RingHop>], nc: u32) -> Vec<(&Vec<RingHop>, u32)
     out
 }
 
-/// The first host's programs of the call `g` on `nc` channels run op by op, µs from the first
-/// step to the last. `None` where a GPU has no rail or a step never ran.
-fn run_us(e: &EngineTerms, g: &Geometry, nc: u32) -> Option<f64> {
+/// The first host's programs of the call `g` on its `chains` (each with the channels it carries,
+/// [`distinct_chains`]) run op by op, µs from the first step to the last. `None` where a GPU has
+/// no rail or a step never ran.
+fn run_us(e: &EngineTerms, g: &Geometry, chains: &[(&Vec<RingHop>, u32)]) -> Option<f64> {
     let [intra, rails] = &e.hier_paths;
     let mut dag = OpDag::default();
-    for (chain, copies) in distinct_chains(intra.used(nc), nc) {
+    for &(chain, copies) in chains {
         let rail_of = |rank| rails.rings.iter().find(|r| r[0].rank == rank);
         let hops: Option<Vec<Hops>> = (0..chain.len())
             .map(|q| Hops::of(chain, q, rail_of(chain[q].rank)?))
